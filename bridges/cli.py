@@ -1,0 +1,54 @@
+"""The ``fv`` command line. Each package contributes its subcommands through ``register(subparsers)``
+in its own ``cli.py``; handlers import their heavy dependencies lazily, so ``fv derive`` never loads
+numba or torch.
+
+Errors in the user's input (``ValueError``, a missing file) print one line and exit with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
+COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code 2 (argparse's convention)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fv",
+        description="Theory engine for adaptive inference and function vectors in deep transformers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError) as exc:
+        print(f"fv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fv {args.command}: interrupted; finished work is kept, run again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

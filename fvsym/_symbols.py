@@ -1,0 +1,16 @@
+"""Every sympy Symbol of the theory, defined once with its assumptions (THEORY.md, Names)."""
+import sympy as sp
+
+alpha = sp.Symbol("alpha", positive=True)  # tree scale ratio, 0 < alpha < 1
+tau = sp.Symbol("tau", nonnegative=True)  # channel noise standard deviation
+s2 = sp.Symbol("s2", nonnegative=True)  # label noise variance
+depth = sp.Symbol("K", integer=True, positive=True)  # tree depth K
+budget = sp.Symbol("B", integer=True, nonnegative=True)  # communication budget B = L * d
+layers = sp.Symbol("L", integer=True, positive=True)
+width = sp.Symbol("d", integer=True, positive=True)
+dim = sp.Symbol("D", integer=True, positive=True)  # latent dimension
+n_tokens = sp.Symbol("N", integer=True, positive=True)
+levels = sp.Symbol("j", integer=True, nonnegative=True)  # full levels read by top_levels
+k = sp.Symbol("k", integer=True, positive=True)  # a tree level (summation index)
+
+__all__ = ["alpha", "tau", "s2", "depth", "budget", "layers", "width", "dim", "n_tokens", "levels", "k"]

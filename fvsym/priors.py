@@ -1,0 +1,216 @@
+"""Priors over the latent context theta (THEORY.md sections 5 and 6), symbolic in their parameters.
+
+Heap numbering of the tree: internal nodes ``n = 1 .. 2^K - 1``, root 1, children ``2n`` (sign +1)
+and ``2n + 1`` (sign -1). Node ``n`` has depth ``k(n) = floor(log2 n) + 1`` and direction ``e_n``,
+which is coordinate ``n - 1`` of theta. Leaf ``i`` (``0 <= i < 2^K``) is the sign vector whose
+``k``-th most significant bit is 1 exactly when ``s_k = -1``.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import sympy as sp
+
+from . import _symbols
+from ._validate import check_alpha, check_int, to_exact
+
+MAX_DEPTH = 30
+
+
+def node_depth(n: int) -> int:
+    """Depth ``k(n) = floor(log2 n) + 1`` of heap node ``n >= 1``."""
+    if n < 1:
+        raise ValueError(f"node numbers start at 1, got {n}")
+    return int(n).bit_length()
+
+
+class TreePrior:
+    """Hierarchical tree prior of THEORY.md section 6.
+
+    ``TreePrior(depth, alpha)`` uses ``a_k = alpha^((k-1)/2)``; ``alpha`` may be a number (exact
+    when given as an int, Fraction or string like ``"1/2"``) or a Symbol (default: symbolic alpha).
+    ``TreePrior(depth, scales=(a_1, ..., a_K))`` takes general scales ``a_1 >= ... >= a_K > 0``.
+    """
+
+    def __init__(self, depth: int, alpha=_symbols.alpha, *, scales=None):
+        self.depth = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
+        if scales is not None:
+            scales = tuple(to_exact(a, "scales") for a in scales)
+            if len(scales) != self.depth:
+                raise ValueError(f"scales must have depth={self.depth} entries, got {len(scales)}")
+            for i, a in enumerate(scales):
+                if a.is_number and not a > 0:
+                    raise ValueError(f"scales must be > 0, got a_{i + 1} = {a}")
+            for i in range(self.depth - 1):
+                if (scales[i] - scales[i + 1]).is_number and scales[i] < scales[i + 1]:
+                    raise ValueError(
+                        f"scales must be non-increasing, got a_{i + 1} = {scales[i]} < a_{i + 2} = {scales[i + 1]}"
+                    )
+            self.alpha = None
+            self.scales = scales
+        else:
+            self.alpha = check_alpha(alpha)
+            self.scales = tuple(self.alpha ** sp.Rational(k - 1, 2) for k in range(1, self.depth + 1))
+
+    # --- sizes -------------------------------------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        """``D = 2^K - 1``."""
+        return 2**self.depth - 1
+
+    dim = n_nodes
+
+    @property
+    def n_leaves(self) -> int:
+        return 2**self.depth
+
+    @property
+    def is_numeric(self) -> bool:
+        return all(a.is_number for a in self.scales)
+
+    def with_alpha(self, alpha) -> "TreePrior":
+        """The same tree with ``alpha`` fixed (only for priors built from ``alpha``)."""
+        if self.alpha is None:
+            raise ValueError("this TreePrior was built from explicit scales, not alpha")
+        return TreePrior(self.depth, alpha)
+
+    # --- structure ---------------------------------------------------------------------
+    def check_node(self, n: int) -> int:
+        return check_int(n, "node", minimum=1, maximum=self.n_nodes)
+
+    def amplitude(self, n: int):
+        """``a_{k(n)}``: the value ``|theta_n|`` takes when the path passes node ``n``."""
+        return self.scales[node_depth(self.check_node(n)) - 1]
+
+    def leaf_signs(self, index: int) -> tuple[int, ...]:
+        index = check_int(index, "leaf index", minimum=0, maximum=self.n_leaves - 1)
+        K = self.depth
+        return tuple(-1 if (index >> (K - 1 - k)) & 1 else 1 for k in range(K))
+
+    def leaf_index(self, signs) -> int:
+        self._check_signs(signs)
+        index = 0
+        for s in signs:
+            index = 2 * index + (1 if s < 0 else 0)
+        return index
+
+    def leaves(self) -> list[tuple[int, ...]]:
+        """All ``2^K`` sign vectors, in leaf-index order."""
+        return [self.leaf_signs(i) for i in range(self.n_leaves)]
+
+    def path(self, signs) -> tuple[int, ...]:
+        """Path nodes ``n_1 .. n_K`` of a leaf."""
+        self._check_signs(signs)
+        nodes, n = [], 1
+        for s in signs:
+            nodes.append(n)
+            n = 2 * n + (1 if s < 0 else 0)
+        return tuple(nodes)
+
+    def theta(self, signs) -> dict[int, sp.Expr]:
+        """Nonzero coordinates ``{node: a_k s_k}`` of ``theta_s``."""
+        return {n: self.scales[k] * s for k, (n, s) in enumerate(zip(self.path(signs), signs))}
+
+    def theta_vector(self, signs) -> sp.Matrix:
+        v = sp.zeros(self.n_nodes, 1)
+        for n, value in self.theta(signs).items():
+            v[n - 1] = value
+        return v
+
+    def _check_signs(self, signs):
+        if len(signs) != self.depth or any(s not in (1, -1) for s in signs):
+            raise ValueError(f"a leaf is {self.depth} signs in {{+1, -1}}, got {tuple(signs)!r}")
+
+    # --- moments -----------------------------------------------------------------------
+    def variance(self, n: int):
+        """Prior variance of coordinate ``n``: ``a_k^2 / 2^(k-1)``."""
+        k = node_depth(self.check_node(n))
+        return sp.simplify(self.scales[k - 1] ** 2 / 2 ** (k - 1))
+
+    @cached_property
+    def mean(self) -> sp.Matrix:
+        return sp.zeros(self.n_nodes, 1)
+
+    @cached_property
+    def covariance(self) -> sp.Matrix:
+        return sp.diag(*[self.variance(n) for n in range(1, self.n_nodes + 1)])
+
+    @cached_property
+    def second_moment(self):
+        """``E||theta||^2 = sum_k a_k^2`` (``(1 - alpha^K) / (1 - alpha)`` for the alpha scales)."""
+        return sp.factor(sp.simplify(sum(a**2 for a in self.scales)))
+
+    def __repr__(self) -> str:
+        if self.alpha is not None:
+            return f"TreePrior(depth={self.depth}, alpha={self.alpha})"
+        return f"TreePrior(depth={self.depth}, scales={self.scales})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TreePrior) and (self.depth, self.scales) == (other.depth, other.scales)
+
+    def __hash__(self) -> int:
+        return hash((TreePrior, self.depth, self.scales))
+
+
+class GaussianPrior:
+    """``theta ~ N(0, C)`` (THEORY.md section 5). ``C`` must be square, symmetric and PSD."""
+
+    def __init__(self, cov):
+        C = sp.Matrix(cov).applyfunc(lambda x: to_exact(x, "covariance entry"))
+        if C.rows != C.cols or C.rows == 0:
+            raise ValueError(f"covariance must be a non-empty square matrix, got shape {C.shape}")
+        if any(sp.simplify(C[i, j] - C[j, i]) != 0 for i in range(C.rows) for j in range(i)):
+            raise ValueError("covariance must be symmetric")
+        if C.is_diagonal():
+            for i in range(C.rows):
+                if C[i, i].is_number and C[i, i] < 0:
+                    raise ValueError(f"covariance is not PSD: diagonal entry {i} is {C[i, i]}")
+        elif all(x.is_number for x in C):
+            lam_min = min(sp.N(e) for e in C.evalf().eigenvals(multiple=True, simplify=False, rational=False)) \
+                if C.rows <= 4 else _min_eig_numeric(C)
+            if lam_min < -1e-12:
+                raise ValueError(f"covariance is not PSD: smallest eigenvalue {float(lam_min):.3g}")
+        self.cov = C
+
+    @classmethod
+    def isotropic(cls, dim: int, variance=1) -> "GaussianPrior":
+        dim = check_int(dim, "dim", minimum=1)
+        return cls(sp.eye(dim) * to_exact(variance, "variance"))
+
+    @classmethod
+    def matched(cls, tree: TreePrior) -> "GaussianPrior":
+        """The Gaussian with the tree prior's mean and covariance."""
+        return cls(tree.covariance)
+
+    @property
+    def dim(self) -> int:
+        return self.cov.rows
+
+    @property
+    def mean(self) -> sp.Matrix:
+        return sp.zeros(self.dim, 1)
+
+    @property
+    def second_moment(self):
+        return sp.simplify(self.cov.trace())
+
+    @cached_property
+    def eigenvalues(self) -> tuple:
+        """Eigenvalues of ``C``, largest first where they are numbers."""
+        if self.cov.is_diagonal():
+            vals = [self.cov[i, i] for i in range(self.dim)]
+        else:
+            vals = self.cov.eigenvals(multiple=True)
+        try:
+            return tuple(sorted(vals, key=lambda v: -float(v)))
+        except TypeError:
+            return tuple(vals)
+
+    def __repr__(self) -> str:
+        return f"GaussianPrior(dim={self.dim})"
+
+
+def _min_eig_numeric(C: sp.Matrix):
+    import numpy as np  # only for large explicit matrices
+
+    return float(np.linalg.eigvalsh(np.array(C.evalf(), dtype=float)).min())
