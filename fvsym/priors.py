@@ -200,7 +200,10 @@ class GaussianPrior:
         if self.cov.is_diagonal():
             vals = [self.cov[i, i] for i in range(self.dim)]
         else:
-            vals = self.cov.eigenvals(multiple=True)
+            try:  # real roots of the characteristic polynomial (C is symmetric): exact, orderable
+                vals = self.cov.charpoly().all_roots()
+            except (NotImplementedError, sp.PolynomialError):  # symbolic entries
+                vals = self.cov.eigenvals(multiple=True)
         try:
             return tuple(sorted(vals, key=lambda v: -float(v)))
         except TypeError:

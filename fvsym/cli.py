@@ -1,0 +1,112 @@
+"""``fv derive``: exact losses from the command line (the Python API mirrors it with the same names).
+
+    fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive}
+                        [--layers L --width d] [--alpha A] [--format text|latex|json]
+    fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|tree] [--depth K --alpha A]
+                        [--format text|latex|json]
+
+``--alpha`` and ``--tau`` take exact rationals (``1/2``) or decimals (``0.3``, read exactly as 3/10).
+Handlers import the derivations lazily; nothing here loads numba or torch.
+"""
+from __future__ import annotations
+
+import json
+
+import sympy as sp
+
+from ._validate import check_alpha, check_int, check_tau
+
+STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
+FORMATS = ("text", "latex", "json")
+
+
+def register(subparsers) -> None:
+    derive = subparsers.add_parser(
+        "derive", help="derive an exact loss (fvsym)", description="Derive an exact loss of THEORY.md."
+    )
+    quantities = derive.add_subparsers(dest="quantity", metavar="QUANTITY")
+    quantities.required = True
+
+    tree = quantities.add_parser(
+        "tree-loss", help="noiseless loss of a strategy on the tree prior (THEORY.md 3, 6)",
+        description="Noiseless loss of a strategy on TreePrior(depth, alpha), coordinate class.",
+    )
+    tree.add_argument("--depth", type=int, required=True, help="tree depth K >= 1")
+    tree.add_argument("--budget", type=int, required=True, help="budget B = L * d")
+    tree.add_argument("--strategy", required=True, choices=STRATEGIES)
+    tree.add_argument("--layers", type=int, default=None, help="L (optimal strategy)")
+    tree.add_argument("--width", type=int, default=None, help="d (optimal strategy)")
+    tree.add_argument("--alpha", default=None, help="scale ratio in (0, 1), e.g. 1/2 (default: symbolic)")
+    tree.add_argument("--format", choices=FORMATS, default="text")
+    tree.set_defaults(func=_tree_loss)
+
+    gauss = quantities.add_parser(
+        "gaussian-loss", help="optimal loss for a Gaussian prior (THEORY.md 5)",
+        description="Optimal unit-class loss of a Gaussian prior by rank-constrained water-filling.",
+    )
+    gauss.add_argument("--dim", type=int, default=None, help="D (optional for --cov tree: 2^depth - 1)")
+    gauss.add_argument("--budget", type=int, required=True, help="budget B")
+    gauss.add_argument("--tau", default=None, help="channel noise >= 0, e.g. 1/2 (default: symbolic)")
+    gauss.add_argument("--cov", choices=("isotropic", "tree"), default="isotropic")
+    gauss.add_argument("--depth", type=int, default=None, help="tree depth K (--cov tree)")
+    gauss.add_argument("--alpha", default=None, help="tree scale ratio (--cov tree; default: symbolic)")
+    gauss.add_argument("--format", choices=FORMATS, default="text")
+    gauss.set_defaults(func=_gaussian_loss)
+
+
+def _tree_loss(args) -> int:
+    from .tree import tree_loss
+
+    depth = check_int(args.depth, "depth", minimum=1)
+    budget = check_int(args.budget, "budget", minimum=0)
+    alpha = None if args.alpha is None else check_alpha(args.alpha)
+    inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
+              "layers": args.layers, "width": args.width}
+    formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
+    _emit(formula, inputs, args.format)
+    return 0
+
+
+def _gaussian_loss(args) -> int:
+    from .gaussian import gaussian_loss
+
+    tau = None if args.tau is None else check_tau(args.tau)
+    alpha = None if args.alpha is None else check_alpha(args.alpha)
+    inputs = {"dim": args.dim, "budget": args.budget, "tau": args.tau, "cov": args.cov,
+              "depth": args.depth, "alpha": args.alpha}
+    formula = gaussian_loss(args.dim, args.budget, tau, cov=args.cov, depth=args.depth, alpha=alpha)
+    _emit(formula, inputs, args.format)
+    return 0
+
+
+def result_record(formula, inputs: dict) -> dict:
+    """The JSON record of a derived formula: ``expr``, ``latex``, and ``value``/``float`` when no
+    symbol is left (``value`` is exact, e.g. ``"3/8"``, unless a float entered the derivation)."""
+    expr = formula.expr
+    record = {
+        "name": formula.name,
+        "expr": sp.sstr(expr),
+        "latex": formula.latex,
+        "params": [str(p) for p in formula.params],
+        "source": formula.source,
+        "inputs": inputs,
+    }
+    if not expr.free_symbols:
+        exact = not expr.has(sp.Float)
+        record["value"] = sp.sstr(expr) if exact else repr(float(expr))
+        record["exact"] = exact
+        record["float"] = float(expr)
+    return record
+
+
+def _emit(formula, inputs: dict, fmt: str) -> None:
+    record = result_record(formula, inputs)
+    if fmt == "json":
+        print(json.dumps(record, indent=2))
+    elif fmt == "latex":
+        print(f"{record['name']} = {record['latex']}")
+    else:
+        print(f"{record['name']} = {record['expr']}")
+        if "value" in record:
+            print(f"value = {record['value']} ({record['float']:.12g})")
+        print(f"source: {record['source']}")

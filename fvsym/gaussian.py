@@ -1,0 +1,461 @@
+"""Gaussian prior (THEORY.md section 5): posterior covariance and loss of a design, rank-constrained
+water-filling, the optimal unit-class design, and Theorem G1 (no advantage of depth).
+
+Everything is exact for exact inputs (integers, Rationals, strings such as ``"1/2"``) and symbolic
+where a Symbol is passed. Only :func:`depth_advantage` computes numbers; it imports numpy and scipy
+inside the function, so importing this module loads sympy only.
+
+Water-filling, derived. With weight ``s_i`` on the eigen-direction of ``c_i`` the loss is
+``sum_i c_i / (1 + s_i c_i / tau^2)``. Each term is convex in ``s_i``, and the reduction
+``c_i - c_i / (1 + s_i c_i / tau^2) = s_i c_i^2 / (tau^2 + s_i c_i)`` grows with ``c_i``, so weight
+belongs on the largest eigenvalues: a design of rank ``<= B`` is best on the top ``min(B, D)``
+eigen-directions, and there the problem is convex. Its KKT conditions with the top ``j`` directions
+active give the water level ``nu`` as the root of the linear equation ``sum_{i<=j} (nu - tau^2/c_i) = B``:
+
+    nu_j = (B + tau^2 S_j) / j,   S_j = sum_{i<=j} 1/c_i,   s_i = nu_j - tau^2 / c_i,
+    loss_j = j^2 tau^2 / (B + tau^2 S_j) + sum_{i>j} c_i.
+
+The top-``j`` solution is feasible (every ``s_i >= 0``) iff ``tau^2 G_j <= B`` with
+``G_j = sum_{i<=j} (1/c_j - 1/c_i)``, which grows with ``j``; the optimum uses the largest feasible
+``j <= min(B, D+)`` (``D+``: the number of nonzero eigenvalues). For ``tau = 0`` every ``j`` is
+feasible and the loss is the sum of the ``D - B`` smallest eigenvalues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import sympy as sp
+
+from . import _symbols
+from ._formula import Formula
+from ._validate import check_choice, check_int, check_tau, to_exact
+from .priors import GaussianPrior, TreePrior
+
+MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
+COVARIANCES = ("isotropic", "tree")
+
+
+@dataclass(frozen=True)
+class WaterFilling:
+    """Optimum of rank-constrained water-filling.
+
+    ``loss``: the minimal ``sum_i c_i / (1 + s_i c_i / tau^2)``; ``weights``: the optimal ``s_i``,
+    aligned with the eigenvalues as given. Both are sympy expressions (``Piecewise`` when ``tau`` or
+    the eigenvalues are symbolic and the active set depends on them).
+    """
+
+    loss: sp.Expr
+    weights: tuple
+
+
+@dataclass(frozen=True)
+class DepthComparison:
+    """Theorem G1: optimal losses of the deep (``L = B, d = 1``) and shallow (``L = 1, d = B``) systems.
+
+    ``deep`` is a float found by numerical optimisation of the sequential (Bellman) problem,
+    ``shallow`` the exact water-filling optimum.
+    """
+
+    deep: float
+    shallow: sp.Expr
+
+
+# --- posterior of a design ---------------------------------------------------------------
+def _as_gaussian(prior) -> GaussianPrior:
+    """A GaussianPrior as given, the matched Gaussian of a TreePrior, or a matrix (validated)."""
+    if isinstance(prior, GaussianPrior):
+        return prior
+    if isinstance(prior, TreePrior):
+        return GaussianPrior.matched(prior)
+    return GaussianPrior(prior)
+
+
+def _covariance(prior) -> sp.Matrix:
+    return prior.covariance if isinstance(prior, TreePrior) else _as_gaussian(prior).cov
+
+
+def _design(W, dim: int) -> sp.Matrix:
+    W = sp.Matrix(W) if not isinstance(W, sp.MatrixBase) else W
+    if W.rows == 0 or W.cols == 0:
+        return sp.zeros(0, dim)
+    if W.cols != dim:
+        raise ValueError(f"design must have {dim} columns (the latent dimension), got shape {W.shape}")
+    return W.applyfunc(lambda x: to_exact(x, "design entry"))
+
+
+def _gain(C: sp.Matrix, W: sp.Matrix, tau) -> sp.Matrix:
+    """``(W C W^T + tau^2 I)^-1``, or the pseudo-inverse of ``W C W^T`` when ``tau = 0``.
+
+    The pseudo-inverse is the ``tau -> 0`` limit of ``C W^T (W C W^T + tau^2 I)^-1 W C``: on the null
+    space of ``W C W^T`` the vector ``C W^T v`` vanishes, so only the range contributes.
+    """
+    M = W * C * W.T
+    if tau.is_zero:
+        return M.pinv()
+    return (M + tau**2 * sp.eye(W.rows)).inv()
+
+
+def posterior_covariance(cov, W, tau) -> sp.Matrix:
+    """Posterior covariance ``P = (C^-1 + W^T W / tau^2)^-1`` after measuring ``W theta + tau xi``.
+
+    Computed as ``P = C - C W^T (W C W^T + tau^2 I)^-1 W C``, which needs no inverse of ``C`` (valid
+    for singular ``C``) and, with the pseudo-inverse, also holds at ``tau = 0``. ``cov`` is a
+    GaussianPrior, a TreePrior (its covariance) or a symmetric PSD matrix; ``W`` is ``k x D``
+    (``k = 0`` allowed); ``tau >= 0`` a number or a Symbol. Exact for exact inputs.
+    """
+    C = _covariance(cov)
+    W = _design(W, C.rows)
+    t = check_tau(tau)
+    if W.rows == 0:
+        return C
+    CW = C * W.T
+    P = C - CW * _gain(C, W, t) * CW.T
+    return P.applyfunc(lambda x: x if x.is_Rational else sp.simplify(x))
+
+
+def design_loss(prior, W, tau):
+    """Loss ``tr P`` of the fixed design ``W`` (THEORY.md section 4 and 5), exact for exact inputs.
+
+    ``tr P`` is also the loss of the best *linear* decoder (LMMSE) for any prior with covariance
+    ``C``, e.g. a TreePrior, which is accepted directly.
+    """
+    C = _covariance(prior)
+    W = _design(W, C.rows)
+    t = check_tau(tau)
+    if W.rows == 0:
+        return sp.simplify(C.trace())
+    CW = C * W.T
+    reduction = (_gain(C, W, t) * (CW.T * CW)).trace()  # tr(C W^T G W C) = tr(G W C^2 W^T)
+    return sp.simplify(C.trace() - reduction)
+
+
+# --- water-filling -----------------------------------------------------------------------
+@cache
+def _water_level():
+    """Water level of the top-``j`` KKT solution: the root ``nu`` of ``j nu - tau^2 S_j = B``
+    (from ``s_i = nu - tau^2 / c_i`` summed over the active set), solved once symbolically."""
+    nu, j, B, tau, S = sp.symbols("nu j B tau S")
+    (root,) = sp.solve(sp.Eq(j * nu - tau**2 * S, B), nu)
+    return sp.Lambda((j, B, tau, S), root)
+
+
+def _kkt_level(j, budget, tau, inv_sum):
+    return _water_level()(j, budget, tau, inv_sum)
+
+
+def _kkt_loss(j, budget, tau, inv_sum, rest):
+    """Loss of the top-``j`` KKT solution: each active term is ``c_i / (nu c_i / tau^2) = tau^2 / nu``."""
+    return j**2 * tau**2 / (budget + tau**2 * inv_sum) + rest
+
+
+def _decreasing_order(c: list) -> list[int]:
+    if all(v.is_number for v in c):
+        # numeric order of exact values (radicals, CRootOf); stable: ties keep their order
+        return sorted(range(len(c)), key=lambda i: -float(sp.re(sp.N(c[i], 30))))
+    for i in range(len(c) - 1):  # symbolic: taken as given, refuted only where decidable
+        if (c[i] - c[i + 1]).is_negative:
+            raise ValueError(f"symbolic eigenvalues must be given largest first, got {c[i]} before {c[i + 1]}")
+    return list(range(len(c)))
+
+
+def water_filling(eigenvalues, budget, tau) -> WaterFilling:
+    """Rank-constrained water-filling (THEORY.md section 5), solved exactly through its KKT conditions.
+
+    Minimises ``sum_i c_i / (1 + s_i c_i / tau^2)`` over ``s_i >= 0`` with ``sum s_i = B`` and at most
+    ``B`` nonzero (a design of ``B`` unit rows has rank ``<= B``; ``budget > len(eigenvalues)`` is
+    allowed). ``tau = 0`` gives the sum of the ``D - B`` smallest eigenvalues. Numeric eigenvalues
+    may come in any order; symbolic ones must be given largest first. A symbolic ``tau`` (or
+    symbolic eigenvalues) gives a ``Piecewise`` over the active-set size. See the module docstring
+    for the derivation.
+    """
+    c = [to_exact(v, "eigenvalue") for v in eigenvalues]
+    if not c:
+        raise ValueError("water_filling needs at least one eigenvalue")
+    for v in c:
+        if v.is_negative:
+            raise ValueError(f"eigenvalues must be >= 0, got {v}")
+    B = check_int(budget, "budget", minimum=0)
+    t = check_tau(tau)
+    order = _decreasing_order(c)
+    cs = [c[i] for i in order]
+    D = len(cs)
+    rank = {i: r for r, i in enumerate(order)}  # position of eigenvalue i in decreasing order
+    n_pos = sum(1 for v in cs if not v.is_zero)
+
+    weights_sorted: list = [sp.Integer(0)] * D
+    if n_pos == 0:  # C = 0: nothing to learn; spread the budget over the first min(B, D) directions
+        for i in range(min(B, D)):
+            weights_sorted[i] = sp.Rational(B, min(B, D))
+        return WaterFilling(sp.Integer(0), tuple(weights_sorted[rank[i]] for i in range(D)))
+
+    J = min(B, n_pos)
+    total = sum(cs, sp.Integer(0))
+    if J == 0:  # no budget: nothing measured
+        return WaterFilling(total, tuple(sp.Integer(0) for _ in range(D)))
+    prefix, inv_sum = [sp.Integer(0)], [sp.Integer(0)]
+    for v in cs[:J]:
+        prefix.append(prefix[-1] + v)
+        inv_sum.append(inv_sum[-1] + 1 / v)
+
+    loss_pieces, weight_pieces = [], [[] for _ in range(D)]
+    for j in range(J, 0, -1):
+        gap = j / cs[j - 1] - inv_sum[j]  # G_j = sum_{i<=j} (1/c_j - 1/c_i) >= 0
+        if not gap.is_number:
+            gap = sp.simplify(gap)
+        feasible = sp.true if gap == 0 else sp.sympify(t**2 * gap <= B)
+        if feasible == sp.false:
+            continue
+        nu = _kkt_level(j, B, t, inv_sum[j])
+        loss_j = sp.simplify(_kkt_loss(j, B, t, inv_sum[j], total - prefix[j]))
+        loss_pieces.append((loss_j, feasible))
+        for i in range(D):
+            weight_pieces[i].append((nu - t**2 / cs[i] if i < j else sp.Integer(0), feasible))
+        if feasible == sp.true:
+            break
+    if not loss_pieces or loss_pieces[-1][1] != sp.true:  # j = 1 is always feasible (G_1 = 0)
+        raise AssertionError("water-filling: no feasible active set")  # pragma: no cover
+
+    def piecewise(pieces):
+        return pieces[0][0] if len(pieces) == 1 else sp.Piecewise(*pieces)
+
+    loss = piecewise(loss_pieces)
+    weights_sorted = [piecewise(p) for p in weight_pieces]
+    return WaterFilling(loss, tuple(weights_sorted[rank[i]] for i in range(D)))
+
+
+@cache
+def isotropic_loss() -> Formula:
+    """Optimal loss for ``C = I_D``, budget ``B`` and noise ``tau`` (unit class), derived from the
+    water-filling KKT solution: with every ``c_i = 1``, ``S_j = j``, the unmeasured rest is ``D - j``
+    and ``G_j = 0``, so every ``j`` is feasible and the optimum takes ``j = min(B, D)``.
+    """
+    D, B, tau = _symbols.dim, _symbols.budget, _symbols.tau
+    j, i = sp.Symbol("j", integer=True, positive=True), sp.Symbol("i", integer=True, positive=True)
+    c = sp.Integer(1)  # every eigenvalue of I_D
+    inv_sum = sp.summation(1 / c, (i, 1, j))
+    rest = sp.summation(c, (i, j + 1, D))
+    gap = sp.summation(1 / c - 1 / c, (i, 1, j))
+    if gap != 0:  # pragma: no cover - a derivation step, not an input check
+        raise AssertionError("isotropic water-filling: the active set is not free")
+    loss_j = _kkt_loss(j, B, tau, inv_sum, rest)
+    expr = sp.Piecewise(
+        (sp.simplify(loss_j.subs(j, B)), B <= D),
+        (sp.simplify(loss_j.subs(j, D)), True),
+    )
+    return Formula(
+        "isotropic_loss",
+        expr,
+        (D, B, tau),
+        "THEORY.md section 5: water-filling for C = I_D (B <= D and B > D)",
+        doc=isotropic_loss.__doc__ or "",
+    )
+
+
+# --- optimal design ----------------------------------------------------------------------
+def _eigenbasis(C: sp.Matrix) -> tuple[list, list]:
+    """Eigenvalues (largest first where numeric) and orthonormal eigenvectors of symmetric ``C``."""
+    if C.is_diagonal():
+        vals = [C[i, i] for i in range(C.rows)]
+        vecs = [sp.eye(C.rows)[:, i] for i in range(C.rows)]
+    else:
+        vals, vecs = [], []
+        for value, _, basis in C.eigenvects():
+            for v in sp.GramSchmidt(basis, True):
+                vals.append(value)
+                vecs.append(v.applyfunc(sp.simplify))
+    order = _decreasing_order(vals)
+    return [vals[i] for i in order], [vecs[i] for i in order]
+
+
+def _is_one(x) -> bool:
+    """Exactly 1, or within rounding of 1 when the weights are floats (a float ``tau``)."""
+    return x == 1 or (x.has(sp.Float) and abs(float(x) - 1) < 1e-9)
+
+
+def _unit_rows(weights: list, n_rows: int) -> sp.Matrix:
+    """``n_rows x j`` matrix with unit rows and ``M^T M = diag(weights)`` (``sum weights = n_rows``).
+
+    Rotation construction: start from the rows ``sqrt(s_i) e_i`` (then zero rows), which are mutually
+    orthogonal with squared norms ``s_i``. Pick an unfinished row ``a`` with norm^2 ``n_a > 1`` and one
+    ``b`` with ``n_b < 1`` and rotate the pair: ``r_a <- c r_a + s r_b``, ``r_b <- -s r_a + c r_b``
+    with ``c^2 = (1 - n_b)/(n_a - n_b)``. A rotation of two rows keeps ``M^T M``; the new ``r_a`` has
+    norm exactly 1 (finished) and ``r_b`` has ``n_a + n_b - 1``, still orthogonal to the unfinished
+    rows. Each step finishes a row and the norms keep summing to the number of unfinished rows, so
+    after at most ``n_rows - 1`` steps every row is a unit vector (a constructive Schur-Horn step).
+    """
+    j = len(weights)
+    rows = [[sp.sqrt(w) if col == i else sp.Integer(0) for col in range(j)] for i, w in enumerate(weights)]
+    rows += [[sp.Integer(0)] * j for _ in range(n_rows - j)]
+    norms = list(weights) + [sp.Integer(0)] * (n_rows - j)
+    open_rows = [r for r in range(n_rows) if not _is_one(norms[r])]
+    while open_rows:
+        a = next(r for r in open_rows if norms[r] > 1)
+        b = next(r for r in open_rows if norms[r] < 1)
+        cos2 = (1 - norms[b]) / (norms[a] - norms[b])
+        cos, sin = sp.sqrt(cos2), sp.sqrt(1 - cos2)
+        ra, rb = rows[a], rows[b]
+        rows[a] = [sp.simplify(cos * x + sin * y) for x, y in zip(ra, rb)]
+        rows[b] = [sp.simplify(-sin * x + cos * y) for x, y in zip(ra, rb)]
+        norms[a], norms[b] = sp.Integer(1), norms[a] + norms[b] - 1
+        open_rows = [r for r in open_rows if not _is_one(norms[r])]
+    return sp.Matrix(rows) if n_rows else sp.zeros(0, j)
+
+
+def optimal_design(prior, budget, tau) -> sp.Matrix:
+    """An optimal unit-class design (``B x D``, unit rows) for a Gaussian prior; its ``design_loss``
+    equals ``water_filling(eigenvalues, B, tau).loss``.
+
+    The water-filling weights ``s_i`` live on the top eigen-directions ``v_i`` of ``C``; the design
+    must satisfy ``W^T W = sum_i s_i v_i v_i^T`` with unit rows. Write ``W = M V^T`` with ``V`` the
+    active eigenvectors and ``M`` (``B x j``) built by :func:`_unit_rows`: exact rotations of the
+    rows ``sqrt(s_i) e_i`` that make every row a unit vector while keeping ``M^T M = diag(s)``.
+    Integer weights (e.g. isotropic ``B <= D``) give plain eigen-directions. ``tau`` must be a number.
+    """
+    C = _covariance(prior)
+    B = check_int(budget, "budget", minimum=0)
+    t = check_tau(tau)
+    if not t.is_number:
+        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {tau!r}")
+    vals, vecs = _eigenbasis(C)
+    if not all(v.is_number for v in vals):
+        raise ValueError("optimal_design needs a numeric covariance")
+    weights = water_filling(vals, B, t).weights
+    active = [i for i, s in enumerate(weights) if s != 0]
+    if B == 0:
+        return sp.zeros(0, C.rows)
+    M = _unit_rows([weights[i] for i in active], B)
+    V = sp.Matrix.hstack(*[vecs[i] for i in active])
+    return (M * V.T).applyfunc(sp.simplify)
+
+
+# --- Theorem G1 --------------------------------------------------------------------------
+def _sequential_trace(params, C, n_layers: int, tau2: float):
+    """``tr P_B`` after ``B`` successive rank-one updates and its gradient in the raw row vectors.
+
+    ``P <- P - P w w^T P / (w^T P w + tau^2)`` with ``w = v / |v|``; gradients by a backward pass:
+    with ``G = d tr P_B / d P_l``, ``u = P w`` and ``delta = w^T u + tau^2``,
+    ``d/dw = (2/delta) ((u^T G u / delta) u - P G u)`` and
+    ``G_{l-1} = G - (G u w^T + w u^T G) / delta + (u^T G u / delta^2) w w^T``.
+    """
+    import numpy as np
+
+    D = C.shape[0]
+    V = params.reshape(n_layers, D)
+    norms = np.linalg.norm(V, axis=1)
+    tape, P = [], C
+    floor = 1e-14 * max(np.trace(C), 1.0)
+    for v, n in zip(V, norms):
+        w = v / n
+        u = P @ w
+        delta = w @ u + tau2
+        tape.append((P, w, u, delta))
+        if delta > floor:
+            P = P - np.outer(u, u) / delta
+    value = float(np.trace(P))
+    G = np.eye(D)
+    grad = np.zeros_like(V)
+    for l in range(n_layers - 1, -1, -1):
+        P, w, u, delta = tape[l]
+        if delta <= floor:
+            continue
+        Gu = G @ u
+        q = u @ Gu
+        g_w = (2 / delta) * ((q / delta) * u - P @ Gu)
+        grad[l] = (g_w - (w @ g_w) * w) / norms[l]
+        G = G - (np.outer(Gu, w) + np.outer(w, Gu)) / delta + (q / delta**2) * np.outer(w, w)
+    return value, grad.ravel()
+    return P
+
+
+def depth_advantage(prior, budget, tau, *, seed: int = 0, n_starts: int = 8) -> DepthComparison:
+    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``).
+
+    ``shallow``: the exact water-filling optimum (a fixed ``B x D`` design). ``deep``: the Bellman
+    recursion over Gaussian beliefs. The posterior covariance after a reading does not depend on the
+    value read, so the recursion is a deterministic dynamic programme over ``P`` and the optimal
+    policy is a fixed sequence ``w_1 .. w_B``; it is found here by minimising ``tr P_B`` over the
+    sequence, ``P`` evolving by rank-one updates, with BFGS from ``n_starts`` random starts drawn
+    from ``seed`` (numpy/scipy, imported here). This uses no water-filling, so the two are
+    independent computations of the same number.
+    """
+    import numpy as np
+    from scipy.optimize import minimize
+
+    gauss = _as_gaussian(prior)
+    C = gauss.cov
+    B = check_int(budget, "budget", minimum=0)
+    n_starts = check_int(n_starts, "n_starts", minimum=1)
+    t = check_tau(tau)
+    if not (t.is_number and all(x.is_number for x in C)):
+        raise ValueError("depth_advantage needs a numeric covariance and tau")
+    shallow = water_filling(gauss.eigenvalues, B, t).loss
+    C_np = np.array(C.evalf(), dtype=float)
+    if B == 0:
+        return DepthComparison(float(np.trace(C_np)), shallow)
+    rng = np.random.default_rng(seed)
+    best = np.inf
+    for _ in range(n_starts):
+        x0 = rng.standard_normal(B * C.rows)
+        res = minimize(
+            _sequential_trace, x0, args=(C_np, B, float(t) ** 2), jac=True, method="BFGS",
+            options={"gtol": 1e-12, "maxiter": 5000},
+        )
+        best = min(best, float(res.fun))
+    return DepthComparison(best, shallow)
+
+
+# --- the API behind `fv derive gaussian-loss` --------------------------------------------
+def gaussian_loss(dim, budget, tau=None, cov: str = "isotropic", depth=None, alpha=None) -> Formula:
+    """Optimal unit-class loss of a Gaussian prior for budget ``B`` and noise ``tau`` (THEORY.md 5).
+
+    ``cov="isotropic"``: ``C = I_dim`` (:func:`isotropic_loss` at ``D = dim``). ``cov="tree"``: the
+    matched Gaussian of ``TreePrior(depth, alpha)`` (``alpha=None``: symbolic); ``dim`` may be
+    omitted or must equal ``2^depth - 1``. ``tau=None`` keeps ``tau`` symbolic. Exact with exact
+    (e.g. ``"1/2"``) inputs; the Formula's params are the symbols left free.
+    """
+    cov = check_choice(cov, "cov", COVARIANCES)
+    B = check_int(budget, "budget", minimum=0)
+    t = _symbols.tau if tau is None else check_tau(tau)
+    a = None if alpha is None else to_exact(alpha, "alpha")
+    return _gaussian_loss(None if dim is None else check_int(dim, "dim", minimum=1), B, t, cov,
+                          None if depth is None else check_int(depth, "depth", minimum=1), a)
+
+
+@cache
+def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
+    if cov == "isotropic":
+        if depth is not None or alpha is not None:
+            raise ValueError("depth and alpha apply only to cov 'tree', not 'isotropic'")
+        if dim is None:
+            raise ValueError("cov 'isotropic' needs dim")
+        f = isotropic_loss()
+        expr = sp.simplify(f.expr.subs({_symbols.dim: dim, _symbols.budget: B, _symbols.tau: t}))
+        source = f"{f.source}; D = {dim}"
+    else:
+        if depth is None:
+            raise ValueError("cov 'tree' needs depth")
+        if depth > MAX_TREE_DEPTH:
+            raise ValueError(f"depth must be <= {MAX_TREE_DEPTH} for cov 'tree' (D = 2^depth - 1), got {depth}")
+        tree = TreePrior(depth, _symbols.alpha if alpha is None else alpha)
+        if dim is not None and dim != tree.n_nodes:
+            raise ValueError(f"dim must equal 2^depth - 1 = {tree.n_nodes} for cov 'tree', got {dim}")
+        # eigenvalues of the matched covariance, largest first: a_k^2 / 2^(k-1), 2^(k-1) times
+        eigenvalues = [sp.simplify(a**2 / 2**k) for k, a in enumerate(tree.scales) for _ in range(2**k)]
+        expr = water_filling(eigenvalues, B, t).loss
+        source = f"THEORY.md section 5: water-filling, matched Gaussian of {tree!r}"
+    params = tuple(s for s in (_symbols.alpha, _symbols.tau) if s in expr.free_symbols)
+    return Formula("gaussian_loss", expr, params, source)
+
+
+__all__ = [
+    "DepthComparison",
+    "WaterFilling",
+    "depth_advantage",
+    "design_loss",
+    "gaussian_loss",
+    "isotropic_loss",
+    "optimal_design",
+    "posterior_covariance",
+    "water_filling",
+]

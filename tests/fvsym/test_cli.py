@@ -1,0 +1,88 @@
+"""`fv derive`: the command line mirrors the Python API (same names, same exact values)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from bridges.cli import main
+from fvsym.gaussian import gaussian_loss
+from fvsym.tree import tree_loss
+
+
+def run_json(capsys, argv):
+    assert main(argv + ["--format", "json"]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def test_tree_loss_sanity_value(capsys):
+    record = run_json(capsys, ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--strategy", "path",
+                               "--alpha", "1/2"])
+    assert record["value"] == "3/8"
+    assert record["exact"] is True and record["float"] == 0.375
+    assert record["params"] == [] and record["inputs"]["alpha"] == "1/2"
+    assert sp.sympify(record["expr"]) == sp.Rational(3, 8) and record["latex"] == "\\frac{3}{8}"
+    assert "source" in record
+
+
+@pytest.mark.parametrize(
+    "strategy, extra, kwargs",
+    [
+        ("path", [], {}),
+        ("top_levels", [], {}),
+        ("optimal", ["--layers", "3", "--width", "1"], {"layers": 3, "width": 1}),
+        ("optimal_nonadaptive", [], {}),
+    ],
+)
+def test_tree_loss_mirrors_python_api(capsys, strategy, extra, kwargs):
+    record = run_json(capsys, ["derive", "tree-loss", "--depth", "3", "--budget", "3", "--strategy", strategy,
+                               "--alpha", "0.5"] + extra)
+    expected = tree_loss(3, 3, strategy, alpha=sp.Rational(1, 2), **kwargs).expr
+    assert sp.Rational(record["value"]) == expected  # "0.5" is read exactly as 1/2
+
+
+def test_tree_loss_symbolic_alpha_has_no_value(capsys):
+    record = run_json(capsys, ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--strategy", "path"])
+    assert record["params"] == ["alpha"] and "value" not in record and "float" not in record
+    alpha = sp.Symbol("alpha", positive=True)
+    assert sp.simplify(sp.sympify(record["expr"], locals={"alpha": alpha}) - tree_loss(4, 2, "path").expr) == 0
+
+
+def test_gaussian_loss_json_mirrors_python_api(capsys):
+    record = run_json(capsys, ["derive", "gaussian-loss", "--dim", "7", "--budget", "3", "--tau", "1/2",
+                               "--cov", "tree", "--depth", "3", "--alpha", "1/2"])
+    expected = gaussian_loss(7, 3, "1/2", cov="tree", depth=3, alpha="1/2").expr
+    assert sp.Rational(record["value"]) == expected and record["float"] == float(expected)
+    assert record["inputs"] == {"dim": 7, "budget": 3, "tau": "1/2", "cov": "tree", "depth": 3, "alpha": "1/2"}
+
+
+def test_gaussian_loss_symbolic_tau(capsys):
+    record = run_json(capsys, ["derive", "gaussian-loss", "--dim", "5", "--budget", "7"])
+    tau = sp.Symbol("tau", nonnegative=True)
+    assert record["params"] == ["tau"] and "value" not in record
+    assert sp.simplify(sp.sympify(record["expr"], locals={"tau": tau}) - gaussian_loss(5, 7).expr) == 0
+
+
+def test_text_and_latex_formats(capsys):
+    argv = ["derive", "gaussian-loss", "--dim", "5", "--budget", "3", "--tau", "0.5"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    value = gaussian_loss(5, 3, "1/2").expr
+    assert lines[0] == f"gaussian_loss = {value}"
+    assert lines[1].startswith(f"value = {value} (")
+    assert main(argv + ["--format", "latex"]) == 0
+    assert capsys.readouterr().out.strip() == f"gaussian_loss = {sp.latex(value)}"
+
+
+def test_fv_script_in_a_subprocess():
+    script = Path(sys.executable).parent / "fv"
+    proc = subprocess.run(
+        [str(script), "derive", "tree-loss", "--depth", "4", "--budget", "2", "--strategy", "path",
+         "--alpha", "1/2", "--format", "json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["value"] == "3/8"
