@@ -1,0 +1,463 @@
+"""Exact Bellman recursion of THEORY.md section 3: noiseless coordinate class, tree prior.
+
+A belief is the uniform distribution over a set ``S`` of leaves (a bit mask over leaf indices). Reading
+node ``n`` splits ``S`` into the leaves whose path passes ``n`` with ``+``, with ``-``, and those whose
+path avoids ``n`` (reading ``0``: informative too). With ``V_l(S)`` the largest expected value of
+``sum_C ||sum_{s in C} theta_s||^2 / |C|`` over the final cells ``C`` that ``l`` more layers can reach,
+the expected terminal loss of the belief is ``E - V_l(S) / |S|`` and
+
+    V_0(S) = ||sum_{s in S} theta_s||^2 / |S|,    V_l(S) = max_W sum_{cells C of S under W} V_{l-1}(C),
+
+the maximum over ``width`` nodes ``W`` whose reading is not constant on ``S``. ``V`` is memoised on a
+canonical form of ``S`` under the tree's automorphisms (swapping the two children of any node).
+A last layer of width ``d > 1`` (and the non-adaptive optimum, ``L = 1``, ``d = B``) is a dynamic
+programme over the tree that keeps, per subtree, reads spent and size of the "all readings zero" cell,
+the Pareto set of (resolved-cells value, squared norm of the zero cell's summed theta).
+
+Arithmetic is exact: with rational ``a_k^2`` every value is an integer in units of
+``1 / (lcm(1..2^K) * Q)``; otherwise a vector of integer coefficients of the ``a_k^2``, compared
+through a 60-digit evaluation.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ._validate import check_int
+from .priors import TreePrior, node_depth
+from .tree import _check_prior, squared_scales
+
+SOURCE = "THEORY.md §3"
+
+
+# --- the decision tree ------------------------------------------------------------------------------
+_SIGN_TEXT = {1: "+", -1: "-", 0: "0"}
+
+
+@dataclass(frozen=True)
+class PolicyNode:
+    """One layer of a policy: read ``nodes`` (real heap numbers for this belief), then follow
+    ``children[readings]``, keyed by the reading sign of each read node (+1, -1 or 0, in the order of
+    ``nodes``; only outcomes of positive probability). A child ``None`` means: nothing more to read
+    (the layers are spent, or the belief is a single leaf). ``belief``: leaf indices still possible;
+    ``value``: the expected terminal loss from here (exact)."""
+
+    nodes: tuple[int, ...]
+    children: dict
+    belief: tuple[int, ...]
+    value: sp.Expr
+
+    def child(self, reading) -> "PolicyNode | None":
+        """The policy after observing ``reading`` (one sign per read node)."""
+        key = tuple(int(x) for x in reading)
+        if key not in self.children:
+            raise ValueError(
+                f"reading {key} of nodes {self.nodes} has probability zero here; possible: {sorted(self.children)}"
+            )
+        return self.children[key]
+
+    def next_nodes(self, readings) -> tuple[int, ...]:
+        """Nodes to read at the next layer after the per-layer sign tuples ``readings`` (``()`` when
+        nothing is left to read)."""
+        node: PolicyNode | None = self
+        for layer, reading in enumerate(readings):
+            if node is None:
+                if tuple(reading):
+                    raise ValueError(f"layer {layer + 1} reads no node, got reading {tuple(reading)}")
+                continue
+            node = node.child(reading)
+        return node.nodes if node is not None else ()
+
+    def describe(self, indent: str = "  ") -> str:
+        """Indented decision tree: ``read node 1`` then one line per outcome."""
+        lines: list[str] = []
+
+        def walk(node: PolicyNode, prefix: str, depth: int):
+            what = "read node" + ("s " if len(node.nodes) > 1 else " ") + ", ".join(map(str, node.nodes))
+            lines.append(
+                f"{indent * depth}{prefix}{what}  [{len(node.belief)} leaves, expected loss {node.value}]"
+            )
+            for reading, child in node.children.items():
+                signs = ",".join(_SIGN_TEXT[s] for s in reading)
+                label = f"{signs}: " if len(reading) == 1 else f"({signs}): "
+                if child is None:
+                    lines.append(f"{indent * (depth + 1)}{label}stop")
+                else:
+                    walk(child, label, depth + 1)
+
+        walk(self, "", 0)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def to_dict(self) -> dict:
+        """JSON-able form: values as exact strings plus floats, children as a list of outcomes."""
+        return {
+            "nodes": list(self.nodes),
+            "belief": list(self.belief),
+            "value": str(self.value),
+            "value_float": float(self.value),
+            "children": [
+                {"reading": list(reading), "next": None if child is None else child.to_dict()}
+                for reading, child in self.children.items()
+            ],
+        }
+
+    @property
+    def n_policy_nodes(self) -> int:
+        return 1 + sum(c.n_policy_nodes for c in self.children.values() if c is not None)
+
+
+@dataclass(frozen=True)
+class BellmanSolution:
+    """Exact optimum ``loss`` of ``layers`` x ``width`` and its ``policy`` (``None`` when ``layers = 0``);
+    ``n_states``: distinct memoised (canonical belief, layers left) states this solve visited."""
+
+    loss: sp.Expr
+    policy: PolicyNode | None
+    layers: int
+    width: int
+    n_states: int
+
+
+# --- exact arithmetic -------------------------------------------------------------------------------
+class _Lin:
+    """``sum_k c_k a_k^2`` with integer ``c_k`` (for irrational ``a_k^2``), ordered by a 60-digit value."""
+
+    __slots__ = ("coeffs", "key")
+
+    def __init__(self, coeffs, key):
+        self.coeffs = coeffs
+        self.key = key
+
+    def __add__(self, other):
+        if isinstance(other, int):
+            if other:
+                raise TypeError("only 0 can be added to a _Lin")
+            return self
+        return _Lin(tuple(a + b for a, b in zip(self.coeffs, other.coeffs)), self.key + other.key)
+
+    __radd__ = __add__
+
+    def __mul__(self, m: int):
+        return _Lin(tuple(m * a for a in self.coeffs), self.key * m)
+
+    __rmul__ = __mul__
+
+    def _k(self, other):
+        return other.key if isinstance(other, _Lin) else other
+
+    def __lt__(self, other):
+        return self.key < self._k(other)
+
+    def __gt__(self, other):
+        return self.key > self._k(other)
+
+    def __le__(self, other):
+        return self.key <= self._k(other)
+
+    def __ge__(self, other):
+        return self.key >= self._k(other)
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def _canon(mask: int, height: int) -> int:
+    """Canonical representative of a leaf set of a subtree with ``2^height`` leaves under child swaps."""
+    if height == 0:
+        return mask
+    half = 1 << (height - 1)
+    lo = _canon(mask & ((1 << half) - 1), height - 1)
+    hi = _canon(mask >> half, height - 1)
+    if lo > hi:
+        lo, hi = hi, lo
+    return lo | (hi << half)
+
+
+class _Solver:
+    """Memoised ``V_l(S)`` for one prior and one width."""
+
+    def __init__(self, prior: TreePrior, width: int):
+        K = prior.depth
+        self.K, self.width = K, width
+        self.n_leaves = 1 << K
+        self.full = (1 << self.n_leaves) - 1
+        self.lcm = math.lcm(*range(1, self.n_leaves + 1))
+        self.squared = squared_scales(prior)
+        self.second_moment = sp.expand(sum(self.squared))
+        if all(w.is_Rational for w in self.squared):
+            self.unit = math.lcm(*(int(w.q) for w in self.squared))
+            self.w = [int(w * self.unit) for w in self.squared]
+            self.rational = True
+        else:
+            import mpmath
+
+            ctx = mpmath.mp.clone()
+            ctx.dps = 60
+            floats = [ctx.mpf(str(sp.N(w, 70))) for w in self.squared]
+            self.w = [
+                _Lin(tuple(1 if i == k else 0 for i in range(K)), floats[k]) for k in range(K)
+            ]
+            self.rational = False
+        # node masks: sub(n) and its + half (sub(2n)) and - half (sub(2n+1))
+        self.n_nodes = self.n_leaves - 1
+        self.level = [0] * (self.n_nodes + 1)
+        self.sub = [0] * (self.n_nodes + 1)
+        self.plus = [0] * (self.n_nodes + 1)
+        self.minus = [0] * (self.n_nodes + 1)
+        for n in range(1, self.n_nodes + 1):
+            k = node_depth(n)
+            size = 1 << (K - k + 1)
+            start = (n - (1 << (k - 1))) * size
+            self.level[n] = k - 1
+            self.sub[n] = ((1 << size) - 1) << start
+            self.plus[n] = ((1 << (size // 2)) - 1) << start
+            self.minus[n] = self.sub[n] ^ self.plus[n]
+        self.memo: dict[tuple[int, int], object] = {}
+        self.terminal_memo: dict[int, object] = {}
+        self.resolved_value = self.terminal(1)  # a single leaf: ||theta_s||^2 = E (scaled)
+        self._nonadaptive_full = None
+
+    # --- values ----------------------------------------------------------------------------------
+    def exact(self, value):
+        """A stored value as an exact sympy number (``G``, not yet divided by ``|S|``)."""
+        if self.rational:
+            return sp.Rational(value, self.lcm * self.unit)
+        return sp.expand(sum(sp.Rational(c, self.lcm) * w for c, w in zip(value.coeffs, self.squared)))
+
+    def loss(self, S: int, value):
+        """Expected terminal loss ``E - G / |S|`` of belief ``S`` with stored value ``G``."""
+        return sp.expand(self.second_moment - self.exact(value) / S.bit_count())
+
+    def canon(self, S: int) -> int:
+        return _canon(S, self.K)
+
+    def terminal(self, S: int):
+        """``V_0(S) = ||sum_S theta||^2 / |S|`` (scaled)."""
+        c = self.canon(S)
+        v = self.terminal_memo.get(c)
+        if v is None:
+            v = 0
+            for n in range(1, self.n_nodes + 1):
+                if S & self.sub[n]:
+                    diff = (S & self.plus[n]).bit_count() - (S & self.minus[n]).bit_count()
+                    if diff:
+                        v = v + diff * diff * self.w[self.level[n]]
+            v = v * (self.lcm // S.bit_count())
+            self.terminal_memo[c] = v
+        return v
+
+    def resolving_layers(self, S: int) -> int:
+        """Layers that surely resolve ``S`` (more cannot help): every informative layer shrinks every
+        cell, so ``|S| - 1``; and the path strategy from the lowest common ancestor of ``S`` needs one
+        read per level below it, the number of leaf-index bits in which members of ``S`` differ."""
+        lowest = (S & -S).bit_length() - 1
+        return min(S.bit_count() - 1, (lowest ^ (S.bit_length() - 1)).bit_length())
+
+    def informative(self, S: int) -> list[int]:
+        """Nodes whose reading is not constant on ``S`` (at least two of +, -, 0 possible)."""
+        out = []
+        for n in range(1, self.n_nodes + 1):
+            outcomes = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (S & self.sub[n] != S)
+            if outcomes >= 2:
+                out.append(n)
+        return out
+
+    def split(self, S: int, nodes) -> list[tuple[tuple[int, ...], int]]:
+        """Cells of ``S`` under reading ``nodes``, with their sign outcomes (non-empty cells only)."""
+        cells = [((), S)]
+        for n in nodes:
+            new = []
+            for key, c in cells:
+                for sign, part in ((1, c & self.plus[n]), (-1, c & self.minus[n]), (0, c & ~self.sub[n])):
+                    if part:
+                        new.append((key + (sign,), part))
+            cells = new
+        return cells
+
+    def choices(self, S: int):
+        """Candidate readings of one layer: ``width`` informative nodes (fewer if there are fewer),
+        skipping choices whose partition repeats one already listed."""
+        nodes = self.informative(S)
+        seen = set()
+        for choice in itertools.combinations(nodes, min(self.width, len(nodes))):
+            cells = self.split(S, choice)
+            signature = frozenset(c for _, c in cells)
+            if signature in seen:
+                continue
+            seen.add(signature)
+            yield choice, cells
+
+    def value(self, S: int, layers: int):
+        """``V_layers(S)`` (scaled), memoised on the canonical form of ``S``."""
+        size = S.bit_count()
+        if layers == 0 or size == 1:
+            return self.terminal(S)
+        layers = min(layers, self.resolving_layers(S))
+        key = (self.canon(S), layers)
+        v = self.memo.get(key)
+        if v is not None:
+            return v
+        if layers == 1 and self.width > 1:
+            v = self.nonadaptive(S, self.width)[0]
+        else:
+            v, perfect = None, self.resolved_value * size  # no policy beats resolving every leaf
+            for _, cells in self.choices(S):
+                total = 0
+                for _, cell in cells:
+                    total = total + self.value(cell, layers - 1)
+                if v is None or total > v:
+                    v = total
+                    if not v < perfect:
+                        break
+        self.memo[key] = v
+        return v
+
+    # --- one layer of width d: Pareto dynamic programme over the tree -----------------------------------
+    def nonadaptive_table(self, S: int, cap: int) -> dict[int, tuple[object, tuple[int, ...]]]:
+        """For each number of reads ``b <= cap`` the best one-layer design on belief ``S``:
+        ``b -> (value, nodes)``. Only nodes whose reading is not constant on ``S`` are read."""
+        lcm, K, first_leaf = self.lcm, self.K, self.n_leaves
+        tables = {}
+        for i in range(self.n_leaves):
+            present = (S >> i) & 1
+            tables[first_leaf + i] = ({(0, present): [(0, 0, ())]}, present)
+        for n in range(first_leaf - 1, 0, -1):
+            tp, cp = tables.pop(2 * n)
+            tm, cm = tables.pop(2 * n + 1)
+            w = self.w[self.level[n]]
+            inside = S & self.sub[n]
+            readable = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (inside != S) >= 2
+            out: dict[tuple[int, int], list] = {}
+            read_extra = lcm * (cp + cm) * w
+            for (bp, zp), lp in tp.items():
+                for (bm, zm), lm in tm.items():
+                    b = bp + bm
+                    if b > cap:
+                        continue
+                    # node n unread: the zero cells merge
+                    extra_r = lcm * ((cp - zp) + (cm - zm)) * w
+                    extra_q = (zp - zm) ** 2 * w
+                    bucket = out.setdefault((b, zp + zm), [])
+                    for rp, qp, np_ in lp:
+                        for rm, qm, nm in lm:
+                            bucket.append((rp + rm + extra_r, qp + qm + extra_q, np_ + nm))
+                    # node n read: both zero cells become resolved cells
+                    if readable and b < cap:
+                        fp = lcm // zp if zp else 0
+                        fm = lcm // zm if zm else 0
+                        bucket = out.setdefault((b + 1, 0), [])
+                        for rp, qp, np_ in lp:
+                            for rm, qm, nm in lm:
+                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, 0, np_ + nm + (n,)))
+            tables[n] = ({key: _pareto(entries) for key, entries in out.items()}, cp + cm)
+        best: dict[int, tuple[object, tuple[int, ...]]] = {}
+        for (b, z), entries in tables[1][0].items():
+            f = lcm // z if z else 0
+            for r, q, nodes in entries:
+                total = r + q * f
+                if b not in best or total > best[b][0]:
+                    best[b] = (total, tuple(sorted(nodes)))
+        # at most b reads: carry the best smaller design up
+        out_best, running = {}, None
+        for b in range(cap + 1):
+            if b in best and (running is None or best[b][0] > running[0]):
+                running = best[b]
+            out_best[b] = running
+        return out_best
+
+    def nonadaptive(self, S: int, cap: int):
+        return self.nonadaptive_table(S, cap)[cap]
+
+    def full_nonadaptive(self):
+        if self._nonadaptive_full is None:
+            self._nonadaptive_full = self.nonadaptive_table(self.full, self.n_nodes)
+        return self._nonadaptive_full
+
+    # --- the policy ----------------------------------------------------------------------------------
+    def policy(self, S: int, layers: int) -> PolicyNode | None:
+        size = S.bit_count()
+        if layers == 0 or size == 1:
+            return None
+        target = self.value(S, layers)
+        effective = min(layers, self.resolving_layers(S))
+        if effective == 1 and self.width > 1:
+            choice = self.nonadaptive(S, self.width)[1]
+            cells = self.split(S, choice)
+        else:  # the first best choice, in the order value() scans them
+            best, perfect = None, self.resolved_value * size
+            for candidate, candidate_cells in self.choices(S):
+                total = 0
+                for _, cell in candidate_cells:
+                    total = total + self.value(cell, effective - 1)
+                if best is None or total > best:
+                    best, choice, cells = total, candidate, candidate_cells
+                    if not best < perfect:
+                        break
+        children = {key: self.policy(cell, layers - 1) for key, cell in cells}
+        belief = tuple(i for i in range(self.n_leaves) if (S >> i) & 1)
+        return PolicyNode(nodes=tuple(choice), children=children, belief=belief, value=self.loss(S, target))
+
+
+def _pareto(entries):
+    """Entries ``(r, q, nodes)`` not dominated in both ``r`` and ``q`` (larger is better)."""
+    entries.sort(key=lambda e: (e[0], e[1]), reverse=True)
+    kept, best_q = [], None
+    for e in entries:
+        if best_q is None or e[1] > best_q:
+            kept.append(e)
+            best_q = e[1]
+    return kept
+
+
+@functools.lru_cache(maxsize=64)
+def _solver(prior: TreePrior, width: int) -> _Solver:
+    return _Solver(prior, width)
+
+
+def _check_numeric(prior) -> TreePrior:
+    prior = _check_prior(prior)
+    if not prior.is_numeric:
+        raise ValueError(f"the Bellman solver needs a numeric alpha or numeric scales, got {prior!r}")
+    return prior
+
+
+# --- public API ------------------------------------------------------------------------------------
+def solve(prior: TreePrior, layers: int, width: int) -> BellmanSolution:
+    """Exact optimal loss and policy with ``layers`` layers of ``width`` coordinate readings each
+    (noiseless, tree prior with numeric ``alpha`` or scales). ``layers * width = 0`` reads nothing:
+    the loss is ``E||theta||^2`` and the policy ``None``."""
+    prior = _check_numeric(prior)
+    layers = check_int(layers, "layers", minimum=0)
+    width = check_int(width, "width", minimum=0)
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    if layers * width == 0:
+        loss = sp.expand(sum(squared_scales(prior)))
+        return BellmanSolution(loss=loss, policy=None, layers=layers, width=width, n_states=0)
+    solver = _solver(prior, width)
+    solver.memo = {}  # n_states counts this solve's states; the terminal values stay cached
+    S = solver.full
+    value = solver.value(S, layers)
+    policy = solver.policy(S, layers)
+    return BellmanSolution(
+        loss=solver.loss(S, value), policy=policy, layers=layers, width=width, n_states=len(solver.memo)
+    )
+
+
+def optimal_nonadaptive(prior: TreePrior, budget: int) -> tuple[sp.Expr, tuple[int, ...]]:
+    """The ``L = 1``, ``d = B`` optimum: ``(loss, nodes)`` with the best fixed design (sorted nodes)."""
+    prior = _check_numeric(prior)
+    budget = check_int(budget, "budget", minimum=0)
+    if budget > prior.n_nodes:
+        raise ValueError(f"budget must be <= D = {prior.n_nodes}, got {budget}")
+    solver = _solver(prior, 1)
+    value, nodes = solver.full_nonadaptive()[budget]
+    return solver.loss(solver.full, value), nodes
+
+
+__all__ = ["BellmanSolution", "PolicyNode", "optimal_nonadaptive", "solve"]

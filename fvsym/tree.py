@@ -1,0 +1,349 @@
+"""Tree prior, noiseless coordinate measurements (THEORY.md section 6).
+
+Closed forms derived with sympy (never typed in): the loss of the adaptive ``path`` strategy, of the
+non-adaptive ``top_levels`` design, ``E||theta||^2`` and the two scaling laws; the exact loss of any
+fixed coordinate design by an ``O(D K)`` pass over the tree; and ``tree_loss``, the API behind
+``fv derive tree-loss``.
+
+Exact loss of a partition. The leaves are uniform and ``||theta_s||^2 = sum_k a_k^2 = E`` for every
+leaf, so a partition of the leaves into cells ``C`` (what a noiseless design reveals) has loss
+``E - 2^-K sum_C ||sum_{s in C} theta_s||^2 / |C|``. Every such quantity is linear in the squared
+scales ``w_k = a_k^2`` with rational coefficients, hence a polynomial in ``alpha`` with rational
+coefficients (an exact rational at rational ``alpha``).
+"""
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+import sympy as sp
+
+from . import _symbols
+from ._formula import Formula
+from ._validate import check_alpha, check_choice, check_int
+from .priors import TreePrior, node_depth
+
+STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
+SOURCE = "THEORY.md §6"
+
+_alpha, _K, _B, _j, _k = _symbols.alpha, _symbols.depth, _symbols.budget, _symbols.levels, _symbols.k
+
+
+# --- closed forms ----------------------------------------------------------------------------------
+def _generic_alpha(expr):
+    """Drop the ``alpha = 1`` branch sympy adds to geometric sums (THEORY.md: ``0 < alpha < 1``)."""
+    return expr.replace(lambda e: isinstance(e, sp.Piecewise), lambda e: e.args[-1].expr)
+
+
+def _residual_loss(first_unknown_level):
+    """Loss when the belief is uniform over one whole subtree rooted at level ``first_unknown_level``.
+
+    Inside such a subtree a node at level ``k`` carries ``theta_n = +-a_k`` with probability
+    ``2^-(k - first)`` each, so its posterior variance is ``a_k^2 / 2^(k - first)``, and there are
+    ``2^(k - first)`` such nodes: the loss is the sum over the unknown levels of (count x variance).
+    """
+    m = first_unknown_level
+    count = 2 ** (_k - m)
+    variance = _alpha ** (_k - 1) / 2 ** (_k - m)
+    total = sp.Sum(count * variance, (_k, m, _K)).doit()
+    return sp.simplify(_generic_alpha(total))
+
+
+@functools.cache
+def second_moment() -> Formula:
+    """``E||theta||^2 = sum_k a_k^2`` as a sum over the prior's node variances (nothing read yet)."""
+    expr = _residual_loss(1)
+    return Formula("second_moment", expr, (_alpha, _K), SOURCE + " (moments)",
+                   doc="E||theta||^2 of the tree prior, symbolic in alpha and depth K")
+
+
+@functools.cache
+def path_loss() -> Formula:
+    """Noiseless loss of the adaptive ``path`` strategy with budget ``B <= K``.
+
+    After ``B`` layers the path prefix ``s_1 .. s_B`` is known exactly and the belief is uniform over
+    the subtree at level ``B + 1``: the loss is ``sum_{k > B} alpha^(k-1)``.
+    """
+    expr = _residual_loss(_B + 1)
+    return Formula("path_loss", expr, (_alpha, _K, _B), SOURCE + " (path strategy)",
+                   doc="noiseless loss of the adaptive path strategy, valid for B <= K")
+
+
+@functools.cache
+def top_levels_loss() -> Formula:
+    """Noiseless loss of the ``top_levels`` design with ``B = 2^j - 1`` (every node of levels ``1..j``).
+
+    Reading every node of the top ``j`` levels reveals ``s_1 .. s_j``; the belief is then uniform over
+    a subtree at level ``j + 1``.
+    """
+    expr = _residual_loss(_j + 1)
+    return Formula("top_levels_loss", expr, (_alpha, _K, _j), SOURCE + " (top-levels design)",
+                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K")
+
+
+def _limit_infinite_depth(expr, c):
+    """``lim_{K -> oo}`` with ``alpha = exp(-c)``, ``c > 0`` (this encodes ``0 < alpha < 1``)."""
+    return sp.limit(expr.subs(_alpha, sp.exp(-c)), _K, sp.oo)
+
+
+@functools.cache
+def path_loss_rate() -> Formula:
+    """Scaling law of the path strategy: ``lim_{K -> oo} path_loss = alpha^B / (1 - alpha)`` (exponential in B)."""
+    c = sp.Symbol("c", positive=True)
+    expr = sp.simplify(_limit_infinite_depth(path_loss().expr, c).subs(c, -sp.log(_alpha)))
+    return Formula("path_loss_rate", expr, (_alpha, _B), SOURCE + " (K -> oo limit of path_loss)",
+                   doc="infinite-depth path loss; log(loss)/B -> log(alpha): exponential in the budget")
+
+
+@functools.cache
+def top_levels_rate() -> Formula:
+    """Scaling law of top_levels: ``lim_{K -> oo}`` of its loss with ``j = log2(B + 1)``, i.e.
+    ``(B + 1)^(log2 alpha) / (1 - alpha)`` (a power law in B)."""
+    c = sp.Symbol("c", positive=True)
+    limit = _limit_infinite_depth(top_levels_loss().expr, c)
+    expr = sp.simplify(limit.subs(_j, sp.log(_B + 1) / sp.log(2)).subs(c, -sp.log(_alpha)))
+    return Formula("top_levels_rate", expr, (_alpha, _B), SOURCE + " (K -> oo limit, j = log2(B + 1))",
+                   doc="infinite-depth top-levels loss; log(loss)/log(B) -> log2(alpha): a power law")
+
+
+@functools.cache
+def scaling_exponents() -> dict:
+    """The two scaling laws as sympy limits (with ``alpha = exp(-c)``, mapped back to ``alpha``):
+
+    ``path``: ``lim_{B -> oo} log(path_loss_rate) / B = log(alpha)`` (exponential decay);
+    ``top_levels``: ``lim_{B -> oo} log(top_levels_rate) / log(B) = log(alpha) / log(2)`` (power law).
+    """
+    c = sp.Symbol("c", positive=True)
+    path = path_loss_rate().expr.subs(_alpha, sp.exp(-c))
+    top = top_levels_rate().expr.subs(_alpha, sp.exp(-c))
+    return {
+        "path": sp.simplify(sp.limit(sp.log(path) / _B, _B, sp.oo).subs(c, -sp.log(_alpha))),
+        "top_levels": sp.simplify(sp.limit(sp.log(top) / sp.log(_B), _B, sp.oo).subs(c, -sp.log(_alpha))),
+    }
+
+
+# --- any fixed coordinate design -------------------------------------------------------------------
+def squared_scales(prior: TreePrior) -> tuple:
+    """``w_k = a_k^2`` for ``k = 1..K`` (every loss is linear in these)."""
+    return tuple(sp.powsimp(sp.expand(a**2)) for a in prior.scales)
+
+
+def _check_prior(prior) -> TreePrior:
+    if not isinstance(prior, TreePrior):
+        raise ValueError(f"prior must be a TreePrior, got {type(prior).__name__}")
+    return prior
+
+
+def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
+    try:
+        nodes = tuple(nodes)
+    except TypeError:
+        raise ValueError(f"nodes must be a list of heap node numbers, got {nodes!r}") from None
+    return tuple(prior.check_node(n) for n in nodes)
+
+
+def design_gain(depth: int, nodes) -> list[Fraction]:
+    """Coefficients ``c_k`` with ``sum_C ||sum_{s in C} theta_s||^2 / |C| = sum_k c_k a_k^2`` over the
+    cells ``C`` of the partition a fixed coordinate design induces (one bottom-up pass, ``O(D K)``).
+
+    For each subtree the leaves below it fall into cells already resolved by a read node inside it
+    (their contribution is final up to the components above, which are constant on each of them) and
+    one "all readings zero" cell, kept as its size ``z`` and the squared norm ``q`` of its summed
+    restricted theta. At an unread node the zero cells of the two children merge
+    (``q = q+ + q- + a_k^2 (z+ - z-)^2``); at a read node they become resolved cells (``q / z`` each).
+    """
+    read = set(nodes)
+    n_leaves = 1 << depth
+    zero = [Fraction(0)] * depth
+    # stats[n] = (present leaves, zero-cell size z, zero-cell q, resolved sum R); q and R per level
+    stats = {n_leaves + i: (1, 1, zero, zero) for i in range(n_leaves)}
+    for n in range(n_leaves - 1, 0, -1):
+        level = node_depth(n) - 1
+        cp, zp, qp, rp = stats.pop(2 * n)
+        cm, zm, qm, rm = stats.pop(2 * n + 1)
+        resolved = [x + y for x, y in zip(rp, rm)]
+        if n in read:
+            for z, q in ((zp, qp), (zm, qm)):
+                if z:
+                    resolved = [r + x / z for r, x in zip(resolved, q)]
+            resolved[level] += cp + cm
+            stats[n] = (cp + cm, 0, zero, resolved)
+        else:
+            resolved[level] += (cp - zp) + (cm - zm)
+            q = [x + y for x, y in zip(qp, qm)]
+            q[level] += (zp - zm) ** 2
+            stats[n] = (cp + cm, zp + zm, q, resolved)
+    _, z, q, resolved = stats[1]
+    return [r + x / z for r, x in zip(resolved, q)] if z else resolved
+
+
+def coordinate_design_loss(prior: TreePrior, nodes):
+    """Exact noiseless loss of a fixed coordinate design (heap node numbers read in one layer;
+    duplicates allowed, they add nothing). Polynomial in ``alpha`` (or in the scales) when symbolic,
+    an exact rational at rational ``alpha``. Works in ``O(D K)``, no enumeration of the leaves."""
+    prior = _check_prior(prior)
+    nodes = _check_nodes(prior, nodes)
+    gain = design_gain(prior.depth, nodes)
+    n_leaves = prior.n_leaves
+    return sp.expand(sum(sp.Rational(1 - g / n_leaves) * w for g, w in zip(gain, squared_scales(prior))))
+
+
+def _enumerate_design_loss(prior: TreePrior, nodes):
+    """Brute-force twin of ``coordinate_design_loss``: group the ``2^K`` leaves by their readings and
+    sum their squared distances to the cell means (the test oracle; exponential in the depth)."""
+    prior = _check_prior(prior)
+    nodes = _check_nodes(prior, nodes)
+    cells: dict[tuple, list[dict]] = {}
+    for signs in prior.leaves():
+        theta = prior.theta(signs)
+        reading = tuple(sp.sign(theta.get(n, 0)) for n in nodes)
+        cells.setdefault(reading, []).append(theta)
+    total = sp.Integer(0)
+    for members in cells.values():
+        coords = set().union(*members)
+        for n in coords:
+            values = [t.get(n, sp.Integer(0)) for t in members]
+            mean = sum(values) / len(values)
+            total += sum((v - mean) ** 2 for v in values)
+    return sp.expand(total / prior.n_leaves)
+
+
+def top_levels_design(prior: TreePrior, budget: int) -> tuple[int, ...]:
+    """The first ``B`` nodes in heap order (``0 <= B <= D``)."""
+    prior = _check_prior(prior)
+    budget = check_int(budget, "budget", minimum=0)
+    if budget > prior.n_nodes:
+        raise ValueError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
+    return tuple(range(1, budget + 1))
+
+
+MAX_PATH_DESIGN_BUDGET = 16
+
+
+def path_design(prior: TreePrior, budget: int):
+    """The adaptive path strategy as a decision tree (a ``bellman.PolicyNode``; ``None`` for ``B = 0``):
+    layer ``l`` reads node ``n_l`` of the path decoded so far, ``B <= K`` layers of width 1.
+    It has ``2^B - 1`` nodes, so ``B <= 16``; ``prior.path(signs)[:B]`` lists one leaf's nodes."""
+    from .bellman import PolicyNode
+
+    prior = _check_prior(prior)
+    budget = check_int(budget, "budget", minimum=0)
+    if budget > prior.depth:
+        raise ValueError(f"budget must be <= depth K = {prior.depth} for path (one node per level), got {budget}")
+    if budget > MAX_PATH_DESIGN_BUDGET:
+        raise ValueError(
+            f"path_design builds 2^B - 1 policy nodes; budget must be <= {MAX_PATH_DESIGN_BUDGET}, got {budget}"
+        )
+    loss = sp.expand(sum(squared_scales(prior)[budget:]))
+    K = prior.depth
+
+    def build(n: int, layer: int):
+        if layer > budget:
+            return None
+        level = node_depth(n)
+        first = (n - (1 << (level - 1))) << (K - level + 1)
+        belief = tuple(range(first, first + (1 << (K - level + 1))))
+        children = {(1,): build(2 * n, layer + 1), (-1,): build(2 * n + 1, layer + 1)}
+        return PolicyNode(nodes=(n,), children=children, belief=belief, value=loss)
+
+    return build(1, 1)
+
+
+# --- the API behind `fv derive tree-loss` ----------------------------------------------------------
+def _make_prior(depth: int, alpha, scales) -> TreePrior:
+    if scales is not None:
+        if alpha is not None:
+            raise ValueError(f"give either alpha or scales, not both (got alpha={alpha})")
+        return TreePrior(depth, scales=scales)
+    return TreePrior(depth, _alpha if alpha is None else check_alpha(alpha))
+
+
+def _formula(name: str, expr, source: str) -> Formula:
+    expr = sp.simplify(sp.sympify(expr))
+    params = tuple(sorted(expr.free_symbols, key=str))
+    return Formula(name, expr, params, source)
+
+
+def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
+    if strategy == "optimal_nonadaptive":
+        if layers is not None and check_int(layers, "layers", minimum=0) != 1:
+            raise ValueError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
+        if width is not None and check_int(width, "width", minimum=0) != budget:
+            raise ValueError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
+        return 1, budget
+    if layers is None and width is None:
+        return budget, 1
+    if layers is not None:
+        layers = check_int(layers, "layers", minimum=0)
+    if width is not None:
+        width = check_int(width, "width", minimum=1)
+    if layers is None:
+        if budget % width:
+            raise ValueError(f"budget {budget} is not a multiple of width={width}")
+        layers = budget // width
+    if width is None:
+        if layers == 0 or budget % layers:
+            raise ValueError(f"budget {budget} is not a positive multiple of layers={layers}")
+        width = budget // layers
+    if layers * width != budget:
+        raise ValueError(f"layers * width must equal budget {budget}, got layers={layers}, width={width}")
+    return layers, width
+
+
+def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, width=None, scales=None) -> Formula:
+    """Noiseless loss of a strategy on the tree prior, exact (``fv derive tree-loss``).
+
+    ``strategy``: ``path`` (adaptive, ``B <= K``), ``top_levels`` (first ``B`` heap nodes),
+    ``optimal`` (Bellman optimum with ``layers`` x ``width``, default ``L = B``, ``d = 1``) or
+    ``optimal_nonadaptive`` (``L = 1``, ``d = B``). ``alpha=None`` (and no ``scales``) keeps ``alpha``
+    symbolic (path and top_levels only). Returns a Formula whose params are the symbols left.
+    """
+    depth = check_int(depth, "depth", minimum=1)
+    budget = check_int(budget, "budget", minimum=0)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    prior = _make_prior(depth, alpha, scales)
+    if budget > prior.n_nodes:
+        raise ValueError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
+    name = f"tree_loss_{strategy}"
+    if strategy == "path":
+        if budget > depth:
+            raise ValueError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
+        if prior.alpha is not None:
+            expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
+        else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
+            expr = sum(squared_scales(prior)[budget:], sp.Integer(0))
+        return _formula(name, sp.simplify(expr), SOURCE + " (path strategy)")
+    if strategy == "top_levels":
+        j = (budget + 1).bit_length() - 1
+        if prior.alpha is not None and budget == 2**j - 1:
+            expr = top_levels_loss().expr.subs({_K: depth, _j: j, _alpha: prior.alpha})
+        else:
+            expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
+        return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
+    if not prior.is_numeric:
+        raise ValueError(f"strategy {strategy} needs a numeric alpha or numeric scales, got {prior!r}")
+    from . import bellman
+
+    L, d = _layers_width(strategy, budget, layers, width)
+    if strategy == "optimal_nonadaptive":
+        loss, _ = bellman.optimal_nonadaptive(prior, budget)
+    else:
+        loss = bellman.solve(prior, L, d).loss
+    return _formula(name, loss, f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
+
+
+__all__ = [
+    "STRATEGIES",
+    "coordinate_design_loss",
+    "design_gain",
+    "path_design",
+    "path_loss",
+    "path_loss_rate",
+    "scaling_exponents",
+    "second_moment",
+    "squared_scales",
+    "top_levels_design",
+    "top_levels_loss",
+    "top_levels_rate",
+    "tree_loss",
+]
