@@ -1,0 +1,262 @@
+"""Frozen, validated configurations of a training run (THEORY.md sections 1, 7).
+
+``RunConfig(data, model, train)`` is the unit that is trained, saved and compared. Every field is
+checked in ``__post_init__`` with a one-line ``ValueError`` naming the bad value. ``RunConfig.key()`` is a
+short, stable name for the experiment (results and checkpoints are stored under ``out/<key>/``); it
+ignores the fields that only say *where and how fast* a run executes (``out``, ``device``, ``threads``,
+``checkpoint_every``), so the same experiment keeps its key on another machine.
+
+This module imports nothing heavier than the standard library (``fv --help`` must not load torch).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+PRIORS = ("tree", "gaussian")
+COVARIANCES = ("matched", "isotropic")
+MODELS = ("A", "B", "C")
+READOUTS = ("decode", "generic")
+SCHEDULES = ("cosine", "constant")
+TRAIN_LOSSES = ("query", "theta")
+MAX_DEPTH = 16
+FORMAT = "fv-run-1"  # bump when the meaning of a configuration changes; it enters every key
+_NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
+
+
+def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def _float(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low=False, open_high=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if value < low or (open_low and value == low) or value > high or (open_high and value == high):
+        lo, hi = ("(" if open_low else "[") + f"{low:g}", f"{high:g}" + (")" if open_high else "]")
+        raise ValueError(f"{name} must lie in {lo}, {hi}, got {value:g}")
+    return value
+
+
+def _choice(value, name: str, choices) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(choices)}")
+    return value
+
+
+def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __post_init__
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Contexts of THEORY.md section 1: ``prior`` over ``theta`` in R^D with ``D = 2^depth - 1``.
+
+    ``cov`` (``matched`` to the tree of the same ``depth``/``alpha``, or ``isotropic`` ``I_D``) applies to
+    the gaussian prior only and defaults to ``matched`` there; ``n_tokens`` is N, ``s2`` the label noise.
+    """
+
+    prior: str = "tree"
+    depth: int = 4
+    alpha: float = 0.5
+    n_tokens: int = 128
+    s2: float = 0.01
+    cov: str | None = None
+
+    def __post_init__(self):
+        _choice(self.prior, "prior", PRIORS)
+        _int(self.depth, "depth", 1, MAX_DEPTH)
+        _set(self, "alpha", _float(self.alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True))
+        _int(self.n_tokens, "n_tokens (N)", 1)
+        _set(self, "s2", _float(self.s2, "s2", 0.0))
+        if self.prior == "gaussian":
+            _set(self, "cov", _choice("matched" if self.cov is None else self.cov, "cov", COVARIANCES))
+        elif self.cov is not None:
+            raise ValueError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")
+
+    @property
+    def dim(self) -> int:
+        """``D = 2^depth - 1`` (the gaussian priors live in the same space as the tree of that depth)."""
+        return 2**self.depth - 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Model ``A`` (L = budget, d = 1), ``B`` or ``C`` (L = 1, d = budget) of THEORY.md section 7.
+
+    ``width`` and ``hidden_layers`` size the MLPs (keys and readout) of A and B; ``readout`` is
+    ``decode`` (``y_hat = <g(p), x_q>``, the Bayes form) or ``generic`` (``y_hat = g([x_q, p])``).
+    Model C has linear keys and the bilinear readout ``x_q^T U p``; it takes no readout option.
+    """
+
+    model: str = "A"
+    budget: int = 3
+    width: int = 64
+    hidden_layers: int = 2
+    readout: str = "decode"
+
+    def __post_init__(self):
+        _choice(self.model, "model", MODELS)
+        _int(self.budget, "budget", 1)
+        _int(self.width, "width", 1)
+        _int(self.hidden_layers, "hidden_layers", 1)
+        _choice(self.readout, "readout", READOUTS)
+        if self.model == "C" and self.readout != "decode":
+            raise ValueError(f"model C has the bilinear readout; readout={self.readout!r} applies to A and B")
+
+    @property
+    def layers(self) -> int:
+        """``L``: ``budget`` for A, 1 for B and C."""
+        return self.budget if self.model == "A" else 1
+
+    @property
+    def channels(self) -> int:
+        """``d``, channels per layer: 1 for A, ``budget`` for B and C."""
+        return 1 if self.model == "A" else self.budget
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation: Adam, linear warm-up over ``warmup`` steps, then ``schedule`` (cosine decay to 0).
+
+    ``loss``: ``query`` trains on ``(y_hat - <theta, x_q>)^2`` (the task of THEORY.md section 1);
+    ``theta`` trains on ``||theta_hat - theta||^2`` directly (decoding readouts only). Held-out losses are
+    always reported in the units of ``E||theta_hat - theta||^2`` (see ``bridges.train``).
+    ``grad_clip`` (max global gradient norm; 0 disables). Held-out evaluation every ``eval_every`` steps on
+    ``eval_batches`` x 256 fixed contexts. ``out``: run folder root, or None for no files.
+    """
+
+    steps: int = 2000
+    batch: int = 256
+    lr: float = 1e-3
+    warmup: int = 100
+    schedule: str = "cosine"
+    loss: str = "query"
+    grad_clip: float = 1.0
+    eval_every: int = 200
+    eval_batches: int = 16
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = 1
+    out: str | None = None
+    checkpoint_every: int = 200
+
+    def __post_init__(self):
+        _int(self.steps, "steps", 1)
+        _int(self.batch, "batch", 1)
+        _set(self, "lr", _float(self.lr, "lr", 0.0, open_low=True))
+        _int(self.warmup, "warmup", 0)
+        _choice(self.schedule, "schedule", SCHEDULES)
+        _choice(self.loss, "loss", TRAIN_LOSSES)
+        _set(self, "grad_clip", _float(self.grad_clip, "grad_clip", 0.0))
+        _int(self.eval_every, "eval_every", 1)
+        _int(self.eval_batches, "eval_batches", 1)
+        _int(self.seed, "seed", 0, 2**63 - 1)
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(f"device must be a torch device name such as 'cpu' or 'cuda', got {self.device!r}")
+        _int(self.threads, "threads", 1)
+        if self.out is not None and not isinstance(self.out, str):
+            _set(self, "out", str(self.out))
+        _int(self.checkpoint_every, "checkpoint_every", 1)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run: what data, which model, how it is trained."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+        D = self.data.dim
+        if self.model.budget > D:
+            raise ValueError(
+                f"budget={self.model.budget} exceeds the dimension D = 2^depth - 1 = {D} (depth={self.data.depth})"
+            )
+        if self.train.loss == "theta" and self.model.readout == "generic":
+            raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"a run configuration is a JSON object, got {type(d).__name__}")
+        d = dict(d)
+        fmt = d.pop("format", FORMAT)
+        if fmt != FORMAT:
+            raise ValueError(f"run configuration format {fmt!r} is not {FORMAT!r} (written by another version)")
+        unknown = set(d) - {"data", "model", "train"}
+        if unknown:
+            raise ValueError(f"unknown run configuration sections: {', '.join(sorted(unknown))}")
+        parts = {}
+        for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
+            sub = d.get(name, {})
+            if not isinstance(sub, dict):
+                raise ValueError(f"configuration section {name!r} must be an object, got {sub!r}")
+            bad = set(sub) - {f.name for f in dataclasses.fields(kind)}
+            if bad:
+                raise ValueError(f"unknown {name} configuration fields: {', '.join(sorted(bad))}")
+            parts[name] = kind(**sub)
+        return cls(**parts)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"run configuration is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(d)
+
+    def key_dict(self) -> dict:
+        """The fields that define the experiment (everything but ``out``, ``device``, ``threads``,
+        ``checkpoint_every``)."""
+        d = self.to_dict()
+        d["train"] = {k: v for k, v in d["train"].items() if k not in _NOT_IN_KEY}
+        return d
+
+    def key(self) -> str:
+        """Short stable key: a readable prefix and 10 hex digits of the SHA-256 of ``key_dict()``,
+        e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``."""
+        digest = hashlib.sha256(json.dumps(self.key_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        prior = self.data.prior if self.data.prior == "tree" else f"gauss{self.data.cov[:3]}"
+        return (
+            f"{self.model.model}-{prior}-K{self.data.depth}-B{self.model.budget}"
+            f"-N{self.data.n_tokens}-s{self.train.seed}-{digest}"
+        )
+
+    def replace(self, **sections) -> "RunConfig":
+        """``cfg.replace(train=dict(steps=10))``: a copy with fields of the named sections changed."""
+        parts = {}
+        for name, changes in sections.items():
+            if name not in ("data", "model", "train"):
+                raise ValueError(f"unknown run configuration section {name!r}")
+            parts[name] = dataclasses.replace(getattr(self, name), **changes)
+        return dataclasses.replace(self, **parts)
+
+    def differences(self, other: "RunConfig") -> list[str]:
+        """``section.field: mine vs other`` for every experiment-defining field that differs."""
+        a, b = self.key_dict(), other.key_dict()
+        out = []
+        for section in ("data", "model", "train"):
+            for k in sorted(set(a[section]) | set(b[section])):
+                if a[section].get(k) != b[section].get(k):
+                    out.append(f"{section}.{k}: {a[section].get(k)!r} vs {b[section].get(k)!r}")
+        return out

@@ -1,0 +1,198 @@
+"""Contexts of THEORY.md section 1, sampled in torch on the fly from seeded generators.
+
+One source of truth: the scales ``a_k``, the covariances and the heap-path convention come from
+``fvsym.priors.TreePrior`` / ``GaussianPrior`` (their sympy numbers are evaluated to floats once and
+cached); nothing here re-types a prior. Tree leaves: signs ``s in {+1, -1}^K``, path ``n_1 = 1``,
+``n_{k+1} = 2 n_k`` if ``s_k = +1`` else ``2 n_k + 1``; node ``n`` is coordinate ``n - 1`` of theta.
+
+Randomness: every draw takes a ``torch.Generator``; ``step_generator(seed, stream, step)`` makes the
+generator of one training step (or one held-out batch) from a ``numpy.random.SeedSequence``, so a step's
+data depend only on ``(seed, stream, step)``: runs are reproducible and resumable at any step.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from fvsym.priors import GaussianPrior, TreePrior
+
+from .config import DataConfig
+
+TRAIN_STREAM = 0
+EVAL_STREAM = 1
+EVAL_SEED = 20240607  # held-out contexts are shared by every model and seed (paired comparisons)
+
+
+def step_generator(seed: int, stream: int, step: int, device="cpu") -> torch.Generator:
+    """The generator for ``step`` of ``stream`` under ``seed`` (independent streams via SeedSequence)."""
+    state = int(np.random.SeedSequence([int(seed), int(stream), int(step)]).generate_state(1, np.uint64)[0])
+    return torch.Generator(device=device).manual_seed(state)
+
+
+def _exact_alpha(alpha: float) -> str:
+    return repr(float(alpha))  # "0.5" -> exact 1/2 in fvsym (decimal strings are parsed exactly)
+
+
+@functools.cache
+def tree_prior(depth: int, alpha: float) -> TreePrior:
+    return TreePrior(depth, _exact_alpha(alpha))
+
+
+@functools.cache
+def gaussian_prior(depth: int, alpha: float, cov: str) -> GaussianPrior:
+    if cov == "matched":
+        return GaussianPrior.matched(tree_prior(depth, alpha))
+    return GaussianPrior.isotropic(2**depth - 1)
+
+
+def fv_prior(cfg: DataConfig):
+    """The ``fvsym`` prior object that ``cfg`` samples from (exact numbers)."""
+    if cfg.prior == "tree":
+        return tree_prior(cfg.depth, cfg.alpha)
+    return gaussian_prior(cfg.depth, cfg.alpha, cfg.cov)
+
+
+@functools.cache
+def _moments(cfg: DataConfig) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...], float]:
+    """(scales, covariance, E||theta||^2) as floats, evaluated once from the fvsym prior."""
+    prior = fv_prior(cfg)
+    scales = tuple(float(a) for a in prior.scales) if cfg.prior == "tree" else ()
+    C = prior.covariance if cfg.prior == "tree" else prior.cov
+    cov = tuple(tuple(float(C[i, j]) for j in range(C.cols)) for i in range(C.rows))
+    return scales, cov, float(prior.second_moment)
+
+
+def path_nodes(signs: torch.Tensor) -> torch.Tensor:
+    """Heap numbers ``n_1 .. n_K`` of the leaves ``signs`` (batch, K) -> (batch, K) long."""
+    nodes = torch.empty(signs.shape, dtype=torch.long, device=signs.device)  # (batch, K)
+    n = torch.ones(signs.shape[0], dtype=torch.long, device=signs.device)  # (batch,)
+    for k in range(signs.shape[1]):
+        nodes[:, k] = n
+        n = 2 * n + (signs[:, k] < 0).long()
+    return nodes
+
+
+def leaf_index(signs: torch.Tensor) -> torch.Tensor:
+    """Leaf index (fvsym convention: bit k from the top is 1 iff ``s_k = -1``), (batch, K) -> (batch,)."""
+    K = signs.shape[1]
+    weights = 2 ** torch.arange(K - 1, -1, -1, device=signs.device)  # (K,)
+    return ((signs < 0).long() * weights).sum(1)
+
+
+@dataclass(frozen=True)
+class Contexts:
+    """A batch of contexts. ``noise`` is kept so a donor context can share everything but ``theta``."""
+
+    x: torch.Tensor  # (batch, N, D) token inputs x_i ~ N(0, I_D)
+    y: torch.Tensor  # (batch, N) labels <theta, x_i> + eps_i
+    x_q: torch.Tensor  # (batch, D) query
+    theta: torch.Tensor  # (batch, D) latent context
+    noise: torch.Tensor  # (batch, N) label noise eps_i ~ N(0, s2)
+    signs: torch.Tensor | None = None  # (batch, K) leaf signs in {+1, -1} (tree prior), else None
+
+    @property
+    def target(self) -> torch.Tensor:
+        """Noise-free query target ``<theta, x_q>``, (batch,)."""
+        return (self.theta * self.x_q).sum(-1)
+
+    @property
+    def n_contexts(self) -> int:
+        return self.theta.shape[0]
+
+    def to(self, device) -> "Contexts":
+        move = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        return replace(self, **move)
+
+
+class ContextSampler:
+    """Samples contexts for ``cfg`` on ``device`` in ``dtype`` (float32 by default)."""
+
+    def __init__(self, cfg: DataConfig, device="cpu", dtype=torch.float32):
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.dtype = dtype
+        scales, cov, second_moment = _moments(cfg)
+        self.scales = torch.tensor(scales, dtype=dtype, device=self.device)  # (K,) tree only, else (0,)
+        self.cov = torch.tensor(cov, dtype=torch.float64)  # (D, D) exact prior covariance, float64
+        if _is_diagonal(self.cov):
+            chol = torch.diag(self.cov.diagonal().sqrt())  # (D, D)
+        else:
+            chol = torch.linalg.cholesky(self.cov)  # (D, D)
+        self.chol = chol.to(device=self.device, dtype=dtype)  # (D, D) lower factor of the covariance
+        self.second_moment = second_moment  # E||theta||^2
+
+    @property
+    def prior(self):
+        return fv_prior(self.cfg)
+
+    @property
+    def dim(self) -> int:
+        return self.cfg.dim
+
+    @property
+    def tau2(self) -> float:
+        """Effective channel noise of an N-token context, ``(E||theta||^2 + s2) / N`` (THEORY.md section 2)."""
+        return (self.second_moment + self.cfg.s2) / self.cfg.n_tokens
+
+    def generator(self, seed: int, stream: int, step: int) -> torch.Generator:
+        return step_generator(seed, stream, step, self.device)
+
+    # --- theta -----------------------------------------------------------------------
+    def sample_signs(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """Uniform leaves, (n, K) in {+1, -1} (tree prior only)."""
+        self._need_tree()
+        bits = torch.randint(0, 2, (n, self.cfg.depth), generator=generator, device=self.device)
+        return (1 - 2 * bits).to(torch.int8)  # (n, K)
+
+    def theta_from_signs(self, signs: torch.Tensor) -> torch.Tensor:
+        """``theta_s = sum_k a_k s_k e_{n_k}``, (n, K) -> (n, D)."""
+        self._need_tree()
+        signs = signs.to(self.device)
+        theta = torch.zeros(signs.shape[0], self.dim, dtype=self.dtype, device=self.device)  # (n, D)
+        theta.scatter_(1, path_nodes(signs) - 1, self.scales * signs.to(self.dtype))
+        return theta
+
+    def sample_theta(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``theta`` (n, D) from the prior, and the leaf signs (n, K) for the tree prior (else None)."""
+        if self.cfg.prior == "tree":
+            signs = self.sample_signs(n, generator)
+            return self.theta_from_signs(signs), signs
+        z = torch.randn(n, self.dim, generator=generator, dtype=self.dtype, device=self.device)  # (n, D)
+        return z @ self.chol.T, None
+
+    # --- tokens ----------------------------------------------------------------------
+    def contexts(self, theta, generator, *, signs=None, x=None, x_q=None, noise=None) -> Contexts:
+        """Tokens for given ``theta`` (n, D). Pass ``x`` (n, N, D), ``x_q`` (n, D) and/or ``noise`` (n, N)
+        to reuse them (a donor context that differs from its target only in theta, THEORY.md section 8);
+        whatever is not given is drawn from ``generator`` in the order x, noise, x_q."""
+        n, N, D = theta.shape[0], self.cfg.n_tokens, self.dim
+        kw = dict(generator=generator, dtype=self.dtype, device=self.device)
+        if x is None:
+            x = torch.randn(n, N, D, **kw)  # (n, N, D)
+        if noise is None:
+            noise = torch.randn(n, N, **kw) * self.cfg.s2**0.5  # (n, N)
+        if x_q is None:
+            x_q = torch.randn(n, D, **kw)  # (n, D)
+        if x.shape != (n, N, D) or noise.shape != (n, N) or x_q.shape != (n, D):
+            raise ValueError(
+                f"shared tensors must have shapes x {(n, N, D)}, noise {(n, N)}, x_q {(n, D)}; got "
+                f"{tuple(x.shape)}, {tuple(noise.shape)}, {tuple(x_q.shape)}"
+            )
+        y = torch.einsum("bnd,bd->bn", x, theta) + noise  # (n, N)
+        return Contexts(x=x, y=y, x_q=x_q, theta=theta, noise=noise, signs=signs)
+
+    def sample(self, n: int, generator: torch.Generator) -> Contexts:
+        """``n`` fresh contexts: theta (then signs), x, noise, x_q, in that order from ``generator``."""
+        theta, signs = self.sample_theta(n, generator)
+        return self.contexts(theta, generator, signs=signs)
+
+    def _need_tree(self):
+        if self.cfg.prior != "tree":
+            raise ValueError(f"leaf signs exist only for the tree prior, not prior={self.cfg.prior!r}")
+
+
+def _is_diagonal(M: torch.Tensor) -> bool:
+    return bool(torch.equal(M, torch.diag(M.diagonal())))

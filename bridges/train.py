@@ -1,0 +1,266 @@
+"""Training of Models A, B, C: ``train(cfg) -> TrainResult`` (THEORY.md section 7).
+
+Adam, linear warm-up then cosine decay to 0, fresh contexts every step (step ``t`` draws from
+``step_generator(seed, TRAIN_STREAM, t)``), gradient-norm clipping, periodic held-out evaluation on a
+fixed set of contexts that is the same for every model and seed (``EVAL_SEED``), a tqdm bar with the
+running loss, checkpoints and resume. ``torch.manual_seed(cfg.train.seed)`` fixes the initial weights, so
+on CPU a seed gives the same numbers, and a resumed run the same numbers as an uninterrupted one.
+
+Loss units. Training minimises ``train.loss``: ``query`` is ``(y_hat - <theta, x_q>)^2`` against the
+noise-free target, ``theta`` is ``||theta_hat - theta||^2``. Held-out losses are reported as
+``E||theta_hat - theta||^2`` (THEORY.md section 1): computed directly from ``theta_hat`` for decoding
+readouts (A, B with ``decode``, C; ``metric = "theta"``), and as the query MSE for the generic readout
+(``metric = "query"``), which has the same expectation because ``x_q ~ N(0, I)`` is independent of both.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from .checkpoint import atomic_write_text, load_checkpoint, load_model, restore, save_checkpoint
+from .config import RunConfig
+from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
+from .models import WorkspaceModel, build_model
+
+RESULT_FORMAT = "fv-train-result-1"
+EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the training batch
+
+
+class TrainingDiverged(ValueError):
+    """The training loss became NaN or infinite."""
+
+
+class LossEstimate(NamedTuple):
+    value: float  # mean loss per context
+    stderr: float  # standard error of the mean over contexts
+    n: int  # number of contexts
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of ``train``. ``history`` rows: ``(step, train_loss, eval_loss, eval_stderr, wall_s)``;
+    ``train_loss`` is the mean training loss since the previous row (None at step 0), ``wall_s`` the
+    seconds since the start of training, summed over resumed segments."""
+
+    config: RunConfig
+    loss: float  # final held-out loss, units of E||theta_hat - theta||^2
+    stderr: float
+    n_eval: int
+    metric: str  # "theta" or "query" (see module docstring)
+    history: tuple
+    steps: int  # steps done so far
+    finished: bool
+    train_seconds: float  # time in optimisation steps (excluding evaluation and checkpoints)
+    wall_seconds: float
+    steps_per_s: float
+    run_dir: str | None
+    checkpoint: str | None
+    model: WorkspaceModel | None = field(default=None, compare=False, repr=False)  # the trained model (not saved)
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
+        d["config"] = self.config.to_dict()
+        d["history"] = [list(row) for row in self.history]
+        return {"format": RESULT_FORMAT, "key": self.config.key(), **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainResult":
+        if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
+            raise ValueError(f"not a training result (format {RESULT_FORMAT!r})")
+        d = {k: v for k, v in d.items() if k not in ("format", "key")}
+        d["config"] = RunConfig.from_dict(d["config"])
+        d["history"] = tuple(tuple(row) for row in d["history"])
+        return cls(**d)
+
+
+def context_losses(model: WorkspaceModel, c: Contexts, kind: str) -> torch.Tensor:
+    """Per-context loss (batch,): ``theta`` = ||theta_hat - theta||^2, ``query`` = (y_hat - <theta, x_q>)^2."""
+    out = model(c.x, c.y, c.x_q)
+    if kind == "theta":
+        return ((out.theta_hat - c.theta) ** 2).sum(-1)  # (batch,)
+    return (out.y_hat - c.target) ** 2  # (batch,)
+
+
+@torch.no_grad()
+def evaluate(model: WorkspaceModel, sampler: ContextSampler, *, n_batches: int, batch: int = EVAL_BATCH,
+             seed: int = EVAL_SEED) -> LossEstimate:
+    """Held-out loss in units of ``E||theta_hat - theta||^2`` on ``n_batches`` seeded batches of ``batch``
+    contexts; with the defaults every model of a data configuration sees the same contexts."""
+    was_training = model.training
+    model.eval()
+    kind = "theta" if model.decodes else "query"
+    losses = torch.cat([
+        context_losses(model, sampler.sample(batch, sampler.generator(seed, EVAL_STREAM, i)), kind).double()
+        for i in range(n_batches)
+    ])  # (n_batches * batch,)
+    model.train(was_training)
+    n = losses.numel()
+    stderr = float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")
+    return LossEstimate(float(losses.mean()), stderr, n)
+
+
+def lr_factor(step: int, steps: int, warmup: int, schedule: str) -> float:
+    """Learning-rate multiplier at 0-based ``step``: linear warm-up, then cosine to 0 (or constant)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, steps - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def resolve_device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r}; use e.g. cpu, cuda, cuda:1, mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} is not available (torch sees no CUDA device)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r} is not available")
+    return device
+
+
+def run_dir(cfg: RunConfig) -> Path | None:
+    """``out/<key>/`` of a run (None without ``train.out``)."""
+    return Path(cfg.train.out) / cfg.key() if cfg.train.out else None
+
+
+def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
+    path = Path(path)
+    try:
+        result = TrainResult.from_dict(json.loads(path.read_text()))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path} is not a readable training result ({exc})") from None
+    if cfg is not None and result.config.key() != cfg.key():
+        raise ValueError(f"{path} holds the result of another configuration ({result.config.key()})")
+    return result
+
+
+def train(cfg: RunConfig, *, progress: bool = True, resume: bool = True, stop_at: int | None = None) -> TrainResult:
+    """Train the model of ``cfg``; see the module docstring.
+
+    With ``cfg.train.out`` the run lives in ``out/<key>/`` (``config.json``, ``checkpoint.pt``,
+    ``result.json``); ``resume`` continues from its checkpoint, or returns the stored result of a finished
+    run. ``result.model`` is the trained model (in eval mode; also restored for a stored result).
+    ``stop_at``: stop after that many steps (checkpointed, ``finished=False``), as an interruption would.
+    """
+    device = resolve_device(cfg.train.device)
+    if stop_at is not None and not 0 <= stop_at <= cfg.train.steps:
+        raise ValueError(f"stop_at must lie in 0..steps={cfg.train.steps}, got {stop_at}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.train.threads)
+    try:
+        return _train(cfg, device, progress, resume, stop_at)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
+    tc = cfg.train
+    folder = run_dir(cfg)
+    ckpt_path = folder / "checkpoint.pt" if folder else None
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        if resume and (folder / "result.json").exists():
+            result = load_result(folder / "result.json", cfg)
+            model, _, _ = load_model(folder, cfg, device=device)
+            return replace(result, model=model, run_dir=str(folder), checkpoint=str(ckpt_path))
+        if (folder / "config.json").exists():
+            stored = RunConfig.from_json((folder / "config.json").read_text())
+            if stored.key() != cfg.key():
+                diffs = "; ".join(cfg.differences(stored)[:3])
+                raise ValueError(f"{folder} belongs to another configuration ({diffs})")
+        atomic_write_text(folder / "config.json", cfg.to_json() + "\n")
+
+    torch.manual_seed(tc.seed)
+    model = build_model(cfg).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr)
+    sampler = ContextSampler(cfg.data, device)
+    step, history, train_s, wall_s, window = 0, [], 0.0, 0.0, [0.0, 0]
+    if resume and ckpt_path is not None and ckpt_path.exists():
+        ck = load_checkpoint(ckpt_path, cfg, map_location=device)
+        step = restore(ck, model, optimizer)
+        extra = ck["extra"]
+        history = [tuple(r) for r in extra["history"]]
+        train_s, wall_s, window = extra["train_s"], extra["wall_s"], list(extra["window"])
+
+    t_start = time.perf_counter()
+
+    def wall() -> float:  # seconds of this run, over all resumed segments
+        return wall_s + time.perf_counter() - t_start
+
+    def checkpoint():
+        if ckpt_path is not None:
+            extra = dict(history=[list(r) for r in history], train_s=train_s, wall_s=wall(), window=list(window))
+            save_checkpoint(ckpt_path, cfg, step=step, model=model, optimizer=optimizer, extra=extra)
+
+    def eval_row() -> LossEstimate:
+        est = evaluate(model, sampler, n_batches=tc.eval_batches)
+        train_loss = window[0] / window[1] if window[1] else None
+        window[:] = [0.0, 0]
+        history.append((step, train_loss, est.value, est.stderr, wall()))
+        return est
+
+    end = tc.steps if stop_at is None else stop_at
+    if step == 0 and not history:
+        eval_row()  # the untrained model, for reference
+    bar = _progress(cfg, step, progress)
+    running = None
+    try:
+        model.train()
+        while step < end:
+            t0 = time.perf_counter()
+            for group in optimizer.param_groups:
+                group["lr"] = tc.lr * lr_factor(step, tc.steps, tc.warmup, tc.schedule)
+            c = sampler.sample(tc.batch, sampler.generator(tc.seed, TRAIN_STREAM, step))
+            loss = context_losses(model, c, tc.loss).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            optimizer.step()
+            step += 1
+            value = loss.item()
+            if not math.isfinite(value):
+                raise TrainingDiverged(f"training loss became {value} at step {step}; try a lower lr than {tc.lr:g}")
+            train_s += time.perf_counter() - t0
+            window[0] += value
+            window[1] += 1
+            running = value if running is None else 0.95 * running + 0.05 * value
+            if step % tc.eval_every == 0 or step == tc.steps:
+                est = eval_row()
+                bar.set_postfix(loss=f"{running:.4f}", eval=f"{est.value:.4f}", refresh=False)
+            elif step % 10 == 0:
+                bar.set_postfix(loss=f"{running:.4f}", refresh=False)
+            bar.update(1)
+            if step % tc.checkpoint_every == 0 or step == end:
+                checkpoint()
+    finally:
+        bar.close()
+    if history[-1][0] != step:  # stopped between evaluations: evaluate now (not part of the checkpoint)
+        eval_row()
+    _, _, value, stderr, _ = history[-1]
+    n_eval = tc.eval_batches * EVAL_BATCH
+    result = TrainResult(
+        config=cfg, loss=value, stderr=stderr, n_eval=n_eval, metric="theta" if model.decodes else "query",
+        history=tuple(history), steps=step, finished=step == tc.steps, train_seconds=train_s, wall_seconds=wall(),
+        steps_per_s=step / train_s if train_s > 0 else float("nan"), run_dir=str(folder) if folder else None,
+        checkpoint=str(ckpt_path) if ckpt_path is not None and ckpt_path.exists() else None, model=model.eval(),
+    )
+    if folder and result.finished:
+        atomic_write_text(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")
+    return result
+
+
+def _progress(cfg: RunConfig, start: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.train.steps, initial=start, disable=not enabled, unit="step", dynamic_ncols=True,
+                desc=f"model {cfg.model.model} {cfg.data.prior} K{cfg.data.depth} B{cfg.model.budget}")
