@@ -4,7 +4,8 @@ path prefix ``s_1 .. s_l`` and each sign ``s_k``.
 The probe is linear: a ridge-regularised least-squares fit of one-hot targets on standardised
 features (with a bias), fitted on one half of the samples and scored on the other (held out).
 It works on plain arrays, so the same code probes a trained model's workspace and the theory
-strategy's function vector ``Phi_l``.
+strategy's function vector ``Phi_l``: ``workspace_probes`` (a model's recorded ``workspace.{l}``) and
+``theory_probes`` (``fvnum``'s ``Phi_l``) at the bottom import torch and fvnum only when called.
 """
 from __future__ import annotations
 
@@ -69,19 +70,93 @@ def prefix_labels(signs: np.ndarray, length: int) -> np.ndarray:
     return code
 
 
-def probe_layers(workspaces, signs, *, seed: int = 0) -> dict:
+def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> dict:
     """Probe every layer's function vector.
 
     ``workspaces``: list over layers ``l = 1..L`` of (n, f_l) arrays (the state after layer ``l``);
     ``signs``: (n, K) leaf signs. Returns ``{"prefix": [[acc, se, chance] per layer],
     "sign": [[acc per k] per layer]}`` where ``prefix[l-1]`` decodes ``s_1..s_l`` (capped at ``K``).
+    ``control=True`` adds ``"control"``: the prefix probe of each layer on the same features with their rows
+    shuffled across samples (same marginals, no relation to the leaf), which must stay at chance.
     """
     signs = np.asarray(signs)
+    if signs.ndim != 2:
+        raise ValueError(f"signs must be an (n, K) array, got shape {signs.shape}")
     K = signs.shape[1]
-    prefix, per_sign = [], []
+    prefix, per_sign, ctrl = [], [], []
+    shuffle = np.random.default_rng([seed, 1]).permutation(signs.shape[0])
     for l, ws in enumerate(workspaces, start=1):
         m = min(l, K)
-        p = linear_probe(ws, prefix_labels(signs, m), seed=seed)
+        labels = prefix_labels(signs, m)
+        p = linear_probe(ws, labels, seed=seed)
         prefix.append([p.accuracy, p.stderr, p.chance])
         per_sign.append([linear_probe(ws, signs[:, k], seed=seed).accuracy for k in range(K)])
-    return {"prefix": prefix, "sign": per_sign}
+        if control:
+            c = linear_probe(np.asarray(ws)[shuffle], labels, seed=seed)
+            ctrl.append([c.accuracy, c.stderr, c.chance])
+    out = {"prefix": prefix, "sign": per_sign}
+    if control:
+        out["control"] = ctrl
+    return out
+
+
+# --- probes of models and of the theory (torch and fvnum are imported inside) -----------------------
+PROBE_STREAM = 3  # data stream of probe contexts (training 0, held-out evaluation 1, patching 2)
+_PROBE_CHUNK = 256
+
+
+def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) -> dict:
+    """``probe_layers`` (with the shuffled control) on a model's recorded workspace ``workspace.{l}`` after
+    each layer ``l = 1..L`` (one entry for the one-layer Models B and C), over ``n_contexts`` fresh
+    tree-prior contexts (chunk ``c`` drawn from ``step_generator(seed, PROBE_STREAM, c)``); half fit the
+    probes, half score them. Adds ``"n"`` (contexts) and ``"layers"`` (L)."""
+    import torch
+
+    from .data import ContextSampler
+    from .patching import _check_count, _check_model, _check_seed, _check_tree, _device
+    from .taps import record
+
+    _check_tree(data_cfg)
+    _check_model(model, data_cfg)
+    n, seed = _check_count(n_contexts), _check_seed(seed)
+    if n < 4:
+        raise ValueError(f"n_contexts must be >= 4 for a held-out probe, got {n}")
+    sampler = ContextSampler(data_cfg, _device(model))
+    L = model.n_layers
+    names = [f"workspace.{l}" for l in range(1, L + 1)]
+    feats, signs = [[] for _ in names], []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for c, start in enumerate(range(0, n, _PROBE_CHUNK)):
+                ctx = sampler.sample(min(_PROBE_CHUNK, n - start), sampler.generator(seed, PROBE_STREAM, c))
+                with record(model, names) as r:
+                    model(ctx.x, ctx.y, ctx.x_q)
+                for f, name in zip(feats, names):
+                    f.append(r[name].double().cpu().numpy())
+                signs.append(ctx.signs.cpu().numpy())
+    finally:
+        model.train(was_training)
+    out = probe_layers([np.concatenate(f) for f in feats], np.concatenate(signs), seed=seed, control=True)
+    return {**out, "n": n, "layers": L}
+
+
+def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int = 4096, seed: int = 0) -> dict:
+    """``probe_layers`` (with the shuffled control) on the function vectors ``Phi_l`` of a theory strategy
+    (``fvnum.loss_mc(..., return_phi=True)`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
+    Adds ``"n"`` (samples) and ``"layers"`` (L of the strategy)."""
+    from fvnum.simulate import loss_mc
+    from fvnum.tree import numeric_prior
+
+    from .data import fv_prior
+    from .patching import _check_tree
+
+    _check_tree(data_cfg)
+    prior = fv_prior(data_cfg)
+    _, fv = loss_mc(prior, strategy, budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
+                    return_phi=True)
+    L = fv.phi.shape[1]
+    signs = numeric_prior(prior).signs(fv.leaves)
+    out = probe_layers([fv.Phi(l) for l in range(1, L + 1)], signs, seed=seed, control=True)
+    return {**out, "n": int(fv.phi.shape[0]), "layers": L}

@@ -1,0 +1,281 @@
+"""Key patching on trained (or hand-built) models, beside the theory (THEORY.md section 8).
+
+Target contexts draw a uniform leaf ``s``; each donor shares the target's tokens ``x_1..x_N``, label noise
+and query and has a leaf ``s'`` of divergence depth ``j`` (``s'_k = s_k`` for ``k < j``, ``s'_j = -s_j``,
+the signs below ``j`` uniform; ``j`` in ``1..K``, the convention of ``fvnum.patching``). The donor runs
+unpatched and its keys ``layers.{l}.keys`` are recorded; the target then runs with layer ``l``'s keys
+replaced by them (``bridges.taps.patch``). Every other layer, and the readout, act on the target's own
+workspace: the same patch that ``fvnum.patching_table`` simulates on a theory strategy.
+
+Losses are per context, in units of ``||theta_hat - theta||^2`` for decoding readouts (A, B with
+``decode``, C) and the query error ``(y_hat - <theta, x_q>)^2`` for the generic readout (same expectation,
+as in ``bridges.train``); the table says which (``metric``). Common random numbers: every cell of the
+table (every layer and every divergence depth) uses the same target contexts, and the unpatched loss is
+measured on them too, so ``effect = loss - unpatched`` has a paired standard error.
+
+Sampling is chunked: chunk ``c`` of targets comes from ``step_generator(seed, PATCH_STREAM, 64 c)`` and
+its donors of depth ``j`` from ``step_generator(seed, PATCH_STREAM, 64 c + j)``, so the first contexts do
+not depend on ``n_contexts`` (whole chunks) nor on which depths are asked for.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .config import DataConfig
+from .data import ContextSampler, Contexts, fv_prior, step_generator
+from .models import WorkspaceModel
+from .taps import patch, record
+
+PATCH_STREAM = 2  # data stream of patching contexts (training uses 0, held-out evaluation 1)
+CHUNK = 256  # contexts per forward pass
+_CHUNK_STEPS = 64  # generator steps reserved per chunk: 0 for the targets, j for the donors of depth j
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+def _check_tree(data_cfg: DataConfig) -> None:
+    if not isinstance(data_cfg, DataConfig):
+        raise ValueError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
+    if data_cfg.prior != "tree":
+        raise ValueError(
+            f"key patching needs the tree prior (divergence depth of two leaves), not prior={data_cfg.prior!r}"
+        )
+
+
+def _check_depth(j, depth: int) -> int:
+    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 1 <= j <= depth:
+        raise ValueError(f"divergence depth j must be an integer in 1..K={depth}, got {j!r}")
+    return int(j)
+
+
+def _check_layer(layer, model: WorkspaceModel) -> int:
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 1 <= layer <= model.n_layers:
+        raise ValueError(f"layer must be an integer in 1..L={model.n_layers}, got {layer!r}")
+    return int(layer)
+
+
+def _check_count(n, name: str = "n_contexts") -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"{name} must be an integer >= 2 (a standard error needs two), got {n!r}")
+    return int(n)
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _check_model(model, data_cfg: DataConfig) -> None:
+    if not isinstance(model, WorkspaceModel):
+        raise ValueError(f"model must be a WorkspaceModel, got {type(model).__name__}")
+    if model.dim != data_cfg.dim:
+        raise ValueError(
+            f"model works in D = {model.dim} but the data have D = {data_cfg.dim} (depth {data_cfg.depth})"
+        )
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    for t in (*model.parameters(), *model.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+# --- donors ----------------------------------------------------------------------------------------
+def donor_signs(signs: torch.Tensor, j: int, generator: torch.Generator) -> torch.Tensor:
+    """Donor leaves of divergence depth ``j`` (1..K): ``s'_k = s_k`` for ``k < j``, ``s'_j = -s_j``, the
+    ``K - j`` signs below drawn uniformly from ``generator``. ``signs`` (n, K) in {+1, -1} -> (n, K) int8."""
+    if not isinstance(signs, torch.Tensor) or signs.dim() != 2:
+        got = tuple(signs.shape) if isinstance(signs, torch.Tensor) else type(signs).__name__
+        raise ValueError(f"signs must be an (n, K) tensor of +1/-1, got {got}")
+    K = signs.shape[1]
+    j = _check_depth(j, K)
+    below = 1 - 2 * torch.randint(0, 2, (signs.shape[0], K - j), generator=generator, device=signs.device)
+    return torch.cat([signs[:, : j - 1], -signs[:, j - 1 : j], below.to(signs.dtype)], dim=1).to(torch.int8)
+
+
+def _targets(sampler: ContextSampler, seed: int, chunk: int, size: int) -> Contexts:
+    return sampler.sample(size, sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk))
+
+
+def _donors(sampler: ContextSampler, target: Contexts, j: int, seed: int, chunk: int) -> Contexts:
+    g = sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk + j)
+    signs = donor_signs(target.signs, j, g)
+    return sampler.contexts(sampler.theta_from_signs(signs), g, signs=signs, x=target.x, x_q=target.x_q,
+                            noise=target.noise)
+
+
+def _losses(model: WorkspaceModel, c: Contexts) -> torch.Tensor:
+    """Per-context loss in float64: ``||theta_hat - theta||^2`` (decoding) or the query error (generic)."""
+    out = model(c.x, c.y, c.x_q)
+    if model.decodes:
+        return ((out.theta_hat.double() - c.theta.double()) ** 2).sum(-1)  # (batch,)
+    return (out.y_hat.double() - c.target.double()) ** 2  # (batch,)
+
+
+def _sizes(n: int):
+    for c, start in enumerate(range(0, n, CHUNK)):
+        yield c, min(CHUNK, n - start)
+
+
+@torch.no_grad()
+def _run(model, data_cfg, n_contexts, seed, depths, layers, *, unpatched=True):
+    """Per-context losses: ``{"unpatched": (n,), (l, j): (n,)}`` as float64 numpy arrays."""
+    sampler = ContextSampler(data_cfg, _device(model))
+    out = {key: [] for key in ([("base",)] if unpatched else []) + [(l, j) for j in depths for l in layers]}
+    was_training = model.training
+    model.eval()
+    try:
+        for c, size in _sizes(n_contexts):
+            target = _targets(sampler, seed, c, size)
+            if unpatched:
+                out[("base",)].append(_losses(model, target))
+            for j in depths:
+                donor = _donors(sampler, target, j, seed, c)
+                names = [f"layers.{l}.keys" for l in layers]
+                with record(model, names) as keys:
+                    model(donor.x, donor.y, donor.x_q)
+                for l in layers:
+                    with patch(model, f"layers.{l}.keys", keys[f"layers.{l}.keys"]):
+                        out[(l, j)].append(_losses(model, target))
+    finally:
+        model.train(was_training)
+    return {k: torch.cat(v).cpu().numpy() for k, v in out.items()}
+
+
+def patched_losses(model: WorkspaceModel, data_cfg: DataConfig, layer: int, j: int, *, n_contexts: int = 2048,
+                   seed: int = 0) -> np.ndarray:
+    """Per-context losses (n_contexts,) float64 with layer ``layer``'s keys patched from a donor of divergence
+    depth ``j``; units: ``||theta_hat - theta||^2`` for decoding readouts, the query error for the generic one.
+    The same contexts as the cell ``(layer, j)`` of ``key_patching_table`` with the same ``seed``."""
+    _check_tree(data_cfg)
+    _check_model(model, data_cfg)
+    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth)
+    n, seed = _check_count(n_contexts), _check_seed(seed)
+    return _run(model, data_cfg, n, seed, (j,), (layer,), unpatched=False)[(layer, j)]
+
+
+def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048,
+                     seed: int = 0) -> np.ndarray:
+    """Per-context losses (n_contexts,) of the target contexts of ``patched_losses`` without a patch."""
+    _check_tree(data_cfg)
+    _check_model(model, data_cfg)
+    n, seed = _check_count(n_contexts), _check_seed(seed)
+    return _run(model, data_cfg, n, seed, (), ())[("base",)]
+
+
+# --- the table -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelPatchingTable:
+    """The layout of ``fvnum.patching.PatchingTable``: ``loss[l - 1, j - 1]``, ``stderr[...]`` (over contexts),
+    ``unpatched`` (an ``fvnum`` Estimate on the same targets), ``unpatched_by_depth[j - 1]`` (equal for every
+    ``j``: all columns share their targets), ``n`` contexts per cell; and in addition ``effect = loss -
+    unpatched`` with its paired standard error ``effect_stderr``, and ``metric`` (``theta`` or ``query``)."""
+
+    loss: np.ndarray
+    stderr: np.ndarray
+    unpatched: object  # fvnum.estimate.Estimate
+    unpatched_by_depth: np.ndarray
+    unpatched_stderr_by_depth: np.ndarray
+    effect: np.ndarray
+    effect_stderr: np.ndarray
+    n: int
+    strategy: str
+    layers: tuple
+    depths: tuple
+    metric: str
+
+    def as_dict(self) -> dict:
+        return {
+            "strategy": self.strategy, "n": self.n, "layers": list(self.layers), "depths": list(self.depths),
+            "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.as_dict(),
+            "unpatched_by_depth": self.unpatched_by_depth.tolist(),
+            "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(),
+            "effect": self.effect.tolist(), "effect_stderr": self.effect_stderr.tolist(), "metric": self.metric,
+        }
+
+    def to_markdown(self) -> str:
+        def table(values, errors):
+            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
+            sep = "|---" * (len(self.depths) + 1) + "|"
+            body = [
+                f"| {l} | " + " | ".join(f"{values[a, b]:.4g} ± {errors[a, b]:.1g}" for b in range(len(self.depths)))
+                + " |"
+                for a, l in enumerate(self.layers)
+            ]
+            return [head, sep, *body]
+
+        return "\n".join([*table(self.loss, self.stderr), "", f"unpatched: {self.unpatched}", "",
+                          "effect (patched - unpatched, paired):", "", *table(self.effect, self.effect_stderr)])
+
+
+def _mean_se(v: np.ndarray) -> tuple[float, float]:
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+
+
+def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
+                       depths=None) -> ModelPatchingTable:
+    """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
+    ``1..L`` and ``depths`` (default ``1..K``), on ``n_contexts`` target contexts shared by every cell."""
+    from fvnum.estimate import Estimate
+
+    _check_tree(data_cfg)
+    _check_model(model, data_cfg)
+    n, seed = _check_count(n_contexts), _check_seed(seed)
+    K = data_cfg.depth
+    depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K) for j in depths)
+    if not depths:
+        raise ValueError("depths must name at least one divergence depth")
+    layers = tuple(range(1, model.n_layers + 1))
+    runs = _run(model, data_cfg, n, seed, depths, layers)
+    base = runs[("base",)]
+    shape = (len(layers), len(depths))
+    loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
+    for a, l in enumerate(layers):
+        for b, j in enumerate(depths):
+            loss[a, b], err[a, b] = _mean_se(runs[(l, j)])
+            eff[a, b], eff_err[a, b] = _mean_se(runs[(l, j)] - base)
+    value, se = _mean_se(base)
+    return ModelPatchingTable(
+        loss, err, Estimate(value, se, n), np.full(len(depths), value), np.full(len(depths), se), eff, eff_err, n,
+        "model", layers, depths, "theta" if model.decodes else "query",
+    )
+
+
+def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
+                          strategy: str = "path", depths=None):
+    """``fvnum.patching_table`` for the prior, ``N`` and ``s2`` of ``data_cfg`` (tokens channel), budget ``budget``."""
+    from fvnum.patching import patching_table
+
+    _check_tree(data_cfg)
+    return patching_table(fv_prior(data_cfg), budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, strategy=strategy,
+                          samples=samples, seed=seed, depths=depths)
+
+
+# --- the theory's decoder as a readout -------------------------------------------------------------
+def path_bayes_decoder(data_cfg: DataConfig):
+    """The readout ``fvnum`` uses for the ``path`` strategy, as a function ``p (batch, B) -> theta_hat (batch, D)``
+    for ``bridges.models.path_model(data, B, readout=...)``: the exact posterior mean of the tree prior
+    given readings ``p_k`` of the nodes ``n_k`` routed by their signs (``n_{k+1} = 2 n_k + [p_k < 0]``), with
+    the gaussian likelihood of noise ``tau^2 = (E||theta||^2 + s2) / N`` (``fvnum.tree.coordinate_posterior_mean``).
+    Not differentiable (computed in numpy)."""
+    from fvnum.channels import tau_of_tokens
+    from fvnum.tree import coordinate_posterior_mean, numeric_prior
+
+    _check_tree(data_cfg)
+    prior = fv_prior(data_cfg)
+    spec = numeric_prior(prior)
+    tau = tau_of_tokens(prior, data_cfg.n_tokens, data_cfg.s2)
+
+    def decode(p: torch.Tensor) -> torch.Tensor:
+        readings = p.detach().double().cpu().numpy()  # (batch, B)
+        nodes = np.ones(readings.shape, dtype=np.int64)  # (batch, B) routed nodes
+        for k in range(1, readings.shape[1]):
+            nodes[:, k] = 2 * nodes[:, k - 1] + (readings[:, k - 1] < 0)
+        mean = coordinate_posterior_mean(spec, nodes, readings, tau)  # (batch, D)
+        return torch.from_numpy(mean).to(device=p.device, dtype=p.dtype)
+
+    return decode
