@@ -17,6 +17,8 @@ DEFAULT_OUT = "runs"
 def register(subparsers) -> None:
     """Add the bridges subcommands to the ``fv`` dispatcher."""
     _register_train(subparsers)
+    _register_compare(subparsers)
+    _register_reproduce(subparsers)
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
@@ -93,4 +95,97 @@ def train_command(args: argparse.Namespace) -> int:
     print(f"key: {cfg.key()}")
     print(f"final held-out loss: {result.loss:.5g} +- {result.stderr:.2g}  ({unit}, {result.n_eval} contexts)")
     print(f"steps: {result.steps}, {result.steps_per_s:.3g} steps/s, {result.wall_seconds:.1f} s")
+    return 0
+
+
+def _register_compare(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="train (or load) a model and put its loss beside the theory",
+        description="Train or load one run (the options of fv train) and write a table of its held-out loss "
+        "beside the theory at the same prior, budget and effective noise, with the learned routing; or, with "
+        "--grid, the whole experiment grid (tree and matched Gaussian priors, depth 4 budget 3 and depth 6 "
+        "budget 4, Models A, B, C, two seeds for the depth-6 tree cells) and the predictions checked on it.",
+    )
+    add_run_arguments(p, model_required=False)
+    p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
+    p.add_argument("--samples", type=int, default=20_000, help="Monte Carlo samples per theory number (default 20000)")
+    p.add_argument("--jobs", type=int, default=2, help="training processes for --grid (default 2)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=compare_command)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .store import RunStore, write_atomic, write_json
+
+    if args.grid:
+        from .compare import prediction_checks, to_markdown
+        from .reproduce import ReproduceConfig, training
+
+        cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
+                              seed=args.seed, jobs=args.jobs, full=True, progress=not args.quiet,
+                              alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
+        store = RunStore(cfg.out, "compare-grid")
+        tables = training(cfg, store, print)
+        checks = prediction_checks(tables)
+        write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
+        md = ["# Experiment grid: trained models beside the theory", ""]
+        md += ["| prediction | measured | holds |", "|---|---|---|"]
+        md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
+        md += [""] + [to_markdown(t) for t in tables]
+        write_atomic(store.folder / "table.md", "\n".join(md) + "\n")
+        for c in checks:
+            print(f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}")
+        print(f"tables: {store.folder / 'table.md'} and table.json")
+        return 0
+    cfg = config_from_args(args)
+    from .compare import compare, to_markdown
+    from .train import run_dir, train
+
+    result = train(cfg, progress=not args.quiet)
+    table = compare(result, samples=args.samples, seed=args.seed)
+    folder = run_dir(cfg) or Path(".")
+    write_json(folder / "compare.json", table)
+    write_atomic(folder / "compare.md", to_markdown(table))
+    print(to_markdown(table))
+    print(f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}")
+    return 0
+
+
+def _register_reproduce(subparsers) -> None:
+    from .reproduce import ReproduceConfig
+
+    d = ReproduceConfig()
+    p = subparsers.add_parser(
+        "reproduce",
+        help="the whole study in one command: theory curves, training grid, patching, probes, report",
+        description="Theory curves (every strategy, both priors, noiseless and at the noise of N tokens), a "
+        "training grid of Models A, B, C beside the theory, key-patching tables and function-vector probes, "
+        "written to one folder with report.md, figures (PNG), JSON and CSV. Finished cells are kept: "
+        "re-running resumes an interrupted run.",
+    )
+    p.add_argument("--out", default=d.out, metavar="DIR", help=f"report folder (default {d.out})")
+    p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6)")
+    p.add_argument("--depth", type=int, default=d.depth, help=f"tree depth of the reduced grid and curves (default {d.depth})")
+    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
+    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--budget", type=int, default=d.train_budget, help=f"training budget (default {d.train_budget})")
+    p.add_argument("--steps", type=int, default=d.steps, help=f"training steps per run (default {d.steps})")
+    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per number (default {d.samples})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
+    p.add_argument("--jobs", type=int, default=d.jobs, help=f"training processes (default {d.jobs})")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=reproduce_command)
+
+
+def reproduce_command(args: argparse.Namespace) -> int:
+    from .reproduce import ReproduceConfig, reproduce
+
+    cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
+                          train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
+                          jobs=args.jobs, full=args.full, progress=not args.quiet)
+    reproduce(cfg, log=(lambda *a: None) if args.quiet else print)
     return 0

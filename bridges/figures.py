@@ -1,0 +1,114 @@
+"""Figures of the report (matplotlib, Agg backend, PNG). Each function returns the paths it wrote."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from .store import write_atomic
+
+STYLE = {  # strategy -> (label, colour)
+    "path": ("path (adaptive)", "C0"),
+    "optimal": ("Bellman optimum (adaptive)", "C2"),
+    "top_levels": ("top levels (one layer)", "C1"),
+    "optimal_nonadaptive": ("best fixed coordinate design", "C3"),
+    "gaussian_optimum": ("Gaussian optimum (= best linear)", "C7"),
+}
+MODEL_MARKERS = {"A": ("o", "C0"), "B": ("s", "C1"), "C": ("^", "C4")}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> list[Path]:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    _plt().close(fig)
+    return [write_atomic(path, buf.getvalue())]
+
+
+def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
+    """Two panels (tree, matched Gaussian): loss against budget on a log scale, exact noiseless lines
+    dashed, lines at the noise of N solid (Monte Carlo error bars), trained models as points."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    for ax, prior in zip(axes, ("tree", "gaussian")):
+        for strategy, (label, colour) in STYLE.items():
+            for noise, ls in (("none", "--"), (f"N={cfg.n_tokens}", "-")):
+                pts = sorted((r["budget"], r["value"], r.get("stderr") or 0.0) for r in curves
+                             if r["prior"] == prior and r["strategy"] == strategy and r["noise"] == noise)
+                pts = [p for p in pts if p[1] > 1e-6]
+                if not pts:
+                    continue
+                b, v, e = zip(*pts)
+                ax.errorbar(b, v, yerr=e, ls=ls, color=colour, marker=".", ms=4, capsize=2,
+                            label=f"{label}, {'noiseless' if noise == 'none' else noise}")
+        for t in tables:
+            if t["prior"] != prior or t["depth"] != cfg.depth:
+                continue
+            m, c = MODEL_MARKERS[t["model"]]
+            ax.errorbar([t["budget"]], [t["trained"]["loss"]], yerr=[t["trained"]["stderr"]], marker=m, color=c,
+                        ms=9, mfc="none", mew=2, ls="none", label=f"trained Model {t['model']} (seed {t['seed']})")
+        ax.set_yscale("log")
+        ax.set_xlabel("budget B = L d")
+        ax.set_title(f"{'tree' if prior == 'tree' else 'matched Gaussian'} prior, depth {cfg.depth}, alpha {cfg.alpha}")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("loss  E||theta_hat - theta||^2")
+    handles, labels = axes[0].get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    for h, l in zip(*axes[1].get_legend_handles_labels()[::-1]):
+        seen.setdefault(h, l)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    return _save(fig, Path(path))
+
+
+def patching(path, theory: dict | None, model: dict | None) -> list[Path]:
+    """Heat maps of loss increase (patched - unpatched) over (layer l, divergence depth j)."""
+    if not theory or not model:
+        return []
+    import numpy as np
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (title, t) in zip(axes, (("theory: path strategy", theory), ("trained Model A", model))):
+        loss = np.array(t["loss"])
+        base = np.array(t.get("unpatched_by_depth") or [t["unpatched"]["value"]] * loss.shape[1])
+        delta = loss - base[None, :]
+        im = ax.imshow(delta, cmap="magma", origin="upper", aspect="auto", vmin=0)
+        ax.set_xticks(range(len(t["depths"])), [str(j) for j in t["depths"]])
+        ax.set_yticks(range(len(t["layers"])), [str(l) for l in t["layers"]])
+        ax.set_xlabel("divergence depth j")
+        ax.set_ylabel("patched layer l")
+        ax.set_title(title)
+        for a in range(delta.shape[0]):
+            for b in range(delta.shape[1]):
+                ax.text(b, a, f"{delta[a, b]:.3f}", ha="center", va="center", fontsize=8,
+                        color="white" if delta[a, b] < 0.6 * max(delta.max(), 1e-12) else "black")
+        fig.colorbar(im, ax=ax, label="loss increase")
+    return _save(fig, Path(path))
+
+
+def probes(path, probes: dict) -> list[Path]:
+    """Probe accuracy for the path prefix s_1..s_l against layer l, with chance levels."""
+    if not probes:
+        return []
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (name, p) in enumerate(probes.items()):
+        acc = [a for a, _, _ in p["prefix"]]
+        se = [s for _, s, _ in p["prefix"]]
+        layers = list(range(1, len(acc) + 1))
+        ax.errorbar(layers, acc, yerr=se, marker="o", capsize=3, label=name, color=f"C{i}")
+    first = next(iter(probes.values()))
+    ax.plot(range(1, len(first["prefix"]) + 1), [c for _, _, c in first["prefix"]], "k:", label="chance")
+    ax.set_xlabel("layer l (workspace after layer l)")
+    ax.set_ylabel("held-out accuracy of prefix s_1..s_l")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, Path(path))

@@ -1,0 +1,298 @@
+"""``fv reproduce``: the whole study in one command (theory curves, a training grid of Models A, B, C
+beside the theory, key patching, function-vector probes), written to one folder:
+
+``report.md``, ``fig_loss_vs_budget.png``, ``fig_patching.png``, ``fig_probes.png``, every number as
+``results.json`` and CSV, and ``cells/`` (one finished unit of work each, keyed by a hash of its
+configuration, written atomically). Re-running skips finished cells, so an interrupted run resumes.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+import multiprocessing as mp
+from pathlib import Path
+
+from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from .store import RunStore, write_atomic, write_json
+
+KIND = "reproduce"
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue."""
+
+    out: str = "runs/reproduce"
+    depth: int = 4
+    alpha: float = 0.5
+    n_tokens: int = 128
+    s2: float = 0.01
+    train_budget: int = 3
+    steps: int = 1500
+    samples: int = 20_000
+    seed: int = 0
+    jobs: int = 2
+    full: bool = False
+    progress: bool = True
+
+    def __post_init__(self):
+        DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
+        for name in ("steps", "samples", "jobs", "train_budget"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.train_budget > 2**self.depth - 1:
+            raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+
+    def data(self, prior: str, depth: int | None = None) -> DataConfig:
+        return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
+                          s2=self.s2, cov="matched" if prior == "gaussian" else None)
+
+
+# --- grid ------------------------------------------------------------------------------------------
+def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
+    """The training runs: reduced (one depth, one seed) or ``full`` (the grid of the training issue:
+    depth 4 budget 3 and depth 6 budget 4, two seeds for the depth-6 tree cells)."""
+    cells = [(cfg.depth, cfg.train_budget)] if not cfg.full else [(4, 3), (6, 4)]
+    runs = []
+    for prior in ("tree", "gaussian"):
+        for depth, budget in cells:
+            seeds = (cfg.seed, cfg.seed + 1) if cfg.full and prior == "tree" and depth == 6 else (cfg.seed,)
+            for model in ("A", "B", "C"):
+                for seed in seeds:
+                    runs.append(RunConfig(
+                        cfg.data(prior, depth),
+                        ModelConfig(model=model, budget=budget),
+                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out, eval_every=max(1, cfg.steps // 5),
+                                    checkpoint_every=max(1, cfg.steps // 10)),
+                    ))
+    return runs
+
+
+def _train_one(run_json: str) -> str:
+    """Worker: train one run (resuming its checkpoint); returns its key."""
+    from .train import train
+
+    run = RunConfig.from_json(run_json)
+    train(run, progress=False)
+    return run.key()
+
+
+# --- stages ----------------------------------------------------------------------------------------
+def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
+    """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
+    import fvnum
+    from fvsym.tree import tree_loss
+
+    from .compare import gaussian_optimum
+
+    rows = []
+    K = cfg.depth
+    budgets = list(range(1, 2**K))
+    for B in budgets:
+        for prior_name in ("tree", "gaussian"):
+            data = cfg.data(prior_name)
+            noiseless = replace(data, n_tokens=10**12, s2=0.0)  # tau -> 0 for the Gaussian optimum
+            base = {"prior": prior_name, "depth": K, "alpha": cfg.alpha, "budget": B}
+            jobs = []
+            if prior_name == "tree":
+                for strategy in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
+                    if strategy == "path" and B > K:
+                        continue
+                    jobs.append((dict(base, strategy=strategy, noise="none"), lambda s=strategy: _exact(
+                        tree_loss(K, B, s, alpha=repr(cfg.alpha)))))
+                    if strategy == "optimal_nonadaptive":
+                        kw = dict(measurement="coordinate", search_samples=2000)
+                    else:
+                        kw = {}
+                    jobs.append((dict(base, strategy=strategy, noise=f"N={cfg.n_tokens}"), lambda s=strategy, kw=kw:
+                                 fvnum.loss_mc(fv_prior(data), s, B, tokens=cfg.n_tokens, s2=cfg.s2,
+                                               samples=cfg.samples, seed=cfg.seed, **kw).as_dict()))
+            jobs.append((dict(base, strategy="gaussian_optimum", noise="none"),
+                         lambda: {"value": gaussian_optimum(noiseless, B), "stderr": 0.0, "how": "exact"}))
+            jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),
+                         lambda: {"value": gaussian_optimum(data, B), "stderr": 0.0, "how": "exact"}))
+            for key, fn in jobs:
+                result, cached = store.cell("theory", key, fn)
+                rows.append({**key, **result})
+        log(f"theory curves: budget {B}/{budgets[-1]} done")
+    return rows
+
+
+def fv_prior(data):
+    from .data import fv_prior as _fv_prior
+
+    return _fv_prior(data)
+
+
+def _exact(formula) -> dict:
+    value = formula.expr
+    return {"value": float(value), "stderr": 0.0, "how": "exact", "exact": str(value)}
+
+
+def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
+    """Train the grid (``jobs`` processes, one torch thread each), then compare every run with theory."""
+    from .compare import compare
+    from .train import train
+
+    train_out = str(store.folder / "train")
+    runs = grid(cfg, train_out)
+    todo = [r for r in runs if store.get(_cell_key("compare", r)) is None]
+    if todo:
+        log(f"training {len(todo)} runs with {cfg.jobs} processes ({cfg.steps} steps each)")
+        if cfg.jobs > 1 and len(todo) > 1:
+            ctx = mp.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=ctx) as pool:
+                for key in pool.map(_train_one, [r.to_json() for r in todo]):
+                    log(f"  trained {key}")
+    from .compare import theory_losses
+
+    tables = []
+    for run in runs:
+        def theory(run=run):  # shared by every model and seed of a (data, budget) cell
+            return theory_losses(run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=2000)
+
+        def work(run=run):
+            rows, _ = store.cell("theory_table", {"data": asdict(run.data), "budget": run.model.budget,
+                                                  "samples": cfg.samples, "seed": cfg.seed}, theory)
+            result = train(run, progress=cfg.progress and cfg.jobs == 1)
+            return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
+
+        table, cached = store.cell("compare", run.key_dict(), work)
+        tables.append(table)
+        log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
+    return tables
+
+
+def _cell_key(name: str, run: RunConfig) -> str:
+    from .store import config_key
+
+    return f"{name}-{config_key({'name': name, **run.key_dict()})}"
+
+
+def _load_model(run: RunConfig):
+    from .train import train
+
+    return train(run, progress=False).model
+
+
+def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
+    """Key-patching tables (theory ``path`` and trained Model A) and probes (theory and A, B, C)."""
+    from .patching import key_patching_table, theory_patching_table
+    from .probes import theory_probes, workspace_probes
+
+    train_out = str(store.folder / "train")
+    runs = {r.model.model: r for r in grid(cfg, train_out) if r.data.prior == "tree" and r.data.depth == cfg.depth
+            and r.model.budget == cfg.train_budget and r.train.seed == cfg.seed}
+    data, B = cfg.data("tree"), cfg.train_budget
+    n = max(512, cfg.samples // 10)
+    out = {}
+    out["patching_theory"], _ = store.cell("patching_theory", {"data": asdict(data), "budget": B, "samples": cfg.samples,
+                                                               "seed": cfg.seed},
+                                           lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).as_dict())
+    out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].key_dict(), "n": n, "seed": cfg.seed},
+                                      lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
+                                                                 seed=cfg.seed).as_dict())
+    log("patching tables done")
+    probes = {}
+    probes["theory path"], _ = store.cell("probes_theory", {"data": asdict(data), "budget": B, "n": 4 * n, "seed": cfg.seed},
+                                          lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
+    for name, run in runs.items():
+        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.key_dict(), "n": 4 * n, "seed": cfg.seed},
+                                               lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
+                                                                                seed=cfg.seed))
+    out["probes"] = probes
+    log("probes done")
+    return out
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+def _csv(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    cols = sorted({k for r in rows for k in r if not isinstance(r[k], (list, dict))})
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
+    from . import figures
+    from .compare import to_markdown
+
+    written = [
+        write_json(folder / "results.json", {"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra}),
+        write_atomic(folder / "theory_curves.csv", _csv(curves)),
+        write_atomic(folder / "training.csv", _csv([
+            {"key": t["key"], "model": t["model"], "prior": t["prior"], "depth": t["depth"], "budget": t["budget"],
+             "seed": t["seed"], "loss": t["trained"]["loss"], "stderr": t["trained"]["stderr"],
+             **{f"theory_{r['name']}": r["value"] for r in t["theory"]}} for t in tables])),
+    ]
+    written += figures.loss_vs_budget(folder / "fig_loss_vs_budget.png", curves, tables, cfg)
+    written += figures.patching(folder / "fig_patching.png", extra.get("patching_theory"), extra.get("patching_A"))
+    written += figures.probes(folder / "fig_probes.png", extra.get("probes", {}))
+    written.append(write_atomic(folder / "report.md", report_markdown(cfg, curves, tables, extra, to_markdown)))
+    return written
+
+
+def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
+    from .compare import prediction_checks
+
+    lines = [
+        "# fv reproduce: report", "",
+        f"Depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens, s2 {cfg.s2}; training budget "
+        f"{cfg.train_budget}, {cfg.steps} steps per run, seed {cfg.seed}{', full grid' if cfg.full else ''}.", "",
+        "## Loss against budget", "", "![loss vs budget](fig_loss_vs_budget.png)", "",
+        "Exact values (`noise = none`) come from `fvsym`; Monte Carlo values at the noise of N tokens from `fvnum` "
+        "(see theory_curves.csv).", "",
+        "## Trained models beside the theory", "",
+    ]
+    checks = prediction_checks(tables)
+    if checks:
+        lines += ["| prediction | measured | holds |", "|---|---|---|"]
+        lines += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else '**no**'} |" for c in checks]
+        lines.append("")
+    for t in tables:
+        lines.append(to_markdown(t))
+    if extra.get("patching_theory"):
+        lines += ["## Key patching (THEORY.md section 8)", "", "![patching](fig_patching.png)", "",
+                  "Loss with layer l's keys patched from a donor whose path first differs at depth j.", "",
+                  "Theory (path strategy):", "", _patching_md(extra["patching_theory"]), "",
+                  "Trained Model A:", "", _patching_md(extra["patching_A"]), ""]
+    if extra.get("probes"):
+        lines += ["## Function-vector probes (THEORY.md section 9)", "", "![probes](fig_probes.png)", "",
+                  "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
+                  "| source | " + " | ".join(f"layer {l + 1}" for l in range(cfg.train_budget)) + " |",
+                  "|---" * (cfg.train_budget + 1) + "|"]
+        for name, p in extra["probes"].items():
+            cells = [f"{a:.2f} (chance {c:.2f})" for a, _, c in p["prefix"]]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _patching_md(t: dict) -> str:
+    head = "| layer \\ j | " + " | ".join(str(j) for j in t["depths"]) + " |"
+    sep = "|---" * (len(t["depths"]) + 1) + "|"
+    body = [f"| {l} | " + " | ".join(f"{t['loss'][a][b]:.4f} ± {t['stderr'][a][b]:.1g}" for b in range(len(t["depths"])))
+            + " |" for a, l in enumerate(t["layers"])]
+    return "\n".join([head, sep, *body])
+
+
+def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
+    """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
+    start = time.time()
+    store = RunStore(cfg.out, KIND)
+    log(f"output folder: {store.folder}")
+    curves = theory_curves(cfg, store, log)
+    tables = training(cfg, store, log)
+    extra = patching_and_probes(cfg, store, log)
+    written = write_outputs(cfg, store.folder, curves, tables, extra)
+    log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
+    return {"folder": str(store.folder), "written": [str(p) for p in written], "theory_curves": curves,
+            "training": tables, **extra}
