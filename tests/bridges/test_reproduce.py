@@ -1,0 +1,72 @@
+"""fv reproduce end to end on tiny settings: outputs, resume from finished cells, bad folders."""
+import json
+
+import pytest
+import torch
+
+from bridges.cli import main
+from bridges.reproduce import ReproduceConfig, reproduce
+
+torch.set_num_threads(1)
+
+TINY = dict(depth=2, train_budget=2, steps=20, samples=400, jobs=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "report"
+    logs = []
+    result = reproduce(ReproduceConfig(out=str(out), **TINY), log=logs.append)
+    return out, result, logs
+
+
+def test_writes_report_figures_and_numbers(tiny_run):
+    out, result, _ = tiny_run
+    for name in ("report.md", "results.json", "theory_curves.csv", "training.csv", "fig_loss_vs_budget.png",
+                 "fig_patching.png", "fig_probes.png"):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "results.json").read_text())
+    assert {t["model"] for t in data["training"]} == {"A", "B", "C"}
+    assert {t["prior"] for t in data["training"]} == {"tree", "gaussian"}
+    # exact noiseless curve values are fvsym's: path at depth 2, budget 1, alpha 1/2 loses alpha = 1/2
+    path = [r for r in data["theory_curves"] if r["strategy"] == "path" and r["noise"] == "none" and r["budget"] == 1]
+    assert path[0]["exact"] == "1/2"
+    report = (out / "report.md").read_text()
+    assert "fig_loss_vs_budget.png" in report and "Key patching" in report and "probes" in report
+
+
+def test_rerun_skips_finished_cells_and_recomputes_lost_ones(tiny_run):
+    out, first, _ = tiny_run
+    cells = sorted((out / "cells").glob("compare-*.json"))
+    lost = cells[0]
+    lost.unlink()
+    logs = []
+    again = reproduce(ReproduceConfig(out=str(out), **TINY), log=logs.append)
+    compared = [line for line in logs if line.strip().startswith("compared")]
+    assert sum("(cached)" not in line for line in compared) == 1  # only the lost cell ran again
+    assert lost.exists()
+    assert [t["trained"]["loss"] for t in again["training"]] == [t["trained"]["loss"] for t in first["training"]]
+
+
+def test_folder_of_another_kind_is_refused(tmp_path, capsys):
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "fv-run", "version": 0, "kind": "reproduce"}))
+    assert main(["reproduce", "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "another kind or version" in err and len(err.splitlines()) == 1
+
+
+def test_unwritable_or_bad_output_is_a_one_line_error(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["reproduce", "--out", str(target), "--quiet"]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    assert main(["reproduce", "--out", str(tmp_path / "full"), "--quiet"]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [["--steps", "0"], ["--budget", "9", "--depth", "2"], ["--alpha", "1.5"]])
+def test_bad_options(bad, capsys):
+    assert main(["reproduce", "--quiet", *bad]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
