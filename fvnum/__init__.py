@@ -1,1 +1,60 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with exact Bayes posteriors."""
+from importlib import import_module
+
+# Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
+# dispatcher for every command) does not import numba.
+_EXPORTS = {
+    "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate",
+    "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
+    "best_adaptive": "search", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
+    "FunctionVectors": "simulate", "loss_mc": "simulate", "per_sample": "strategies",
+}
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fvnum' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))
+
+
+def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
+    """Exact Bayes posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``:
+    node numbers (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian likelihood
+    with noise ``tau``, or ``tau_of_tokens(prior, tokens, s2)`` for readings of the tokens channel."""
+    import numpy as np
+
+    from . import gaussian, tree
+    from .channels import make_channel
+
+    spec = tree.numeric_prior(prior)
+    t = make_channel(spec, tau, tokens, s2).tau
+    phi = np.atleast_2d(np.asarray(phi, dtype=float))
+    design = np.asarray(design)
+    if design.dtype.kind in "iu":
+        nodes = np.broadcast_to(design, phi.shape)
+        if nodes.size and (nodes.min() < 0 or nodes.max() > spec.dim):
+            raise ValueError(f"design node {int(nodes.max() if nodes.max() > spec.dim else nodes.min())} "
+                             f"is outside 0..{spec.dim}")
+        if isinstance(spec, tree.TreeSpec):
+            return tree.coordinate_posterior_mean(spec, nodes, phi, t)
+        eye = np.vstack([np.zeros(spec.dim), np.eye(spec.dim)])
+        design = eye[nodes]
+    W = design.astype(float)
+    if W.shape[-1] != spec.dim or W.shape[-2] != phi.shape[1] or W.ndim not in (2, 3):
+        raise ValueError(f"design of shape {W.shape} does not match readings of shape {phi.shape} and D = {spec.dim}")
+    if isinstance(spec, tree.TreeSpec):
+        return tree.dense_posterior_mean(spec, W, phi, t)
+    return gaussian.posterior_mean(spec, W, phi, t)
+
+
+__all__ = [
+    "Channel", "Estimate", "FunctionVectors", "PatchingTable", "best_adaptive", "loss_mc",
+    "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
+    "posterior_mean", "tau_of_tokens",
+]

@@ -1,0 +1,190 @@
+"""Slow, obvious numpy oracles for every kernel in ``_kernels.py``: they enumerate all ``2^K`` leaves
+(dense ``theta`` vectors) and apply Bayes' rule literally. Used by the tests and the benchmarks only."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def leaf_thetas(scales) -> np.ndarray:
+    """``(2^K, D)``: row ``i`` is ``theta`` of leaf ``i`` (THEORY.md section 6)."""
+    scales = np.asarray(scales, dtype=float)
+    K = scales.size
+    out = np.zeros((2**K, 2**K - 1))
+    for i in range(2**K):
+        n = 1
+        for k in range(1, K + 1):
+            s = -1.0 if (i >> (K - k)) & 1 else 1.0
+            out[i, n - 1] = scales[k - 1] * s
+            n = 2 * n + (1 if s < 0 else 0)
+    return out
+
+
+TAU0_FALLBACK = 1e-2  # as in _kernels: the tau -> 0 limit for observations no leaf explains
+
+
+def _posterior_mean(loglik: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """Posterior mean under the uniform prior over leaves, ``loglik`` (n, 2^K)."""
+    mx = loglik.max(axis=1, keepdims=True)
+    w = np.exp(loglik - mx)
+    w /= w.sum(axis=1, keepdims=True)
+    return w @ thetas
+
+
+def coord_posterior_mean(nodes, readings, tau, scales) -> np.ndarray:
+    """Exact posterior mean given readings of nodes (node 0: no reading). ``nodes``, ``readings`` (n, B).
+    At ``tau = 0`` a sample that no leaf explains is decoded at ``tau = TAU0_FALLBACK * a_K``."""
+    scales = np.asarray(scales, dtype=float)
+    thetas = leaf_thetas(scales)
+    nodes = np.asarray(nodes)
+    readings = np.asarray(readings, dtype=float)
+
+    def loglik(s, t):
+        out = np.zeros(thetas.shape[0])
+        for b in range(nodes.shape[1]):
+            if nodes[s, b] <= 0:
+                continue
+            values = thetas[:, nodes[s, b] - 1]
+            if t > 0:
+                out -= (readings[s, b] - values) ** 2 / (2 * t**2)
+            else:
+                out[values != readings[s, b]] = -np.inf
+        if t == 0 and np.all(out == -np.inf):
+            return loglik(s, TAU0_FALLBACK * scales[-1])
+        return out
+
+    return _posterior_mean(np.array([loglik(s, tau) for s in range(nodes.shape[0])]), thetas)
+
+
+def dense_posterior_mean(W, phi, tau, scales, tol=1e-9) -> np.ndarray:
+    """Exact posterior mean given ``phi = W theta + tau xi``; ``W`` (m, B, D), ``m`` in {1, n}."""
+    scales = np.asarray(scales, dtype=float)
+    thetas = leaf_thetas(scales)
+    W = np.asarray(W, dtype=float)
+    phi = np.asarray(phi, dtype=float)
+    proj = np.einsum("mbd,id->mib", W, thetas)  # (m, 2^K, B)
+    diff = phi[:, None, :] - proj  # (n, 2^K, B)
+    gauss = -(diff**2).sum(axis=2)
+    if tau > 0:
+        loglik = gauss / (2 * tau**2)
+    else:
+        ok = (np.abs(diff) <= tol * (1 + np.abs(phi[:, None, :]))).all(axis=2)
+        loglik = np.where(ok, 0.0, -np.inf)
+        none = ~ok.any(axis=1)
+        loglik[none] = gauss[none] / (2 * (TAU0_FALLBACK * scales[-1]) ** 2)
+    return _posterior_mean(loglik, thetas)
+
+
+def losses(means: np.ndarray, leaves, scales) -> np.ndarray:
+    return ((means - leaf_thetas(scales)[np.asarray(leaves)]) ** 2).sum(axis=1)
+
+
+def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_layer=0, informed=False, layers=None):
+    """The path strategy written out layer by layer over the whole batch, decoded by enumeration.
+    Same inputs and meaning as ``_kernels._tree_path_sim``; returns (loss, phi, nodes)."""
+    thetas = leaf_thetas(scales)
+    leaves = np.asarray(leaves)
+    n = leaves.size
+    L = noise.shape[1] if layers is None else layers
+    tokens = stat is not None and np.size(stat) > 0
+    rows = np.arange(n)
+    node = np.ones(n, dtype=np.int64)
+    dnode = np.ones(n, dtype=np.int64)
+    phi = np.zeros((n, L))
+    routed = np.zeros((n, L), dtype=np.int64)
+    actual = np.zeros((n, L), dtype=np.int64)
+    for l in range(L):
+        act = node.copy()
+        if patch_layer >= 1 and l < patch_layer:
+            if l == patch_layer - 1:
+                act = dnode.copy()
+            else:
+                dr = dstat[rows, dnode - 1] if tokens else thetas[donors, dnode - 1] + tau * noise[:, l]
+                dnode = 2 * dnode + (dr < 0)
+        r = stat[rows, act - 1] if tokens else thetas[leaves, act - 1] + tau * noise[:, l]
+        phi[:, l] = r
+        routed[:, l] = node
+        actual[:, l] = act
+        node = 2 * node + (r < 0)
+    means = coord_posterior_mean(actual if informed else routed, phi, tau, scales)
+    return losses(means, leaves, scales), phi, routed
+
+
+def dense_design_loss(W, noise, leaves, tau, scales) -> float:
+    """Summed loss of the fixed design ``W`` (B, D) under the gaussian channel (gradient oracle)."""
+    thetas = leaf_thetas(scales)
+    phi = thetas[leaves] @ W.T + tau * noise
+    means = dense_posterior_mean(W[None], phi, tau, scales)
+    return float(losses(means, leaves, scales).sum())
+
+
+def greedy_coord_scores(nodes, readings, tau, scales, gh_x, gh_w) -> np.ndarray:
+    """``E ||posterior mean after one more reading of n||^2`` for every candidate ``n``, by enumeration:
+    the current leaf posterior, the three outcomes of the new reading and the same quadrature rule."""
+    thetas = leaf_thetas(scales)
+    nl, D = thetas.shape
+    nodes = np.asarray(nodes)
+    out = np.zeros((nodes.shape[0], D))
+    for s in range(nodes.shape[0]):
+        loglik = np.zeros(nl)
+        for b in range(nodes.shape[1]):
+            if nodes[s, b] <= 0:
+                continue
+            values = thetas[:, nodes[s, b] - 1]
+            if tau > 0:
+                loglik -= (readings[s, b] - values) ** 2 / (2 * tau**2)
+            else:
+                loglik[values != readings[s, b]] = -np.inf
+        w = np.exp(loglik - loglik.max())
+        w /= w.sum()
+        for n in range(1, D + 1):
+            values = thetas[:, n - 1]
+            score = 0.0
+            for v in np.unique(values):
+                pv = w[values == v].sum()
+                if pv <= 0:
+                    continue
+                xs = [v] if tau == 0 else v + tau * np.asarray(gh_x)
+                ws = [1.0] if tau == 0 else np.asarray(gh_w)
+                for x, q in zip(xs, ws):
+                    like = (values == x).astype(float) if tau == 0 else np.exp(-((x - values) ** 2) / (2 * tau**2))
+                    post = w * like
+                    post /= post.sum()
+                    m = post @ thetas
+                    score += pv * q * (m @ m)
+            out[s, n - 1] = score
+    return out
+
+
+def token_statistic(theta, n_tokens, s2, rng) -> np.ndarray:
+    """``S = (1/N) sum_i y_i x_i`` from ``N`` explicitly sampled tokens, for each row of ``theta`` (n, D)."""
+    theta = np.atleast_2d(np.asarray(theta, dtype=float))
+    n, D = theta.shape
+    X = rng.standard_normal((n, n_tokens, D))
+    y = np.einsum("nid,nd->ni", X, theta) + np.sqrt(s2) * rng.standard_normal((n, n_tokens))
+    return np.einsum("nid,ni->nd", X, y) / n_tokens
+
+
+def gaussian_posterior_mean(C, W, phi, tau) -> np.ndarray:
+    """``(C^-1 + W^T W / tau^2)^-1 W^T phi / tau^2`` for each sample (``C`` invertible, ``tau > 0``);
+    ``W`` (m, B, D), ``m`` in {1, n}."""
+    Ci = np.linalg.inv(C)
+    out = np.zeros((phi.shape[0], C.shape[0]))
+    for s in range(phi.shape[0]):
+        Ws = W[s if W.shape[0] > 1 else 0]
+        P = np.linalg.inv(Ci + Ws.T @ Ws / tau**2)
+        out[s] = P @ Ws.T @ phi[s] / tau**2
+    return out
+
+
+def dense_lookahead_value(w, live, p, tau, scales, gh_x, gh_w) -> float:
+    """``E ||E[theta | phi]||^2`` for ``phi = w.theta + tau z`` under the leaf distribution ``p`` on the
+    leaves ``live``, with the same quadrature rule (oracle of ``_kernels._dense_objective``)."""
+    thetas = leaf_thetas(scales)[np.asarray(live)]
+    v = thetas @ np.asarray(w, dtype=float)
+    total = 0.0
+    for a in range(v.size):
+        for x, q in zip(v[a] + tau * np.asarray(gh_x), gh_w):
+            post = p * np.exp(-((x - v) ** 2) / (2 * tau**2))
+            m = (post / post.sum()) @ thetas
+            total += p[a] * q * (m @ m)
+    return float(total)

@@ -1,0 +1,163 @@
+"""The two channels of THEORY.md section 2.
+
+``gaussian``: ``phi_l = W_l theta + tau xi_l`` with fresh ``xi_l ~ N(0, I_d)`` at every layer.
+
+``tokens``: ``N`` tokens ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i`` (``eps_i ~ N(0, s2)``) and
+``phi_l = (1/N) sum_i y_i W_l x_i = W_l S`` with the single statistic ``S = (1/N) sum_i y_i x_i`` of the
+context (so re-reading a direction gives the same value, not a fresh one). ``S`` is sampled *exactly in
+law*, without materialising the ``N x D`` tokens: write ``x_i = G_i U^T + z_i`` with ``U`` an orthonormal
+basis of the span of the latent(s) and ``z_i`` orthogonal to it. The Gram matrix of the columns
+``(G_1, .., G_r, eps / sqrt(s2))`` (``N``-vectors) is Wishart(``N``, ``I``), drawn by its Bartlett
+decomposition; and ``sum_i y_i z_i`` given ``y`` is Gaussian with covariance ``|y|^2`` times the
+projector onto the orthogonal complement. Cost O(D) per sample, independent of ``N``.
+Target and donor contexts of a key-patching experiment share the tokens ``x_i`` and the label noise
+``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
+
+Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
+(:func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
+choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
+``theta`` has covariance ``((|theta|^2 + s2) I + theta theta^T) / N`` and is shared by all layers).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+CHANNELS = ("gaussian", "tokens")
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A channel: ``kind``, the decoder's noise ``tau`` and, for ``tokens``, ``n_tokens`` and ``s2``."""
+
+    kind: str
+    tau: float
+    n_tokens: int | None = None
+    s2: float = 0.01
+
+    def as_dict(self) -> dict:
+        out = {"channel": self.kind, "tau": self.tau}
+        if self.kind == "tokens":
+            out.update(tokens=self.n_tokens, s2=self.s2)
+        return out
+
+
+def _second_moment(prior) -> float:
+    from .tree import numeric_prior
+
+    return numeric_prior(prior).second_moment
+
+
+def _check_tokens(n_tokens) -> int:
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) and not (
+        isinstance(n_tokens, float) and n_tokens.is_integer()
+    ):
+        raise ValueError(f"tokens N must be an integer, got {n_tokens!r}")
+    if n_tokens < 1:
+        raise ValueError(f"tokens N must be >= 1, got {n_tokens}")
+    return int(n_tokens)
+
+
+def _check_s2(s2) -> float:
+    s2 = float(s2)
+    if not (s2 >= 0 and math.isfinite(s2)):
+        raise ValueError(f"s2 must be a finite number >= 0, got {s2}")
+    return s2
+
+
+def check_tau(tau) -> float:
+    try:
+        t = float(tau)
+    except (TypeError, ValueError):
+        raise ValueError(f"tau must be a number, got {tau!r}") from None
+    if not math.isfinite(t):
+        raise ValueError(f"tau must be finite, got {tau}")
+    if t < 0:
+        raise ValueError(f"tau must be >= 0, got {tau}")
+    return t
+
+
+def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
+    """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (THEORY.md §2)."""
+    N = _check_tokens(n_tokens)
+    return math.sqrt((_second_moment(prior) + _check_s2(s2)) / N)
+
+
+def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
+    """Exactly one of ``tau`` (gaussian channel) or ``tokens`` (tokens channel, with ``s2``)."""
+    if (tau is None) == (tokens is None):
+        given = "both" if tau is not None else "neither"
+        raise ValueError(f"give exactly one of tau (gaussian channel) or tokens (tokens channel); got {given}")
+    if tau is not None:
+        return Channel("gaussian", check_tau(tau))
+    N = _check_tokens(tokens)
+    s2 = _check_s2(s2)
+    return Channel("tokens", tau_of_tokens(prior, N, s2), N, s2)
+
+
+def _chi(rng, df: int, n: int) -> np.ndarray:
+    return np.sqrt(rng.chisquare(df, size=n)) if df > 0 else np.zeros(n)
+
+
+def token_statistics(thetas, n_tokens: int, s2: float, rng) -> list:
+    """``S = (1/N) sum_i y_i x_i`` for one or two latents per sample that share the tokens and the label
+    noise. ``thetas``: list of ``m`` arrays (n, D), ``m`` in {1, 2}; returns a list of ``m`` arrays (n, D).
+    Exact in law (see the module docstring)."""
+    m = len(thetas)
+    n, D = thetas[0].shape
+    N = int(n_tokens)
+    sigma = math.sqrt(s2)
+    # orthonormal basis U (m vectors) of span(thetas), coefficients coef[a][r] = <theta_a, U_r>
+    U, coef = [], [[None] * m for _ in range(m)]
+    for a in range(m):
+        w = thetas[a].copy()
+        for r, u in enumerate(U):
+            c = np.einsum("nd,nd->n", thetas[a], u)
+            coef[a][r] = c
+            w -= c[:, None] * u
+        norm = np.sqrt(np.einsum("nd,nd->n", w, w))
+        scale = np.maximum(np.abs(thetas[a]).max(axis=1), 1e-300)
+        ok = norm > 1e-12 * scale
+        U.append(np.where(ok[:, None], w / np.where(ok, norm, 1.0)[:, None], 0.0))
+        coef[a][a] = np.where(ok, norm, 0.0)
+        for r in range(a + 1, m):
+            coef[a][r] = np.zeros(n)
+    coef = np.array([[coef[a][r] for r in range(m)] for a in range(m)])  # (m, m, n)
+    # Gram of the N-vectors (G_1..G_m, e) ~ Wishart(N, I_{m+1}) by Bartlett: A = L L^T
+    p = m + 1
+    Lb = np.zeros((n, p, p))
+    for i in range(p):
+        Lb[:, i, i] = _chi(rng, N - i, n)
+        for j in range(i):
+            if j < N:
+                Lb[:, i, j] = rng.standard_normal(n)
+    A = np.einsum("nij,nkj->nik", Lb, Lb)
+    Agg, Age, Aee = A[:, :m, :m], A[:, :m, m], A[:, m, m]
+    # G_r . y_a and y_a . y_b with y_a = sum_r coef[a, r] G_r + sigma e
+    gy = np.einsum("nrs,asn->nra", Agg, coef) + sigma * Age[:, :, None]  # (n, m, m): [r, a]
+    yy = (
+        np.einsum("arn,nrs,bsn->nab", coef, Agg, coef)
+        + sigma * (np.einsum("arn,nr->na", coef, Age)[:, :, None] + np.einsum("brn,nr->nb", coef, Age)[:, None, :])
+        + s2 * Aee[:, None, None]
+    )  # (n, m, m)
+    # sum_i y_a z_i: rows iid N(0, yy) across the D coordinates, then projected off span(U)
+    zeta = rng.standard_normal((n, D, m))
+    chol = np.zeros((n, m, m))
+    chol[:, 0, 0] = np.sqrt(np.maximum(yy[:, 0, 0], 0.0))
+    if m == 2:
+        l00 = chol[:, 0, 0]
+        chol[:, 1, 0] = np.where(l00 > 0, yy[:, 1, 0] / np.where(l00 > 0, l00, 1.0), 0.0)
+        chol[:, 1, 1] = np.sqrt(np.maximum(yy[:, 1, 1] - chol[:, 1, 0] ** 2, 0.0))
+    perp = np.einsum("ndc,nac->nda", zeta, chol)  # (n, D, m)
+    out = []
+    for a in range(m):
+        z = perp[:, :, a]
+        for u in U:
+            z = z - np.einsum("nd,nd->n", z, u)[:, None] * u
+        s = z
+        for r, u in enumerate(U):
+            s = s + gy[:, r, a][:, None] * u
+        out.append(s / N)
+    return out

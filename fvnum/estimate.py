@@ -1,0 +1,73 @@
+"""`Estimate`: a Monte Carlo number with its standard error (THEORY.md section 4), and the exact,
+order-fixed pooling of per-chunk statistics that makes results independent of the thread count."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """``value`` (the sample mean), ``stderr`` (sample standard deviation / sqrt(n)), ``n`` (samples).
+
+    ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise.
+    """
+
+    value: float
+    stderr: float
+    n: int
+    how: str = "mc"
+
+    def z(self, exact: float) -> float:
+        """``(value - exact) / stderr``; ``0`` when both agree exactly with no spread, else ``inf``."""
+        diff = self.value - float(exact)
+        if self.stderr > 0:
+            return diff / self.stderr
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+
+    def __str__(self) -> str:
+        return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Count, mean and sum of squared deviations of one chunk of per-sample values."""
+
+    n: int
+    mean: float
+    m2: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "Moments":
+        values = np.asarray(values, dtype=float)
+        if values.size == 0:
+            return cls(0, 0.0, 0.0)
+        mean = float(values.mean())
+        return cls(int(values.size), mean, float(((values - mean) ** 2).sum()))
+
+    def __add__(self, other: "Moments") -> "Moments":  # Chan et al. pairwise update
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        return Moments(n, self.mean + delta * other.n / n, self.m2 + other.m2 + delta**2 * self.n * other.n / n)
+
+    def estimate(self) -> Estimate:
+        if self.n < 2:
+            raise ValueError(f"an estimate needs at least 2 samples, got {self.n}")
+        return Estimate(self.mean, math.sqrt(max(self.m2, 0.0) / (self.n - 1) / self.n), self.n)
+
+
+def pool(parts) -> Moments:
+    """Sum of Moments in the given order (fixed order: deterministic floating point)."""
+    total = Moments(0, 0.0, 0.0)
+    for part in parts:
+        total = total + part
+    return total

@@ -1,0 +1,141 @@
+"""Gaussian prior, numerically (THEORY.md section 5): sampling, the closed-form Bayes decoder, the
+exact loss of a design, and the water-filling optimal design realised with unit rows.
+
+The decoder is linear: ``E[theta | phi] = C W^T (W C W^T + tau^2 I)^+ phi`` (pseudo-inverse, so it also
+holds at ``tau = 0`` and for singular ``C``); with per-sample rows (adaptive policies) it is applied
+sample by sample in batches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class GaussSpec:
+    """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root."""
+
+    cov: np.ndarray
+    root: np.ndarray  # (D, D) with root @ root.T == cov
+    eigenvalues: np.ndarray  # largest first
+    eigenvectors: np.ndarray  # columns, in the same order
+
+    @classmethod
+    def from_cov(cls, cov) -> "GaussSpec":
+        cov = np.asarray(cov, dtype=float)
+        vals, vecs = np.linalg.eigh(cov)
+        order = np.argsort(-vals, kind="stable")
+        vals, vecs = np.maximum(vals[order], 0.0), vecs[:, order]
+        if np.count_nonzero(cov - np.diag(np.diag(cov))) == 0:
+            root = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
+        else:
+            root = vecs * np.sqrt(vals)
+        return cls(cov, root, vals, vecs)
+
+    @property
+    def dim(self) -> int:
+        return self.cov.shape[0]
+
+    @property
+    def second_moment(self) -> float:
+        return float(np.trace(self.cov))
+
+    def sample(self, n: int, rng) -> np.ndarray:
+        """(n, D) draws of ``theta ~ N(0, C)``."""
+        return rng.standard_normal((n, self.dim)) @ self.root.T
+
+
+def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:
+    """(n, D) posterior means; ``W`` (B, D) shared or (n, B, D) per sample; ``phi`` (n, B)."""
+    C = spec.cov
+    W = np.asarray(W, dtype=float)
+    phi = np.asarray(phi, dtype=float)
+    if W.ndim == 2:
+        if W.shape[0] == 0:
+            return np.zeros((phi.shape[0], spec.dim))
+        gain = C @ W.T @ np.linalg.pinv(W @ C @ W.T + tau**2 * np.eye(W.shape[0]), hermitian=True)
+        return phi @ gain.T
+    if W.shape[1] == 0:
+        return np.zeros((phi.shape[0], spec.dim))
+    CW = np.einsum("de,nbe->ndb", C, W)  # (n, D, B)
+    M = np.einsum("nbd,ndc->nbc", W, CW) + tau**2 * np.eye(W.shape[1])
+    return np.einsum("ndb,nb->nd", CW, np.einsum("nbc,nc->nb", np.linalg.pinv(M, hermitian=True), phi))
+
+
+def design_loss(spec: GaussSpec, W, tau: float) -> float:
+    """Exact loss ``tr P`` of the fixed design ``W`` (B, D) (THEORY.md section 5)."""
+    C = spec.cov
+    W = np.asarray(W, dtype=float)
+    if W.shape[0] == 0:
+        return float(np.trace(C))
+    CW = C @ W.T
+    return float(np.trace(C) - np.trace(np.linalg.pinv(W @ CW + tau**2 * np.eye(W.shape[0]), hermitian=True) @ CW.T @ CW))
+
+
+def water_filling(eigenvalues, budget: int, tau: float) -> tuple[float, np.ndarray]:
+    """Rank-constrained water-filling (numeric twin of ``fvsym.gaussian.water_filling``): the optimal
+    weights ``s_i`` (aligned with ``eigenvalues``) and the loss ``sum_i c_i / (1 + s_i c_i / tau^2)``.
+    With the top ``j`` directions active, ``nu = (B + tau^2 S_j) / j``, ``s_i = nu - tau^2 / c_i``;
+    the largest feasible ``j <= min(B, D+)`` is optimal."""
+    c = np.asarray(eigenvalues, dtype=float)
+    order = np.argsort(-c, kind="stable")
+    cs = c[order]
+    B = int(budget)
+    weights = np.zeros(c.size)
+    n_pos = int(np.count_nonzero(cs > 0))
+    if B == 0 or n_pos == 0:
+        if n_pos == 0 and B > 0:
+            weights[order[: min(B, c.size)]] = B / min(B, c.size)
+        return float(cs.sum()), weights
+    J = min(B, n_pos)
+    inv = np.cumsum(1.0 / cs[:J])
+    t2 = tau**2
+    for j in range(J, 0, -1):
+        gap = j / cs[j - 1] - inv[j - 1]
+        if t2 * gap <= B * (1 + 1e-12):
+            nu = (B + t2 * inv[j - 1]) / j
+            s = np.maximum(nu - t2 / cs[:j], 0.0)
+            weights[order[:j]] = s
+            break
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(weights > 0, c / (1 + weights * c / t2) if tau > 0 else 0.0, c)
+    return float(terms.sum()), weights
+
+
+def unit_rows(weights, n_rows: int) -> np.ndarray:
+    """``n_rows x j`` matrix ``M`` with unit rows and ``M^T M = diag(weights)`` (``sum = n_rows``), by the
+    rotation construction of ``fvsym.gaussian._unit_rows`` (a constructive Schur-Horn step): rotate a
+    row of squared norm > 1 with one < 1 until the first has norm exactly 1."""
+    w = np.asarray(weights, dtype=float)
+    j = w.size
+    M = np.zeros((n_rows, j))
+    M[np.arange(j), np.arange(j)] = np.sqrt(w)
+    norms = np.concatenate([w, np.zeros(n_rows - j)])
+    done = np.abs(norms - 1) < 1e-12
+    while not done.all():
+        open_rows = np.flatnonzero(~done)
+        big = [r for r in open_rows if norms[r] > 1]
+        small = [r for r in open_rows if norms[r] < 1]
+        if not big or not small:  # rounding: the remaining norms are all ~1
+            break
+        a, b = big[0], small[0]
+        cos2 = (1 - norms[b]) / (norms[a] - norms[b])
+        cos, sin = np.sqrt(cos2), np.sqrt(1 - cos2)
+        ra, rb = M[a].copy(), M[b].copy()
+        M[a], M[b] = cos * ra + sin * rb, -sin * ra + cos * rb
+        norms[a], norms[b] = 1.0, norms[a] + norms[b] - 1
+        done[a] = True
+        done[b] = abs(norms[b] - 1) < 1e-12
+    return M / np.linalg.norm(M, axis=1, keepdims=True)
+
+
+def optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
+    """A water-filling optimal design (B x D, unit rows): ``W = M V^T`` on the active eigen-directions.
+    By Theorem G1 no adaptive policy beats it."""
+    B = int(budget)
+    if B == 0:
+        return np.zeros((0, spec.dim))
+    _, weights = water_filling(spec.eigenvalues, B, tau)
+    active = np.flatnonzero(weights > 0)
+    return unit_rows(weights[active], B) @ spec.eigenvectors[:, active].T

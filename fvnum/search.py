@@ -1,0 +1,336 @@
+"""Searches for good designs and policies under noise (THEORY.md sections 2, 3, 7).
+
+Every search optimises a Monte Carlo loss on one fixed set of samples (common random numbers, stream
+``SEARCH`` of the seed), picks among its candidates on a second independent set (``SELECT``), and
+reports the winner's loss on a third (``EVAL``, the stream ``loss_mc`` uses), so the reported Estimate
+is not biased by the selection.
+
+- :func:`optimal_nonadaptive_unit`: unit-class design, L-BFGS on the exact gradient of the Monte Carlo
+  loss (``_kernels._tree_dense_value_grad``) from several starts (top levels, random orthonormal rows,
+  random rows). A local optimum: more ``restarts`` can only help.
+- :func:`optimal_nonadaptive_coordinate`: the best set of distinct nodes, exhaustively over the
+  subsets up to the tree's symmetry (swapping the two children of any node) when there are at most
+  ``max_exhaustive`` classes, else greedy forward selection followed by single-swap local search.
+- :func:`best_adaptive`: the best of several adaptive policies (path, the noiseless Bellman policy run
+  under noise, greedy one-step lookahead over coordinates and over unit rows).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from . import _chunks, _kernels
+from .channels import make_channel
+from .gaussian import GaussSpec
+from .gaussian import design_loss as gaussian_design_loss
+from .gaussian import optimal_design as gaussian_optimal_design
+from .simulate import (
+    build_policy, check_budget, check_samples, check_seed, decode_losses, draw, read, simulate,
+)
+from .strategies import FixedDesign, Policy, Rows
+from .tree import TreeSpec, numeric_prior
+
+GRAD_CHUNK = 2048
+
+
+# --- unit class ------------------------------------------------------------------------------------
+def _design_value_grad(spec: TreeSpec, W, leaves, noise, tau, threads):
+    """Mean loss of design ``W`` on the CRN samples and its gradient (chunks summed in fixed order)."""
+    starts = range(0, leaves.size, GRAD_CHUNK)
+
+    def task(a, _rng=None):
+        g = np.zeros_like(W)
+        v = _kernels._tree_dense_value_grad(W, noise[a : a + GRAD_CHUNK], leaves[a : a + GRAD_CHUNK], tau,
+                                            spec.scales, g)
+        return v, g
+
+    nthreads = _chunks.default_threads() if threads is None else threads
+    if nthreads > 1 and len(starts) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(nthreads, len(starts))) as ex:
+            parts = list(ex.map(task, starts))
+    else:
+        parts = [task(a) for a in starts]
+    value = sum(p[0] for p in parts) / leaves.size
+    grad = sum(p[1] for p in parts) / leaves.size
+    return value, grad
+
+
+def _start_designs(spec, budget, restarts, rng):
+    D = spec.dim
+    starts = []
+    top = np.zeros((budget, D))
+    top[np.arange(budget), np.arange(budget) % D] = 1.0
+    starts.append(top)
+    if budget <= D:
+        q, _ = np.linalg.qr(rng.standard_normal((D, budget)))
+        starts.append(q.T.copy())
+    while len(starts) < max(1, restarts):
+        starts.append(rng.standard_normal((budget, D)))
+    return [s / np.linalg.norm(s, axis=1, keepdims=True) for s in starts[: max(1, restarts)]]
+
+
+def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 4000,
+                             seed: int = 0, restarts: int = 4, maxiter: int = 200, threads=None):
+    """Best non-adaptive unit-class design (``L = 1``, ``d = B``) found by optimising the Monte Carlo loss
+    with common random numbers. Returns ``(W, Estimate)``: ``W`` (B, D) with unit rows and its loss on
+    ``samples`` fresh samples (under the channel given: ``tau``, or ``tokens`` decoded at ``tau(N)``).
+    Gaussian prior: the water-filling design (exactly optimal). Tree prior at ``tau = 0``: any generic
+    row separates the ``2^K`` leaves, so a random design is optimal (loss 0)."""
+    from scipy.optimize import minimize
+
+    spec = numeric_prior(prior)
+    channel = make_channel(spec, tau, tokens, s2)
+    samples, seed = check_samples(samples), check_seed(seed)
+    budget = check_budget(budget)
+    if isinstance(spec, GaussSpec):
+        W = gaussian_optimal_design(spec, budget, channel.tau)
+        return W, simulate(spec, channel, FixedDesign(W), budget, samples=samples, seed=seed, threads=threads)[0]
+    rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
+    if budget == 0:
+        W = np.zeros((0, spec.dim))
+    elif channel.tau == 0:
+        W = _start_designs(spec, budget, 3, rng)[-1]
+    else:
+        leaves, noise = spec.sample(samples, rng), rng.standard_normal((samples, budget))
+        shape = (budget, spec.dim)
+
+        def fun(x):
+            V = x.reshape(shape)
+            norms = np.linalg.norm(V, axis=1, keepdims=True)
+            W = V / norms
+            value, G = _design_value_grad(spec, np.ascontiguousarray(W), leaves, noise, channel.tau, threads)
+            dV = (G - (G * W).sum(axis=1, keepdims=True) * W) / norms
+            return value, dV.ravel()
+
+        found = []
+        for W0 in _start_designs(spec, budget, restarts, rng):
+            res = minimize(fun, W0.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
+            V = res.x.reshape(shape)
+            found.append(V / np.linalg.norm(V, axis=1, keepdims=True))
+        if len(found) > 1:  # choose on independent samples
+            srng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SELECT))
+            sl, sn = spec.sample(samples, srng), srng.standard_normal((samples, budget))
+            scores = [_design_value_grad(spec, np.ascontiguousarray(W), sl, sn, channel.tau, threads)[0] for W in found]
+            W = found[int(np.argmin(scores))]
+        else:
+            W = found[0]
+    W = np.ascontiguousarray(W)
+    est = simulate(spec, channel, FixedDesign(W, "optimal_nonadaptive"), budget, samples=samples, seed=seed,
+                   threads=threads)[0]
+    return W, est
+
+
+# --- coordinate class ------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _shapes(height: int, count: int) -> tuple:
+    """Canonical node subsets of a full subtree with ``height`` levels and ``count`` chosen nodes, up to
+    swapping children: nested tuples ``(root_chosen, left, right)`` with ``left <= right``."""
+    if count == 0:
+        return ((),) if height >= 0 else ()
+    if height == 0 or count > 2**height - 1:
+        return ()
+    out = []
+    for r in (0, 1):
+        rest = count - r
+        for a in range(rest + 1):
+            b = rest - a
+            if a > b:
+                continue
+            left, right = _shapes(height - 1, a), _shapes(height - 1, b)
+            for i, L in enumerate(left):
+                for k, R in enumerate(right):
+                    if a == b and k < i:
+                        continue
+                    out.append((r, L, R))
+    return tuple(out)
+
+
+def _expand(shape, node: int) -> list:
+    if shape == ():
+        return []
+    r, L, R = shape
+    return ([node] if r else []) + _expand(L, 2 * node) + _expand(R, 2 * node + 1)
+
+
+def coordinate_classes(depth: int, budget: int) -> list:
+    """One node set (sorted) per symmetry class of ``budget`` distinct nodes of the depth-``depth`` tree."""
+    return [tuple(sorted(_expand(s, 1))) for s in _shapes(depth, budget)]
+
+
+def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 4000,
+                                   seed: int = 0, allow_repeat: bool = False, max_exhaustive: int = 3000,
+                                   screen_samples: int = 1000, keep: int = 8, threads=None):
+    """Best non-adaptive coordinate design of ``budget`` distinct nodes under noise. Returns
+    ``(nodes, Estimate)``. Exhaustive over symmetry classes when they are at most ``max_exhaustive``
+    (each screened on ``screen_samples`` CRN samples, the best ``keep`` compared on ``samples``), else
+    greedy forward selection and single-swap local search on ``samples`` CRN samples. With
+    ``allow_repeat`` (gaussian channel) the local search may also read a node more than once.
+    Gaussian prior: the same searches on the exact loss of each design."""
+    spec = numeric_prior(prior)
+    channel = make_channel(spec, tau, tokens, s2)
+    samples, seed = check_samples(samples), check_seed(seed)
+    budget = check_budget(budget, None if allow_repeat else spec.dim,
+                          f"at most D = {spec.dim} distinct nodes")
+    if budget == 0:
+        nodes = ()
+    else:
+        if isinstance(spec, GaussSpec):
+            eye = np.eye(spec.dim)
+            cost = lambda nodes_: gaussian_design_loss(spec, eye[np.asarray(nodes_) - 1], channel.tau)  # noqa: E731
+            nodes = _local_search(spec.dim, budget, cost, allow_repeat)
+        else:
+            def evaluator(n_eval, purpose):
+                rng = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+                draws = draw(spec, channel, n_eval, budget, rng)
+
+                def cost(nodes_):
+                    rows = Rows(np.asarray(nodes_, dtype=np.int64), True, True)
+                    phi = read(spec, channel, draws, rows, 0)
+                    return float(decode_losses(spec, channel, draws, [rows], phi).mean())
+
+                return cost
+
+            if not allow_repeat and count_classes(spec.depth, budget) <= max_exhaustive:
+                screen = evaluator(min(samples, screen_samples), _chunks.SEARCH)
+                ranked = sorted(coordinate_classes(spec.depth, budget), key=screen)[:keep]
+                select = evaluator(samples, _chunks.SELECT)
+                nodes = min(ranked, key=select)
+            else:
+                nodes = _local_search(spec.dim, budget, evaluator(samples, _chunks.SEARCH), allow_repeat)
+    nodes = tuple(int(x) for x in nodes)
+    design = FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive_coordinate")
+    est = simulate(spec, channel, design, budget, samples=samples, seed=seed, threads=threads)[0]
+    return nodes, est
+
+
+@lru_cache(maxsize=None)
+def count_classes(depth: int, budget: int) -> int:
+    """Number of symmetry classes of ``budget`` distinct nodes (``len(coordinate_classes(...))``)."""
+    if budget == 0:
+        return 1
+    if depth == 0 or budget > 2**depth - 1:
+        return 0
+    total = 0
+    for r in (0, 1):
+        rest = budget - r
+        for a in range(rest // 2 + 1):
+            left, right = count_classes(depth - 1, a), count_classes(depth - 1, rest - a)
+            total += left * right if a < rest - a else left * (left + 1) // 2
+    return total
+
+
+def _local_search(dim: int, budget: int, cost, allow_repeat: bool, max_rounds: int = 20) -> tuple:
+    nodes: list = []
+    for _ in range(budget):  # greedy forward selection
+        options = [n for n in range(1, dim + 1) if allow_repeat or n not in nodes]
+        nodes.append(min(options, key=lambda n: cost(tuple(sorted(nodes + [n])))))
+    best = cost(tuple(sorted(nodes)))
+    for _ in range(max_rounds):  # single swaps, first improvement
+        improved = False
+        for i in range(budget):
+            for n in range(1, dim + 1):
+                if n == nodes[i] or (not allow_repeat and n in nodes):
+                    continue
+                trial = nodes[:i] + [n] + nodes[i + 1 :]
+                c = cost(tuple(sorted(trial)))
+                if c < best:
+                    nodes, best, improved = trial, c, True
+        if not improved:
+            break
+    return tuple(sorted(nodes))
+
+
+# --- adaptive --------------------------------------------------------------------------------------
+class GreedyDense(Policy):
+    """Greedy one-step lookahead over unit rows (d = 1, L = B): each layer reads the unit row that
+    maximises the expected squared norm of the next posterior mean (equivalently, minimises the expected
+    loss after that one reading) under the exact leaf posterior so far, found by projected gradient
+    ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
+    layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
+    generic row identifies the leaf, so a fixed random row is read."""
+
+    name = "greedy_dense"
+    GH_POINTS = 10
+
+    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_iter: int = 20, n_extra: int = 2,
+                 n_ascend: int = 2, first_extra: int = 16, live_tol: float = 1e-3):
+        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
+        self.n_iter, self.n_ascend, self.live_tol = int(n_iter), int(n_ascend), float(live_tol)
+        x, w = np.polynomial.hermite_e.hermegauss(self.GH_POINTS)
+        self.gh_x, self.gh_w = x, w / w.sum()
+        rng = np.random.default_rng(20240229)  # fixed starts shared by all samples: deterministic policy
+        unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+        self.extra = unit(rng.standard_normal((max(1, n_extra), spec.dim)))
+        first = unit(rng.standard_normal((max(1, first_extra), spec.dim)))
+        self.first, self.first_value = self._choose(np.zeros((1, 0, spec.dim)), np.zeros((1, 0)), first, 5 * self.n_iter, 8)
+
+    def _choose(self, Wh, phi, extra, n_iter, n_ascend):
+        n = phi.shape[0]
+        out, value = np.zeros((n, self.spec.dim)), np.zeros(n)
+        _kernels._greedy_dense_rows(np.ascontiguousarray(Wh), np.ascontiguousarray(phi), self.tau, self.spec.scales,
+                                    self.gh_x, self.gh_w, extra, n_iter, n_ascend, self.live_tol, out, value)
+        return out, value
+
+    def start(self, n):
+        return np.zeros((n, 0, self.spec.dim))
+
+    def rows(self, layer, state, phi):
+        if layer == 0:
+            return self.first  # (1, D): shared
+        n = state.shape[0]
+        out, _ = self._choose(state, phi.reshape(n, layer), self.extra, self.n_iter, self.n_ascend)
+        return out[:, None, :]
+
+    def update(self, layer, state, rows, phi_layer):
+        n = state.shape[0]
+        new = np.broadcast_to(rows.dense(n, self.spec.dim), (n, 1, self.spec.dim))
+        return np.concatenate([state, new], axis=1)
+
+
+ADAPTIVE_CANDIDATES = ("path", "optimal", "greedy_coordinate", "greedy_dense")
+
+
+def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 20_000, seed: int = 0,
+                  candidates=None, select_samples: int = 2000, return_all: bool = False, threads=None):
+    """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
+    Candidates (tree prior): ``path`` (when ``B <= K``), ``optimal`` (the noiseless Bellman policy of
+    ``fvsym``, run under noise, when available), ``greedy_coordinate`` and ``greedy_dense``. They are
+    compared on ``min(samples, select_samples)`` common random numbers (stream ``SELECT``); the winner
+    is re-estimated on ``samples`` samples of the ``EVAL`` stream. Gaussian prior: the water-filling design (``"optimal"``; by Theorem G1 nothing adaptive
+    beats it). Cost is dominated by ``greedy_dense``: about 1 ms per sample at depth 4 and 10 ms at
+    depth 6 (one core); leave it out with ``candidates`` when that is too slow. Returns ``(name, Estimate)``, or ``(name, Estimate, {name: Estimate})`` with ``return_all``."""
+    spec = numeric_prior(prior)
+    channel = make_channel(spec, tau, tokens, s2)
+    samples, seed = check_samples(samples), check_seed(seed)
+    budget = check_budget(budget)
+    if isinstance(spec, GaussSpec):
+        pol = build_policy(prior, spec, channel, "optimal", budget)
+        est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)[0]
+        return ("optimal", est, {"optimal": est}) if return_all else ("optimal", est)
+    names = ADAPTIVE_CANDIDATES if candidates is None else tuple(candidates)
+    policies: dict[str, Policy] = {}
+    for name in names:
+        if name == "path" and budget > spec.depth:
+            continue
+        if name == "optimal" and budget > spec.dim:
+            continue
+        try:
+            policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
+        except ValueError as exc:
+            if name == "optimal" and "fvsym.bellman" in str(exc):
+                continue
+            raise
+    if not policies:
+        raise ValueError(f"no adaptive candidate applies to budget {budget} (candidates {names})")
+    n_select = check_samples(min(samples, select_samples))
+    scores = {
+        name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
+                       purpose=_chunks.SELECT)[0]
+        for name, pol in policies.items()
+    }
+    best = min(scores, key=lambda k: scores[k].value)
+    est = simulate(spec, channel, policies[best], budget, samples=samples, seed=seed, threads=threads)[0]
+    return (best, est, scores) if return_all else (best, est)

@@ -1,0 +1,275 @@
+"""Strategies as policies (THEORY.md section 2): what each layer measures, given the readings so far.
+
+User policies (``loss_mc(..., strategy="policy", policy=fn, layers=L, width=d)``) follow one protocol,
+vectorised over the ``n`` samples of a batch::
+
+    rows = fn(layer, phi)
+
+- ``layer``: the 0-based index of the layer being routed (``0 .. L-1``);
+- ``phi``: float array ``(n, layer, d)``, the readings of the earlier layers (sample ``s``'s function
+  vector ``Phi_layer`` is ``phi[s].ravel()``); ``fn`` must not modify it;
+- ``rows``: either **node numbers**, an integer array ``(n, d)`` (coordinate class, heap numbering of
+  THEORY.md section 6, or coordinate index + 1 for a Gaussian prior; ``0`` leaves that channel idle),
+  or **unit rows**, a float array ``(n, d, D)`` whose rows have norm 1 (unit class). A ``(d,)`` integer
+  array or a ``(d, D)`` float array is shared by every sample (a non-adaptive layer).
+Anything else raises a ``ValueError`` naming the layer and the shapes. :func:`per_sample` turns a
+function of one sample's readings ``(layer, d) -> (d,) nodes or (d, D) rows`` into this protocol.
+
+Built-in policies (used by ``loss_mc``, ``patching_table`` and ``best_adaptive``) implement the same
+protocol with an explicit per-sample state: ``start(n)``, ``rows(layer, state, phi)``,
+``update(layer, state, rows, phi_layer)``. ``update`` receives the rows the policy *chose*: under key
+patching the target keeps routing by its own choices although it read the donor's rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _kernels
+from .tree import TreeSpec
+
+GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One layer's measurement: ``nodes`` (int, (n, d) or shared (d,)) or ``dense`` ((n, d, D) or (d, D))."""
+
+    array: np.ndarray
+    coordinate: bool
+    shared: bool
+
+    def nodes(self, n: int) -> np.ndarray:
+        return np.broadcast_to(self.array, (n, self.array.shape[-1])) if self.shared else self.array
+
+    def dense(self, n: int, dim: int) -> np.ndarray:
+        """(n, d, D) or, when shared, (1, d, D)."""
+        if self.coordinate:
+            nodes = self.array[None] if self.shared else self.array
+            out = np.zeros(nodes.shape + (dim,))
+            idx = np.nonzero(nodes > 0)
+            out[idx + (nodes[idx] - 1,)] = 1.0
+            return out
+        return self.array[None] if self.shared else self.array
+
+
+def check_rows(out, *, n: int, width: int, dim: int, layer: int, allow_idle: bool = True) -> Rows:
+    """Validate what a policy returned (see the module docstring)."""
+    arr = np.asarray(out)
+    expected = (
+        f"expected node numbers of shape (n, width) = ({n}, {width}) or ({width},), or unit rows of shape "
+        f"(n, width, D) = ({n}, {width}, {dim}) or ({width}, {dim})"
+    )
+    if arr.dtype.kind in "iu" or arr.dtype == bool:
+        if arr.dtype == bool or arr.shape not in ((n, width), (width,)):
+            raise ValueError(f"policy returned an array of shape {arr.shape} at layer {layer}; {expected}")
+        lo = 0 if allow_idle else 1
+        if arr.size and (arr.min() < lo or arr.max() > dim):
+            bad = arr.min() if arr.min() < lo else arr.max()
+            raise ValueError(f"policy returned node {bad} at layer {layer}, outside the nodes {lo}..{dim}")
+        return Rows(np.ascontiguousarray(arr, dtype=np.int64), True, arr.ndim == 1)
+    if arr.dtype.kind != "f":
+        raise ValueError(f"policy returned {arr.dtype} values at layer {layer}; {expected}")
+    if arr.shape not in ((n, width, dim), (width, dim)):
+        raise ValueError(f"policy returned rows of shape {arr.shape} at layer {layer}; {expected}")
+    norms = np.linalg.norm(arr, axis=-1)
+    if not np.all(np.abs(norms - 1) <= 1e-6):
+        bad = norms.ravel()[np.argmax(np.abs(norms - 1).ravel())]
+        raise ValueError(f"policy returned a row of norm {bad:.6g} at layer {layer}; rows must be unit vectors")
+    return Rows(np.ascontiguousarray(arr, dtype=float), False, arr.ndim == 2)
+
+
+class Policy:
+    """Base class of the built-in policies: ``layers`` L, ``width`` d; stateless by default."""
+
+    layers: int = 1
+    width: int = 1
+    adaptive: bool = True
+    name: str = "policy"
+
+    def start(self, n: int):
+        return None
+
+    def rows(self, layer: int, state, phi: np.ndarray):  # pragma: no cover (abstract)
+        raise NotImplementedError
+
+    def update(self, layer: int, state, rows: Rows, phi_layer: np.ndarray):
+        return state
+
+
+class FixedDesign(Policy):
+    """A non-adaptive design read in one layer: node numbers (B,) or unit rows (B, D)."""
+
+    adaptive = False
+
+    def __init__(self, design: np.ndarray, name: str = "fixed"):
+        self.design = design
+        self.layers, self.width = 1, design.shape[0]
+        self.name = name
+
+    def rows(self, layer, state, phi):
+        return self.design
+
+
+class PathPolicy(Policy):
+    """THEORY.md section 6: layer ``l`` reads the depth-``l`` node of the path decoded so far."""
+
+    name = "path"
+
+    def __init__(self, budget: int):
+        self.layers, self.width = budget, 1
+
+    def start(self, n):
+        return np.ones(n, dtype=np.int64)
+
+    def rows(self, layer, state, phi):
+        return state[:, None]
+
+    def update(self, layer, state, rows, phi_layer):
+        return 2 * rows.nodes(phi_layer.shape[0])[:, 0] + (phi_layer[:, 0] < 0)
+
+
+class TablePolicy(Policy):
+    """A decision tree of reads, such as the noiseless Bellman policy of ``fvsym.bellman``.
+
+    Each table node reads up to ``width`` tree nodes; the next table node depends on the sign outcome
+    of each read node (+1, -1, or 0 when the path avoids it). Under noise each reading vector is mapped
+    to the outcome of maximum posterior probability under the table node's belief (uniform over its
+    leaves, as in the noiseless recursion) with the gaussian likelihood of noise ``tau``; at ``tau = 0``
+    the exact outcome is found (an outcome no leaf explains, possible only under key patching, is
+    mapped to the nearest one). A terminal table node (``None``) leaves the remaining layers idle.
+    """
+
+    name = "optimal"
+
+    def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int):
+        self.layers, self.width = layers, width
+        self.tau = tau
+        self.tau_eff = tau if tau > 0 else _kernels.TAU0_FALLBACK * spec.scales[-1]
+        K = spec.depth
+        table, index = [root], {id(root): 0}
+        rows, outcomes = [], []
+        t = 0
+        while t < len(table):
+            node = table[t]
+            read = tuple(int(x) for x in node.nodes)
+            if len(read) > width:
+                raise ValueError(f"policy node reads {len(read)} nodes, more than width {width}")
+            rows.append(read + (0,) * (width - len(read)))
+            counts = {}
+            belief = getattr(node, "belief", None)
+            leaves = np.asarray(sorted(belief), dtype=np.int64) if belief is not None else np.zeros(0, np.int64)
+            if leaves.size:
+                if read:
+                    keys = np.sign(spec.values(leaves, np.tile(np.array(read), (leaves.size, 1)))).astype(int)
+                else:
+                    keys = np.zeros((leaves.size, 0), dtype=int)
+                for key in map(tuple, keys.tolist()):
+                    counts[key] = counts.get(key, 0) + 1
+            else:
+                counts = {tuple(key): 1 for key in node.children}
+            total = sum(counts.values())
+            outs = []
+            for key, c in sorted(counts.items()):
+                child = node.children.get(key) if node.children else None
+                if child is not None and id(child) not in index:
+                    index[id(child)] = len(table)
+                    table.append(child)
+                value = [key[b] * spec.scales[int(read[b]).bit_length() - 1] for b in range(len(read))]
+                outs.append((value + [0.0] * (width - len(read)), math.log(c / total),
+                             -1 if child is None else index[id(child)]))
+            outcomes.append(outs)
+            t += 1
+        M = max(1, max(len(o) for o in outcomes))
+        P = len(table)
+        self.read = np.array(rows, dtype=np.int64).reshape(P, width)
+        self.values = np.zeros((P, M, width))
+        self.logp = np.full((P, M), -np.inf)
+        self.child = np.full((P, M), -1, dtype=np.int64)
+        for p, outs in enumerate(outcomes):
+            for m, (v, lp, c) in enumerate(outs):
+                self.values[p, m], self.logp[p, m], self.child[p, m] = v, lp, c
+        self.depth = K
+
+    def start(self, n):
+        return np.zeros(n, dtype=np.int64)
+
+    def rows(self, layer, state, phi):
+        out = np.zeros((state.size, self.width), dtype=np.int64)
+        live = state >= 0
+        out[live] = self.read[state[live]]
+        return out
+
+    def update(self, layer, state, rows, phi_layer):
+        new = np.full_like(state, -1)
+        live = np.flatnonzero(state >= 0)
+        if live.size:
+            p = state[live]
+            dist = ((phi_layer[live, None, :] - self.values[p]) ** 2).sum(axis=2)  # (m, M)
+            score = self.logp[p] - dist / (2 * self.tau_eff**2)
+            if self.tau == 0:  # exact outcome where one matches, else the nearest
+                exact = np.isfinite(self.logp[p]) & (dist <= 1e-18 * (1 + (phi_layer[live, None, :] ** 2).sum(axis=2)))
+                score = np.where(exact.any(axis=1, keepdims=True), np.where(exact, self.logp[p], -np.inf), score)
+            best = np.argmax(score, axis=1)
+            new[live] = self.child[p, best]
+        return new
+
+
+class GreedyCoordinate(Policy):
+    """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
+    expected posterior loss after that one reading, given the exact posterior so far (computed with
+    noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
+    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``)."""
+
+    name = "greedy_coordinate"
+
+    def __init__(self, spec: TreeSpec, tau: float, budget: int, allow_repeat: bool = True):
+        self.spec, self.tau, self.allow_repeat = spec, tau, allow_repeat
+        self.layers, self.width = budget, 1
+        x, w = np.polynomial.hermite_e.hermegauss(GH_POINTS)
+        self.gh_x, self.gh_w = x, w / w.sum()
+
+    def start(self, n):
+        return np.zeros((n, 0), dtype=np.int64)
+
+    def rows(self, layer, state, phi):
+        n = state.shape[0]
+        scores = np.zeros((n, self.spec.dim))
+        _kernels._greedy_coord_scores(
+            np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)), self.tau,
+            self.spec.scales, self.gh_x, self.gh_w, scores,
+        )
+        if not self.allow_repeat and state.shape[1]:
+            scores[np.arange(n)[:, None], state - 1] = -np.inf
+        return (np.argmax(scores, axis=1) + 1)[:, None]
+
+    def update(self, layer, state, rows, phi_layer):
+        return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
+
+
+class CallablePolicy(Policy):
+    """A user function following the module's protocol (stateless)."""
+
+    def __init__(self, fn, layers: int, width: int, name: str = "policy"):
+        if not callable(fn):
+            raise ValueError(f"policy must be callable, got {type(fn).__name__}")
+        self.fn, self.layers, self.width, self.name = fn, layers, width, name
+
+    def rows(self, layer, state, phi):
+        view = phi.view()
+        view.flags.writeable = False
+        return self.fn(layer, view)
+
+
+def per_sample(fn):
+    """Wrap ``fn(layer, phi_s) -> (d,) nodes or (d, D) rows`` (one sample's readings ``phi_s`` of shape
+    ``(layer, d)``) into the vectorised policy protocol. Convenient, and slow for many samples."""
+
+    def vectorised(layer, phi):
+        outs = [np.asarray(fn(layer, phi[s])) for s in range(phi.shape[0])]
+        return np.stack(outs) if outs else np.zeros((0, 1), dtype=np.int64)
+
+    vectorised.__wrapped__ = fn
+    return vectorised

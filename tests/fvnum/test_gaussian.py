@@ -1,0 +1,89 @@
+"""Gaussian prior: Monte Carlo within 5 standard errors of the closed forms of fvsym at tau > 0,
+water-filling against fvsym, the decoder against its precision-form reference, Theorem G1."""
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fvnum import _reference as R
+from fvnum import loss_mc, optimal_nonadaptive_unit
+from fvnum import gaussian as G
+from fvnum.tree import numeric_prior
+from fvsym import gaussian as fg
+from fvsym.priors import GaussianPrior, TreePrior
+
+
+def within5(est, exact):
+    exact = float(exact)
+    assert abs(est.value - exact) <= 5 * est.stderr + 1e-12 * max(1.0, abs(exact)), (est, exact)
+
+
+def _random_cov(rng, D):
+    A = rng.standard_normal((D, D))
+    return A @ A.T / D + 0.1 * np.eye(D)
+
+
+def test_fixed_design_matches_fvsym_design_loss():
+    rng = np.random.default_rng(0)
+    C = np.round(_random_cov(rng, 4), 3)
+    prior = GaussianPrior(sp.Matrix(C).applyfunc(sp.nsimplify))
+    W = rng.standard_normal((3, 4))
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    exact = fg.design_loss(prior, sp.Matrix(W), sp.Rational(3, 10))
+    est = loss_mc(prior, "fixed", 3, design=W, tau=0.3, samples=40_000, seed=1)
+    within5(est, exact)
+    assert abs(G.design_loss(numeric_prior(prior), W, 0.3) - float(exact)) < 1e-9
+
+
+def test_decoder_equals_precision_form():
+    rng = np.random.default_rng(1)
+    spec = G.GaussSpec.from_cov(_random_cov(rng, 5))
+    W = rng.standard_normal((30, 3, 5))
+    phi = rng.standard_normal((30, 3))
+    np.testing.assert_allclose(G.posterior_mean(spec, W, phi, 0.4), R.gaussian_posterior_mean(spec.cov, W, phi, 0.4),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(G.posterior_mean(spec, W[0], phi, 0.4),
+                               R.gaussian_posterior_mean(spec.cov, W[:1], phi, 0.4), rtol=1e-10, atol=1e-12)
+
+
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=5), st.integers(0, 7), st.sampled_from(["0", "1/3", "2"]))
+def test_water_filling_matches_fvsym(eigs, budget, tau):
+    exact = fg.water_filling(tuple(sp.Integer(e) for e in eigs), budget, sp.Rational(tau))
+    loss, weights = G.water_filling(np.array(eigs, dtype=float), budget, float(sp.Rational(tau)))
+    assert abs(loss - float(exact.loss)) < 1e-9
+    np.testing.assert_allclose(weights, [float(w) for w in exact.weights], atol=1e-9)
+
+
+@pytest.mark.parametrize("budget,tau", [(3, 0.3), (5, 0.5), (20, 0.3), (4, 0.0)])
+def test_optimal_design_reaches_water_filling(budget, tau):
+    spec = numeric_prior(GaussianPrior.matched(TreePrior(4, "1/2")))
+    W = G.optimal_design(spec, budget, tau)
+    np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
+    wf, _ = G.water_filling(spec.eigenvalues, budget, tau)
+    assert abs(G.design_loss(spec, W, tau) - wf) < 1e-9
+
+
+def test_optimal_strategy_mc_matches_water_filling_and_G1():
+    """Theorem G1: the adaptive path strategy cannot beat the water-filling optimum; on the matched
+    Gaussian (diagonal C) it reads one coordinate per level, so its loss is that of the design (1, 2, 4)."""
+    prior = GaussianPrior.matched(TreePrior(4, "1/2"))
+    spec = numeric_prior(prior)
+    tau = sp.Rational(3, 10)
+    opt = fg.water_filling(spec.eigenvalues.tolist(), 3, float(tau)).loss
+    est = loss_mc(prior, "optimal", 3, tau=0.3, samples=40_000, seed=2)
+    within5(est, opt)
+    path = loss_mc(prior, "path", 3, tau=0.3, samples=40_000, seed=2)
+    W = sp.zeros(3, 15)
+    for b, n in enumerate((1, 2, 4)):
+        W[b, n - 1] = 1
+    within5(path, fg.design_loss(prior, W, tau))
+    assert path.value >= float(opt) - 5 * path.stderr
+
+
+def test_noiseless_gaussian_optimum():
+    prior = GaussianPrior.matched(TreePrior(3, "1/2"))
+    spec = numeric_prior(prior)
+    W, est = optimal_nonadaptive_unit(prior, 3, 0.0, samples=2000, seed=3)
+    within5(est, np.sort(spec.eigenvalues)[: spec.dim - 3].sum())  # the D - B smallest eigenvalues
+    np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)

@@ -1,0 +1,173 @@
+"""Every Numba kernel equals its plain numpy reference (fvnum/_reference.py), to 1e-12."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fvnum import _kernels as K
+from fvnum import _reference as R
+from fvnum.strategies import GH_POINTS
+
+TOL = 1e-12
+DEPTH = 4
+SCALES = 0.5 ** (np.arange(DEPTH) / 2)  # alpha = 1/2
+D = 2**DEPTH - 1
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=TOL, atol=TOL)
+
+
+def _coordinate_case(tau, n=40, B=5, seed=0, scales=SCALES):
+    rng = np.random.default_rng(seed)
+    Kd = len(scales)
+    leaves = rng.integers(0, 2**Kd, n)
+    nodes = rng.integers(0, 2**Kd, (n, B)).astype(np.int64)  # includes idle node 0 and repeats
+    theta = R.leaf_thetas(scales)
+    values = np.where(nodes > 0, theta[leaves[:, None], np.maximum(nodes, 1) - 1], 0.0)
+    return leaves, nodes, values + tau * rng.standard_normal((n, B))
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.3, 1.0])
+def test_coordinate_decoder_equals_enumeration(tau):
+    leaves, nodes, readings = _coordinate_case(tau)
+    loss, mean = np.zeros(len(leaves)), np.zeros((len(leaves), D))
+    K._tree_coord_decode(nodes, readings, tau, SCALES, leaves, loss, mean)
+    ref = R.coord_posterior_mean(nodes, readings, tau, SCALES)
+    _close(mean, ref)
+    _close(loss, R.losses(ref, leaves, SCALES))
+
+
+@given(
+    depth=st.integers(1, 5),
+    ratios=st.lists(st.floats(0.2, 1.0), min_size=5, max_size=5),
+    tau=st.one_of(st.just(0.0), st.floats(0.1, 2.0)),
+    seed=st.integers(0, 2**16),
+)
+def test_coordinate_decoder_property(depth, ratios, tau, seed):
+    scales = np.cumprod([1.0] + ratios)[:depth]  # any non-increasing positive scales
+    leaves, nodes, readings = _coordinate_case(tau, n=6, B=4, seed=seed, scales=scales)
+    mean = np.zeros((6, 2**depth - 1))
+    K._tree_coord_decode(nodes, readings, tau, scales, leaves, np.zeros(0), mean)
+    _close(mean, R.coord_posterior_mean(nodes, readings, tau, scales))
+
+
+def test_coordinate_decoder_general_scales_and_impossible_readings():
+    scales = np.array([1.0, 0.9, 0.9, 0.3])  # non-increasing, with a tie
+    leaves, nodes, readings = _coordinate_case(0.2, scales=scales, seed=3)
+    mean = np.zeros((len(leaves), D))
+    K._tree_coord_decode(nodes, readings, 0.2, scales, leaves, np.zeros(0), mean)
+    _close(mean, R.coord_posterior_mean(nodes, readings, 0.2, scales))
+    # tau = 0 readings that no leaf explains: both fall back to the tau -> 0 limit
+    nodes = np.array([[1, 2, 3], [1, 1, 0], [4, 2, 1]], dtype=np.int64)
+    readings = np.array([[1.0, 0.9, 0.9], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])
+    mean = np.zeros((3, D))
+    K._tree_coord_decode(nodes, readings, 0.0, scales, np.zeros(0, np.int64), np.zeros(0), mean)
+    # the limit is computed at tau = 1e-2 a_K, where log-likelihoods reach ~1/tau^2 ~ 1e5: rounding 1e-16 * 1e5
+    log_scale = 1 / (K.TAU0_FALLBACK * scales[-1]) ** 2
+    np.testing.assert_allclose(mean, R.coord_posterior_mean(nodes, readings, 0.0, scales), rtol=0, atol=TOL * log_scale)
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.3])
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_dense_decoder_equals_enumeration(tau, per_sample):
+    rng = np.random.default_rng(1)
+    n, B = 30, 3
+    leaves = rng.integers(0, 2**DEPTH, n)
+    W = rng.standard_normal((n if per_sample else 1, B, D))
+    W /= np.linalg.norm(W, axis=2, keepdims=True)
+    theta = R.leaf_thetas(SCALES)[leaves]
+    phi = np.einsum("mbd,nd->nb", W, theta) if not per_sample else np.einsum("nbd,nd->nb", W, theta)
+    phi = phi + tau * rng.standard_normal((n, B))
+    if tau == 0:
+        phi[0] += 0.5  # an observation no leaf explains
+    loss, mean = np.zeros(n), np.zeros((n, D))
+    K._tree_dense_decode(W, phi, tau, 1e-9, SCALES, leaves, loss, mean)
+    ref = R.dense_posterior_mean(W, phi, tau, SCALES)
+    _close(mean, ref)
+    _close(loss, R.losses(ref, leaves, SCALES))
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.4])
+@pytest.mark.parametrize("informed", [False, True])
+def test_path_kernel_equals_layerwise_reference(tau, informed):
+    rng = np.random.default_rng(2)
+    n, L = 60, 3
+    leaves, donors = rng.integers(0, 2**DEPTH, n), rng.integers(0, 2**DEPTH, n)
+    noise = rng.standard_normal((n, L))
+    empty = np.zeros((0, D))
+    for patch in range(L + 1):
+        loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
+        K._tree_path_sim(leaves, noise, empty, tau, SCALES, donors, empty, patch, informed, loss, phi, nodes)
+        rl, rp, rn = R.path_sim(leaves, noise, None, tau, SCALES, donors, None, patch, informed)
+        _close(loss, rl)
+        np.testing.assert_array_equal(phi, rp)
+        np.testing.assert_array_equal(nodes, rn)
+
+
+def test_path_kernel_tokens_statistic_equals_reference():
+    rng = np.random.default_rng(3)
+    n, L = 40, 4
+    leaves, donors = rng.integers(0, 2**DEPTH, n), rng.integers(0, 2**DEPTH, n)
+    stat, dstat = rng.standard_normal((n, D)), rng.standard_normal((n, D))
+    for patch in (0, 2):
+        loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
+        K._tree_path_sim(leaves, np.zeros((n, L)), stat, 0.25, SCALES, donors, dstat, patch, False, loss, phi, nodes)
+        rl, rp, rn = R.path_sim(leaves, np.zeros((n, L)), stat, 0.25, SCALES, donors, dstat, patch, False)
+        _close(loss, rl)
+        np.testing.assert_array_equal(nodes, rn)
+
+
+def test_design_value_and_gradient():
+    rng = np.random.default_rng(4)
+    Kd, B, n, tau = 3, 2, 25, 0.4
+    scales = 0.5 ** (np.arange(Kd) / 2)
+    W = rng.standard_normal((B, 2**Kd - 1))
+    leaves, noise = rng.integers(0, 2**Kd, n), rng.standard_normal((n, B))
+    grad = np.zeros_like(W)
+    value = K._tree_dense_value_grad(W, noise, leaves, tau, scales, grad)
+    assert abs(value - R.dense_design_loss(W, noise, leaves, tau, scales)) <= TOL * max(1.0, value)
+    h, fd = 1e-6, np.zeros_like(W)
+    for idx in np.ndindex(W.shape):
+        E = np.zeros_like(W)
+        E[idx] = h
+        fd[idx] = (R.dense_design_loss(W + E, noise, leaves, tau, scales)
+                   - R.dense_design_loss(W - E, noise, leaves, tau, scales)) / (2 * h)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-6)  # finite differences: O(h^2) error
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.3])
+def test_greedy_coordinate_scores_equal_enumeration(tau):
+    leaves, nodes, readings = _coordinate_case(tau, n=8, B=2, seed=5)
+    x, w = np.polynomial.hermite_e.hermegauss(GH_POINTS)
+    w = w / w.sum()
+    out = np.zeros((8, D))
+    K._greedy_coord_scores(nodes, readings, tau, SCALES, x, w, out)
+    np.testing.assert_allclose(out, R.greedy_coord_scores(nodes, readings, tau, SCALES, x, w), rtol=1e-11, atol=1e-12)
+
+
+def test_dense_lookahead_objective_and_gradient():
+    rng = np.random.default_rng(6)
+    nl, tau = 2**DEPTH, 0.3
+    live = np.array([0, 3, 5, 6, 12], dtype=np.int64)
+    p = rng.random(live.size)
+    p /= p.sum()
+    pn = np.array([[(i >> (DEPTH - k + 1)) | (1 << (k - 1)) for k in range(1, DEPTH + 1)] for i in range(nl)])
+    pa = R.leaf_thetas(SCALES)[np.arange(nl)[:, None], pn - 1]
+    x, gw = np.polynomial.hermite_e.hermegauss(10)
+    gw = gw / gw.sum()
+    w = rng.standard_normal(D)
+    w /= np.linalg.norm(w)
+
+    def objective(v):
+        grad = np.zeros(D)
+        F, _ = K._dense_objective(v, live, live.size, p, np.log(p), pn.astype(np.int64), pa, tau, x, gw, np.zeros(nl),
+                                  np.zeros(D + 1), np.zeros(D + 1, np.int64), 0, np.zeros(nl),
+                                  np.zeros(nl, np.int64), np.zeros(nl), grad)
+        return F, grad
+
+    F, grad = objective(w)
+    assert abs(F - R.dense_lookahead_value(w, live, p, tau, SCALES, x, gw)) <= TOL
+    h = 1e-6
+    fd = np.array([(objective(w + h * e)[0] - objective(w - h * e)[0]) / (2 * h) for e in np.eye(D)])
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
