@@ -25,11 +25,16 @@ def _plt():
     return plt
 
 
-def _save(fig, path: Path) -> list[Path]:
+def _png(fig) -> bytes:
+    """A figure as PNG bytes (the figure is closed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     _plt().close(fig)
-    return [write_atomic(path, buf.getvalue())]
+    return buf.getvalue()
+
+
+def _save(fig, path: Path) -> list[Path]:
+    return [write_atomic(path, _png(fig))]
 
 
 def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
@@ -67,30 +72,40 @@ def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Pa
     return _save(fig, Path(path))
 
 
-def patching(path, theory: dict | None, model: dict | None) -> list[Path]:
-    """Heat maps of loss increase (patched - unpatched) over (layer l, divergence depth j)."""
-    if not theory or not model:
-        return []
+def patching_effects(table: dict):
+    """``loss - unpatched`` per cell (layer, divergence depth), on the same target contexts."""
     import numpy as np
 
+    loss = np.array(table["loss"])
+    base = table.get("unpatched_by_depth") or [table["unpatched"]["value"]] * loss.shape[1]
+    return loss - np.array(base)[None, :]
+
+
+def patching_png(panels: dict) -> bytes:
+    """Heat maps of the loss increase over (patched layer l, divergence depth j), one panel per table."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, (title, t) in zip(axes, (("theory: path strategy", theory), ("trained Model A", model))):
-        loss = np.array(t["loss"])
-        base = np.array(t.get("unpatched_by_depth") or [t["unpatched"]["value"]] * loss.shape[1])
-        delta = loss - base[None, :]
-        im = ax.imshow(delta, cmap="magma", origin="upper", aspect="auto", vmin=0)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False, layout="constrained")
+    for ax, (title, t) in zip(axes[0], panels.items()):
+        delta = patching_effects(t)
+        im = ax.imshow(delta, cmap="magma", vmin=0, aspect="auto")
         ax.set_xticks(range(len(t["depths"])), [str(j) for j in t["depths"]])
         ax.set_yticks(range(len(t["layers"])), [str(l) for l in t["layers"]])
         ax.set_xlabel("divergence depth j")
         ax.set_ylabel("patched layer l")
         ax.set_title(title)
+        top = max(float(delta.max()), 1e-12)
         for a in range(delta.shape[0]):
             for b in range(delta.shape[1]):
                 ax.text(b, a, f"{delta[a, b]:.3f}", ha="center", va="center", fontsize=8,
-                        color="white" if delta[a, b] < 0.6 * max(delta.max(), 1e-12) else "black")
+                        color="white" if delta[a, b] < 0.6 * top else "black")
         fig.colorbar(im, ax=ax, label="loss increase")
-    return _save(fig, Path(path))
+    return _png(fig)
+
+
+def patching(path, panels: dict) -> list[Path]:
+    """``patching_png`` written to ``path`` (nothing when there are no tables)."""
+    panels = {k: v for k, v in panels.items() if v}
+    return [write_atomic(path, patching_png(panels))] if panels else []
 
 
 def probes(path, probes: dict) -> list[Path]:

@@ -234,7 +234,8 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
              **{f"theory_{r['name']}": r["value"] for r in t["theory"]}} for t in tables])),
     ]
     written += figures.loss_vs_budget(folder / "fig_loss_vs_budget.png", curves, tables, cfg)
-    written += figures.patching(folder / "fig_patching.png", extra.get("patching_theory"), extra.get("patching_A"))
+    written += figures.patching(folder / "fig_patching.png", {"theory: path strategy": extra.get("patching_theory"),
+                                                              "trained Model A": extra.get("patching_A")})
     written += figures.probes(folder / "fig_probes.png", extra.get("probes", {}))
     written.append(write_atomic(folder / "report.md", report_markdown(cfg, curves, tables, extra, to_markdown)))
     return written

@@ -27,6 +27,8 @@ from pathlib import Path
 import _cli
 import numpy as np
 
+from bridges.figures import patching_effects as effects
+
 MODELS = ("path", "trained")
 
 
@@ -93,11 +95,6 @@ def build(name: str, cfg: Config):
     return result.model, f"trained Model A, {result.steps} steps, held-out loss {result.loss:.4f} ± {result.stderr:.4f}"
 
 
-def effects(table: dict) -> np.ndarray:
-    """``loss - unpatched`` per cell (layer, divergence depth), on the same targets."""
-    return np.array(table["loss"]) - np.array(table["unpatched_by_depth"])[None, :]
-
-
 def harmlessness(table: dict) -> dict:
     """Largest ``|effect|`` over the cells ``l <= j`` and smallest effect over ``l > j``."""
     e = effects(table)
@@ -114,34 +111,11 @@ def z_scores(model: dict, theory: dict) -> np.ndarray:
         return np.where(se > 0, diff / np.where(se > 0, se, 1), np.where(diff == 0, 0.0, np.inf))
 
 
-def _figure(panels: dict) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.6), squeeze=False,
-                             layout="constrained")
-    for ax, (title, t) in zip(axes[0], panels.items()):
-        e = effects(t)
-        im = ax.imshow(e, cmap="magma", vmin=0, aspect="auto")
-        ax.set_xticks(range(len(t["depths"])), [str(j) for j in t["depths"]])
-        ax.set_yticks(range(len(t["layers"])), [str(l) for l in t["layers"]])
-        ax.set_xlabel("divergence depth j")
-        ax.set_ylabel("patched layer l")
-        ax.set_title(title)
-        for a in range(e.shape[0]):
-            for b in range(e.shape[1]):
-                ax.text(b, a, f"{e[a, b]:.3f}", ha="center", va="center", fontsize=8,
-                        color="white" if e[a, b] < 0.6 * max(e.max(), 1e-12) else "black")
-        fig.colorbar(im, ax=ax, label="loss increase")
-    return _cli.png(fig)
-
-
 def main(cfg: Config) -> dict:
     import torch
 
     from bridges.data import fv_prior
+    from bridges.figures import patching_png
     from bridges.patching import key_patching_table, theory_patching_table
     from fvnum import tau_of_tokens
 
@@ -174,7 +148,7 @@ def main(cfg: Config) -> dict:
     results["seconds"] = clock()
     panels = {"theory: path strategy": theory}
     panels.update({v["what"].split(",")[0]: v["table"] for v in results["models"].values()})
-    files = {"patching.png": _figure(panels)} if cfg.figure else {}
+    files = {"patching.png": patching_png(panels)} if cfg.figure else {}
     folder = _cli.save(cfg, results, files)
     print(f"wrote {folder}/ ({', '.join([*files, 'config.json', 'results.json'])}) in {results['seconds']:.1f} s")
     return results
