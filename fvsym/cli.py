@@ -38,6 +38,8 @@ def register(subparsers) -> None:
     tree.add_argument("--width", type=int, default=None, help="d (optimal strategy)")
     tree.add_argument("--alpha", default=None, help="scale ratio in (0, 1), e.g. 1/2 (default: symbolic)")
     tree.add_argument("--format", choices=FORMATS, default="text")
+    tree.add_argument("--policy", action="store_true",
+                      help="also show the optimal policy (decision tree) or design (optimal strategies)")
     tree.set_defaults(func=_tree_loss)
 
     gauss = quantities.add_parser(
@@ -63,8 +65,26 @@ def _tree_loss(args) -> int:
     inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
               "layers": args.layers, "width": args.width}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
-    _emit(formula, inputs, args.format)
+    extra = _policy(depth, budget, args, alpha) if args.policy else None
+    _emit(formula, inputs, args.format, extra)
     return 0
+
+
+def _policy(depth: int, budget: int, args, alpha):
+    """The argmins behind an optimal loss: the decision tree, or the fixed design (cached solves)."""
+    from . import bellman
+    from .priors import TreePrior
+
+    if args.strategy not in ("optimal", "optimal_nonadaptive"):
+        raise ValueError(f"--policy needs strategy optimal or optimal_nonadaptive, got {args.strategy}")
+    prior = TreePrior(depth, alpha)
+    if args.strategy == "optimal_nonadaptive":
+        _, nodes = bellman.optimal_nonadaptive(prior, budget)
+        return {"design": [int(n) for n in nodes]}
+    layers = args.layers if args.layers is not None else budget // (args.width or 1)
+    policy = bellman.solve(prior, layers, args.width or 1).policy
+    return {"policy": None if policy is None else policy.to_dict(),
+            "policy_text": "read nothing" if policy is None else policy.describe()}
 
 
 def _gaussian_loss(args) -> int:
@@ -99,8 +119,10 @@ def result_record(formula, inputs: dict) -> dict:
     return record
 
 
-def _emit(formula, inputs: dict, fmt: str) -> None:
+def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
     record = result_record(formula, inputs)
+    if extra:
+        record.update({k: v for k, v in extra.items() if k != "policy_text"})
     if fmt == "json":
         print(json.dumps(record, indent=2))
     elif fmt == "latex":
@@ -110,3 +132,5 @@ def _emit(formula, inputs: dict, fmt: str) -> None:
         if "value" in record:
             print(f"value = {record['value']} ({record['float']:.12g})")
         print(f"source: {record['source']}")
+    if extra and fmt != "json":
+        print(extra.get("policy_text") or f"design: nodes {extra['design']}")

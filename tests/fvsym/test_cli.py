@@ -86,3 +86,21 @@ def test_fv_script_in_a_subprocess():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["value"] == "3/8"
+
+
+def test_policy_flag_shows_the_argmins(capsys):
+    from bridges.cli import main
+    from fvsym import TreePrior
+    from fvsym.bellman import optimal_nonadaptive, solve
+
+    assert main(["derive", "tree-loss", "--depth", "4", "--budget", "3", "--strategy", "optimal",
+                 "--alpha", "1/2", "--policy", "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    policy = solve(TreePrior(4, "1/2"), 3, 1).policy
+    assert record["policy"] == policy.to_dict()
+    assert main(["derive", "tree-loss", "--depth", "5", "--budget", "4", "--strategy", "optimal_nonadaptive",
+                 "--alpha", "1/2", "--policy"]) == 0
+    _, nodes = optimal_nonadaptive(TreePrior(5, "1/2"), 4)
+    assert f"design: nodes {[int(n) for n in nodes]}" in capsys.readouterr().out
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy"]) == 2
+    assert "--policy needs strategy optimal" in capsys.readouterr().err
