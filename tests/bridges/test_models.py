@@ -205,3 +205,20 @@ def test_path_model_with_sign_decoder_has_the_noiseless_path_loss():
         loss = ((out.theta_hat.double() - c.theta) ** 2).sum(1)
         exact = 0.5**budget * (1 - 0.5 ** (4 - budget)) / (1 - 0.5)
         assert torch.allclose(loss, torch.full_like(loss, exact), rtol=1e-6)
+
+
+def test_hand_built_path_model_with_bayes_readout_reaches_fvnum_path_loss():
+    """THEORY.md section 7 against section 6: Model A with the path keys and fvnum's exact Bayes decoder of
+    its statistics phi_l, on sampled tokens, has fvnum's tokens-channel path loss (no training)."""
+    import fvnum
+    from bridges.data import fv_prior
+    from bridges.patching import path_bayes_decoder
+    from bridges.train import evaluate
+
+    data = DataConfig(prior="tree", depth=4, alpha=0.5, n_tokens=32)  # small N: routing errors happen
+    model = path_model(data, 3, readout=path_bayes_decoder(data))
+    got = evaluate(model, ContextSampler(data), n_batches=24)
+    want = fvnum.loss_mc(fv_prior(data), "path", 3, tokens=32, s2=data.s2, samples=200_000, seed=1)
+    assert abs(got.value - want.value) < 5 * (got.stderr**2 + want.stderr**2) ** 0.5
+    noiseless = 0.125
+    assert want.value > noiseless + 10 * want.stderr  # the test sees the noise, not just the noiseless loss
