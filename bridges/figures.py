@@ -109,21 +109,23 @@ def patching(path, panels: dict) -> list[Path]:
 
 
 def probes(path, probes: dict) -> list[Path]:
-    """Probe accuracy for the path prefix s_1..s_l against layer l, with chance levels."""
+    """Left: accuracy of the prefix s_1..s_l from the workspace after layer l. Right: accuracy of the
+    prefix s_1..s_m from the final workspace. Chance levels dotted."""
     if not probes:
         return []
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for i, (name, p) in enumerate(probes.items()):
-        acc = [a for a, _, _ in p["prefix"]]
-        se = [s for _, s, _ in p["prefix"]]
-        layers = list(range(1, len(acc) + 1))
-        ax.errorbar(layers, acc, yerr=se, marker="o", capsize=3, label=name, color=f"C{i}")
-    first = next(iter(probes.values()))
-    ax.plot(range(1, len(first["prefix"]) + 1), [c for _, _, c in first["prefix"]], "k:", label="chance")
-    ax.set_xlabel("layer l (workspace after layer l)")
-    ax.set_ylabel("held-out accuracy of prefix s_1..s_l")
-    ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for key, ax, xlabel in (("prefix", axes[0], "layer l (prefix s_1..s_l from the workspace after layer l)"),
+                            ("final_prefix", axes[1], "prefix length m (from the final workspace)")):
+        for i, (name, p) in enumerate(probes.items()):
+            acc, se, chance = zip(*p[key])
+            xs = list(range(1, len(acc) + 1))
+            ax.errorbar(xs, acc, yerr=se, marker="o", capsize=3, label=name, color=f"C{i}")
+        longest = max((p[key] for p in probes.values()), key=len)
+        ax.plot(range(1, len(longest) + 1), [c for _, _, c in longest], "k:", label="chance")
+        ax.set_xlabel(xlabel)
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out accuracy")
+    axes[1].legend(fontsize=8)
     return _save(fig, Path(path))

@@ -61,6 +61,10 @@ def linear_probe(features, labels, *, ridge: float = 1e-3, seed: int = 0) -> Pro
     return ProbeScore(acc, float(np.sqrt(max(acc * (1 - acc), 1.0 / n) / n)), chance, n)
 
 
+def _triple(p: ProbeScore) -> list:
+    return [p.accuracy, p.stderr, p.chance]
+
+
 def prefix_labels(signs: np.ndarray, length: int) -> np.ndarray:
     """Integer code of the prefix ``s_1 .. s_length`` of each row of ``signs`` (n, K) in {+1, -1}."""
     signs = np.asarray(signs)
@@ -75,7 +79,9 @@ def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> 
 
     ``workspaces``: list over layers ``l = 1..L`` of (n, f_l) arrays (the state after layer ``l``);
     ``signs``: (n, K) leaf signs. Returns ``{"prefix": [[acc, se, chance] per layer],
-    "sign": [[acc per k] per layer]}`` where ``prefix[l-1]`` decodes ``s_1..s_l`` (capped at ``K``).
+    "sign": [[acc per k] per layer], "final_prefix": [[acc, se, chance] per m]}`` where ``prefix[l-1]``
+    decodes ``s_1..s_l`` (capped at ``K``) from layer ``l``'s state and ``final_prefix[m-1]`` decodes
+    ``s_1..s_m`` from the last state (so one-layer models compare with deep ones level by level).
     ``control=True`` adds ``"control"``: the prefix probe of each layer on the same features with their rows
     shuffled across samples (same marginals, no relation to the leaf), which must stay at chance.
     """
@@ -94,7 +100,9 @@ def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> 
         if control:
             c = linear_probe(np.asarray(ws)[shuffle], labels, seed=seed)
             ctrl.append([c.accuracy, c.stderr, c.chance])
-    out = {"prefix": prefix, "sign": per_sign}
+    final = np.asarray(workspaces[-1])
+    out = {"prefix": prefix, "sign": per_sign,
+           "final_prefix": [_triple(linear_probe(final, prefix_labels(signs, m), seed=seed)) for m in range(1, K + 1)]}
     if control:
         out["control"] = ctrl
     return out

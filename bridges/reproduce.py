@@ -272,7 +272,13 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                   "|---" * (cfg.train_budget + 1) + "|"]
         for name, p in extra["probes"].items():
             cells = [f"{a:.2f} (chance {c:.2f})" for a, _, c in p["prefix"]]
+            cells += ["(one layer)"] * (cfg.train_budget - len(cells))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += ["", "From the final workspace (the whole function vector), the prefix s_1..s_m:", "",
+                  "| source | " + " | ".join(f"m = {m}" for m in range(1, cfg.depth + 1)) + " |",
+                  "|---" * (cfg.depth + 1) + "|"]
+        for name, p in extra["probes"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{a:.2f}" for a, _, _ in p["final_prefix"]) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -82,3 +82,19 @@ def test_one_layer_models_have_one_workspace_and_bad_inputs_raise():
         workspace_probes(model, data, n_contexts=3)
     with pytest.raises(ValueError, match="needs the tree prior"):
         theory_probes(DataConfig(prior="gaussian", depth=3), 2, samples=64)
+
+
+def test_final_prefix_decodes_levels_a_one_layer_state_holds():
+    """From a state that holds s_1 and s_2 exactly (and nothing of s_3), prefixes of length 1 and 2 decode
+    and length 3 does not."""
+    import numpy as np
+
+    from bridges.probes import probe_layers
+
+    rng = np.random.default_rng(0)
+    signs = rng.choice([1, -1], size=(4000, 3))
+    state = signs[:, :2] + 0.05 * rng.normal(size=(4000, 2))
+    out = probe_layers([state], signs)
+    (a1, _, _), (a2, _, _), (a3, se3, c3) = out["final_prefix"]
+    assert a1 > 0.99 and a2 > 0.99
+    assert a3 < 0.5 + 5 * se3  # s_3 unknown: at most half of the 8 prefixes can be right
