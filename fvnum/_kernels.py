@@ -54,6 +54,15 @@ def _theta_at(leaf, n, K, scales):
 
 # --- coordinate readings: exact posterior by one upward and one downward pass ----------------------
 @njit(cache=True, nogil=True)
+def _coord_scratch(K, B):
+    """Work arrays of ``_coord_posterior`` for depth ``K`` and up to ``B`` readings (allocated once per batch)."""
+    D = (1 << K) - 1
+    return (np.zeros(D + 1), np.zeros(D + 1), np.zeros(D + 1), np.zeros(D + 1), np.zeros(D + 1),
+            np.zeros(D + 1), np.zeros(D + 1), np.zeros(D + 1, dtype=np.int8),
+            np.zeros((K, max(B, 1)), dtype=np.int64), np.zeros(K, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
 def _coord_posterior(nodes, readings, tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt):
     """Exact posterior (see ``_coord_pass``). At ``tau = 0`` an observation that no leaf explains (a
     patched run can produce one) is decoded by the ``tau -> 0`` limit, computed at
@@ -177,16 +186,7 @@ def _tree_coord_decode(nodes, readings, tau, scales, leaves, out_loss, out_mean)
     K = scales.shape[0]
     D = (1 << K) - 1
     B = nodes.shape[1]
-    lp = np.zeros(D + 1)
-    lm = np.zeros(D + 1)
-    l0 = np.zeros(D + 1)
-    U = np.zeros(D + 1)
-    O = np.zeros(D + 1)
-    pplus = np.zeros(D + 1)
-    pp = np.zeros(D + 1)
-    mark = np.zeros(D + 1, dtype=np.int8)
-    byd = np.zeros((K, max(B, 1)), dtype=np.int64)
-    cnt = np.zeros(K, dtype=np.int64)
+    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, B)
     want_loss = out_loss.shape[0] > 0
     want_mean = out_mean.shape[0] > 0
     for s in range(nodes.shape[0]):
@@ -223,16 +223,7 @@ def _tree_path_sim(leaves, noise, stat, tau, scales, donors, dstat, patch_layer,
     D = (1 << K) - 1
     L = out_phi.shape[1]
     tokens = stat.shape[0] > 0
-    lp = np.zeros(D + 1)
-    lm = np.zeros(D + 1)
-    l0 = np.zeros(D + 1)
-    U = np.zeros(D + 1)
-    O = np.zeros(D + 1)
-    pplus = np.zeros(D + 1)
-    pp = np.zeros(D + 1)
-    mark = np.zeros(D + 1, dtype=np.int8)
-    byd = np.zeros((K, max(L, 1)), dtype=np.int64)
-    cnt = np.zeros(K, dtype=np.int64)
+    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)
     actual = np.zeros(L, dtype=np.int64)
     for s in range(leaves.shape[0]):
         leaf = leaves[s]
@@ -453,16 +444,7 @@ def _greedy_coord_scores(nodes, readings, tau, scales, gh_x, gh_w, out):
     K = scales.shape[0]
     D = (1 << K) - 1
     B = nodes.shape[1]
-    lp = np.zeros(D + 1)
-    lm = np.zeros(D + 1)
-    l0 = np.zeros(D + 1)
-    U = np.zeros(D + 1)
-    O = np.zeros(D + 1)
-    pplus = np.zeros(D + 1)
-    pp = np.zeros(D + 1)
-    mark = np.zeros(D + 1, dtype=np.int8)
-    byd = np.zeros((K, max(B, 1)), dtype=np.int64)
-    cnt = np.zeros(K, dtype=np.int64)
+    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, B)
     P = np.zeros(D + 1)  # P(path passes n), every node
     Wp = np.zeros(D + 1)  # P(passes n with +1)
     Wm = np.zeros(D + 1)
