@@ -61,6 +61,7 @@ def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Pa
                         ms=9, mfc="none", mew=2, ls="none", label=f"trained Model {t['model']} (seed {t['seed']})")
         ax.set_yscale("log")
         ax.set_xlabel("budget B = L d")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(f"{'tree' if prior == 'tree' else 'matched Gaussian'} prior, depth {cfg.depth}, alpha {cfg.alpha}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("loss  E||theta_hat - theta||^2")
@@ -68,7 +69,8 @@ def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Pa
     seen = dict(zip(labels, handles))
     for h, l in zip(*axes[1].get_legend_handles_labels()[::-1]):
         seen.setdefault(h, l)
-    fig.legend(list(seen.values()), list(seen.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
+               fontsize=8)
     return _save(fig, Path(path))
 
 
@@ -124,6 +126,7 @@ def probes(path, probes: dict) -> list[Path]:
         longest = max((p[key] for p in probes.values()), key=len)
         ax.plot(range(1, len(longest) + 1), [c for _, _, c in longest], "k:", label="chance")
         ax.set_xlabel(xlabel)
+        ax.set_xticks(range(1, len(longest) + 1))
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out accuracy")
