@@ -7,35 +7,19 @@ naming the file and the problem: corrupt or truncated, not a checkpoint, or anot
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
 from .config import RunConfig
+from .store import atomic_write_bytes, write_atomic
 
 FORMAT = "fv-checkpoint-1"
 _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 
-def atomic_write_bytes(path: Path, write) -> Path:
-    """Call ``write(file)`` on a temporary file next to ``path``, then move it into place."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
-
-
 def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write_bytes(path, lambda f: f.write(text.encode()))
+    return write_atomic(path, text)
 
 
 def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra: dict | None = None) -> Path:

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 FORMAT = "fv-run"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 FORMAT_VERSION = 1
 
 
@@ -23,23 +25,30 @@ def config_key(obj) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def write_atomic(path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+def atomic_write_bytes(path, write) -> Path:
+    """Call ``write(file)`` on a temporary binary file in ``path``'s folder, then ``os.replace`` it onto
+    ``path``: readers see the old file or the whole new one, never a half-written one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, mode) as fh:
-            fh.write(data)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def write_atomic(path, data: bytes | str) -> Path:
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically."""
+    raw = data if isinstance(data, bytes) else data.encode()
+    return atomic_write_bytes(path, lambda fh: fh.write(raw))
 
 
 def write_json(path, obj) -> Path:
