@@ -1,0 +1,77 @@
+"""Trained models beside the theory (bridges.compare): a trained Model C against the exact linear
+theory, the theory rows, the learned routing of a hand-built model, and the prediction checks."""
+import pytest
+import torch
+
+from bridges.compare import gaussian_optimum, learned_routing, prediction_checks, theory_losses, to_markdown
+from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.models import lmmse, path_model, top_levels_design
+from bridges.train import train
+
+torch.set_num_threads(1)
+
+
+def test_trained_model_c_reaches_the_linear_theory():
+    """Model C (linear keys, bilinear readout) is a linear estimator: after training it sits at the linear
+    MMSE loss of the top-levels design (stated tolerance 3%) and never below the best linear loss."""
+    data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=128)
+    cfg = RunConfig(data, ModelConfig(model="C", budget=2),
+                    TrainConfig(steps=400, lr=1e-2, batch=128, warmup=50, eval_every=400, eval_batches=8))
+    result = train(cfg, progress=False)
+    linear = lmmse(data, top_levels_design(data, 2))[1]
+    best_linear = gaussian_optimum(data, 2)
+    assert abs(result.loss / linear - 1) < 0.03
+    assert result.loss > best_linear - 5 * result.stderr
+    untrained = train(cfg.replace(train=dict(steps=1, warmup=1)), progress=False)
+    assert untrained.loss > 1.5 * linear  # the check is not passed by an untrained model
+
+
+def test_gaussian_optimum_is_water_filling_at_the_effective_noise():
+    data = DataConfig(prior="gaussian", cov="isotropic", depth=2, n_tokens=100, s2=0.0)
+    # isotropic C = I_3: tau^2 = 3 / 100; B <= D: D - B / (1 + tau^2) (THEORY.md section 5)
+    assert gaussian_optimum(data, 2) == pytest.approx(3 - 2 / (1 + 0.03), rel=1e-12)
+
+
+def test_theory_rows_are_ordered_as_the_theory_says():
+    data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=128)
+    rows = {r["name"]: r for r in theory_losses(data, 2, samples=4000, search_samples=500, dense=False)}
+    second_moment = 1 + 0.5 + 0.25
+    for r in rows.values():
+        assert 0 <= r["value"] <= second_moment
+    assert rows["best_adaptive"]["value"] <= rows["path"]["value"] + 5 * rows["path"]["stderr"] + 1e-12
+    # the linear decoder cannot beat the Bayes decoder of the same design, nor the best linear design
+    assert rows["top_levels_linear"]["value"] >= rows["top_levels"]["value"] - 5 * rows["top_levels"]["stderr"]
+    assert rows["top_levels_linear"]["value"] >= rows["gaussian_optimum"]["value"] - 1e-12
+
+
+def test_learned_routing_of_the_hand_built_path_model_is_the_path():
+    data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=512)
+    routing = learned_routing(path_model(data, 3), data, n_contexts=64, n_stein=64)
+    for layer in routing["layers"]:
+        info = layer["channels"][0]
+        assert info["on_path_node"] == pytest.approx(1.0, abs=1e-6)
+        assert info["top_is_path_node"] == 1.0
+        assert all(p["top_node"] == p["path_node"] for p in info["by_prefix"])
+
+
+def _table(prior, depth, budget, model, loss, theory):
+    return {"prior": prior, "depth": depth, "budget": budget, "model": model, "trained": {"loss": loss},
+            "theory": [{"name": k, "value": v} for k, v in theory.items()]}
+
+
+def test_prediction_checks_follow_the_stated_thresholds():
+    th = {"top_levels_linear": 0.5, "gaussian_optimum": 0.4}
+    tables = [_table("tree", 6, 4, "A", 0.06, th), _table("tree", 6, 4, "B", 0.1, th),
+              _table("tree", 6, 4, "C", 0.61, th),
+              _table("gaussian", 6, 4, "A", 0.45, th), _table("gaussian", 6, 4, "B", 0.40, th),
+              _table("gaussian", 6, 4, "C", 0.47, th)]
+    got = {c["prediction"]: c["holds"] for c in prediction_checks(tables)}
+    assert got["tree K6 B4: A <= 0.6 x B"] is True  # 0.06 = 0.6 x 0.1
+    assert got["tree K6 B4: C within 20% of linear top-levels theory"] is False  # 1.22
+    assert got["Gaussian K6 B4: A within 15% of the optimum"] is True  # 1.125
+    assert got["Gaussian K6 B4: C within 15% of the optimum"] is False  # 1.175
+    assert got["Gaussian K6 B4: A / B in [0.85, 1.15]"] is True  # 1.125
+    md = to_markdown({**tables[0], "key": "k", "n_tokens": 128, "seed": 0, "tau": 0.1,
+                      "trained": {"loss": 0.06, "stderr": 0.01, "steps": 1, "wall_s": 1.0},
+                      "theory": [{"name": "path", "value": 0.1, "stderr": 0.0, "how": "exact", "what": "adaptive"}]})
+    assert "**0.0600**" in md and "| path (adaptive) | 0.1000 |" in md
