@@ -116,7 +116,6 @@ def _register_compare(subparsers) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from .store import RunStore, write_atomic, write_json

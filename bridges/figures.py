@@ -25,7 +25,7 @@ def _plt():
     return plt
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig) -> bytes:
     """A figure as PNG bytes (the figure is closed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
@@ -34,7 +34,7 @@ def _png(fig) -> bytes:
 
 
 def _save(fig, path: Path) -> list[Path]:
-    return [write_atomic(path, _png(fig))]
+    return [write_atomic(path, png_bytes(fig))]
 
 
 def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
@@ -101,7 +101,7 @@ def patching_png(panels: dict) -> bytes:
                 ax.text(b, a, f"{delta[a, b]:.3f}", ha="center", va="center", fontsize=8,
                         color="white" if delta[a, b] < 0.6 * top else "black")
         fig.colorbar(im, ax=ax, label="loss increase")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def patching(path, panels: dict) -> list[Path]:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .config import DataConfig
-from .data import ContextSampler, Contexts, fv_prior, step_generator
+from .data import ContextSampler, Contexts, fv_prior
 from .models import WorkspaceModel
 from .taps import patch, record
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 import multiprocessing as mp
 from pathlib import Path
 

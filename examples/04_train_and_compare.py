@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import _cli
 
@@ -50,14 +49,12 @@ class Config:
 
     def run_config(self):
         """The ``bridges.config.RunConfig`` of this example (validated there)."""
-        from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+        from bridges.config import DataConfig, ModelConfig, RunConfig
 
         return RunConfig(
             DataConfig(prior=self.prior, depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens),
             ModelConfig(model=self.model, budget=self.budget, width=self.width),
-            TrainConfig(steps=self.steps, batch=self.batch, lr=self.lr, warmup=max(1, self.steps // 10),
-                        eval_every=max(1, self.steps // 5), eval_batches=8, seed=self.seed, threads=self.threads,
-                        out=str(Path(self.out) / "train"), checkpoint_every=self.steps),
+            _cli.train_config(self, evals=5, eval_batches=8),
         )
 
     def __post_init__(self):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import _cli
 import numpy as np
@@ -71,13 +70,11 @@ class Config:
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens)
 
     def run_config(self):
-        from bridges.config import ModelConfig, RunConfig, TrainConfig
+        from bridges.config import ModelConfig, RunConfig
 
         return RunConfig(
             self.data_config(), ModelConfig(model="A", budget=self.budget, width=self.width),
-            TrainConfig(steps=self.steps, batch=self.batch, lr=self.lr, warmup=max(1, self.steps // 10),
-                        eval_every=max(1, self.steps // 4), eval_batches=4, seed=self.seed, threads=self.threads,
-                        out=str(Path(self.out) / "train"), checkpoint_every=self.steps),
+            _cli.train_config(self, evals=4, eval_batches=4),
         )
 
 

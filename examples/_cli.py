@@ -11,7 +11,6 @@ from the Config or the example) prints one line and exits with code 2.
 from __future__ import annotations
 
 import dataclasses
-import io
 import sys
 import time
 import types
@@ -116,12 +115,19 @@ def run(main, config_cls, argv: list[str] | None = None, *, ok=None) -> int:
 # --- outputs ---------------------------------------------------------------------------------------
 def png(fig) -> bytes:
     """A matplotlib figure as PNG bytes (the figure is closed)."""
-    import matplotlib.pyplot as plt
+    from bridges.figures import png_bytes
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
+
+
+def train_config(cfg, *, evals: int, eval_batches: int):
+    """The ``TrainConfig`` of an example's common fields (steps, batch, lr, seed, threads, out): linear
+    warm-up over a tenth of the steps, ``evals`` held-out evaluations, the run under ``<out>/train``."""
+    from bridges.config import TrainConfig
+
+    return TrainConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, warmup=max(1, cfg.steps // 10),
+                       eval_every=max(1, cfg.steps // evals), eval_batches=eval_batches, seed=cfg.seed,
+                       threads=cfg.threads, out=str(Path(cfg.out) / "train"), checkpoint_every=cfg.steps)
 
 
 def prepare(cfg) -> Path:

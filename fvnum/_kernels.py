@@ -220,7 +220,6 @@ def _tree_path_sim(leaves, noise, stat, tau, scales, donors, dstat, patch_layer,
     Writes ``out_loss`` (n,), ``out_phi`` (n, L) readings and ``out_nodes`` (n, L) routed nodes.
     """
     K = scales.shape[0]
-    D = (1 << K) - 1
     L = out_phi.shape[1]
     tokens = stat.shape[0] > 0
     lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)

@@ -92,8 +92,8 @@ class Policy:
     def start(self, n: int):
         return None
 
-    def rows(self, layer: int, state, phi: np.ndarray):  # pragma: no cover (abstract)
-        raise NotImplementedError
+    def rows(self, layer: int, state, phi: np.ndarray):  # pragma: no cover (every subclass defines it)
+        raise NotImplementedError(f"{type(self).__name__} must define rows(layer, state, phi)")
 
     def update(self, layer: int, state, rows: Rows, phi_layer: np.ndarray):
         return state

@@ -321,7 +321,7 @@ class _Solver:
     def nonadaptive_table(self, S: int, cap: int) -> dict[int, tuple[object, tuple[int, ...]]]:
         """For each number of reads ``b <= cap`` the best one-layer design on belief ``S``:
         ``b -> (value, nodes)``. Only nodes whose reading is not constant on ``S`` are read."""
-        lcm, K, first_leaf = self.lcm, self.K, self.n_leaves
+        lcm, first_leaf = self.lcm, self.n_leaves
         tables = {}
         for i in range(self.n_leaves):
             present = (S >> i) & 1
