@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 
 from .config import (
-    COVARIANCES, MODELS, PRIORS, READOUTS, SCHEDULES, TRAIN_LOSSES, DataConfig, ModelConfig, RunConfig, TrainConfig,
+    COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_LR, RECIPE_STEPS_PER_BUDGET, SCHEDULES, TRAIN_LOSSES,
+    DataConfig, ModelConfig, RunConfig, TrainConfig,
 )
 
 DEFAULT_OUT = "runs"
@@ -19,6 +20,18 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
+
+
+class _Renamed(argparse.Action):
+    """An old option spelling: refuse it with one line naming the new one."""
+
+    def __init__(self, option_strings, dest, *, new: str, why: str = "", **kw):
+        super().__init__(option_strings, dest, nargs="?", **kw)
+        self.new, self.why = new, why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        why = f" ({self.why})" if self.why else ""
+        parser.error(f"{option_string} is now {self.new}{why}")
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
@@ -35,17 +48,26 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
     g = p.add_argument_group("model (THEORY.md section 7)")
     g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
     g.add_argument("--budget", type=int, default=m.budget, metavar="B", help=f"workspace slots (default {m.budget})")
-    g.add_argument("--width", type=int, default=m.width, help=f"MLP width (default {m.width})")
+    g.add_argument("--mlp-width", type=int, default=m.mlp_width,
+                   help=f"hidden size of the MLPs (default {m.mlp_width})")
+    g.add_argument("--width", action=_Renamed, new="--mlp-width", help=argparse.SUPPRESS,
+                   why="--width is d, the channels per layer, which the model fixes (A: 1; B, C: the budget)")
     g.add_argument("--hidden-layers", type=int, default=m.hidden_layers,
                    help=f"MLP hidden layers (default {m.hidden_layers})")
     g.add_argument("--readout", choices=READOUTS, default=m.readout)
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=t.steps, help=f"default {t.steps}")
+    g.add_argument("--steps", type=int, default=t.steps,
+                   help=f"training steps (default: the recipe, {RECIPE_STEPS_PER_BUDGET} x budget)")
     g.add_argument("--batch", type=int, default=t.batch, help=f"default {t.batch}")
-    g.add_argument("--lr", type=float, default=t.lr, help=f"peak Adam learning rate (default {t.lr:g})")
+    g.add_argument("--lr", type=float, default=t.lr, help="peak Adam learning rate (default: the recipe, "
+                   + ", ".join(f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")")
     g.add_argument("--warmup", type=int, default=t.warmup, help=f"linear warm-up steps (default {t.warmup})")
     g.add_argument("--schedule", choices=SCHEDULES, default=t.schedule)
-    g.add_argument("--loss", choices=TRAIN_LOSSES, default=t.loss, help="training loss (default query)")
+    g.add_argument("--loss", choices=TRAIN_LOSSES, default=t.loss,
+                   help="training objective: theta = ||theta_hat - theta||^2 (default for decoding readouts), "
+                   "query = (y_hat - <theta, x_q>)^2 (default for the generic readout)")
+    g.add_argument("--precision", choices=PRECISIONS, default=t.precision,
+                   help=f"key MLPs in bfloat16 autocast or float32 (default {t.precision}: bf16 where native)")
     g.add_argument("--eval-every", type=int, default=t.eval_every, help=f"default {t.eval_every}")
     g.add_argument("--eval-batches", type=int, default=t.eval_batches, help=f"default {t.eval_batches}")
     g.add_argument("--seed", type=int, default=t.seed, help=f"default {t.seed}")
@@ -60,10 +82,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
     data = DataConfig(prior=args.prior, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                       cov=args.cov)
-    model = ModelConfig(model=args.model, budget=args.budget, width=args.width, hidden_layers=args.hidden_layers,
+    model = ModelConfig(model=args.model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
                         readout=args.readout)
     train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-                        loss=args.loss, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
+                        loss=args.loss, precision=args.precision, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
                         device=args.device, threads=args.threads, out=args.out, checkpoint_every=args.checkpoint_every)
     return RunConfig(data, model, train)
 

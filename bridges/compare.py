@@ -119,7 +119,7 @@ def learned_routing(model: WorkspaceModel, data: DataConfig, *, n_contexts: int 
                 "energy_by_depth": [float(e[:, depth_of == k].sum(1).mean()) for k in range(1, K + 1)],
                 "top_node_mean_row": int(np.abs(rows[:, ch].mean(0)).argmax()) + 1,
             }
-            if truth is not None and model.channels == 1 and l <= K:
+            if truth is not None and model.width == 1 and l <= K:
                 target = truth[:, l - 1]  # (n,) node n_l(s)
                 sub = _subtree_masks(D)[target - 1]  # (n, D)
                 info["on_path_node"] = float(e[np.arange(len(target)), target - 1].mean())

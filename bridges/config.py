@@ -22,8 +22,19 @@ MODELS = ("A", "B", "C")
 READOUTS = ("decode", "generic")
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
+PRECISIONS = ("auto", "bf16", "fp32")
 MAX_DEPTH = 16
-FORMAT = "fv-run-1"  # bump when the meaning of a configuration changes; it enters every key
+# The training recipe (docs/training.md): the defaults of every run. Peak learning rate by model (Model C,
+# linear keys and a bilinear readout, has a quartic loss surface and needs the larger rate), steps by budget.
+RECIPE_LR = {"A": 3e-3, "B": 3e-3, "C": 1e-2}
+RECIPE_STEPS_PER_BUDGET = 2500
+RECIPE_WARMUP = 200
+
+
+def recipe_steps(budget: int) -> int:
+    """Training steps of the recipe: ``2500 x budget`` (a layer of Model A, a channel of B and C)."""
+    return RECIPE_STEPS_PER_BUDGET * budget
+FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
 
 
@@ -93,21 +104,22 @@ class DataConfig:
 class ModelConfig:
     """Model ``A`` (L = budget, d = 1), ``B`` or ``C`` (L = 1, d = budget) of THEORY.md section 7.
 
-    ``width`` and ``hidden_layers`` size the MLPs (keys and readout) of A and B; ``readout`` is
+    ``mlp_width`` and ``hidden_layers`` size the MLPs (keys and readout) of A and B; ``readout`` is
     ``decode`` (``y_hat = <g(p), x_q>``, the Bayes form) or ``generic`` (``y_hat = g([x_q, p])``).
     Model C has linear keys and the bilinear readout ``x_q^T U p``; it takes no readout option.
+    ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (THEORY.md names).
     """
 
     model: str = "A"
     budget: int = 3
-    width: int = 64
+    mlp_width: int = 64
     hidden_layers: int = 2
     readout: str = "decode"
 
     def __post_init__(self):
         _choice(self.model, "model", MODELS)
         _int(self.budget, "budget", 1)
-        _int(self.width, "width", 1)
+        _int(self.mlp_width, "mlp_width", 1)
         _int(self.hidden_layers, "hidden_layers", 1)
         _choice(self.readout, "readout", READOUTS)
         if self.model == "C" and self.readout != "decode":
@@ -119,8 +131,8 @@ class ModelConfig:
         return self.budget if self.model == "A" else 1
 
     @property
-    def channels(self) -> int:
-        """``d``, channels per layer: 1 for A, ``budget`` for B and C."""
+    def width(self) -> int:
+        """``d``, channels per layer: 1 for A, ``budget`` for B and C (the MLP's size is ``mlp_width``)."""
         return 1 if self.model == "A" else self.budget
 
 
@@ -128,19 +140,26 @@ class ModelConfig:
 class TrainConfig:
     """Optimisation: Adam, linear warm-up over ``warmup`` steps, then ``schedule`` (cosine decay to 0).
 
+    ``steps``, ``lr`` and ``loss`` left as None take the recipe's values when the ``RunConfig`` is built
+    (``recipe_steps(budget)``, ``RECIPE_LR[model]``, ``theta`` for decoding readouts, else ``query``).
     ``loss``: ``query`` trains on ``(y_hat - <theta, x_q>)^2`` (the task of THEORY.md section 1);
-    ``theta`` trains on ``||theta_hat - theta||^2`` directly (decoding readouts only). Held-out losses are
-    always reported in the units of ``E||theta_hat - theta||^2`` (see ``bridges.train``).
+    ``theta`` trains on ``||theta_hat - theta||^2`` directly (decoding readouts only): the query loss with
+    ``x_q ~ N(0, I)`` integrated out in closed form, so the same minimiser with less gradient noise. Held-out
+    losses are always reported in the units of ``E||theta_hat - theta||^2`` (see ``bridges.train``).
+    ``precision``: ``bf16`` runs the key MLPs under bfloat16 autocast (float32 master weights, aggregation,
+    readout and loss), ``fp32`` everywhere float32, ``auto`` picks bf16 where the device multiplies bfloat16
+    natively (``bridges.precision``) and the model has MLP keys.
     ``grad_clip`` (max global gradient norm; 0 disables). Held-out evaluation every ``eval_every`` steps on
     ``eval_batches`` x 256 fixed contexts. ``out``: run folder root, or None for no files.
     """
 
-    steps: int = 2000
+    steps: int | None = None
     batch: int = 256
-    lr: float = 1e-3
-    warmup: int = 100
+    lr: float | None = None
+    warmup: int = RECIPE_WARMUP
     schedule: str = "cosine"
-    loss: str = "query"
+    loss: str | None = None
+    precision: str = "auto"
     grad_clip: float = 1.0
     eval_every: int = 200
     eval_batches: int = 16
@@ -151,12 +170,16 @@ class TrainConfig:
     checkpoint_every: int = 200
 
     def __post_init__(self):
-        _int(self.steps, "steps", 1)
+        if self.steps is not None:
+            _int(self.steps, "steps", 1)
         _int(self.batch, "batch", 1)
-        _set(self, "lr", _float(self.lr, "lr", 0.0, open_low=True))
+        if self.lr is not None:
+            _set(self, "lr", _float(self.lr, "lr", 0.0, open_low=True))
         _int(self.warmup, "warmup", 0)
         _choice(self.schedule, "schedule", SCHEDULES)
-        _choice(self.loss, "loss", TRAIN_LOSSES)
+        if self.loss is not None:
+            _choice(self.loss, "loss", TRAIN_LOSSES)
+        _choice(self.precision, "precision", PRECISIONS)
         _set(self, "grad_clip", _float(self.grad_clip, "grad_clip", 0.0))
         _int(self.eval_every, "eval_every", 1)
         _int(self.eval_batches, "eval_batches", 1)
@@ -181,6 +204,12 @@ class RunConfig:
         for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+        t, m = self.train, self.model
+        recipe = dict(steps=recipe_steps(m.budget) if t.steps is None else t.steps,
+                      lr=RECIPE_LR[m.model] if t.lr is None else t.lr,
+                      loss=("query" if m.readout == "generic" else "theta") if t.loss is None else t.loss)
+        if any(getattr(t, k) != v for k, v in recipe.items()):
+            _set(self, "train", dataclasses.replace(t, **recipe))
         D = self.data.dim
         if self.model.budget > D:
             raise ValueError(
@@ -209,6 +238,9 @@ class RunConfig:
             if not isinstance(sub, dict):
                 raise ValueError(f"configuration section {name!r} must be an object, got {sub!r}")
             bad = set(sub) - {f.name for f in dataclasses.fields(kind)}
+            if name == "model" and "width" in bad:
+                raise ValueError("model configuration field 'width' is now 'mlp_width' (the MLP's hidden size; "
+                                 "'width' is d, the channels per layer, in THEORY.md)")
             if bad:
                 raise ValueError(f"unknown {name} configuration fields: {', '.join(sorted(bad))}")
             parts[name] = kind(**sub)

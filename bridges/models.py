@@ -31,44 +31,77 @@ class Output(NamedTuple):
 
 
 class MLP(nn.Module):
-    """``n_in -> width -> ... -> n_out`` with GELU; the first layer is split so that a broadcast input
-    (the workspace, shared by all tokens of a context) is projected once per context, not per token."""
+    """``n_in -> mlp_width -> ... -> n_out`` with GELU; the first layer is split so that a broadcast input
+    (the workspace, shared by all tokens of a context) is projected once per context, not per token.
+    ``projected``: the token part ``inp(u)`` computed beforehand (``WorkspaceModel`` does it for all layers
+    in one matmul); the result is the same function."""
 
-    def __init__(self, n_in: int, n_shared: int, width: int, hidden_layers: int, n_out: int):
+    def __init__(self, n_in: int, n_shared: int, mlp_width: int, hidden_layers: int, n_out: int):
         super().__init__()
-        self.inp = nn.Linear(n_in, width)
-        self.inp_shared = nn.Linear(n_shared, width, bias=False) if n_shared else None
+        self.inp = nn.Linear(n_in, mlp_width)
+        self.inp_shared = nn.Linear(n_shared, mlp_width, bias=False) if n_shared else None
         body = []
         for _ in range(hidden_layers - 1):
-            body += [nn.GELU(), nn.Linear(width, width)]
-        self.body = nn.Sequential(*body, nn.GELU(), nn.Linear(width, n_out))
+            body += [nn.GELU(), nn.Linear(mlp_width, mlp_width)]
+        self.body = nn.Sequential(*body, nn.GELU(), nn.Linear(mlp_width, n_out))
 
-    def forward(self, u: torch.Tensor, shared: torch.Tensor | None = None) -> torch.Tensor:
-        h = self.inp(u)  # (batch, [N,] width)
+    def forward(self, u: torch.Tensor, shared: torch.Tensor | None = None, *,
+                projected: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.inp(u) if projected is None else projected  # (batch, [N,] mlp_width)
         if self.inp_shared is not None:
-            s = self.inp_shared(shared)  # (batch, width)
+            s = self.inp_shared(shared)  # (batch, mlp_width)
             h = h + (s.unsqueeze(1) if h.dim() == 3 else s)
         return self.body(h)  # (batch, [N,] n_out)
+
+    def forward_tokens_major(self, projected_t: torch.Tensor, shared: torch.Tensor | None, n_tokens: int) -> torch.Tensor:
+        """The same function on the token part given feature-major, ``projected_t`` (mlp_width, batch * N)
+        = ``inp(u)^T``: every activation stays contiguous (mlp_width, batch, N), each layer is one plain
+        matmul and the workspace part broadcasts along the last axis. Returns (n_out, batch, N)."""
+        width, T = projected_t.shape
+        h = projected_t.view(width, T // n_tokens, n_tokens)  # (mlp_width, batch, N)
+        if self.inp_shared is not None and shared is not None:
+            h = h + self.inp_shared(shared).T.unsqueeze(-1)  # (mlp_width, batch, 1) broadcast over tokens
+        for module in self.body:
+            if isinstance(module, nn.Linear):
+                h = torch.addmm(module.bias.unsqueeze(1), module.weight, h.view(h.shape[0], T))
+                h = h.view(-1, T // n_tokens, n_tokens)  # (out, batch, N)
+            else:
+                h = module(h)
+        return h  # (n_out, batch, N)
 
 
 # --- key functions: (x (batch, N, D), p (batch, B)) -> keys (batch, N, d) ------------------------------
 class MLPKeys(nn.Module):
-    """``k_i = f([x_i, p])``: an MLP that sees its token and the broadcast workspace."""
+    """``k_i = f([x_i, p])``: an MLP that sees its token and the broadcast workspace.
 
-    def __init__(self, dim: int, budget: int, channels: int, width: int, hidden_layers: int):
+    ``token_linear`` is the token part of its first layer, ``x_i -> W x_i + b``: the same input for every
+    layer, so ``WorkspaceModel`` computes it for all layers in one matmul and passes ``projected``."""
+
+    def __init__(self, dim: int, budget: int, width: int, mlp_width: int, hidden_layers: int):
         super().__init__()
-        self.mlp = MLP(dim, budget, width, hidden_layers, channels)
+        self.mlp = MLP(dim, budget, mlp_width, hidden_layers, width)
+
+    @property
+    def token_linear(self) -> nn.Linear:
+        return self.mlp.inp
 
     def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return self.mlp(x, p)  # (batch, N, d)
+
+    def from_projection(self, projected_t: torch.Tensor, p: torch.Tensor | None, n_tokens: int) -> torch.Tensor:
+        """Keys from the token part computed beforehand, feature-major (mlp_width, batch * N); ``p`` None
+        means the empty workspace (its projection is zero). Returns (batch, N, d)."""
+        return self.mlp.forward_tokens_major(projected_t, p, n_tokens).permute(1, 2, 0)
 
 
 class LinearKeys(nn.Module):
     """``k_i = W x_i`` with ``W`` (d, D); ignores the workspace (Model C)."""
 
-    def __init__(self, dim: int, channels: int):
+    token_linear = None  # nothing to share between layers
+
+    def __init__(self, dim: int, width: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(channels, dim) / dim**0.5)  # (d, D)
+        self.weight = nn.Parameter(torch.randn(width, dim) / dim**0.5)  # (d, D)
 
     def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return x @ self.weight.T  # (batch, N, d)
@@ -78,6 +111,8 @@ class PathKeys(nn.Module):
     """The ``path`` policy as a key function of layer ``layer`` (1-based, ``d = 1``): decode the path from
     the signs of the workspace slots written so far (``s_hat_k = sign(phi_k)``, a tie counts as +1),
     ``n_1 = 1``, ``n_{k+1} = 2 n_k + [s_hat_k = -1]``, and read ``k_i = <e_{n_l}, x_i>``. No parameters."""
+
+    token_linear = None
 
     def __init__(self, layer: int):
         super().__init__()
@@ -99,9 +134,9 @@ class DecodeReadout(nn.Module):
 
     decodes = True
 
-    def __init__(self, dim: int, budget: int, width: int, hidden_layers: int):
+    def __init__(self, dim: int, budget: int, mlp_width: int, hidden_layers: int):
         super().__init__()
-        self.g = MLP(budget, 0, width, hidden_layers, dim)
+        self.g = MLP(budget, 0, mlp_width, hidden_layers, dim)
 
     def forward(self, p: torch.Tensor) -> torch.Tensor:
         return self.g(p)  # (batch, D)
@@ -138,9 +173,9 @@ class GenericReadout(nn.Module):
 
     decodes = False
 
-    def __init__(self, dim: int, budget: int, width: int, hidden_layers: int):
+    def __init__(self, dim: int, budget: int, mlp_width: int, hidden_layers: int):
         super().__init__()
-        self.g = MLP(dim, budget, width, hidden_layers, 1)
+        self.g = MLP(dim, budget, mlp_width, hidden_layers, 1)
 
     def forward(self, p: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
         return self.g(x_q, p).squeeze(-1)  # (batch,)
@@ -155,23 +190,39 @@ class Layer(nn.Module):
         self.tap_keys = Tap(f"layers.{index}.keys")
         self.tap_phi = Tap(f"layers.{index}.phi")
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        k = self.tap_keys(self.keys(x, p))  # (batch, N, d)
+    def forward(self, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor, projected: torch.Tensor | None = None,
+                autocast: torch.dtype | None = None) -> torch.Tensor:
+        """phi_l (batch, d). ``projected``: the token part of the keys, feature-major (see ``MLPKeys``)."""
+        with _autocast(x.device, autocast):
+            if projected is None:
+                k = self.keys(x, p)  # (batch, N, d)
+            else:  # layer 1 reads the empty workspace
+                k = self.keys.from_projection(projected, p if self.index > 1 else None, x.shape[1])
+        k = self.tap_keys(k.to(y.dtype))  # (batch, N, d) in the data dtype (float32) from here on
         phi = torch.einsum("bnd,bn->bd", k, y) / x.shape[1]  # (batch, d) linear attention, value y_i
         return self.tap_phi(phi)  # (batch, d)
 
 
-class WorkspaceModel(nn.Module):
-    """``L`` layers of ``d`` channels writing a ``B = L d`` slot workspace, and a readout."""
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    """bfloat16 autocast on ``device`` when ``dtype`` is given, else a no-op context."""
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
-    def __init__(self, dim: int, channels: int, keys: list[nn.Module], readout: nn.Module):
+
+class WorkspaceModel(nn.Module):
+    """``L`` layers of ``d`` channels writing a ``B = L d`` slot workspace, and a readout.
+
+    ``autocast``: None (float32 throughout) or ``torch.bfloat16``, the precision of the key MLPs (the
+    bulk of the work); aggregation, workspace, readout and loss stay float32 (``bridges.precision``)."""
+
+    def __init__(self, dim: int, width: int, keys: list[nn.Module], readout: nn.Module):
         super().__init__()
-        self.dim, self.channels, self.n_layers = dim, channels, len(keys)
-        self.budget = channels * len(keys)
+        self.dim, self.width, self.n_layers = dim, width, len(keys)
+        self.budget = width * len(keys)
         self.layers = nn.ModuleList(Layer(l + 1, k) for l, k in enumerate(keys))
         self.tap_workspace = nn.ModuleList(Tap(f"workspace.{l + 1}") for l in range(len(keys)))
         self.readout = readout
         self.tap_theta = Tap("theta_hat") if readout.decodes else None
+        self.autocast: torch.dtype | None = None
 
     @property
     def decodes(self) -> bool:
@@ -179,13 +230,28 @@ class WorkspaceModel(nn.Module):
 
     def encode(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Workspace ``Phi_L``: x (batch, N, D), y (batch, N) -> (batch, B)."""
-        d = self.channels
+        d = self.width
+        projected = self.token_projections(x)  # L x (batch, N, mlp_width) or L x None
         p = x.new_zeros(x.shape[0], self.budget)  # (batch, B) empty workspace
         for l, layer in enumerate(self.layers):
-            phi = layer(x, y, p)  # (batch, d)
+            phi = layer(x, y, p, projected[l], self.autocast)  # (batch, d)
             p = torch.cat([p[:, : l * d], phi, p[:, (l + 1) * d :]], dim=1)  # (batch, B) direct sum
             p = self.tap_workspace[l](p)
         return p
+
+    def token_projections(self, x: torch.Tensor) -> list[torch.Tensor | None]:
+        """The token part ``W_l x_i + b_l`` of every layer's first key layer, for all layers in one matmul
+        (it does not depend on the workspace), feature-major: layer ``l`` gets a contiguous
+        (mlp_width, batch * N) block. Layers whose keys have no such part get None."""
+        linears = [layer.keys.token_linear for layer in self.layers]
+        if any(lin is None for lin in linears):
+            return [None] * len(linears)
+        weight = torch.cat([lin.weight for lin in linears])  # (L * mlp_width, D)
+        bias = torch.cat([lin.bias for lin in linears])  # (L * mlp_width,)
+        tokens = x.reshape(-1, x.shape[-1])  # (batch * N, D)
+        with _autocast(x.device, self.autocast):
+            h_t = torch.addmm(bias.unsqueeze(1), weight, tokens.T)  # (L * mlp_width, batch * N)
+        return list(h_t.split([lin.out_features for lin in linears], dim=0))
 
     def decode(self, p: torch.Tensor) -> torch.Tensor:
         """``theta_hat = g(p)``: (batch, B) -> (batch, D); decoding readouts only."""
@@ -204,12 +270,17 @@ class WorkspaceModel(nn.Module):
 def build_model(cfg: RunConfig | tuple[DataConfig, ModelConfig]) -> WorkspaceModel:
     """Model A, B or C for a run configuration (weights from torch's current RNG state)."""
     data, mc = (cfg.data, cfg.model) if isinstance(cfg, RunConfig) else cfg
-    D, B, d, w, h = data.dim, mc.budget, mc.channels, mc.width, mc.hidden_layers
+    D, B, d, w, h = data.dim, mc.budget, mc.width, mc.mlp_width, mc.hidden_layers
     if mc.model == "C":
         return WorkspaceModel(D, d, [LinearKeys(D, d)], BilinearReadout(D, B))
     keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
     readout = DecodeReadout(D, B, w, h) if mc.readout == "decode" else GenericReadout(D, B, w, h)
-    return WorkspaceModel(D, d, keys, readout)
+    model = WorkspaceModel(D, d, keys, readout)
+    if isinstance(cfg, RunConfig):
+        from .precision import autocast_dtype
+
+        model.autocast = autocast_dtype(cfg.train.precision, cfg.train.device, has_mlp_keys=True)
+    return model
 
 
 def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_samples: int = 1024,
@@ -226,8 +297,8 @@ def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_sa
     rows = []
     with torch.enable_grad():
         k = keys(x, workspace.detach())  # (batch, M, d)
-        for c in range(model.channels):
-            (grad,) = torch.autograd.grad(k[..., c].sum(), x, retain_graph=c + 1 < model.channels)
+        for c in range(model.width):
+            (grad,) = torch.autograd.grad(k[..., c].sum(), x, retain_graph=c + 1 < model.width)
             rows.append(grad.mean(1))  # (batch, D)
     return torch.stack(rows, 1)  # (batch, d, D)
 

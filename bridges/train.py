@@ -27,6 +27,7 @@ from .checkpoint import atomic_write_text, load_checkpoint, load_model, restore,
 from .config import RunConfig
 from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
 from .models import WorkspaceModel, build_model
+from .precision import describe
 
 RESULT_FORMAT = "fv-train-result-1"
 EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the training batch
@@ -61,6 +62,7 @@ class TrainResult:
     steps_per_s: float
     run_dir: str | None
     checkpoint: str | None
+    precision: str = "fp32"  # what the key MLPs ran in: "bf16" or "fp32" (TrainConfig.precision resolved)
     model: WorkspaceModel | None = field(default=None, compare=False, repr=False)  # the trained model (not saved)
 
     def to_dict(self) -> dict:
@@ -252,7 +254,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         config=cfg, loss=value, stderr=stderr, n_eval=n_eval, metric="theta" if model.decodes else "query",
         history=tuple(history), steps=step, finished=step == tc.steps, train_seconds=train_s, wall_seconds=wall(),
         steps_per_s=step / train_s if train_s > 0 else float("nan"), run_dir=str(folder) if folder else None,
-        checkpoint=str(ckpt_path) if ckpt_path is not None and ckpt_path.exists() else None, model=model.eval(),
+        checkpoint=str(ckpt_path) if ckpt_path is not None and ckpt_path.exists() else None,
+        precision=describe(model.autocast), model=model.eval(),
     )
     if folder and result.finished:
         atomic_write_text(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")

@@ -5,11 +5,11 @@
     python examples/04_train_and_compare.py --model=B --steps=2000 --depth=4 --budget=3
     python examples/04_train_and_compare.py --prior=gaussian                 # matched Gaussian prior
 
-Trains Model A, B or C (tiny by default: width 32, 300 steps, 7-13 s on one core; 15-30 s in all), then
+Trains Model A, B or C (tiny by default: MLP width 32, 300 steps, 7-13 s on one core; 15-30 s in all), then
 prints the Markdown comparison table: the trained held-out loss beside the theory's losses under the
 ``tokens`` channel of the same ``N`` (``path``, the best adaptive policy found, ``top_levels``, the best
 non-adaptive coordinate and unit designs, the linear and Gaussian bounds) and the learned routing.
-The tiny default model is far from converged; raise ``--steps`` and ``--width`` to approach the theory.
+The tiny default model is far from converged; raise ``--steps`` and ``--mlp_width`` to approach the theory.
 Outputs in ``runs/examples/04_train_and_compare``: ``config.json``, ``results.json`` (the table),
 ``comparison.md``, and the training run (checkpoint, result) under ``train/``; re-running the same
 configuration reuses the finished training run.
@@ -26,7 +26,7 @@ import _cli
 class Config:
     """Model ``model`` (A, B, C) with ``budget`` slots on the ``prior`` (tree or matched gaussian) of
     ``depth`` and ``alpha``, ``n_tokens`` tokens per context; training ``steps`` x ``batch`` contexts at
-    learning rate ``lr`` with MLP ``width``; the theory from ``theory_samples`` Monte Carlo samples (searches on
+    learning rate ``lr`` with MLP ``mlp_width``; the theory from ``theory_samples`` Monte Carlo samples (searches on
     ``search_samples``; ``dense``: include the unit-class search)."""
 
     model: str = "A"
@@ -35,7 +35,7 @@ class Config:
     budget: int = 2
     alpha: float = 0.5
     n_tokens: int = 128
-    width: int = 32
+    mlp_width: int = 32
     steps: int = 300
     batch: int = 128
     lr: float = 3e-3
@@ -53,7 +53,7 @@ class Config:
 
         return RunConfig(
             DataConfig(prior=self.prior, depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens),
-            ModelConfig(model=self.model, budget=self.budget, width=self.width),
+            ModelConfig(model=self.model, budget=self.budget, mlp_width=self.mlp_width),
             _cli.train_config(self, evals=5, eval_batches=8),
         )
 

@@ -3,7 +3,7 @@
 
     python examples/05_key_patching.py                          # theory, hand-built path model, tiny Model A
     python examples/05_key_patching.py --models=path            # no training: a few seconds
-    python examples/05_key_patching.py --steps=3000 --width=64  # a better trained Model A
+    python examples/05_key_patching.py --steps=3000 --mlp_width=64  # a better trained Model A
 
 A target context (leaf ``s``) runs with the keys of layer ``l`` replaced by those its donor (leaf ``s'``,
 same tokens ``x_i``, label noise and query; ``s'`` first differs from ``s`` at depth ``j``) computes at
@@ -35,7 +35,7 @@ MODELS = ("path", "trained")
 class Config:
     """Tree prior of ``depth`` and ``alpha``, ``n_tokens`` tokens, Model A with ``budget`` layers of width 1.
     ``models``: which model tables (``path``: hand-built, ``trained``: trained ``steps`` steps with MLP
-    ``width``); ``n_contexts`` target contexts per model cell, ``theory_samples`` per theory column."""
+    ``mlp_width``); ``n_contexts`` target contexts per model cell, ``theory_samples`` per theory column."""
 
     depth: int = 3
     budget: int = 3
@@ -45,7 +45,7 @@ class Config:
     n_contexts: int = 2048
     theory_samples: int = 20_000
     steps: int = 400
-    width: int = 32
+    mlp_width: int = 32
     batch: int = 128
     lr: float = 3e-3
     seed: int = 0
@@ -73,7 +73,7 @@ class Config:
         from bridges.config import ModelConfig, RunConfig
 
         return RunConfig(
-            self.data_config(), ModelConfig(model="A", budget=self.budget, width=self.width),
+            self.data_config(), ModelConfig(model="A", budget=self.budget, mlp_width=self.mlp_width),
             _cli.train_config(self, evals=4, eval_batches=4),
         )
 

@@ -179,7 +179,7 @@ def test_03_estimates_are_sane_and_match_exact_values_at_zero_noise(load, tmp_pa
 # --- 04: training and the comparison table ---------------------------------------------------------------
 def test_04_trains_and_compares_with_sane_theory(load, tmp_path):
     ex = load("04_train_and_compare")
-    cfg = ex.Config(steps=40, batch=32, width=8, theory_samples=500, search_samples=200, dense=False,
+    cfg = ex.Config(steps=40, batch=32, mlp_width=8, theory_samples=500, search_samples=200, dense=False,
                     progress=False, out=str(tmp_path))
     r = ex.main(cfg)
     saved(tmp_path, r)
@@ -202,7 +202,7 @@ def test_04_trains_and_compares_with_sane_theory(load, tmp_path):
 # --- 05: key patching ------------------------------------------------------------------------------------
 def test_05_path_model_matches_theory_and_patching_is_harmless_iff_l_le_j(load, tmp_path):
     ex = load("05_key_patching")
-    cfg = ex.Config(models=("path", "trained"), n_contexts=256, theory_samples=2000, steps=10, width=8,
+    cfg = ex.Config(models=("path", "trained"), n_contexts=256, theory_samples=2000, steps=10, mlp_width=8,
                     batch=32, progress=False, figure=False, out=str(tmp_path))
     r = ex.main(cfg)
     saved(tmp_path, r)

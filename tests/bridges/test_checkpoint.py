@@ -15,7 +15,7 @@ torch.set_num_threads(1)
 def cfg_in(folder, model="A", **kw):
     t = dict(steps=24, batch=32, lr=1e-2, warmup=4, eval_every=8, eval_batches=1, checkpoint_every=5, out=str(folder))
     t.update(kw)
-    return RunConfig(DataConfig(depth=3, n_tokens=16), ModelConfig(model, 2, width=16), TrainConfig(**t))
+    return RunConfig(DataConfig(depth=3, n_tokens=16), ModelConfig(model, 2, mlp_width=16), TrainConfig(**t))
 
 
 def _weights(result):

@@ -9,7 +9,6 @@ import torch
 
 from bridges.compare import gaussian_optimum, prediction_checks, theory_losses
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.reproduce import GRID_LR
 from bridges.train import train
 
 torch.set_num_threads(1)
@@ -23,7 +22,7 @@ def _cell(prior: str, models: str, tmp_path) -> list[dict]:
     tables = []
     for model in models:
         cfg = RunConfig(data, ModelConfig(model=model, budget=3),
-                        TrainConfig(steps=1500, lr=GRID_LR[model], eval_every=1500, out=str(tmp_path)))
+                        TrainConfig(steps=1500, eval_every=1500, out=str(tmp_path)))
         result = train(cfg, progress=False)
         tables.append({"prior": prior, "depth": 4, "budget": 3, "model": model,
                        "trained": {"loss": result.loss}, "theory": theory})

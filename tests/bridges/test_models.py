@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig, RunConfig
+from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import ContextSampler, path_nodes, step_generator
 from bridges.models import build_model, key_rows, lmmse, linear_model, path_model, top_levels_design, top_levels_model
 from bridges.taps import patch, record, tap_context, tap_names, taps
@@ -14,7 +14,7 @@ torch.set_num_threads(1)
 
 def _model(model, budget=3, depth=3, **kw):
     torch.manual_seed(0)
-    cfg = RunConfig(DataConfig(depth=depth, n_tokens=16), ModelConfig(model, budget, width=16, **kw))
+    cfg = RunConfig(DataConfig(depth=depth, n_tokens=16), ModelConfig(model, budget, mlp_width=16, **kw))
     return build_model(cfg), ContextSampler(cfg.data)
 
 
@@ -222,3 +222,71 @@ def test_hand_built_path_model_with_bayes_readout_reaches_fvnum_path_loss():
     assert abs(got.value - want.value) < 5 * (got.stderr**2 + want.stderr**2) ** 0.5
     noiseless = 0.125
     assert want.value > noiseless + 10 * want.stderr  # the test sees the noise, not just the noiseless loss
+
+
+# --- the fast encoder against a straightforward per-layer implementation --------------------------------
+def _reference_forward(model, x, y):
+    """Models A/B written the obvious way: layer by layer, each key MLP on ``[x_i, p]`` token-major."""
+    p = torch.zeros(x.shape[0], model.budget, dtype=x.dtype)  # (batch, B)
+    d = model.width
+    for l, layer in enumerate(model.layers):
+        mlp = layer.keys.mlp
+        w_in = torch.cat([mlp.inp.weight, mlp.inp_shared.weight], 1)  # (mlp_width, D + B)
+        u = torch.cat([x, p[:, None, :].expand(-1, x.shape[1], -1)], -1)  # (batch, N, D + B)
+        h = u @ w_in.T + mlp.inp.bias
+        for module in mlp.body:
+            h = module(h)  # GELU and Linear, token-major
+        phi = (h * y[..., None]).mean(1)  # (batch, d)
+        p = torch.cat([p[:, : l * d], phi, p[:, (l + 1) * d:]], 1)
+    return model.readout(p)  # (batch, D)
+
+
+@pytest.mark.parametrize("name,hidden", [("A", 2), ("A", 3), ("B", 2), ("A", 1)])
+def test_fast_encoder_computes_the_reference_function_and_gradients(name, hidden):
+    torch.manual_seed(1)
+    cfg = RunConfig(DataConfig(depth=3, n_tokens=9), ModelConfig(name, 3, mlp_width=8, hidden_layers=hidden),
+                    TrainConfig(precision="fp32"))
+    model = build_model(cfg).double()
+    for param in model.parameters():  # away from the near-zero initial readout
+        param.data.normal_(0, 0.5)
+    s = ContextSampler(cfg.data, dtype=torch.float64)
+    c = s.sample(5, step_generator(3, 0, 0))
+    fast = model(c.x, c.y, c.x_q).theta_hat
+    ref = _reference_forward(model, c.x, c.y)
+    assert torch.allclose(fast, ref, rtol=1e-12, atol=1e-12)
+    params = list(model.parameters())
+    g_fast = torch.autograd.grad(fast.square().sum(), params, allow_unused=True)  # layer 1 skips its zero workspace
+    g_ref = torch.autograd.grad(ref.square().sum(), params)
+    for a, b, param in zip(g_fast, g_ref, params):
+        assert torch.allclose(torch.zeros_like(param) if a is None else a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_bf16_keys_stay_close_to_fp32_and_everything_after_is_float32():
+    torch.manual_seed(2)
+    cfg = RunConfig(DataConfig(depth=4, n_tokens=64), ModelConfig("A", 3, mlp_width=32), TrainConfig(precision="bf16"))
+    model = build_model(cfg)
+    assert model.autocast == torch.bfloat16
+    for param in model.parameters():
+        param.data.normal_(0, 0.3)
+    s = ContextSampler(cfg.data)
+    c = s.sample(64, step_generator(4, 0, 0))
+    with record(model) as r:
+        low = model(c.x, c.y, c.x_q).theta_hat
+    assert all(v.dtype == torch.float32 for v in r.values())
+    model.autocast = None
+    high = model(c.x, c.y, c.x_q).theta_hat
+    rel = (low - high).norm() / high.norm()
+    assert 0 < rel < 0.05, rel  # bfloat16 keys: a relative error of order 2^-8 per operation
+
+
+def test_precision_auto_follows_the_hardware():
+    from bridges.precision import autocast_dtype, native_bf16
+
+    auto = autocast_dtype("auto", "cpu", has_mlp_keys=True)
+    assert auto == (torch.bfloat16 if native_bf16("cpu") else None)
+    assert autocast_dtype("fp32", "cpu", has_mlp_keys=True) is None
+    assert autocast_dtype("bf16", "cpu", has_mlp_keys=False) is None  # Model C: nothing to gain
+    c = build_model(RunConfig(DataConfig(depth=3), ModelConfig("C", 2), TrainConfig(precision="bf16")))
+    assert c.autocast is None
+    with pytest.raises(ValueError, match="unknown precision"):
+        autocast_dtype("fp16", "cpu", has_mlp_keys=True)

@@ -73,7 +73,7 @@ def test_one_layer_models_have_one_workspace_and_bad_inputs_raise():
     torch.manual_seed(0)
     data = DataConfig(depth=3, n_tokens=16)
     for name in ("B", "C"):
-        out = workspace_probes(build_model((data, ModelConfig(name, 3, width=8))), data, n_contexts=64, seed=0)
+        out = workspace_probes(build_model((data, ModelConfig(name, 3, mlp_width=8))), data, n_contexts=64, seed=0)
         assert out["layers"] == 1 and len(out["prefix"]) == 1 and len(out["sign"][0]) == 3
     model = path_model(data, 2)
     with pytest.raises(ValueError, match="needs the tree prior"):

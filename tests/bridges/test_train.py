@@ -17,7 +17,7 @@ torch.set_num_threads(1)
 def tiny(model="A", **train_kw):
     kw = dict(steps=150, batch=64, lr=1e-2, warmup=10, eval_every=50, eval_batches=1, seed=0)
     kw.update(train_kw)
-    return RunConfig(DataConfig(depth=3, n_tokens=32), ModelConfig(model, 2, width=16), TrainConfig(**kw))
+    return RunConfig(DataConfig(depth=3, n_tokens=32), ModelConfig(model, 2, mlp_width=16), TrainConfig(**kw))
 
 
 # --- configuration -----------------------------------------------------------------------------------
@@ -56,9 +56,9 @@ def test_configuration_json_round_trip_and_key():
     assert again == cfg and again.key() == cfg.key()
     same_experiment = cfg.replace(train=dict(out="elsewhere", device="cuda", threads=4, checkpoint_every=7))
     assert same_experiment.key() == cfg.key()
-    for changed in (cfg.replace(train=dict(seed=4)), cfg.replace(data=dict(cov="isotropic")), cfg.replace(model=dict(width=32))):
+    for changed in (cfg.replace(train=dict(seed=4)), cfg.replace(data=dict(cov="isotropic")), cfg.replace(model=dict(mlp_width=32))):
         assert changed.key() != cfg.key()
-    assert cfg.differences(cfg.replace(model=dict(width=32))) == ["model.width: 64 vs 32"]
+    assert cfg.differences(cfg.replace(model=dict(mlp_width=32))) == ["model.mlp_width: 64 vs 32"]
 
 
 def test_learning_rate_schedule():
@@ -91,7 +91,7 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
 def test_theta_loss_and_generic_readout_train():
     r = train(tiny("B", steps=20, loss="theta"), progress=False)
     assert r.metric == "theta" and r.loss < r.history[0][2]
-    cfg = RunConfig(DataConfig(depth=3, n_tokens=32), ModelConfig("B", 2, width=16, readout="generic"),
+    cfg = RunConfig(DataConfig(depth=3, n_tokens=32), ModelConfig("B", 2, mlp_width=16, readout="generic"),
                     TrainConfig(steps=20, batch=64, lr=1e-2, warmup=5, eval_every=10, eval_batches=1))
     r = train(cfg, progress=False)
     assert r.metric == "query" and r.loss < r.history[0][2]
