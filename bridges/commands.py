@@ -20,6 +20,7 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
+    _register_scaling(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -68,6 +69,8 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
                    "query = (y_hat - <theta, x_q>)^2 (default for the generic readout)")
     g.add_argument("--precision", choices=PRECISIONS, default=t.precision,
                    help=f"key MLPs in bfloat16 autocast or float32 (default {t.precision}: bf16 where native)")
+    g.add_argument("--grad-clip", type=float, default=t.grad_clip,
+                   help=f"max global gradient norm, 0 disables (default {t.grad_clip:g})")
     g.add_argument("--eval-every", type=int, default=t.eval_every, help=f"default {t.eval_every}")
     g.add_argument("--eval-batches", type=int, default=t.eval_batches, help=f"default {t.eval_batches}")
     g.add_argument("--seed", type=int, default=t.seed, help=f"default {t.seed}")
@@ -85,9 +88,27 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     model = ModelConfig(model=args.model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
                         readout=args.readout)
     train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-                        loss=args.loss, precision=args.precision, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
+                        loss=args.loss, precision=args.precision, grad_clip=args.grad_clip, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
                         device=args.device, threads=args.threads, out=args.out, checkpoint_every=args.checkpoint_every)
     return RunConfig(data, model, train)
+
+
+def train_command_line(cfg: RunConfig) -> str:
+    """The ``fv train`` command that reproduces ``cfg`` exactly (every option that enters the key spelled
+    out, so later changes of the defaults do not change what it runs)."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    parts = ["fv train", f"--model {m.model}", f"--prior {d.prior}"]
+    if d.cov is not None:
+        parts.append(f"--cov {d.cov}")
+    parts += [f"--depth {d.depth}", f"--alpha {d.alpha!r}", f"--tokens {d.n_tokens}", f"--s2 {d.s2!r}",
+              f"--budget {m.budget}", f"--mlp-width {m.mlp_width}", f"--hidden-layers {m.hidden_layers}",
+              f"--readout {m.readout}", f"--steps {t.steps}", f"--batch {t.batch}", f"--lr {t.lr!r}",
+              f"--warmup {t.warmup}", f"--schedule {t.schedule}", f"--loss {t.loss}", f"--precision {t.precision}",
+              f"--grad-clip {t.grad_clip!r}", f"--eval-every {t.eval_every}", f"--eval-batches {t.eval_batches}",
+              f"--seed {t.seed}"]
+    if t.out:
+        parts.append(f"--out {t.out}")
+    return " ".join(parts)
 
 
 def _register_train(subparsers) -> None:
@@ -209,4 +230,66 @@ def reproduce_command(args: argparse.Namespace) -> int:
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           jobs=args.jobs, full=args.full, progress=not args.quiet)
     reproduce(cfg, log=(lambda *a: None) if args.quiet else print)
+    return 0
+
+
+def _parse_budgets(text: str) -> tuple[int, ...]:
+    """``1-6`` or ``1,2,4``."""
+    try:
+        if "-" in text:
+            lo, hi = text.split("-")
+            return tuple(range(int(lo), int(hi) + 1))
+        return tuple(int(b) for b in text.split(","))
+    except ValueError:
+        raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}") from None
+
+
+def _register_scaling(subparsers) -> None:
+    from .scaling import ScalingConfig
+
+    d = ScalingConfig()
+    p = subparsers.add_parser(
+        "scaling",
+        help="the scaling study: trained A, B, C against budget beside the theory, with fitted laws",
+        description="Train Models A, B, C at every budget with several seeds (the recipe, steps = "
+        "STEPS_PER_BUDGET x budget), put them beside the theory at the same noise (path, best adaptive, "
+        "top levels, best non-adaptive designs, linear theory), fit loss ~ c r^B and loss ~ c B^-e with 95%% "
+        "intervals, and write scaling.json, scaling.csv, fig_scaling.png and report.md. Finished runs are "
+        "kept: re-running resumes.",
+    )
+    p.add_argument("--out", default=d.out, metavar="DIR", help=f"study folder (default {d.out})")
+    p.add_argument("--depth", type=int, default=d.depth, help=f"tree depth K (default {d.depth})")
+    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
+    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--s2", type=float, default=d.s2, help=f"label noise variance (default {d.s2})")
+    p.add_argument("--budgets", default=f"{d.budgets[0]}-{d.budgets[-1]}", help="range or list (default 1-6)")
+    p.add_argument("--models", default=d.models, help=f"default {d.models}")
+    p.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
+    p.add_argument("--steps-per-budget", type=int, default=d.steps_per_budget,
+                   help=f"training steps per unit of budget (default {d.steps_per_budget}, the recipe)")
+    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
+    p.add_argument("--search-samples", type=int, default=d.search_samples,
+                   help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"first seed (default {d.seed})")
+    p.add_argument("--workers", type=int, default=d.workers, help=f"training processes at a time (default {d.workers})")
+    p.add_argument("--threads", type=int, default=d.threads, help=f"torch threads per run (default {d.threads})")
+    p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=scaling_command)
+
+
+def scaling_command(args: argparse.Namespace) -> int:
+    from .scaling import ScalingConfig, run
+
+    cfg = ScalingConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+                        budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
+                        steps_per_budget=args.steps_per_budget, samples=args.samples,
+                        search_samples=args.search_samples, seed=args.seed, workers=args.workers,
+                        threads=args.threads, device=args.device, progress=not args.quiet)
+    result = run(cfg, log=(lambda *a: None) if args.quiet else print)
+    for model, entry in result["fits"]["models"].items():
+        f = entry["fits"][entry["predicted"]]
+        print(f"Model {model}: {entry['predicted']} {f['param']} = {f['value']:.3g} "
+              f"[{f['ci'][0]:.3g}, {f['ci'][1]:.3g}]; better fit: {entry['better']}")
+    print(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png")
     return 0

@@ -132,3 +132,49 @@ def probes(path, probes: dict) -> list[Path]:
     axes[0].set_ylabel("held-out accuracy")
     axes[1].legend(fontsize=8)
     return _save(fig, Path(path))
+
+
+SCALING_THEORY = {  # theory row -> (label, colour, line style)
+    "path": ("path (adaptive)", "C0", "-"),
+    "best_adaptive": ("best adaptive policy found", "C2", "-"),
+    "top_levels": ("top levels (one layer)", "C1", "--"),
+    "best_nonadaptive_coordinate": ("best coordinate design (one layer)", "C3", "--"),
+    "best_nonadaptive_unit": ("best unit design (one layer)", "C5", "--"),
+    "top_levels_linear": ("linear theory: top levels, LMMSE", "C4", ":"),
+    "gaussian_optimum": ("Gaussian optimum (gaussian channel)", "C7", ":"),
+}
+
+
+def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
+    """Loss against budget (log scale): theory lines, trained models as seed means with their range and
+    the single seeds as faint points."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 5.2))
+    budgets = sorted(theory)
+    for name, (label, colour, ls) in SCALING_THEORY.items():
+        pts = [(b, t["value"]) for b in budgets for t in theory[b] if t["name"] == name and t["value"] > 1e-8]
+        if pts:
+            ax.plot(*zip(*pts), ls=ls, color=colour, marker=".", ms=4, lw=1.2, label=label)
+    for model, (marker, colour) in MODEL_MARKERS.items():
+        mine = [r for r in rows if r["model"] == model]
+        if not mine:
+            continue
+        bs = sorted({r["budget"] for r in mine})
+        means, lo, hi = [], [], []
+        for b in bs:
+            ls_ = [r["loss"] for r in mine if r["budget"] == b]
+            means.append(sum(ls_) / len(ls_))
+            lo.append(means[-1] - min(ls_))
+            hi.append(max(ls_) - means[-1])
+        ax.scatter([r["budget"] for r in mine], [r["loss"] for r in mine], marker=marker, color=colour, alpha=0.25,
+                   s=14)
+        ax.errorbar(bs, means, yerr=[lo, hi], marker=marker, color=colour, ms=7, capsize=3, lw=1.8,
+                    label=f"trained Model {model} (mean, seed range)")
+    ax.set_yscale("log")
+    ax.set_xticks(budgets)
+    ax.set_xlabel("budget B (scalars written to the workspace)")
+    ax.set_ylabel("E ||theta_hat - theta||^2 (held out)")
+    ax.set_title(f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N = {cfg.n_tokens}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    return _save(fig, Path(path))

@@ -1,0 +1,269 @@
+"""``fv scaling``: loss against budget for trained Models A, B, C beside the theory, with fitted laws.
+
+The study (the training issue): tree prior of depth 6, alpha 0.5, N = 128 tokens, budgets 1..6, Models
+A, B, C with 3 seeds each, trained with the recipe of ``bridges.config`` (``steps_per_budget x budget``
+steps). Beside them, at the same noise and channel (``tokens``), the theory rows of
+``bridges.compare.theory_losses``: ``path``, the best adaptive policy found, ``top_levels``, the best
+coordinate and unit non-adaptive designs, and the linear theory.
+
+Outputs in ``out``: ``scaling.json`` (config, one row per run with the exact ``fv train`` command that
+reproduces it, the theory rows, the fits), ``scaling.csv``, ``fig_scaling.png`` and ``report.md`` with the
+fitted laws (``bridges.fits``): the rate ``r`` of ``loss ~ c r^B`` for A and the adaptive theory, the
+exponent ``e`` of ``loss ~ c B^-e`` for B and the non-adaptive theory, each with a 95% interval, and
+for every model which law fits better. Runs and theory rows are cells of a ``RunStore`` (``out/cells``,
+training folders in ``out/train``): an interrupted study resumes where it stopped.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import asdict, dataclass, field
+
+from .config import RECIPE_STEPS_PER_BUDGET, DataConfig, ModelConfig, RunConfig, TrainConfig
+from .store import RunStore, write_atomic, write_json
+
+KIND = "scaling"
+ADAPTIVE_THEORY = ("path", "best_adaptive")
+NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "top_levels_linear")
+LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Defaults: the study of the training issue (about 90 minutes on 2 CPU cores with 2 workers)."""
+
+    out: str = "runs/scaling"
+    depth: int = 6
+    alpha: float = 0.5
+    n_tokens: int = 128
+    s2: float = 0.01
+    budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+    models: str = "ABC"
+    seeds: int = 3
+    steps_per_budget: int = RECIPE_STEPS_PER_BUDGET
+    samples: int = 20_000
+    search_samples: int = 2_000
+    seed: int = 0
+    workers: int = 2
+    threads: int = 1
+    scheduler: str | None = None
+    progress: bool = True
+    device: str = "cpu"
+    budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
+
+    def __post_init__(self):
+        DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
+        budgets = tuple(int(b) for b in self.budgets)
+        if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
+            raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
+        object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
+        if not self.models or any(m not in "ABC" for m in self.models):
+            raise ValueError(f"models must be letters of ABC, got {self.models!r}")
+        for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    def data(self) -> DataConfig:
+        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)
+
+    def steps(self, budget: int) -> int:
+        """The stated rule: ``steps_per_budget x budget`` for every model."""
+        return self.steps_per_budget * budget
+
+    def runs(self, train_out: str) -> list[RunConfig]:
+        """Every training run of the study: models x budgets x seeds, the recipe otherwise."""
+        return [RunConfig(self.data(), ModelConfig(model=m, budget=b),
+                          TrainConfig(steps=self.steps(b), seed=self.seed + s, out=train_out, threads=self.threads,
+                                      device=self.device))
+                for b in self.budgets for m in self.models for s in range(self.seeds)]
+
+
+def train_row(run: RunConfig) -> dict:
+    """Train one run (resuming its folder) and return its row of ``scaling.json``; a cell of the study."""
+    from .commands import train_command_line
+    from .train import train
+
+    result = train(run, progress=False)
+    return {"key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
+            "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
+            "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
+            "steps_per_s": result.steps_per_s, "precision": result.precision,
+            "command": train_command_line(run)}
+
+
+def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int, seed: int) -> list[dict]:
+    from .compare import theory_losses
+
+    return theory_losses(data, budget, samples=samples, seed=seed, search_samples=search_samples)
+
+
+def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
+    """Train every run not yet stored, ``workers`` processes at a time, and return the rows in ``runs`` order."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm.auto import tqdm
+
+    keys = [_cell_key(run) for run in runs]
+    rows = {k: store.get(k) for k in keys}
+    todo = [(k, run) for k, run in zip(keys, runs) if rows[k] is None]
+    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), unit="run", disable=not cfg.progress,
+               desc="scaling runs")
+    try:
+        if cfg.workers == 1:
+            for k, run in todo:
+                rows[k] = train_row(run)
+                store.put(k, rows[k])
+                bar.update(1)
+        elif todo:
+            with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=mp.get_context("spawn")) as pool:
+                futures = {pool.submit(train_row_json, run.to_json()): k for k, run in todo}
+                for future in as_completed(futures):
+                    k = futures[future]
+                    rows[k] = future.result()
+                    store.put(k, rows[k])
+                    bar.update(1)
+                    log(f"  {k}: loss {rows[k]['loss']:.4f}")
+    finally:
+        bar.close()
+    return [rows[k] for k in keys]
+
+
+def train_row_json(run_json: str) -> dict:
+    return train_row(RunConfig.from_json(run_json))
+
+
+def _cell_key(run: RunConfig) -> str:
+    from .store import config_key
+
+    return f"run-{run.key()}-{config_key(run.key_dict())}"
+
+
+def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
+    """The whole study: train (skipping finished runs), theory per budget, fits, outputs."""
+    start = time.time()
+    store = RunStore(cfg.out, KIND)
+    log(f"output folder: {store.folder}")
+    runs = cfg.runs(str(store.folder / "train"))
+    log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {cfg.seeds} seeds, "
+        f"steps = {cfg.steps_per_budget} x budget")
+    rows = _run_cells(cfg, store, runs, log)
+    theory = {}
+    for b in cfg.budgets:
+        config = {"data": asdict(cfg.data()), "budget": b, "samples": cfg.samples,
+                  "search_samples": cfg.search_samples, "seed": cfg.seed}
+        theory[b], cached = store.cell("theory", config, lambda b=b: theory_rows(
+            cfg.data(), b, cfg.samples, cfg.search_samples, cfg.seed))
+        log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
+    fits = fit_study(rows, theory)
+    written = write_outputs(cfg, store.folder, rows, theory, fits)
+    log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
+    return {"folder": str(store.folder), "runs": rows, "theory": theory, "fits": fits,
+            "written": [str(p) for p in written]}
+
+
+# --- fits --------------------------------------------------------------------------------------------
+def fit_study(rows: list[dict], theory: dict[int, list[dict]]) -> dict:
+    """Both laws for every model (seeds as points) and for every theory row, and which fits better."""
+    from .fits import compare_laws
+
+    out = {"models": {}, "theory": {}}
+    for model in sorted({r["model"] for r in rows}):
+        pts = [(r["budget"], r["loss"]) for r in rows if r["model"] == model]
+        if len({b for b, _ in pts}) >= 2 and len(pts) >= 3:
+            out["models"][model] = {"predicted": LAW_OF_MODEL[model], **compare_laws(*zip(*pts))}
+    names = sorted({t["name"] for ts in theory.values() for t in ts})
+    for name in names:
+        pts = [(b, t["value"]) for b, ts in theory.items() for t in ts if t["name"] == name and t["value"] > 1e-8]
+        if len(pts) >= 3:
+            predicted = "exponential" if name in ADAPTIVE_THEORY else "power" if name in NONADAPTIVE_THEORY else None
+            out["theory"][name] = {"predicted": predicted, **compare_laws(*zip(*pts))}
+    return out
+
+
+# --- outputs -----------------------------------------------------------------------------------------
+def _csv(rows: list[dict]) -> str:
+    cols = ["model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
+            "steps_per_s", "precision", "key", "command"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
+    from . import figures
+
+    config = {k: v for k, v in asdict(cfg).items() if k != "budgets_"}
+    written = [
+        write_json(folder / "scaling.json", {"config": config, "runs": rows,
+                                             "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),
+        write_atomic(folder / "scaling.csv", _csv(rows)),
+    ]
+    written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
+    written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits)))
+    return written
+
+
+def _summary(rows, model, budget):
+    import statistics
+
+    ls = [r["loss"] for r in rows if r["model"] == model and r["budget"] == budget]
+    if not ls:
+        return None
+    spread = statistics.stdev(ls) if len(ls) > 1 else 0.0
+    return statistics.mean(ls), spread, min(ls), max(ls), len(ls)
+
+
+def _fit_line(name: str, entry: dict) -> str:
+    law = entry["predicted"] or entry["better"]
+    f = entry["fits"][law]
+    other = entry["fits"]["power" if law == "exponential" else "exponential"]
+    verdict = "yes" if entry["better"] == law else "**no**"
+    return (f"| {name} | {law}: {f['param']} = {f['value']:.3g} [{f['ci'][0]:.3g}, {f['ci'][1]:.3g}] | "
+            f"{f['rss']:.3g} | {other['law']}: {other['param']} = {other['value']:.3g}, RSS {other['rss']:.3g} | "
+            f"{entry['better']} ({verdict}) |")
+
+
+def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
+    budgets = list(cfg.budgets)
+    total_wall = sum(r["wall_seconds"] for r in rows)
+    lines = [
+        "# Scaling study: loss against budget", "",
+        f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
+        f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {cfg.seeds} seeds each, trained with "
+        f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
+        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({cfg.threads} thread(s) per run, {cfg.workers} at a time).",
+        "", "![loss against budget](fig_scaling.png)", "",
+        "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; mean ± standard deviation over seeds "
+        "(min .. max). Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
+        "(`fvnum`), except `top_levels_linear` and `gaussian_optimum` (exact linear theory).", "",
+        "| budget | " + " | ".join(f"Model {m}" for m in cfg.models) + " | "
+        + " | ".join(sorted({t['name'] for ts in theory.values() for t in ts})) + " |",
+        "|---" * (1 + len(cfg.models) + len({t['name'] for ts in theory.values() for t in ts})) + "|",
+    ]
+    names = sorted({t["name"] for ts in theory.values() for t in ts})
+    for b in budgets:
+        cells = []
+        for m in cfg.models:
+            s = _summary(rows, m, b)
+            cells.append("" if s is None else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
+        by_name = {t["name"]: t for t in theory.get(b, [])}
+        cells += [f"{by_name[n]['value']:.4f}" if n in by_name else "" for n in names]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    lines += ["", "## Fitted laws", "",
+              "Exponential `loss = c r^B` (adaptive depth) and power `loss = c B^-e` (one layer), least squares in "
+              "log loss over every run (seeds as points), 95% t intervals. Both laws have two parameters, so the "
+              "one with the smaller residual sum of squares (RSS, in log loss) fits better.", "",
+              "| what | predicted law: fit [95% CI] | RSS | the other law | better fit (as predicted?) |",
+              "|---|---|---|---|---|"]
+    for m, entry in fits["models"].items():
+        lines.append(_fit_line(f"Model {m}", entry))
+    for name, entry in fits["theory"].items():
+        if entry["predicted"]:
+            lines.append(_fit_line(f"theory: {name}", entry))
+    lines += ["", "Every run is reproduced by the `command` of its row in scaling.json (or scaling.csv).", ""]
+    return "\n".join(lines)

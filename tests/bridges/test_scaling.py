@@ -1,0 +1,67 @@
+"""``fv scaling`` end to end at tiny settings: outputs, rows with reproducing commands, resume."""
+import json
+import shlex
+
+import pytest
+
+from bridges.cli import main
+from bridges.commands import train_command_line
+from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.scaling import ScalingConfig
+
+TINY = ["--depth", "2", "--budgets", "1-2", "--seeds", "2", "--steps-per-budget", "3", "--samples", "300",
+        "--search-samples", "50", "--workers", "1", "--quiet"]
+
+
+def test_scaling_end_to_end_and_resume(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert main(["scaling", "--out", str(out), *TINY]) == 0
+    for name in ("scaling.json", "scaling.csv", "fig_scaling.png", "report.md"):
+        assert (out / name).stat().st_size > 0, name
+    study = json.loads((out / "scaling.json").read_text())
+    rows = study["runs"]
+    assert len(rows) == 3 * 2 * 2  # models x budgets x seeds
+    assert {(r["model"], r["budget"], r["seed"]) for r in rows} == {
+        (m, b, s) for m in "ABC" for b in (1, 2) for s in (0, 1)}
+    for r in rows:
+        assert r["steps"] == 3 * r["budget"] and r["loss"] > 0 and r["wall_seconds"] > 0
+        assert r["command"].startswith("fv train ") and f"--seed {r['seed']}" in r["command"]
+    assert set(study["fits"]["models"]) == {"A", "B", "C"}
+    assert {"path", "top_levels", "top_levels_linear"} <= {t["name"] for t in study["theory"]["1"]}
+    report = (out / "report.md").read_text()
+    assert "Fitted laws" in report and "Model A" in report
+    # a second run computes nothing new and gives the same numbers
+    before = {r["key"]: r["loss"] for r in rows}
+    cells = sorted(p.name for p in (out / "cells").iterdir())
+    assert main(["scaling", "--out", str(out), *TINY]) == 0
+    again = json.loads((out / "scaling.json").read_text())
+    assert {r["key"]: r["loss"] for r in again["runs"]} == before
+    assert sorted(p.name for p in (out / "cells").iterdir()) == cells
+
+
+def test_the_command_of_a_row_reproduces_its_configuration():
+    cfg = RunConfig(DataConfig(prior="gaussian", depth=3, alpha=0.3, cov="isotropic"), ModelConfig("B", 2, mlp_width=8),
+                    TrainConfig(steps=7, seed=5, out="somewhere"))
+    line = train_command_line(cfg)
+    from bridges.cli import build_parser
+    from bridges.commands import config_from_args
+
+    args = build_parser().parse_args(shlex.split(line)[1:])
+    assert config_from_args(args).key() == cfg.key()
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--budgets", "0-2"], "budgets must lie in"),
+    (["--budgets", "a-b"], "--budgets must be a range"),
+    (["--budgets", "1-2", "--models", "AD"], "models must be letters"),
+    (["--budgets", "1-2", "--seeds", "0"], "seeds must be"),
+])
+def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, match):
+    assert main(["scaling", "--out", str(tmp_path / "x"), "--depth", "2", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and len(err.splitlines()) == 1
+
+
+def test_steps_rule_is_stated_and_applied():
+    cfg = ScalingConfig(depth=3, budgets=(1, 3), models="A", seeds=1, steps_per_budget=10)
+    assert [r.train.steps for r in cfg.runs("x")] == [10, 30]
