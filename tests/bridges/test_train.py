@@ -150,3 +150,25 @@ def test_registering_the_commands_does_not_load_torch():
     code = "import sys, bridges.cli; bridges.cli.build_parser(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# --- devices and precision --------------------------------------------------------------------------------
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="not available"):
+        train(tiny(device="cuda"), progress=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_runs_and_records_its_precision():
+    result = train(tiny(device="cuda"), progress=False)
+    assert math.isfinite(result.loss)
+    assert result.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp32")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_each_precision_is_deterministic_and_recorded(precision):
+    a = train(tiny("A", precision=precision), progress=False)
+    b = train(tiny("A", precision=precision), progress=False)
+    assert a.precision == precision and a.loss == b.loss
+    assert [row[:4] for row in a.history] == [row[:4] for row in b.history]  # all but the wall time
