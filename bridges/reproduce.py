@@ -29,17 +29,18 @@ class ReproduceConfig:
     n_tokens: int = 128
     s2: float = 0.01
     train_budget: int = 3
-    steps: int = 1500
+    steps: int | None = 1500  # None: the recipe's steps (bridges.config.recipe_steps)
     samples: int = 20_000
     seed: int = 0
     jobs: int = 2
     full: bool = False
+    scaling_steps_per_budget: int = 1000  # the scaling study of --full (bridges.scaling)
     progress: bool = True
 
     def __post_init__(self):
         DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
-        for name in ("steps", "samples", "jobs", "train_budget"):
-            if int(getattr(self, name)) < 1:
+        for name in ("steps", "samples", "jobs", "train_budget", "scaling_steps_per_budget"):
+            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_budget > 2**self.depth - 1:
             raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
@@ -64,8 +65,8 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
                         cfg.data(prior, depth),
                         ModelConfig(model=model, budget=budget),
                         TrainConfig(steps=cfg.steps, seed=seed, out=train_out,  # lr and loss: the recipe
-                                    eval_every=max(1, cfg.steps // 5),
-                                    checkpoint_every=max(1, cfg.steps // 10)),
+                                    eval_every=max(1, (cfg.steps or 1000) // 5),
+                                    checkpoint_every=max(1, (cfg.steps or 1000) // 10)),
                     ))
     return runs
 
@@ -140,7 +141,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     runs = grid(cfg, train_out)
     todo = [r for r in runs if store.get(_cell_key("compare", r)) is None]
     if todo:
-        log(f"training {len(todo)} runs with {cfg.jobs} processes ({cfg.steps} steps each)")
+        log(f"training {len(todo)} runs with {cfg.jobs} processes ({cfg.steps or 'recipe'} steps each)")
         if cfg.jobs > 1 and len(todo) > 1:
             ctx = mp.get_context("spawn")
             with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=ctx) as pool:
@@ -245,7 +246,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     lines = [
         "# fv reproduce: report", "",
         f"Depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens, s2 {cfg.s2}; training budget "
-        f"{cfg.train_budget}, {cfg.steps} steps per run, seed {cfg.seed}{', full grid' if cfg.full else ''}.", "",
+        f"{cfg.train_budget}, {cfg.steps or 'recipe'} steps per run, seed {cfg.seed}{', full grid' if cfg.full else ''}.", "",
         "## Loss against budget", "", "![loss vs budget](fig_loss_vs_budget.png)", "",
         "Exact values (`noise = none`) come from `fvsym`; Monte Carlo values at the noise of N tokens from `fvnum` "
         "(see theory_curves.csv).", "",
@@ -258,6 +259,10 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         lines.append("")
     for t in tables:
         lines.append(to_markdown(t))
+    if extra.get("scaling_fits"):
+        lines += ["## Scaling study (depth 6, budgets 1..6)", "",
+                  "Trained models against budget with fitted laws: see [scaling/report.md](scaling/report.md).", "",
+                  "![scaling](scaling/fig_scaling.png)", ""]
     if extra.get("patching_theory"):
         lines += ["## Key patching (THEORY.md section 8)", "", "![patching](fig_patching.png)", "",
                   "Loss with layer l's keys patched from a donor whose path first differs at depth j.", "",
@@ -297,6 +302,13 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     curves = theory_curves(cfg, store, log)
     tables = training(cfg, store, log)
     extra = patching_and_probes(cfg, store, log)
+    if cfg.full:
+        from .scaling import ScalingConfig, run as scaling_study
+
+        study = scaling_study(ScalingConfig(out=str(store.folder / "scaling"), alpha=cfg.alpha, n_tokens=cfg.n_tokens,
+                                            s2=cfg.s2, steps_per_budget=cfg.scaling_steps_per_budget, seed=cfg.seed,
+                                            workers=cfg.jobs, samples=cfg.samples, progress=cfg.progress), log=log)
+        extra["scaling_fits"] = study["fits"]
     written = write_outputs(cfg, store.folder, curves, tables, extra)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return {"folder": str(store.folder), "written": [str(p) for p in written], "theory_curves": curves,
