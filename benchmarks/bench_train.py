@@ -31,7 +31,8 @@ from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.train import train
 a = json.loads(sys.argv[1])
 fields = {f.name for f in dataclasses.fields(TrainConfig)}
-tc = dict(steps=a["steps"], batch=a["batch"], lr=a["lr"], warmup=1, eval_every=a["steps"], eval_batches=1,
+tc = dict(steps=a["steps"], batch=a["batch"], lr=a["lr"], loss=a["loss"], warmup=min(200, a["steps"] // 10 + 1),
+          eval_every=a["steps"], eval_batches=16 if a["steps"] >= 1000 else 1,
           threads=a["threads"], device=a["device"], seed=a["seed"])
 if a["precision"] and "precision" in fields:
     tc["precision"] = a["precision"]
@@ -45,8 +46,8 @@ print(json.dumps({"steps_per_s": r.steps_per_s, "loss": r.loss, "stderr": r.stde
 """
 
 
-def run_child(src: Path, args, model: str, *, steps: int, seed: int = 0, lr: float = 1e-3) -> dict:
-    payload = dict(model=model, steps=steps, batch=args.batch, lr=lr, threads=args.threads, device=args.device,
+def run_child(src: Path, args, model: str, *, steps: int, seed: int = 0, lr: float = 1e-3, loss: str = "query") -> dict:
+    payload = dict(model=model, steps=steps, batch=args.batch, lr=lr, loss=loss, threads=args.threads, device=args.device,
                    seed=seed, precision=args.precision, budget=args.budget, depth=args.depth, tokens=args.tokens,
                    hidden_layers=args.hidden_layers, mlp_width=args.mlp_width)
     env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=str(args.threads))
@@ -106,6 +107,10 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=0, help="steps per timing (default: A 120, B 300, C 600)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--baseline", default=None, metavar="DIR", help="checkout of an earlier commit to time too")
+    p.add_argument("--loss-steps", type=int, default=0,
+                   help="also train Model A this many steps (lr 3e-3, theta loss) with each implementation and "
+                   "print the held-out losses, to check that speed did not change what is learned")
+    p.add_argument("--loss-seeds", type=int, default=2, help="seeds for --loss-steps (default 2)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
     args = p.parse_args(argv)
 
@@ -144,9 +149,17 @@ def main(argv=None) -> int:
                   f"{100 * r['frac_bf16']:.0f}% of bf16 peak)")
         if args.baseline:
             print(f"model {model} speed-up current/baseline: {row['speedup']:.2f}x (median of {args.repeats} paired runs)")
+    losses = {}
+    if args.loss_steps:
+        for name, src in impls:
+            losses[name] = [run_child(src, args, "A", steps=args.loss_steps, seed=s, lr=3e-3, loss="theta")
+                            for s in range(args.loss_seeds)]
+            vals = ", ".join(f"{r['loss']:.4f} +- {r['stderr']:.1g}" for r in losses[name])
+            print(f"model A {name:8s} held-out loss after {args.loss_steps} steps, seeds 0..{args.loss_seeds - 1}: {vals}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": args.device, "device_name": device_name,
-                                               "threads": args.threads, "rates": rates, "rows": rows}, indent=2))
+                                               "threads": args.threads, "rates": rates, "rows": rows,
+                                               "losses": losses}, indent=2))
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
@@ -42,8 +43,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader went away (``fv ... | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError) as exc:
         print(f"fv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. a read-only or full file system: one line naming the file
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"fv {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fv {args.command}: interrupted; finished work is kept, run again to resume", file=sys.stderr)

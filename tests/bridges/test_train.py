@@ -172,3 +172,21 @@ def test_each_precision_is_deterministic_and_recorded(precision):
     b = train(tiny("A", precision=precision), progress=False)
     assert a.precision == precision and a.loss == b.loss
     assert [row[:4] for row in a.history] == [row[:4] for row in b.history]  # all but the wall time
+
+
+def test_unwritable_out_is_one_line_exit_2(tmp_path, capsys):
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    try:
+        if os.access(locked / "x", os.W_OK) or os.geteuid() == 0:  # root writes anywhere: use a file as the folder
+            locked = tmp_path / "a-file"
+            locked.write_text("")
+        code = fv(["train", "--model", "C", "--depth", "3", "--budget", "2", "--steps", "2", "--out",
+                   str(locked / "runs"), "--quiet"])
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fv train: error:") and err.count("\n") == 1
