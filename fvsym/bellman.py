@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ._validate import check_int
-from .priors import TreePrior, node_depth
-from .tree import _check_prior, squared_scales
+from .priors import TreePrior, node_depth, squared_scales
+from .priors import check_tree_prior as _check_prior
 
 SOURCE = "THEORY.md §3"
 

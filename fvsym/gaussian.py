@@ -365,7 +365,6 @@ def _sequential_trace(params, C, n_layers: int, tau2: float):
         grad[l] = (g_w - (w @ g_w) * w) / norms[l]
         G = G - (np.outer(Gu, w) + np.outer(w, Gu)) / delta + (q / delta**2) * np.outer(w, w)
     return value, grad.ravel()
-    return P
 
 
 def depth_advantage(prior, budget, tau, *, seed: int = 0, n_starts: int = 8) -> DepthComparison:

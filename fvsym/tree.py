@@ -18,10 +18,12 @@ from fractions import Fraction
 
 import sympy as sp
 
-from . import _symbols
+from . import _symbols, bellman
 from ._formula import Formula
 from ._validate import check_alpha, check_choice, check_int
-from .priors import TreePrior, node_depth
+from .bellman import PolicyNode
+from .priors import TreePrior, node_depth, squared_scales
+from .priors import check_tree_prior as _check_prior
 
 STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
 SOURCE = "THEORY.md §6"
@@ -123,17 +125,6 @@ def scaling_exponents() -> dict:
 
 
 # --- any fixed coordinate design -------------------------------------------------------------------
-def squared_scales(prior: TreePrior) -> tuple:
-    """``w_k = a_k^2`` for ``k = 1..K`` (every loss is linear in these)."""
-    return tuple(sp.powsimp(sp.expand(a**2)) for a in prior.scales)
-
-
-def _check_prior(prior) -> TreePrior:
-    if not isinstance(prior, TreePrior):
-        raise ValueError(f"prior must be a TreePrior, got {type(prior).__name__}")
-    return prior
-
-
 def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
@@ -224,8 +215,6 @@ def path_design(prior: TreePrior, budget: int):
     """The adaptive path strategy as a decision tree (a ``bellman.PolicyNode``; ``None`` for ``B = 0``):
     layer ``l`` reads node ``n_l`` of the path decoded so far, ``B <= K`` layers of width 1.
     It has ``2^B - 1`` nodes, so ``B <= 16``; ``prior.path(signs)[:B]`` lists one leaf's nodes."""
-    from .bellman import PolicyNode
-
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.depth:
@@ -322,8 +311,6 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
     if not prior.is_numeric:
         raise ValueError(f"strategy {strategy} needs a numeric alpha or numeric scales, got {prior!r}")
-    from . import bellman
-
     L, d = _layers_width(strategy, budget, layers, width)
     if strategy == "optimal_nonadaptive":
         loss, _ = bellman.optimal_nonadaptive(prior, budget)
