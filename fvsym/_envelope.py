@@ -128,14 +128,20 @@ def _roots_in_unit_interval(diffs, x: sp.Symbol) -> list:
 
 
 def _between(lo, hi) -> sp.Rational:
-    """A rational strictly between the exact numbers ``lo < hi``."""
-    digits = 30
-    while True:
-        a, b = sp.N(lo, digits), sp.N(hi, digits)
-        mid = sp.Rational(str(sp.N((a + b) / 2, digits)))
+    """The rational with the smallest denominator strictly between the exact numbers ``lo < hi``
+    (a readable sample), found by scanning denominators and checked exactly."""
+    a, b = sp.N(lo, 50), sp.N(hi, 50)
+    for q in range(2, 4097):
+        p = sp.floor(a * q) + 1
+        x = sp.Rational(p, q)
+        if x < b and (lo < x) == sp.true and (x < hi) == sp.true:
+            return x
+    digits = 50  # pragma: no cover - roots closer than 1/4096
+    while True:  # pragma: no cover
+        mid = sp.Rational(str(sp.N((sp.N(lo, digits) + sp.N(hi, digits)) / 2, digits)))
         if (lo < mid) == sp.true and (mid < hi) == sp.true:
             return mid
-        digits *= 2  # pragma: no cover - roots closer than 1e-30
+        digits *= 2
 
 
 def upper_envelope(polys, x: sp.Symbol) -> list[tuple]:

@@ -68,7 +68,8 @@ def path_loss() -> Formula:
     """
     expr = _residual_loss(_B + 1)
     return Formula("path_loss", expr, (_alpha, _K, _B), SOURCE + " (path strategy)",
-                   doc="noiseless loss of the adaptive path strategy, valid for B <= K")
+                   doc="noiseless loss of the adaptive path strategy, valid for B <= K",
+                   constraints=(sp.Le(_B, _K),))
 
 
 @functools.cache
@@ -80,7 +81,8 @@ def top_levels_loss() -> Formula:
     """
     expr = _residual_loss(_j + 1)
     return Formula("top_levels_loss", expr, (_alpha, _K, _j), SOURCE + " (top-levels design)",
-                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K")
+                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K",
+                   constraints=(sp.Le(_j, _K),))
 
 
 def _limit_infinite_depth(expr, c):
@@ -285,7 +287,10 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
     ``strategy``: ``path`` (adaptive, ``B <= K``), ``top_levels`` (first ``B`` heap nodes),
     ``optimal`` (Bellman optimum with ``layers`` x ``width``, default ``L = B``, ``d = 1``) or
     ``optimal_nonadaptive`` (``L = 1``, ``d = B``). ``alpha=None`` (and no ``scales``) keeps ``alpha``
-    symbolic (path and top_levels only). Returns a Formula whose params are the symbols left.
+    symbolic: for the optimal strategies the result is the exact optimum for every ``alpha`` in
+    (0, 1), a ``Piecewise`` of polynomials with certified pieces, each with its policy or design in
+    ``formula.pieces`` (``depth <= 5``; see ``bellman.solve_alpha``). Returns a Formula whose params
+    are the symbols left.
     """
     depth = check_int(depth, "depth", minimum=1)
     budget = check_int(budget, "budget", minimum=0)
@@ -309,9 +314,17 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         else:
             expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
         return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
-    if not prior.is_numeric:
-        raise ValueError(f"strategy {strategy} needs a numeric alpha or numeric scales, got {prior!r}")
     L, d = _layers_width(strategy, budget, layers, width)
+    if not prior.is_numeric:
+        if scales is not None:
+            raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+        if strategy == "optimal_nonadaptive":
+            optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
+        else:
+            optimum = bellman.solve_alpha(depth, L, d)
+        source = f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d}; exact in alpha, " \
+                 f"{len(optimum.pieces)} certified piece{'s' if len(optimum.pieces) > 1 else ''})"
+        return Formula(name, optimum.loss, (_alpha,), source, pieces=optimum.pieces)
     if strategy == "optimal_nonadaptive":
         loss, _ = bellman.optimal_nonadaptive(prior, budget)
     else:
