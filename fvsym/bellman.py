@@ -752,5 +752,121 @@ def optimal_nonadaptive_alpha(depth: int, budget: int) -> AlphaOptimum:
     return _assemble(solver, solver._nonadaptive_full[budget], 1, budget, nonadaptive=True)
 
 
+# --- the recursion as equations ---------------------------------------------------------------------
+MAX_WRITTEN_WIDTH = 4  # the sum over the 3^d reading outcomes is written out term by term
+
+
+def _J(l: int):
+    return sp.Function(f"J_{l}")
+
+
+def recursion(prior, layers: int, width: int, tau=None) -> tuple:
+    """The Bellman recursion of THEORY.md section 3 as sympy equations (``sp.Eq``), from the terminal
+    value to the optimum. Print them with ``str``/``sp.latex`` (or :func:`recursion_latex`).
+
+    ``TreePrior`` (noiseless coordinate class, the model :func:`solve` solves): a belief ``S`` is a set
+    of equally likely leaves; an action ``W`` is a set of ``width`` nodes whose reading is not constant
+    on ``S`` (the set ``N_d(S)``); each node reads ``+``, ``-`` or ``0``, so the expectation over the
+    reading is the written-out sum over the ``3^d`` outcomes ``r`` of ``P(r) = |S_W^r| / |S|`` times the
+    value at the Bayes update ``S_W^r``::
+
+        J_L(S) = (1/|S|) sum_{s in S} ||theta_s - mu_S||^2
+        J_{l-1}(S) = min_{W in N_d(S)} sum_r |S_W^r| / |S| J_l(S_W^r),   l = L .. 1
+        optimal_loss = J_0(S_0),   |S_0| = 2^K
+
+    ``GaussianPrior`` (gaussian channel, noise ``tau``, symbolic by default): the belief is the
+    posterior covariance ``P``, whose update does not depend on the reading (the expectation over
+    the reading is trivial), ``J_L(P) = tr P`` and ``J_{l-1}(P) = min_W J_l(P - P W^T (W P W^T +
+    tau^2 I)^-1 W P)``, ``optimal_loss = J_0(C)``. :func:`unroll` expands the tree version."""
+    from . import _notation as N
+    from .priors import GaussianPrior
+
+    layers = check_int(layers, "layers", minimum=1)
+    width = check_int(width, "width", minimum=1)
+    optimum = sp.Symbol("optimal_loss")
+    if isinstance(prior, GaussianPrior):
+        from ._validate import check_tau
+
+        t = _symbols.tau if tau is None else check_tau(tau)
+        D = prior.dim
+        P, W, C = sp.MatrixSymbol("P", D, D), sp.MatrixSymbol("W", width, D), sp.MatrixSymbol("C", D, D)
+        update = P - P * W.T * (W * P * W.T + t**2 * sp.Identity(width)).I * W * P
+        actions = sp.Symbol(f"U_{width}")  # d x D matrices with unit rows
+        eqs = [sp.Eq(C, prior.cov), sp.Eq(_J(layers)(P), sp.Trace(P))]
+        for l in range(layers, 0, -1):
+            eqs.append(sp.Eq(_J(l - 1)(P), N.MinOver(_J(l)(update), W, actions)))
+        eqs.append(sp.Eq(optimum, _J(0)(C)))
+        return tuple(eqs)
+    prior = _check_prior(prior)
+    if tau is not None:
+        raise ValueError(f"the tree recursion is the noiseless one (THEORY.md section 3); got tau={tau}")
+    if width > MAX_WRITTEN_WIDTH:
+        raise ValueError(f"width must be <= {MAX_WRITTEN_WIDTH} to write out the 3^d reading outcomes, got {width}")
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    S, S0, W = sp.Symbol("S"), sp.Symbol("S_0"), sp.Symbol("W")
+    actions = sp.Function(f"N_{width}")(S)
+    outcomes = list(itertools.product((1, -1, 0), repeat=width))
+    eqs = [sp.Eq(N.Card(S0), 2**prior.depth), sp.Eq(_J(layers)(S), N.PosteriorVariance(S))]
+    for l in range(layers, 0, -1):
+        total = sp.Add(*[N.Card(N.Cell(S, W, r)) / N.Card(S) * _J(l)(N.Cell(S, W, r)) for r in outcomes],
+                       evaluate=False)
+        eqs.append(sp.Eq(_J(l - 1)(S), N.MinOver(total, W, actions)))
+    eqs.append(sp.Eq(optimum, _J(0)(S0)))
+    return tuple(eqs)
+
+
+def recursion_latex(equations) -> str:
+    """The equations as one LaTeX ``aligned`` block."""
+    rows = [rf"{sp.latex(e.lhs)} &= {sp.latex(e.rhs)}" for e in equations]
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+MAX_UNROLLED_TERMS = 200_000
+
+
+def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> sp.Expr:
+    """The recursion expanded for one small tree: an explicit expression of ``Min`` (over the actions
+    of each belief, one per distinct partition), sums over the reading outcomes with their
+    probabilities ``|cell| / |S|``, and terminal losses, built unevaluated (``evaluate=False``).
+    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value)`` (symbolic ``alpha``, ``depth <= 5``)
+    evaluates it; the value equals ``solve(prior, layers, width).loss``. Subtrees of repeated
+    beliefs are shared; more than ``max_terms`` actions in all raise a ValueError."""
+    prior = _check_prior(prior)
+    layers = check_int(layers, "layers", minimum=0)
+    width = check_int(width, "width", minimum=1)
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    if prior.is_numeric:
+        solver = _Solver(prior, width)
+    elif prior.alpha is not None and isinstance(prior.alpha, sp.Symbol) and prior.alpha == _symbols.alpha:
+        solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
+    else:
+        raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+    memo: dict[tuple[int, int], sp.Expr] = {}
+    n_terms = 0
+
+    def J(S: int, left: int) -> sp.Expr:
+        nonlocal n_terms
+        size = S.bit_count()
+        if left == 0 or size == 1:
+            return solver.loss(S, solver.terminal(S))
+        key = (S, left)
+        if key in memo:
+            return memo[key]
+        options = []
+        for _, cells in solver.choices(S):
+            terms = [sp.Mul(sp.Rational(c.bit_count(), size), J(c, left - 1), evaluate=False) for _, c in cells]
+            options.append(sp.Add(*terms, evaluate=False))
+        n_terms += len(options)
+        if n_terms > max_terms:
+            raise ValueError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
+                             "use a smaller depth, fewer layers or a larger max_terms")
+        memo[key] = options[0] if len(options) == 1 else sp.Min(*options, evaluate=False)
+        return memo[key]
+
+    return J(solver.full, layers)
+
+
 __all__ = ["AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "optimal_nonadaptive",
-           "optimal_nonadaptive_alpha", "solve", "solve_alpha"]
+           "optimal_nonadaptive_alpha", "recursion", "recursion_latex", "solve", "solve_alpha", "unroll"]
