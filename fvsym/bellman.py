@@ -829,7 +829,7 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
     """The recursion expanded for one small tree: an explicit expression of ``Min`` (over the actions
     of each belief, one per distinct partition), sums over the reading outcomes with their
     probabilities ``|cell| / |S|``, and terminal losses, built unevaluated (``evaluate=False``).
-    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value)`` (symbolic ``alpha``, ``depth <= 5``)
+    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value).doit()`` (symbolic ``alpha``, ``depth <= 5``)
     evaluates it; the value equals ``solve(prior, layers, width).loss``. Subtrees of repeated
     beliefs are shared; more than ``max_terms`` actions in all raise a ValueError."""
     prior = _check_prior(prior)

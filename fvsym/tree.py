@@ -315,9 +315,9 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
             expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
         return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
     L, d = _layers_width(strategy, budget, layers, width)
-    if not prior.is_numeric:
-        if scales is not None:
-            raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+    if scales is not None and not prior.is_numeric:
+        raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+    if prior.alpha is not None and not prior.alpha.is_number:
         if strategy == "optimal_nonadaptive":
             optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
         else:
