@@ -187,7 +187,7 @@ def test_envelope_has_exact_algebraic_breakpoints():
         assert (lo < sample) == sp.true and (sample < hi) == sp.true
 
 
-@given(st.lists(st.tuples(*[st.integers(-20, 20)] * 4), min_size=1, max_size=12),
+@given(st.lists(st.tuples(*[st.integers(-20, 20)] * 4), min_size=1, max_size=8),
        st.lists(st.fractions(min_value=0, max_value=1, max_denominator=500), min_size=1, max_size=10))
 def test_prune_keeps_the_maximum_and_envelope_is_the_maximum(polys, points):
     kept = _envelope.prune(polys)
