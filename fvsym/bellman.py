@@ -103,7 +103,7 @@ class PolicyNode:
             "nodes": list(self.nodes),
             "belief": list(self.belief),
             "value": str(self.value),
-            "value_float": float(self.value),
+            "value_float": float(self.value) if self.value.is_number else None,
             "children": [
                 {"reading": list(reading), "next": None if child is None else child.to_dict()}
                 for reading, child in self.children.items()
@@ -539,6 +539,15 @@ class _AlphaSolver(_Solver):
     def gain_of_cells(self, cells) -> _Vec:
         return sum((self.terminal(c) for c in cells), self.zero)
 
+    def symbolic_policy(self, S: int, node: "PolicyNode | None") -> "PolicyNode | None":
+        """The same decision tree with every ``value`` a polynomial in ``alpha`` (the expected loss
+        of following it from that belief, for every ``alpha``)."""
+        if node is None:
+            return None
+        children = {key: self.symbolic_policy(cell, node.children.get(key)) for key, cell in self.split(S, node.nodes)}
+        value = self.loss(S, self.gain_of_cells(self.policy_cells(S, node)))
+        return PolicyNode(nodes=node.nodes, children=children, belief=node.belief, value=value)
+
     def policy_cells(self, S: int, node: "PolicyNode | None") -> list[int]:
         """The final cells (leaf masks) a policy reaches from belief ``S``."""
         if node is None:
@@ -627,7 +636,8 @@ def optimal_nonadaptive(prior: TreePrior, budget: int) -> tuple[sp.Expr, tuple[i
 class AlphaPiece:
     """One piece of the optimum: on ``lower < alpha < upper`` the optimal loss is the polynomial
     ``loss``, attained by ``policy`` (adaptive: a decision tree) or ``design`` (non-adaptive: nodes).
-    ``sample``: a rational inside the piece at which the policy was found and its value checked."""
+    ``sample``: a rational inside the piece at which the policy was found and its value checked;
+    the policy's node values are polynomials in ``alpha``."""
 
     lower: sp.Expr
     upper: sp.Expr
@@ -707,7 +717,7 @@ def _assemble(solver: _AlphaSolver, gains, layers: int, width: int, nonadaptive:
             reached = solver.gain_of_cells(solver.policy_cells(S, policy))
         if value != loss.subs(alpha, sample) or reached != gain:  # pragma: no cover - a solver bug
             raise AssertionError(f"piece ({lower}, {upper}): policy value {reached} != envelope {gain}")
-        pieces.append(AlphaPiece(lower, upper, loss, sample, policy, design))
+        pieces.append(AlphaPiece(lower, upper, loss, sample, solver.symbolic_policy(S, policy), design))
     if len(pieces) == 1:
         expr = pieces[0].loss
     else:
@@ -730,11 +740,7 @@ def solve_alpha(depth: int, layers: int, width: int) -> AlphaOptimum:
     if layers * width > n_nodes:
         raise ValueError(f"budget layers * width must be <= D = {n_nodes}, got {layers * width}")
     solver = _alpha_solver(depth, max(width, 1))
-    if layers * width == 0:
-        gains = (solver.zero,)
-    else:
-        solver.memo = {}
-        gains = solver.value(solver.full, layers)
+    gains = (solver.zero,) if layers * width == 0 else solver.value(solver.full, layers)  # memo kept
     return _assemble(solver, gains, layers, width, nonadaptive=False)
 
 
