@@ -57,6 +57,12 @@ class Formula:
         return {p: DOMAINS.get(p, sp.Reals) for p in self.params}
 
     @property
+    def assumptions(self) -> dict:
+        """Each param's sympy assumptions that hold (e.g. ``K``: integer, positive)."""
+        keys = ("integer", "positive", "nonnegative", "real")
+        return {p: tuple(k for k in keys if p.assumptions0.get(k)) for p in self.params}
+
+    @property
     def conditions(self) -> tuple:
         """The whole domain as sympy conditions: ``Contains(param, set)`` and the constraints."""
         return tuple(sp.Contains(p, d, evaluate=False) for p, d in self.domain.items()) + self.constraints

@@ -228,7 +228,8 @@ def test_domain_is_visible_and_travels_with_subs():
     with pytest.raises(ValueError, match="B <= 3"):
         g.exact(alpha="1/2", B=4)
     assert g.exact(alpha="1/2", B=3) == 0
-    assert S.depth.is_integer and S.budget.is_integer and alpha.is_positive  # assumptions on the symbols
+    assert f.assumptions[S.depth] == ("integer", "positive", "nonnegative", "real")  # sympy assumptions
+    assert "positive" in f.assumptions[alpha] and "integer" not in f.assumptions[alpha]
 
 
 def test_limits_under_the_domain():
@@ -284,3 +285,12 @@ def test_fvsym_has_no_import_cycles():
     for m in graph:
         if m not in state:
             visit(m, [])
+
+
+@given(st.tuples(*[st.integers(-30, 30)] * 5), st.tuples(*[st.integers(-30, 30)] * 5),
+       st.lists(st.fractions(min_value=0, max_value=1, max_denominator=997), min_size=5, max_size=20))
+def test_dominance_certificate_is_sound(p, q, points):
+    if _envelope.dominates(p, q):  # certified p >= q on [0, 1]: never refuted at a point
+        assert all(_envelope.evaluate(p, t) >= _envelope.evaluate(q, t) for t in points)
+    shifted = (p[0] + 31 * 5 * 2,) + p[1:]  # p + 310 >= q for all coefficients in range: must be certified
+    assert _envelope.dominates(shifted, q)
