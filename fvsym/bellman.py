@@ -718,11 +718,17 @@ def _assemble(solver: _AlphaSolver, gains, layers: int, width: int, nonadaptive:
         if value != loss.subs(alpha, sample) or reached != gain:  # pragma: no cover - a solver bug
             raise AssertionError(f"piece ({lower}, {upper}): policy value {reached} != envelope {gain}")
         pieces.append(AlphaPiece(lower, upper, loss, sample, solver.symbolic_policy(S, policy), design))
-    if len(pieces) == 1:
-        expr = pieces[0].loss
-    else:
-        expr = sp.Piecewise(*[(p.loss, alpha < p.upper) for p in pieces[:-1]], (pieces[-1].loss, True))
+    expr = piecewise_in_alpha([(p.upper, p.loss) for p in pieces])
     return AlphaOptimum(expr, tuple(pieces), layers, width, nonadaptive, len(gains))
+
+
+def piecewise_in_alpha(pieces) -> sp.Expr:
+    """``[(upper_1, expr_1), ..., (1, expr_m)]`` (increasing upper ends) as one expression:
+    ``Piecewise((expr_1, alpha < upper_1), ..., (expr_m, True))``, or ``expr_1`` alone."""
+    alpha = _symbols.alpha
+    if len(pieces) == 1:
+        return pieces[0][1]
+    return sp.Piecewise(*[(e, alpha < upper) for upper, e in pieces[:-1]], (pieces[-1][1], True))
 
 
 def _check_alpha_depth(depth) -> int:

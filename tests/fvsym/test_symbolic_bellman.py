@@ -187,6 +187,18 @@ def test_envelope_has_exact_algebraic_breakpoints():
         assert (lo < sample) == sp.true and (sample < hi) == sp.true
 
 
+def test_piecewise_expression_of_an_envelope():
+    x = sp.Symbol("alpha")
+    polys = [(1, 0, 0), (0, 0, 2), (0, 1, 0), (0, 1, 1)]
+    pieces = _envelope.upper_envelope(polys, x)
+    expr = bellman.piecewise_in_alpha([(hi, sum(c * alpha**k for k, c in enumerate(p))) for _, hi, _, p in pieces])
+    assert isinstance(expr, sp.Piecewise) and expr.free_symbols == {alpha}
+    rng = random.Random(0)
+    for t in [R(rng.randint(1, 999), 1000) for _ in range(20)]:
+        assert expr.subs(alpha, t) == max(_envelope.evaluate(p, Fraction(int(t.p), int(t.q))) for p in polys)
+    assert sp.sympify(sp.sstr(expr)).subs(sp.Symbol("alpha"), R(9, 10)) == expr.subs(alpha, R(9, 10))
+
+
 @given(st.lists(st.tuples(*[st.integers(-20, 20)] * 4), min_size=1, max_size=8),
        st.lists(st.fractions(min_value=0, max_value=1, max_denominator=500), min_size=1, max_size=10))
 def test_prune_keeps_the_maximum_and_envelope_is_the_maximum(polys, points):
