@@ -17,6 +17,12 @@ the Pareto set of (resolved-cells value, squared norm of the zero cell's summed 
 Arithmetic is exact: with rational ``a_k^2`` every value is an integer in units of
 ``1 / (lcm(1..2^K) * Q)``; otherwise a vector of integer coefficients of the ``a_k^2``, compared
 through a 60-digit evaluation.
+
+For every ``alpha`` at once (``solve_alpha``, ``optimal_nonadaptive_alpha``, behind
+``tree_loss(..., alpha=None)``) the same programme runs on sets of polynomials in ``alpha`` (pruned
+with certified comparisons, ``_envelope``); the exact envelope at the root gives a ``Piecewise``
+with algebraic breakpoints and a policy per piece. ``recursion`` writes the recursion as sympy
+equations and ``unroll`` expands it for one small tree.
 """
 from __future__ import annotations
 
