@@ -1,5 +1,6 @@
 """Derive the losses of the theory in the REPL style: sympy expressions, LaTeX, exact values, the two
-scaling laws, the Bellman optimum and its policy tree (THEORY.md sections 3, 5, 6).
+scaling laws, the Bellman optimum and its policy tree, the Bellman recursion as equations and its optimum
+for every alpha at once, Theorem G1 with a symbolic tau (THEORY.md sections 3, 5, 6).
 
     python examples/01_derive_losses.py                       # depth 4, budget 2, alpha 1/2
     python examples/01_derive_losses.py --depth=5 --budget=3 --alpha=2/3 --out=runs/examples/mine
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import _cli
 
-SETUP = "from fractions import Fraction; from fvsym import tree, bellman, gaussian, TreePrior"
+SETUP = "from fractions import Fraction; from fvsym import tree, bellman, gaussian, symbols, TreePrior"
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,21 @@ def main(cfg: Config) -> dict:
     policy_text = s.show("sol.policy")
     nonadaptive, design = s("bellman.optimal_nonadaptive(prior, budget)")
 
+    s.comment("THEORY.md section 3 as symbols: the recursion as equations, the optimum for every alpha at once\n"
+              "# (certified pieces, each with its policy), the domain every formula carries")
+    s.let("eqs", "bellman.recursion(TreePrior(depth), layers=budget, width=1)")
+    s.show("bellman.recursion_latex(eqs)")
+    unrolled_ok = s("bellman.unroll(prior, budget, 1).doit() == sol.loss") if cfg.depth <= 3 else None
+    symbolic = s.let("g", "tree.tree_loss(depth, budget, 'optimal')")
+    s("g.expr")
+    s("[(p.lower, p.upper) for p in g.pieces]")
+    s("g.expr.subs(g.params[0], Fraction(alpha)) == sol.loss")
+    s("tree.path_loss().conditions")
+
     s.comment("THEORY.md section 5: the Gaussian side (water-filling), isotropic and matched to the tree")
     iso = s("gaussian.isotropic_loss().expr")
     matched = s("gaussian.gaussian_loss(None, budget, tau=tau, cov='tree', depth=depth, alpha=alpha).expr")
+    g1 = s("gaussian.deep_shallow_gap(gaussian.GaussianPrior.isotropic(2), 2, symbols.tau)")
 
     ns = s.namespace
     results = {
@@ -153,6 +166,14 @@ def main(cfg: Config) -> dict:
         "bellman": {"loss": str(optimal), "policy": solution.policy.to_dict(), "policy_text": policy_text,
                     "n_policy_nodes": solution.policy.n_policy_nodes, "n_states": solution.n_states},
         "optimal_nonadaptive_design": [int(n) for n in design],
+        "symbolic": {
+            "recursion": [str(e) for e in ns["eqs"]],
+            "recursion_latex": ns["bellman"].recursion_latex(ns["eqs"]),
+            "unrolled_equals_solve": unrolled_ok,
+            "optimal_in_alpha": str(symbolic.expr),
+            "pieces": [p.to_dict() for p in symbolic.pieces],
+            "g1": g1.to_dict(),
+        },
     }
     results["seconds"] = clock()
     folder = _cli.save(cfg, results, {"transcript.txt": s.transcript})

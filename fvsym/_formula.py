@@ -18,8 +18,19 @@ class Formula:
     params : the free symbols, in the order the numeric views take them.
     source : which section of THEORY.md (or derivation step) it implements.
 
+    constraints : relations among the params that the formula needs besides each symbol's own
+        domain, e.g. ``(B <= K,)`` for the path strategy.
+    pieces : for an optimum that is piecewise in ``alpha``, its pieces with their policies
+        (``bellman.AlphaPiece``); empty otherwise.
+
+    Domain: every param ranges over ``_symbols.DOMAINS`` (``0 < alpha < 1``, ``tau >= 0``, integers
+    ``K >= 1``, ``B >= 0``, ...) and the ``constraints`` must hold. ``f(...)``, ``f.exact`` and
+    ``f.subs`` refuse values outside with a one-line ValueError; ``f.domain`` and ``f.conditions``
+    show it, and ``f.limit`` takes limits under it (``alpha`` in (0, 1) included, which sympy's
+    assumptions cannot express).
+
     Views: ``f(*values)`` evaluates with numpy (cached lambdify), ``f.numba`` is an
-    njit-compiled scalar function usable inside kernels, ``f.latex`` / ``_repr_latex_``,
+    njit-compiled scalar function usable inside kernels (unchecked), ``f.latex`` / ``_repr_latex_``,
     ``f.exact(**values)`` substitutes exactly and returns a sympy number (or expression).
     """
 
@@ -28,11 +39,87 @@ class Formula:
     params: tuple[sp.Symbol, ...]
     source: str
     doc: str = field(default="", compare=False)
+    constraints: tuple = ()
+    pieces: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
         extra = self.expr.free_symbols - set(self.params)
         if extra:
             raise ValueError(f"formula {self.name}: free symbols {sorted(map(str, extra))} not in params")
+        object.__setattr__(self, "constraints", tuple(sp.sympify(c) for c in self.constraints))
+
+    # --- domain ------------------------------------------------------------------------------
+    @property
+    def domain(self) -> dict:
+        """Each param's set of allowed values (``sp.Reals`` for a symbol of no known domain)."""
+        from ._symbols import DOMAINS
+
+        return {p: DOMAINS.get(p, sp.Reals) for p in self.params}
+
+    @property
+    def assumptions(self) -> dict:
+        """Each param's sympy assumptions that hold (e.g. ``K``: integer, positive)."""
+        keys = ("integer", "positive", "nonnegative", "real")
+        return {p: tuple(k for k in keys if p.assumptions0.get(k)) for p in self.params}
+
+    @property
+    def conditions(self) -> tuple:
+        """The whole domain as sympy conditions: ``Contains(param, set)`` and the constraints."""
+        return tuple(sp.Contains(p, d, evaluate=False) for p, d in self.domain.items()) + self.constraints
+
+    def _refuse(self, what: str, given: dict):
+        shown = ", ".join(f"{k}={v}" for k, v in given.items())
+        raise ValueError(f"{self.name}: {what}, got {shown}")
+
+    def check(self, **values) -> dict:
+        """Exact values (by param name) checked against the domain; returns ``{Symbol: value}``."""
+        from ._validate import to_exact
+
+        by_name = {str(p): p for p in self.params}
+        unknown = set(values) - set(by_name)
+        if unknown:
+            raise ValueError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {sorted(by_name)}")
+        subs = {by_name[k]: to_exact(v, k) for k, v in values.items()}
+        domain = self.domain
+        for symbol, value in subs.items():
+            if value.is_number and domain[symbol].contains(value) == sp.false:
+                self._refuse(f"{symbol} must lie in {_show_set(domain[symbol])}", {symbol: value})
+        for c in self.constraints:
+            if c.subs(subs) == sp.false:
+                self._refuse(f"needs {c}", {s: v for s, v in subs.items() if s in c.free_symbols})
+        return subs
+
+    def _check_numeric(self, args) -> None:
+        """Domain check of numeric arguments (scalars or numpy arrays) for ``f(...)``."""
+        arrays = [a for a in args if hasattr(a, "shape") and getattr(a, "shape", ())]
+        if not arrays:
+            self.check(**{str(p): a.item() if hasattr(a, "item") else a for p, a in zip(self.params, args)})
+            return
+        import numpy as np
+
+        for p, a in zip(self.params, args):
+            values = np.unique(np.asarray(a, dtype=float))
+            for v in values:
+                self.check(**{str(p): float(v)})
+        if self.constraints:
+            ok = sp.lambdify(self.params, sp.And(*self.constraints), modules="numpy")(*args)
+            if not np.all(ok):
+                self._refuse(f"needs {' and '.join(map(str, self.constraints))}", {"values": "arrays"})
+
+    def limit(self, symbol, point, direction: str = "+"):
+        """``lim_{symbol -> point} expr`` under the domain: ``alpha`` in (0, 1) is written
+        ``exp(-c)`` with ``c > 0`` for the limit (sympy cannot assume ``alpha < 1``), then mapped back."""
+        from ._symbols import alpha
+
+        found = next((p for p in self.params if p == symbol or str(p) == str(symbol)), None)
+        if found is None:
+            raise ValueError(f"formula {self.name}: no parameter {symbol!r}; has {[str(p) for p in self.params]}")
+        expr, back = self.expr, {}
+        if alpha in expr.free_symbols and found != alpha:
+            c = sp.Symbol("c", positive=True)
+            expr, back = expr.subs(alpha, sp.exp(-c)), {c: -sp.log(alpha)}
+        value = sp.limit(expr, found, point, direction)
+        return sp.simplify(value.subs(back))
 
     # --- views -------------------------------------------------------------------------
     @cached_property
@@ -52,6 +139,7 @@ class Formula:
                 f"formula {self.name} takes {len(self.params)} values {[str(p) for p in self.params]}, "
                 f"got {len(args)}"
             )
+        self._check_numeric(args)
         return self._numpy(*args)
 
     @cached_property
@@ -72,19 +160,24 @@ class Formula:
     def __str__(self) -> str:
         return f"{self.name} = {self.expr}"
 
-    def exact(self, **values):
-        """Substitute values exactly (strings like "1/2" become Rationals) and simplify."""
-        from ._validate import to_exact
 
-        by_name = {str(p): p for p in self.params}
-        unknown = set(values) - set(by_name)
-        if unknown:
-            raise ValueError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {sorted(by_name)}")
-        subs = {by_name[k]: to_exact(v, k) for k, v in values.items()}
+    def exact(self, **values):
+        """Substitute values exactly (strings like "1/2" become Rationals) and simplify; values
+        outside the domain raise a one-line ValueError."""
+        subs = self.check(**values)
         return sp.simplify(self.expr.subs(subs))
 
     def subs(self, **values) -> "Formula":
-        """A new Formula with some parameters fixed exactly."""
-        expr = self.exact(**values)
+        """A new Formula with some parameters fixed exactly (the constraints left go with it)."""
+        subs = self.check(**values)
+        expr = sp.simplify(self.expr.subs(subs))
         params = tuple(p for p in self.params if str(p) not in values)
-        return Formula(self.name, expr, params, self.source, self.doc)
+        constraints = tuple(c.subs(subs) for c in self.constraints)
+        constraints = tuple(c for c in constraints if c != sp.true)
+        return Formula(self.name, expr, params, self.source, self.doc, constraints)
+
+
+def _show_set(s) -> str:
+    if isinstance(s, sp.Range):
+        return f"the integers >= {s.inf}" if s.sup == sp.oo else f"the integers {s.inf}..{s.sup}"
+    return str(s)

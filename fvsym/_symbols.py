@@ -13,4 +13,20 @@ n_tokens = sp.Symbol("N", integer=True, positive=True)
 levels = sp.Symbol("j", integer=True, nonnegative=True)  # full levels read by top_levels
 k = sp.Symbol("k", integer=True, positive=True)  # a tree level (summation index)
 
-__all__ = ["alpha", "tau", "s2", "depth", "budget", "layers", "width", "dim", "n_tokens", "levels", "k"]
+# The domain of every symbol (THEORY.md): checked whenever a Formula is evaluated. sympy's
+# assumptions carry what they can express (positive, integer); ``0 < alpha < 1`` needs this table.
+DOMAINS = {
+    alpha: sp.Interval.open(0, 1),
+    tau: sp.Interval(0, sp.oo),
+    s2: sp.Interval(0, sp.oo),
+    depth: sp.Range(1, sp.oo),
+    budget: sp.Range(0, sp.oo),
+    layers: sp.Range(1, sp.oo),
+    width: sp.Range(1, sp.oo),
+    dim: sp.Range(1, sp.oo),
+    n_tokens: sp.Range(1, sp.oo),
+    levels: sp.Range(0, sp.oo),
+    k: sp.Range(1, sp.oo),
+}
+
+__all__ = ["DOMAINS", "alpha", "tau", "s2", "depth", "budget", "layers", "width", "dim", "n_tokens", "levels", "k"]

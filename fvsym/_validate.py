@@ -9,7 +9,8 @@ import sympy as sp
 def to_exact(value, name: str):
     """Parse ``value`` (int, float, Fraction, sympy number, or a string such as "1/2" or "0.3").
 
-    Strings and Fractions become exact sympy Rationals; floats become sympy Floats.
+    Strings, Fractions and floats become exact sympy Rationals; a float is read by its shortest
+    decimal form (``0.3 -> 3/10``, what ``repr`` prints), so exact answers stay exact.
     Sympy expressions (symbols) are returned unchanged.
     """
     if isinstance(value, sp.Basic):
@@ -23,7 +24,7 @@ def to_exact(value, name: str):
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError(f"{name} must be finite, got {value!r}")
-        return sp.Float(value)
+        return sp.Rational(Fraction(repr(value)))
     if isinstance(value, str):
         text = value.strip()
         try:

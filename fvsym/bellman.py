@@ -17,6 +17,12 @@ the Pareto set of (resolved-cells value, squared norm of the zero cell's summed 
 Arithmetic is exact: with rational ``a_k^2`` every value is an integer in units of
 ``1 / (lcm(1..2^K) * Q)``; otherwise a vector of integer coefficients of the ``a_k^2``, compared
 through a 60-digit evaluation.
+
+For every ``alpha`` at once (``solve_alpha``, ``optimal_nonadaptive_alpha``, behind
+``tree_loss(..., alpha=None)``) the same programme runs on sets of polynomials in ``alpha`` (pruned
+with certified comparisons, ``_envelope``); the exact envelope at the root gives a ``Piecewise``
+with algebraic breakpoints and a policy per piece. ``recursion`` writes the recursion as sympy
+equations and ``unroll`` expands it for one small tree.
 """
 from __future__ import annotations
 
@@ -24,12 +30,14 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import sympy as sp
 
+from . import _envelope, _symbols
 from ._validate import check_int
-from .priors import TreePrior, node_depth
-from .tree import _check_prior, squared_scales
+from .priors import TreePrior, node_depth, squared_scales
+from .priors import check_tree_prior as _check_prior
 
 SOURCE = "THEORY.md §3"
 
@@ -101,7 +109,7 @@ class PolicyNode:
             "nodes": list(self.nodes),
             "belief": list(self.belief),
             "value": str(self.value),
-            "value_float": float(self.value),
+            "value_float": float(self.value) if self.value.is_number else None,
             "children": [
                 {"reading": list(reading), "next": None if child is None else child.to_dict()}
                 for reading, child in self.children.items()
@@ -189,20 +197,7 @@ class _Solver:
         self.lcm = math.lcm(*range(1, self.n_leaves + 1))
         self.squared = squared_scales(prior)
         self.second_moment = sp.expand(sum(self.squared))
-        if all(w.is_Rational for w in self.squared):
-            self.unit = math.lcm(*(int(w.q) for w in self.squared))
-            self.w = [int(w * self.unit) for w in self.squared]
-            self.rational = True
-        else:
-            import mpmath
-
-            ctx = mpmath.mp.clone()
-            ctx.dps = 60
-            floats = [ctx.mpf(str(sp.N(w, 70))) for w in self.squared]
-            self.w = [
-                _Lin(tuple(1 if i == k else 0 for i in range(K)), floats[k]) for k in range(K)
-            ]
-            self.rational = False
+        self._arithmetic(K)
         # node masks: sub(n) and its + half (sub(2n)) and - half (sub(2n+1))
         self.n_nodes = self.n_leaves - 1
         self.level = [0] * (self.n_nodes + 1)
@@ -221,6 +216,22 @@ class _Solver:
         self.terminal_memo: dict[int, object] = {}
         self.resolved_value = self.terminal(1)  # a single leaf: ||theta_s||^2 = E (scaled)
         self._nonadaptive_full = None
+
+    def _arithmetic(self, K: int):
+        if all(w.is_Rational for w in self.squared):
+            self.unit = math.lcm(*(int(w.q) for w in self.squared))
+            self.w = [int(w * self.unit) for w in self.squared]
+            self.rational = True
+        else:
+            import mpmath
+
+            ctx = mpmath.mp.clone()
+            ctx.dps = 60
+            floats = [ctx.mpf(str(sp.N(w, 70))) for w in self.squared]
+            self.w = [
+                _Lin(tuple(1 if i == k else 0 for i in range(K)), floats[k]) for k in range(K)
+            ]
+            self.rational = False
 
     # --- values ----------------------------------------------------------------------------------
     def exact(self, value):
@@ -414,6 +425,172 @@ def _pareto(entries):
     return kept
 
 
+# --- the optimum as a function of alpha: a DP over sets of candidate polynomials ----------------------
+class _Vec(tuple):
+    """Integer coefficients of ``1, alpha, .., alpha^(K-1)`` (``w_k = a_k^2 = alpha^(k-1)``)."""
+
+    __slots__ = ()
+
+    def __add__(self, other):
+        if isinstance(other, int):
+            if other:
+                raise TypeError("only 0 can be added to a _Vec")
+            return self
+        return _Vec(a + b for a, b in zip(self, other))
+
+    __radd__ = __add__
+
+    def __mul__(self, m: int):
+        return _Vec(m * a for a in self)
+
+    __rmul__ = __mul__
+
+
+class _AlphaSolver(_Solver):
+    """``V_l(S)`` as a set of polynomials in ``alpha`` whose pointwise maximum on ``(0, 1)`` is the
+    value for every ``alpha`` at once. Sums over reading outcomes are Minkowski sums, the maximum
+    over actions is a union; after each step :func:`_envelope.prune` drops the polynomials that are
+    certified (Bernstein coefficients, exact integers) to lie below the others on ``[0, 1]``, so no
+    polynomial that is best somewhere is ever lost. The same tree structure and canonical forms as
+    the numeric solver; the last layer of width ``d > 1`` (and ``L = 1``, ``d = B``) runs the Pareto
+    programme with pairs of polynomials, dropping only pairs dominated in both entries on ``[0, 1]``."""
+
+    def __init__(self, depth: int, width: int):
+        self.alpha = _symbols.alpha
+        super().__init__(TreePrior(depth, self.alpha), width)
+
+    def _arithmetic(self, K: int):
+        self.w = [_Vec(1 if i == k else 0 for i in range(K)) for k in range(K)]
+        self.rational = False
+        self.zero = _Vec(0 for _ in range(K))
+
+    def terminal(self, S: int):
+        v = super().terminal(S)
+        return self.zero if isinstance(v, int) else v
+
+    def exact(self, value):
+        return sp.expand(sum(sp.Rational(c, self.lcm) * self.alpha**k for k, c in enumerate(value)))
+
+    def value(self, S: int, layers: int):
+        size = S.bit_count()
+        if layers == 0 or size == 1:
+            return (self.terminal(S),)
+        layers = min(layers, self.resolving_layers(S))
+        key = (self.canon(S), layers)
+        v = self.memo.get(key)
+        if v is not None:
+            return v
+        if layers == 1 and self.width > 1:
+            v = self.nonadaptive_sets(S, self.width)[self.width]
+        else:
+            perfect = self.resolved_value * size
+            candidates = []
+            for _, cells in self.choices(S):
+                total = [self.zero]
+                for _, cell in cells:
+                    total = _envelope.prune([a + b for a in total for b in self.value(cell, layers - 1)])
+                if total == [perfect]:
+                    candidates = total
+                    break
+                candidates.extend(total)
+            v = tuple(_envelope.prune(candidates))
+        self.memo[key] = v
+        return v
+
+    def nonadaptive_sets(self, S: int, cap: int) -> dict[int, tuple]:
+        """For each number of reads ``b <= cap`` the candidate values of one-layer designs on ``S``
+        reading at most ``b`` nodes (the set version of ``nonadaptive_table``)."""
+        lcm, first_leaf = self.lcm, self.n_leaves
+        zero = self.zero
+        tables = {}
+        for i in range(self.n_leaves):
+            present = (S >> i) & 1
+            tables[first_leaf + i] = ({(0, present): [(zero, zero)]}, present)
+        for n in range(first_leaf - 1, 0, -1):
+            tp, cp = tables.pop(2 * n)
+            tm, cm = tables.pop(2 * n + 1)
+            w = self.w[self.level[n]]
+            readable = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (S & self.sub[n] != S) >= 2
+            out: dict[tuple[int, int], list] = {}
+            read_extra = w * (lcm * (cp + cm))
+            for (bp, zp), lp in tp.items():
+                for (bm, zm), lm in tm.items():
+                    b = bp + bm
+                    if b > cap:
+                        continue
+                    extra_r = w * (lcm * ((cp - zp) + (cm - zm)))
+                    extra_q = w * ((zp - zm) ** 2)
+                    bucket = out.setdefault((b, zp + zm), [])
+                    for rp, qp in lp:
+                        for rm, qm in lm:
+                            bucket.append((rp + rm + extra_r, qp + qm + extra_q))
+                    if readable and b < cap:
+                        fp = lcm // zp if zp else 0
+                        fm = lcm // zm if zm else 0
+                        bucket = out.setdefault((b + 1, 0), [])
+                        for rp, qp in lp:
+                            for rm, qm in lm:
+                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, zero))
+            tables[n] = ({key: _pareto_pairs(entries) for key, entries in out.items()}, cp + cm)
+        best: dict[int, list] = {}
+        for (b, z), entries in tables[1][0].items():
+            f = lcm // z if z else 0
+            best.setdefault(b, []).extend(r + q * f for r, q in entries)
+        out_best, running = {}, []
+        for b in range(cap + 1):
+            running = _envelope.prune(running + best.get(b, []))
+            out_best[b] = tuple(running)
+        return out_best
+
+    def gain_of_cells(self, cells) -> _Vec:
+        return sum((self.terminal(c) for c in cells), self.zero)
+
+    def symbolic_policy(self, S: int, node: "PolicyNode | None") -> "PolicyNode | None":
+        """The same decision tree with every ``value`` a polynomial in ``alpha`` (the expected loss
+        of following it from that belief, for every ``alpha``)."""
+        if node is None:
+            return None
+        children = {key: self.symbolic_policy(cell, node.children.get(key)) for key, cell in self.split(S, node.nodes)}
+        value = self.loss(S, self.gain_of_cells(self.policy_cells(S, node)))
+        return PolicyNode(nodes=node.nodes, children=children, belief=node.belief, value=value)
+
+    def policy_cells(self, S: int, node: "PolicyNode | None") -> list[int]:
+        """The final cells (leaf masks) a policy reaches from belief ``S``."""
+        if node is None:
+            return [S]
+        out = []
+        for key, cell in self.split(S, node.nodes):
+            out.extend(self.policy_cells(cell, node.children.get(key)))
+        return out
+
+
+def _pareto_pairs(entries):
+    """Pairs ``(r, q)`` of polynomials not dominated in both entries on ``[0, 1]`` by another pair
+    (larger is better; only certified dominations drop a pair)."""
+    entries = list(dict.fromkeys(entries))
+    if len(entries) <= 1:
+        return entries
+    probes = [Fraction(i, 8) for i in range(9)]
+    values = [tuple((_envelope.evaluate(r, x), _envelope.evaluate(q, x)) for x in probes) for r, q in entries]
+    kept = []
+    for i, (r, q) in enumerate(entries):
+        dominated = False
+        for j, (r2, q2) in enumerate(entries):
+            if j == i or any(a2 < a or b2 < b for (a, b), (a2, b2) in zip(values[i], values[j])):
+                continue
+            if _envelope.dominates(r2, r) and _envelope.dominates(q2, q):
+                dominated = True
+                break
+        if not dominated:
+            kept.append(i)
+    return [entries[i] for i in kept]
+
+
+@functools.lru_cache(maxsize=16)
+def _alpha_solver(depth: int, width: int) -> _AlphaSolver:
+    return _AlphaSolver(depth, width)
+
+
 @functools.lru_cache(maxsize=64)
 def _solver(prior: TreePrior, width: int) -> _Solver:
     return _Solver(prior, width)
@@ -460,4 +637,254 @@ def optimal_nonadaptive(prior: TreePrior, budget: int) -> tuple[sp.Expr, tuple[i
     return solver.loss(solver.full, value), nodes
 
 
-__all__ = ["BellmanSolution", "PolicyNode", "optimal_nonadaptive", "solve"]
+# --- the optimum in symbolic alpha -----------------------------------------------------------------
+@dataclass(frozen=True)
+class AlphaPiece:
+    """One piece of the optimum: on ``lower < alpha < upper`` the optimal loss is the polynomial
+    ``loss``, attained by ``policy`` (adaptive: a decision tree) or ``design`` (non-adaptive: nodes).
+    ``sample``: a rational inside the piece at which the policy was found and its value checked;
+    the policy's node values are polynomials in ``alpha``."""
+
+    lower: sp.Expr
+    upper: sp.Expr
+    loss: sp.Expr
+    sample: sp.Rational
+    policy: PolicyNode | None = None
+    design: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict:
+        out = {"lower": sp.sstr(self.lower), "upper": sp.sstr(self.upper),
+               "lower_float": float(self.lower), "upper_float": float(self.upper),
+               "loss": sp.sstr(self.loss), "sample": sp.sstr(self.sample)}
+        if self.design is not None:
+            out["design"] = [int(n) for n in self.design]
+        else:
+            out["policy"] = None if self.policy is None else self.policy.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class AlphaOptimum:
+    """The exact optimum as a function of ``alpha`` on ``(0, 1)``: ``loss`` is a ``Piecewise`` of
+    polynomials in ``alpha`` (a plain polynomial when one policy is best everywhere) with exact
+    algebraic breakpoints; ``pieces`` lists each interval with its optimal policy or design.
+    ``n_candidates``: polynomials left at the root before the exact envelope was taken."""
+
+    loss: sp.Expr
+    pieces: tuple[AlphaPiece, ...]
+    layers: int
+    width: int
+    nonadaptive: bool
+    n_candidates: int
+
+    @property
+    def breakpoints(self) -> tuple:
+        return tuple(p.upper for p in self.pieces[:-1])
+
+    def at(self, alpha):
+        """The exact optimal loss at a number ``alpha`` in ``(0, 1)``."""
+        from ._validate import check_alpha
+
+        a = check_alpha(alpha)
+        if not a.is_number:
+            raise ValueError(f"at() needs a number alpha, got {alpha!r}")
+        for piece in self.pieces:
+            if (a <= piece.upper) == sp.true:
+                return sp.expand(piece.loss.subs(_symbols.alpha, a))
+        return sp.expand(self.pieces[-1].loss.subs(_symbols.alpha, a))  # pragma: no cover
+
+    def to_dict(self) -> dict:
+        return {"loss": sp.sstr(self.loss), "layers": self.layers, "width": self.width,
+                "nonadaptive": self.nonadaptive, "n_candidates": self.n_candidates,
+                "breakpoints": [sp.sstr(b) for b in self.breakpoints],
+                "pieces": [p.to_dict() for p in self.pieces]}
+
+
+MAX_ALPHA_DEPTH = 5
+
+
+def _assemble(solver: _AlphaSolver, gains, layers: int, width: int, nonadaptive: bool) -> AlphaOptimum:
+    """Exact envelope of the root candidates, one policy per piece (found by the numeric solver at the
+    piece's sample and checked to have exactly the piece's polynomial as its value)."""
+    alpha = _symbols.alpha
+    S = solver.full
+    budget = layers * width
+    pieces = []
+    for lower, upper, sample, gain in _envelope.upper_envelope(list(gains), alpha):
+        loss = solver.loss(S, gain)
+        prior = TreePrior(solver.K, sample)
+        if nonadaptive:
+            value, design = optimal_nonadaptive(prior, budget)
+            reached = solver.gain_of_cells([c for _, c in solver.split(S, design)])
+            policy = None
+        else:
+            sol = solve(prior, layers, width)
+            value, policy, design = sol.loss, sol.policy, None
+            reached = solver.gain_of_cells(solver.policy_cells(S, policy))
+        if value != loss.subs(alpha, sample) or reached != gain:  # pragma: no cover - a solver bug
+            raise AssertionError(f"piece ({lower}, {upper}): policy value {reached} != envelope {gain}")
+        pieces.append(AlphaPiece(lower, upper, loss, sample, solver.symbolic_policy(S, policy), design))
+    expr = piecewise_in_alpha([(p.upper, p.loss) for p in pieces])
+    return AlphaOptimum(expr, tuple(pieces), layers, width, nonadaptive, len(gains))
+
+
+def piecewise_in_alpha(pieces) -> sp.Expr:
+    """``[(upper_1, expr_1), ..., (1, expr_m)]`` (increasing upper ends) as one expression:
+    ``Piecewise((expr_1, alpha < upper_1), ..., (expr_m, True))``, or ``expr_1`` alone."""
+    alpha = _symbols.alpha
+    if len(pieces) == 1:
+        return pieces[0][1]
+    return sp.Piecewise(*[(e, alpha < upper) for upper, e in pieces[:-1]], (pieces[-1][1], True))
+
+
+def _check_alpha_depth(depth) -> int:
+    return check_int(depth, "depth", minimum=1, maximum=MAX_ALPHA_DEPTH)
+
+
+def solve_alpha(depth: int, layers: int, width: int) -> AlphaOptimum:
+    """The exact Bellman optimum of ``layers`` x ``width`` (noiseless coordinate class) for every
+    ``alpha`` in ``(0, 1)`` at once: a ``Piecewise`` of polynomials with certified pieces and their
+    policies (see :class:`_AlphaSolver` and :mod:`fvsym._envelope`). ``depth <= 5``."""
+    depth = _check_alpha_depth(depth)
+    layers = check_int(layers, "layers", minimum=0)
+    width = check_int(width, "width", minimum=0)
+    n_nodes = 2**depth - 1
+    if layers * width > n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {n_nodes}, got {layers * width}")
+    solver = _alpha_solver(depth, max(width, 1))
+    gains = (solver.zero,) if layers * width == 0 else solver.value(solver.full, layers)  # memo kept
+    return _assemble(solver, gains, layers, width, nonadaptive=False)
+
+
+def optimal_nonadaptive_alpha(depth: int, budget: int) -> AlphaOptimum:
+    """The exact ``L = 1``, ``d = B`` optimum for every ``alpha`` in ``(0, 1)``, with each piece's
+    best fixed design. ``depth <= 5``."""
+    depth = _check_alpha_depth(depth)
+    budget = check_int(budget, "budget", minimum=0)
+    n_nodes = 2**depth - 1
+    if budget > n_nodes:
+        raise ValueError(f"budget must be <= D = {n_nodes}, got {budget}")
+    solver = _alpha_solver(depth, 1)
+    if solver._nonadaptive_full is None:
+        solver._nonadaptive_full = solver.nonadaptive_sets(solver.full, n_nodes)
+    return _assemble(solver, solver._nonadaptive_full[budget], 1, budget, nonadaptive=True)
+
+
+# --- the recursion as equations ---------------------------------------------------------------------
+MAX_WRITTEN_WIDTH = 4  # the sum over the 3^d reading outcomes is written out term by term
+
+
+def _J(l: int):
+    return sp.Function(f"J_{l}")
+
+
+def recursion(prior, layers: int, width: int, tau=None) -> tuple:
+    """The Bellman recursion of THEORY.md section 3 as sympy equations (``sp.Eq``), from the terminal
+    value to the optimum. Print them with ``str``/``sp.latex`` (or :func:`recursion_latex`).
+
+    ``TreePrior`` (noiseless coordinate class, the model :func:`solve` solves): a belief ``S`` is a set
+    of equally likely leaves; an action ``W`` is a set of ``width`` nodes whose reading is not constant
+    on ``S`` (the set ``N_d(S)``); each node reads ``+``, ``-`` or ``0``, so the expectation over the
+    reading is the written-out sum over the ``3^d`` outcomes ``r`` of ``P(r) = |S_W^r| / |S|`` times the
+    value at the Bayes update ``S_W^r``::
+
+        J_L(S) = (1/|S|) sum_{s in S} ||theta_s - mu_S||^2
+        J_{l-1}(S) = min_{W in N_d(S)} sum_r |S_W^r| / |S| J_l(S_W^r),   l = L .. 1
+        optimal_loss = J_0(S_0),   |S_0| = 2^K
+
+    ``GaussianPrior`` (gaussian channel, noise ``tau``, symbolic by default): the belief is the
+    posterior covariance ``P``, whose update does not depend on the reading (the expectation over
+    the reading is trivial), ``J_L(P) = tr P`` and ``J_{l-1}(P) = min_W J_l(P - P W^T (W P W^T +
+    tau^2 I)^-1 W P)``, ``optimal_loss = J_0(C)``. :func:`unroll` expands the tree version."""
+    from . import _notation as N
+    from .priors import GaussianPrior
+
+    layers = check_int(layers, "layers", minimum=1)
+    width = check_int(width, "width", minimum=1)
+    optimum = sp.Symbol("optimal_loss")
+    if isinstance(prior, GaussianPrior):
+        from ._validate import check_tau
+
+        t = _symbols.tau if tau is None else check_tau(tau)
+        D = prior.dim
+        P, W, C = sp.MatrixSymbol("P", D, D), sp.MatrixSymbol("W", width, D), sp.MatrixSymbol("C", D, D)
+        update = P - P * W.T * (W * P * W.T + t**2 * sp.Identity(width)).I * W * P
+        actions = sp.Symbol(f"U_{width}")  # d x D matrices with unit rows
+        eqs = [sp.Eq(C, prior.cov), sp.Eq(_J(layers)(P), sp.Trace(P))]
+        for l in range(layers, 0, -1):
+            eqs.append(sp.Eq(_J(l - 1)(P), N.MinOver(_J(l)(update), W, actions)))
+        eqs.append(sp.Eq(optimum, _J(0)(C)))
+        return tuple(eqs)
+    prior = _check_prior(prior)
+    if tau is not None:
+        raise ValueError(f"the tree recursion is the noiseless one (THEORY.md section 3); got tau={tau}")
+    if width > MAX_WRITTEN_WIDTH:
+        raise ValueError(f"width must be <= {MAX_WRITTEN_WIDTH} to write out the 3^d reading outcomes, got {width}")
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    S, S0, W = sp.Symbol("S"), sp.Symbol("S_0"), sp.Symbol("W")
+    actions = sp.Function(f"N_{width}")(S)
+    outcomes = list(itertools.product((1, -1, 0), repeat=width))
+    eqs = [sp.Eq(N.Card(S0), 2**prior.depth), sp.Eq(_J(layers)(S), N.PosteriorVariance(S))]
+    for l in range(layers, 0, -1):
+        total = sp.Add(*[N.Card(N.Cell(S, W, r)) / N.Card(S) * _J(l)(N.Cell(S, W, r)) for r in outcomes],
+                       evaluate=False)
+        eqs.append(sp.Eq(_J(l - 1)(S), N.MinOver(total, W, actions)))
+    eqs.append(sp.Eq(optimum, _J(0)(S0)))
+    return tuple(eqs)
+
+
+def recursion_latex(equations) -> str:
+    """The equations as one LaTeX ``aligned`` block."""
+    rows = [rf"{sp.latex(e.lhs)} &= {sp.latex(e.rhs)}" for e in equations]
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+MAX_UNROLLED_TERMS = 200_000
+
+
+def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> sp.Expr:
+    """The recursion expanded for one small tree: an explicit expression of ``Min`` (over the actions
+    of each belief, one per distinct partition), sums over the reading outcomes with their
+    probabilities ``|cell| / |S|``, and terminal losses, built unevaluated (``evaluate=False``).
+    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value).doit()`` (symbolic ``alpha``, ``depth <= 5``)
+    evaluates it; the value equals ``solve(prior, layers, width).loss``. Subtrees of repeated
+    beliefs are shared; more than ``max_terms`` actions in all raise a ValueError."""
+    prior = _check_prior(prior)
+    layers = check_int(layers, "layers", minimum=0)
+    width = check_int(width, "width", minimum=1)
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    if prior.is_numeric:
+        solver = _Solver(prior, width)
+    elif prior.alpha is not None and isinstance(prior.alpha, sp.Symbol) and prior.alpha == _symbols.alpha:
+        solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
+    else:
+        raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+    memo: dict[tuple[int, int], sp.Expr] = {}
+    n_terms = 0
+
+    def J(S: int, left: int) -> sp.Expr:
+        nonlocal n_terms
+        size = S.bit_count()
+        if left == 0 or size == 1:
+            return solver.loss(S, solver.terminal(S))
+        key = (S, left)
+        if key in memo:
+            return memo[key]
+        options = []
+        for _, cells in solver.choices(S):
+            terms = [sp.Mul(sp.Rational(c.bit_count(), size), J(c, left - 1), evaluate=False) for _, c in cells]
+            options.append(sp.Add(*terms, evaluate=False))
+        n_terms += len(options)
+        if n_terms > max_terms:
+            raise ValueError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
+                             "use a smaller depth, fewer layers or a larger max_terms")
+        memo[key] = options[0] if len(options) == 1 else sp.Min(*options, evaluate=False)
+        return memo[key]
+
+    return J(solver.full, layers)
+
+
+__all__ = ["AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "optimal_nonadaptive",
+           "optimal_nonadaptive_alpha", "recursion", "recursion_latex", "solve", "solve_alpha", "unroll"]

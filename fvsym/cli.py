@@ -4,6 +4,10 @@
                         [--layers L --width d] [--alpha A] [--format text|latex|json]
     fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|tree] [--depth K --alpha A]
                         [--format text|latex|json]
+    fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
+
+``tree-loss --strategy optimal`` (or ``optimal_nonadaptive``) without ``--alpha`` prints the exact
+optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with its policy.
 
 ``--alpha`` and ``--tau`` take exact rationals (``1/2``) or decimals (``0.3``, read exactly as 3/10).
 Handlers import the derivations lazily; nothing here loads numba or torch.
@@ -55,6 +59,20 @@ def register(subparsers) -> None:
     gauss.add_argument("--format", choices=FORMATS, default="text")
     gauss.set_defaults(func=_gaussian_loss)
 
+    bell = quantities.add_parser(
+        "bellman", help="the Bellman recursion as equations (THEORY.md 3)",
+        description="The Bellman recursion of the noiseless coordinate class on TreePrior(depth, alpha), "
+                    "as sympy equations; --unroll expands it for this tree and evaluates it.",
+    )
+    bell.add_argument("--depth", type=int, required=True, help="tree depth K >= 1")
+    bell.add_argument("--layers", type=int, required=True, help="L >= 1")
+    bell.add_argument("--width", type=int, default=1, help="d, nodes read per layer (default 1)")
+    bell.add_argument("--alpha", default=None, help="scale ratio in (0, 1) for --unroll (default: symbolic)")
+    bell.add_argument("--unroll", action="store_true",
+                      help="also expand the recursion for this tree (small trees) and evaluate it")
+    bell.add_argument("--format", choices=FORMATS, default="text")
+    bell.set_defaults(func=_bellman)
+
 
 def _tree_loss(args) -> int:
     from .tree import tree_loss
@@ -66,7 +84,48 @@ def _tree_loss(args) -> int:
               "layers": args.layers, "width": args.width}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
     extra = _policy(depth, budget, args, alpha) if args.policy else None
+    if formula.pieces:
+        extra = dict(extra or {})
+        extra["pieces"] = [p.to_dict() for p in formula.pieces]
+        extra["pieces_text"] = _pieces_text(formula.pieces, args.policy)
     _emit(formula, inputs, args.format, extra)
+    return 0
+
+
+def _bellman(args) -> int:
+    from . import bellman
+    from .priors import TreePrior
+
+    depth = check_int(args.depth, "depth", minimum=1)
+    layers = check_int(args.layers, "layers", minimum=1)
+    width = check_int(args.width, "width", minimum=1)
+    alpha = None if args.alpha is None else check_alpha(args.alpha)
+    prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
+    equations = bellman.recursion(prior, layers, width)
+    record = {
+        "name": "bellman_recursion",
+        "equations": [{"lhs": sp.sstr(e.lhs), "rhs": sp.sstr(e.rhs), "latex": sp.latex(e)} for e in equations],
+        "latex": bellman.recursion_latex(equations),
+        "source": "THEORY.md §3 (noiseless coordinate class, tree prior)",
+        "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha},
+    }
+    if args.unroll:
+        expr = bellman.unroll(prior, layers, width)
+        value = expr.doit() if alpha is not None else sp.simplify(expr.doit())
+        record["unrolled"] = sp.sstr(expr)
+        record["unrolled_value"] = sp.sstr(value)
+        record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if alpha is not None else None
+    if args.format == "json":
+        print(json.dumps(record, indent=2))
+        return 0
+    if args.format == "latex":
+        print(record["latex"])
+    else:
+        for e in equations:
+            print(f"{sp.sstr(e.lhs)} = {sp.sstr(e.rhs)}")
+    if args.unroll:
+        print(f"unrolled: {record['unrolled']}")
+        print(f"value = {record['unrolled_value']}" + (f"  (solve: {record['solve_loss']})" if record["solve_loss"] else ""))
     return 0
 
 
@@ -77,6 +136,8 @@ def _policy(depth: int, budget: int, args, alpha):
 
     if args.strategy not in ("optimal", "optimal_nonadaptive"):
         raise ValueError(f"--policy needs strategy optimal or optimal_nonadaptive, got {args.strategy}")
+    if alpha is None:  # symbolic alpha: every piece of the optimum carries its own policy
+        return {}
     prior = TreePrior(depth, alpha)
     if args.strategy == "optimal_nonadaptive":
         _, nodes = bellman.optimal_nonadaptive(prior, budget)
@@ -85,6 +146,17 @@ def _policy(depth: int, budget: int, args, alpha):
     policy = bellman.solve(prior, layers, args.width or 1).policy
     return {"policy": None if policy is None else policy.to_dict(),
             "policy_text": "read nothing" if policy is None else policy.describe()}
+
+
+def _pieces_text(pieces, with_policy: bool) -> str:
+    lines = []
+    for p in pieces:
+        what = f"design {list(p.design)}" if p.design is not None else "policy below" if with_policy else ""
+        lines.append(f"piece {p.lower} < alpha < {p.upper}: loss {p.loss}"
+                     + (f"; {what}" if what else "") + f" (checked at alpha = {p.sample})")
+        if with_policy and p.policy is not None:
+            lines.append(p.policy.describe())
+    return "\n".join(lines)
 
 
 def _gaussian_loss(args) -> int:
@@ -122,7 +194,7 @@ def result_record(formula, inputs: dict) -> dict:
 def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
     record = result_record(formula, inputs)
     if extra:
-        record.update({k: v for k, v in extra.items() if k != "policy_text"})
+        record.update({k: v for k, v in extra.items() if k not in ("policy_text", "pieces_text")})
     if fmt == "json":
         print(json.dumps(record, indent=2))
     elif fmt == "latex":
@@ -133,4 +205,7 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
             print(f"value = {record['value']} ({record['float']:.12g})")
         print(f"source: {record['source']}")
     if extra and fmt != "json":
-        print(extra.get("policy_text") or f"design: nodes {extra['design']}")
+        if "pieces_text" in extra:
+            print(extra["pieces_text"])
+        elif "policy_text" in extra or "design" in extra:
+            print(extra.get("policy_text") or f"design: nodes {extra['design']}")

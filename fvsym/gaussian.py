@@ -53,12 +53,28 @@ class WaterFilling:
 class DepthComparison:
     """Theorem G1: optimal losses of the deep (``L = B, d = 1``) and shallow (``L = 1, d = B``) systems.
 
-    ``deep`` is a float found by numerical optimisation of the sequential (Bellman) problem,
-    ``shallow`` the exact water-filling optimum.
+    ``shallow`` is the exact water-filling optimum. ``deep`` comes from the route named in ``route``:
+    ``"numeric"``: a float, numerical optimisation (BFGS) of the sequential (Bellman) problem;
+    ``"symbolic"``: exact (sympy), from the identity "deep sequential posterior = shallow stacked
+    posterior" checked to simplify to zero (``identity_checked``) and the trace of the sequential
+    posterior of an optimal design. ``gap = deep - shallow`` (zero by Theorem G1).
     """
 
-    deep: float
+    deep: object
     shallow: sp.Expr
+    route: str = "numeric"
+    identity_checked: bool = False
+    detail: str = ""
+
+    @property
+    def gap(self):
+        if self.route == "numeric":
+            return self.deep - float(self.shallow)
+        return sp.simplify(self.deep - self.shallow)
+
+    def to_dict(self) -> dict:
+        return {"deep": str(self.deep), "shallow": sp.sstr(self.shallow), "gap": str(self.gap),
+                "route": self.route, "identity_checked": self.identity_checked, "detail": self.detail}
 
 
 # --- posterior of a design ---------------------------------------------------------------
@@ -365,11 +381,95 @@ def _sequential_trace(params, C, n_layers: int, tau2: float):
         grad[l] = (g_w - (w @ g_w) * w) / norms[l]
         G = G - (np.outer(Gu, w) + np.outer(w, Gu)) / delta + (q / delta**2) * np.outer(w, w)
     return value, grad.ravel()
+
+
+def sequential_posterior(cov, W, tau) -> sp.Matrix:
+    """Posterior covariance of the deep system: the rows of ``W`` read one per layer (width 1), each
+    a rank-one Bayes update ``P <- P - P w w^T P / (w^T P w + tau^2)`` (THEORY.md section 3 for a
+    Gaussian belief; the update does not depend on the value read). Exact, symbolic where the
+    inputs are (``tau``, the covariance, the rows of ``W``)."""
+    P = _covariance(cov)
+    W = _design(W, P.rows)
+    t = check_tau(tau)
+    for r in range(W.rows):
+        w = W[r, :].T
+        u = P * w
+        denom = (w.T * u)[0] + t**2
+        if denom.is_zero:
+            continue  # nothing left to learn along w (only at tau = 0)
+        P = P - u * u.T / denom
     return P
 
 
-def depth_advantage(prior, budget, tau, *, seed: int = 0, n_starts: int = 8) -> DepthComparison:
-    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``).
+def stacked_posterior(cov, W, tau) -> sp.Matrix:
+    """Posterior covariance of the shallow system, every row of ``W`` read in one layer:
+    ``C - C W^T (W C W^T + tau^2 I)^-1 W C`` (unsimplified; see :func:`posterior_covariance`)."""
+    C = _covariance(cov)
+    W = _design(W, C.rows)
+    t = check_tau(tau)
+    if W.rows == 0:
+        return C
+    CW = C * W.T
+    return C - CW * _gain(C, W, t) * CW.T
+
+
+def _vanishes(expr) -> bool:
+    return sp.cancel(sp.together(expr)) == 0
+
+
+def g1_identity(cov, W=None, tau=None) -> sp.Matrix:
+    """Theorem G1 as an identity: ``sequential_posterior - stacked_posterior``, simplified entry by
+    entry; the zero matrix for every input. ``W=None`` takes ``W`` of generic symbolic entries
+    ``w_{r,c}`` (an integer ``W`` means that many generic rows) and ``tau=None`` a symbolic ``tau``,
+    so a zero result is a proof for all designs and noise levels of that size."""
+    C = _covariance(cov)
+    t = _symbols.tau if tau is None else check_tau(tau)
+    if W is None or isinstance(W, int):
+        rows = 2 if W is None else check_int(W, "rows", minimum=1)
+        W = sp.Matrix(rows, C.rows, lambda r, c: sp.Symbol(f"w_{r + 1}{c + 1}", real=True))
+    diff = sequential_posterior(C, W, t) - stacked_posterior(C, W, t)
+    return diff.applyfunc(lambda x: sp.cancel(sp.together(x)))
+
+
+def _deep_shallow_symbolic(gauss: GaussianPrior, B: int, t) -> DepthComparison:
+    """Exact route of Theorem G1 (symbolic ``tau`` or covariance)."""
+    C = gauss.cov
+    shallow = water_filling(gauss.eigenvalues, B, t).loss
+    rows = max(1, min(B, 2) if C.rows * min(B, 2) <= 6 else 1)
+    identity = g1_identity(C, rows, t)
+    checked = all(x == 0 for x in identity)
+    if not checked:  # pragma: no cover - would refute Theorem G1
+        raise AssertionError(f"sequential and stacked posteriors differ: {identity}")
+    detail = (f"sequential - stacked posterior simplified to zero for {rows} generic symbolic row(s) and "
+              f"{'symbolic' if not t.is_number else 'this'} tau; the posterior does not depend on the "
+              "values read, so a deep policy is a fixed sequence, i.e. a fixed design, and ")
+    weights = water_filling(gauss.eigenvalues, B, t).weights
+    if all(w.is_Integer for w in weights) and C.is_diagonal():
+        # integer weights: the optimal design reads eigen-directions, whatever tau is
+        order = [i for i, w in enumerate(weights) for _ in range(int(w))]
+        W = sp.Matrix([[1 if c == i else 0 for c in range(C.rows)] for i in order]) if order \
+            else sp.zeros(0, C.rows)
+        deep = sp.simplify(sequential_posterior(C, W, t).trace())
+        detail += f"the deep loss is tr P after reading eigen-directions {[i + 1 for i in order]} one per layer"
+    elif t.is_number and all(x.is_number for x in C):
+        W = optimal_design(gauss, B, t)
+        deep = sp.simplify(sequential_posterior(C, W, t).trace())
+        detail += "the deep loss is tr P after reading the optimal design's rows one per layer"
+    else:
+        deep = shallow
+        detail += ("the deep optimum is the minimum over fixed designs, the water-filling optimum "
+                   "(the optimal design depends on tau here, so it is not built)")
+    return DepthComparison(deep, shallow, "symbolic", checked, detail)
+
+
+def deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8,
+                     method: str = "auto") -> DepthComparison:
+    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``);
+    the result's ``gap`` is ``deep - shallow`` and ``route`` says how ``deep`` was found.
+
+    ``method="auto"``: ``"symbolic"`` when ``tau`` or the covariance is symbolic, else ``"numeric"``.
+    ``"symbolic"``: exact, see :func:`g1_identity` and :class:`DepthComparison`.
+    ``"numeric"``, as follows.
 
     ``shallow``: the exact water-filling optimum (a fixed ``B x D`` design). ``deep``: the Bellman
     recursion over Gaussian beliefs. The posterior covariance after a reading does not depend on the
@@ -379,20 +479,24 @@ def depth_advantage(prior, budget, tau, *, seed: int = 0, n_starts: int = 8) -> 
     from ``seed`` (numpy/scipy, imported here). This uses no water-filling, so the two are
     independent computations of the same number.
     """
-    import numpy as np
-    from scipy.optimize import minimize
-
     gauss = _as_gaussian(prior)
     C = gauss.cov
     B = check_int(budget, "budget", minimum=0)
     n_starts = check_int(n_starts, "n_starts", minimum=1)
     t = check_tau(tau)
-    if not (t.is_number and all(x.is_number for x in C)):
-        raise ValueError("depth_advantage needs a numeric covariance and tau")
+    method = check_choice(method, "method", ("auto", "symbolic", "numeric"))
+    numeric = t.is_number and all(x.is_number for x in C)
+    if method == "numeric" and not numeric:
+        raise ValueError("method 'numeric' needs a numeric covariance and tau; use 'symbolic'")
+    if method == "symbolic" or not numeric:
+        return _deep_shallow_symbolic(gauss, B, t)
+    import numpy as np
+    from scipy.optimize import minimize
+
     shallow = water_filling(gauss.eigenvalues, B, t).loss
     C_np = np.array(C.evalf(), dtype=float)
     if B == 0:
-        return DepthComparison(float(np.trace(C_np)), shallow)
+        return DepthComparison(float(np.trace(C_np)), shallow, "numeric", False, "nothing read")
     rng = np.random.default_rng(seed)
     best = np.inf
     for _ in range(n_starts):
@@ -402,7 +506,10 @@ def depth_advantage(prior, budget, tau, *, seed: int = 0, n_starts: int = 8) -> 
             options={"gtol": 1e-12, "maxiter": 5000},
         )
         best = min(best, float(res.fun))
-    return DepthComparison(best, shallow)
+    return DepthComparison(best, shallow, "numeric", False, f"BFGS over the sequence, {n_starts} starts")
+
+
+depth_advantage = deep_shallow_gap  # the earlier name
 
 
 # --- the API behind `fv derive gaussian-loss` --------------------------------------------
@@ -451,11 +558,15 @@ def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
 __all__ = [
     "DepthComparison",
     "WaterFilling",
+    "deep_shallow_gap",
     "depth_advantage",
     "design_loss",
+    "g1_identity",
     "gaussian_loss",
     "isotropic_loss",
     "optimal_design",
     "posterior_covariance",
+    "sequential_posterior",
+    "stacked_posterior",
     "water_filling",
 ]

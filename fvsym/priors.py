@@ -152,6 +152,18 @@ class TreePrior:
         return hash((TreePrior, self.depth, self.scales))
 
 
+def squared_scales(prior: TreePrior) -> tuple:
+    """``w_k = a_k^2`` for ``k = 1..K`` (every loss of the tree prior is linear in these)."""
+    return tuple(sp.powsimp(sp.expand(a**2)) for a in prior.scales)
+
+
+def check_tree_prior(prior) -> TreePrior:
+    """``prior`` itself if it is a TreePrior, else a one-line ValueError."""
+    if not isinstance(prior, TreePrior):
+        raise ValueError(f"prior must be a TreePrior, got {type(prior).__name__}")
+    return prior
+
+
 class GaussianPrior:
     """``theta ~ N(0, C)`` (THEORY.md section 5). ``C`` must be square, symmetric and PSD."""
 

@@ -18,10 +18,12 @@ from fractions import Fraction
 
 import sympy as sp
 
-from . import _symbols
+from . import _symbols, bellman
 from ._formula import Formula
 from ._validate import check_alpha, check_choice, check_int
-from .priors import TreePrior, node_depth
+from .bellman import PolicyNode
+from .priors import TreePrior, node_depth, squared_scales
+from .priors import check_tree_prior as _check_prior
 
 STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
 SOURCE = "THEORY.md §6"
@@ -66,7 +68,8 @@ def path_loss() -> Formula:
     """
     expr = _residual_loss(_B + 1)
     return Formula("path_loss", expr, (_alpha, _K, _B), SOURCE + " (path strategy)",
-                   doc="noiseless loss of the adaptive path strategy, valid for B <= K")
+                   doc="noiseless loss of the adaptive path strategy, valid for B <= K",
+                   constraints=(sp.Le(_B, _K),))
 
 
 @functools.cache
@@ -78,7 +81,8 @@ def top_levels_loss() -> Formula:
     """
     expr = _residual_loss(_j + 1)
     return Formula("top_levels_loss", expr, (_alpha, _K, _j), SOURCE + " (top-levels design)",
-                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K")
+                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K",
+                   constraints=(sp.Le(_j, _K),))
 
 
 def _limit_infinite_depth(expr, c):
@@ -123,17 +127,6 @@ def scaling_exponents() -> dict:
 
 
 # --- any fixed coordinate design -------------------------------------------------------------------
-def squared_scales(prior: TreePrior) -> tuple:
-    """``w_k = a_k^2`` for ``k = 1..K`` (every loss is linear in these)."""
-    return tuple(sp.powsimp(sp.expand(a**2)) for a in prior.scales)
-
-
-def _check_prior(prior) -> TreePrior:
-    if not isinstance(prior, TreePrior):
-        raise ValueError(f"prior must be a TreePrior, got {type(prior).__name__}")
-    return prior
-
-
 def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
@@ -224,8 +217,6 @@ def path_design(prior: TreePrior, budget: int):
     """The adaptive path strategy as a decision tree (a ``bellman.PolicyNode``; ``None`` for ``B = 0``):
     layer ``l`` reads node ``n_l`` of the path decoded so far, ``B <= K`` layers of width 1.
     It has ``2^B - 1`` nodes, so ``B <= 16``; ``prior.path(signs)[:B]`` lists one leaf's nodes."""
-    from .bellman import PolicyNode
-
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.depth:
@@ -296,7 +287,10 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
     ``strategy``: ``path`` (adaptive, ``B <= K``), ``top_levels`` (first ``B`` heap nodes),
     ``optimal`` (Bellman optimum with ``layers`` x ``width``, default ``L = B``, ``d = 1``) or
     ``optimal_nonadaptive`` (``L = 1``, ``d = B``). ``alpha=None`` (and no ``scales``) keeps ``alpha``
-    symbolic (path and top_levels only). Returns a Formula whose params are the symbols left.
+    symbolic: for the optimal strategies the result is the exact optimum for every ``alpha`` in
+    (0, 1), a ``Piecewise`` of polynomials with certified pieces, each with its policy or design in
+    ``formula.pieces`` (``depth <= 5``; see ``bellman.solve_alpha``). Returns a Formula whose params
+    are the symbols left.
     """
     depth = check_int(depth, "depth", minimum=1)
     budget = check_int(budget, "budget", minimum=0)
@@ -320,11 +314,17 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         else:
             expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
         return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
-    if not prior.is_numeric:
-        raise ValueError(f"strategy {strategy} needs a numeric alpha or numeric scales, got {prior!r}")
-    from . import bellman
-
     L, d = _layers_width(strategy, budget, layers, width)
+    if scales is not None and not prior.is_numeric:
+        raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+    if prior.alpha is not None and not prior.alpha.is_number:
+        if strategy == "optimal_nonadaptive":
+            optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
+        else:
+            optimum = bellman.solve_alpha(depth, L, d)
+        source = f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d}; exact in alpha, " \
+                 f"{len(optimum.pieces)} certified piece{'s' if len(optimum.pieces) > 1 else ''})"
+        return Formula(name, optimum.loss, (_alpha,), source, pieces=optimum.pieces)
     if strategy == "optimal_nonadaptive":
         loss, _ = bellman.optimal_nonadaptive(prior, budget)
     else:

@@ -104,3 +104,28 @@ def test_policy_flag_shows_the_argmins(capsys):
     assert f"design: nodes {[int(n) for n in nodes]}" in capsys.readouterr().out
     assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy"]) == 2
     assert "--policy needs strategy optimal" in capsys.readouterr().err
+
+
+def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):
+    record = run_json(capsys, ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--strategy", "optimal"])
+    alpha = sp.Symbol("alpha", positive=True)
+    expr = sp.sympify(record["expr"], locals={"alpha": alpha})  # sympy-parsable
+    assert sp.simplify(expr - alpha**2 * (3 * alpha + 1) / 4) == 0 and record["params"] == ["alpha"]
+    assert record["pieces"][0]["lower"] == "0" and record["pieces"][0]["upper"] == "1"
+    assert record["pieces"][0]["policy"]["nodes"] == [2]
+    assert main(["derive", "tree-loss", "--depth", "4", "--budget", "3", "--strategy", "optimal_nonadaptive"]) == 0
+    out = capsys.readouterr().out
+    assert "piece 0 < alpha < 1" in out and "design [" in out
+
+
+def test_derive_bellman_prints_the_recursion(capsys):
+    assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "|S_0| = 8" and lines[1].startswith("J_2(S) = ") and lines[-1] == "optimal_loss = J_0(S_0)"
+    assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--format", "latex"]) == 0
+    assert capsys.readouterr().out.startswith("\\begin{aligned}")
+    record = run_json(capsys, ["derive", "bellman", "--depth", "3", "--layers", "2", "--alpha", "1/3", "--unroll"])
+    assert len(record["equations"]) == 5 and record["unrolled_value"] == record["solve_loss"]
+    assert sp.sympify(record["unrolled"]) == sp.Rational(record["solve_loss"])
+    assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "5"]) == 2
+    assert "width" in capsys.readouterr().err

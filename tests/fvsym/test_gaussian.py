@@ -281,3 +281,45 @@ def test_bad_input_elsewhere():
         posterior_covariance(sp.eye(2), [[1, 0]], -1)
     with pytest.raises(ValueError, match="numeric tau"):
         optimal_design(GaussianPrior.isotropic(2), 1, S.tau)
+
+
+# --- Theorem G1 symbolically ---------------------------------------------------------------------
+def test_g1_identity_with_symbolic_tau_eigenvalues_and_rows():
+    from fvsym.gaussian import g1_identity, sequential_posterior, stacked_posterior
+
+    c1, c2 = sp.symbols("c1 c2", positive=True)
+    assert g1_identity(sp.diag(c1, c2)) == sp.zeros(2, 2)  # 2 generic rows, symbolic tau and eigenvalues
+    assert g1_identity(sp.Matrix([[2, 1], [1, 3]]), 2) == sp.zeros(2, 2)  # a correlated covariance
+    W = sp.Matrix([[1, 0], [R(3, 5), R(4, 5)]])
+    seq = sequential_posterior(sp.diag(c1, c2), W, S.tau)
+    assert sp.simplify(seq - posterior_covariance(sp.diag(c1, c2), W, S.tau)) == sp.zeros(2, 2)
+    assert sp.simplify(stacked_posterior(sp.eye(2), W, 0) - sequential_posterior(sp.eye(2), W, 0)) == sp.zeros(2, 2)
+
+
+@pytest.mark.parametrize("prior, budget", [
+    (GaussianPrior.isotropic(2), 1), (GaussianPrior.isotropic(3), 2), (GaussianPrior.isotropic(2), 3),
+    pytest.param(TreePrior(2, "1/2"), 2, marks=pytest.mark.slow),
+    (GaussianPrior(sp.diag(*sp.symbols("c1 c2", positive=True))), 1),
+])
+def test_deep_shallow_gap_is_zero_for_symbolic_tau(prior, budget):
+    from fvsym.gaussian import deep_shallow_gap
+
+    result = deep_shallow_gap(prior, budget, S.tau)
+    assert result.route == "symbolic" and result.identity_checked and result.gap == 0
+    assert S.tau in result.shallow.free_symbols and "simplified to zero" in result.detail
+    for t in (R(1, 3), R(2)):  # the symbolic answer at numbers, against the exact numeric water-filling
+        gauss = GaussianPrior.matched(prior) if isinstance(prior, TreePrior) else prior
+        if all(x.is_number for x in gauss.cov):
+            assert sp.simplify(result.deep.subs(S.tau, t) - water_filling(gauss.eigenvalues, budget, t).loss) == 0
+
+
+def test_deep_shallow_gap_routes_and_alias():
+    from fvsym import gaussian
+
+    assert gaussian.depth_advantage is gaussian.deep_shallow_gap
+    exact = gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, R(1, 2), method="symbolic")
+    assert exact.route == "symbolic" and exact.deep == exact.shallow == R(2, 5) and exact.gap == 0
+    numeric = gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, R(1, 2))
+    assert numeric.route == "numeric" and abs(numeric.gap) < 1e-8 and numeric.to_dict()["route"] == "numeric"
+    with pytest.raises(ValueError, match="numeric"):
+        gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, S.tau, method="numeric")

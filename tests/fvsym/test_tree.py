@@ -373,8 +373,8 @@ def test_designs():
         (dict(depth=3, budget=2, strategy="path", alpha=1), "1"),
         (dict(depth=3, budget=2, strategy="path", alpha="-1/2"), "-1/2"),
         (dict(depth=0, budget=0, strategy="path", alpha="1/2"), "0"),
-        (dict(depth=3, budget=2, strategy="optimal"), "alpha"),
-        (dict(depth=3, budget=2, strategy="optimal_nonadaptive"), "alpha"),
+        (dict(depth=6, budget=2, strategy="optimal"), "6"),  # symbolic alpha: depth <= 5
+        (dict(depth=6, budget=2, strategy="optimal_nonadaptive"), "6"),
         (dict(depth=3, budget=4, strategy="optimal", alpha="1/2", layers=3), "layers=3"),
         (dict(depth=3, budget=4, strategy="optimal", alpha="1/2", layers=3, width=2), "width=2"),
         (dict(depth=3, budget=4, strategy="optimal_nonadaptive", alpha="1/2", layers=2), "layers=2"),
