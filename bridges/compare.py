@@ -47,7 +47,8 @@ def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed:
                   search_samples: int = 2_000, dense: bool = True) -> list[dict]:
     """Theory rows for ``data`` and ``budget``: each ``{name, value, stderr, how, what}``.
 
-    Tree prior: ``path``, the best adaptive policy found, ``top_levels`` (Bayes decoder), the best
+    Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
+    (``optimum_lower``, ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``), ``top_levels`` (Bayes decoder), the best
     non-adaptive coordinate and unit designs (searched under the noise), ``top_levels`` with a linear
     decoder (exact LMMSE of the tokens channel), the Gaussian optimum. Gaussian prior: the optimum
     (exact), its tokens-channel Monte Carlo, and ``top_levels`` with the linear decoder.
@@ -66,6 +67,14 @@ def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed:
         name, est = fvnum.best_adaptive(prior, B, tokens=N, s2=s2, samples=min(samples, 4 * search_samples),
                                         seed=seed, select_samples=min(1000, search_samples))
         rows.append(_est_row("best_adaptive", est, f"adaptive: {name}", policy=name))
+        br = fvnum.bounds(prior, B, tokens=N, s2=s2, samples=min(samples, 4 * search_samples), seed=seed,
+                          select_samples=min(1000, search_samples),
+                          candidates=("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal"))
+        rows.append(_row("optimum_lower", br.lower, 0.0, "exact", f"noisy adaptive optimum >= this: {br.lower_how}"))
+        rows.append(_est_row("optimum_upper", br.upper, f"noisy adaptive optimum <= this: {br.policy}",
+                             policy=br.policy))
+        if br.exact is not None:
+            rows.append(_row("optimum_exact", br.exact, 0.0, "exact", f"noisy adaptive optimum: {br.exact_how}"))
         rows.append(_est_row("top_levels", fvnum.loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate"))
         nodes, est = fvnum.optimal_nonadaptive_coordinate(prior, B, tokens=N, s2=s2, samples=search_samples, seed=seed)
         rows.append(_est_row("best_nonadaptive_coordinate", est, "non-adaptive, coordinate (searched)",

@@ -9,6 +9,7 @@ from .store import write_atomic
 STYLE = {  # strategy -> (label, colour)
     "path": ("path (adaptive)", "C0"),
     "optimal": ("Bellman optimum (adaptive)", "C2"),
+    "bellman_noiseless": ("noiseless Bellman policy (adaptive)", "C2"),
     "top_levels": ("top levels (one layer)", "C1"),
     "optimal_nonadaptive": ("best fixed coordinate design", "C3"),
     "gaussian_optimum": ("Gaussian optimum (= best linear)", "C7"),

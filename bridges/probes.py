@@ -154,7 +154,7 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
     """``probe_layers`` (with the shuffled control) on the function vectors ``Phi_l`` of a theory strategy
     (``fvnum.loss_mc(..., return_phi=True)`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
     Adds ``"n"`` (samples) and ``"layers"`` (L of the strategy)."""
-    from fvnum.simulate import loss_mc
+    from fvnum import loss_mc
     from fvnum.tree import numeric_prior
 
     from .data import fv_prior

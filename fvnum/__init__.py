@@ -6,8 +6,9 @@ from importlib import import_module
 _EXPORTS = {
     "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate",
     "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
-    "best_adaptive": "search", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
-    "FunctionVectors": "simulate", "loss_mc": "simulate", "per_sample": "strategies",
+    "best_adaptive": "bounds", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
+    "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
+    "Bounds": "bounds", "bounds": "bounds", "NoisyBellman": "bellman", "noisy_bellman": "bellman",
 }
 
 
@@ -54,7 +55,8 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
 
 
 __all__ = [
-    "Channel", "Estimate", "FunctionVectors", "PatchingTable", "best_adaptive", "loss_mc",
+    "Bounds", "Channel", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable", "STRATEGIES",
+    "best_adaptive", "bounds", "loss_mc", "noisy_bellman",
     "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
     "posterior_mean", "tau_of_tokens",
 ]

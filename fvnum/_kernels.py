@@ -821,3 +821,471 @@ def _greedy_dense_rows(Wh, phi, tau, scales, gh_x, gh_w, extra, n_iter, n_ascend
         for d in range(D):
             out[s, d] = best[d]
         out_value[s] = best_F
+
+
+# --- the noisy Bellman recursion over leaf weights (THEORY.md section 3, under noise) ---------------
+# A belief is a weight vector ``p`` over the ``2^K`` leaves. Reading node ``n`` sorts the leaves into
+# three classes (path passes ``n`` with +1, with -1, avoids ``n``: ``cls[n-1, leaf]`` in 0, 1, 2) of
+# means ``+a_k, -a_k, 0``. The reading's law is a mixture of three gaussians; the integral over it is a
+# Gauss-Hermite rule per component: reading ``phi = mean_o + tau x_q``, weight ``W_o w_q``, likelihood
+# ratios ``lik[n-1, o, q, c]`` of the classes at that reading (relative to the largest).
+@njit(cache=True, nogil=True)
+def _belief_loss(p, scales, mass):
+    """Expected loss of the posterior mean under leaf weights ``p`` (unnormalised, positive sum):
+    ``U(p) / sum(p) = sum_k a_k^2 - ||mu||^2``, with subtree masses in ``mass`` (2^(K+1),)."""
+    K = scales.shape[0]
+    nl = p.shape[0]
+    tot = 0.0
+    A = 0.0
+    for k in range(K):
+        A += scales[k] * scales[k]
+    for i in range(nl):
+        mass[nl + i] = p[i]
+        tot += p[i]
+    for h in range(nl - 1, 0, -1):
+        mass[h] = mass[2 * h] + mass[2 * h + 1]
+    m2 = 0.0
+    for n in range(1, nl):
+        d = scales[_bitlen(n) - 1] * (mass[2 * n] - mass[2 * n + 1]) / tot
+        m2 += d * d
+    return A - m2
+
+
+@njit(cache=True, nogil=True)
+def _class_weights(p, cls_n, W3):
+    """Normalised mass ``W3[o]`` of each reading class ``o`` under weights ``p``."""
+    W3[0] = 0.0
+    W3[1] = 0.0
+    W3[2] = 0.0
+    tot = 0.0
+    for i in range(p.shape[0]):
+        W3[cls_n[i]] += p[i]
+        tot += p[i]
+    for o in range(3):
+        W3[o] /= tot
+
+
+@njit(cache=True, nogil=True)
+def _posterior_at(p, cls_n, lik_noq, post):
+    """``post = p * lik`` for one reading (classes' likelihood ratios ``lik_noq`` (3,)); returns its sum."""
+    tot = 0.0
+    for i in range(p.shape[0]):
+        post[i] = p[i] * lik_noq[cls_n[i]]
+        tot += post[i]
+    return tot
+
+
+@njit(cache=True, nogil=True)
+def _dp_last(P, cand, cls, lik, gh_w, scales, out_q):
+    """One layer left: for each belief ``P[s]`` (M, 2^K) and candidate node ``cand[c]``, the expected loss
+    after reading it, ``sum_o W_o sum_q w_q U(post) / |post|``, into ``out_q[s, c]`` (M, C)."""
+    nl = P.shape[1]
+    Q = gh_w.shape[0]
+    post = np.zeros(nl)
+    mass = np.zeros(2 * nl)
+    W3 = np.zeros(3)
+    for s in range(P.shape[0]):
+        for c in range(cand.shape[0]):
+            n = cand[c]
+            _class_weights(P[s], cls[n - 1], W3)
+            v = 0.0
+            for o in range(3):
+                if W3[o] <= 0.0:
+                    continue
+                acc = 0.0
+                for q in range(Q):
+                    tot = _posterior_at(P[s], cls[n - 1], lik[n - 1, o, q], post)
+                    if tot > 0.0:
+                        acc += gh_w[q] * _belief_loss(post, scales, mass)
+                v += W3[o] * acc
+            out_q[s, c] = v
+
+
+@njit(cache=True, nogil=True)
+def _dp_children(P, cand, cls, lik, gh_w, out_child, out_weight):
+    """The beliefs after one more reading: for belief ``s``, candidate ``c``, class ``o`` and point ``q``,
+    ``out_child[s, c, o, q]`` (normalised posterior, 2^K) and its weight ``out_weight[s, c, o, q] = W_o w_q``
+    (0, with a uniform child, when the class is empty or the posterior underflows)."""
+    nl = P.shape[1]
+    Q = gh_w.shape[0]
+    W3 = np.zeros(3)
+    for s in range(P.shape[0]):
+        for c in range(cand.shape[0]):
+            n = cand[c]
+            _class_weights(P[s], cls[n - 1], W3)
+            for o in range(3):
+                for q in range(Q):
+                    child = out_child[s, c, o, q]
+                    tot = _posterior_at(P[s], cls[n - 1], lik[n - 1, o, q], child) if W3[o] > 0.0 else 0.0
+                    if tot > 0.0:
+                        for i in range(nl):
+                            child[i] /= tot
+                        out_weight[s, c, o, q] = W3[o] * gh_w[q]
+                    else:
+                        for i in range(nl):
+                            child[i] = 1.0 / nl
+                        out_weight[s, c, o, q] = 0.0
+
+
+# --- rollout over the path policy (approximate noisy Bellman, coordinate class) ----------------------
+@njit(cache=True, nogil=True)
+def _path_next(nodes, B, scales, pplus, pp, mark):
+    """The generalised path policy after a finished ``_coord_posterior`` of ``nodes[:B]``: descend from
+    the root by the more probable sign (a tie goes +1) to the first node never read and read it; when
+    the whole decoded path has been read, reread its node of largest sign variance ``a_k^2 P(pass) (1 -
+    (2 P(+) - 1)^2)``."""
+    K = scales.shape[0]
+    n = 1
+    best = 1
+    bv = -1.0
+    for k in range(1, K + 1):
+        read = False
+        for b in range(B):
+            if nodes[b] == n:
+                read = True
+                break
+        if not read:
+            return n
+        q = pplus[n] if mark[n] else 0.5
+        v = scales[k - 1] ** 2 * pp[n] * (1.0 - (2.0 * q - 1.0) ** 2)
+        if v > bv:
+            bv = v
+            best = n
+        n = 2 * n + (0 if q >= 0.5 else 1)
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _posterior_norm2(scales, pplus, pp, byd, cnt):
+    """``||E[theta | readings]||^2`` from a finished ``_coord_posterior``."""
+    m2 = 0.0
+    for k in range(1, scales.shape[0] + 1):
+        for t in range(cnt[k - 1]):
+            n = byd[k - 1, t]
+            v = scales[k - 1] * pp[n] * (2.0 * pplus[n] - 1.0)
+            m2 += v * v
+    return m2
+
+
+@njit(cache=True, nogil=True)
+def _sample_leaf(u, scales, pplus, mark):
+    """A leaf drawn from a finished ``_coord_posterior`` with uniforms ``u`` (K,): descend by P(+ | node)."""
+    K = scales.shape[0]
+    n = 1
+    for k in range(K):
+        q = pplus[n] if mark[n] else 0.5
+        n = 2 * n + (0 if u[k] < q else 1)
+    return n - (1 << K)
+
+
+@njit(cache=True, nogil=True)
+def _candidates(nodes, B, K, cand, flag):
+    """Closure of ``nodes[:B]`` (read nodes and ancestors) and its children, plus the root, into ``cand``;
+    returns their number. ``flag`` (D + 1,) is zero on entry and on exit."""
+    m = 0
+    D = (1 << K) - 1
+    for b in range(-1, B):
+        n = 1 if b < 0 else nodes[b]
+        while n >= 1:
+            for c in (n, 2 * n, 2 * n + 1):
+                if c <= D and flag[c] == 0:
+                    flag[c] = 1
+                    cand[m] = c
+                    m += 1
+            n >>= 1
+    for t in range(m):
+        flag[cand[t]] = 0
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _rollout_rows(nodes, readings, tau, scales, U, Z, L, out):
+    """One-step rollout over the generalised path policy (``_path_next``): for each sample ``s`` with
+    readings ``readings[s]`` (l,) of ``nodes[s]`` (l,), the candidate node (``_candidates``) whose reading,
+    followed by the path policy up to ``L`` readings, has the least mean posterior loss ``sum a_k^2 -
+    ||mean||^2`` over ``M`` rollouts: leaf ``j`` drawn from the posterior with uniforms ``U[j]`` (K,),
+    channel noise ``Z[j]`` (L - l,), the same for every candidate (common random numbers). ``out`` (n,)."""
+    K = scales.shape[0]
+    D = (1 << K) - 1
+    l = nodes.shape[1]
+    M = U.shape[0]
+    lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)
+    bn_ = np.zeros(L, dtype=np.int64)
+    br = np.zeros(L)
+    cand = np.zeros(D + 1, dtype=np.int64)
+    flag = np.zeros(D + 1, dtype=np.int8)
+    leaf = np.zeros(M, dtype=np.int64)
+    A = 0.0
+    for k in range(K):
+        A += scales[k] * scales[k]
+    for s in range(nodes.shape[0]):
+        _coord_posterior(nodes[s], readings[s], tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
+        for j in range(M):
+            leaf[j] = _sample_leaf(U[j], scales, pplus, mark)
+        _coord_reset(mark, byd, cnt)
+        m = _candidates(nodes[s], l, K, cand, flag)
+        best = np.inf
+        out[s] = cand[0]
+        for c in range(m):
+            tot = 0.0
+            for j in range(M):
+                for b in range(l):
+                    bn_[b] = nodes[s, b]
+                    br[b] = readings[s, b]
+                bn_[l] = cand[c]
+                br[l] = _theta_at(leaf[j], cand[c], K, scales) + tau * Z[j, 0]
+                for t in range(l + 1, L):
+                    _coord_posterior(bn_[:t], br[:t], tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
+                    nxt = _path_next(bn_, t, scales, pplus, pp, mark)
+                    _coord_reset(mark, byd, cnt)
+                    bn_[t] = nxt
+                    br[t] = _theta_at(leaf[j], nxt, K, scales) + tau * Z[j, t - l]
+                _coord_posterior(bn_, br, tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
+                tot += A - _posterior_norm2(scales, pplus, pp, byd, cnt)
+                _coord_reset(mark, byd, cnt)
+            if tot < best:
+                best = tot
+                out[s] = cand[c]
+
+
+# --- greedy one-step lookahead over coordinates, O(closure x K) per step -----------------------------
+@njit(cache=True, nogil=True)
+def _node_gram(wp, wm, Pn, a, Ak, Akm1, vp, vm, q2, q3, T1sq, G, W3):
+    """Gram matrix ``G`` (3, 3) of the outcome vectors of reading a node (see ``_greedy_coord_scores``)
+    and the outcome masses ``W3``: passes with +1, with -1, avoids it. Returns the noiseless score
+    ``sum_o G[o, o] / W_o``, an upper bound of the noisy one (Blackwell)."""
+    gpp = wp * wp * Ak + vp
+    gmm = wm * wm * Ak + vm
+    gpm = wp * wm * (Akm1 - a * a)
+    tp1 = wp * q2 + vp
+    tm1 = wm * q3 + vm
+    G[0, 0] = gpp
+    G[1, 1] = gmm
+    G[0, 1] = gpm
+    G[1, 0] = gpm
+    G[0, 2] = tp1 - gpp - gpm
+    G[2, 0] = G[0, 2]
+    G[1, 2] = tm1 - gpm - gmm
+    G[2, 1] = G[1, 2]
+    G[2, 2] = T1sq - 2.0 * (tp1 + tm1) + gpp + gmm + 2.0 * gpm
+    W3[0] = wp
+    W3[1] = wm
+    W3[2] = max(0.0, 1.0 - Pn)
+    bound = 0.0
+    for o in range(3):
+        if W3[o] > 0:
+            bound += G[o, o] / W3[o]
+    return bound
+
+
+@njit(cache=True, nogil=True)
+def _node_score(a, tau, gh_x, gh_w, G, W3, v3, r3):
+    """``E ||posterior mean after reading the node||^2`` from its Gram ``G`` and masses ``W3`` (amplitude
+    ``a``), by the Gauss-Hermite rule per outcome, as in ``_greedy_coord_scores``."""
+    v3[0] = a
+    v3[1] = -a
+    v3[2] = 0.0
+    score = 0.0
+    for o in range(3):
+        if W3[o] <= 0:
+            continue
+        acc = 0.0
+        for q in range(gh_x.shape[0]):
+            x = v3[o] + tau * gh_x[q]
+            mx = NEG_INF
+            for o2 in range(3):
+                if W3[o2] > 0:
+                    r3[o2] = -0.5 * ((x - v3[o2]) / tau) ** 2
+                    if r3[o2] > mx:
+                        mx = r3[o2]
+            for o2 in range(3):
+                r3[o2] = math.exp(r3[o2] - mx) if W3[o2] > 0 else 0.0
+            num = 0.0
+            den = 0.0
+            for o2 in range(3):
+                den += W3[o2] * r3[o2]
+                for o3 in range(3):
+                    num += r3[o2] * G[o2, o3] * r3[o3]
+            acc += gh_w[q] * (num / den) / den
+        score += W3[o] * acc
+    return score
+
+
+@njit(cache=True, nogil=True)
+def _closure_sums(scales, pplus, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp):
+    """On the closure of a finished ``_coord_posterior``: ``Wp, Wm`` (P(passes with +1 / -1)), ``Vsq``
+    (upward) and ``Qp`` (downward, also at the closure's children), as in ``_greedy_coord_scores``.
+    Returns ``T1sq = Vsq[1]`` (0 with no readings)."""
+    K = scales.shape[0]
+    for k in range(K, 0, -1):
+        a = scales[k - 1]
+        for t in range(cnt[k - 1]):
+            n = byd[k - 1, t]
+            Wp[n] = pp[n] * pplus[n]
+            Wm[n] = pp[n] * (1.0 - pplus[n])
+            d = Wp[n] - Wm[n]
+            Vsq[n] = a * a * d * d
+            if k < K:
+                for c in (2 * n, 2 * n + 1):
+                    if mark[c]:
+                        Vsq[n] += Vsq[c]
+    if cnt[0] == 0:
+        Qp[1] = 0.0
+        return 0.0
+    Qp[1] = 0.0
+    for k in range(1, K + 1):
+        a = scales[k - 1]
+        for t in range(cnt[k - 1]):
+            n = byd[k - 1, t]
+            q = a * a * (Wp[n] - Wm[n])
+            Qp[2 * n] = Qp[n] + q
+            Qp[2 * n + 1] = Qp[n] - q
+    return Vsq[1]
+
+
+@njit(cache=True, nogil=True)
+def _greedy_candidates(nodes, scales, allow_repeat, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp, T1sq, ci, cx):
+    """Candidates of the greedy step after ``_closure_sums``: every closure node (a read one only with
+    ``allow_repeat``) and, below each closure child never read, one node per depth (the leftmost: the
+    nodes of a depth in an unread subtree are equivalent). Writes nodes ``ci`` and Gram inputs ``cx``
+    (m, 10): ``wp, wm, P, a, A_k, A_(k-1), vp, vm, q2, q3``; returns ``m``."""
+    K = scales.shape[0]
+    D = (1 << K) - 1
+    m = 0
+    if cnt[0] == 0:
+        return _subtree_classes(1, 1.0, 0.0, scales, ci, cx, 0)
+    for k in range(1, K + 1):
+        a = scales[k - 1]
+        for t in range(cnt[k - 1]):
+            n = byd[k - 1, t]
+            read = False
+            for b in range(nodes.shape[0]):
+                if nodes[b] == n:
+                    read = True
+            if allow_repeat or not read:
+                ci[m] = n
+                _set_inputs(cx[m], Wp[n], Wm[n], pp[n], scales, k)
+                if k < K:
+                    cx[m, 6] = Vsq[2 * n] if mark[2 * n] else 0.0
+                    cx[m, 7] = Vsq[2 * n + 1] if mark[2 * n + 1] else 0.0
+                cx[m, 8] = Qp[2 * n]
+                cx[m, 9] = Qp[2 * n + 1]
+                m += 1
+            if k < K:
+                for c in (2 * n, 2 * n + 1):
+                    if not mark[c]:
+                        m = _subtree_classes(c, Wp[n] if c == 2 * n else Wm[n], Qp[c], scales, ci, cx, m)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _set_inputs(x, wp, wm, P, scales, k):
+    A = 0.0
+    for j in range(k - 1):
+        A += scales[j] * scales[j]
+    a = scales[k - 1]
+    x[0] = wp
+    x[1] = wm
+    x[2] = P
+    x[3] = a
+    x[4] = A + a * a
+    x[5] = A
+    x[6] = 0.0
+    x[7] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def _subtree_classes(c, P, q, scales, ci, cx, m):
+    """One candidate per depth of the unread subtree of ``c`` (passed with probability ``P``, prefix term ``q``)."""
+    K = scales.shape[0]
+    k = _bitlen(c)
+    n = c
+    while k <= K:
+        ci[m] = n
+        _set_inputs(cx[m], 0.5 * P, 0.5 * P, P, scales, k)
+        cx[m, 8] = q
+        cx[m, 9] = q
+        m += 1
+        P *= 0.5
+        n *= 2
+        k += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _greedy_pick(ci, cx, m, tau, T1sq, gh_x, gh_w, G, W3, v3, r3, bound):
+    """The candidate of largest noisy score (ties: the smaller node), by branch and bound: candidates
+    are scored in decreasing order of their noiseless bound until the bound falls below the best."""
+    for i in range(m):
+        x = cx[i]
+        bound[i] = _node_gram(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], T1sq, G, W3)
+    best = NEG_INF
+    bn = 0
+    for it in range(m):
+        i = -1
+        for j in range(m):
+            if bound[j] > NEG_INF and (i < 0 or bound[j] > bound[i]):
+                i = j
+        if i < 0 or bound[i] * (1.0 + 1e-9) + 1e-15 < best:
+            break
+        b = bound[i]
+        bound[i] = NEG_INF
+        if tau > 0:
+            x = cx[i]
+            _node_gram(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], T1sq, G, W3)
+            b = _node_score(x[3], tau, gh_x, gh_w, G, W3, v3, r3)
+        if b > best or (b == best and ci[i] < bn):
+            best = b
+            bn = ci[i]
+    return bn
+
+
+@njit(cache=True, nogil=True)
+def _greedy_scratch(K, L):
+    D = (1 << K) - 1
+    cap = (L * K + 1) * (2 * K + 1) + K + 1
+    return (np.zeros(D + 1), np.zeros(D + 1), np.zeros(D + 1), np.zeros(2 * D + 2), np.zeros(cap, dtype=np.int64),
+            np.zeros((cap, 10)), np.zeros(cap), np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3))
+
+
+@njit(cache=True, nogil=True)
+def _greedy_coord_rows(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, out):
+    """Greedy step for a batch: ``out[s]`` = the node of largest ``_greedy_coord_scores`` (ties: the
+    smallest; with ``allow_repeat`` False, never a read node), in O(closure x K) per sample."""
+    K = scales.shape[0]
+    L = nodes.shape[1]
+    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)
+    Wp, Wm, Vsq, Qp, ci, cx, bound, G, W3, v3, r3 = _greedy_scratch(K, L)
+    for s in range(nodes.shape[0]):
+        _coord_posterior(nodes[s], readings[s], tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt)
+        T1sq = _closure_sums(scales, pplus, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp)
+        m = _greedy_candidates(nodes[s], scales, allow_repeat, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp, T1sq, ci, cx)
+        out[s] = _greedy_pick(ci, cx, m, tau, T1sq, gh_x, gh_w, G, W3, v3, r3, bound)
+        _coord_reset(mark, byd, cnt)
+
+
+@njit(cache=True, nogil=True)
+def _tree_greedy_sim(leaves, noise, stat, tau, scales, gh_x, gh_w, allow_repeat, out_loss, out_phi, out_nodes):
+    """The greedy coordinate policy fused with its channel and decoder (``_tree_path_sim``'s inputs):
+    ``L = out_phi.shape[1]`` layers of width 1, each reading the node ``_greedy_coord_rows`` picks."""
+    K = scales.shape[0]
+    L = out_phi.shape[1]
+    tokens = stat.shape[0] > 0
+    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)
+    Wp, Wm, Vsq, Qp, ci, cx, bound, G, W3, v3, r3 = _greedy_scratch(K, L)
+    for s in range(leaves.shape[0]):
+        for l in range(L):
+            nodes = out_nodes[s, :l]
+            _coord_posterior(nodes, out_phi[s, :l], tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt)
+            T1sq = _closure_sums(scales, pplus, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp)
+            m = _greedy_candidates(nodes, scales, allow_repeat, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp, T1sq, ci, cx)
+            n = _greedy_pick(ci, cx, m, tau, T1sq, gh_x, gh_w, G, W3, v3, r3, bound)
+            _coord_reset(mark, byd, cnt)
+            out_nodes[s, l] = n
+            if tokens:
+                out_phi[s, l] = stat[s, n - 1]
+            else:
+                out_phi[s, l] = _theta_at(leaves[s], n, K, scales) + tau * noise[s, l]
+        _coord_posterior(out_nodes[s], out_phi[s], tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt)
+        out_loss[s] = _coord_loss(leaves[s], scales, pplus, pp, mark, byd, cnt)
+        _coord_reset(mark, byd, cnt)

@@ -1,15 +1,17 @@
-"""``fv mc``: Monte Carlo loss of a strategy under a noisy channel (THEORY.md sections 2, 4).
+"""``fv mc``: Monte Carlo loss of a strategy under a noisy channel (THEORY.md sections 2, 4);
+``fv bounds``: the noisy adaptive optimum bracketed (THEORY.md section 3, under noise).
 
     fv mc --prior tree --depth 4 --alpha 0.5 --budget 3 --strategy path --tau 0.3 --samples 100000 --seed 0
+    fv bounds --prior tree --depth 3 --alpha 1/2 --budget 2 --tau 0.5 --format json
 
 Numba and numpy load inside the handler only, so other ``fv`` commands stay light.
 """
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
-STRATEGY_CHOICES = ("path", "top_levels", "fixed", "optimal", "optimal_nonadaptive", "greedy_coordinate",
-                    "greedy_dense")
+from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
 
 
 def register(subparsers) -> None:
@@ -27,8 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--budget", type=int, default=3, help="measurements B = L x d")
     p.add_argument("--strategy", choices=STRATEGY_CHOICES, default="path")
     p.add_argument("--design", default=None, help="fixed design: comma-separated heap node numbers, e.g. 1,2,3")
-    p.add_argument("--layers", type=int, default=None, help="layers L (strategy optimal; default L = B)")
-    p.add_argument("--width", type=int, default=None, help="channels per layer d (strategy optimal)")
+    p.add_argument("--layers", type=int, default=None, help="layers L (strategies optimal, bellman_noiseless; default L = B)")
+    p.add_argument("--width", type=int, default=None, help="channels per layer d (strategies optimal, bellman_noiseless)")
     p.add_argument("--measurement", choices=("unit", "coordinate"), default="unit",
                    help="class searched by optimal_nonadaptive (default unit)")
     channel = p.add_mutually_exclusive_group()
@@ -41,6 +43,55 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr (default: only on a TTY)")
     p.set_defaults(func=_mc)
+
+    b = subparsers.add_parser(
+        "bounds", help="bracket the noisy adaptive optimum: [lower, upper] and the exact value where solved",
+        description="The noisy adaptive optimum of the tree prior (coordinate class, L = B layers of width 1, "
+        "repeats allowed) lies in [lower, upper]: lower = the noiseless Bellman optimum (no noisy channel beats "
+        "it), upper = the Monte Carlo loss of the best adaptive policy found; exact = the exact noisy "
+        "recursion where the tree is small enough (else null).",
+    )
+    b.add_argument("--prior", choices=("tree",), default="tree")
+    b.add_argument("--depth", type=int, default=3, help="tree depth K")
+    b.add_argument("--alpha", default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
+    b.add_argument("--budget", type=int, default=2, help="layers L = B (width 1)")
+    noise = b.add_mutually_exclusive_group(required=True)
+    noise.add_argument("--tau", default=None, help="gaussian channel noise tau > 0")
+    noise.add_argument("--tokens", type=int, default=None, help="tokens channel with N tokens")
+    b.add_argument("--s2", default="1/100", help="label noise variance of the tokens channel")
+    b.add_argument("--samples", type=int, default=20_000)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
+    b.add_argument("--format", choices=("text", "json"), default="text")
+    b.set_defaults(func=_bounds)
+
+
+def _number(text, name):
+    if text is None:
+        return None
+    try:
+        return float(Fraction(str(text)))
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"--{name} must be a number such as 0.3 or 3/10, got {text!r}") from None
+
+
+def _bounds(args) -> int:
+    from fvsym.priors import TreePrior
+
+    from .bounds import bounds
+
+    res = bounds(TreePrior(args.depth, args.alpha), args.budget, tau=_number(args.tau, "tau"), tokens=args.tokens,
+                 s2=_number(args.s2, "s2"), samples=args.samples, seed=args.seed, threads=args.threads)
+    out = {**res.to_dict(), "alpha": args.alpha}
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        print(res)
+        for name, est in res.candidates.items():
+            print(f"  {name:18s} {est}")
+        for name, est in res.differences.items():
+            print(f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}")
+    return 0
 
 
 def _parse_design(text):
@@ -70,14 +121,7 @@ def _mc(args) -> int:
         raise ValueError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":
         raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
-    tau = None
-    if args.tau is not None:
-        from fractions import Fraction
-
-        try:
-            tau = float(Fraction(args.tau))
-        except (ValueError, ZeroDivisionError):
-            raise ValueError(f"--tau must be a number such as 0.3 or 3/10, got {args.tau!r}") from None
+    tau = _number(args.tau, "tau")
     est = loss_mc(
         _prior(args), args.strategy, args.budget, tau=tau, tokens=args.tokens, s2=args.s2,
         design=_parse_design(args.design), layers=args.layers, width=args.width, measurement=args.measurement,

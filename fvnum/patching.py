@@ -24,10 +24,10 @@ import numpy as np
 from . import _chunks
 from .channels import make_channel, token_statistics
 from .estimate import Estimate, Moments, pool
+from .registry import build_policy
 from .simulate import (
-    Draws, blocks, build_policy, check_samples, check_seed, run_path, run_policy,
+    Draws, blocks, check_samples, check_seed, run_policy,
 )
-from .strategies import PathPolicy
 from .tree import TreeSpec, numeric_prior
 
 
@@ -92,7 +92,7 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
                    depths=None, threads=None, progress=False) -> PatchingTable:
     """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
     ``samples`` samples per divergence depth shared by every patch layer (common random numbers).
-    ``strategy``: ``path`` (default), ``optimal``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
+    ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
     (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
                                                samples, seed, threads)
@@ -153,15 +153,15 @@ def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samp
 def _column(spec, channel, pol, budget, j, fixed, samples, seed, informed, threads, progress) -> list:
     """Moments of the loss unpatched (entry 0) and patched at each layer (entries 1..L), on common samples."""
     L = pol.layers
-    fast = isinstance(pol, PathPolicy)
 
     def chunk(sizes, rngs):
         pairs = [draw_pair(spec, channel, n, budget, j, rng, fixed) for n, rng in zip(sizes, rngs)]
         target, donor = Draws.concat([p[0] for p in pairs]), Draws.concat([p[1] for p in pairs])
 
         def run(l):
-            if fast:
-                return run_path(spec, channel, target, budget, donor=donor, patch_layer=l, informed=informed)
+            fused = pol.run(spec, channel, target, budget, donor=donor, patch_layer=l, informed=informed)
+            if fused is not None:
+                return fused
             return run_policy(spec, channel, pol, target, donor=donor, patch_layer=l, informed=informed)
 
         return [Moments.of(run(l).loss) for l in range(L + 1)]

@@ -1,4 +1,4 @@
-"""Searches for good designs and policies under noise (THEORY.md sections 2, 3, 7).
+"""Searches for good non-adaptive designs under noise (THEORY.md sections 2, 3, 7).
 
 Every search optimises a Monte Carlo loss on one fixed set of samples (common random numbers, stream
 ``SEARCH`` of the seed), picks among its candidates on a second independent set (``SELECT``), and
@@ -11,8 +11,6 @@ is not biased by the selection.
 - :func:`optimal_nonadaptive_coordinate`: the best set of distinct nodes, exhaustively over the
   subsets up to the tree's symmetry (swapping the two children of any node) when there are at most
   ``max_exhaustive`` classes, else greedy forward selection followed by single-swap local search.
-- :func:`best_adaptive`: the best of several adaptive policies (path, the noiseless Bellman policy run
-  under noise, greedy one-step lookahead over coordinates and over unit rows).
 """
 from __future__ import annotations
 
@@ -25,10 +23,8 @@ from .channels import make_channel
 from .gaussian import GaussSpec
 from .gaussian import design_loss as gaussian_design_loss
 from .gaussian import optimal_design as gaussian_optimal_design
-from .simulate import (
-    build_policy, check_budget, check_samples, check_seed, decode_losses, draw, read, simulate,
-)
-from .strategies import FixedDesign, Policy, Rows
+from .simulate import check_budget, check_samples, check_seed, decode_losses, draw, read, simulate
+from .strategies import FixedDesign, Rows
 from .tree import TreeSpec, numeric_prior
 
 GRAD_CHUNK = 2048
@@ -242,95 +238,3 @@ def _local_search(dim: int, budget: int, cost, allow_repeat: bool, max_rounds: i
             break
     return tuple(sorted(nodes))
 
-
-# --- adaptive --------------------------------------------------------------------------------------
-class GreedyDense(Policy):
-    """Greedy one-step lookahead over unit rows (d = 1, L = B): each layer reads the unit row that
-    maximises the expected squared norm of the next posterior mean (equivalently, minimises the expected
-    loss after that one reading) under the exact leaf posterior so far, found by projected gradient
-    ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
-    layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
-    generic row identifies the leaf, so a fixed random row is read."""
-
-    name = "greedy_dense"
-    GH_POINTS = 10
-
-    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_iter: int = 20, n_extra: int = 2,
-                 n_ascend: int = 2, first_extra: int = 16, live_tol: float = 1e-3):
-        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_iter, self.n_ascend, self.live_tol = int(n_iter), int(n_ascend), float(live_tol)
-        x, w = np.polynomial.hermite_e.hermegauss(self.GH_POINTS)
-        self.gh_x, self.gh_w = x, w / w.sum()
-        rng = np.random.default_rng(20240229)  # fixed starts shared by all samples: deterministic policy
-        unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
-        self.extra = unit(rng.standard_normal((max(1, n_extra), spec.dim)))
-        first = unit(rng.standard_normal((max(1, first_extra), spec.dim)))
-        self.first, self.first_value = self._choose(np.zeros((1, 0, spec.dim)), np.zeros((1, 0)), first, 5 * self.n_iter, 8)
-
-    def _choose(self, Wh, phi, extra, n_iter, n_ascend):
-        n = phi.shape[0]
-        out, value = np.zeros((n, self.spec.dim)), np.zeros(n)
-        _kernels._greedy_dense_rows(np.ascontiguousarray(Wh), np.ascontiguousarray(phi), self.tau, self.spec.scales,
-                                    self.gh_x, self.gh_w, extra, n_iter, n_ascend, self.live_tol, out, value)
-        return out, value
-
-    def start(self, n):
-        return np.zeros((n, 0, self.spec.dim))
-
-    def rows(self, layer, state, phi):
-        if layer == 0:
-            return self.first  # (1, D): shared
-        n = state.shape[0]
-        out, _ = self._choose(state, phi.reshape(n, layer), self.extra, self.n_iter, self.n_ascend)
-        return out[:, None, :]
-
-    def update(self, layer, state, rows, phi_layer):
-        n = state.shape[0]
-        new = np.broadcast_to(rows.dense(n, self.spec.dim), (n, 1, self.spec.dim))
-        return np.concatenate([state, new], axis=1)
-
-
-ADAPTIVE_CANDIDATES = ("path", "optimal", "greedy_coordinate", "greedy_dense")
-
-
-def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 20_000, seed: int = 0,
-                  candidates=None, select_samples: int = 2000, return_all: bool = False, threads=None):
-    """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
-    Candidates (tree prior): ``path`` (when ``B <= K``), ``optimal`` (the noiseless Bellman policy of
-    ``fvsym``, run under noise, when available), ``greedy_coordinate`` and ``greedy_dense``. They are
-    compared on ``min(samples, select_samples)`` common random numbers (stream ``SELECT``); the winner
-    is re-estimated on ``samples`` samples of the ``EVAL`` stream. Gaussian prior: the water-filling design (``"optimal"``; by Theorem G1 nothing adaptive
-    beats it). Cost is dominated by ``greedy_dense``: about 1 ms per sample at depth 4 and 10 ms at
-    depth 6 (one core); leave it out with ``candidates`` when that is too slow. Returns ``(name, Estimate)``, or ``(name, Estimate, {name: Estimate})`` with ``return_all``."""
-    spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
-    samples, seed = check_samples(samples), check_seed(seed)
-    budget = check_budget(budget)
-    if isinstance(spec, GaussSpec):
-        pol = build_policy(prior, spec, channel, "optimal", budget)
-        est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)[0]
-        return ("optimal", est, {"optimal": est}) if return_all else ("optimal", est)
-    names = ADAPTIVE_CANDIDATES if candidates is None else tuple(candidates)
-    policies: dict[str, Policy] = {}
-    for name in names:
-        if name == "path" and budget > spec.depth:
-            continue
-        if name == "optimal" and budget > spec.dim:
-            continue
-        try:
-            policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
-        except ValueError as exc:
-            if name == "optimal" and "fvsym.bellman" in str(exc):
-                continue
-            raise
-    if not policies:
-        raise ValueError(f"no adaptive candidate applies to budget {budget} (candidates {names})")
-    n_select = check_samples(min(samples, select_samples))
-    scores = {
-        name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
-                       purpose=_chunks.SELECT)[0]
-        for name, pol in policies.items()
-    }
-    best = min(scores, key=lambda k: scores[k].value)
-    est = simulate(spec, channel, policies[best], budget, samples=samples, seed=seed, threads=threads)[0]
-    return (best, est, scores) if return_all else (best, est)

@@ -1,5 +1,5 @@
-"""Monte Carlo of THEORY.md section 2: any prior x strategy x channel, decoded by the exact Bayes
-posterior mean, with a standard error (:func:`loss_mc`).
+"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the exact
+Bayes posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.registry``).
 
 Each chunk of samples draws, in this order and from its own seeded stream: the latents (leaf indices
 for a tree prior, ``theta`` for a Gaussian prior), the gaussian-channel noise ``xi`` (n, B) (gaussian
@@ -14,19 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _chunks, _kernels
-from .channels import Channel, make_channel, token_statistics
+from .channels import Channel, token_statistics
 from .estimate import Moments, pool
 from .gaussian import GaussSpec
-from .gaussian import optimal_design as gaussian_optimal_design
 from .gaussian import posterior_mean as gaussian_posterior_mean
-from .strategies import (
-    CallablePolicy, FixedDesign, GreedyCoordinate, PathPolicy, Policy, Rows, TablePolicy, check_rows,
-)
-from .tree import TreeSpec, numeric_prior
+from .strategies import PathPolicy, Policy, Rows, Run, check_rows
+from .tree import TreeSpec
 
-STRATEGIES = ("path", "top_levels", "fixed", "optimal", "optimal_nonadaptive", "policy",
-              "greedy_coordinate", "greedy_dense")
-MEASUREMENTS = ("unit", "coordinate")
 MAX_SAMPLES = 10**10
 
 
@@ -181,17 +175,6 @@ def _stack_dense(rows: list, n: int, dim: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
 
-@dataclass
-class Run:
-    """Per-sample results of one chunk: ``loss`` (n,), readings ``phi`` (n, L, d), the rows the policy
-    chose (``rows``, one ``Rows`` per layer) and those actually read (``actual``, differ under patching)."""
-
-    loss: np.ndarray
-    phi: np.ndarray
-    rows: list
-    actual: list
-
-
 def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | None = None, patch_layer: int = 0,
                informed: bool = False) -> Run:
     """Route, read and decode one chunk. With ``donor`` and ``patch_layer`` l >= 1, layer ``l`` reads the
@@ -222,118 +205,9 @@ def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | No
 
 def run_path(spec: TreeSpec, channel: Channel, draws: Draws, budget: int, *, donor: Draws | None = None,
              patch_layer: int = 0, informed: bool = False) -> Run:
-    """The path strategy through the fused kernel (same numbers as ``run_policy`` with ``PathPolicy``)."""
-    n, D = draws.n, spec.dim
-    loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
-    empty = np.zeros((0, D))
-    tokens = channel.kind == "tokens"
-    _kernels._tree_path_sim(
-        draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-        channel.tau, spec.scales,
-        donor.leaves if donor is not None else np.zeros(0, np.int64),
-        donor.stat if (donor is not None and tokens) else empty,
-        int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
-    )
-    rows = [Rows(nodes[:, l : l + 1].copy(), True, False) for l in range(budget)]
-    return Run(loss, phi[:, :, None], rows, rows)
-
-
-# --- strategies -----------------------------------------------------------------------------------
-def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, int]:
-    if layers is None and width is None:
-        width = default_width
-    if width is None:
-        if layers < 1 or budget % layers:
-            raise ValueError(f"budget {budget} is not a multiple of layers {layers}")
-        width = budget // layers
-    if layers is None:
-        if width < 1 or budget % width:
-            raise ValueError(f"budget {budget} is not a multiple of width {width}")
-        layers = budget // width
-    if layers * width != budget:
-        raise ValueError(f"layers x width = {layers} x {width} does not equal the budget {budget}")
-    return int(layers), int(width)
-
-
-def _tree_depth_of(spec) -> int:
-    if isinstance(spec, TreeSpec):
-        return spec.depth
-    K = (spec.dim + 1).bit_length() - 1
-    if 2**K - 1 != spec.dim:
-        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the Gaussian prior has D = {spec.dim}")
-    return K
-
-
-def build_policy(prior, spec, channel: Channel, strategy: str, budget: int, *, design=None, policy=None,
-                 layers=None, width=None, measurement="unit", samples=4000, seed=0, threads=None) -> Policy:
-    """The Policy object for a named strategy (searches run here for ``optimal_nonadaptive``)."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    tree = isinstance(spec, TreeSpec)
-    if strategy == "path":
-        K = _tree_depth_of(spec)
-        check_budget(budget, K, f"the path strategy reads one node per level, at most depth K = {K}")
-        _layout(budget, layers, width)  # must be L = B, d = 1
-        if (layers not in (None, budget)) or (width not in (None, 1)):
-            raise ValueError("the path strategy has layers = budget and width = 1")
-        return PathPolicy(budget)
-    coord_max = (spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
-    if strategy == "top_levels":
-        check_budget(budget, *coord_max)
-        return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "top_levels")
-    if strategy == "fixed":
-        check_budget(budget)
-        return FixedDesign(check_design(design, spec, budget), "fixed")
-    if strategy == "policy":
-        if policy is None:
-            raise ValueError("strategy 'policy' needs policy=callable (see fvnum.strategies for the protocol)")
-        check_budget(budget)
-        L, d = _layout(budget, layers, width)
-        return CallablePolicy(policy, L, d)
-    if not tree:  # Gaussian prior: by Theorem G1 the water-filling design is optimal, adaptive or not
-        if strategy in ("greedy_coordinate", "greedy_dense"):
-            raise ValueError(f"strategy {strategy!r} needs a tree prior")
-        check_budget(budget)
-        return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
-    if strategy == "optimal":
-        check_budget(budget, *coord_max)
-        L, d = _layout(budget, layers, width)
-        return bellman_policy(prior, spec, channel.tau, L, d)
-    if strategy == "optimal_nonadaptive":
-        from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-
-        if measurement not in MEASUREMENTS:
-            raise ValueError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
-        check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
-        if measurement == "unit":
-            W, _ = optimal_nonadaptive_unit(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
-            return FixedDesign(W, "optimal_nonadaptive")
-        nodes, _ = optimal_nonadaptive_coordinate(spec, budget, channel.tau, samples=samples, seed=seed,
-                                                  threads=threads, allow_repeat=False)
-        return FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive")
-    if strategy == "greedy_coordinate":
-        check_budget(budget)
-        return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
-    from .search import GreedyDense
-
-    check_budget(budget)
-    return GreedyDense(spec, channel.tau, budget)
-
-
-def bellman_policy(prior, spec: TreeSpec, tau: float, layers: int, width: int) -> Policy:
-    """The noiseless-optimal policy of ``fvsym.bellman.solve`` as a TablePolicy (run under noise)."""
-    try:
-        from fvsym import bellman
-    except ImportError:
-        raise ValueError("strategy 'optimal' needs fvsym.bellman, which this installation lacks") from None
-    from fvsym.priors import TreePrior
-
-    if not isinstance(prior, TreePrior):
-        prior = TreePrior(spec.depth, scales=[str(a) for a in spec.scales])
-    solution = bellman.solve(prior, layers, width)
-    if solution.policy is None:  # nothing to read
-        return FixedDesign(np.zeros(0, dtype=np.int64), "optimal")
-    return TablePolicy(solution.policy, spec, tau, layers, width)
+    """The path strategy through its fused kernel (same numbers as ``run_policy`` with ``PathPolicy``)."""
+    return PathPolicy(budget).run(spec, channel, draws, budget, donor=donor, patch_layer=patch_layer,
+                                  informed=informed)
 
 
 # --- the public estimator -------------------------------------------------------------------------
@@ -367,12 +241,7 @@ def draw_floats(spec, channel: Channel, budget: int) -> int:
 
 def work_floats(spec, channel: Channel, pol: Policy, budget: int) -> int:
     """Floats of work per sample of a policy (sets its chunk size)."""
-    base = draw_floats(spec, channel, budget) + 4 * budget
-    if isinstance(pol, (PathPolicy, TablePolicy, GreedyCoordinate)):
-        return base
-    if isinstance(pol, FixedDesign):
-        return base + (0 if np.asarray(pol.design).dtype.kind in "iu" else spec.dim)
-    return base + spec.dim * (budget + 1)  # per-sample dense rows (user policies, greedy_dense)
+    return draw_floats(spec, channel, budget) + 4 * budget + pol.work_floats(spec, budget)
 
 
 def blocks(spec, channel: Channel, pol: Policy, budget: int, factor: int = 1) -> dict:
@@ -381,47 +250,16 @@ def blocks(spec, channel: Channel, pol: Policy, budget: int, factor: int = 1) ->
     return {"block": block, "chunk": _chunks.chunk_size(factor * work_floats(spec, channel, pol, budget), block)}
 
 
-def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, design=None, policy=None,
-            layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
-            measurement: str = "unit", search_samples: int = 4000, threads=None, progress=False):
-    """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
-
-    ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales or a ``GaussianPrior``.
-    ``strategy``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` = node list or (B, D)
-    unit rows), ``optimal`` (tree: the noiseless Bellman policy of ``fvsym`` for ``layers`` x ``width``,
-    run under noise; Gaussian: water-filling, optimal by Theorem G1), ``optimal_nonadaptive`` (tree:
-    the design found by :func:`fvnum.optimal_nonadaptive_unit`, or ``_coordinate`` with
-    ``measurement="coordinate"``, searched on ``search_samples`` independent samples; Gaussian:
-    water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the greedy
-    adaptive policies ``greedy_coordinate`` and ``greedy_dense`` (tree prior).
-    Channel: exactly one of ``tau`` (gaussian) or ``tokens`` = N (tokens channel with label noise ``s2``;
-    decoded with ``tau = tau_of_tokens(prior, N, s2)``).
-    Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
-    Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
-    """
-    spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
-    samples = check_samples(samples)
-    seed = check_seed(seed)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
-                       width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
-                       threads=threads)
-    est, fv = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=return_phi,
-                       threads=threads, progress=progress)
-    return (est, fv) if return_phi else est
-
-
 def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, seed: int, record=False,
              threads=None, progress=False, purpose=_chunks.EVAL):
     """Estimate (and, with ``record``, FunctionVectors) of a Policy object."""
-    fast_path = isinstance(pol, PathPolicy) and isinstance(spec, TreeSpec)
 
     def chunk(sizes, rngs):
         draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
         size = draws.n
-        run = run_path(spec, channel, draws, budget) if fast_path else run_policy(spec, channel, pol, draws)
+        run = pol.run(spec, channel, draws, budget) if isinstance(spec, TreeSpec) else None
+        if run is None:
+            run = run_policy(spec, channel, pol, draws)
 
         extra = None
         if record:

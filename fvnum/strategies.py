@@ -19,6 +19,9 @@ Built-in policies (used by ``loss_mc``, ``patching_table`` and ``best_adaptive``
 protocol with an explicit per-sample state: ``start(n)``, ``rows(layer, state, phi)``,
 ``update(layer, state, rows, phi_layer)``. ``update`` receives the rows the policy *chose*: under key
 patching the target keeps routing by its own choices although it read the donor's rows.
+Two more methods let the engine (``fvnum.simulate``) dispatch without asking what a policy is:
+``work_floats(spec, budget)`` (its memory per sample, which sizes the chunks) and ``run(spec, channel,
+draws, ...)``, a fused kernel returning a ``Run``, or None to be routed layer by layer.
 """
 from __future__ import annotations
 
@@ -31,6 +34,17 @@ from . import _kernels
 from .tree import TreeSpec
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
+
+
+@dataclass
+class Run:
+    """Per-sample results of one chunk: ``loss`` (n,), readings ``phi`` (n, L, d), the rows the policy
+    chose (``rows``, one ``Rows`` per layer) and those actually read (``actual``, differ under patching)."""
+
+    loss: np.ndarray
+    phi: np.ndarray
+    rows: list
+    actual: list
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,19 @@ class Policy:
     def update(self, layer: int, state, rows: Rows, phi_layer: np.ndarray):
         return state
 
+    def work_floats(self, spec, budget: int) -> int:
+        """Floats of work per sample beyond the draws (default: per-sample dense rows)."""
+        return spec.dim * (budget + 1)
+
+    def run(self, spec, channel, draws, budget: int, *, donor=None, patch_layer: int = 0, informed: bool = False):
+        """A fused kernel's ``Run`` of one chunk, or None (the engine then routes layer by layer)."""
+        return None
+
+
+def _coordinate_run(loss, phi, nodes) -> Run:
+    rows = [Rows(nodes[:, l : l + 1].copy(), True, False) for l in range(nodes.shape[1])]
+    return Run(loss, phi[:, :, None], rows, rows)
+
 
 class FixedDesign(Policy):
     """A non-adaptive design read in one layer: node numbers (B,) or unit rows (B, D)."""
@@ -111,6 +138,9 @@ class FixedDesign(Policy):
 
     def rows(self, layer, state, phi):
         return self.design
+
+    def work_floats(self, spec, budget):
+        return 0 if np.asarray(self.design).dtype.kind in "iu" else spec.dim
 
 
 class PathPolicy(Policy):
@@ -130,6 +160,26 @@ class PathPolicy(Policy):
     def update(self, layer, state, rows, phi_layer):
         return 2 * rows.nodes(phi_layer.shape[0])[:, 0] + (phi_layer[:, 0] < 0)
 
+    def work_floats(self, spec, budget):
+        return 0
+
+    def run(self, spec, channel, draws, budget, *, donor=None, patch_layer=0, informed=False):
+        """The fused kernel ``_tree_path_sim`` (same numbers as routing layer by layer)."""
+        if not isinstance(spec, TreeSpec):
+            return None
+        n, D = draws.n, spec.dim
+        loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
+        empty = np.zeros((0, D))
+        tokens = channel.kind == "tokens"
+        _kernels._tree_path_sim(
+            draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
+            channel.tau, spec.scales,
+            donor.leaves if donor is not None else np.zeros(0, np.int64),
+            donor.stat if (donor is not None and tokens) else empty,
+            int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
+        )
+        return _coordinate_run(loss, phi, nodes)
+
 
 class TablePolicy(Policy):
     """A decision tree of reads, such as the noiseless Bellman policy of ``fvsym.bellman``.
@@ -142,10 +192,10 @@ class TablePolicy(Policy):
     mapped to the nearest one). A terminal table node (``None``) leaves the remaining layers idle.
     """
 
-    name = "optimal"
+    name = "bellman_noiseless"
 
-    def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int):
-        self.layers, self.width = layers, width
+    def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
+        self.layers, self.width, self.name = layers, width, name
         self.tau = tau
         self.tau_eff = tau if tau > 0 else _kernels.TAU0_FALLBACK * spec.scales[-1]
         K = spec.depth
@@ -216,12 +266,18 @@ class TablePolicy(Policy):
             new[live] = self.child[p, best]
         return new
 
+    def work_floats(self, spec, budget):
+        return 0
+
 
 class GreedyCoordinate(Policy):
     """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
     expected posterior loss after that one reading, given the exact posterior so far (computed with
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
-    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``)."""
+    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``).
+    Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
+    ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
+    unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
 
     name = "greedy_coordinate"
 
@@ -236,17 +292,117 @@ class GreedyCoordinate(Policy):
 
     def rows(self, layer, state, phi):
         n = state.shape[0]
-        scores = np.zeros((n, self.spec.dim))
-        _kernels._greedy_coord_scores(
-            np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)), self.tau,
-            self.spec.scales, self.gh_x, self.gh_w, scores,
-        )
-        if not self.allow_repeat and state.shape[1]:
-            scores[np.arange(n)[:, None], state - 1] = -np.inf
-        return (np.argmax(scores, axis=1) + 1)[:, None]
+        out = np.zeros(n, dtype=np.int64)
+        _kernels._greedy_coord_rows(np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)),
+                                    self.tau, self.spec.scales, self.gh_x, self.gh_w, self.allow_repeat, out)
+        return out[:, None]
 
     def update(self, layer, state, rows, phi_layer):
         return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
+
+    def work_floats(self, spec, budget):
+        return 0
+
+    def run(self, spec, channel, draws, budget, *, donor=None, patch_layer=0, informed=False):
+        """The fused kernel ``_tree_greedy_sim`` (no key patching: then None)."""
+        if donor is not None and patch_layer >= 1:
+            return None
+        n = draws.n
+        loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
+        tokens = channel.kind == "tokens"
+        _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
+                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, spec.scales,
+                                  self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
+        return _coordinate_run(loss, phi, nodes)
+
+
+class RolloutPolicy(Policy):
+    """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class, repeats allowed): one-step
+    rollout over the path policy. Each layer but the last reads the candidate (read nodes, their
+    ancestors, their children) whose reading, followed by the generalised path policy
+    (``_kernels._path_next``) to the end, has the least mean posterior loss over ``n_rollouts``
+    rollouts (leaves from the posterior, channel noise), with the same random numbers for every
+    candidate and every sample (drawn once from ``seed``: a deterministic policy). The last layer is
+    the exact one-step lookahead (``greedy_coordinate``). A rollout policy is at least as good as its
+    base policy up to the rollouts' noise; the bounds' Monte Carlo compares it with path and greedy."""
+
+    name = "rollout"
+
+    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, seed: int = 0):
+        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
+        rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
+        self.U = rng.random((int(n_rollouts), spec.depth))
+        self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
+        self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=True)
+
+    def start(self, n):
+        return np.zeros((n, 0), dtype=np.int64)
+
+    def rows(self, layer, state, phi):
+        n = state.shape[0]
+        if layer == self.layers - 1:
+            return self.greedy.rows(layer, state, phi)
+        if layer == 0:  # the same belief for every sample
+            out = np.zeros(1, dtype=np.int64)
+            _kernels._rollout_rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.tau, self.spec.scales,
+                                   self.U, self.Z, self.layers, out)
+            return out
+        out = np.zeros(n, dtype=np.int64)
+        _kernels._rollout_rows(np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)), self.tau,
+                               self.spec.scales, self.U, self.Z, self.layers, out)
+        return out[:, None]
+
+    def update(self, layer, state, rows, phi_layer):
+        return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
+
+    def work_floats(self, spec, budget):
+        return 0
+
+
+class GreedyDense(Policy):
+    """Greedy one-step lookahead over unit rows (d = 1, L = B): each layer reads the unit row that
+    maximises the expected squared norm of the next posterior mean (equivalently, minimises the expected
+    loss after that one reading) under the exact leaf posterior so far, found by projected gradient
+    ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
+    layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
+    generic row identifies the leaf, so a fixed random row is read."""
+
+    name = "greedy_dense"
+    GH_POINTS = 10
+
+    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_iter: int = 20, n_extra: int = 2,
+                 n_ascend: int = 2, first_extra: int = 16, live_tol: float = 1e-3):
+        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
+        self.n_iter, self.n_ascend, self.live_tol = int(n_iter), int(n_ascend), float(live_tol)
+        x, w = np.polynomial.hermite_e.hermegauss(self.GH_POINTS)
+        self.gh_x, self.gh_w = x, w / w.sum()
+        rng = np.random.default_rng(20240229)  # fixed starts shared by all samples: deterministic policy
+        unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+        self.extra = unit(rng.standard_normal((max(1, n_extra), spec.dim)))
+        first = unit(rng.standard_normal((max(1, first_extra), spec.dim)))
+        self.first, self.first_value = self._choose(np.zeros((1, 0, spec.dim)), np.zeros((1, 0)), first, 5 * self.n_iter, 8)
+
+    def _choose(self, Wh, phi, extra, n_iter, n_ascend):
+        n = phi.shape[0]
+        out, value = np.zeros((n, self.spec.dim)), np.zeros(n)
+        _kernels._greedy_dense_rows(np.ascontiguousarray(Wh), np.ascontiguousarray(phi), self.tau, self.spec.scales,
+                                    self.gh_x, self.gh_w, extra, n_iter, n_ascend, self.live_tol, out, value)
+        return out, value
+
+    def start(self, n):
+        return np.zeros((n, 0, self.spec.dim))
+
+    def rows(self, layer, state, phi):
+        if layer == 0:
+            return self.first  # (1, D): shared
+        n = state.shape[0]
+        out, _ = self._choose(state, phi.reshape(n, layer), self.extra, self.n_iter, self.n_ascend)
+        return out[:, None, :]
+
+    def update(self, layer, state, rows, phi_layer):
+        n = state.shape[0]
+        new = np.broadcast_to(rows.dense(n, self.spec.dim), (n, 1, self.spec.dim))
+        return np.concatenate([state, new], axis=1)
 
 
 class CallablePolicy(Policy):

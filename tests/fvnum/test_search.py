@@ -91,7 +91,7 @@ def test_best_adaptive_dense_lookahead_beats_path():
     better than the path strategy on the depth-4 tree with budget 3."""
     tau = 0.12
     name, est, scores = best_adaptive(PRIOR, 3, tau, samples=600, seed=5, return_all=True)
-    assert set(scores) == {"path", "optimal", "greedy_coordinate", "greedy_dense"}
+    assert set(scores) == {"path", "bellman_noiseless", "greedy_coordinate", "greedy_dense"}
     assert name == min(scores, key=lambda k: scores[k].value)
     path = scores["path"]
     assert est.value < path.value - 5 * (est.stderr + path.stderr)

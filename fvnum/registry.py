@@ -1,0 +1,205 @@
+"""The strategy registry: every named strategy of ``fv mc`` and :func:`loss_mc`, and how its Policy is
+built (THEORY.md sections 2, 3, 5, 6). The CLI's choices and the API's checks both read ``STRATEGIES``.
+
+Names under noise say what they are (THEORY.md section 3): ``optimal`` is the noisy optimum, built
+only where it is computed exactly (``fvnum.bellman``: tree prior, ``tau > 0``, width 1, small trees;
+at ``tau = 0`` the noiseless Bellman policy of ``fvsym``, which is then optimal; Gaussian prior:
+water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``fv bounds``;
+``bellman_noiseless`` is the noiseless Bellman policy run under the given noise.
+"""
+from __future__ import annotations
+
+# Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
+# import the engine when called.
+
+STRATEGIES = {
+    "path": "adaptive: read the depth-l node of the path decoded so far (L = B, d = 1)",
+    "top_levels": "non-adaptive: the first B nodes in heap order, one layer",
+    "fixed": "non-adaptive: a given design (node list or unit rows)",
+    "optimal": "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at tau = 0, "
+               "water-filling (Gaussian prior); elsewhere refused (see fv bounds)",
+    "bellman_noiseless": "the noiseless Bellman policy of fvsym, run under the channel",
+    "optimal_nonadaptive": "the best non-adaptive design found by search (with its measurement class)",
+    "policy": "a user policy (callable, see fvnum.strategies)",
+    "greedy_coordinate": "adaptive: greedy one-step lookahead over coordinates",
+    "greedy_dense": "adaptive: greedy one-step lookahead over unit rows",
+    "rollout": "adaptive: one-step rollout over the path policy (approximate noisy Bellman)",
+}
+CLI_STRATEGIES = tuple(s for s in STRATEGIES if s != "policy")
+MEASUREMENTS = ("unit", "coordinate")
+
+
+def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, int]:
+    if layers is None and width is None:
+        width = default_width
+    if width is None:
+        if layers < 1 or budget % layers:
+            raise ValueError(f"budget {budget} is not a multiple of layers {layers}")
+        width = budget // layers
+    if layers is None:
+        if width < 1 or budget % width:
+            raise ValueError(f"budget {budget} is not a multiple of width {width}")
+        layers = budget // width
+    if layers * width != budget:
+        raise ValueError(f"layers x width = {layers} x {width} does not equal the budget {budget}")
+    return int(layers), int(width)
+
+
+def _tree_depth_of(spec) -> int:
+    from .tree import TreeSpec
+
+    if isinstance(spec, TreeSpec):
+        return spec.depth
+    K = (spec.dim + 1).bit_length() - 1
+    if 2**K - 1 != spec.dim:
+        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the Gaussian prior has D = {spec.dim}")
+    return K
+
+
+def _deep_only(strategy, budget, layers, width):
+    if (layers not in (None, budget)) or (width not in (None, 1)):
+        raise ValueError(f"strategy {strategy!r} has layers = budget and width = 1")
+
+
+def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=None, policy=None,
+                 layers=None, width=None, measurement="unit", samples=4000, seed=0, threads=None):
+    """The Policy object for a named strategy (searches run here for ``optimal_nonadaptive``)."""
+    import numpy as np
+
+    from .gaussian import optimal_design as gaussian_optimal_design
+    from .simulate import check_budget, check_design
+    from .strategies import (
+        CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
+    )
+    from .tree import TreeSpec
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    tree = isinstance(spec, TreeSpec)
+    if strategy == "path":
+        K = _tree_depth_of(spec)
+        check_budget(budget, K, f"the path strategy reads one node per level, at most depth K = {K}")
+        _layout(budget, layers, width)
+        _deep_only(strategy, budget, layers, width)
+        return PathPolicy(budget)
+    coord_max = (spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
+    if strategy == "top_levels":
+        check_budget(budget, *coord_max)
+        return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "top_levels")
+    if strategy == "fixed":
+        check_budget(budget)
+        return FixedDesign(check_design(design, spec, budget), "fixed")
+    if strategy == "policy":
+        if policy is None:
+            raise ValueError("strategy 'policy' needs policy=callable (see fvnum.strategies for the protocol)")
+        check_budget(budget)
+        L, d = _layout(budget, layers, width)
+        return CallablePolicy(policy, L, d)
+    if not tree:  # Gaussian prior: by Theorem G1 the water-filling design is optimal, adaptive or not
+        if strategy not in ("optimal", "optimal_nonadaptive"):
+            raise ValueError(f"strategy {strategy!r} needs a tree prior")
+        check_budget(budget)
+        return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
+    if strategy == "bellman_noiseless":
+        check_budget(budget, *coord_max)
+        L, d = _layout(budget, layers, width)
+        return bellman_policy(prior, spec, channel.tau, L, d, name="bellman_noiseless")
+    if strategy == "optimal":
+        return optimal_policy(prior, spec, channel, budget, layers, width, threads=threads)
+    if strategy == "optimal_nonadaptive":
+        from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
+
+        if measurement not in MEASUREMENTS:
+            raise ValueError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
+        check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
+        if measurement == "unit":
+            W, _ = optimal_nonadaptive_unit(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
+            return FixedDesign(W, "optimal_nonadaptive")
+        nodes, _ = optimal_nonadaptive_coordinate(spec, budget, channel.tau, samples=samples, seed=seed,
+                                                  threads=threads, allow_repeat=False)
+        return FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive")
+    check_budget(budget)
+    _deep_only(strategy, budget, layers, width)
+    if strategy == "greedy_coordinate":
+        return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
+    if strategy == "rollout":
+        if channel.tau == 0:
+            raise ValueError("strategy 'rollout' needs noise (tau > 0); at tau = 0 use 'optimal'")
+        return RolloutPolicy(spec, channel.tau, budget, seed=seed)
+    return GreedyDense(spec, channel.tau, budget)
+
+
+def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, threads=None):
+    """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
+    noisy Bellman policy under noise where ``fvnum.bellman`` solves it, else a ValueError."""
+    from . import bellman
+    from .simulate import check_budget
+
+    if channel.tau == 0:
+        check_budget(budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
+        L, d = _layout(budget, layers, width)
+        return bellman_policy(prior, spec, 0.0, L, d, name="optimal")
+    check_budget(budget)
+    _layout(budget, layers, width)
+    if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget):
+        raise ValueError(
+            f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
+            f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
+            f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
+    solved = bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
+    return solved.policy
+
+
+def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
+    """The noiseless-optimal policy of ``fvsym.bellman.solve`` as a TablePolicy (run under noise ``tau``)."""
+    import numpy as np
+
+    from fvsym import bellman
+    from fvsym.priors import TreePrior
+
+    from .strategies import FixedDesign, TablePolicy
+
+    if not isinstance(prior, TreePrior):
+        prior = TreePrior(spec.depth, scales=[str(a) for a in spec.scales])
+    solution = bellman.solve(prior, layers, width)
+    if solution.policy is None:  # nothing to read
+        return FixedDesign(np.zeros(0, dtype=np.int64), name)
+    return TablePolicy(solution.policy, spec, tau, layers, width, name=name)
+
+
+def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, design=None, policy=None,
+            layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
+            measurement: str = "unit", search_samples: int = 4000, threads=None, progress=None):
+    """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
+
+    ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales or a ``GaussianPrior``.
+    ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
+    node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
+    exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
+    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive`` (tree: the
+    design found by :func:`fvnum.optimal_nonadaptive_unit`, or ``_coordinate`` with
+    ``measurement="coordinate"``, searched on ``search_samples`` independent samples; Gaussian:
+    water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
+    policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
+    Channel: exactly one of ``tau`` (gaussian) or ``tokens`` = N (tokens channel with label noise ``s2``;
+    decoded with ``tau = tau_of_tokens(prior, N, s2)``).
+    Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
+    Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
+    ``progress``: a bar on stderr (None: only when stderr is a terminal).
+    """
+    from .channels import make_channel
+    from .simulate import check_samples, check_seed, simulate
+    from .tree import numeric_prior
+
+    spec = numeric_prior(prior)
+    channel = make_channel(spec, tau, tokens, s2)
+    samples = check_samples(samples)
+    seed = check_seed(seed)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
+                       width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
+                       threads=threads)
+    est, fv = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=return_phi,
+                       threads=threads, progress=progress)
+    return (est, fv) if return_phi else est

@@ -1,0 +1,108 @@
+"""The exact noisy Bellman recursion (fvnum.bellman), the greedy kernel and the bounds on the optimum."""
+import numpy as np
+import pytest
+from scipy import integrate
+
+from fvnum import _kernels as K
+from fvnum import _reference as R
+from fvnum import bounds, loss_mc, noisy_bellman
+from fvnum.bellman import Quadrature
+from fvnum.strategies import GH_POINTS
+from fvnum.tree import numeric_prior
+from fvsym import bellman
+from fvsym.priors import TreePrior
+
+PRIOR2 = TreePrior(2, "1/2")
+
+
+def _brute_one_layer(spec, tau):
+    """min_n int p(phi) U(post(phi)) dphi by adaptive quadrature (scipy), leaf by leaf."""
+    th = spec.thetas(np.arange(spec.n_leaves))
+    A = spec.second_moment
+    best = np.inf
+    for n in range(1, spec.dim + 1):
+        v = th[:, n - 1]
+
+        def f(phi):
+            lik = np.exp(-((phi - v) ** 2) / (2 * tau**2)) / np.sqrt(2 * np.pi) / tau / spec.n_leaves
+            m = (lik / lik.sum()) @ th
+            return lik.sum() * (A - m @ m)
+
+        val = integrate.quad(f, -2 - 12 * tau, 2 + 12 * tau, points=[-1, 0, 1], limit=400, epsabs=1e-12)[0]
+        best = min(best, val)
+    return best
+
+
+@pytest.mark.parametrize("tau", [0.2, 0.5, 1.0])
+def test_one_layer_equals_independent_integration(tau):
+    for depth in (1, 2):
+        spec = numeric_prior(TreePrior(depth, "1/2"))
+        assert abs(noisy_bellman(spec, 1, tau).value - _brute_one_layer(spec, tau)) < 1e-4
+
+
+@pytest.mark.parametrize("tau", [0.3, 0.7])
+def test_repeated_reading_of_one_node_is_one_reading_at_lower_noise(tau):
+    """Depth 1: B readings of the root = one reading at noise tau / sqrt(B) (kinks and all)."""
+    spec = numeric_prior(TreePrior(1, "1/2"))
+    for B in (2, 3):
+        assert abs(noisy_bellman(spec, B, tau).value - noisy_bellman(spec, 1, tau / np.sqrt(B)).value) < 1e-4
+
+
+def test_tends_to_the_noiseless_optimum():
+    exact = float(bellman.solve(PRIOR2, 2, 1).loss)
+    values = [noisy_bellman(PRIOR2, 2, tau).value for tau in (0.2, 0.1, 0.05)]
+    gaps = [v - exact for v in values]
+    assert all(g >= -1e-6 for g in gaps) and gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-3
+
+
+def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
+    tau = 0.5
+    solved = noisy_bellman(PRIOR2, 2, tau)
+    est = loss_mc(PRIOR2, "optimal", 2, tau=tau, samples=3000, seed=1, threads=1)
+    assert abs(est.z(solved.value)) < 5
+    q = solved.q_values([1], [0.3])
+    assert q.shape == (3,) and solved.next_node([1], [0.3]) == int(np.argmin(q)) + 1
+    res = bounds(PRIOR2, 2, tau=tau, samples=3000, seed=2, threads=1)
+    assert res.exact == pytest.approx(solved.value)
+    assert res.lower <= res.exact <= res.upper.value + 5 * res.upper.stderr
+    d = res.to_dict()
+    assert set(d["lower"]) == {"value", "how"} and set(d["upper"]) == {"value", "stderr", "n", "policy"}
+
+
+def test_optimal_under_noise_is_refused_where_not_solved():
+    with pytest.raises(ValueError, match="fv bounds"):
+        loss_mc(TreePrior(5, "1/2"), "optimal", 3, tau=0.3, samples=10)
+
+
+def test_dp_last_kernel_equals_numpy():
+    spec = numeric_prior(TreePrior(2, "0.6"))
+    quad = Quadrature(spec, 0.4, (9,))
+    P = np.random.default_rng(0).random((5, 4))
+    out = np.zeros((5, 3))
+    K._dp_last(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales, out)
+    ref = R.noisy_last_q(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+@pytest.mark.parametrize("tau", [0.0, 0.3, 1.0])
+def test_greedy_rows_equal_the_full_scan(depth, tau):
+    """The O(closure K) greedy step picks the argmax of the full scan (ties: any node of the same score)."""
+    x, w = np.polynomial.hermite_e.hermegauss(GH_POINTS)
+    w = w / w.sum()
+    rng = np.random.default_rng(depth)
+    scales = np.cumprod(np.r_[1, rng.uniform(0.3, 1, depth - 1)])
+    n, D = 60, 2**depth - 1
+    for B, rep in ((0, True), (1, True), (3, True), (3, False)):
+        leaves = rng.integers(0, 2**depth, n)
+        nodes = rng.integers(1, D + 1, (n, B)).astype(np.int64)
+        readings = R.leaf_thetas(scales)[leaves[:, None], nodes - 1] + tau * rng.standard_normal((n, B))
+        sc = np.zeros((n, D))
+        K._greedy_coord_scores(nodes, readings, tau, scales, x, w, sc)
+        if not rep and B:
+            sc[np.arange(n)[:, None], nodes - 1] = -np.inf
+        out = np.zeros(n, np.int64)
+        K._greedy_coord_rows(nodes, readings, tau, scales, x, w, rep, out)
+        best = sc.max(axis=1)
+        got = sc[np.arange(n), out - 1]
+        np.testing.assert_allclose(got, best, rtol=1e-9, atol=1e-12)
