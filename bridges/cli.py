@@ -2,7 +2,7 @@
 in its own ``cli.py``; handlers import their heavy dependencies lazily, so ``fv derive`` never loads
 numba or torch.
 
-Errors in the user's input (``ValueError``, a missing file) print one line and exit with code 2.
+Errors in the user's input (``ValueError``, a missing file, a scheduler that does not answer) print one line and exit with code 2.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
+            ConnectionError) as exc:
         print(f"fv {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

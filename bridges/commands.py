@@ -19,6 +19,9 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
+    from .sweep import register as _register_sweep
+
+    _register_sweep(subparsers)
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
@@ -110,7 +113,7 @@ def _register_compare(subparsers) -> None:
     add_run_arguments(p, model_required=False)
     p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
     p.add_argument("--samples", type=int, default=20_000, help="Monte Carlo samples per theory number (default 20000)")
-    p.add_argument("--jobs", type=int, default=2, help="training processes for --grid (default 2)")
+    _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=compare_command)
 
@@ -125,8 +128,8 @@ def compare_command(args: argparse.Namespace) -> int:
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
-                              seed=args.seed, jobs=args.jobs, full=True, progress=not args.quiet,
-                              alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
+                              seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
+                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
@@ -154,6 +157,16 @@ def compare_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.sweep``)."""
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
+                   "the output folder must be on a file system every worker sees")
+    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
+                   help="training processes of the local Dask cluster (default: the number of cores; 1: in this "
+                   "process)")
+
+
 def _register_reproduce(subparsers) -> None:
     from .reproduce import ReproduceConfig
 
@@ -175,7 +188,7 @@ def _register_reproduce(subparsers) -> None:
     p.add_argument("--steps", type=int, default=d.steps, help=f"training steps per run (default {d.steps})")
     p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per number (default {d.samples})")
     p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
-    p.add_argument("--jobs", type=int, default=d.jobs, help=f"training processes (default {d.jobs})")
+    _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=reproduce_command)
 
@@ -185,6 +198,6 @@ def reproduce_command(args: argparse.Namespace) -> int:
 
     cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
-                          jobs=args.jobs, full=args.full, progress=not args.quiet)
+                          workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
     reproduce(cfg, log=(lambda *a: None) if args.quiet else print)
     return 0
