@@ -2,7 +2,7 @@
 in its own ``cli.py``; handlers import their heavy dependencies lazily, so ``fv derive`` never loads
 numba or torch.
 
-Errors in the user's input (``ValueError``, a missing file) print one line and exit with code 2.
+Errors in the user's input (``ValueError``, a missing file, a scheduler that does not answer) print one line and exit with code 2.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
+            ConnectionError) as exc:
         print(f"fv {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a read-only or full file system: one line naming the file

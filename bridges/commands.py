@@ -21,6 +21,9 @@ def register(subparsers) -> None:
     _register_compare(subparsers)
     _register_reproduce(subparsers)
     _register_scaling(subparsers)
+    from .sweep import register as _register_sweep
+
+    _register_sweep(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -153,7 +156,7 @@ def _register_compare(subparsers) -> None:
     add_run_arguments(p, model_required=False)
     p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
     p.add_argument("--samples", type=int, default=20_000, help="Monte Carlo samples per theory number (default 20000)")
-    p.add_argument("--jobs", type=int, default=2, help="training processes for --grid (default 2)")
+    _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=compare_command)
 
@@ -168,8 +171,8 @@ def compare_command(args: argparse.Namespace) -> int:
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
-                              seed=args.seed, jobs=args.jobs, full=True, progress=not args.quiet,
-                              alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
+                              seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
+                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
@@ -197,6 +200,16 @@ def compare_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.sweep``)."""
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
+                   "the output folder must be on a file system every worker sees")
+    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
+                   help="training processes of the local Dask cluster (default: the number of cores; 1: in this "
+                   "process)")
+
+
 def _register_reproduce(subparsers) -> None:
     from .reproduce import ReproduceConfig
 
@@ -209,18 +222,23 @@ def _register_reproduce(subparsers) -> None:
         "written to one folder with report.md, figures (PNG), JSON and CSV. Finished cells are kept: "
         "re-running resumes an interrupted run.",
     )
-    p.add_argument("--out", default=d.out, metavar="DIR", help=f"report folder (default {d.out})")
+    _add_study_arguments(p, d, "report folder", "tree depth of the reduced grid and curves")
     p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6)")
-    p.add_argument("--depth", type=int, default=d.depth, help=f"tree depth of the reduced grid and curves (default {d.depth})")
-    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
-    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     p.add_argument("--budget", type=int, default=d.train_budget, help=f"training budget (default {d.train_budget})")
     p.add_argument("--steps", type=int, default=d.steps, help=f"training steps per run (default {d.steps})")
-    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per number (default {d.samples})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"default {d.seed}")
-    p.add_argument("--jobs", type=int, default=d.jobs, help=f"training processes (default {d.jobs})")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=reproduce_command)
+
+
+def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
+    """The options ``fv reproduce`` and ``fv scaling`` share, with the defaults of their config ``d``."""
+    p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
+    p.add_argument("--depth", type=int, default=d.depth, help=f"{depth_help} (default {d.depth})")
+    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
+    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"first seed (default {d.seed})")
+    _add_engine_arguments(p)
+    p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 def reproduce_command(args: argparse.Namespace) -> int:
@@ -228,7 +246,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
 
     cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
-                          jobs=args.jobs, full=args.full, progress=not args.quiet)
+                          workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
     reproduce(cfg, log=(lambda *a: None) if args.quiet else print)
     return 0
 
@@ -257,24 +275,17 @@ def _register_scaling(subparsers) -> None:
         "intervals, and write scaling.json, scaling.csv, fig_scaling.png and report.md. Finished runs are "
         "kept: re-running resumes.",
     )
-    p.add_argument("--out", default=d.out, metavar="DIR", help=f"study folder (default {d.out})")
-    p.add_argument("--depth", type=int, default=d.depth, help=f"tree depth K (default {d.depth})")
-    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
-    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    _add_study_arguments(p, d, "study folder", "tree depth K")
     p.add_argument("--s2", type=float, default=d.s2, help=f"label noise variance (default {d.s2})")
     p.add_argument("--budgets", default=f"{d.budgets[0]}-{d.budgets[-1]}", help="range or list (default 1-6)")
     p.add_argument("--models", default=d.models, help=f"default {d.models}")
     p.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
     p.add_argument("--steps-per-budget", type=int, default=d.steps_per_budget,
                    help=f"training steps per unit of budget (default {d.steps_per_budget}, the recipe)")
-    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
     p.add_argument("--search-samples", type=int, default=d.search_samples,
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"first seed (default {d.seed})")
-    p.add_argument("--workers", type=int, default=d.workers, help=f"training processes at a time (default {d.workers})")
     p.add_argument("--threads", type=int, default=d.threads, help=f"torch threads per run (default {d.threads})")
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=scaling_command)
 
 
@@ -284,7 +295,7 @@ def scaling_command(args: argparse.Namespace) -> int:
     cfg = ScalingConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
-                        search_samples=args.search_samples, seed=args.seed, workers=args.workers,
+                        search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
                         threads=args.threads, device=args.device, progress=not args.quiet)
     result = run(cfg, log=(lambda *a: None) if args.quiet else print)
     for model, entry in result["fits"]["models"].items():

@@ -10,9 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
-import multiprocessing as mp
 from pathlib import Path
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -21,7 +19,11 @@ from .store import RunStore, write_atomic, write_json
 KIND = "reproduce"
 @dataclass(frozen=True)
 class ReproduceConfig:
-    """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue."""
+    """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
+
+    Training runs go through the engine of ``bridges.sweep``: a local Dask cluster of ``workers`` processes
+    (default: the number of cores), or the running cluster at ``scheduler``. With one local worker (or one
+    run to train) they train in this process."""
 
     out: str = "runs/reproduce"
     depth: int = 4
@@ -32,14 +34,15 @@ class ReproduceConfig:
     steps: int | None = 1500  # None: the recipe's steps (bridges.config.recipe_steps)
     samples: int = 20_000
     seed: int = 0
-    jobs: int = 2
+    workers: int | None = None
+    scheduler: str | None = None
     full: bool = False
     scaling_steps_per_budget: int = 1000  # the scaling study of --full (bridges.scaling)
     progress: bool = True
 
     def __post_init__(self):
         DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
-        for name in ("steps", "samples", "jobs", "train_budget", "scaling_steps_per_budget"):
+        for name in ("steps", "samples", "workers", "train_budget", "scaling_steps_per_budget"):
             if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_budget > 2**self.depth - 1:
@@ -71,13 +74,13 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
     return runs
 
 
-def _train_one(run_json: str) -> str:
-    """Worker: train one run (resuming its checkpoint); returns its key."""
+def train_cell(run: dict) -> dict:
+    """One training cell (on a worker): train ``RunConfig.from_dict(run)``, resuming its checkpoint."""
     from .train import train
 
-    run = RunConfig.from_json(run_json)
-    train(run, progress=False)
-    return run.key()
+    result = train(RunConfig.from_dict(run), progress=False)
+    return {"run_key": result.config.key(), "loss": result.loss, "stderr": result.stderr, "n": result.n_eval,
+            "steps": result.steps}
 
 
 # --- stages ----------------------------------------------------------------------------------------
@@ -134,20 +137,22 @@ def _exact(formula) -> dict:
 
 
 def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
-    """Train the grid (``jobs`` processes, one torch thread each), then compare every run with theory."""
+    """Train the grid on the engine of ``bridges.sweep`` (one torch thread per worker), then compare every
+    run with theory."""
     from .compare import compare
+    from .sweep import Cell, run_cells
     from .train import train
 
     train_out = str(store.folder / "train")
     runs = grid(cfg, train_out)
     todo = [r for r in runs if store.get(_cell_key("compare", r)) is None]
-    if todo:
-        log(f"training {len(todo)} runs with {cfg.jobs} processes ({cfg.steps or 'recipe'} steps each)")
-        if cfg.jobs > 1 and len(todo) > 1:
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=ctx) as pool:
-                for key in pool.map(_train_one, [r.to_json() for r in todo]):
-                    log(f"  trained {key}")
+    in_process = cfg.scheduler is None and (cfg.workers == 1 or len(todo) < 2 or _cores() < 2 and cfg.workers is None)
+    if todo and not in_process:
+        log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
+        absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
+        cells = [Cell.keyed("train", r.key_dict(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
+                 for r in todo]
+        run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     from .compare import theory_losses
 
     tables = []
@@ -158,13 +163,19 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         def work(run=run):
             rows, _ = store.cell("theory_table", {"data": asdict(run.data), "budget": run.model.budget,
                                                   "samples": cfg.samples, "seed": cfg.seed}, theory)
-            result = train(run, progress=cfg.progress and cfg.jobs == 1)
+            result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
         table, cached = store.cell("compare", run.key_dict(), work)
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
     return tables
+
+
+def _cores() -> int:
+    from dask.system import CPU_COUNT
+
+    return int(CPU_COUNT)
 
 
 def _cell_key(name: str, run: RunConfig) -> str:
@@ -298,6 +309,10 @@ def _patching_md(t: dict) -> str:
 def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
     start = time.time()
+    if cfg.scheduler not in (None, "synchronous"):
+        from .sweep import _address
+
+        _address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = theory_curves(cfg, store, log)
@@ -308,7 +323,7 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
 
         study = scaling_study(ScalingConfig(out=str(store.folder / "scaling"), alpha=cfg.alpha, n_tokens=cfg.n_tokens,
                                             s2=cfg.s2, steps_per_budget=cfg.scaling_steps_per_budget, seed=cfg.seed,
-                                            workers=cfg.jobs, samples=cfg.samples, progress=cfg.progress), log=log)
+                                            workers=cfg.workers, scheduler=cfg.scheduler, samples=cfg.samples, progress=cfg.progress), log=log)
         extra["scaling_fits"] = study["fits"]
     written = write_outputs(cfg, store.folder, curves, tables, extra)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")

@@ -31,7 +31,7 @@ LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theo
 
 @dataclass(frozen=True)
 class ScalingConfig:
-    """Defaults: the study of the training issue (about 90 minutes on 2 CPU cores with 2 workers)."""
+    """Defaults: the study of the training issue (about 90 minutes on 2 CPU cores, one run per core)."""
 
     out: str = "runs/scaling"
     depth: int = 6
@@ -45,9 +45,9 @@ class ScalingConfig:
     samples: int = 20_000
     search_samples: int = 2_000
     seed: int = 0
-    workers: int = 2
+    workers: int | None = None  # local Dask worker processes (None: the number of cores; 1: this process)
     threads: int = 1
-    scheduler: str | None = None
+    scheduler: str | None = None  # a running Dask cluster (bridges.sweep)
     progress: bool = True
     device: str = "cpu"
     budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
@@ -62,6 +62,8 @@ class ScalingConfig:
             raise ValueError(f"models must be letters of ABC, got {self.models!r}")
         for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads"):
             value = getattr(self, name)
+            if value is None and name == "workers":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
@@ -100,39 +102,20 @@ def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
-    """Train every run not yet stored, ``workers`` processes at a time, and return the rows in ``runs`` order."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Train every run not yet stored on the engine of ``bridges.sweep`` (a local Dask cluster of
+    ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
+    the rows in ``runs`` order."""
+    from .sweep import SYNCHRONOUS, Cell, run_cells
 
-    from tqdm.auto import tqdm
-
-    keys = [_cell_key(run) for run in runs]
-    rows = {k: store.get(k) for k in keys}
-    todo = [(k, run) for k, run in zip(keys, runs) if rows[k] is None]
-    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), unit="run", disable=not cfg.progress,
-               desc="scaling runs")
-    try:
-        if cfg.workers == 1:
-            for k, run in todo:
-                rows[k] = train_row(run)
-                store.put(k, rows[k])
-                bar.update(1)
-        elif todo:
-            with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=mp.get_context("spawn")) as pool:
-                futures = {pool.submit(train_row_json, run.to_json()): k for k, run in todo}
-                for future in as_completed(futures):
-                    k = futures[future]
-                    rows[k] = future.result()
-                    store.put(k, rows[k])
-                    bar.update(1)
-                    log(f"  {k}: loss {rows[k]['loss']:.4f}")
-    finally:
-        bar.close()
-    return [rows[k] for k in keys]
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.key_dict()) for run in runs]
+    scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
+    results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
+    return [results[cell.key] for cell in cells]
 
 
-def train_row_json(run_json: str) -> dict:
-    return train_row(RunConfig.from_json(run_json))
+def train_row_dict(run: dict) -> dict:
+    """``train_row`` of a run given as the dict of ``RunConfig.to_dict`` (a cell of the study)."""
+    return train_row(RunConfig.from_dict(run))
 
 
 def _cell_key(run: RunConfig) -> str:
@@ -236,7 +219,7 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
         f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {cfg.seeds} seeds each, trained with "
         f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
-        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({cfg.threads} thread(s) per run, {cfg.workers} at a time).",
+        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({cfg.threads} thread(s) per run, {cfg.workers or 'one per core'} at a time).",
         "", "![loss against budget](fig_scaling.png)", "",
         "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; mean ± standard deviation over seeds "
         "(min .. max). Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "

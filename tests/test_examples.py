@@ -223,3 +223,28 @@ def test_05_path_model_matches_theory_and_patching_is_harmless_iff_l_le_j(load, 
     assert r["models"]["path"]["max_abs_z_vs_theory"] <= 5  # the hand-built model is the theory in torch
     e_theory, se_theory = ex.effects(theory), np.array(theory["stderr"])  # j = 1: the earlier layer costs more
     assert e_theory[1, 0] - e_theory[2, 0] > 5 * math.hypot(se_theory[1, 0], se_theory[2, 0])
+
+
+# --- 06: a sweep on a local Dask cluster ------------------------------------------------------------------
+def test_06_sweep_on_a_local_cluster_matches_exact_values_and_the_in_process_run(load, tmp_path):
+    from bridges import sweep
+
+    ex = load("06_sweep")
+    cfg = ex.Config(tau="0", samples=2000, budgets=(1, 2), seeds=(0,), workers=1, progress=False, out=str(tmp_path))
+    r = ex.main(cfg)
+    saved(tmp_path, r)
+    assert (r["n_computed"], r["n_cached"]) == (4, 0) and len(r["rows"]) == 4
+    prior = TreePrior(3, "1/2")
+    for row in r["rows"]:
+        exact = float(sp.Rational(row["exact_noiseless"]))
+        if row["strategy"] == "path":  # noiseless path: every sample loses the same
+            assert row["value"] == pytest.approx(exact, abs=1e-12)
+        else:
+            assert exact == float(tree.coordinate_design_loss(prior, range(1, row["budget"] + 1)))
+            assert abs(row["value"] - exact) <= 5 * row["stderr"] + 1e-12 and row["n"] == 2000
+    # the same cells in this process give the same numbers; the spec file reruns from the shell unchanged
+    here = sweep.run(cfg.spec(), out=tmp_path / "here", scheduler="synchronous", progress=False, log=lambda *a: None)
+    assert [(h["value"], h["stderr"], h["key"]) for h in here.rows] == [(x["value"], x["stderr"], x["key"])
+                                                                        for x in r["rows"]]
+    again = sweep.run(tmp_path / "spec.toml", out=tmp_path / "sweep", progress=False, log=lambda *a: None)
+    assert (again.n_computed, again.n_cached) == (0, 4)
