@@ -17,6 +17,7 @@ from numba import njit
 LOG2 = math.log(2.0)
 NEG_INF = -np.inf
 TAU0_FALLBACK = 1e-2  # tau -> 0 limit for observations of zero likelihood, in units of a_K
+MASS_TOL = 1e-12  # outcome masses below this (contributing at most MASS_TOL sum a_k^2) are dropped
 
 
 # --- small helpers (inlined by numba) ------------------------------------------------------------
@@ -1071,6 +1072,9 @@ def _node_gram(wp, wm, Pn, a, Ak, Akm1, vp, vm, q2, q3, T1sq, G, W3):
     W3[0] = wp
     W3[1] = wm
     W3[2] = max(0.0, 1.0 - Pn)
+    for o in range(3):  # a negligible outcome is dropped: its Gram row is rounding noise
+        if W3[o] < MASS_TOL:
+            W3[o] = 0.0
     bound = 0.0
     for o in range(3):
         if W3[o] > 0:
