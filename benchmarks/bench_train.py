@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="auto", help="auto | bf16 | fp32 (the current implementation)")
     p.add_argument("--models", default="ABC")
-    p.add_argument("--steps", type=int, default=0, help="steps per timing (default: A 120, B 300, C 600)")
+    p.add_argument("--steps", type=int, default=0, help="steps per timing (default: A 300, B 600, C 1000; the first steps set up kernels)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--baseline", default=None, metavar="DIR", help="checkout of an earlier commit to time too")
     p.add_argument("--loss-steps", type=int, default=0,
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     print(f"matmul rates (2048^3): fp32 {rates['fp32'] / 1e9:.0f} GFLOP/s, bf16 {rates['bf16'] / 1e9:.0f} GFLOP/s")
     print(f"depth {args.depth}, budget {args.budget}, batch {args.batch}, N {args.tokens}, "
           f"mlp_width {args.mlp_width}, {args.hidden_layers} hidden layers")
-    default_steps = {"A": 120, "B": 300, "C": 600}
+    default_steps = {"A": 300, "B": 600, "C": 1000}
     impls = [("current", ROOT)] + ([("baseline", Path(args.baseline).resolve())] if args.baseline else [])
     rows = []
     for model in args.models:

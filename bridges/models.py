@@ -34,7 +34,7 @@ class MLP(nn.Module):
     """``n_in -> mlp_width -> ... -> n_out`` with GELU; the first layer is split so that a broadcast input
     (the workspace, shared by all tokens of a context) is projected once per context, not per token.
     ``projected``: the token part ``inp(u)`` computed beforehand (``WorkspaceModel`` does it for all layers
-    in one matmul); the result is the same function."""
+    from one transposed copy of the tokens); the result is the same function."""
 
     def __init__(self, n_in: int, n_shared: int, mlp_width: int, hidden_layers: int, n_out: int):
         super().__init__()
@@ -75,7 +75,8 @@ class MLPKeys(nn.Module):
     """``k_i = f([x_i, p])``: an MLP that sees its token and the broadcast workspace.
 
     ``token_linear`` is the token part of its first layer, ``x_i -> W x_i + b``: the same input for every
-    layer, so ``WorkspaceModel`` computes it for all layers in one matmul and passes ``projected``."""
+    layer, so ``WorkspaceModel`` computes it for every layer from one shared copy of the tokens and passes
+    ``projected``."""
 
     def __init__(self, dim: int, budget: int, width: int, mlp_width: int, hidden_layers: int):
         super().__init__()
@@ -240,18 +241,19 @@ class WorkspaceModel(nn.Module):
         return p
 
     def token_projections(self, x: torch.Tensor) -> list[torch.Tensor | None]:
-        """The token part ``W_l x_i + b_l`` of every layer's first key layer, for all layers in one matmul
-        (it does not depend on the workspace), feature-major: layer ``l`` gets a contiguous
-        (mlp_width, batch * N) block. Layers whose keys have no such part get None."""
+        """The token part ``W_l x_i + b_l`` of every layer's first key layer, feature-major: layer ``l``
+        gets a contiguous (mlp_width, batch * N) block. It does not depend on the workspace, so the
+        tokens are transposed (and cast to the autocast dtype) once for all layers; one matmul per layer
+        keeps each layer's weight gradient a plain matmul (a single stacked matmul would concatenate the
+        layers' gradients in the backward pass). Layers whose keys have no such part get None."""
         linears = [layer.keys.token_linear for layer in self.layers]
         if any(lin is None for lin in linears):
             return [None] * len(linears)
-        weight = torch.cat([lin.weight for lin in linears])  # (L * mlp_width, D)
-        bias = torch.cat([lin.bias for lin in linears])  # (L * mlp_width,)
-        tokens = x.reshape(-1, x.shape[-1])  # (batch * N, D)
+        tokens_t = x.reshape(-1, x.shape[-1]).T  # (D, batch * N)
+        if self.autocast is not None:
+            tokens_t = tokens_t.to(self.autocast)
         with _autocast(x.device, self.autocast):
-            h_t = torch.addmm(bias.unsqueeze(1), weight, tokens.T)  # (L * mlp_width, batch * N)
-        return list(h_t.split([lin.out_features for lin in linears], dim=0))
+            return [torch.addmm(lin.bias.unsqueeze(1), lin.weight, tokens_t) for lin in linears]
 
     def decode(self, p: torch.Tensor) -> torch.Tensor:
         """``theta_hat = g(p)``: (batch, B) -> (batch, D); decoding readouts only."""

@@ -183,7 +183,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
 
     torch.manual_seed(tc.seed)
     model = build_model(cfg).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr)
+    optimizer = _adam(model, tc.lr, device)
     sampler = ContextSampler(cfg.data, device)
     step, history, train_s, wall_s, window = 0, [], 0.0, 0.0, [0.0, 0]
     if resume and ckpt_path is not None and ckpt_path.exists():
@@ -260,6 +260,14 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     if folder and result.finished:
         atomic_write_text(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")
     return result
+
+
+def _adam(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam; the fused kernel (one pass over all parameters) where this torch has it for ``device``."""
+    try:
+        return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(model.parameters(), lr=lr)
 
 
 def _progress(cfg: RunConfig, start: int, enabled: bool):

@@ -6,9 +6,9 @@ from importlib import import_module
 _EXPORTS = {
     "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate",
     "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
-    "best_adaptive": "bounds", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
+    "best_adaptive": "optimum", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
     "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
-    "Bounds": "bounds", "bounds": "bounds", "NoisyBellman": "bellman", "noisy_bellman": "bellman",
+    "Bounds": "optimum", "bounds": "optimum", "NoisyBellman": "bellman", "noisy_bellman": "bellman",
 }
 
 

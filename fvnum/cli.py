@@ -78,7 +78,7 @@ def _number(text, name):
 def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
-    from .bounds import bounds
+    from .optimum import bounds
 
     res = bounds(TreePrior(args.depth, args.alpha), args.budget, tau=_number(args.tau, "tau"), tokens=args.tokens,
                  s2=_number(args.s2, "s2"), samples=args.samples, seed=args.seed, threads=args.threads)

@@ -27,7 +27,7 @@ from bridges.sweep import Cell, run_cells
 ROOT = Path(__file__).resolve().parents[2]
 MC = {"command": "mc", "base": {"depth": 3, "tau": "3/10", "samples": 3000},
       "grid": {"budget": [1, 2], "strategy": ["path", "top_levels"], "seed": [0, 1]}}
-TRAIN = {"command": "train", "base": {"model": "A", "depth": 2, "budget": 1, "steps": 6, "batch": 16, "width": 4,
+TRAIN = {"command": "train", "base": {"model": "A", "depth": 2, "budget": 1, "steps": 6, "batch": 16, "mlp_width": 4,
                                       "eval_every": 3, "eval_batches": 1, "warmup": 1},
          "grid": {"seed": [0, 1]}}
 
@@ -209,7 +209,7 @@ def test_reproduce_training_cells_give_the_same_numbers_on_a_cluster(local_clust
     from bridges.train import train
 
     address, _ = local_cluster
-    runs = [RunConfig(DataConfig(depth=2), ModelConfig(model=m, budget=1, width=4),
+    runs = [RunConfig(DataConfig(depth=2), ModelConfig(model=m, budget=1, mlp_width=4),
                       TrainConfig(steps=5, batch=16, warmup=1, eval_every=5, eval_batches=1, out=str(tmp_path / m)))
             for m in ("A", "C")]
     cells = [Cell.keyed("train", r.key_dict(), train_cell, {"run": r.to_dict()}) for r in runs]
