@@ -928,34 +928,7 @@ def _dp_children(P, cand, cls, lik, gh_w, out_child, out_weight):
                         out_weight[s, c, o, q] = 0.0
 
 
-# --- rollout over the path policy (approximate noisy Bellman, coordinate class) ----------------------
-@njit(cache=True, nogil=True)
-def _path_next(nodes, B, scales, pplus, pp, mark):
-    """The generalised path policy after a finished ``_coord_posterior`` of ``nodes[:B]``: descend from
-    the root by the more probable sign (a tie goes +1) to the first node never read and read it; when
-    the whole decoded path has been read, reread its node of largest sign variance ``a_k^2 P(pass) (1 -
-    (2 P(+) - 1)^2)``."""
-    K = scales.shape[0]
-    n = 1
-    best = 1
-    bv = -1.0
-    for k in range(1, K + 1):
-        read = False
-        for b in range(B):
-            if nodes[b] == n:
-                read = True
-                break
-        if not read:
-            return n
-        q = pplus[n] if mark[n] else 0.5
-        v = scales[k - 1] ** 2 * pp[n] * (1.0 - (2.0 * q - 1.0) ** 2)
-        if v > bv:
-            bv = v
-            best = n
-        n = 2 * n + (0 if q >= 0.5 else 1)
-    return best
-
-
+# --- posterior summaries for the rollout policy (fvnum._rollout) ------------------------------------
 @njit(cache=True, nogil=True)
 def _posterior_norm2(scales, pplus, pp, byd, cnt):
     """``||E[theta | readings]||^2`` from a finished ``_coord_posterior``."""
@@ -977,76 +950,6 @@ def _sample_leaf(u, scales, pplus, mark):
         q = pplus[n] if mark[n] else 0.5
         n = 2 * n + (0 if u[k] < q else 1)
     return n - (1 << K)
-
-
-@njit(cache=True, nogil=True)
-def _candidates(nodes, B, K, cand, flag):
-    """Closure of ``nodes[:B]`` (read nodes and ancestors) and its children, plus the root, into ``cand``;
-    returns their number. ``flag`` (D + 1,) is zero on entry and on exit."""
-    m = 0
-    D = (1 << K) - 1
-    for b in range(-1, B):
-        n = 1 if b < 0 else nodes[b]
-        while n >= 1:
-            for c in (n, 2 * n, 2 * n + 1):
-                if c <= D and flag[c] == 0:
-                    flag[c] = 1
-                    cand[m] = c
-                    m += 1
-            n >>= 1
-    for t in range(m):
-        flag[cand[t]] = 0
-    return m
-
-
-@njit(cache=True, nogil=True)
-def _rollout_rows(nodes, readings, tau, scales, U, Z, L, out):
-    """One-step rollout over the generalised path policy (``_path_next``): for each sample ``s`` with
-    readings ``readings[s]`` (l,) of ``nodes[s]`` (l,), the candidate node (``_candidates``) whose reading,
-    followed by the path policy up to ``L`` readings, has the least mean posterior loss ``sum a_k^2 -
-    ||mean||^2`` over ``M`` rollouts: leaf ``j`` drawn from the posterior with uniforms ``U[j]`` (K,),
-    channel noise ``Z[j]`` (L - l,), the same for every candidate (common random numbers). ``out`` (n,)."""
-    K = scales.shape[0]
-    D = (1 << K) - 1
-    l = nodes.shape[1]
-    M = U.shape[0]
-    lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt = _coord_scratch(K, L)
-    bn_ = np.zeros(L, dtype=np.int64)
-    br = np.zeros(L)
-    cand = np.zeros(D + 1, dtype=np.int64)
-    flag = np.zeros(D + 1, dtype=np.int8)
-    leaf = np.zeros(M, dtype=np.int64)
-    A = 0.0
-    for k in range(K):
-        A += scales[k] * scales[k]
-    for s in range(nodes.shape[0]):
-        _coord_posterior(nodes[s], readings[s], tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
-        for j in range(M):
-            leaf[j] = _sample_leaf(U[j], scales, pplus, mark)
-        _coord_reset(mark, byd, cnt)
-        m = _candidates(nodes[s], l, K, cand, flag)
-        best = np.inf
-        out[s] = cand[0]
-        for c in range(m):
-            tot = 0.0
-            for j in range(M):
-                for b in range(l):
-                    bn_[b] = nodes[s, b]
-                    br[b] = readings[s, b]
-                bn_[l] = cand[c]
-                br[l] = _theta_at(leaf[j], cand[c], K, scales) + tau * Z[j, 0]
-                for t in range(l + 1, L):
-                    _coord_posterior(bn_[:t], br[:t], tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
-                    nxt = _path_next(bn_, t, scales, pplus, pp, mark)
-                    _coord_reset(mark, byd, cnt)
-                    bn_[t] = nxt
-                    br[t] = _theta_at(leaf[j], nxt, K, scales) + tau * Z[j, t - l]
-                _coord_posterior(bn_, br, tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
-                tot += A - _posterior_norm2(scales, pplus, pp, byd, cnt)
-                _coord_reset(mark, byd, cnt)
-            if tot < best:
-                best = tot
-                out[s] = cand[c]
 
 
 # --- greedy one-step lookahead over coordinates, O(closure x K) per step -----------------------------

@@ -5,7 +5,7 @@ policy the engine finds.
   ``lower`` = the noiseless Bellman optimum (``fvsym.bellman.solve``): the gaussian channel is a
   garbling of the noiseless one (Blackwell), and so is the tokens channel on the tree prior, so no
   policy under noise beats it; ``upper`` = the Monte Carlo loss of the best of several adaptive
-  policies (path, greedy one-step lookahead, rollout over path, the noiseless Bellman policy, and the
+  policies (path, greedy one-step lookahead, rollout over greedy, the noiseless Bellman policy, and the
   exact noisy policy where it is solved), chosen on one stream of common random numbers (``SELECT``)
   and re-estimated on another (``EVAL``); ``exact`` = the exact noisy optimum of ``fvnum.bellman``
   where the tree is small enough (gaussian channel; for ``tokens`` at its effective ``tau``), else None.

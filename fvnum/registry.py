@@ -23,7 +23,7 @@ STRATEGIES = {
     "policy": "a user policy (callable, see fvnum.strategies)",
     "greedy_coordinate": "adaptive: greedy one-step lookahead over coordinates",
     "greedy_dense": "adaptive: greedy one-step lookahead over unit rows",
-    "rollout": "adaptive: one-step rollout over the path policy (approximate noisy Bellman)",
+    "rollout": "adaptive: one-step rollout over the greedy policy (approximate noisy Bellman)",
 }
 CLI_STRATEGIES = tuple(s for s in STRATEGIES if s != "policy")
 MEASUREMENTS = ("unit", "coordinate")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _rollout
 from .tree import TreeSpec
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
@@ -318,39 +318,50 @@ class GreedyCoordinate(Policy):
 
 class RolloutPolicy(Policy):
     """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class, repeats allowed): one-step
-    rollout over the path policy. Each layer but the last reads the candidate (read nodes, their
-    ancestors, their children) whose reading, followed by the generalised path policy
-    (``_kernels._path_next``) to the end, has the least mean posterior loss over ``n_rollouts``
-    rollouts (leaves from the posterior, channel noise), with the same random numbers for every
-    candidate and every sample (drawn once from ``seed``: a deterministic policy). The last layer is
-    the exact one-step lookahead (``greedy_coordinate``). A rollout policy is at least as good as its
-    base policy up to the rollouts' noise; the bounds' Monte Carlo compares it with path and greedy."""
+    rollout over the greedy policy (``_rollout._rollout_rows``). Each layer but the last tries the
+    ``n_cand`` nodes of best greedy score, each followed by the greedy policy to the end, over
+    rollouts (leaves from the posterior, channel noise) with the same random numbers for every
+    candidate and every sample (drawn once from ``seed``: a deterministic policy), and keeps the
+    greedy node unless another is better by more than ``_rollout.MARGIN`` standard errors of the paired
+    differences. The first layer's belief (the prior) is shared by every sample, so it is decided once
+    on ``first_rollouts`` rollouts; later layers use ``n_rollouts`` per sample. The last layer is the
+    greedy step itself. So it departs from ``greedy_coordinate`` only where lookahead pays (``fv
+    bounds`` measures both on common random numbers)."""
 
     name = "rollout"
 
-    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, seed: int = 0):
+    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
+                 n_cand: int = 4, seed: int = 0):
+        for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
+            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
+                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
+        self.n_cand = int(n_cand)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
         self.U = rng.random((int(n_rollouts), spec.depth))
         self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
+        self.U0 = rng.random((int(first_rollouts), spec.depth))
+        self.Z0 = rng.standard_normal((int(first_rollouts), max(budget, 1)))
         self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=True)
+        self.first = self._rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.U0, self.Z0) if budget > 1 else None
 
     def start(self, n):
         return np.zeros((n, 0), dtype=np.int64)
+
+    def _rows(self, nodes, readings, U, Z):
+        out = np.zeros(nodes.shape[0], dtype=np.int64)
+        _rollout._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
+                               self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, U, Z, self.layers,
+                               self.n_cand, out)
+        return out
 
     def rows(self, layer, state, phi):
         n = state.shape[0]
         if layer == self.layers - 1:
             return self.greedy.rows(layer, state, phi)
-        if layer == 0:  # the same belief for every sample
-            out = np.zeros(1, dtype=np.int64)
-            _kernels._rollout_rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.tau, self.spec.scales,
-                                   self.U, self.Z, self.layers, out)
-            return out
-        out = np.zeros(n, dtype=np.int64)
-        _kernels._rollout_rows(np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)), self.tau,
-                               self.spec.scales, self.U, self.Z, self.layers, out)
-        return out[:, None]
+        if layer == 0:  # the same belief for every sample: decided once
+            return self.first
+        return self._rows(state, phi.reshape(n, -1), self.U, self.Z)[:, None]
 
     def update(self, layer, state, rows, phi_layer):
         return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
