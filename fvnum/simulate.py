@@ -257,7 +257,7 @@ def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, 
     def chunk(sizes, rngs):
         draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
         size = draws.n
-        run = pol.run(spec, channel, draws, budget) if isinstance(spec, TreeSpec) else None
+        run = pol.run(spec, channel, draws, budget)  # a fused kernel, or None: routed layer by layer
         if run is None:
             run = run_policy(spec, channel, pol, draws)
 

@@ -1,0 +1,147 @@
+"""No import circles inside a package (fvsym, fvnum, bridges).
+
+Two checks: a static one, which walks every module's imports with ``ast`` and looks for a cycle among the
+modules of its package (imports at module level for every package; for fvsym and fvnum also the imports
+deferred into functions, so no circle is hidden behind a late import), and a dynamic one, which imports
+every module of a package *first*, in a fresh interpreter with none of the package loaded, so a circle
+that only bites in some import order shows up as an ImportError."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fvsym", "fvnum", "bridges")
+DEEP = ("fvsym", "fvnum")  # packages whose function-level imports must not form circles either
+
+
+def _targets(node: ast.AST, pkg: str, modules: set[str]) -> set[str]:
+    """The modules of ``pkg`` that one import statement loads."""
+    found = set()
+    if isinstance(node, ast.ImportFrom):
+        if node.level > 1:
+            return found
+        base = node.module if node.level == 0 else (f"{pkg}.{node.module}" if node.module else pkg)
+        if base is None or not (base == pkg or base.startswith(pkg + ".")):
+            return found
+        parts = base.split(".")
+        if len(parts) > 1:
+            found.add(parts[1])
+        else:  # from pkg import name: a submodule when the name is one
+            found.update(a.name for a in node.names if a.name in modules)
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            parts = alias.name.split(".")
+            if parts[0] == pkg and len(parts) > 1:
+                found.add(parts[1])
+    return found & modules
+
+
+def _module_level(tree: ast.Module):
+    """Statements run at import: the module body, descending into if/try/with blocks but not into
+    functions or classes' methods."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.ClassDef)):
+            for child in ast.iter_child_nodes(node):
+                if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    todo.append(child)
+        if isinstance(node, ast.ExceptHandler):
+            todo.extend(node.body)
+
+
+def import_graph(pkg: str, deep: bool) -> dict[str, set[str]]:
+    """``{module: modules of pkg it imports}`` (``__init__`` left out: it loads before any submodule)."""
+    files = {p.stem: p for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__"}
+    graph = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        nodes = ast.walk(tree) if deep else _module_level(tree)
+        graph[name] = set().union(*(_targets(n, pkg, set(files)) for n in nodes)) - {name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a list of modules (first repeated at the end), or None."""
+    state = dict.fromkeys(graph, 0)  # 0 unseen, 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(v):
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state[w] == 1:
+                return stack[stack.index(w):] + [w]
+            if state[w] == 0:
+                found = visit(w)
+                if found:
+                    return found
+        stack.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if state[v] == 0:
+            found = visit(v)
+            if found:
+                return found
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_import_graph_sees_relative_absolute_and_deferred_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "toy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\nfrom .c import f\n")
+    (pkg / "b.py").write_text("import toy.c\n")
+    (pkg / "c.py").write_text("def f():\n    from toy import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert import_graph("toy", deep=False) == {"a": {"b", "c"}, "b": {"c"}, "c": set()}
+    assert find_cycle(import_graph("toy", deep=False)) is None
+    assert find_cycle(import_graph("toy", deep=True)) in (["a", "c", "a"], ["a", "b", "c", "a"])
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_no_import_circle_at_module_level(pkg):
+    assert find_cycle(import_graph(pkg, deep=False)) is None
+
+
+@pytest.mark.parametrize("pkg", DEEP)
+def test_no_import_circle_even_through_deferred_imports(pkg):
+    assert find_cycle(import_graph(pkg, deep=True)) is None
+
+
+FRESH = """
+import importlib, pkgutil, sys
+pkg = sys.argv[1]
+names = [m.name for m in pkgutil.iter_modules(importlib.import_module(pkg).__path__)]
+failed = []
+for name in names:
+    for key in [k for k in sys.modules if k == pkg or k.startswith(pkg + ".")]:
+        del sys.modules[key]
+    try:
+        importlib.import_module(pkg + "." + name)
+    except Exception as exc:  # report every module, not only the first
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print("imported:" + ",".join(names))
+print("failed:" + " | ".join(failed))
+"""
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
+    proc = subprocess.run([sys.executable, "-c", FRESH, pkg], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(":", 1) for line in proc.stdout.strip().splitlines() if ":" in line)
+    expected = sorted(p.stem for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__")
+    assert sorted(lines["imported"].split(",")) == expected
+    assert lines["failed"] == "", lines["failed"]
