@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels, _rollout
+from . import _kernels
 from .tree import TreeSpec
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
@@ -318,11 +318,11 @@ class GreedyCoordinate(Policy):
 
 class RolloutPolicy(Policy):
     """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class, repeats allowed): one-step
-    rollout over the greedy policy (``_rollout._rollout_rows``). Each layer but the last tries the
+    rollout over the greedy policy (``_kernels._rollout_rows``). Each layer but the last tries the
     ``n_cand`` nodes of best greedy score, each followed by the greedy policy to the end, over
     rollouts (leaves from the posterior, channel noise) with the same random numbers for every
     candidate and every sample (drawn once from ``seed``: a deterministic policy), and keeps the
-    greedy node unless another is better by more than ``_rollout.MARGIN`` standard errors of the paired
+    greedy node unless another is better by more than ``_kernels.MARGIN`` standard errors of the paired
     differences. The first layer's belief (the prior) is shared by every sample, so it is decided once
     on ``first_rollouts`` rollouts; later layers use ``n_rollouts`` per sample. The last layer is the
     greedy step itself. So it departs from ``greedy_coordinate`` only where lookahead pays (``fv
@@ -350,7 +350,7 @@ class RolloutPolicy(Policy):
 
     def _rows(self, nodes, readings, U, Z):
         out = np.zeros(nodes.shape[0], dtype=np.int64)
-        _rollout._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
+        _kernels._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
                                self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, U, Z, self.layers,
                                self.n_cand, out)
         return out

@@ -13,29 +13,37 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fvsym", "fvnum", "bridges")
-DEEP = ("fvsym", "fvnum")  # packages whose function-level imports must not form circles either
+PACKAGES = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
+DEEP = ("fvsym", "fvnum", "fvnum._kernels")  # packages whose function-level imports must not form circles either
 
 
-def _targets(node: ast.AST, pkg: str, modules: set[str]) -> set[str]:
-    """The modules of ``pkg`` that one import statement loads."""
+def _modules(pkg: str) -> dict[str, Path]:
+    """The modules of a package: ``name.py`` files and subpackages (folders with ``__init__.py``)."""
+    folder = ROOT.joinpath(*pkg.split("."))
+    found = {p.stem: p for p in folder.glob("*.py") if p.stem != "__init__"}
+    found.update({p.parent.name: p for p in folder.glob("*/__init__.py")})
+    return found
+
+
+def _targets(node: ast.AST, pkg: str, modules: set[str], here: str) -> set[str]:
+    """The modules of ``pkg`` that one import statement loads (``here``: the package its relative
+    imports start from: ``pkg``, or the subpackage itself for a subpackage's ``__init__``)."""
     found = set()
     if isinstance(node, ast.ImportFrom):
         if node.level > 1:
             return found
-        base = node.module if node.level == 0 else (f"{pkg}.{node.module}" if node.module else pkg)
+        base = node.module if node.level == 0 else (f"{here}.{node.module}" if node.module else here)
         if base is None or not (base == pkg or base.startswith(pkg + ".")):
             return found
-        parts = base.split(".")
-        if len(parts) > 1:
-            found.add(parts[1])
+        parts = base[len(pkg):].lstrip(".").split(".")
+        if parts[0]:
+            found.add(parts[0])
         else:  # from pkg import name: a submodule when the name is one
             found.update(a.name for a in node.names if a.name in modules)
     elif isinstance(node, ast.Import):
         for alias in node.names:
-            parts = alias.name.split(".")
-            if parts[0] == pkg and len(parts) > 1:
-                found.add(parts[1])
+            if alias.name.startswith(pkg + "."):
+                found.add(alias.name[len(pkg) + 1:].split(".")[0])
     return found & modules
 
 
@@ -56,12 +64,13 @@ def _module_level(tree: ast.Module):
 
 def import_graph(pkg: str, deep: bool) -> dict[str, set[str]]:
     """``{module: modules of pkg it imports}`` (``__init__`` left out: it loads before any submodule)."""
-    files = {p.stem: p for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__"}
+    files = _modules(pkg)
     graph = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         nodes = ast.walk(tree) if deep else _module_level(tree)
-        graph[name] = set().union(*(_targets(n, pkg, set(files)) for n in nodes)) - {name}
+        here = f"{pkg}.{name}" if path.name == "__init__.py" else pkg
+        graph[name] = set().union(*(_targets(n, pkg, set(files), here) for n in nodes)) - {name}
     return graph
 
 
@@ -142,6 +151,6 @@ def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
     proc = subprocess.run([sys.executable, "-c", FRESH, pkg], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(":", 1) for line in proc.stdout.strip().splitlines() if ":" in line)
-    expected = sorted(p.stem for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__")
+    expected = sorted(_modules(pkg))
     assert sorted(lines["imported"].split(",")) == expected
     assert lines["failed"] == "", lines["failed"]

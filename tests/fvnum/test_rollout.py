@@ -4,7 +4,7 @@ or ``path`` beyond 5 standard errors of the paired difference, and strictly bett
 import numpy as np
 import pytest
 
-from fvnum import _kernels, _rollout
+from fvnum import _kernels
 from fvnum.channels import make_channel
 from fvnum.registry import build_policy
 from fvnum.simulate import simulate
@@ -31,7 +31,7 @@ def _paired(a, b):
 
 
 def test_greedy_next_equals_the_greedy_kernel():
-    """``_rollout._greedy_next`` (scratch in tuples) picks the node ``_greedy_coord_rows`` picks."""
+    """``_kernels._greedy_next`` (scratch in tuples) picks the node ``_greedy_coord_rows`` picks."""
     spec = numeric_prior(TreePrior(4, "1/2"))
     g = GreedyCoordinate(spec, 0.4, 4)
     rng = np.random.default_rng(3)
@@ -41,7 +41,7 @@ def test_greedy_next_equals_the_greedy_kernel():
         want = np.zeros(30, dtype=np.int64)
         _kernels._greedy_coord_rows(nodes, readings, 0.4, spec.scales, g.gh_x, g.gh_w, True, want)
         cs, gs = _kernels._coord_scratch(spec.depth, 4), _kernels._greedy_scratch(spec.depth, 4)
-        got = [_rollout._greedy_next(nodes[s], readings[s], 0.4, spec.scales, g.gh_x, g.gh_w, cs, gs) for s in range(30)]
+        got = [_kernels._greedy_next(nodes[s], readings[s], 0.4, spec.scales, g.gh_x, g.gh_w, cs, gs) for s in range(30)]
         assert np.array_equal(got, want)
 
 

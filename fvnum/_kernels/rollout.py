@@ -1,9 +1,6 @@
-"""Numba kernels of the rollout policy (approximate noisy Bellman, coordinate class, THEORY.md section 3).
-
-Built on the coordinate-posterior and greedy-step helpers of ``_kernels`` (``O(closure K)`` per step).
-Scratch arrays travel as two tuples: ``cs`` (``_kernels._coord_scratch``) and ``gs``
-(``_kernels._greedy_scratch``).
-"""
+"""The rollout policy (approximate noisy Bellman, coordinate class, THEORY.md section 3): one-step
+rollout over the greedy step of ``greedy_coord`` (``O(closure K)`` per step), with common random
+numbers for every candidate."""
 from __future__ import annotations
 
 import math
@@ -11,9 +8,10 @@ import math
 import numpy as np
 from numba import njit
 
-from ._kernels import (
-    _closure_sums, _coord_posterior, _coord_reset, _coord_scratch, _greedy_candidates, _greedy_pick,
-    _greedy_scratch, _node_gram, _node_score, _posterior_norm2, _sample_leaf, _theta_at,
+from .common import _theta_at
+from .coord import _coord_done, _coord_posterior, _coord_scratch, _posterior_norm2, _sample_leaf
+from .greedy_coord import (
+    _cand_gram, _closure_sums, _greedy_candidates, _greedy_scratch, _greedy_step, _node_score,
 )
 
 MARGIN = 2.0  # standard errors by which a candidate must beat the greedy node over the rollouts
@@ -22,14 +20,7 @@ MARGIN = 2.0  # standard errors by which a candidate must beat the greedy node o
 @njit(cache=True, nogil=True)
 def _greedy_next(nodes, readings, tau, scales, gh_x, gh_w, cs, gs):
     """The node the greedy one-step lookahead reads after ``readings`` of ``nodes`` (repeats allowed)."""
-    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = cs
-    Wp, Wm, Vsq, Qp, ci, cx, bound, G, W3, v3, r3 = gs
-    _coord_posterior(nodes, readings, tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt)
-    T1sq = _closure_sums(scales, pplus, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp)
-    m = _greedy_candidates(nodes, scales, True, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp, T1sq, ci, cx)
-    n = _greedy_pick(ci, cx, m, tau, T1sq, gh_x, gh_w, G, W3, v3, r3, bound)
-    _coord_reset(mark, byd, cnt)
-    return n
+    return _greedy_step(nodes, readings, tau, scales, gh_x, gh_w, True, cs, gs)
 
 
 @njit(cache=True, nogil=True)
@@ -37,18 +28,16 @@ def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, U, cs, gs, cand, s
     """Posterior of the readings: leaves ``leaf[j]`` drawn with uniforms ``U[j]``, and the ``cand.size``
     nodes of best greedy score into ``cand`` (best first: ``cand[0]`` is the greedy node). Returns
     how many candidates there are."""
-    lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt = cs
-    Wp, Wm, Vsq, Qp, ci, cx, bound, G, W3, v3, r3 = gs
-    _coord_posterior(nodes, readings, tau, scales, lp, lm, l0, Uu, O, pplus, pp, mark, byd, cnt)
+    ci, cx, G, W3, v3, r3 = gs[4], gs[5], gs[7], gs[8], gs[9], gs[10]
+    _coord_posterior(nodes, readings, tau, scales, cs)
     for j in range(U.shape[0]):
-        leaf[j] = _sample_leaf(U[j], scales, pplus, mark)
-    T1sq = _closure_sums(scales, pplus, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp)
-    m = _greedy_candidates(nodes, scales, True, pp, mark, byd, cnt, Wp, Wm, Vsq, Qp, T1sq, ci, cx)
-    _coord_reset(mark, byd, cnt)
+        leaf[j] = _sample_leaf(U[j], scales, cs)
+    T1sq = _closure_sums(scales, cs, gs)
+    m = _greedy_candidates(nodes, scales, True, cs, gs, T1sq)
+    _coord_done(cs)
     for i in range(m):
-        x = cx[i]
-        _node_gram(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], T1sq, G, W3)
-        score[i] = _node_score(x[3], tau, gh_x, gh_w, G, W3, v3, r3)
+        _cand_gram(cx[i], T1sq, G, W3)
+        score[i] = _node_score(cx[i, 3], tau, gh_x, gh_w, G, W3, v3, r3)
     C = min(cand.shape[0], m)
     for c in range(C):  # selection of the best C, ties: the smaller node
         b = -1
@@ -64,7 +53,6 @@ def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, U, cs, gs, cand, s
 def _rollout_value(nodes, readings, c, leaf, z, tau, scales, gh_x, gh_w, L, bn, br, cs, gs):
     """Expected final loss ``sum a_k^2 - ||mean||^2`` after reading node ``c`` (leaf ``leaf``, noise
     ``z[0]``) and then the greedy policy up to ``L`` readings (noise ``z[1:]``)."""
-    lp, lm, l0, U, O, pplus, pp, mark, byd, cnt = cs
     K = scales.shape[0]
     l = nodes.shape[0]
     for b in range(l):
@@ -76,13 +64,26 @@ def _rollout_value(nodes, readings, c, leaf, z, tau, scales, gh_x, gh_w, L, bn, 
         nxt = _greedy_next(bn[:t], br[:t], tau, scales, gh_x, gh_w, cs, gs)
         bn[t] = nxt
         br[t] = _theta_at(leaf, nxt, K, scales) + tau * z[t - l]
-    _coord_posterior(bn, br, tau, scales, lp, lm, l0, U, O, pplus, pp, mark, byd, cnt)
+    _coord_posterior(bn, br, tau, scales, cs)
     A = 0.0
     for k in range(K):
         A += scales[k] * scales[k]
-    v = A - _posterior_norm2(scales, pplus, pp, byd, cnt)
-    _coord_reset(mark, byd, cnt)
+    v = A - _posterior_norm2(scales, cs)
+    _coord_done(cs)
     return v
+
+
+@njit(cache=True, nogil=True)
+def _paired_gain(val, c, M):
+    """Mean and standard error of ``val[c] - val[0]`` over the ``M`` rollouts."""
+    d1 = 0.0
+    d2 = 0.0
+    for j in range(M):
+        d = val[c, j] - val[0, j]
+        d1 += d
+        d2 += d * d
+    mean = d1 / M
+    return mean, math.sqrt(max(0.0, d2 / M - mean * mean) / max(M - 1, 1))
 
 
 @njit(cache=True, nogil=True)
@@ -111,14 +112,7 @@ def _rollout_rows(nodes, readings, tau, scales, gh_x, gh_w, U, Z, L, n_cand, out
         out[s] = cand[0]
         best = 0.0
         for c in range(1, C):
-            d1 = 0.0
-            d2 = 0.0
-            for j in range(M):
-                d = val[c, j] - val[0, j]
-                d1 += d
-                d2 += d * d
-            mean = d1 / M
-            se = math.sqrt(max(0.0, d2 / M - mean * mean) / max(M - 1, 1))
+            mean, se = _paired_gain(val, c, M)
             if mean + MARGIN * se < 0.0 and mean < best:
                 best = mean
                 out[s] = cand[c]
