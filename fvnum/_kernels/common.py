@@ -35,19 +35,19 @@ def _lae(a, b):
     return b + math.log1p(math.exp(a - b))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _path_node(leaf, K, k):
     """The depth-``k`` node on the path of leaf ``leaf`` (heap numbering)."""
     return (leaf >> (K - k + 1)) | (1 << (k - 1))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _signed_scale(leaf, K, k, scales):
     """``a_k s_k`` of leaf ``leaf``: its coordinate at its depth-``k`` path node."""
     return -scales[k - 1] if (leaf >> (K - k)) & 1 else scales[k - 1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _theta_at(leaf, n, K, scales):
     """Coordinate ``theta_n`` of leaf ``leaf``: ``a_k s_k`` on its path, else 0."""
     k = _bitlen(n)

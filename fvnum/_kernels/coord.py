@@ -27,7 +27,7 @@ def _coord_scratch(K, B):
             np.zeros((K, max(B, 1)), dtype=np.int64), np.zeros(K, dtype=np.int64))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_posterior(nodes, readings, tau, scales, cs):
     """Exact posterior (see ``_coord_pass``). At ``tau = 0`` an observation that no leaf explains (a
     patched run can produce one) is decoded by the ``tau -> 0`` limit, computed at
@@ -39,7 +39,7 @@ def _coord_posterior(nodes, readings, tau, scales, cs):
         _coord_pass(nodes, readings, TAU0_FALLBACK * scales[scales.shape[0] - 1], scales, cs)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_pass(nodes, readings, tau, scales, cs):
     """Posterior of the tree prior given readings ``readings[b]`` of nodes ``nodes[b]`` (gaussian
     likelihood with noise ``tau``; ``tau = 0``: exact readings). Only the closure (read nodes and their
@@ -50,7 +50,7 @@ def _coord_pass(nodes, readings, tau, scales, cs):
     _coord_downward(scales.shape[0], cs)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_likelihoods(nodes, readings, tau, scales, cs):
     """Mark the closure (listing it by depth) and add each reading's log-likelihood to its node."""
     lp, lm, l0, mark, byd, cnt = cs[0], cs[1], cs[2], cs[7], cs[8], cs[9]
@@ -87,7 +87,7 @@ def _coord_likelihoods(nodes, readings, tau, scales, cs):
                 l0[n] = NEG_INF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_upward(K, cs):
     """``U``, ``O`` and ``pplus`` of the closure, children before parents."""
     lp, lm, l0, U, O, pplus, mark, byd, cnt = cs[0], cs[1], cs[2], cs[3], cs[4], cs[5], cs[7], cs[8], cs[9]
@@ -113,7 +113,7 @@ def _coord_upward(K, cs):
             pplus[n] = math.exp(qp - z) if z > NEG_INF else 0.5
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_downward(K, cs):
     """``pp`` (P(path passes n)) of the closure, parents before children."""
     pplus, pp, mark, byd, cnt = cs[5], cs[6], cs[7], cs[8], cs[9]
@@ -135,19 +135,19 @@ def _coord_reset(mark, byd, cnt):
             mark[byd[k, t]] = 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_done(cs):
     """Clear the marks of a finished ``_coord_posterior`` (``_coord_reset`` on the tuple)."""
     _coord_reset(cs[7], cs[8], cs[9])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_mean_at(n, a, cs):
     """Posterior mean of closure node ``n`` (scale ``a``): ``a pp[n] (2 pplus[n] - 1)``."""
     return a * cs[6][n] * (2.0 * cs[5][n] - 1.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _coord_loss(leaf, scales, cs):
     """``||E[theta | readings] - theta_leaf||^2`` from a finished ``_coord_posterior``: O(closure + K)."""
     mark, byd, cnt = cs[7], cs[8], cs[9]
@@ -164,7 +164,7 @@ def _coord_loss(leaf, scales, cs):
     return loss
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _posterior_norm2(scales, cs):
     """``||E[theta | readings]||^2`` from a finished ``_coord_posterior``."""
     byd, cnt = cs[8], cs[9]
@@ -176,7 +176,7 @@ def _posterior_norm2(scales, cs):
     return m2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _sample_leaf(u, scales, cs):
     """A leaf drawn from a finished ``_coord_posterior`` with uniforms ``u`` (K,): descend by P(+ | node)."""
     pplus, mark = cs[5], cs[7]

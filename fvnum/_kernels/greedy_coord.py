@@ -18,7 +18,7 @@ from .common import MASS_TOL, NEG_INF, _bitlen, _theta_at
 from .coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _gram3(wp, wm, a, Ak, Akm1, vp, vm, q2, q3, T1sq, G):
     """Gram matrix ``G`` (3, 3) of the outcome vectors of reading a node of amplitude ``a`` (see the
     module docstring): masses ``wp, wm`` of passing with +1 / -1, ``A_k, A_(k-1)`` partial sums of
@@ -39,7 +39,7 @@ def _gram3(wp, wm, a, Ak, Akm1, vp, vm, q2, q3, T1sq, G):
     G[2, 2] = T1sq - 2.0 * (tp1 + tm1) + gpp + gmm + 2.0 * gpm
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _outcome_weights(x, tau, W3, v3, r3):
     """Relative likelihoods ``r3[o]`` of reading ``x`` under each outcome of positive mass (max 1)."""
     mx = NEG_INF
@@ -186,7 +186,7 @@ def _node_score(a, tau, gh_x, gh_w, G, W3, v3, r3):
     return score
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _closure_sums(scales, cs, gs):
     """On the closure of a finished ``_coord_posterior``: ``Wp, Wm`` (P(passes with +1 / -1)), ``Vsq``
     (upward) and ``Qp`` (downward, also at the closure's children). Returns ``T1sq = Vsq[1]`` (0 with
@@ -219,7 +219,7 @@ def _closure_sums(scales, cs, gs):
     return Vsq[1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _greedy_candidates(nodes, scales, allow_repeat, cs, gs, T1sq):
     """Candidates of the greedy step after ``_closure_sums``: every closure node (a read one only with
     ``allow_repeat``) and, below each closure child never read, one node per depth (the leftmost: the
@@ -288,13 +288,13 @@ def _subtree_classes(c, P, q, scales, ci, cx, m):
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _cand_gram(x, T1sq, G, W3):
     """``_node_gram`` of candidate inputs ``x`` (a row of ``cx``)."""
     return _node_gram(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], T1sq, G, W3)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _greedy_pick(m, tau, T1sq, gh_x, gh_w, gs):
     """The candidate of largest noisy score (ties: the smaller node), by branch and bound: candidates
     are scored in decreasing order of their noiseless bound until the bound falls below the best."""
@@ -329,7 +329,7 @@ def _greedy_scratch(K, L):
             np.zeros((cap, 10)), np.zeros(cap), np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _greedy_step(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, cs, gs):
     """The node the greedy step reads after ``readings`` of ``nodes``."""
     _coord_posterior(nodes, readings, tau, scales, cs)

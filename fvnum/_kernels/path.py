@@ -10,14 +10,6 @@ from .coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
 
 
 @njit(cache=True, nogil=True)
-def _path_reading(s, node, leaf, noise_l, stat, tokens, tau, K, scales):
-    """The reading of ``node``: ``stat[s, node - 1]`` (tokens channel) or ``theta_node + tau noise``."""
-    if tokens:
-        return stat[s, node - 1]
-    return _theta_at(leaf, node, K, scales) + tau * noise_l
-
-
-@njit(cache=True, nogil=True)
 def _tree_path_sim(leaves, noise, stat, tau, scales, donors, dstat, patch_layer, informed,
                    out_loss, out_phi, out_nodes):
     """Path strategy (THEORY.md section 6) for ``L = out_phi.shape[1]`` layers of width 1.
@@ -47,14 +39,22 @@ def _tree_path_sim(leaves, noise, stat, tau, scales, donors, dstat, patch_layer,
                 if l == patch_layer - 1:
                     act = dnode
                 else:
-                    dr = _path_reading(s, dnode, donors[s] if not tokens else 0, noise[s, l], dstat, tokens, tau,
-                                       K, scales)
+                    if tokens:
+                        dr = dstat[s, dnode - 1]
+                    else:
+                        dr = _theta_at(donors[s], dnode, K, scales) + tau * noise[s, l]
                     dnode = 2 * dnode + (1 if dr < 0 else 0)
-            r = _path_reading(s, act, leaf, noise[s, l], stat, tokens, tau, K, scales)
+            if tokens:
+                r = stat[s, act - 1]
+            else:
+                r = _theta_at(leaf, act, K, scales) + tau * noise[s, l]
             out_phi[s, l] = r
             out_nodes[s, l] = node
             actual[l] = act
             node = 2 * node + (1 if r < 0 else 0)
-        _coord_posterior(actual if informed else out_nodes[s], out_phi[s], tau, scales, cs)
+        if informed:
+            _coord_posterior(actual, out_phi[s], tau, scales, cs)
+        else:
+            _coord_posterior(out_nodes[s], out_phi[s], tau, scales, cs)
         out_loss[s] = _coord_loss(leaf, scales, cs)
         _coord_done(cs)
