@@ -125,7 +125,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     if strategy == "rollout":
         if channel.tau == 0:
             raise ValueError("strategy 'rollout' needs noise (tau > 0); at tau = 0 use 'optimal'")
-        return RolloutPolicy(spec, channel.tau, budget, seed=seed)
+        return RolloutPolicy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian", seed=seed)
     return GreedyDense(spec, channel.tau, budget)
 
 

@@ -317,32 +317,32 @@ class GreedyCoordinate(Policy):
 
 
 class RolloutPolicy(Policy):
-    """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class, repeats allowed): one-step
-    rollout over the greedy policy (``_kernels._rollout_rows``). Each layer but the last tries the
-    ``n_cand`` nodes of best greedy score, each followed by the greedy policy to the end, over
-    rollouts (leaves from the posterior, channel noise) with the same random numbers for every
-    candidate and every sample (drawn once from ``seed``: a deterministic policy), and keeps the
-    greedy node unless another is better by more than ``_kernels.MARGIN`` standard errors of the paired
-    differences. The first layer's belief (the prior) is shared by every sample, so it is decided once
-    on ``first_rollouts`` rollouts; later layers use ``n_rollouts`` per sample. The last layer is the
-    greedy step itself. So it departs from ``greedy_coordinate`` only where lookahead pays (``fv
-    bounds`` measures both on common random numbers)."""
+    """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class; repeats allowed unless
+    ``allow_repeat`` is False, as under the tokens channel): one-step rollout over the greedy policy
+    (``_kernels._rollout_rows``). Each layer but the last tries the ``n_cand`` nodes of best greedy
+    score, each followed by the greedy policy to the end, over rollouts (leaves from the posterior,
+    channel noise) with the same random numbers for every candidate and every sample (drawn once from
+    ``seed``: a deterministic policy), and keeps the greedy node unless another is better by more than
+    ``_kernels.MARGIN`` standard errors of the paired differences. The first layer's belief (the prior)
+    is shared by every sample, so it is decided once on ``first_rollouts`` rollouts; later layers use
+    ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
+    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers)."""
 
     name = "rollout"
 
     def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
-                 n_cand: int = 4, seed: int = 0):
+                 n_cand: int = 4, allow_repeat: bool = True, seed: int = 0):
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
                 raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_cand = int(n_cand)
+        self.n_cand, self.allow_repeat = int(n_cand), bool(allow_repeat)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
         self.U = rng.random((int(n_rollouts), spec.depth))
         self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
         self.U0 = rng.random((int(first_rollouts), spec.depth))
         self.Z0 = rng.standard_normal((int(first_rollouts), max(budget, 1)))
-        self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=True)
+        self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=self.allow_repeat)
         self.first = self._rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.U0, self.Z0) if budget > 1 else None
 
     def start(self, n):
@@ -351,8 +351,8 @@ class RolloutPolicy(Policy):
     def _rows(self, nodes, readings, U, Z):
         out = np.zeros(nodes.shape[0], dtype=np.int64)
         _kernels._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
-                               self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, U, Z, self.layers,
-                               self.n_cand, out)
+                               self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, self.allow_repeat, U, Z,
+                               self.layers, self.n_cand, out)
         return out
 
     def rows(self, layer, state, phi):

@@ -18,13 +18,13 @@ MARGIN = 2.0  # standard errors by which a candidate must beat the greedy node o
 
 
 @njit(cache=True, nogil=True)
-def _greedy_next(nodes, readings, tau, scales, gh_x, gh_w, cs, gs):
-    """The node the greedy one-step lookahead reads after ``readings`` of ``nodes`` (repeats allowed)."""
-    return _greedy_step(nodes, readings, tau, scales, gh_x, gh_w, True, cs, gs)
+def _greedy_next(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, cs, gs):
+    """The node the greedy one-step lookahead reads after ``readings`` of ``nodes``."""
+    return _greedy_step(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, cs, gs)
 
 
 @njit(cache=True, nogil=True)
-def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, U, cs, gs, cand, score, leaf):
+def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, U, cs, gs, cand, score, leaf):
     """Posterior of the readings: leaves ``leaf[j]`` drawn with uniforms ``U[j]``, and the ``cand.size``
     nodes of best greedy score into ``cand`` (best first: ``cand[0]`` is the greedy node). Returns
     how many candidates there are."""
@@ -33,7 +33,7 @@ def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, U, cs, gs, cand, s
     for j in range(U.shape[0]):
         leaf[j] = _sample_leaf(U[j], scales, cs)
     T1sq = _closure_sums(scales, cs, gs)
-    m = _greedy_candidates(nodes, scales, True, cs, gs, T1sq)
+    m = _greedy_candidates(nodes, scales, allow_repeat, cs, gs, T1sq)
     _coord_done(cs)
     for i in range(m):
         _cand_gram(cx[i], T1sq, G, W3)
@@ -50,7 +50,7 @@ def _top_candidates(nodes, readings, tau, scales, gh_x, gh_w, U, cs, gs, cand, s
 
 
 @njit(cache=True, nogil=True)
-def _rollout_value(nodes, readings, c, leaf, z, tau, scales, gh_x, gh_w, L, bn, br, cs, gs):
+def _rollout_value(nodes, readings, c, leaf, z, tau, scales, gh_x, gh_w, allow_repeat, L, bn, br, cs, gs):
     """Expected final loss ``sum a_k^2 - ||mean||^2`` after reading node ``c`` (leaf ``leaf``, noise
     ``z[0]``) and then the greedy policy up to ``L`` readings (noise ``z[1:]``)."""
     K = scales.shape[0]
@@ -61,7 +61,7 @@ def _rollout_value(nodes, readings, c, leaf, z, tau, scales, gh_x, gh_w, L, bn, 
     bn[l] = c
     br[l] = _theta_at(leaf, c, K, scales) + tau * z[0]
     for t in range(l + 1, L):
-        nxt = _greedy_next(bn[:t], br[:t], tau, scales, gh_x, gh_w, cs, gs)
+        nxt = _greedy_next(bn[:t], br[:t], tau, scales, gh_x, gh_w, allow_repeat, cs, gs)
         bn[t] = nxt
         br[t] = _theta_at(leaf, nxt, K, scales) + tau * z[t - l]
     _coord_posterior(bn, br, tau, scales, cs)
@@ -87,13 +87,14 @@ def _paired_gain(val, c, M):
 
 
 @njit(cache=True, nogil=True)
-def _rollout_rows(nodes, readings, tau, scales, gh_x, gh_w, U, Z, L, n_cand, out):
+def _rollout_rows(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, U, Z, L, n_cand, out):
     """One-step rollout over the greedy policy: for each sample ``s`` (readings ``readings[s]`` of
     ``nodes[s]``), each of the ``n_cand`` nodes of best greedy score is read and followed by the greedy
     policy up to ``L`` readings, over ``M`` rollouts (leaf ``j`` drawn from the posterior with uniforms
     ``U[j]``, channel noise ``Z[j]``: the same for every candidate). The greedy node is kept unless a
     candidate's mean final loss is lower by more than ``MARGIN`` standard errors of the paired
-    differences, so the rollout policy departs from greedy only where its rollouts say it pays."""
+    differences, so the rollout policy departs from greedy only where its rollouts say it pays. Without
+    ``allow_repeat`` (the tokens channel, whose repeated reading says nothing new) no node is read twice."""
     M = U.shape[0]
     cs = _coord_scratch(scales.shape[0], L)
     gs = _greedy_scratch(scales.shape[0], L)
@@ -104,11 +105,11 @@ def _rollout_rows(nodes, readings, tau, scales, gh_x, gh_w, U, Z, L, n_cand, out
     leaf = np.zeros(M, dtype=np.int64)
     val = np.zeros((n_cand, M))
     for s in range(nodes.shape[0]):
-        C = _top_candidates(nodes[s], readings[s], tau, scales, gh_x, gh_w, U, cs, gs, cand, score, leaf)
+        C = _top_candidates(nodes[s], readings[s], tau, scales, gh_x, gh_w, allow_repeat, U, cs, gs, cand, score, leaf)
         for c in range(C):
             for j in range(M):
                 val[c, j] = _rollout_value(nodes[s], readings[s], cand[c], leaf[j], Z[j], tau, scales, gh_x,
-                                           gh_w, L, bn, br, cs, gs)
+                                           gh_w, allow_repeat, L, bn, br, cs, gs)
         out[s] = cand[0]
         best = 0.0
         for c in range(1, C):

@@ -41,7 +41,8 @@ def test_greedy_next_equals_the_greedy_kernel():
         want = np.zeros(30, dtype=np.int64)
         _kernels._greedy_coord_rows(nodes, readings, 0.4, spec.scales, g.gh_x, g.gh_w, True, want)
         cs, gs = _kernels._coord_scratch(spec.depth, 4), _kernels._greedy_scratch(spec.depth, 4)
-        got = [_kernels._greedy_next(nodes[s], readings[s], 0.4, spec.scales, g.gh_x, g.gh_w, cs, gs) for s in range(30)]
+        got = [_kernels._greedy_next(nodes[s], readings[s], 0.4, spec.scales, g.gh_x, g.gh_w, True, cs, gs)
+               for s in range(30)]
         assert np.array_equal(got, want)
 
 
@@ -90,3 +91,12 @@ def test_bad_settings_are_refused(key, value):
     spec = numeric_prior(TreePrior(2, "1/2"))
     with pytest.raises(ValueError, match=key):
         RolloutPolicy(spec, 0.3, 2, **{key: value})
+
+
+def test_tokens_channel_reads_no_node_twice():
+    """Under the tokens channel a repeated reading is the same statistic: the rollout, like greedy, never repeats."""
+    from fvnum import loss_mc
+
+    est, fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, tokens=40, samples=200, seed=1, return_phi=True, threads=1)
+    nodes = fv.nodes[:, :, 0]
+    assert all(len(set(row)) == len(row) for row in nodes.tolist())
