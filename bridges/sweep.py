@@ -64,7 +64,7 @@ from typing import Callable, Sequence
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import int_arg
 
-from .store import RunStore, config_key, write_atomic, write_json
+from .store import RunStore, config_key, with_checksum, write_atomic, write_json
 
 MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))
 
@@ -616,8 +616,8 @@ def _write(folder: Path, spec: Spec, rows: list[dict], details: list[dict]) -> l
     writer.writerows(rows)
     return [
         write_atomic(folder / "results.csv", buf.getvalue()),
-        write_json(folder / "results.json", {"format": RESULTS_FORMAT, "spec": spec.to_dict(),
-                                             "rows": [{**r, "result": d} for r, d in zip(rows, details)]}),
+        write_json(folder / "results.json", with_checksum({"format": RESULTS_FORMAT, "spec": spec.to_dict(),
+                                                           "rows": [{**r, "result": d} for r, d in zip(rows, details)]})),
     ]
 
 
