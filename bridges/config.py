@@ -6,7 +6,8 @@ short, stable name for the experiment (results and checkpoints are stored under 
 ignores the fields that only say *where and how fast* a run executes (``out``, ``device``, ``threads``,
 ``checkpoint_every``), so the same experiment keeps its key on another machine.
 
-This module imports nothing heavier than the standard library (``fv --help`` must not load torch).
+This module imports nothing heavier than the standard library and the shared checks of
+``fvsym._validate`` (``fv --help`` must not load torch).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+
+from fvsym._validate import check_choice, check_int, check_real
 
 PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")
@@ -39,29 +42,18 @@ _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, float):  # a configuration field is an int, not a float that happens to be whole
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
+    return check_int(value, name, minimum, maximum)
 
 
 def _float(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low=False, open_high=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, str):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if value < low or (open_low and value == low) or value > high or (open_high and value == high):
-        lo, hi = ("(" if open_low else "[") + f"{low:g}", f"{high:g}" + (")" if open_high else "]")
-        raise ValueError(f"{name} must lie in {lo}, {hi}, got {value:g}")
-    return value
+    return check_real(value, name, low, high, open_low=open_low, open_high=open_high)
 
 
-def _choice(value, name: str, choices) -> str:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(choices)}")
-    return value
+_choice = check_choice
 
 
 def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __post_init__
