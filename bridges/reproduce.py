@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .store import RunStore, write_atomic, write_json
+from .store import RunStore, with_checksum, write_atomic, write_json
 
 KIND = "reproduce"
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
     from .compare import to_markdown
 
     written = [
-        write_json(folder / "results.json", {"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra}),
+        write_json(folder / "results.json", with_checksum({"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra})),
         write_atomic(folder / "theory_curves.csv", _csv(curves)),
         write_atomic(folder / "training.csv", _csv([
             {"key": t["key"], "model": t["model"], "prior": t["prior"], "depth": t["depth"], "budget": t["budget"],

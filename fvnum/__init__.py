@@ -33,9 +33,11 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     from . import gaussian, tree
     from .channels import make_channel
 
+    from .limits import check_posterior_args
+
     spec = tree.numeric_prior(prior)
     t = make_channel(spec, tau, tokens, s2).tau
-    phi = np.atleast_2d(np.asarray(phi, dtype=float))
+    design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
     if design.dtype.kind in "iu":
         nodes = np.broadcast_to(design, phi.shape)

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import check_int, check_real
 
 CHANNELS = ("gaussian", "tokens")
 
@@ -50,33 +51,20 @@ def _second_moment(prior) -> float:
     return numeric_prior(prior).second_moment
 
 
+MAX_TAU = 1e100  # tau**2 must stay a finite float
+MAX_TOKENS = 10**12
+
+
 def _check_tokens(n_tokens) -> int:
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) and not (
-        isinstance(n_tokens, float) and n_tokens.is_integer()
-    ):
-        raise ValueError(f"tokens N must be an integer, got {n_tokens!r}")
-    if n_tokens < 1:
-        raise ValueError(f"tokens N must be >= 1, got {n_tokens}")
-    return int(n_tokens)
+    return check_int(n_tokens, "tokens N", minimum=1, maximum=MAX_TOKENS)
 
 
 def _check_s2(s2) -> float:
-    s2 = float(s2)
-    if not (s2 >= 0 and math.isfinite(s2)):
-        raise ValueError(f"s2 must be a finite number >= 0, got {s2}")
-    return s2
+    return check_real(s2, "s2", 0.0, MAX_TAU)
 
 
 def check_tau(tau) -> float:
-    try:
-        t = float(tau)
-    except (TypeError, ValueError):
-        raise ValueError(f"tau must be a number, got {tau!r}") from None
-    if not math.isfinite(t):
-        raise ValueError(f"tau must be finite, got {tau}")
-    if t < 0:
-        raise ValueError(f"tau must be >= 0, got {tau}")
-    return t
+    return check_real(tau, "tau", 0.0, MAX_TAU)
 
 
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:

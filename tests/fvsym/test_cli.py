@@ -102,8 +102,15 @@ def test_policy_flag_shows_the_argmins(capsys):
                  "--alpha", "1/2", "--policy"]) == 0
     _, nodes = optimal_nonadaptive(TreePrior(5, "1/2"), 4)
     assert f"design: nodes {[int(n) for n in nodes]}" in capsys.readouterr().out
-    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy"]) == 2
-    assert "--policy needs strategy optimal" in capsys.readouterr().err
+    # issue 13 item 18: the path and top-levels designs exist, so --policy shows them
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy",
+                 "--format", "json"]) == 0
+    from fvsym.tree import path_design, top_levels_design
+
+    assert json.loads(capsys.readouterr().out)["policy"] == path_design(TreePrior(3), 2).to_dict()
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "5", "--strategy", "top_levels", "--policy",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["design"] == list(top_levels_design(TreePrior(3), 5))
 
 
 def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):
