@@ -288,10 +288,13 @@ def _parse_budgets(text: str) -> tuple[int, ...]:
     """``1-6`` or ``1,2,4`` (budgets 1..64, a range in increasing order)."""
     text = str(text).strip()
     if "-" in text:
-        parts = parse_int_list(text.replace("-", ",", 1), "--budgets", 1, 64)
-        if len(parts) != 2 or parts[0] > parts[1]:
+        ends = text.split("-")
+        if len(ends) != 2 or not all(e.strip().isdigit() for e in ends):
             raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}")
-        return tuple(range(parts[0], parts[1] + 1))
+        lo, hi = (int(e) for e in ends)
+        if not 1 <= lo <= hi <= 64:
+            raise ValueError(f"--budgets must lie in 1..64 in increasing order, got {text!r}")
+        return tuple(range(lo, hi + 1))
     return tuple(parse_int_list(text, "--budgets", 1, 64))
 
 
