@@ -90,6 +90,7 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     from fvsym.tree import tree_loss
 
     from .compare import gaussian_optimum
+    from .data import fv_prior
 
     rows = []
     K = cfg.depth
@@ -119,16 +120,10 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),
                          lambda: {"value": gaussian_optimum(data, B), "stderr": 0.0, "how": "exact"}))
             for key, fn in jobs:
-                result, cached = store.cell("theory", key, fn)
+                result, _ = store.cell("theory", key, fn)
                 rows.append({**key, **result})
         log(f"theory curves: budget {B}/{budgets[-1]} done")
     return rows
-
-
-def fv_prior(data):
-    from .data import fv_prior as _fv_prior
-
-    return _fv_prior(data)
 
 
 def _exact(formula) -> dict:
