@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fvsym._validate import check_choice, check_int, check_real
 
 PRIORS = ("tree", "gaussian")
-COVARIANCES = ("matched", "isotropic")
+COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
 MODELS = ("A", "B", "C")
 READOUTS = ("decode", "generic")
 SCHEDULES = ("cosine", "constant")
@@ -82,6 +82,8 @@ class DataConfig:
         _int(self.n_tokens, "n_tokens (N)", 1)
         _set(self, "s2", _float(self.s2, "s2", 0.0))
         if self.prior == "gaussian":
+            if self.cov == "tree":  # the spelling of `fv derive`/`fv mc` before the names of THEORY.md
+                raise ValueError("cov 'tree' is now called 'matched' (the matched Gaussian of the tree prior)")
             _set(self, "cov", _choice("matched" if self.cov is None else self.cov, "cov", COVARIANCES))
         elif self.cov is not None:
             raise ValueError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")

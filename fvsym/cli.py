@@ -2,7 +2,7 @@
 
     fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive}
                         [--layers L --width d] [--alpha A] [--format text|latex|json]
-    fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|tree] [--depth K --alpha A]
+    fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched] [--depth K --alpha A]
                         [--format text|latex|json]
     fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
 
@@ -55,14 +55,16 @@ def register(subparsers) -> None:
         "gaussian-loss", help="optimal loss for a Gaussian prior (THEORY.md 5)",
         description="Optimal unit-class loss of a Gaussian prior by rank-constrained water-filling.",
     )
-    gauss.add_argument("--dim", type=int_arg("dim", 1), default=None, help="D (optional for --cov tree: 2^depth - 1)")
+    gauss.add_argument("--dim", type=int_arg("dim", 1), default=None,
+                       help="D (optional for --cov matched: 2^depth - 1)")
     gauss.add_argument("--budget", type=int_arg("budget", 0), required=True, help="budget B")
     gauss.add_argument("--tau", type=number_arg("tau", exact=True, low=0), default=None,
                        help="channel noise >= 0, e.g. 1/2 (default: symbolic)")
-    gauss.add_argument("--cov", choices=("isotropic", "tree"), default="isotropic")
-    gauss.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None, help="tree depth K (--cov tree)")
+    gauss.add_argument("--cov", default="isotropic",
+                       help="isotropic (C = I_D, default) or matched (the matched Gaussian of the tree prior)")
+    gauss.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None, help="tree depth K (--cov matched)")
     gauss.add_argument("--alpha", type=number_arg("alpha", **_ALPHA), default=None,
-                       help="tree scale ratio (--cov tree; default: symbolic)")
+                       help="tree scale ratio (--cov matched; default: symbolic)")
     gauss.add_argument("--format", choices=FORMATS, default="text")
     gauss.set_defaults(func=_gaussian_loss)
 

@@ -41,7 +41,7 @@ REFUSED = [
     ["mc", "--depth", "30", "--tau", "0.1", "--samples", "100"],
     ["mc", "--depth", "30", "--tau", "0.1", "--samples", "100", "--strategy", "greedy_coordinate"],
     ["mc", "--prior", "gaussian", "--cov", "isotropic", "--dim", "100000", "--tau", "0.1"],
-    ["mc", "--prior", "gaussian", "--cov", "tree", "--depth", "12", "--tau", "0.1"],
+    ["mc", "--prior", "gaussian", "--cov", "matched", "--depth", "12", "--tau", "0.1"],
     ["bounds", "--depth", "30", "--tau", "0.5"],
     ["train", "--model", "A", "--tokens", "10000000", "--out", ""],
     ["compare", "--model", "A", "--tokens", "10000000", "--out", ""],

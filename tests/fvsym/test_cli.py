@@ -53,10 +53,10 @@ def test_tree_loss_symbolic_alpha_has_no_value(capsys):
 
 def test_gaussian_loss_json_mirrors_python_api(capsys):
     record = run_json(capsys, ["derive", "gaussian-loss", "--dim", "7", "--budget", "3", "--tau", "1/2",
-                               "--cov", "tree", "--depth", "3", "--alpha", "1/2"])
-    expected = gaussian_loss(7, 3, "1/2", cov="tree", depth=3, alpha="1/2").expr
+                               "--cov", "matched", "--depth", "3", "--alpha", "1/2"])
+    expected = gaussian_loss(7, 3, "1/2", cov="matched", depth=3, alpha="1/2").expr
     assert sp.Rational(record["value"]) == expected and record["float"] == float(expected)
-    assert record["inputs"] == {"dim": 7, "budget": 3, "tau": "1/2", "cov": "tree", "depth": 3, "alpha": "1/2"}
+    assert record["inputs"] == {"dim": 7, "budget": 3, "tau": "1/2", "cov": "matched", "depth": 3, "alpha": "1/2"}
 
 
 def test_gaussian_loss_symbolic_tau(capsys):
