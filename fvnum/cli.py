@@ -34,8 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=4, help="tree depth K (D = 2^K - 1)")
     p.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
                    default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
-    p.add_argument("--cov", choices=("tree", "isotropic"), default=None,
-                   help="Gaussian prior: the matched Gaussian of the tree (default) or isotropic")
+    p.add_argument("--cov", default=None,
+                   help="Gaussian prior: matched (the matched Gaussian of the tree, default) or isotropic")
     p.add_argument("--dim", type=int_arg("--dim", 1), default=None,
                    help="dimension D of the isotropic Gaussian (--prior gaussian --cov isotropic; default 2^K - 1)")
     p.add_argument("--budget", type=int_arg("--budget", 0), default=3, help="measurements B = L x d")
@@ -155,8 +155,10 @@ def _mc(args) -> int:
     from .tree import numeric_prior
 
     _check_options(args)
-    if args.prior == "gaussian" and args.cov is None:
-        args.cov = "tree"
+    if args.prior == "gaussian":
+        from fvsym.gaussian import check_covariance
+
+        args.cov = "matched" if args.cov is None else check_covariance(args.cov)
     design = None
     if args.design is not None:
         design = check_node_list(parse_int_list(args.design, "--design"), "design",
