@@ -18,8 +18,7 @@ FORMAT = "fv-checkpoint-1"
 _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    return write_atomic(path, text)
+atomic_write_text = write_atomic  # deprecated name of bridges.store.write_atomic; remove once train.py imports that
 
 
 def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra: dict | None = None) -> Path:

@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from fvsym._validate import number_arg, time_limit
+
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
@@ -25,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fv",
         description="Theory engine for adaptive inference and function vectors in deep transformers.",
     )
+    parser.add_argument("--max-seconds", type=number_arg("--max-seconds", low=0, open_low=True), default=None,
+                        metavar="S", help="time cap of the command's estimate of its own work (default: env "
+                        "FV_MAX_SECONDS, else 3600); larger jobs are refused before they start")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -40,9 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse's errors (one line, code 2) and --help (code 0): returned, not raised
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    try:
+        with time_limit(args.max_seconds):
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (``fv ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -54,6 +63,12 @@ def main(argv=None) -> int:
     except OSError as exc:  # e.g. a read-only or full file system: one line naming the file
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"fv {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+    except (MemoryError, OverflowError, RecursionError) as exc:  # a guard missed a size: still one line
+        what = ("out of memory" if isinstance(exc, MemoryError) else "a number is too large"
+                if isinstance(exc, OverflowError) else "too deeply nested")
+        print(f"fv {args.command}: error: {what} ({str(exc)[:120] or type(exc).__name__}); try smaller sizes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fv {args.command}: interrupted; finished work is kept, run again to resume", file=sys.stderr)

@@ -6,13 +6,22 @@ shared by every subcommand that trains. Handlers import torch lazily (``fv --hel
 from __future__ import annotations
 
 import argparse
+import os
+
+from fvsym._emit import add_format_argument, emit
+from fvsym._validate import (
+    check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
+)
 
 from .config import (
-    COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_LR, RECIPE_STEPS_PER_BUDGET, SCHEDULES, TRAIN_LOSSES,
+    MAX_DEPTH, COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_LR, RECIPE_STEPS_PER_BUDGET, SCHEDULES, TRAIN_LOSSES,
     DataConfig, ModelConfig, RunConfig, TrainConfig,
 )
 
 DEFAULT_OUT = "runs"
+MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))
+WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
+_UNIT = dict(low=0, high=1, open_low=True, open_high=True)
 
 
 def register(subparsers) -> None:
@@ -44,42 +53,43 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
     g = p.add_argument_group("data (THEORY.md section 1)")
     g.add_argument("--prior", choices=PRIORS, default=d.prior)
     g.add_argument("--cov", choices=COVARIANCES, default=None, help="gaussian prior only (default matched)")
-    g.add_argument("--depth", type=int, default=d.depth, metavar="K",
+    g.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, metavar="K",
                    help=f"tree depth, D = 2^K - 1 (default {d.depth})")
-    g.add_argument("--alpha", type=float, default=d.alpha, help=f"scale ratio in (0, 1) (default {d.alpha})")
-    g.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
-    g.add_argument("--s2", type=float, default=d.s2, help=f"label noise variance (default {d.s2})")
+    g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha,
+                   help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
+    g.add_argument("--tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     g = p.add_argument_group("model (THEORY.md section 7)")
     g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
-    g.add_argument("--budget", type=int, default=m.budget, metavar="B", help=f"workspace slots (default {m.budget})")
-    g.add_argument("--mlp-width", type=int, default=m.mlp_width,
+    g.add_argument("--budget", type=int_arg("--budget", 1), default=m.budget, metavar="B", help=f"workspace slots (default {m.budget})")
+    g.add_argument("--mlp-width", type=int_arg("--mlp-width", 1, 2**20), default=m.mlp_width,
                    help=f"hidden size of the MLPs (default {m.mlp_width})")
     g.add_argument("--width", action=_Renamed, new="--mlp-width", help=argparse.SUPPRESS,
                    why="--width is d, the channels per layer, which the model fixes (A: 1; B, C: the budget)")
-    g.add_argument("--hidden-layers", type=int, default=m.hidden_layers,
+    g.add_argument("--hidden-layers", type=int_arg("--hidden-layers", 1, 1000), default=m.hidden_layers,
                    help=f"MLP hidden layers (default {m.hidden_layers})")
     g.add_argument("--readout", choices=READOUTS, default=m.readout)
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=t.steps,
+    g.add_argument("--steps", type=int_arg("--steps", 1), default=t.steps,
                    help=f"training steps (default: the recipe, {RECIPE_STEPS_PER_BUDGET} x budget)")
-    g.add_argument("--batch", type=int, default=t.batch, help=f"default {t.batch}")
-    g.add_argument("--lr", type=float, default=t.lr, help="peak Adam learning rate (default: the recipe, "
+    g.add_argument("--batch", type=int_arg("--batch", 1), default=t.batch, help=f"default {t.batch}")
+    g.add_argument("--lr", type=number_arg("--lr", low=0, high=1e6, open_low=True), default=t.lr, help="peak Adam learning rate (default: the recipe, "
                    + ", ".join(f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")")
-    g.add_argument("--warmup", type=int, default=t.warmup, help=f"linear warm-up steps (default {t.warmup})")
+    g.add_argument("--warmup", type=int_arg("--warmup", 0), default=t.warmup, help=f"linear warm-up steps (default {t.warmup})")
     g.add_argument("--schedule", choices=SCHEDULES, default=t.schedule)
     g.add_argument("--loss", choices=TRAIN_LOSSES, default=t.loss,
                    help="training objective: theta = ||theta_hat - theta||^2 (default for decoding readouts), "
                    "query = (y_hat - <theta, x_q>)^2 (default for the generic readout)")
     g.add_argument("--precision", choices=PRECISIONS, default=t.precision,
                    help=f"key MLPs in bfloat16 autocast or float32 (default {t.precision}: bf16 where native)")
-    g.add_argument("--grad-clip", type=float, default=t.grad_clip,
+    g.add_argument("--grad-clip", type=number_arg("--grad-clip", low=0, high=1e100), default=t.grad_clip,
                    help=f"max global gradient norm, 0 disables (default {t.grad_clip:g})")
-    g.add_argument("--eval-every", type=int, default=t.eval_every, help=f"default {t.eval_every}")
-    g.add_argument("--eval-batches", type=int, default=t.eval_batches, help=f"default {t.eval_batches}")
-    g.add_argument("--seed", type=int, default=t.seed, help=f"default {t.seed}")
+    g.add_argument("--eval-every", type=int_arg("--eval-every", 1), default=t.eval_every, help=f"default {t.eval_every}")
+    g.add_argument("--eval-batches", type=int_arg("--eval-batches", 1, 10**6), default=t.eval_batches, help=f"default {t.eval_batches}")
+    g.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=t.seed, help=f"default {t.seed}")
     g.add_argument("--device", default=t.device, help="torch device (default cpu)")
-    g.add_argument("--threads", type=int, default=t.threads, help=f"torch CPU threads (default {t.threads})")
-    g.add_argument("--checkpoint-every", type=int, default=t.checkpoint_every, help=f"default {t.checkpoint_every}")
+    g.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=t.threads, help=f"torch CPU threads (default {t.threads})")
+    g.add_argument("--checkpoint-every", type=int_arg("--checkpoint-every", 1), default=t.checkpoint_every, help=f"default {t.checkpoint_every}")
     g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})")
 
@@ -125,22 +135,25 @@ def _register_train(subparsers) -> None:
     add_run_arguments(p)
     p.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_format_argument(p)
     p.set_defaults(func=train_command)
 
 
 def train_command(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+    cfg = config_from_args(args).check_resources()
     from .train import train  # torch is imported here, not at `fv --help`
 
-    result = train(cfg, progress=not args.quiet, resume=not args.no_resume)
+    result = train(cfg, progress=not args.quiet and args.format == "text", resume=not args.no_resume)
     unit = "E||theta_hat - theta||^2" if result.metric == "theta" else "query MSE (= E||theta_hat - theta||^2)"
-    if result.run_dir:
-        print(f"run folder: {result.run_dir}  (config.json, checkpoint.pt, result.json)")
-    else:
-        print("no run folder (--out is empty): nothing was written")
-    print(f"key: {cfg.key()}")
-    print(f"final held-out loss: {result.loss:.5g} +- {result.stderr:.2g}  ({unit}, {result.n_eval} contexts)")
-    print(f"steps: {result.steps}, {result.steps_per_s:.3g} steps/s, {result.wall_seconds:.1f} s")
+    lines = [f"run folder: {result.run_dir}  (config.json, checkpoint.pt, result.json)" if result.run_dir
+             else "no run folder (--out is empty): nothing was written",
+             f"key: {cfg.key()}",
+             f"final held-out loss: {result.loss:.5g} +- {result.stderr:.2g}  ({unit}, {result.n_eval} contexts)",
+             f"steps: {result.steps}, {result.steps_per_s:.3g} steps/s, {result.wall_seconds:.1f} s"]
+    record = {"key": cfg.key(), "run_dir": result.run_dir, "loss": result.loss, "stderr": result.stderr,
+              "n": result.n_eval, "metric": result.metric, "steps": result.steps,
+              "steps_per_s": result.steps_per_s, "wall_seconds": result.wall_seconds, "config": cfg.to_dict()}
+    emit(record, args.format, lines)
     return 0
 
 
@@ -155,9 +168,10 @@ def _register_compare(subparsers) -> None:
     )
     add_run_arguments(p, model_required=False)
     p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
-    p.add_argument("--samples", type=int, default=20_000, help="Monte Carlo samples per theory number (default 20000)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=20_000, help="Monte Carlo samples per theory number (default 20000)")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_format_argument(p)
     p.set_defaults(func=compare_command)
 
 
@@ -167,6 +181,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from .store import RunStore, write_atomic, write_json
 
     if args.grid:
+        check_workers(args.workers)
         from .compare import prediction_checks, to_markdown
         from .reproduce import ReproduceConfig, training
 
@@ -182,22 +197,33 @@ def compare_command(args: argparse.Namespace) -> int:
         md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
         md += [""] + [to_markdown(t) for t in tables]
         write_atomic(store.folder / "table.md", "\n".join(md) + "\n")
-        for c in checks:
-            print(f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}")
-        print(f"tables: {store.folder / 'table.md'} and table.json")
+        lines = [f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}" for c in checks]
+        lines.append(f"tables: {store.folder / 'table.md'} and table.json")
+        emit({"runs": tables, "predictions": checks, "folder": str(store.folder)}, args.format, lines)
         return 0
-    cfg = config_from_args(args)
+    if args.scheduler is not None or args.workers is not None:
+        raise ValueError("--scheduler and --workers apply to fv compare --grid only")
+    cfg = config_from_args(args).check_resources()
     from .compare import compare, to_markdown
     from .train import run_dir, train
 
-    result = train(cfg, progress=not args.quiet)
+    result = train(cfg, progress=not args.quiet and args.format == "text")
     table = compare(result, samples=args.samples, seed=args.seed)
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)
     write_atomic(folder / "compare.md", to_markdown(table))
-    print(to_markdown(table))
-    print(f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}")
+    emit(table, args.format, [to_markdown(table), f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}"])
     return 0
+
+
+def check_workers(workers) -> None:
+    """Refuse more local training processes than the memory holds (one line, the largest count that fits)."""
+    if workers is None or workers <= 1:
+        return
+    if not fits_memory(workers * WORKER_BYTES):
+        hint = largest_fitting("--workers", range(1, workers + 1), lambda n: fits_memory(n * WORKER_BYTES))
+        check_memory(f"{workers} training processes (about {format_bytes(WORKER_BYTES)} each)",
+                     workers * WORKER_BYTES, hint)
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,7 +231,8 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
                    "the output folder must be on a file system every worker sees")
-    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", "--jobs", dest="workers", type=int_arg("--workers", 1, MAX_THREADS), default=None,
+                   metavar="N",
                    help="training processes of the local Dask cluster (default: the number of cores; 1: in this "
                    "process)")
 
@@ -224,19 +251,20 @@ def _register_reproduce(subparsers) -> None:
     )
     _add_study_arguments(p, d, "report folder", "tree depth of the reduced grid and curves")
     p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6)")
-    p.add_argument("--budget", type=int, default=d.train_budget, help=f"training budget (default {d.train_budget})")
-    p.add_argument("--steps", type=int, default=d.steps, help=f"training steps per run (default {d.steps})")
+    p.add_argument("--budget", type=int_arg("--budget", 1), default=d.train_budget, help=f"training budget (default {d.train_budget})")
+    p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
+    add_format_argument(p)
     p.set_defaults(func=reproduce_command)
 
 
 def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
     """The options ``fv reproduce`` and ``fv scaling`` share, with the defaults of their config ``d``."""
     p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
-    p.add_argument("--depth", type=int, default=d.depth, help=f"{depth_help} (default {d.depth})")
-    p.add_argument("--alpha", type=float, default=d.alpha, help=f"default {d.alpha}")
-    p.add_argument("--tokens", type=int, default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
-    p.add_argument("--samples", type=int, default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"first seed (default {d.seed})")
+    p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, help=f"{depth_help} (default {d.depth})")
+    p.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha, help=f"e.g. 1/2 (default {d.alpha})")
+    p.add_argument("--tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=d.seed, help=f"first seed (default {d.seed})")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -244,22 +272,30 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
 def reproduce_command(args: argparse.Namespace) -> int:
     from .reproduce import ReproduceConfig, reproduce
 
+    check_workers(args.workers)
     cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
-    reproduce(cfg, log=(lambda *a: None) if args.quiet else print)
+    quiet = args.quiet or args.format == "json"
+    out = reproduce(cfg, log=(lambda *a: None) if quiet else print)
+    folder = out.get("folder", str(cfg.out)) if isinstance(out, dict) else str(cfg.out)
+    written = out.get("written", []) if isinstance(out, dict) else []
+    emit({"folder": folder, "written": written}, args.format, [f"report: {folder}/report.md"])
     return 0
 
 
 def _parse_budgets(text: str) -> tuple[int, ...]:
-    """``1-6`` or ``1,2,4``."""
-    try:
-        if "-" in text:
-            lo, hi = text.split("-")
-            return tuple(range(int(lo), int(hi) + 1))
-        return tuple(int(b) for b in text.split(","))
-    except ValueError:
-        raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}") from None
+    """``1-6`` or ``1,2,4`` (budgets 1..64, a range in increasing order)."""
+    text = str(text).strip()
+    if "-" in text:
+        ends = text.split("-")
+        if len(ends) != 2 or not all(e.strip().isdigit() for e in ends):
+            raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}")
+        lo, hi = (int(e) for e in ends)
+        if not 1 <= lo <= hi <= 64:
+            raise ValueError(f"--budgets must lie in 1..64 in increasing order, got {text!r}")
+        return tuple(range(lo, hi + 1))
+    return tuple(parse_int_list(text, "--budgets", 1, 64))
 
 
 def _register_scaling(subparsers) -> None:
@@ -276,31 +312,36 @@ def _register_scaling(subparsers) -> None:
         "kept: re-running resumes.",
     )
     _add_study_arguments(p, d, "study folder", "tree depth K")
-    p.add_argument("--s2", type=float, default=d.s2, help=f"label noise variance (default {d.s2})")
+    p.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     p.add_argument("--budgets", default=f"{d.budgets[0]}-{d.budgets[-1]}", help="range or list (default 1-6)")
     p.add_argument("--models", default=d.models, help=f"default {d.models}")
-    p.add_argument("--seeds", type=int, default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
-    p.add_argument("--steps-per-budget", type=int, default=d.steps_per_budget,
+    p.add_argument("--seeds", type=int_arg("--seeds", 1, 1000), default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
+    p.add_argument("--steps-per-budget", type=int_arg("--steps-per-budget", 1), default=d.steps_per_budget,
                    help=f"training steps per unit of budget (default {d.steps_per_budget}, the recipe)")
-    p.add_argument("--search-samples", type=int, default=d.search_samples,
+    p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
-    p.add_argument("--threads", type=int, default=d.threads, help=f"torch threads per run (default {d.threads})")
+    p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
+    add_format_argument(p)
     p.set_defaults(func=scaling_command)
 
 
 def scaling_command(args: argparse.Namespace) -> int:
     from .scaling import ScalingConfig, run
 
+    check_workers(args.workers)
     cfg = ScalingConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
                         search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
                         threads=args.threads, device=args.device, progress=not args.quiet)
-    result = run(cfg, log=(lambda *a: None) if args.quiet else print)
+    quiet = args.quiet or args.format == "json"
+    result = run(cfg, log=(lambda *a: None) if quiet else print)
+    lines = []
     for model, entry in result["fits"]["models"].items():
         f = entry["fits"][entry["predicted"]]
-        print(f"Model {model}: {entry['predicted']} {f['param']} = {f['value']:.3g} "
-              f"[{f['ci'][0]:.3g}, {f['ci'][1]:.3g}]; better fit: {entry['better']}")
-    print(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png")
+        lines.append(f"Model {model}: {entry['predicted']} {f['param']} = {f['value']:.3g} "
+                     f"[{f['ci'][0]:.3g}, {f['ci'][1]:.3g}]; better fit: {entry['better']}")
+    lines.append(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png")
+    emit({"folder": result["folder"], "fits": result["fits"]}, args.format, lines)
     return 0

@@ -6,7 +6,8 @@ short, stable name for the experiment (results and checkpoints are stored under 
 ignores the fields that only say *where and how fast* a run executes (``out``, ``device``, ``threads``,
 ``checkpoint_every``), so the same experiment keeps its key on another machine.
 
-This module imports nothing heavier than the standard library (``fv --help`` must not load torch).
+This module imports nothing heavier than the standard library and the shared checks of
+``fvsym._validate`` (``fv --help`` must not load torch).
 """
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from fvsym._validate import check_choice, check_int, check_real
+
 PRIORS = ("tree", "gaussian")
-COVARIANCES = ("matched", "isotropic")
+COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
 MODELS = ("A", "B", "C")
 READOUTS = ("decode", "generic")
 SCHEDULES = ("cosine", "constant")
@@ -39,29 +42,18 @@ _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, float):  # a configuration field is an int, not a float that happens to be whole
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
+    return check_int(value, name, minimum, maximum)
 
 
 def _float(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low=False, open_high=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, str):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if value < low or (open_low and value == low) or value > high or (open_high and value == high):
-        lo, hi = ("(" if open_low else "[") + f"{low:g}", f"{high:g}" + (")" if open_high else "]")
-        raise ValueError(f"{name} must lie in {lo}, {hi}, got {value:g}")
-    return value
+    return check_real(value, name, low, high, open_low=open_low, open_high=open_high)
 
 
-def _choice(value, name: str, choices) -> str:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(choices)}")
-    return value
+_choice = check_choice
 
 
 def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __post_init__
@@ -90,6 +82,8 @@ class DataConfig:
         _int(self.n_tokens, "n_tokens (N)", 1)
         _set(self, "s2", _float(self.s2, "s2", 0.0))
         if self.prior == "gaussian":
+            if self.cov == "tree":  # the spelling of `fv derive`/`fv mc` before the names of THEORY.md
+                raise ValueError("cov 'tree' is now called 'matched' (the matched Gaussian of the tree prior)")
             _set(self, "cov", _choice("matched" if self.cov is None else self.cov, "cov", COVARIANCES))
         elif self.cov is not None:
             raise ValueError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")
@@ -273,6 +267,29 @@ class RunConfig:
             f"{self.model.model}-{prior}-K{self.data.depth}-B{self.model.budget}"
             f"-N{self.data.n_tokens}-s{self.train.seed}-{digest}"
         )
+
+    def memory_bytes(self) -> float:
+        """Estimated peak memory of training this run on the CPU (float32): the batch of contexts, the
+        key MLPs' activations on every token of every layer (kept for the backward pass), the interpreter
+        and torch (about 300 MB)."""
+        d, m, t = self.data, self.model, self.train
+        tokens = t.batch * d.n_tokens
+        per_token = 3 * (d.dim + 2) + 4 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
+        return 4.0 * tokens * per_token + 300e6
+
+    def check_resources(self) -> "RunConfig":
+        """Refuse (one-line ValueError naming the limit and the largest context length that fits) a run
+        whose training would not fit in the memory available."""
+        from fvsym._validate import check_memory, fits_memory, largest_fitting
+
+        need = self.memory_bytes()
+        if not fits_memory(need):
+            sizes = [2**k for k in range(0, 41) if 2**k < self.data.n_tokens]
+            hint = largest_fitting("--tokens N", sizes, lambda n: fits_memory(
+                self.replace(data=dict(n_tokens=n)).memory_bytes()))
+            check_memory(f"training {self.model.model} at depth {self.data.depth} with N = {self.data.n_tokens} "
+                         f"tokens and batch {self.train.batch}", need, hint)
+        return self
 
     def replace(self, **sections) -> "RunConfig":
         """``cfg.replace(train=dict(steps=10))``: a copy with fields of the named sections changed."""

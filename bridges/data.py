@@ -56,6 +56,15 @@ def fv_prior(cfg: DataConfig):
 
 
 @functools.cache
+def data_channel(cfg: DataConfig):
+    """The ``fvnum`` channel the models see: ``tokens`` with ``N = n_tokens`` and ``s2`` of ``cfg``; its
+    ``tau`` is the decoder's effective noise (``fvnum.channels.effective_tau2``, the one definition)."""
+    from fvnum.channels import make_channel
+
+    return make_channel(fv_prior(cfg), tokens=cfg.n_tokens, s2=cfg.s2)
+
+
+@functools.cache
 def _moments(cfg: DataConfig) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...], float]:
     """(scales, covariance, E||theta||^2) as floats, evaluated once from the fvsym prior."""
     prior = fv_prior(cfg)
@@ -133,9 +142,14 @@ class ContextSampler:
         return self.cfg.dim
 
     @property
+    def channel(self):
+        """The ``fvnum`` channel of these contexts (:func:`data_channel`)."""
+        return data_channel(self.cfg)
+
+    @property
     def tau2(self) -> float:
         """Effective channel noise of an N-token context, ``(E||theta||^2 + s2) / N`` (THEORY.md section 2)."""
-        return (self.second_moment + self.cfg.s2) / self.cfg.n_tokens
+        return self.channel.tau2
 
     def generator(self, seed: int, stream: int, step: int) -> torch.Generator:
         return step_generator(seed, stream, step, self.device)

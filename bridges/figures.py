@@ -12,7 +12,7 @@ STYLE = {  # strategy -> (label, colour)
     "bellman_noiseless": ("noiseless Bellman policy (adaptive)", "C2"),
     "top_levels": ("top levels (one layer)", "C1"),
     "optimal_nonadaptive": ("best fixed coordinate design", "C3"),
-    "gaussian_optimum": ("Gaussian optimum (= best linear)", "C7"),
+    "gaussian_optimum": ("Gaussian optimum (gaussian channel)", "C7"),
 }
 MODEL_MARKERS = {"A": ("o", "C0"), "B": ("s", "C1"), "C": ("^", "C4")}
 
@@ -141,7 +141,7 @@ SCALING_THEORY = {  # theory row -> (label, colour, line style)
     "top_levels": ("top levels (one layer)", "C1", "--"),
     "best_nonadaptive_coordinate": ("best coordinate design (one layer)", "C3", "--"),
     "best_nonadaptive_unit": ("best unit design (one layer)", "C5", "--"),
-    "top_levels_linear": ("linear theory: top levels, LMMSE", "C4", ":"),
+    "top_levels_linear": ("linear theory: top levels, LMMSE (tokens channel)", "C4", ":"),
     "gaussian_optimum": ("Gaussian optimum (gaussian channel)", "C7", ":"),
 }
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .config import DataConfig, ModelConfig, RunConfig
-from .data import ContextSampler, path_nodes
+from .data import ContextSampler, data_channel, fv_prior, path_nodes
 from .taps import Tap
 
 
@@ -339,18 +339,14 @@ def _sign_decoder(data: DataConfig) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def lmmse(data: DataConfig, W) -> tuple[torch.Tensor, float]:
-    """Linear MMSE readout of a fixed design ``W`` (B, D) under the ``tokens`` channel, exactly.
+    """Linear MMSE readout of a fixed design ``W`` (B, D) under the ``tokens`` channel of ``data``, exactly
+    (``fvnum.theory.lmmse``: ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T``). Returns
+    ``(U (D, B) float64, loss)``."""
+    from fvnum.theory import lmmse as exact_lmmse
 
-    With ``phi = (1/N) sum_i y_i W x_i``: ``E[phi phi^T] = (1 + 1/N) W C W^T + tau^2 W W^T`` with
-    ``tau^2 = (E||theta||^2 + s2) / N`` (Isserlis), ``E[theta phi^T] = C W^T``; so ``U = C W^T M^-1`` and
-    ``loss = tr C - tr(U W C)``. Returns ``(U (D, B) float64, loss)``."""
-    sampler = ContextSampler(data)
-    C = sampler.cov  # (D, D) float64
-    W = torch.as_tensor(W, dtype=torch.float64)  # (B, D)
-    N = data.n_tokens
-    M = (1 + 1 / N) * W @ C @ W.T + sampler.tau2 * W @ W.T  # (B, B)
-    U = torch.linalg.solve(M, W @ C).T  # (D, B), M symmetric
-    return U, float(torch.trace(C) - torch.trace(U @ W @ C))
+    W = torch.as_tensor(W, dtype=torch.float64).numpy()  # (B, D)
+    dec = exact_lmmse(fv_prior(data), W, data_channel(data))
+    return torch.from_numpy(dec.U), dec.loss
 
 
 def linear_model(data: DataConfig, W) -> WorkspaceModel:

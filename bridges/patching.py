@@ -20,13 +20,13 @@ not depend on ``n_contexts`` (whole chunks) nor on which depths are asked for.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 import torch
+from fvnum.estimate import Estimate
+from fvnum.patching import PatchingTable
 
 from .config import DataConfig
-from .data import ContextSampler, Contexts, fv_prior
+from .data import ContextSampler, Contexts, data_channel, fv_prior
 from .models import WorkspaceModel
 from .taps import patch, record
 
@@ -36,7 +36,7 @@ _CHUNK_STEPS = 64  # generator steps reserved per chunk: 0 for the targets, j fo
 
 
 # --- inputs ----------------------------------------------------------------------------------------
-def _check_tree(data_cfg: DataConfig) -> None:
+def check_tree_data(data_cfg: DataConfig) -> None:
     if not isinstance(data_cfg, DataConfig):
         raise ValueError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
     if data_cfg.prior != "tree":
@@ -57,19 +57,19 @@ def _check_layer(layer, model: WorkspaceModel) -> int:
     return int(layer)
 
 
-def _check_count(n, name: str = "n_contexts") -> int:
+def check_count(n, name: str = "n_contexts") -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"{name} must be an integer >= 2 (a standard error needs two), got {n!r}")
     return int(n)
 
 
-def _check_seed(seed) -> int:
+def check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     return int(seed)
 
 
-def _check_model(model, data_cfg: DataConfig) -> None:
+def check_model_data(model, data_cfg: DataConfig) -> None:
     if not isinstance(model, WorkspaceModel):
         raise ValueError(f"model must be a WorkspaceModel, got {type(model).__name__}")
     if model.dim != data_cfg.dim:
@@ -78,7 +78,7 @@ def _check_model(model, data_cfg: DataConfig) -> None:
         )
 
 
-def _device(model: torch.nn.Module) -> torch.device:
+def model_device(model: torch.nn.Module) -> torch.device:
     for t in (*model.parameters(), *model.buffers()):
         return t.device
     return torch.device("cpu")
@@ -124,7 +124,7 @@ def _sizes(n: int):
 @torch.no_grad()
 def _run(model, data_cfg, n_contexts, seed, depths, layers, *, unpatched=True):
     """Per-context losses: ``{"unpatched": (n,), (l, j): (n,)}`` as float64 numpy arrays."""
-    sampler = ContextSampler(data_cfg, _device(model))
+    sampler = ContextSampler(data_cfg, model_device(model))
     out = {key: [] for key in ([("base",)] if unpatched else []) + [(l, j) for j in depths for l in layers]}
     was_training = model.training
     model.eval()
@@ -151,80 +151,34 @@ def patched_losses(model: WorkspaceModel, data_cfg: DataConfig, layer: int, j: i
     """Per-context losses (n_contexts,) float64 with layer ``layer``'s keys patched from a donor of divergence
     depth ``j``; units: ``||theta_hat - theta||^2`` for decoding readouts, the query error for the generic one.
     The same contexts as the cell ``(layer, j)`` of ``key_patching_table`` with the same ``seed``."""
-    _check_tree(data_cfg)
-    _check_model(model, data_cfg)
+    check_tree_data(data_cfg)
+    check_model_data(model, data_cfg)
     layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth)
-    n, seed = _check_count(n_contexts), _check_seed(seed)
+    n, seed = check_count(n_contexts), check_seed(seed)
     return _run(model, data_cfg, n, seed, (j,), (layer,), unpatched=False)[(layer, j)]
 
 
 def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048,
                      seed: int = 0) -> np.ndarray:
     """Per-context losses (n_contexts,) of the target contexts of ``patched_losses`` without a patch."""
-    _check_tree(data_cfg)
-    _check_model(model, data_cfg)
-    n, seed = _check_count(n_contexts), _check_seed(seed)
+    check_tree_data(data_cfg)
+    check_model_data(model, data_cfg)
+    n, seed = check_count(n_contexts), check_seed(seed)
     return _run(model, data_cfg, n, seed, (), ())[("base",)]
 
 
 # --- the table -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelPatchingTable:
-    """The layout of ``fvnum.patching.PatchingTable``: ``loss[l - 1, j - 1]``, ``stderr[...]`` (over contexts),
-    ``unpatched`` (an ``fvnum`` Estimate on the same targets), ``unpatched_by_depth[j - 1]`` (equal for every
-    ``j``: all columns share their targets), ``n`` contexts per cell; and in addition ``effect = loss -
-    unpatched`` with its paired standard error ``effect_stderr``, and ``metric`` (``theta`` or ``query``)."""
-
-    loss: np.ndarray
-    stderr: np.ndarray
-    unpatched: object  # fvnum.estimate.Estimate
-    unpatched_by_depth: np.ndarray
-    unpatched_stderr_by_depth: np.ndarray
-    effect: np.ndarray
-    effect_stderr: np.ndarray
-    n: int
-    strategy: str
-    layers: tuple
-    depths: tuple
-    metric: str
-
-    def as_dict(self) -> dict:
-        return {
-            "strategy": self.strategy, "n": self.n, "layers": list(self.layers), "depths": list(self.depths),
-            "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.as_dict(),
-            "unpatched_by_depth": self.unpatched_by_depth.tolist(),
-            "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(),
-            "effect": self.effect.tolist(), "effect_stderr": self.effect_stderr.tolist(), "metric": self.metric,
-        }
-
-    def to_markdown(self) -> str:
-        def table(values, errors):
-            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
-            sep = "|---" * (len(self.depths) + 1) + "|"
-            body = [
-                f"| {l} | " + " | ".join(f"{values[a, b]:.4g} ± {errors[a, b]:.1g}" for b in range(len(self.depths)))
-                + " |"
-                for a, l in enumerate(self.layers)
-            ]
-            return [head, sep, *body]
-
-        return "\n".join([*table(self.loss, self.stderr), "", f"unpatched: {self.unpatched}", "",
-                          "effect (patched - unpatched, paired):", "", *table(self.effect, self.effect_stderr)])
-
-
 def _mean_se(v: np.ndarray) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
 
 
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
-                       depths=None) -> ModelPatchingTable:
+                       depths=None) -> PatchingTable:
     """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
     ``1..L`` and ``depths`` (default ``1..K``), on ``n_contexts`` target contexts shared by every cell."""
-    from fvnum.estimate import Estimate
-
-    _check_tree(data_cfg)
-    _check_model(model, data_cfg)
-    n, seed = _check_count(n_contexts), _check_seed(seed)
+    check_tree_data(data_cfg)
+    check_model_data(model, data_cfg)
+    n, seed = check_count(n_contexts), check_seed(seed)
     K = data_cfg.depth
     depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K) for j in depths)
     if not depths:
@@ -239,18 +193,19 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
             loss[a, b], err[a, b] = _mean_se(runs[(l, j)])
             eff[a, b], eff_err[a, b] = _mean_se(runs[(l, j)] - base)
     value, se = _mean_se(base)
-    return ModelPatchingTable(
-        loss, err, Estimate(value, se, n), np.full(len(depths), value), np.full(len(depths), se), eff, eff_err, n,
-        "model", layers, depths, "theta" if model.decodes else "query",
+    return PatchingTable(
+        loss, err, Estimate(value, se, n), np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
+        depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
     )
 
 
 def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
                           strategy: str = "path", depths=None):
-    """``fvnum.patching_table`` for the prior, ``N`` and ``s2`` of ``data_cfg`` (tokens channel), budget ``budget``."""
+    """``fvnum.patching_table`` for the prior, ``N`` and ``s2`` of ``data_cfg`` (tokens channel), budget ``budget``:
+    the same ``PatchingTable`` type as :func:`key_patching_table`."""
     from fvnum.patching import patching_table
 
-    _check_tree(data_cfg)
+    check_tree_data(data_cfg)
     return patching_table(fv_prior(data_cfg), budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, strategy=strategy,
                           samples=samples, seed=seed, depths=depths)
 
@@ -262,13 +217,11 @@ def path_bayes_decoder(data_cfg: DataConfig):
     given readings ``p_k`` of the nodes ``n_k`` routed by their signs (``n_{k+1} = 2 n_k + [p_k < 0]``), with
     the gaussian likelihood of noise ``tau^2 = (E||theta||^2 + s2) / N`` (``fvnum.tree.coordinate_posterior_mean``).
     Not differentiable (computed in numpy)."""
-    from fvnum.channels import tau_of_tokens
     from fvnum.tree import coordinate_posterior_mean, numeric_prior
 
-    _check_tree(data_cfg)
-    prior = fv_prior(data_cfg)
-    spec = numeric_prior(prior)
-    tau = tau_of_tokens(prior, data_cfg.n_tokens, data_cfg.s2)
+    check_tree_data(data_cfg)
+    spec = numeric_prior(fv_prior(data_cfg))
+    tau = data_channel(data_cfg).tau
 
     def decode(p: torch.Tensor) -> torch.Tensor:
         readings = p.detach().double().cpu().numpy()  # (batch, B)

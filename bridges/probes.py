@@ -121,15 +121,15 @@ def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) 
     import torch
 
     from .data import ContextSampler
-    from .patching import _check_count, _check_model, _check_seed, _check_tree, _device
+    from .patching import check_count, check_model_data, check_seed, check_tree_data, model_device
     from .taps import record
 
-    _check_tree(data_cfg)
-    _check_model(model, data_cfg)
-    n, seed = _check_count(n_contexts), _check_seed(seed)
+    check_tree_data(data_cfg)
+    check_model_data(model, data_cfg)
+    n, seed = check_count(n_contexts), check_seed(seed)
     if n < 4:
         raise ValueError(f"n_contexts must be >= 4 for a held-out probe, got {n}")
-    sampler = ContextSampler(data_cfg, _device(model))
+    sampler = ContextSampler(data_cfg, model_device(model))
     L = model.n_layers
     names = [f"workspace.{l}" for l in range(1, L + 1)]
     feats, signs = [[] for _ in names], []
@@ -158,9 +158,9 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
     from fvnum.tree import numeric_prior
 
     from .data import fv_prior
-    from .patching import _check_tree
+    from .patching import check_tree_data
 
-    _check_tree(data_cfg)
+    check_tree_data(data_cfg)
     prior = fv_prior(data_cfg)
     _, fv = loss_mc(prior, strategy, budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
                     return_phi=True)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .store import RunStore, write_atomic, write_json
+from .store import RunStore, with_checksum, write_atomic, write_json
 
 KIND = "reproduce"
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     from fvsym.tree import tree_loss
 
     from .compare import gaussian_optimum
+    from .data import fv_prior
 
     rows = []
     K = cfg.depth
@@ -113,22 +114,16 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
                     noisy = "bellman_noiseless" if strategy == "optimal" else strategy  # optimal is exact only when small
                     jobs.append((dict(base, strategy=noisy, noise=f"N={cfg.n_tokens}"), lambda s=noisy, kw=kw:
                                  fvnum.loss_mc(fv_prior(data), s, B, tokens=cfg.n_tokens, s2=cfg.s2,
-                                               samples=cfg.samples, seed=cfg.seed, **kw).as_dict()))
+                                               samples=cfg.samples, seed=cfg.seed, **kw).to_dict()))
             jobs.append((dict(base, strategy="gaussian_optimum", noise="none"),
                          lambda: {"value": gaussian_optimum(noiseless, B), "stderr": 0.0, "how": "exact"}))
             jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),
                          lambda: {"value": gaussian_optimum(data, B), "stderr": 0.0, "how": "exact"}))
             for key, fn in jobs:
-                result, cached = store.cell("theory", key, fn)
+                result, _ = store.cell("theory", key, fn)
                 rows.append({**key, **result})
         log(f"theory curves: budget {B}/{budgets[-1]} done")
     return rows
-
-
-def fv_prior(data):
-    from .data import fv_prior as _fv_prior
-
-    return _fv_prior(data)
 
 
 def _exact(formula) -> dict:
@@ -203,10 +198,10 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     out = {}
     out["patching_theory"], _ = store.cell("patching_theory", {"data": asdict(data), "budget": B, "samples": cfg.samples,
                                                                "seed": cfg.seed},
-                                           lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).as_dict())
+                                           lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
     out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].key_dict(), "n": n, "seed": cfg.seed},
                                       lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
-                                                                 seed=cfg.seed).as_dict())
+                                                                 seed=cfg.seed).to_dict())
     log("patching tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": asdict(data), "budget": B, "n": 4 * n, "seed": cfg.seed},
@@ -237,7 +232,7 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
     from .compare import to_markdown
 
     written = [
-        write_json(folder / "results.json", {"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra}),
+        write_json(folder / "results.json", with_checksum({"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra})),
         write_atomic(folder / "theory_curves.csv", _csv(curves)),
         write_atomic(folder / "training.csv", _csv([
             {"key": t["key"], "model": t["model"], "prior": t["prior"], "depth": t["depth"], "budget": t["budget"],

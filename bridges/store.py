@@ -3,14 +3,25 @@
 A run folder holds ``manifest.json`` (format and version), ``cells/<key>.json`` (one finished unit of
 work each) and whatever the caller writes beside them. A cell is written with a temporary file and
 ``os.replace``, so an interrupted run leaves either the whole cell or nothing; re-running skips
-finished cells.
+finished cells. Temporary files of a writer that died (``.NAME.PID.*.tmp``) are removed by the next
+write of the same file.
+
+Integrity: every cell carries its key and a SHA-256 checksum of its content and key. A cell that is not
+JSON, has the wrong shape (e.g. ``{}``), another key, no checksum or a wrong one (a hand-edited value)
+is reported in one line on stderr and recomputed.
+
+One process at a time: ``RunStore`` takes an exclusive lock on ``DIR/.lock`` (released when the process
+ends); a second ``fv reproduce``, ``fv scaling``, ``fv sweep`` or ``fv compare --grid`` into the same
+folder stops with one line naming the process that holds it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 FORMAT = "fv-run"
@@ -30,7 +41,8 @@ def atomic_write_bytes(path, write) -> Path:
     ``path``: readers see the old file or the whole new one, never a half-written one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    clean_stale_tmp(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -43,6 +55,37 @@ def atomic_write_bytes(path, write) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def clean_stale_tmp(path, max_age: float = 3600.0) -> list[Path]:
+    """Remove the temporary files ``.NAME.PID.*.tmp`` that a writer of ``path`` left when it was killed
+    (its process is gone; files without a process id: older than ``max_age`` seconds). Returns them."""
+    path = Path(path)
+    removed = []
+    try:
+        candidates = list(path.parent.glob(f".{path.name}.*.tmp"))
+    except OSError:
+        return removed
+    for tmp in candidates:
+        middle = tmp.name[len(path.name) + 2:-len(".tmp")].split(".")[0]
+        try:
+            stale = not _alive(int(middle)) if middle.isdigit() else time.time() - tmp.stat().st_mtime > max_age
+            if stale:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue
+    return removed
 
 
 def write_atomic(path, data: bytes | str) -> Path:
@@ -83,6 +126,54 @@ def check_writable(folder) -> Path:
     return folder
 
 
+def _normal(value):
+    """``value`` as it reads back from JSON (numpy numbers become numbers, tuples lists)."""
+    return json.loads(json.dumps(value, default=_jsonable))
+
+
+def checksum(key: str, content) -> str:
+    """SHA-256 of a cell's key and content (canonical JSON, key order ignored)."""
+    text = json.dumps({"key": key, "content": content}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def with_checksum(record: dict, name: str = "results") -> dict:
+    """``record`` with ``"checksum"``: the SHA-256 of its content (as JSON reads it back) under ``name``;
+    :func:`verify_checksum` checks it."""
+    content = _normal({k: v for k, v in record.items() if k != "checksum"})
+    return {**content, "checksum": checksum(name, content)}
+
+
+def verify_checksum(record, name: str = "results") -> bool:
+    return (isinstance(record, dict) and "checksum" in record
+            and record["checksum"] == checksum(name, {k: v for k, v in record.items() if k != "checksum"}))
+
+
+_HELD: dict[str, int] = {}  # folders this process has locked -> the lock file's descriptor
+
+
+def _lock(folder: Path, kind: str) -> None:
+    import fcntl
+
+    where = str(folder.resolve())
+    if where in _HELD:
+        return
+    path = folder / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            holder = os.read(fd, 200).decode(errors="replace").split()
+        finally:
+            os.close(fd)
+        who = f"process {holder[0]}" + (f" (fv {holder[1]})" if len(holder) > 1 else "") if holder else "another process"
+        raise ValueError(f"{folder} is in use by {who}; wait for it to finish or choose another output folder") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()} {kind}\n".encode())
+    _HELD[where] = fd
+
+
 class RunStore:
     """A run folder with finished cells keyed by configuration hash.
 
@@ -91,9 +182,12 @@ class RunStore:
     or a non-empty folder that is not a run folder.
     """
 
-    def __init__(self, folder, kind: str):
+    def __init__(self, folder, kind: str, *, log=None):
         self.folder = check_writable(folder)
         self.kind = kind
+        self.log = log if log is not None else (lambda message: print(message, file=sys.stderr))
+        self._reported: set[str] = set()
+        _lock(self.folder, kind)
         manifest = self.folder / "manifest.json"
         expected = {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind}
         if manifest.exists():
@@ -117,17 +211,43 @@ class RunStore:
     def path(self, key: str) -> Path:
         return self.folder / "cells" / f"{key}.json"
 
-    def get(self, key: str):
+    def get(self, key: str, required=("result",)):
+        """The stored cell ``key`` (a dict), or None when it is absent, or damaged: not JSON, not an object
+        with the ``required`` fields, another key, no checksum or a wrong one. A damaged cell is reported
+        in one line (``log``) and will be recomputed."""
         p = self.path(key)
         if not p.exists():
             return None
         try:
-            return json.loads(p.read_text())
+            found = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return None  # a damaged cell is recomputed
+            return self._damaged(key, "is not valid JSON")
+        except OSError as exc:
+            return self._damaged(key, f"cannot be read ({exc.strerror})")
+        if not isinstance(found, dict):
+            return self._damaged(key, f"is a JSON {type(found).__name__}, not a cell")
+        missing = [f for f in (*required, "key", "checksum") if f not in found]
+        if missing:
+            return self._damaged(key, f"lacks {', '.join(missing)}")
+        if found["key"] != key:
+            return self._damaged(key, f"is the cell of key {found['key']!r}")
+        content = {k: v for k, v in found.items() if k not in ("key", "checksum")}
+        if found["checksum"] != checksum(key, content):
+            return self._damaged(key, "fails its checksum (edited or corrupted)")
+        return content
 
-    def put(self, key: str, value) -> Path:
-        return write_json(self.path(key), value)
+    def _damaged(self, key: str, why: str):
+        if key not in self._reported:
+            self._reported.add(key)
+            self.log(f"cell {self.path(key)} {why}; recomputing it")
+        return None
+
+    def put(self, key: str, value: dict) -> Path:
+        """Store the cell ``key`` (a dict) with its key and checksum."""
+        if not isinstance(value, dict):
+            raise ValueError(f"a cell is a JSON object, got {type(value).__name__}")
+        content = _normal(value)
+        return write_json(self.path(key), {**content, "key": key, "checksum": checksum(key, content)})
 
     def cell(self, name: str, config: dict, compute):
         """Return the stored result of ``(name, config)``, computing and storing it if absent.

@@ -61,7 +61,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .store import RunStore, config_key, write_atomic, write_json
+from fvsym._emit import add_format_argument, emit
+from fvsym._validate import int_arg
+
+from .store import RunStore, config_key, with_checksum, write_atomic, write_json
+
+MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))
 
 __all__ = [
     "COMMANDS", "CONNECT_TIMEOUT", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "run", "run_cells",
@@ -611,8 +616,8 @@ def _write(folder: Path, spec: Spec, rows: list[dict], details: list[dict]) -> l
     writer.writerows(rows)
     return [
         write_atomic(folder / "results.csv", buf.getvalue()),
-        write_json(folder / "results.json", {"format": RESULTS_FORMAT, "spec": spec.to_dict(),
-                                             "rows": [{**r, "result": d} for r, d in zip(rows, details)]}),
+        write_json(folder / "results.json", with_checksum({"format": RESULTS_FORMAT, "spec": spec.to_dict(),
+                                                           "rows": [{**r, "result": d} for r, d in zip(rows, details)]})),
     ]
 
 
@@ -631,14 +636,17 @@ def register(subparsers) -> None:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="a running Dask scheduler, tcp://host:8786, or its --scheduler-file "
                    "(default: start a local cluster; 'synchronous': run in this process)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=int_arg("--workers", 1, MAX_THREADS), default=None, metavar="N",
                    help="worker processes of the local cluster (default: the number of cores)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or messages")
     p.set_defaults(func=sweep_command)
 
 
 def sweep_command(args) -> int:
+    from .commands import check_workers
+
+    check_workers(args.workers)
     quiet = args.quiet or args.format == "json"
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
     try:
@@ -647,13 +655,11 @@ def sweep_command(args) -> int:
     except RuntimeError as exc:  # a cell whose worker kept dying: one line, finished cells kept
         print(f"fv sweep: error: {exc}", file=sys.stderr)
         return 1
-    if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
     column = COMMANDS[result.command].column
     names = [k for k in result.rows[0] if k not in (column, "stderr", "n", "key")]
-    print(" ".join(f"{n:>10}" for n in names) + f" {column:>12} {'stderr':>10} {'n':>8}  key")
+    lines = [" ".join(f"{n:>10}" for n in names) + f" {column:>12} {'stderr':>10} {'n':>8}  key"]
     for r in result.rows:
-        print(" ".join(f"{str(r[n]):>10}" for n in names) + f" {r[column]:12.6g} {r['stderr']:10.2g} {r['n']:8d}"
-              f"  {r['key']}")
+        lines.append(" ".join(f"{str(r[n]):>10}" for n in names) + f" {r[column]:12.6g} {r['stderr']:10.2g} "
+                     f"{r['n']:8d}  {r['key']}")
+    emit(result.to_dict(), args.format, lines)
     return 0

@@ -153,6 +153,9 @@ def train(cfg: RunConfig, *, progress: bool = True, resume: bool = True, stop_at
     run. ``result.model`` is the trained model (in eval mode; also restored for a stored result).
     ``stop_at``: stop after that many steps (checkpointed, ``finished=False``), as an interruption would.
     """
+    if not isinstance(cfg, RunConfig):
+        raise ValueError(f"train needs a RunConfig, got {type(cfg).__name__} {cfg!r:.60}")
+    cfg.check_resources()
     device = resolve_device(cfg.train.device)
     if stop_at is not None and not 0 <= stop_at <= cfg.train.steps:
         raise ValueError(f"stop_at must lie in 0..steps={cfg.train.steps}, got {stop_at}")

@@ -136,7 +136,7 @@ def main(cfg: Config) -> dict:
 
     s.comment("THEORY.md section 5: the Gaussian side (water-filling), isotropic and matched to the tree")
     iso = s("gaussian.isotropic_loss().expr")
-    matched = s("gaussian.gaussian_loss(None, budget, tau=tau, cov='tree', depth=depth, alpha=alpha).expr")
+    matched = s("gaussian.gaussian_loss(None, budget, tau=tau, cov='matched', depth=depth, alpha=alpha).expr")
     g1 = s("gaussian.deep_shallow_gap(gaussian.GaussianPrior.isotropic(2), 2, symbols.tau)")
 
     ns = s.namespace

@@ -126,7 +126,7 @@ def main(cfg: Config) -> dict:
         losses = {}
         for strategy in STRATEGIES:
             est, losses[strategy] = _estimate(prior, strategy, cfg, tau)
-            rows.append({"tau": tau, "strategy": strategy, **est.as_dict()})
+            rows.append({"tau": tau, "strategy": strategy, **est.to_dict()})
         diff = losses["confident_path"] - losses["path"]
         d = {"tau": tau, "value": float(diff.mean()), "stderr": float(diff.std(ddof=1) / math.sqrt(diff.size))}
         differences.append(d)

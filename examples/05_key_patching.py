@@ -122,7 +122,7 @@ def main(cfg: Config) -> dict:
     tau = tau_of_tokens(fv_prior(data), data.n_tokens, data.s2)
     print(f"key patching, tree prior depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} (tau = {tau:.4f}), "
           f"Model A with {cfg.budget} layers\n")
-    theory = theory_patching_table(data, cfg.budget, samples=cfg.theory_samples, seed=cfg.seed).as_dict()
+    theory = theory_patching_table(data, cfg.budget, samples=cfg.theory_samples, seed=cfg.seed).to_dict()
     print(f"## theory: path strategy ({cfg.theory_samples} samples per column)\n")
     print(_markdown(theory))
     results = {"tau": tau, "theory": theory, "theory_harmlessness": harmlessness(theory), "models": {}}
@@ -131,7 +131,7 @@ def main(cfg: Config) -> dict:
     try:
         for name in cfg.models:
             model, what = build(name, cfg)
-            table = key_patching_table(model, data, n_contexts=cfg.n_contexts, seed=cfg.seed).as_dict()
+            table = key_patching_table(model, data, n_contexts=cfg.n_contexts, seed=cfg.seed).to_dict()
             z = z_scores(table, theory)
             entry = {"what": what, "table": table, "harmlessness": harmlessness(table), "z_vs_theory": z.tolist(),
                      "max_abs_z_vs_theory": float(np.abs(z).max())}

@@ -9,6 +9,9 @@ _EXPORTS = {
     "best_adaptive": "optimum", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
     "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
     "Bounds": "optimum", "bounds": "optimum", "NoisyBellman": "bellman", "noisy_bellman": "bellman",
+    "make_channel": "channels", "effective_tau2": "channels",
+    "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
+    "best_linear_loss": "theory",
 }
 
 
@@ -33,9 +36,11 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     from . import gaussian, tree
     from .channels import make_channel
 
+    from .limits import check_posterior_args
+
     spec = tree.numeric_prior(prior)
     t = make_channel(spec, tau, tokens, s2).tau
-    phi = np.atleast_2d(np.asarray(phi, dtype=float))
+    design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
     if design.dtype.kind in "iu":
         nodes = np.broadcast_to(design, phi.shape)
@@ -55,8 +60,9 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
 
 
 __all__ = [
-    "Bounds", "Channel", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable", "STRATEGIES",
-    "best_adaptive", "bounds", "loss_mc", "noisy_bellman",
+    "Bounds", "Channel", "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
+    "STRATEGIES", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
+    "effective_tau2", "lmmse", "loss_mc", "make_channel", "noisy_bellman",
     "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
     "posterior_mean", "tau_of_tokens",
 ]

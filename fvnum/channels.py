@@ -14,7 +14,7 @@ Target and donor contexts of a key-patching experiment share the tokens ``x_i`` 
 ``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
 
 Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
-(:func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
+(:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
 choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
 ``theta`` has covariance ``((|theta|^2 + s2) I + theta theta^T) / N`` and is shared by all layers).
 """
@@ -24,20 +24,38 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import check_int, check_real
 
 CHANNELS = ("gaussian", "tokens")
 
 
+def effective_tau2(second_moment, s2, n_tokens):
+    """``tau^2 = (E||theta||^2 + s2) / N``, the effective noise of an ``N``-token context (THEORY.md
+    section 2): the one definition of tau in the project. Works on floats and on exact sympy numbers."""
+    return (second_moment + s2) / n_tokens
+
+
 @dataclass(frozen=True)
 class Channel:
-    """A channel: ``kind``, the decoder's noise ``tau`` and, for ``tokens``, ``n_tokens`` and ``s2``."""
+    """A channel: ``kind``, the decoder's noise ``tau`` and, for ``tokens``, ``n_tokens`` and ``s2``.
+    ``tau2`` is ``tau^2`` as computed (for ``tokens``: :func:`effective_tau2`, before the square root).
+    Build one with :func:`make_channel`."""
 
     kind: str
     tau: float
     n_tokens: int | None = None
     s2: float = 0.01
+    tau2: float | None = None
 
-    def as_dict(self) -> dict:
+    def __post_init__(self):
+        if self.kind not in CHANNELS:
+            raise ValueError(f"unknown channel {self.kind!r}; choose one of {', '.join(CHANNELS)}")
+        if self.kind == "tokens" and self.n_tokens is None:
+            raise ValueError("the tokens channel needs n_tokens (N)")
+        if self.tau2 is None:
+            object.__setattr__(self, "tau2", float(self.tau) ** 2)
+
+    def to_dict(self) -> dict:
         out = {"channel": self.kind, "tau": self.tau}
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
@@ -50,39 +68,25 @@ def _second_moment(prior) -> float:
     return numeric_prior(prior).second_moment
 
 
+MAX_TAU = 1e100  # tau**2 must stay a finite float
+MAX_TOKENS = 10**12
+
+
 def _check_tokens(n_tokens) -> int:
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) and not (
-        isinstance(n_tokens, float) and n_tokens.is_integer()
-    ):
-        raise ValueError(f"tokens N must be an integer, got {n_tokens!r}")
-    if n_tokens < 1:
-        raise ValueError(f"tokens N must be >= 1, got {n_tokens}")
-    return int(n_tokens)
+    return check_int(n_tokens, "tokens N", minimum=1, maximum=MAX_TOKENS)
 
 
 def _check_s2(s2) -> float:
-    s2 = float(s2)
-    if not (s2 >= 0 and math.isfinite(s2)):
-        raise ValueError(f"s2 must be a finite number >= 0, got {s2}")
-    return s2
+    return check_real(s2, "s2", 0.0, MAX_TAU)
 
 
 def check_tau(tau) -> float:
-    try:
-        t = float(tau)
-    except (TypeError, ValueError):
-        raise ValueError(f"tau must be a number, got {tau!r}") from None
-    if not math.isfinite(t):
-        raise ValueError(f"tau must be finite, got {tau}")
-    if t < 0:
-        raise ValueError(f"tau must be >= 0, got {tau}")
-    return t
+    return check_real(tau, "tau", 0.0, MAX_TAU)
 
 
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (THEORY.md §2)."""
-    N = _check_tokens(n_tokens)
-    return math.sqrt((_second_moment(prior) + _check_s2(s2)) / N)
+    return make_channel(prior, tokens=n_tokens, s2=s2).tau
 
 
 def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
@@ -94,7 +98,8 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
         return Channel("gaussian", check_tau(tau))
     N = _check_tokens(tokens)
     s2 = _check_s2(s2)
-    return Channel("tokens", tau_of_tokens(prior, N, s2), N, s2)
+    tau2 = effective_tau2(_second_moment(prior), s2, N)
+    return Channel("tokens", math.sqrt(tau2), N, s2, tau2)
 
 
 def _chi(rng, df: int, n: int) -> np.ndarray:

@@ -8,10 +8,20 @@ Numba and numpy load inside the handler only, so other ``fv`` commands stay ligh
 """
 from __future__ import annotations
 
-import json
-from fractions import Fraction
+import os
+
+from fvsym._emit import add_format_argument, emit
+from fvsym._validate import check_node_list, int_arg, number_arg, parse_int_list
 
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
+
+MAX_DEPTH = 30
+MAX_SAMPLES = 10**10
+
+
+def max_threads() -> int:
+    """More threads than 4 x the cores only costs memory: refused."""
+    return max(8, 4 * (os.cpu_count() or 1))
 
 
 def register(subparsers) -> None:
@@ -21,26 +31,33 @@ def register(subparsers) -> None:
         "under the gaussian channel (--tau) or the tokens channel (--tokens N, label noise --s2).",
     )
     p.add_argument("--prior", choices=("tree", "gaussian"), default="tree")
-    p.add_argument("--depth", type=int, default=4, help="tree depth K (D = 2^K - 1)")
-    p.add_argument("--alpha", default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
-    p.add_argument("--cov", choices=("tree", "isotropic"), default="tree",
-                   help="Gaussian prior: the matched Gaussian of the tree (default) or isotropic")
-    p.add_argument("--dim", type=int, default=None, help="dimension D of the isotropic Gaussian (default 2^K - 1)")
-    p.add_argument("--budget", type=int, default=3, help="measurements B = L x d")
+    p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=4, help="tree depth K (D = 2^K - 1)")
+    p.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
+                   default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
+    p.add_argument("--cov", default=None,
+                   help="Gaussian prior: matched (the matched Gaussian of the tree, default) or isotropic")
+    p.add_argument("--dim", type=int_arg("--dim", 1), default=None,
+                   help="dimension D of the isotropic Gaussian (--prior gaussian --cov isotropic; default 2^K - 1)")
+    p.add_argument("--budget", type=int_arg("--budget", 0), default=3, help="measurements B = L x d")
     p.add_argument("--strategy", choices=STRATEGY_CHOICES, default="path")
     p.add_argument("--design", default=None, help="fixed design: comma-separated heap node numbers, e.g. 1,2,3")
-    p.add_argument("--layers", type=int, default=None, help="layers L (strategies optimal, bellman_noiseless; default L = B)")
-    p.add_argument("--width", type=int, default=None, help="channels per layer d (strategies optimal, bellman_noiseless)")
-    p.add_argument("--measurement", choices=("unit", "coordinate"), default="unit",
+    p.add_argument("--layers", type=int_arg("--layers", 1), default=None,
+                   help="layers L (strategies optimal, bellman_noiseless; default L = B)")
+    p.add_argument("--width", type=int_arg("--width", 1), default=None,
+                   help="channels per layer d (strategies optimal, bellman_noiseless)")
+    p.add_argument("--measurement", choices=("unit", "coordinate"), default=None,
                    help="class searched by optimal_nonadaptive (default unit)")
     channel = p.add_mutually_exclusive_group()
-    channel.add_argument("--tau", default=None, help="gaussian channel noise tau >= 0")
-    channel.add_argument("--tokens", type=int, default=None, help="tokens channel with N tokens")
-    p.add_argument("--s2", type=float, default=0.01, help="label noise variance of the tokens channel")
-    p.add_argument("--samples", type=int, default=100_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    channel.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
+                         help="gaussian channel noise tau >= 0")
+    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
+    p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=None,
+                   help="label noise variance of the tokens channel (default 1/100)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=100_000)
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0)
+    p.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
+                   help="worker threads (default: all cores)")
+    add_format_argument(p)
     p.add_argument("--progress", action="store_true", help="progress bar on stderr (default: only on a TTY)")
     p.set_defaults(func=_mc)
 
@@ -52,55 +69,72 @@ def register(subparsers) -> None:
         "recursion where the tree is small enough (else null).",
     )
     b.add_argument("--prior", choices=("tree",), default="tree")
-    b.add_argument("--depth", type=int, default=3, help="tree depth K")
-    b.add_argument("--alpha", default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
-    b.add_argument("--budget", type=int, default=2, help="layers L = B (width 1)")
+    b.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=3, help="tree depth K")
+    b.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
+                   default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
+    b.add_argument("--budget", type=int_arg("--budget", 0), default=2, help="layers L = B (width 1)")
     noise = b.add_mutually_exclusive_group(required=True)
-    noise.add_argument("--tau", default=None, help="gaussian channel noise tau > 0")
-    noise.add_argument("--tokens", type=int, default=None, help="tokens channel with N tokens")
-    b.add_argument("--s2", default="1/100", help="label noise variance of the tokens channel")
-    b.add_argument("--samples", type=int, default=20_000)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    b.add_argument("--format", choices=("text", "json"), default="text")
+    noise.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
+                       help="gaussian channel noise tau > 0")
+    noise.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
+    b.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default="1/100",
+                   help="label noise variance of the tokens channel")
+    b.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=20_000)
+    b.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0)
+    b.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
+                   help="worker threads (default: all cores)")
+    add_format_argument(b)
     b.set_defaults(func=_bounds)
 
 
-def _number(text, name):
-    if text is None:
-        return None
-    try:
-        return float(Fraction(str(text)))
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"--{name} must be a number such as 0.3 or 3/10, got {text!r}") from None
+def _number(text):
+    from fvsym._validate import parse_fraction
+
+    return None if text is None else float(parse_fraction(text, "number"))
 
 
 def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
     from .optimum import bounds
+    from .limits import check_mc
+    from .tree import numeric_prior
 
-    res = bounds(TreePrior(args.depth, args.alpha), args.budget, tau=_number(args.tau, "tau"), tokens=args.tokens,
-                 s2=_number(args.s2, "s2"), samples=args.samples, seed=args.seed, threads=args.threads)
-    out = {**res.to_dict(), "alpha": args.alpha}
-    if args.format == "json":
-        print(json.dumps(out, indent=2))
-    else:
-        print(res)
-        for name, est in res.candidates.items():
-            print(f"  {name:18s} {est}")
-        for name, est in res.differences.items():
-            print(f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}")
+    prior = TreePrior(args.depth, args.alpha)
+    if args.tokens is None and args.s2 != "1/100":
+        raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
+    for strategy in ("path", "greedy_coordinate"):
+        check_mc(numeric_prior(prior), budget=args.budget, strategy=strategy, tokens=args.tokens is not None,
+                 samples=args.samples, threads=args.threads)
+    res = bounds(prior, args.budget, tau=_number(args.tau), tokens=args.tokens,
+                 s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
+    record = {**res.to_dict(), "alpha": args.alpha}
+    lines = [str(res)]
+    lines += [f"  {name:18s} {est}" for name, est in res.candidates.items()]
+    lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in res.differences.items()]
+    emit(record, args.format, lines)
     return 0
 
 
-def _parse_design(text):
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--design must be comma-separated node numbers such as 1,2,3, got {text!r}") from None
+def _check_options(args) -> None:
+    """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored."""
+    if args.strategy == "fixed" and args.design is None:
+        raise ValueError("--strategy fixed needs --design n1,n2,...")
+    if args.design is not None and args.strategy != "fixed":
+        raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+    if args.prior == "tree":
+        for opt in ("cov", "dim"):
+            if getattr(args, opt) is not None:
+                raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} {getattr(args, opt)}")
+    elif args.dim is not None and args.cov != "isotropic":
+        raise ValueError("--dim applies to --cov isotropic (the matched Gaussian has D = 2^depth - 1)")
+    if args.s2 is not None and args.tokens is None:
+        raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
+    if args.measurement is not None and args.strategy != "optimal_nonadaptive":
+        raise ValueError(f"--measurement applies to --strategy optimal_nonadaptive only, got --strategy {args.strategy}")
+    if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
+        raise ValueError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
+                         f"got --strategy {args.strategy}")
 
 
 def _prior(args):
@@ -116,35 +150,48 @@ def _prior(args):
 
 def _mc(args) -> int:
     from . import loss_mc
+    from .channels import make_channel
+    from .limits import check_mc
+    from .tree import numeric_prior
 
-    if args.strategy == "fixed" and args.design is None:
-        raise ValueError("--strategy fixed needs --design n1,n2,...")
-    if args.design is not None and args.strategy != "fixed":
-        raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
-    tau = _number(args.tau, "tau")
+    _check_options(args)
+    if args.prior == "gaussian":
+        from fvsym.gaussian import check_covariance
+
+        args.cov = "matched" if args.cov is None else check_covariance(args.cov)
+    design = None
+    if args.design is not None:
+        design = check_node_list(parse_int_list(args.design, "--design"), "design",
+                                 2**args.depth - 1 if args.prior == "tree" else _prior(args).dim)
+    tau = _number(args.tau)
+    s2 = _number(args.s2) if args.s2 is not None else 0.01
+    prior = _prior(args)
+    spec = numeric_prior(prior)
+    check_mc(spec, budget=args.budget, strategy=args.strategy, tokens=args.tokens is not None,
+             samples=args.samples, threads=args.threads, design=design)
+    channel = make_channel(spec, tau, args.tokens, s2)
     est = loss_mc(
-        _prior(args), args.strategy, args.budget, tau=tau, tokens=args.tokens, s2=args.s2,
-        design=_parse_design(args.design), layers=args.layers, width=args.width, measurement=args.measurement,
+        prior, args.strategy, args.budget, tau=tau, tokens=args.tokens, s2=s2,
+        design=design, layers=args.layers, width=args.width, measurement=args.measurement or "unit",
         samples=args.samples, seed=args.seed, threads=args.threads, progress=True if args.progress else None,
     )
     inputs = {
         "prior": args.prior, "depth": args.depth, "alpha": args.alpha, "budget": args.budget,
-        "strategy": args.strategy, "channel": "tokens" if args.tokens is not None else "gaussian",
-        "tau": tau, "tokens": args.tokens, "s2": args.s2 if args.tokens is not None else None,
+        "strategy": args.strategy, "channel": channel.kind,
+        # the decoder's noise: tau itself, or tau_of_tokens(prior, N, s2) under the tokens channel
+        "tau": channel.tau, "tokens": args.tokens, "s2": s2 if args.tokens is not None else None,
         "samples": args.samples, "seed": args.seed,
     }
     if args.prior == "gaussian":
-        inputs.update(cov=args.cov, dim=args.dim)
-    if args.design is not None:
-        inputs["design"] = _parse_design(args.design)
+        inputs.update(cov=args.cov, dim=spec.dim)
+    if design is not None:
+        inputs["design"] = design
     if args.layers is not None or args.width is not None:
         inputs.update(layers=args.layers, width=args.width)
     if args.strategy == "optimal_nonadaptive":
-        inputs["measurement"] = args.measurement
-    if args.format == "json":
-        print(json.dumps({**est.as_dict(), **inputs}, indent=2))
-    else:
-        what = ", ".join(f"{k}={v}" for k, v in inputs.items() if v is not None)
-        print(f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})")
-        print(f"  {what}")
+        inputs["measurement"] = args.measurement or "unit"
+    shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}
+    what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
+    lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}"]
+    emit({**est.as_dict(), **inputs}, args.format, lines)
     return 0

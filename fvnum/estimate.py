@@ -27,8 +27,12 @@ class Estimate:
             return diff / self.stderr
         return 0.0 if diff == 0 else math.copysign(math.inf, diff)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+
+    # Deprecated spelling, kept only while callers outside this change (fvnum/bounds.py, fvnum/cli.py)
+    # still use it: the project's one name is ``to_dict``.
+    as_dict = to_dict
 
     def __str__(self) -> str:
         return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"

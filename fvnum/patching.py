@@ -33,11 +33,16 @@ from .tree import TreeSpec, numeric_prior
 
 @dataclass(frozen=True)
 class PatchingTable:
-    """``loss[l - 1, j - 1]``, ``stderr[...]``: loss with layer ``l`` patched by a donor of divergence
-    depth ``j``; ``unpatched``: the loss without a patch (pooled over every column's target samples);
-    ``unpatched_by_depth[j - 1]``: the unpatched loss on column ``j``'s own samples (same samples as the
-    column, so ``loss[l-1, j-1] - unpatched_by_depth[j-1]`` is the effect of the patch); ``n``: samples
-    per cell."""
+    """The (patch layer ``l``, divergence depth ``j``) loss table, for a theory strategy and for a model alike.
+
+    ``loss[l - 1, j - 1]``, ``stderr[...]``: loss with layer ``l`` patched by a donor of divergence depth
+    ``j``; ``unpatched``: the loss without a patch (an Estimate, pooled over every column's targets);
+    ``unpatched_by_depth[j - 1]`` and its ``unpatched_stderr_by_depth``: the unpatched loss on column ``j``'s
+    own samples (so ``loss[l-1, j-1] - unpatched_by_depth[j-1]`` is the effect of the patch); ``n``:
+    samples per cell; ``strategy`` (the theory's, or ``model``), ``layers`` and ``depths`` (both from 1);
+    ``metric``: ``theta`` (``||theta_hat - theta||^2``) or ``query`` (the query error, a model's generic
+    readout). Where the per-sample losses are paired (models), ``effect = loss - unpatched`` with its paired
+    standard error ``effect_stderr``; else None."""
 
     loss: np.ndarray
     stderr: np.ndarray
@@ -48,22 +53,37 @@ class PatchingTable:
     strategy: str
     layers: tuple
     depths: tuple
+    metric: str = "theta"
+    effect: np.ndarray | None = None
+    effect_stderr: np.ndarray | None = None
 
-    def as_dict(self) -> dict:
-        return {
+    def to_dict(self) -> dict:
+        out = {
             "strategy": self.strategy, "n": self.n, "layers": list(self.layers), "depths": list(self.depths),
-            "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.as_dict(),
+            "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.to_dict(),
             "unpatched_by_depth": self.unpatched_by_depth.tolist(),
+            "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(), "metric": self.metric,
         }
+        if self.effect is not None:
+            out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
+        return out
 
     def to_markdown(self) -> str:
-        head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
-        sep = "|---" * (len(self.depths) + 1) + "|"
-        body = [
-            f"| {l} | " + " | ".join(f"{self.loss[a, b]:.4g} ± {self.stderr[a, b]:.1g}" for b in range(len(self.depths))) + " |"
-            for a, l in enumerate(self.layers)
-        ]
-        return "\n".join([head, sep, *body, "", f"unpatched: {self.unpatched}"])
+        """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
+        def table(values, errors):
+            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
+            sep = "|---" * (len(self.depths) + 1) + "|"
+            body = [
+                f"| {l} | " + " | ".join(f"{values[a, b]:.4g} ± {errors[a, b]:.1g}" for b in range(len(self.depths)))
+                + " |"
+                for a, l in enumerate(self.layers)
+            ]
+            return [head, sep, *body]
+
+        lines = [*table(self.loss, self.stderr), "", f"unpatched: {self.unpatched}"]
+        if self.effect is not None:
+            lines += ["", "effect (patched - unpatched, paired):", "", *table(self.effect, self.effect_stderr)]
+        return "\n".join(lines)
 
 
 def donor_leaves(leaves: np.ndarray, depth: int, j: int, rng) -> np.ndarray:

@@ -191,7 +191,11 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     from .simulate import check_samples, check_seed, simulate
     from .tree import numeric_prior
 
+    from .limits import check_loss_mc_args
+
     spec = numeric_prior(prior)
+    check_loss_mc_args(spec, strategy, budget, design=design, tokens=tokens is not None, samples=samples,
+                       threads=threads, search_samples=search_samples)
     channel = make_channel(spec, tau, tokens, s2)
     samples = check_samples(samples)
     seed = check_seed(seed)

@@ -384,9 +384,12 @@ class _Solver:
     def nonadaptive(self, S: int, cap: int):
         return self.nonadaptive_table(S, cap)[cap]
 
-    def full_nonadaptive(self):
-        if self._nonadaptive_full is None:
-            self._nonadaptive_full = self.nonadaptive_table(self.full, self.n_nodes)
+    def full_nonadaptive(self, cap: int | None = None):
+        """The one-layer table of the full belief for every budget up to ``cap`` (default D); only the
+        budgets asked for are built (the table for ``B <= D`` is exponentially larger)."""
+        cap = self.n_nodes if cap is None else cap
+        if self._nonadaptive_full is None or len(self._nonadaptive_full) <= cap:
+            self._nonadaptive_full = self.nonadaptive_table(self.full, cap)
         return self._nonadaptive_full
 
     # --- the policy ----------------------------------------------------------------------------------
@@ -633,7 +636,7 @@ def optimal_nonadaptive(prior: TreePrior, budget: int) -> tuple[sp.Expr, tuple[i
     if budget > prior.n_nodes:
         raise ValueError(f"budget must be <= D = {prior.n_nodes}, got {budget}")
     solver = _solver(prior, 1)
-    value, nodes = solver.full_nonadaptive()[budget]
+    value, nodes = solver.full_nonadaptive(budget)[budget]
     return solver.loss(solver.full, value), nodes
 
 

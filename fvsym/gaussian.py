@@ -33,7 +33,16 @@ from ._validate import check_choice, check_int, check_tau, to_exact
 from .priors import GaussianPrior, TreePrior
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
-COVARIANCES = ("isotropic", "tree")
+COVARIANCES = ("matched", "isotropic")  # THEORY.md section 5: the matched Gaussian of the tree, or I_D
+_OLD_COVARIANCES = {"tree": "matched"}  # spellings users may have scripted -> the name of record
+
+
+def check_covariance(cov) -> str:
+    """One of ``COVARIANCES``; an old spelling (``tree``) gets a one-line error naming the new one."""
+    if isinstance(cov, str) and cov in _OLD_COVARIANCES:
+        raise ValueError(f"cov {cov!r} is now called {_OLD_COVARIANCES[cov]!r} (the matched Gaussian of the tree "
+                         f"prior, THEORY.md section 5)")
+    return check_choice(cov, "cov", COVARIANCES)
 
 
 @dataclass(frozen=True)
@@ -516,12 +525,12 @@ depth_advantage = deep_shallow_gap  # the earlier name
 def gaussian_loss(dim, budget, tau=None, cov: str = "isotropic", depth=None, alpha=None) -> Formula:
     """Optimal unit-class loss of a Gaussian prior for budget ``B`` and noise ``tau`` (THEORY.md 5).
 
-    ``cov="isotropic"``: ``C = I_dim`` (:func:`isotropic_loss` at ``D = dim``). ``cov="tree"``: the
+    ``cov="isotropic"``: ``C = I_dim`` (:func:`isotropic_loss` at ``D = dim``). ``cov="matched"``: the
     matched Gaussian of ``TreePrior(depth, alpha)`` (``alpha=None``: symbolic); ``dim`` may be
     omitted or must equal ``2^depth - 1``. ``tau=None`` keeps ``tau`` symbolic. Exact with exact
     (e.g. ``"1/2"``) inputs; the Formula's params are the symbols left free.
     """
-    cov = check_choice(cov, "cov", COVARIANCES)
+    cov = check_covariance(cov)
     B = check_int(budget, "budget", minimum=0)
     t = _symbols.tau if tau is None else check_tau(tau)
     a = None if alpha is None else to_exact(alpha, "alpha")
@@ -533,7 +542,7 @@ def gaussian_loss(dim, budget, tau=None, cov: str = "isotropic", depth=None, alp
 def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
     if cov == "isotropic":
         if depth is not None or alpha is not None:
-            raise ValueError("depth and alpha apply only to cov 'tree', not 'isotropic'")
+            raise ValueError("depth and alpha apply only to cov 'matched', not 'isotropic'")
         if dim is None:
             raise ValueError("cov 'isotropic' needs dim")
         f = isotropic_loss()
@@ -541,12 +550,12 @@ def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
         source = f"{f.source}; D = {dim}"
     else:
         if depth is None:
-            raise ValueError("cov 'tree' needs depth")
+            raise ValueError("cov 'matched' needs depth")
         if depth > MAX_TREE_DEPTH:
-            raise ValueError(f"depth must be <= {MAX_TREE_DEPTH} for cov 'tree' (D = 2^depth - 1), got {depth}")
+            raise ValueError(f"depth must be <= {MAX_TREE_DEPTH} for cov 'matched' (D = 2^depth - 1), got {depth}")
         tree = TreePrior(depth, _symbols.alpha if alpha is None else alpha)
         if dim is not None and dim != tree.n_nodes:
-            raise ValueError(f"dim must equal 2^depth - 1 = {tree.n_nodes} for cov 'tree', got {dim}")
+            raise ValueError(f"dim must equal 2^depth - 1 = {tree.n_nodes} for cov 'matched', got {dim}")
         # eigenvalues of the matched covariance, largest first: a_k^2 / 2^(k-1), 2^(k-1) times
         eigenvalues = [sp.simplify(a**2 / 2**k) for k, a in enumerate(tree.scales) for _ in range(2**k)]
         expr = water_filling(eigenvalues, B, t).loss
@@ -556,8 +565,10 @@ def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
 
 
 __all__ = [
+    "COVARIANCES",
     "DepthComparison",
     "WaterFilling",
+    "check_covariance",
     "deep_shallow_gap",
     "depth_advantage",
     "design_loss",

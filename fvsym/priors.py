@@ -15,6 +15,7 @@ from . import _symbols
 from ._validate import check_alpha, check_int, to_exact
 
 MAX_DEPTH = 30
+MAX_GAUSSIAN_DIM = 1023  # a sympy D x D covariance: D = 1023 (the matched Gaussian at depth 10) takes seconds
 
 
 def node_depth(n: int) -> int:
@@ -35,6 +36,10 @@ class TreePrior:
     def __init__(self, depth: int, alpha=_symbols.alpha, *, scales=None):
         self.depth = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
         if scales is not None:
+            if alpha is not _symbols.alpha:
+                raise ValueError(f"give alpha or scales, not both (got alpha={alpha!r} and scales)")
+            if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
+                raise ValueError(f"scales must be a sequence of {self.depth} numbers, got {scales!r}")
             scales = tuple(to_exact(a, "scales") for a in scales)
             if len(scales) != self.depth:
                 raise ValueError(f"scales must have depth={self.depth} entries, got {len(scales)}")
@@ -168,10 +173,13 @@ class GaussianPrior:
     """``theta ~ N(0, C)`` (THEORY.md section 5). ``C`` must be square, symmetric and PSD."""
 
     def __init__(self, cov):
-        C = sp.Matrix(cov).applyfunc(lambda x: to_exact(x, "covariance entry"))
+        C = _matrix(cov)
         if C.rows != C.cols or C.rows == 0:
             raise ValueError(f"covariance must be a non-empty square matrix, got shape {C.shape}")
-        if any(sp.simplify(C[i, j] - C[j, i]) != 0 for i in range(C.rows) for j in range(i)):
+        check_int(C.rows, "covariance dimension D", minimum=1, maximum=MAX_GAUSSIAN_DIM)
+        for x in set(C):  # few distinct entries in the usual (diagonal, isotropic) matrices
+            to_exact(x, "covariance entry")
+        if C != C.T and any(sp.simplify(C[i, j] - C[j, i]) != 0 for i in range(C.rows) for j in range(i)):
             raise ValueError("covariance must be symmetric")
         if C.is_diagonal():
             for i in range(C.rows):
@@ -186,12 +194,16 @@ class GaussianPrior:
 
     @classmethod
     def isotropic(cls, dim: int, variance=1) -> "GaussianPrior":
-        dim = check_int(dim, "dim", minimum=1)
+        dim = check_int(dim, "dim", minimum=1, maximum=MAX_GAUSSIAN_DIM)
         return cls(sp.eye(dim) * to_exact(variance, "variance"))
 
     @classmethod
     def matched(cls, tree: TreePrior) -> "GaussianPrior":
         """The Gaussian with the tree prior's mean and covariance."""
+        tree = check_tree_prior(tree)
+        if tree.n_nodes > MAX_GAUSSIAN_DIM:
+            raise ValueError(f"the matched Gaussian of depth {tree.depth} has D = {tree.n_nodes} > "
+                             f"{MAX_GAUSSIAN_DIM}; the largest depth that fits is {MAX_GAUSSIAN_DIM.bit_length()}")
         return cls(tree.covariance)
 
     @property
@@ -223,6 +235,25 @@ class GaussianPrior:
 
     def __repr__(self) -> str:
         return f"GaussianPrior(dim={self.dim})"
+
+
+def _matrix(cov) -> sp.Matrix:
+    """``cov`` as a sympy Matrix: a Matrix, a numpy array or nested sequences of numbers (one-line errors)."""
+    if isinstance(cov, sp.MatrixBase):
+        return sp.Matrix(cov)
+    if isinstance(cov, (str, bytes)) or not hasattr(cov, "__len__"):
+        raise ValueError(f"covariance must be a square matrix of numbers, got {type(cov).__name__} {cov!r:.60}")
+    shape = getattr(cov, "shape", None)
+    if shape is not None and len(shape) == 2 and max(shape) > MAX_GAUSSIAN_DIM:
+        raise ValueError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got shape {tuple(shape)}")
+    rows = list(cov)
+    if len(rows) > MAX_GAUSSIAN_DIM:
+        raise ValueError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got {len(rows)} rows")
+    if not rows or any(isinstance(r, (str, bytes)) or not hasattr(r, "__len__") for r in rows):
+        raise ValueError("covariance must be a non-empty square matrix of numbers (a list of rows)")
+    if any(len(r) != len(rows) for r in rows):
+        raise ValueError(f"covariance must be square, got {len(rows)} rows of lengths {sorted({len(r) for r in rows})}")
+    return sp.Matrix([[to_exact(x, "covariance entry") for x in r] for r in rows])
 
 
 def _min_eig_numeric(C: sp.Matrix):

@@ -41,7 +41,7 @@ def test_fvnum_and_all_its_modules_load_no_torch():
     "argv",
     [
         ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--strategy", "path", "--alpha", "1/2"],
-        ["derive", "gaussian-loss", "--cov", "tree", "--depth", "3", "--budget", "2", "--tau", "1/3"],
+        ["derive", "gaussian-loss", "--cov", "matched", "--depth", "3", "--budget", "2", "--tau", "1/3"],
     ],
 )
 def test_fv_derive_loads_no_numba_or_torch(argv):
@@ -60,10 +60,11 @@ BAD = [
     (["derive", "gaussian-loss", "--dim", "4", "--budget", "2", "--tau", "-1"], "-1"),
     (["derive", "gaussian-loss", "--dim", "4", "--budget", "-2"], "-2"),
     (["derive", "gaussian-loss", "--dim", "0", "--budget", "2"], "dim"),
-    (["derive", "gaussian-loss", "--cov", "tree", "--depth", "3", "--budget", "2", "--alpha", "3/2"], "3/2"),
-    (["derive", "gaussian-loss", "--cov", "tree", "--depth", "0", "--budget", "2"], "depth"),
-    (["derive", "gaussian-loss", "--cov", "tree", "--dim", "5", "--depth", "3", "--budget", "2"], "5"),
+    (["derive", "gaussian-loss", "--cov", "matched", "--depth", "3", "--budget", "2", "--alpha", "3/2"], "3/2"),
+    (["derive", "gaussian-loss", "--cov", "matched", "--depth", "0", "--budget", "2"], "depth"),
+    (["derive", "gaussian-loss", "--cov", "matched", "--dim", "5", "--depth", "3", "--budget", "2"], "5"),
     (["derive", "gaussian-loss", "--cov", "wishart", "--dim", "5", "--budget", "2"], "wishart"),
+    (["derive", "gaussian-loss", "--cov", "tree", "--depth", "3", "--budget", "2"], "now called 'matched'"),
     (["derive", "volume", "--depth", "3"], "volume"),
 ]
 

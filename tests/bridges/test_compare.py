@@ -42,6 +42,26 @@ def test_theory_rows_are_ordered_as_the_theory_says():
     # the linear decoder cannot beat the Bayes decoder of the same design, nor the best linear design
     assert rows["top_levels_linear"]["value"] >= rows["top_levels"]["value"] - 5 * rows["top_levels"]["stderr"]
     assert rows["top_levels_linear"]["value"] >= rows["gaussian_optimum"]["value"] - 1e-12
+    # every row says which channel it is for: the models' tokens channel, or plainly another one
+    assert {r["channel"] for r in rows.values()} <= {"tokens", "gaussian", "noiseless"}
+    assert rows["gaussian_optimum"]["channel"] == "gaussian" and rows["top_levels_linear"]["channel"] == "tokens"
+    # the best linear design of the tokens channel reads the top levels (the prior's top eigen-directions)
+    assert rows["best_linear_nonadaptive"]["value"] == pytest.approx(rows["top_levels_linear"]["value"], rel=1e-12)
+
+
+def test_theory_rows_are_the_fvnum_table_of_the_models_channel():
+    """bridges lays out fvnum's table: the same numbers, for the tokens channel of the data's N and s2."""
+    from fvnum.theory import comparison_table
+
+    from bridges.compare import theory_table
+    from bridges.data import data_channel, fv_prior
+
+    data = DataConfig(prior="gaussian", depth=3, n_tokens=64)
+    table = theory_table(data, 2, samples=1000, seed=2)
+    channel = data_channel(data)
+    assert table.channel == channel and channel.kind == "tokens" and channel.n_tokens == 64
+    assert table.to_dict() == comparison_table(fv_prior(data), 2, channel, samples=1000, seed=2).to_dict()
+    assert theory_losses(data, 2, samples=1000, seed=2) == table.to_dict()["rows"]
 
 
 def test_learned_routing_of_the_hand_built_path_model_is_the_path():
@@ -68,10 +88,17 @@ def test_prediction_checks_follow_the_stated_thresholds():
     got = {c["prediction"]: c["holds"] for c in prediction_checks(tables)}
     assert got["tree K6 B4: A <= 0.6 x B"] is True  # 0.06 = 0.6 x 0.1
     assert got["tree K6 B4: C within 20% of linear top-levels theory"] is False  # 1.22
-    assert got["Gaussian K6 B4: A within 15% of the optimum"] is True  # 1.125
-    assert got["Gaussian K6 B4: C within 15% of the optimum"] is False  # 1.175
+    assert got["Gaussian K6 B4: A within 15% of the optimum (gaussian channel)"] is True  # 1.125
+    assert got["Gaussian K6 B4: C within 15% of the optimum (gaussian channel)"] is False  # 1.175
     assert got["Gaussian K6 B4: A / B in [0.85, 1.15]"] is True  # 1.125
+    # with the tokens channel's row (the models' channel), that row is the bar
+    tok = {**th, "best_linear_nonadaptive": 0.45}
+    got = {c["prediction"]: c["holds"] for c in prediction_checks(
+        [_table("gaussian", 6, 4, m, v, tok) for m, v in zip("ABC", (0.45, 0.40, 0.47))])}
+    assert got["Gaussian K6 B4: A within 15% of the optimum (tokens channel)"] is True  # 1.0
+    assert got["Gaussian K6 B4: C within 15% of the optimum (tokens channel)"] is True  # 1.044
     md = to_markdown({**tables[0], "key": "k", "n_tokens": 128, "seed": 0, "tau": 0.1,
                       "trained": {"loss": 0.06, "stderr": 0.01, "steps": 1, "wall_s": 1.0},
                       "theory": [{"name": "path", "value": 0.1, "stderr": 0.0, "how": "exact", "what": "adaptive"}]})
     assert "**0.0600**" in md and "| path (adaptive) | 0.1000 |" in md
+    assert md.rstrip().endswith("| exact | tokens |")  # a stored row without a channel is the models' channel

@@ -119,3 +119,13 @@ def test_bad_requests_are_one_line_errors():
     theta, _ = s.sample_theta(3, step_generator(0, 0, 0))
     with pytest.raises(ValueError, match="shapes"):
         s.contexts(theta, step_generator(0, 0, 1), x=torch.zeros(3, 5, 3))
+
+
+def test_one_covariance_vocabulary_and_the_old_spelling_names_the_new_one():
+    from fvsym.gaussian import COVARIANCES
+
+    from bridges.config import COVARIANCES as CONFIG_COVARIANCES
+
+    assert CONFIG_COVARIANCES == COVARIANCES == ("matched", "isotropic")  # THEORY.md section 5
+    with pytest.raises(ValueError, match="cov 'tree' is now called 'matched'"):
+        DataConfig(prior="gaussian", cov="tree")

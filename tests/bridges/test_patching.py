@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from fvnum.patching import PatchingTable
 
 from bridges.config import DataConfig, ModelConfig
 from bridges.data import ContextSampler, step_generator
@@ -72,8 +73,12 @@ def test_bayes_path_model_matches_the_theory_table_within_five_standard_errors()
     assert np.abs(z).max() <= 5, z
     assert abs(m.unpatched.value - th.unpatched.value) <= 5 * math.hypot(m.unpatched.stderr, th.unpatched.stderr)
     assert m.effect[1, 0] > 10 * m.effect_stderr[1, 0]  # the pattern is there, not just agreement of noise
-    assert set(th.as_dict()) <= set(m.as_dict())  # same layout, for side-by-side reports
+    assert type(m) is type(th) is PatchingTable  # one table type, one markdown writer, for theory and models
+    assert set(th.to_dict()) <= set(m.to_dict())  # same layout, for side-by-side reports
+    assert set(m.to_dict()) - set(th.to_dict()) == {"effect", "effect_stderr"}  # paired only for models
     assert m.to_markdown().splitlines()[:2] == th.to_markdown().splitlines()[:2]
+    assert "effect (patched - unpatched, paired):" in m.to_markdown()
+    assert "effect" not in th.to_markdown() and th.metric == m.metric == "theta"
 
 
 def test_one_layer_models_give_one_row_and_the_first_layer_patch_never_matters():
@@ -86,7 +91,7 @@ def test_one_layer_models_give_one_row_and_the_first_layer_patch_never_matters()
         assert t.loss.shape == (model.n_layers, 3)
         assert np.all(t.effect[0] == 0)
         assert t.metric == ("query" if readout == "generic" else "theta")
-        assert set(t.as_dict()["depths"]) == {1, 2, 3}
+        assert set(t.to_dict()["depths"]) == {1, 2, 3}
 
 
 def test_same_seed_same_numbers_and_no_hooks_left():

@@ -129,7 +129,7 @@ def test_unreadable_spec_and_bad_workers(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "0"]) == 2
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3 and "does not exist" in errors[0] and "not valid TOML" in errors[1]
-    assert "workers must be an integer >= 1, got 0" in errors[2]
+    assert "workers must be >= 1, got 0" in errors[2]
 
 
 # --- schedulers that do not answer ------------------------------------------------------------------------

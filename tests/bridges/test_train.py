@@ -34,7 +34,7 @@ def tiny(model="A", **train_kw):
         (lambda: ModelConfig(model="D"), "unknown model 'D'"),
         (lambda: ModelConfig(budget=0), "budget must be >= 1"),
         (lambda: ModelConfig(model="C", readout="generic"), "bilinear readout"),
-        (lambda: TrainConfig(lr=-1.0), "lr must lie in"),
+        (lambda: TrainConfig(lr=-1.0), "lr must be > 0, got -1"),
         (lambda: TrainConfig(steps=0), "steps must be >= 1"),
         (lambda: TrainConfig(schedule="step"), "unknown schedule"),
         (lambda: RunConfig(DataConfig(depth=2), ModelConfig(budget=4)), r"budget=4 exceeds the dimension D = 2\^depth - 1 = 3"),

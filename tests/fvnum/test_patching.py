@@ -41,7 +41,7 @@ def test_patch_below_the_divergence_is_costly_and_more_so_earlier(path_table):
             assert gap > 5 * (t.stderr[l - 1, j - 1] + t.unpatched_stderr_by_depth[j - 1])
     assert t.loss[1, 0] - t.loss[2, 0] > 5 * (t.stderr[1, 0] + t.stderr[2, 0])  # layer 2 worse than layer 3
     assert t.unpatched.n == 4 * 4000
-    assert "unpatched" in t.to_markdown() and t.as_dict()["loss"][0][0] == t.loss[0, 0]
+    assert "unpatched" in t.to_markdown() and t.to_dict()["loss"][0][0] == t.loss[0, 0]
 
 
 def test_informed_decoder_is_no_worse():

@@ -53,10 +53,10 @@ def test_tree_loss_symbolic_alpha_has_no_value(capsys):
 
 def test_gaussian_loss_json_mirrors_python_api(capsys):
     record = run_json(capsys, ["derive", "gaussian-loss", "--dim", "7", "--budget", "3", "--tau", "1/2",
-                               "--cov", "tree", "--depth", "3", "--alpha", "1/2"])
-    expected = gaussian_loss(7, 3, "1/2", cov="tree", depth=3, alpha="1/2").expr
+                               "--cov", "matched", "--depth", "3", "--alpha", "1/2"])
+    expected = gaussian_loss(7, 3, "1/2", cov="matched", depth=3, alpha="1/2").expr
     assert sp.Rational(record["value"]) == expected and record["float"] == float(expected)
-    assert record["inputs"] == {"dim": 7, "budget": 3, "tau": "1/2", "cov": "tree", "depth": 3, "alpha": "1/2"}
+    assert record["inputs"] == {"dim": 7, "budget": 3, "tau": "1/2", "cov": "matched", "depth": 3, "alpha": "1/2"}
 
 
 def test_gaussian_loss_symbolic_tau(capsys):
@@ -102,8 +102,15 @@ def test_policy_flag_shows_the_argmins(capsys):
                  "--alpha", "1/2", "--policy"]) == 0
     _, nodes = optimal_nonadaptive(TreePrior(5, "1/2"), 4)
     assert f"design: nodes {[int(n) for n in nodes]}" in capsys.readouterr().out
-    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy"]) == 2
-    assert "--policy needs strategy optimal" in capsys.readouterr().err
+    # issue 13 item 18: the path and top-levels designs exist, so --policy shows them
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--policy",
+                 "--format", "json"]) == 0
+    from fvsym.tree import path_design, top_levels_design
+
+    assert json.loads(capsys.readouterr().out)["policy"] == path_design(TreePrior(3), 2).to_dict()
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "5", "--strategy", "top_levels", "--policy",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["design"] == list(top_levels_design(TreePrior(3), 5))
 
 
 def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):

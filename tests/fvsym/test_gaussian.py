@@ -238,17 +238,17 @@ def test_deep_equals_shallow_for_a_correlated_covariance_and_is_seeded():
 def test_gaussian_loss_tree_equals_design_loss_of_optimal_design():
     tree = TreePrior(2, "1/2")
     for budget, tau in product([1, 2, 4], [R(0), R(1, 2)]):
-        f = gaussian_loss(None, budget, tau, cov="tree", depth=2, alpha="1/2")
+        f = gaussian_loss(None, budget, tau, cov="matched", depth=2, alpha="1/2")
         assert f.params == ()
         W = optimal_design(tree, budget, tau)
         assert sp.simplify(f.expr - design_loss(tree, W, tau)) == 0
 
 
 def test_gaussian_loss_symbolic_alpha_and_tau_agree_with_numbers():
-    f = gaussian_loss(7, 3, cov="tree", depth=3)
+    f = gaussian_loss(7, 3, cov="matched", depth=3)
     assert set(f.params) == {S.alpha, S.tau}
     for alpha, tau in product([R(1, 2), R(9, 10)], [R(0), R(1, 3), R(2)]):
-        assert f.exact(alpha=alpha, tau=tau) == gaussian_loss(7, 3, tau, cov="tree", depth=3, alpha=alpha).expr
+        assert f.exact(alpha=alpha, tau=tau) == gaussian_loss(7, 3, tau, cov="matched", depth=3, alpha=alpha).expr
 
 
 @pytest.mark.parametrize(
@@ -259,10 +259,11 @@ def test_gaussian_loss_symbolic_alpha_and_tau_agree_with_numbers():
         (dict(dim=0, budget=2), "dim must be >= 1"),
         (dict(dim=None, budget=2), "needs dim"),
         (dict(dim=5, budget=2, cov="wishart"), "unknown cov 'wishart'"),
-        (dict(dim=5, budget=2, alpha="1/2"), "only to cov 'tree'"),
-        (dict(dim=6, budget=2, cov="tree", depth=3), "2\\^depth - 1 = 7"),
-        (dict(dim=None, budget=2, cov="tree"), "needs depth"),
-        (dict(dim=None, budget=2, cov="tree", depth=3, alpha="3/2"), "alpha must lie in"),
+        (dict(dim=5, budget=2, alpha="1/2"), "only to cov 'matched'"),
+        (dict(dim=None, budget=2, cov="tree", depth=3), "cov 'tree' is now called 'matched'"),
+        (dict(dim=6, budget=2, cov="matched", depth=3), "2\\^depth - 1 = 7"),
+        (dict(dim=None, budget=2, cov="matched"), "needs depth"),
+        (dict(dim=None, budget=2, cov="matched", depth=3, alpha="3/2"), "alpha must lie in"),
     ],
 )
 def test_gaussian_loss_bad_input(kwargs, match):

@@ -1,0 +1,172 @@
+"""Resource guards of the Monte Carlo engine: memory and time of ``loss_mc`` estimated from its
+arguments before any work, refused with one line naming the limit and the largest size that fits.
+
+The estimates are deliberately simple upper bounds on what the engine allocates (a few ``D``-sized
+scratch arrays per thread; a chunk of at least 256 samples, with a dense ``D``-vector per sample for
+the strategies and channels that need one; ``D x D`` matrices for a Gaussian prior) and on its work
+(``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``D B``
+for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
+"""
+from __future__ import annotations
+
+from fvsym._validate import check_memory, check_time, fits_memory, fits_time, largest_fitting
+
+RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
+MIN_CHUNK = 256
+COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
+SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
+
+
+def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tokens: bool, samples: int,
+            threads: int, dense_design: bool = False, search_samples: int = 4000) -> tuple[float, float]:
+    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates)."""
+    D, B = dim, max(int(budget), 1)
+    coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
+    per_sample = 2 + 6 * B + (depth if tree else 0)
+    if not coordinate or tokens or not tree:
+        per_sample += 3 * D
+    fixed = 4 * D * threads + (3 * D * D if not tree else 0)
+    memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + 200e6  # + the interpreter, numba
+    if tree:
+        ops = B * depth * 4 if coordinate else (2**depth) * B * 2
+        if strategy == "greedy_coordinate":
+            ops = B * B * depth * depth * 16
+    else:
+        ops = D * B * 4 + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
+    if tokens:
+        ops += 4 * D
+    work = samples * ops + (D**3 if not tree else 0)
+    if strategy in SEARCHING:
+        work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
+    seconds = work / (RATE * max(1, threads))
+    return memory, seconds
+
+
+def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: int, threads: int | None,
+             design=None, search_samples: int = 4000) -> None:
+    """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap."""
+    from ._chunks import default_threads
+    from .tree import TreeSpec
+
+    threads = default_threads() if threads is None else int(threads)
+    tree = isinstance(prior_spec, TreeSpec)
+    depth = prior_spec.depth if tree else 0
+    dense = False
+    if design is not None:
+        try:
+            import numpy as np
+
+            dense = np.asarray(design).ndim == 2
+        except (TypeError, ValueError):
+            dense = False
+
+    def cost(depth_=depth, samples_=samples):
+        dim = 2**depth_ - 1 if tree else prior_spec.dim
+        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget, strategy=strategy, tokens=tokens,
+                       samples=samples_, threads=threads, dense_design=dense, search_samples=search_samples)
+
+    memory, seconds = cost()
+    what = f"fv mc --strategy {strategy} at " + (f"depth {depth}" if tree else f"D = {prior_spec.dim}")
+    if tree:
+        depths = range(max(1, (budget + 1).bit_length() - 1 or 1), depth + 1)
+        mem_hint = largest_fitting("depth", depths, lambda k: fits_memory(cost(k)[0]))
+        time_hint = largest_fitting("depth", depths, lambda k: fits_time(cost(k)[1]))
+    else:
+        mem_hint = time_hint = ""
+    check_memory(what, memory, mem_hint)
+    if not fits_time(seconds):
+        per = seconds / samples
+        most = int(max(0.0, (seconds_cap() - (cost(samples_=0)[1])) / per)) if per > 0 else samples
+        extra = f"; at this size at most {most} samples fit" if most >= 2 else ""
+        check_time(f"{what} with {samples} samples", seconds, time_hint + extra)
+
+
+def seconds_cap() -> float:
+    from fvsym._validate import max_seconds
+
+    return max_seconds()
+
+
+def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples) -> None:
+    """The checks ``loss_mc`` runs before any work: types and ranges of the arguments, the design's
+    nodes, and the resource guard (:func:`check_mc`)."""
+    import numpy as np
+
+    from fvsym._validate import check_int, check_node_list
+
+    from ._chunks import default_threads
+
+    check_spec(spec)
+    if not isinstance(strategy, str):
+        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {strategy!r:.40}")
+    budget = check_int(budget, "budget", minimum=0)
+    if threads is not None:
+        check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
+    samples = check_int(samples, "samples", minimum=2, maximum=10**10)
+    search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
+    if design is not None:
+        if strategy != "fixed":
+            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {strategy!r}")
+        if isinstance(design, (str, bytes)) or not hasattr(design, "__len__"):
+            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {design!r:.60}")
+        arr = np.asarray(design, dtype=object) if not hasattr(design, "dtype") else np.asarray(design)
+        if arr.ndim == 1:
+            check_node_list(list(arr), "design", spec.dim)
+        elif arr.ndim == 2:
+            try:
+                values = np.asarray(design, dtype=float)
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError("design matrix must hold numbers") from None
+            if not np.isfinite(values).all():
+                raise ValueError("design matrix must hold finite numbers")
+        else:
+            raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
+    check_mc(spec, budget=budget, strategy=strategy, tokens=tokens, samples=samples, threads=threads,
+             design=design if design is not None and np.asarray(design, dtype=object).ndim == 2 else None,
+             search_samples=search_samples)
+
+
+def check_posterior_args(spec, design, phi, tau: float):
+    """``posterior_mean``'s inputs: finite readings of the design's shape; without noise, readings some
+    latent can produce (tree prior, coordinate design). Returns ``(design, phi)`` as arrays."""
+    import numpy as np
+
+    from fvsym._validate import check_tree_readings
+
+    from .tree import TreeSpec
+
+    check_spec(spec)
+    try:
+        phi = np.atleast_2d(np.asarray(phi, dtype=float))
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"readings phi must be numbers, got {phi!r:.60}") from None
+    if phi.ndim != 2:
+        raise ValueError(f"readings phi must have shape (n, B), got {phi.shape}")
+    if not np.isfinite(phi).all():
+        raise ValueError("readings phi must be finite (got NaN or inf)")
+    if isinstance(design, (str, bytes)):
+        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}")
+    try:
+        arr = np.asarray(design)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}") from None
+    if arr.dtype.kind in "iu":
+        if arr.shape not in ((phi.shape[1],), phi.shape):
+            raise ValueError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
+        if tau == 0 and isinstance(spec, TreeSpec):
+            check_tree_readings(spec.depth, spec.scales, np.broadcast_to(arr, phi.shape), phi)
+    elif not np.isfinite(arr).all():
+        raise ValueError("design rows must be finite")
+    return design, phi
+
+
+def check_spec(spec) -> None:
+    """Float scales of a tree prior must not underflow (a tiny alpha at a large depth)."""
+    from .tree import TreeSpec
+
+    if isinstance(spec, TreeSpec) and not (spec.scales > 1e-150).all():
+        k = int((spec.scales > 1e-150).sum())
+        raise ValueError(f"the tree's scales a_k underflow in floating point below depth {k} "
+                         f"(a_{k + 1} = {spec.scales[k]:.3g}); use a larger alpha or depth <= {k}")
