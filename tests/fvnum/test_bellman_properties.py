@@ -43,7 +43,7 @@ def test_lower_exact_upper(depth, budget, alpha, tau, seed):
 
 
 @pytest.mark.slow
-@settings(max_examples=4)
+@settings(max_examples=2)
 @given(alpha=ALPHAS, tau=TAUS, seed=st.integers(0, 2**16))
 def test_lower_exact_upper_depth3_budget3(alpha, tau, seed):
     _check_bracket(3, 3, alpha, tau, seed, samples=4000)
