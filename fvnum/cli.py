@@ -47,17 +47,7 @@ def register(subparsers) -> None:
                    help="channels per layer d (strategies optimal, bellman_noiseless)")
     p.add_argument("--measurement", choices=("unit", "coordinate"), default=None,
                    help="class searched by optimal_nonadaptive (default unit)")
-    channel = p.add_mutually_exclusive_group()
-    channel.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
-                         help="gaussian channel noise tau >= 0")
-    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
-    p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=None,
-                   help="label noise variance of the tokens channel (default 1/100)")
-    p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=100_000)
-    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0)
-    p.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
-                   help="worker threads (default: all cores)")
-    add_format_argument(p)
+    _add_channel_and_sampling(p, required=False, s2=None, samples=100_000)
     p.add_argument("--progress", action="store_true", help="progress bar on stderr (default: only on a TTY)")
     p.set_defaults(func=_mc)
 
@@ -73,18 +63,24 @@ def register(subparsers) -> None:
     b.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
                    default="1/2", help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2")
     b.add_argument("--budget", type=int_arg("--budget", 0), default=2, help="layers L = B (width 1)")
-    noise = b.add_mutually_exclusive_group(required=True)
-    noise.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
-                       help="gaussian channel noise tau > 0")
-    noise.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
-    b.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default="1/100",
-                   help="label noise variance of the tokens channel")
-    b.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=20_000)
-    b.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0)
-    b.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
-                   help="worker threads (default: all cores)")
-    add_format_argument(b)
+    _add_channel_and_sampling(b, required=True, s2="1/100", samples=20_000)
     b.set_defaults(func=_bounds)
+
+
+def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
+    """The channel (``--tau`` or ``--tokens`` with ``--s2``), ``--samples``, ``--seed``, ``--threads`` and
+    ``--format`` of ``fv mc`` and ``fv bounds``."""
+    channel = p.add_mutually_exclusive_group(required=required)
+    channel.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
+                         help="gaussian channel noise tau >= 0")
+    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
+    p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=s2,
+                   help="label noise variance of the tokens channel (default 1/100)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=samples)
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0)
+    p.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
+                   help="worker threads (default: all cores)")
+    add_format_argument(p)
 
 
 def _number(text):

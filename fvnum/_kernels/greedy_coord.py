@@ -84,30 +84,13 @@ def _full_tree_sums(scales, cs, P, Wp, Wm, Vsq, Q):
 @njit(cache=True, nogil=True)
 def _scan_score(a, tau, gh_x, gh_w, G, W3, v3, r3):
     """The score of one node from its Gram ``G`` and masses ``W3`` (no outcome dropped; ``tau = 0`` exact)."""
-    v3[0] = a
-    v3[1] = -a
-    v3[2] = 0.0
-    score = 0.0
     if tau == 0:
+        score = 0.0
         for o in range(3):
             if W3[o] > 0:
                 score += G[o, o] / W3[o]
         return score
-    for o in range(3):
-        if W3[o] <= 0:
-            continue
-        acc = 0.0
-        for q in range(gh_x.shape[0]):
-            _outcome_weights(v3[o] + tau * gh_x[q], tau, W3, v3, r3)
-            num = 0.0
-            den = 0.0
-            for o2 in range(3):
-                den += W3[o2] * r3[o2]
-                for o3 in range(3):
-                    num += r3[o2] * G[o2, o3] * r3[o3]
-            acc += gh_w[q] * num / (den * den)
-        score += W3[o] * acc
-    return score
+    return _node_score(a, tau, gh_x, gh_w, G, W3, v3, r3)
 
 
 @njit(cache=True, nogil=True)
