@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import (
@@ -289,7 +290,7 @@ def _parse_budgets(text: str) -> tuple[int, ...]:
     text = str(text).strip()
     if "-" in text:
         ends = text.split("-")
-        if len(ends) != 2 or not all(e.strip().isdigit() for e in ends):
+        if len(ends) != 2 or not all(re.fullmatch(r"\s*\d{1,19}\s*", e) for e in ends):
             raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}")
         lo, hi = (int(e) for e in ends)
         if not 1 <= lo <= hi <= 64:
