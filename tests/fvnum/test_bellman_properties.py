@@ -7,8 +7,10 @@ The exact value comes from quadrature accurate to ``QUAD_TOL`` (issue 10, point 
 it allow that much on top of the Monte Carlo noise. Noise levels start at 0.3: below that the loss of
 the small trees is a rare event (probabilities under 1e-3), whose standard error 2,000 samples cannot
 estimate."""
+import math
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fvnum import bounds, noisy_bellman
@@ -25,6 +27,12 @@ TAUS = st.sampled_from([0.3, 0.5, 0.8, 1.3])
 
 def _check_bracket(depth, budget, alpha, tau, seed, samples):
     prior = TreePrior(depth, alpha)
+    # The loss is a sum of rare decoding errors, each costing at most (2 sum of the scales)^2: take enough
+    # samples for about 50 of them, so that the standard error is itself well estimated.
+    worst = (2 * sum(float(a) for a in numeric_prior(prior).scales)) ** 2
+    needed = math.ceil(50 * worst / noisy_bellman(prior, budget, tau, threads=1).value)
+    assume(needed <= 200_000)
+    samples = max(samples, needed)
     b = bounds(prior, budget, tau, samples=samples, seed=seed, select_samples=500, threads=1,
                candidates=("path", "greedy_coordinate", "rollout", "optimal"))
     assert b.exact is not None
