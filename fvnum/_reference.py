@@ -176,17 +176,21 @@ def gaussian_posterior_mean(C, W, phi, tau) -> np.ndarray:
     return out
 
 
-def dense_lookahead_value(w, live, p, tau, scales, gh_x, gh_w) -> float:
+def dense_lookahead_value(w, live, p, tau, scales, per_tau, tail) -> float:
     """``E ||E[theta | phi]||^2`` for ``phi = w.theta + tau z`` under the leaf distribution ``p`` on the
-    leaves ``live``, with the same quadrature rule (oracle of ``_kernels._dense_objective``)."""
+    leaves ``live``: the trapezoid rule on the lattice ``x = g tau / per_tau`` over every ``x`` within
+    ``tail tau`` of a leaf's projection (oracle of ``_kernels._dense_objective``)."""
     thetas = leaf_thetas(scales)[np.asarray(live)]
     v = thetas @ np.asarray(w, dtype=float)
+    h = tau / per_tau
+    lattice = set()
+    for vb in v:
+        lattice.update(range(int(np.ceil((vb - tail * tau) / h)), int(np.floor((vb + tail * tau) / h)) + 1))
     total = 0.0
-    for a in range(v.size):
-        for x, q in zip(v[a] + tau * np.asarray(gh_x), gh_w):
-            post = p * np.exp(-((x - v) ** 2) / (2 * tau**2))
-            m = (post / post.sum()) @ thetas
-            total += p[a] * q * (m @ m)
+    for g in sorted(lattice):
+        like = p * np.exp(-((g * h - v) ** 2) / (2 * tau**2)) / (np.sqrt(2 * np.pi) * tau)
+        m = (like / like.sum()) @ thetas
+        total += h * like.sum() * (m @ m)
     return float(total)
 
 

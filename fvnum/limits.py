@@ -4,8 +4,8 @@ arguments before any work, refused with one line naming the limit and the larges
 The estimates are deliberately simple upper bounds on what the engine allocates (a few ``D``-sized
 scratch arrays per thread; a chunk of at least 256 samples, with a dense ``D``-vector per sample for
 the strategies and channels that need one; ``D x D`` matrices for a Gaussian prior) and on its work
-(``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``D B``
-for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
+(``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
+for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
 
@@ -33,12 +33,16 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
             ops = 48 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
         if strategy == "rollout":  # n_cand (4) greedy continuations over n_rollouts (32) each, per sample
             ops *= 4 * 32
+        if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
+            ops = 40 * 2**depth * depth * B  # (measured about 3 ms a sample at depth 6, budget 4)
     else:
         ops = D * B * 4 + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
     if tokens:
         ops += 4 * D
     work = samples * ops + (D**3 if not tree else 0)
-    if strategy in SEARCHING and not (tree and strategy == "rollout"):
+    if tree and strategy == "greedy_dense":  # the shared first row: about 20 samples' work
+        work += 20 * ops
+    elif strategy in SEARCHING and not (tree and strategy == "rollout"):
         work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
     seconds = work / (RATE * max(1, threads))
     return memory, seconds

@@ -379,14 +379,11 @@ class GreedyDense(Policy):
     generic row identifies the leaf, so a fixed random row is read."""
 
     name = "greedy_dense"
-    GH_POINTS = 10
 
     def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_iter: int = 20, n_extra: int = 2,
                  n_ascend: int = 2, first_extra: int = 16, live_tol: float = 1e-3):
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
         self.n_iter, self.n_ascend, self.live_tol = int(n_iter), int(n_ascend), float(live_tol)
-        x, w = np.polynomial.hermite_e.hermegauss(self.GH_POINTS)
-        self.gh_x, self.gh_w = x, w / w.sum()
         rng = np.random.default_rng(20240229)  # fixed starts shared by all samples: deterministic policy
         unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
         self.extra = unit(rng.standard_normal((max(1, n_extra), spec.dim)))
@@ -397,7 +394,7 @@ class GreedyDense(Policy):
         n = phi.shape[0]
         out, value = np.zeros((n, self.spec.dim)), np.zeros(n)
         _kernels._greedy_dense_rows(np.ascontiguousarray(Wh), np.ascontiguousarray(phi), self.tau, self.spec.scales,
-                                    self.gh_x, self.gh_w, extra, n_iter, n_ascend, self.live_tol, out, value)
+                                    extra, n_iter, n_ascend, self.live_tol, out, value)
         return out, value
 
     def start(self, n):
