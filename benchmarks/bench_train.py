@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="auto", help="auto | bf16 | fp32 (the current implementation)")
-    p.add_argument("--models", default="ABC")
+    p.add_argument("--models", default="ABC", help="models to time, e.g. A, BC or B,C (default ABC)")
     p.add_argument("--steps", type=int, default=0, help="steps per timing (default: A 300, B 600, C 1000; the first steps set up kernels)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--baseline", default=None, metavar="DIR", help="checkout of an earlier commit to time too")
@@ -113,6 +113,9 @@ def main(argv=None) -> int:
     p.add_argument("--loss-seeds", type=int, default=2, help="seeds for --loss-steps (default 2)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE")
     args = p.parse_args(argv)
+    args.models = args.models.replace(",", "").upper()
+    if not args.models or set(args.models) - set("ABC"):
+        p.error(f"--models takes letters of A, B, C, got {args.models!r}")
 
     import torch
 

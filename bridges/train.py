@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import torch
 
+from ._malloc import keep_freed_memory
 from .checkpoint import atomic_write_text, load_checkpoint, load_model, restore, save_checkpoint
 from .config import RunConfig
 from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
@@ -159,6 +160,7 @@ def train(cfg: RunConfig, *, progress: bool = True, resume: bool = True, stop_at
     device = resolve_device(cfg.train.device)
     if stop_at is not None and not 0 <= stop_at <= cfg.train.steps:
         raise ValueError(f"stop_at must lie in 0..steps={cfg.train.steps}, got {stop_at}")
+    keep_freed_memory()  # reuse activation memory across steps instead of page-faulting it in again
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.train.threads)
     try:
