@@ -15,8 +15,8 @@ from fvsym._validate import (
 )
 
 from .config import (
-    MAX_DEPTH, COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_LR, RECIPE_STEPS_PER_BUDGET, SCHEDULES, TRAIN_LOSSES,
-    DataConfig, ModelConfig, RunConfig, TrainConfig,
+    MAX_DEPTH, COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_BATCH, RECIPE_LR, RECIPE_STEPS_PER_BUDGET,
+    SCHEDULES, TRAIN_LOSSES, DataConfig, ModelConfig, RunConfig, TrainConfig,
 )
 
 DEFAULT_OUT = "runs"
@@ -72,8 +72,10 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
     g.add_argument("--readout", choices=READOUTS, default=m.readout)
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=int_arg("--steps", 1), default=t.steps,
-                   help=f"training steps (default: the recipe, {RECIPE_STEPS_PER_BUDGET} x budget)")
-    g.add_argument("--batch", type=int_arg("--batch", 1), default=t.batch, help=f"default {t.batch}")
+                   help="training steps (default: the recipe, "
+                   + ", ".join(f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)")
+    g.add_argument("--batch", type=int_arg("--batch", 1), default=t.batch, help="contexts per step (default: the recipe, "
+                   + ", ".join(f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")")
     g.add_argument("--lr", type=number_arg("--lr", low=0, high=1e6, open_low=True), default=t.lr, help="peak Adam learning rate (default: the recipe, "
                    + ", ".join(f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")")
     g.add_argument("--warmup", type=int_arg("--warmup", 0), default=t.warmup, help=f"linear warm-up steps (default {t.warmup})")
@@ -306,7 +308,7 @@ def _register_scaling(subparsers) -> None:
     p = subparsers.add_parser(
         "scaling",
         help="the scaling study: trained A, B, C against budget beside the theory, with fitted laws",
-        description="Train Models A, B, C at every budget with several seeds (the recipe, steps = "
+        description="Train Models A, B, C at every budget with several seeds (the recipe; steps = "
         "STEPS_PER_BUDGET x budget), put them beside the theory at the same noise (path, best adaptive, "
         "top levels, best non-adaptive designs, linear theory), fit loss ~ c r^B and loss ~ c B^-e with 95%% "
         "intervals, and write scaling.json, scaling.csv, fig_scaling.png and report.md. Finished runs are "
@@ -318,7 +320,7 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--models", default=d.models, help=f"default {d.models}")
     p.add_argument("--seeds", type=int_arg("--seeds", 1, 1000), default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
     p.add_argument("--steps-per-budget", type=int_arg("--steps-per-budget", 1), default=d.steps_per_budget,
-                   help=f"training steps per unit of budget (default {d.steps_per_budget}, the recipe)")
+                   help=f"training steps per unit of budget (default {d.steps_per_budget}, the study's rule)")
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig
 from .store import RunStore, with_checksum, write_atomic, write_json
 
 KIND = "reproduce"
@@ -67,8 +67,8 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
                     runs.append(RunConfig(
                         cfg.data(prior, depth),
                         ModelConfig(model=model, budget=budget),
-                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out,  # lr and loss: the recipe
-                                    eval_every=max(1, (cfg.steps or 1000) // 5),
+                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out,  # lr, batch, loss: the recipe
+                                    eval_every=RECIPE_EVAL_EVERY if cfg.steps is None else max(1, cfg.steps // 5),
                                     checkpoint_every=max(1, (cfg.steps or 1000) // 10)),
                     ))
     return runs
