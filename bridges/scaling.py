@@ -1,8 +1,9 @@
 """``fv scaling``: loss against budget for trained Models A, B, C beside the theory, with fitted laws.
 
 The study (the training issue): tree prior of depth 6, alpha 0.5, N = 128 tokens, budgets 1..6, Models
-A, B, C with 3 seeds each, trained with the recipe of ``bridges.config`` for its own step rule,
-``steps_per_budget x budget`` steps (default 1000 x budget: 54 runs in about the time of a few recipe runs). Beside them, at the same noise and channel (``tokens``), the theory rows of
+A, B, C with 3 seeds each, trained with the recipe of ``bridges.config`` but with the study's own step
+rule, ``steps_per_budget x budget`` steps (default 1000 x budget; the recipe's steps for all 54 runs would
+take hours). Beside them, at the same noise and channel (``tokens``), the theory rows of
 ``bridges.compare.theory_losses``: ``path``, the best adaptive policy found, ``top_levels``, the best
 coordinate and unit non-adaptive designs, and the linear theory.
 

@@ -1,7 +1,8 @@
 """Greedy one-step lookahead over unit rows: the unit row ``w`` maximising ``F(w) = E ||posterior mean
-after reading w.theta + tau z||^2`` under the leaf posterior, by projected gradient ascent on the sphere. The integral over the reading is
-the trapezoid rule on a lattice of step tau / 2 around the leaves' projections (``_dense_objective``):
-about 100x more accurate than 10-point Gauss-Hermite around each leaf, at a fraction of the points.
+after reading w.theta + tau z||^2`` under the leaf posterior, by projected gradient ascent on the sphere.
+The integral over the reading is the trapezoid rule on a lattice of step tau / 2 around the leaves'
+projections (``_dense_objective``): about 100x more accurate than 10-point Gauss-Hermite around each
+leaf, at a fraction of the points.
 
 Work arrays travel in tuples: ``post = (live, p, logp)`` (the live leaves, their posterior and its log),
 ``paths = (pn, pa)`` (path nodes and signed amplitudes of every leaf, ``_leaf_paths``), ``ds = (vv, mvec,
