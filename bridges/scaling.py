@@ -34,7 +34,7 @@ LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theo
 
 @dataclass(frozen=True)
 class ScalingConfig:
-    """Defaults: the study of the training issue (about 90 minutes on 2 CPU cores, one run per core)."""
+    """Defaults: the study of the training issue (about 70 minutes on 2 CPU cores, one run per core: docs/scaling)."""
 
     out: str = "runs/scaling"
     depth: int = 6
@@ -133,7 +133,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     runs = cfg.runs(str(store.folder / "train"))
-    log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {cfg.seeds} seeds, "
+    log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
         f"steps = {cfg.steps_per_budget} x budget")
     rows = _run_cells(cfg, store, runs, log)
     theory = {}
@@ -214,15 +214,19 @@ def _fit_line(name: str, entry: dict) -> str:
             f"{entry['better']} ({verdict}) |")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
     budgets = list(cfg.budgets)
     total_wall = sum(r["wall_seconds"] for r in rows)
     lines = [
         "# Scaling study: loss against budget", "",
         f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
-        f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {cfg.seeds} seeds each, trained with "
+        f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {_count(cfg.seeds, 'seed')} each, trained with "
         f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
-        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({cfg.threads} thread(s) per run, {cfg.workers or 'one per core'} at a time).",
+        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
         "", "![loss against budget](fig_scaling.png)", "",
         "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; mean ± standard deviation over seeds "
         "(min .. max). Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
