@@ -228,8 +228,9 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
         f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
         "", "![loss against budget](fig_scaling.png)", "",
-        "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; mean ± standard deviation over seeds "
-        "(min .. max). Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
+        "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; "
+        + ("one seed per point. " if cfg.seeds == 1 else "mean ± standard deviation over seeds (min .. max). ")
+        + "Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
         "(`fvnum`), except `top_levels_linear` and `gaussian_optimum` (exact linear theory).", "",
         "| budget | " + " | ".join(f"Model {m}" for m in cfg.models) + " | "
         + " | ".join(sorted({t['name'] for ts in theory.values() for t in ts})) + " |",
@@ -240,7 +241,8 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         cells = []
         for m in cfg.models:
             s = _summary(rows, m, b)
-            cells.append("" if s is None else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
+            cells.append("" if s is None else f"{s[0]:.4f}" if s[4] == 1
+                         else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
         by_name = {t["name"]: t for t in theory.get(b, [])}
         cells += [f"{by_name[n]['value']:.4f}" if n in by_name else "" for n in names]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")

@@ -65,3 +65,19 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, match):
 def test_steps_rule_is_stated_and_applied():
     cfg = ScalingConfig(depth=3, budgets=(1, 3), models="A", seeds=1, steps_per_budget=10)
     assert [r.train.steps for r in cfg.runs("x")] == [10, 30]
+
+
+def test_report_states_the_seed_spread_only_where_there_is_one():
+    from bridges.scaling import report_markdown
+
+    def rows(seeds):
+        return [{"model": "A", "budget": b, "seed": s, "loss": 0.5 / b + 0.01 * s, "wall_seconds": 60.0}
+                for b in (1, 2) for s in range(seeds)]
+
+    no_fits = {"models": {}, "theory": {}}
+    one = report_markdown(ScalingConfig(budgets=(1, 2), models="A", seeds=1, threads=1), rows(1), {}, no_fits)
+    assert "| 1 | 0.5000 |" in one and "±" not in one
+    assert "1 seed each" in one and "one seed per point" in one and "1 thread per run" in one
+    three = report_markdown(ScalingConfig(budgets=(1, 2), models="A", seeds=3, threads=2), rows(3), {}, no_fits)
+    assert "| 1 | 0.5100 ± 0.01 (0.5000 .. 0.5200) |" in three
+    assert "3 seeds each" in three and "2 threads per run" in three
