@@ -170,7 +170,7 @@ def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
         ax.scatter([r["budget"] for r in mine], [r["loss"] for r in mine], marker=marker, color=colour, alpha=0.25,
                    s=14)
         ax.errorbar(bs, means, yerr=[lo, hi], marker=marker, color=colour, ms=7, capsize=3, lw=1.8,
-                    label=f"trained Model {model} (mean, seed range)")
+                    label=f"trained Model {model}" + ("" if cfg.seeds == 1 else " (mean, seed range)"))
     ax.set_yscale("log")
     ax.set_xticks(budgets)
     ax.set_xlabel("budget B (scalars written to the workspace)")

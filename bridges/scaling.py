@@ -30,6 +30,8 @@ KIND = "scaling"
 ADAPTIVE_THEORY = ("path", "best_adaptive")
 NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "top_levels_linear")
 LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
+# the theory row each model is held against: the adaptive policy class, one layer of unit reads, linear one layer
+THEORY_OF_MODEL = {"A": "best_adaptive", "B": "best_nonadaptive_unit", "C": "top_levels_linear"}
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,20 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         by_name = {t["name"]: t for t in theory.get(b, [])}
         cells += [f"{by_name[n]['value']:.4f}" if n in by_name else "" for n in names]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    held = [m for m in cfg.models if any(t["name"] == THEORY_OF_MODEL[m] for ts in theory.values() for t in ts)]
+    if held:
+        lines += ["", "## Trained against theory", "",
+                  "Seed mean of each model over the theory row it is held against: the best adaptive policy found "
+                  "(A), the best one-layer unit design (B), the linear theory of one layer (C).", "",
+                  "| budget | " + " | ".join(f"{m} / {THEORY_OF_MODEL[m]}" for m in held) + " |",
+                  "|---" * (1 + len(held)) + "|"]
+        for b in budgets:
+            by_name = {t["name"]: t["value"] for t in theory.get(b, [])}
+            cells = []
+            for m in held:
+                s, ref = _summary(rows, m, b), by_name.get(THEORY_OF_MODEL[m])
+                cells.append(f"{s[0] / ref:.2f}" if s is not None and ref else "")
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += ["", "## Fitted laws", "",
               "Exponential `loss = c r^B` (adaptive depth) and power `loss = c B^-e` (one layer), least squares in "
               "log loss over every run (seeds as points), 95% t intervals. Both laws have two parameters, so the "

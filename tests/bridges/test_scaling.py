@@ -81,3 +81,16 @@ def test_report_states_the_seed_spread_only_where_there_is_one():
     three = report_markdown(ScalingConfig(budgets=(1, 2), models="A", seeds=3, threads=2), rows(3), {}, no_fits)
     assert "| 1 | 0.5100 ± 0.01 (0.5000 .. 0.5200) |" in three
     assert "3 seeds each" in three and "2 threads per run" in three
+
+
+def test_report_divides_each_model_by_the_theory_it_is_held_against():
+    from bridges.scaling import report_markdown
+
+    rows = [{"model": m, "budget": b, "seed": 0, "loss": loss, "wall_seconds": 1.0}
+            for m, b, loss in [("A", 1, 0.3), ("A", 2, 0.1), ("C", 1, 0.9), ("C", 2, 0.8)]]
+    theory = {1: [{"name": "best_adaptive", "value": 0.4}, {"name": "top_levels_linear", "value": 0.9}],
+              2: [{"name": "best_adaptive", "value": 0.2}]}
+    report = report_markdown(ScalingConfig(budgets=(1, 2), models="AC", seeds=1), rows, theory,
+                             {"models": {}, "theory": {}})
+    assert "| budget | A / best_adaptive | C / top_levels_linear |" in report
+    assert "| 1 | 0.75 | 1.00 |" in report and "| 2 | 0.50 |  |" in report
