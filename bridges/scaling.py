@@ -185,7 +185,7 @@ def _csv(rows: list[dict]) -> str:
 def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
     from . import figures
 
-    config = {k: v for k, v in asdict(cfg).items() if k != "budgets_"}
+    config = {k: v for k, v in asdict(cfg).items() if k not in ("budgets_", "progress")}  # progress: display only
     written = [
         write_json(folder / "scaling.json", {"config": config, "runs": rows,
                                              "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),

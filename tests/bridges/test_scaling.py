@@ -27,6 +27,7 @@ def test_scaling_end_to_end_and_resume(tmp_path, capsys):
         assert r["steps"] == 3 * r["budget"] and r["loss"] > 0 and r["wall_seconds"] > 0
         assert r["command"].startswith("fv train ") and f"--seed {r['seed']}" in r["command"]
     assert set(study["fits"]["models"]) == {"A", "B", "C"}
+    assert study["config"]["seeds"] == 2 and "progress" not in study["config"]  # numbers only, not display
     assert {"path", "top_levels", "top_levels_linear"} <= {t["name"] for t in study["theory"]["1"]}
     report = (out / "report.md").read_text()
     assert "Fitted laws" in report and "Model A" in report
