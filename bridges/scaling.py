@@ -223,6 +223,8 @@ def _count(n: int, noun: str) -> str:
 def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
     budgets = list(cfg.budgets)
     total_wall = sum(r["wall_seconds"] for r in rows)
+    value = {b: {t["name"]: t["value"] for t in theory.get(b, [])} for b in budgets}  # theory row values
+    names = sorted({n for vs in value.values() for n in vs})
     lines = [
         "# Scaling study: loss against budget", "",
         f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
@@ -234,21 +236,18 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         + ("one seed per point. " if cfg.seeds == 1 else "mean ± standard deviation over seeds (min .. max). ")
         + "Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
         "(`fvnum`), except `top_levels_linear` and `gaussian_optimum` (exact linear theory).", "",
-        "| budget | " + " | ".join(f"Model {m}" for m in cfg.models) + " | "
-        + " | ".join(sorted({t['name'] for ts in theory.values() for t in ts})) + " |",
-        "|---" * (1 + len(cfg.models) + len({t['name'] for ts in theory.values() for t in ts})) + "|",
+        "| budget | " + " | ".join(f"Model {m}" for m in cfg.models) + " | " + " | ".join(names) + " |",
+        "|---" * (1 + len(cfg.models) + len(names)) + "|",
     ]
-    names = sorted({t["name"] for ts in theory.values() for t in ts})
     for b in budgets:
         cells = []
         for m in cfg.models:
             s = _summary(rows, m, b)
             cells.append("" if s is None else f"{s[0]:.4f}" if s[4] == 1
                          else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
-        by_name = {t["name"]: t for t in theory.get(b, [])}
-        cells += [f"{by_name[n]['value']:.4f}" if n in by_name else "" for n in names]
+        cells += [f"{value[b][n]:.4f}" if n in value[b] else "" for n in names]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    held = [m for m in cfg.models if any(t["name"] == THEORY_OF_MODEL[m] for ts in theory.values() for t in ts)]
+    held = [m for m in cfg.models if THEORY_OF_MODEL[m] in names]
     if held:
         lines += ["", "## Trained against theory", "",
                   "Seed mean of each model over the theory row it is held against: the best adaptive policy found "
@@ -256,10 +255,9 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
                   "| budget | " + " | ".join(f"{m} / {THEORY_OF_MODEL[m]}" for m in held) + " |",
                   "|---" * (1 + len(held)) + "|"]
         for b in budgets:
-            by_name = {t["name"]: t["value"] for t in theory.get(b, [])}
             cells = []
             for m in held:
-                s, ref = _summary(rows, m, b), by_name.get(THEORY_OF_MODEL[m])
+                s, ref = _summary(rows, m, b), value[b].get(THEORY_OF_MODEL[m])
                 cells.append(f"{s[0] / ref:.2f}" if s is not None and ref else "")
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += ["", "## Fitted laws", "",
