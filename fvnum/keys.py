@@ -206,6 +206,10 @@ class LinearKeys(KeyFamily):
         cov = ((norms + s2)[:, None, None] * (W @ W.T) + mean[:, :, None] * mean[:, None, :]) / N
         return ReadingLaw(mean, cov)
 
+    def __call__(self, X) -> np.ndarray:
+        """(n, k) key values ``W x`` of tokens ``X`` (n, D)."""
+        return np.asarray(X, dtype=float) @ self.W.T
+
     def to_dict(self) -> dict:
         return {"keys": self.name, "W": self.W.tolist()}
 
@@ -236,11 +240,14 @@ def weighted_moments(q, c, t, wt, xp=np, counts=None):
     return S, w2, base @ S, w2 @ S
 
 
-def weighted_law(W, S, w2, m, h, thetas, n_tokens, s2, xp=np):
+def weighted_law(W, S, w2, m, h, thetas, n_tokens, s2, xp=np, theta2=None):
     """``(mean (M, k), cov (M, k, k))`` of weighted keys with rows ``W`` (k, D) from the moments of
-    :func:`weighted_moments` (the formulas of :class:`WeightedKeys`; numpy or torch)."""
+    :func:`weighted_moments` (the formulas of :class:`WeightedKeys`; numpy or torch). ``theta2`` (M, D):
+    the squares of the latents' coordinates where they differ from ``thetas**2`` (a coordinate no row reads
+    enters the law only through its square)."""
     mean = (thetas * m) @ W.T  # (M, k)
-    diag = (w2 * ((thetas**2) @ S.T)) @ S + s2 * h  # (M, D): H theta^2 + s2 h
+    theta2 = thetas**2 if theta2 is None else theta2
+    diag = (w2 * (theta2 @ S.T)) @ S + s2 * h  # (M, D): H theta^2 + s2 h
     second = xp.einsum("jd,md,ld->mjl", W, diag, W)
     P = (thetas[:, None, :] * W[None, :, :]) @ S.T  # (M, k, T)
     second = second + 2.0 * xp.einsum("mjt,t,mlt->mjl", P, w2, P)
