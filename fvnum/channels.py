@@ -13,6 +13,16 @@ projector onto the orthogonal complement. Cost O(D) per sample, independent of `
 Target and donor contexts of a key-patching experiment share the tokens ``x_i`` and the label noise
 ``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
 
+Noise too small for floating point: a gaussian-channel ``tau`` at most ``NOISELESS_RATIO`` times the
+prior's smallest scale (the tree's ``a_K``; a Gaussian prior's smallest positive standard deviation) is
+noiseless in effect: coordinate readings of distinct leaves lie at least ``a_K`` apart, so one is misread
+with probability below ``exp(-1e17)``; unit rows are resolved to the noiseless decoder's own tolerance
+(``1e-9``); a Gaussian loss moves by ``tau^2 <= 1e-18`` of its smallest variance; and ``tau^2`` would
+underflow in the kernels. Such a channel is
+computed at ``tau = 0`` and remembers the ``tau`` asked for (``Channel.tau_given``). A ``tau`` above that
+bound but below ``FLOAT_RATIO`` times the largest scale (possible only when the scales span more than
+``NOISELESS_RATIO / FLOAT_RATIO``) cannot be computed in doubles and is refused, naming the range.
+
 Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
 (:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
 choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
@@ -46,6 +56,7 @@ class Channel:
     n_tokens: int | None = None
     s2: float = 0.01
     tau2: float | None = None
+    tau_given: float | None = None  # the tau asked for, where it was noiseless in effect (computed as 0)
 
     def __post_init__(self):
         if self.kind not in CHANNELS:
@@ -57,6 +68,8 @@ class Channel:
 
     def to_dict(self) -> dict:
         out = {"channel": self.kind, "tau": self.tau}
+        if self.tau_given is not None:
+            out["tau_given"] = self.tau_given
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
         return out
@@ -84,6 +97,36 @@ def check_tau(tau) -> float:
     return check_real(tau, "tau", 0.0, MAX_TAU)
 
 
+NOISELESS_RATIO = 1e-9  # tau <= this x the smallest scale: noiseless in effect (computed at tau = 0)
+FLOAT_RATIO = 1e-14  # tau below this x the largest scale (and not noiseless in effect): beyond doubles
+
+
+def noise_scales(spec) -> tuple[float, float]:
+    """``(smallest, largest)`` scale of a numeric prior that the channel noise is compared with: the tree's
+    ``min a_k`` and ``max a_k``; a Gaussian prior's smallest and largest positive standard deviation."""
+    if hasattr(spec, "scales"):
+        a = np.abs(np.asarray(spec.scales, dtype=float))
+    else:
+        a = np.sqrt(np.asarray(spec.eigenvalues, dtype=float))
+    a = a[a > 0]
+    return (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+
+
+def _gaussian_channel(prior, tau: float) -> Channel:
+    if tau == 0:
+        return Channel("gaussian", 0.0)
+    from .tree import numeric_prior
+
+    small, large = noise_scales(numeric_prior(prior))
+    if tau <= NOISELESS_RATIO * small:
+        return Channel("gaussian", 0.0, tau_given=tau)
+    if tau < FLOAT_RATIO * large:
+        raise ValueError(f"tau = {tau:.3g} is too small to compute next to the prior's scales {small:.3g} .. "
+                         f"{large:.3g}: give tau >= {FLOAT_RATIO * large:.3g}, or tau <= "
+                         f"{NOISELESS_RATIO * small:.3g} (noiseless in effect, computed as tau = 0)")
+    return Channel("gaussian", tau)
+
+
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (THEORY.md §2)."""
     return make_channel(prior, tokens=n_tokens, s2=s2).tau
@@ -95,7 +138,7 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
         given = "both" if tau is not None else "neither"
         raise ValueError(f"give exactly one of tau (gaussian channel) or tokens (tokens channel); got {given}")
     if tau is not None:
-        return Channel("gaussian", check_tau(tau))
+        return _gaussian_channel(prior, check_tau(tau))
     N = _check_tokens(tokens)
     s2 = _check_s2(s2)
     tau2 = effective_tau2(_second_moment(prior), s2, N)

@@ -187,6 +187,9 @@ def _mc(args) -> int:
     if args.strategy == "optimal_nonadaptive":
         inputs["measurement"] = args.measurement or "unit"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}
+    if channel.tau_given is not None:  # noiseless in effect (fvnum.channels): computed at tau = 0
+        inputs["tau_given"] = channel.tau_given
+        shown["tau"] = f"{args.tau} (noiseless in effect: computed at tau = 0)"
     what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
     lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}"]
     emit({**est.as_dict(), **inputs}, args.format, lines)

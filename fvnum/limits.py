@@ -168,11 +168,23 @@ def check_posterior_args(spec, design, phi, tau: float):
     return design, phi
 
 
+SCALE_RANGE = (1e-150, 1e150)  # float tree scales: a_k^2 (and the losses, sums of them) stay normal floats
+
+
 def check_spec(spec) -> None:
-    """Float scales of a tree prior must not underflow (a tiny alpha at a large depth)."""
+    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow
+    when squared: each ``a_k`` in ``SCALE_RANGE``."""
+    import numpy as np
+
     from .tree import TreeSpec
 
-    if isinstance(spec, TreeSpec) and not (spec.scales > 1e-150).all():
-        k = int((spec.scales > 1e-150).sum())
-        raise ValueError(f"the tree's scales a_k underflow in floating point below depth {k} "
-                         f"(a_{k + 1} = {spec.scales[k]:.3g}); use a larger alpha or depth <= {k}")
+    if not isinstance(spec, TreeSpec):
+        return
+    lo, hi = SCALE_RANGE
+    ok = (spec.scales > lo) & (spec.scales < hi)
+    if not ok.all():
+        k = int(np.argmin(ok))
+        what = "underflow" if not spec.scales[k] > lo else "overflow"
+        fix = f"; use a larger alpha or depth <= {k}" if what == "underflow" and k >= 1 else ""
+        raise ValueError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
+                         f"every a_k must lie in ({lo:g}, {hi:g}){fix}")

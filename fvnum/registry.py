@@ -9,6 +9,8 @@ water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``
 """
 from __future__ import annotations
 
+import math
+
 # Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
 # import the engine when called.
 
@@ -124,7 +126,8 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
     if strategy == "rollout":
         if channel.tau == 0:
-            raise ValueError("strategy 'rollout' needs noise (tau > 0); at tau = 0 use 'optimal'")
+            given = "" if channel.tau_given is None else f", and tau = {channel.tau_given:.3g} is noiseless in effect (at most 1e-9 a_K)"
+            raise ValueError(f"strategy 'rollout' needs noise (tau > 0){given}; at tau = 0 use 'optimal'")
         return RolloutPolicy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian", seed=seed)
     return GreedyDense(spec, channel.tau, budget)
 
@@ -206,4 +209,14 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
                        threads=threads)
     est, fv = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=return_phi,
                        threads=threads, progress=progress)
+    if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN
+        raise ValueError(f"the Monte Carlo loss of {strategy!r} came out {est.value} +- {est.stderr} (floating point "
+                         f"failed at tau = {channel.tau:.3g}, scales or variances {_span(spec)}); please report it")
     return (est, fv) if return_phi else est
+
+
+def _span(spec) -> str:
+    from .channels import noise_scales
+
+    small, large = noise_scales(spec)
+    return f"{small:.3g} .. {large:.3g}"

@@ -18,14 +18,15 @@ import sympy as sp
 
 from ._emit import to_json
 from ._validate import (
-    check_alpha, check_int, check_memory, check_tau, check_time, fits_memory, fits_time, int_arg,
-    largest_fitting, number_arg,
+    check_alpha, check_int, check_memory, check_printable, check_tau, check_time, fits_memory, fits_time,
+    int_arg, largest_fitting, number_arg,
 )
 from .priors import MAX_DEPTH
 
 STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
+_PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
 
 
 def register(subparsers) -> None:
@@ -118,6 +119,8 @@ def _bellman(args) -> int:
         check_tree_loss_cost(depth, layers * width, "optimal", alpha if alpha is not None else "1/2", layers, width)
     prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
     equations = bellman.recursion(prior, layers, width)
+    for e in equations:
+        check_printable(e, "the Bellman recursion", _PRINT_HINT)
     record = {
         "name": "bellman_recursion",
         "equations": [{"lhs": sp.sstr(e.lhs), "rhs": sp.sstr(e.rhs), "latex": sp.latex(e)} for e in equations],
@@ -128,6 +131,8 @@ def _bellman(args) -> int:
     if args.unroll:
         expr = bellman.unroll(prior, layers, width)
         value = expr.doit() if alpha is not None else sp.simplify(expr.doit())
+        check_printable(expr, "the unrolled recursion", _PRINT_HINT)
+        check_printable(value, "the unrolled value", _PRINT_HINT)
         record["unrolled"] = sp.sstr(expr)
         record["unrolled_value"] = sp.sstr(value)
         record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if alpha is not None else None
@@ -197,6 +202,7 @@ def result_record(formula, inputs: dict) -> dict:
     """The JSON record of a derived formula: ``expr``, ``latex``, and ``value``/``float`` when no
     symbol is left (``value`` is exact, e.g. ``"3/8"``, unless a float entered the derivation)."""
     expr = formula.expr
+    check_printable(expr, f"the result {formula.name}", _PRINT_HINT)
     record = {
         "name": formula.name,
         "expr": sp.sstr(expr),
