@@ -20,8 +20,9 @@ with probability below ``exp(-1e17)``; unit rows are resolved to the noiseless d
 (``1e-9``); a Gaussian loss moves by ``tau^2 <= 1e-18`` of its smallest variance; and ``tau^2`` would
 underflow in the kernels. Such a channel is
 computed at ``tau = 0`` and remembers the ``tau`` asked for (``Channel.tau_given``). A ``tau`` above that
-bound but below ``FLOAT_RATIO`` times the largest scale (possible only when the scales span more than
-``NOISELESS_RATIO / FLOAT_RATIO``) cannot be computed in doubles and is refused, naming the range.
+bound but below ``FLOAT_RATIO`` times the tree's largest scale (possible only when the scales span more
+than ``NOISELESS_RATIO / FLOAT_RATIO``) cannot be computed in doubles by the tree kernels and is refused,
+naming the range (a Gaussian prior's linear algebra copes with any tau).
 
 Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
 (:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
@@ -117,10 +118,11 @@ def _gaussian_channel(prior, tau: float) -> Channel:
         return Channel("gaussian", 0.0)
     from .tree import numeric_prior
 
-    small, large = noise_scales(numeric_prior(prior))
+    prior_spec = numeric_prior(prior)
+    small, large = noise_scales(prior_spec)
     if tau <= NOISELESS_RATIO * small:
         return Channel("gaussian", 0.0, tau_given=tau)
-    if tau < FLOAT_RATIO * large:
+    if tau < FLOAT_RATIO * large and hasattr(prior_spec, "scales"):  # a Gaussian prior's algebra copes
         raise ValueError(f"tau = {tau:.3g} is too small to compute next to the prior's scales {small:.3g} .. "
                          f"{large:.3g}: give tau >= {FLOAT_RATIO * large:.3g}, or tau <= "
                          f"{NOISELESS_RATIO * small:.3g} (noiseless in effect, computed as tau = 0)")

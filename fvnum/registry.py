@@ -191,7 +191,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from .channels import make_channel
-    from .simulate import check_samples, check_seed, simulate
+    from .simulate import check_budget, check_samples, check_seed, simulate
     from .tree import numeric_prior
 
     from .limits import check_loss_mc_args
@@ -202,6 +202,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     channel = make_channel(spec, tau, tokens, s2)
     samples = check_samples(samples)
     seed = check_seed(seed)
+    budget = check_budget(budget)  # a plain int from here on (numpy, sympy or Fraction integers given)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fvsym._validate import _short, integer_value
+
 from . import _chunks, _kernels
 from .channels import Channel, token_statistics
 from .estimate import Moments, pool
@@ -26,33 +28,37 @@ MAX_SAMPLES = 10**10
 
 # --- inputs ---------------------------------------------------------------------------------------
 def check_samples(samples) -> int:
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
-        if isinstance(samples, float) and samples.is_integer():
-            samples = int(samples)
+    n = integer_value(samples)  # ints of any kind (numpy, sympy, integral Fractions)
+    if n is None:
+        if isinstance(samples, (float, np.floating)) and float(samples).is_integer():
+            n = int(samples)
         else:
-            raise ValueError(f"samples must be an integer, got {samples!r}")
+            raise ValueError(f"samples must be an integer, got {_short(samples)}")
+    samples = n
     if samples < 2:
-        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {_short(samples)}")
     if samples > MAX_SAMPLES:
-        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {samples}")
+        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {_short(samples)}")
     return int(samples)
 
 
 def check_budget(budget, maximum=None, why="") -> int:
     """Integer ``0 <= budget <= maximum`` (no upper limit when ``maximum`` is None)."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise ValueError(f"budget must be an integer, got {budget!r}")
+    if integer_value(budget) is None:
+        raise ValueError(f"budget must be an integer, got {_short(budget)}")
+    budget = integer_value(budget)
     if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
+        raise ValueError(f"budget must be >= 0, got {_short(budget)}")
     if maximum is not None and budget > maximum:
-        raise ValueError(f"budget {budget} is too large: {why}")
+        raise ValueError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
 
 
 def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
+    n = integer_value(seed)
+    if n is None or n < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {_short(seed)}")
+    return n
 
 
 def check_design(design, spec, budget: int) -> np.ndarray:

@@ -140,7 +140,7 @@ class Formula:
                 f"got {len(args)}"
             )
         self._check_numeric(args)
-        return self._numpy(*args)
+        return self._numpy(*[_plain(a) for a in args])
 
     @cached_property
     def numba(self):
@@ -181,3 +181,13 @@ def _show_set(s) -> str:
     if isinstance(s, sp.Range):
         return f"the integers >= {s.inf}" if s.sup == sp.oo else f"the integers {s.inf}..{s.sup}"
     return str(s)
+
+
+def _plain(value):
+    """A scalar argument of ``Formula.__call__`` as numpy evaluates it: a number given as text ("1/2") is
+    parsed by the one number parser; arrays and other numbers pass unchanged."""
+    if isinstance(value, str):
+        from ._validate import check_real
+
+        return check_real(value, "argument")
+    return value

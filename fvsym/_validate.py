@@ -241,6 +241,21 @@ def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) ->
     return value
 
 
+def integer_value(value):
+    """``int(value)`` for an integer of any kind (int, numpy or sympy integer, an integral Fraction), else
+    None (bools, floats, strings, arrays: each caller decides about those)."""
+    if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        return None
+    if isinstance(value, Fraction):
+        return value.numerator if value.denominator == 1 else None
+    if hasattr(value, "__index__") and getattr(value, "shape", ()) == ():
+        try:
+            return int(value.__index__())
+        except TypeError:
+            return None
+    return None
+
+
 def _integral(value):
     """``value`` as an int when it is a finite number with no fractional part, else None."""
     if isinstance(value, Fraction):
@@ -445,12 +460,12 @@ def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[i
     """A list of heap node numbers in ``minimum..maximum`` (ints only: no strings, floats or bools)."""
     out = []
     for v in values:
-        if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__index__"):
-            if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
-                v = int(v)
-            else:
-                raise ValueError(f"{name} must list node numbers (integers), got {_short(v)}")
-        v = int(v)
+        n = integer_value(v)
+        if n is None and not isinstance(v, (bool, str, bytes)):
+            n = _integral(v)
+        if n is None:
+            raise ValueError(f"{name} must list node numbers (integers), got {_short(v)}")
+        v = n
         if not minimum <= v <= maximum:
             raise ValueError(f"{name} node {_short(v)} is outside the tree (nodes {minimum}..{maximum})")
         out.append(v)
