@@ -168,16 +168,26 @@ def check_posterior_args(spec, design, phi, tau: float):
     return design, phi
 
 
-SCALE_RANGE = (1e-150, 1e150)  # float tree scales: a_k^2 (and the losses, sums of them) stay normal floats
+SCALE_RANGE = (1e-75, 1e75)  # float tree scales: a_k^2 (losses) and a_k^4 (their squares, the SEs) stay normal
+VARIANCE_RANGE = (1e-150, 1e150)  # the largest variance of a Gaussian prior, for the same reason
 
 
 def check_spec(spec) -> None:
-    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow
-    when squared: each ``a_k`` in ``SCALE_RANGE``."""
+    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow:
+    each ``a_k`` in ``SCALE_RANGE``, so that losses, their squares and the standard errors are normal floats;
+    likewise the largest variance of a Gaussian prior in ``VARIANCE_RANGE``."""
     import numpy as np
 
+    from .gaussian import GaussSpec
     from .tree import TreeSpec
 
+    if isinstance(spec, GaussSpec):
+        lo, hi = VARIANCE_RANGE
+        top = float(np.max(spec.eigenvalues)) if spec.eigenvalues.size else 0.0
+        if top != 0 and not lo < top < hi:
+            raise ValueError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
+                             f"losses and their standard errors are normal floats; rescale the covariance")
+        return
     if not isinstance(spec, TreeSpec):
         return
     lo, hi = SCALE_RANGE
