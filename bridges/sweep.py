@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from fvsym._emit import add_format_argument, emit
-from fvsym._validate import int_arg
+from fvsym._validate import int_arg, plain_error
 
 from .store import RunStore, config_key, with_checksum, write_atomic, write_json
 
@@ -456,8 +456,8 @@ def load_spec(spec) -> Spec:
             import tomli as tomllib
         try:
             spec = tomllib.loads(path.read_text())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path} is not valid TOML ({exc})") from None
+        except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError, or Python's limit on int digits
+            raise ValueError(f"{path} is not valid TOML ({plain_error(exc)})") from None
     if not isinstance(spec, dict):
         raise ValueError(f"a sweep spec is a TOML file or a dict, got {type(spec).__name__}")
     unknown = set(spec) - {"command", "base", "grid"}

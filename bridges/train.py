@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from fvsym._validate import plain_error
 
 from ._malloc import keep_freed_memory
 from .checkpoint import atomic_write_text, load_checkpoint, load_model, restore, save_checkpoint
@@ -140,7 +141,7 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     try:
         result = TrainResult.from_dict(json.loads(path.read_text()))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable training result ({exc})") from None
+        raise ValueError(f"{path} is not a readable training result ({plain_error(exc)})") from None
     if cfg is not None and result.config.key() != cfg.key():
         raise ValueError(f"{path} holds the result of another configuration ({result.config.key()})")
     return result

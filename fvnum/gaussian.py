@@ -83,7 +83,7 @@ def water_filling(eigenvalues, budget: int, tau: float) -> tuple[float, np.ndarr
     cs = c[order]
     B = int(budget)
     weights = np.zeros(c.size)
-    n_pos = int(np.count_nonzero(cs > 0))
+    n_pos = int(np.count_nonzero(cs > 1e-300))  # below: 1 / c overflows, and the direction holds nothing
     if B == 0 or n_pos == 0:
         if n_pos == 0 and B > 0:
             weights[order[: min(B, c.size)]] = B / min(B, c.size)

@@ -9,7 +9,7 @@ for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservativ
 """
 from __future__ import annotations
 
-from fvsym._validate import check_memory, check_time, fits_memory, fits_time, largest_fitting
+from fvsym._validate import _short, check_memory, check_time, fits_memory, fits_time, largest_fitting
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
@@ -104,7 +104,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
 
     check_spec(spec)
     if not isinstance(strategy, str):
-        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {strategy!r:.40}")
+        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {_short(strategy)}")
     budget = check_int(budget, "budget", minimum=0)
     if threads is not None:
         check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
@@ -112,9 +112,9 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
     search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
     if design is not None:
         if strategy != "fixed":
-            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {strategy!r}")
+            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {_short(strategy)}")
         if isinstance(design, (str, bytes)) or not hasattr(design, "__len__"):
-            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {design!r:.60}")
+            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {_short(design)}")
         arr = np.asarray(design, dtype=object) if not hasattr(design, "dtype") else np.asarray(design)
         if arr.ndim == 1:
             check_node_list(list(arr), "design", spec.dim)
@@ -145,19 +145,19 @@ def check_posterior_args(spec, design, phi, tau: float):
     try:
         phi = np.atleast_2d(np.asarray(phi, dtype=float))
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"readings phi must be numbers, got {phi!r:.60}") from None
+        raise ValueError(f"readings phi must be numbers, got {_short(phi)}") from None
     if phi.ndim != 2:
         raise ValueError(f"readings phi must have shape (n, B), got {phi.shape}")
     if not np.isfinite(phi).all():
         raise ValueError("readings phi must be finite (got NaN or inf)")
     if isinstance(design, (str, bytes)):
-        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}")
+        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}")
     try:
         arr = np.asarray(design)
         if arr.dtype.kind not in "iuf":
             raise TypeError
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}") from None
+        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}") from None
     if arr.dtype.kind in "iu":
         if arr.shape not in ((phi.shape[1],), phi.shape):
             raise ValueError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _chunks
 from .channels import make_channel, token_statistics
@@ -155,7 +156,7 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
             raise ValueError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
         return sum(1 << (spec.depth - 1 - k) for k, x in enumerate(signs) if x < 0)
     if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
-        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {leaf!r}")
+        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
     return int(leaf)
 
 

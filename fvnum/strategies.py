@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _kernels
 from .tree import TreeSpec
@@ -334,7 +335,7 @@ class RolloutPolicy(Policy):
                  n_cand: int = 4, allow_repeat: bool = True, seed: int = 0):
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
-                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
+                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
         self.n_cand, self.allow_repeat = int(n_cand), bool(allow_repeat)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))

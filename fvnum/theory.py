@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from .channels import Channel, effective_tau2
 from .estimate import Estimate
@@ -157,7 +158,7 @@ def lmmse(prior, W, channel: Channel) -> LinearDecoder:
 def top_levels_rows(dim: int, budget: int) -> np.ndarray:
     """Rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= dim:
-        raise ValueError(f"budget must be an integer in 1..D={dim}, got {budget!r}")
+        raise ValueError(f"budget must be an integer in 1..D={dim}, got {_short(budget)}")
     return np.eye(dim)[:budget]
 
 

@@ -190,4 +190,6 @@ def _plain(value):
         from ._validate import check_real
 
         return check_real(value, "argument")
+    if isinstance(value, sp.Basic) and not value.is_number:
+        raise ValueError(f"a formula's value needs numbers, got {value}; use .exact(...) or .expr.subs(...) for symbols")
     return value

@@ -99,6 +99,15 @@ def _check_digits(value, name: str) -> None:
                          f"denominator, got {kind} with {d} digits")
 
 
+def plain_error(exc) -> str:
+    """The message of an error met while reading a file, in the project's words where Python's own would
+    leak (its limit of 4300 digits on an int, met by a damaged JSON or TOML number)."""
+    text = str(exc)
+    if "Exceeds the limit" in text and "digits" in text:
+        return "a number of more than 4300 digits"
+    return text
+
+
 def check_printable(expr, what: str, hint: str = "") -> None:
     """Refuse (one-line ValueError) a derived exact result holding a number too long to print in full
     (more than ``MAX_DIGITS`` digits; Python itself stops at 4300), before it is printed."""
@@ -228,12 +237,12 @@ def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) ->
     Fractions (``4.0``, ``np.float32(4)``, ``Fraction(4)``); bools and strings are refused."""
     if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
         raise ValueError(f"{name} must be an integer, got {_short(value)}")
-    if not hasattr(value, "__index__"):
+    integral = integer_value(value)
+    if integral is None and not hasattr(value, "__index__"):
         integral = _integral(value)
-        if integral is None:
-            raise ValueError(f"{name} must be an integer, got {_short(value)}")
-        value = integral
-    value = int(value)
+    if integral is None:
+        raise ValueError(f"{name} must be an integer, got {_short(value)}")
+    value = integral
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {_short(value)}")
     if maximum is not None and value > maximum:

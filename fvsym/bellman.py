@@ -35,7 +35,7 @@ from fractions import Fraction
 import sympy as sp
 
 from . import _envelope, _symbols
-from ._validate import check_int
+from ._validate import _short, check_int
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
 
@@ -690,7 +690,7 @@ class AlphaOptimum:
 
         a = check_alpha(alpha)
         if not a.is_number:
-            raise ValueError(f"at() needs a number alpha, got {alpha!r}")
+            raise ValueError(f"at() needs a number alpha, got {_short(alpha)}")
         for piece in self.pieces:
             if (a <= piece.upper) == sp.true:
                 return sp.expand(piece.loss.subs(_symbols.alpha, a))

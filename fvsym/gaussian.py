@@ -29,7 +29,7 @@ import sympy as sp
 
 from . import _symbols
 from ._formula import Formula
-from ._validate import check_choice, check_int, check_tau, to_exact
+from ._validate import _short, check_choice, check_int, check_tau, to_exact
 from .priors import GaussianPrior, TreePrior
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
@@ -341,7 +341,7 @@ def optimal_design(prior, budget, tau) -> sp.Matrix:
     B = check_int(budget, "budget", minimum=0)
     t = check_tau(tau)
     if not t.is_number:
-        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {tau!r}")
+        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {_short(tau)}")
     vals, vecs = _eigenbasis(C)
     if not all(v.is_number for v in vals):
         raise ValueError("optimal_design needs a numeric covariance")

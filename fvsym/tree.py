@@ -20,7 +20,7 @@ import sympy as sp
 
 from . import _symbols, bellman
 from ._formula import Formula
-from ._validate import check_alpha, check_choice, check_int
+from ._validate import _short, check_alpha, check_choice, check_int
 from .bellman import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
@@ -131,7 +131,7 @@ def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
     except TypeError:
-        raise ValueError(f"nodes must be a list of heap node numbers, got {nodes!r}") from None
+        raise ValueError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
     return tuple(prior.check_node(n) for n in nodes)
 
 
