@@ -139,6 +139,10 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
     if (tau is None) == (tokens is None):
         given = "both" if tau is not None else "neither"
         raise ValueError(f"give exactly one of tau (gaussian channel) or tokens (tokens channel); got {given}")
+    from .limits import check_spec
+    from .tree import numeric_prior
+
+    check_spec(numeric_prior(prior))  # floats the kernels can square: every engine entry builds its channel here
     if tau is not None:
         return _gaussian_channel(prior, check_tau(tau))
     N = _check_tokens(tokens)
