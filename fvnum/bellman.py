@@ -264,13 +264,17 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=
         raise ValueError("the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
     channel = make_channel(spec, tau, tokens, s2)
     budget = check_int(budget, "budget", 0, 3)
+    from .limits import check_resolution
+
+    check_resolution(spec, "the noisy Bellman recursion")
     if points is None:
         points = default_points(budget)
     points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(points).tolist())
     if len(points) < budget:
         raise ValueError(f"points needs one entry per layer, {budget}, got {points}")
     if channel.tau == 0:
-        raise ValueError("tau = 0 has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
+        given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
+        raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points):
         raise ValueError(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
                          f"{work(spec, budget, points):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")

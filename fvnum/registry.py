@@ -69,6 +69,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     import numpy as np
 
     from .gaussian import optimal_design as gaussian_optimal_design
+    from .limits import check_resolution
     from .simulate import check_budget, check_design
     from .strategies import (
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
@@ -122,6 +123,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         return FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive")
     check_budget(budget)
     _deep_only(strategy, budget, layers, width)
+    check_resolution(spec, f"strategy {strategy!r}")
     if strategy == "greedy_coordinate":
         return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
     if strategy == "rollout":
@@ -136,6 +138,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.bellman`` solves it, else a ValueError."""
     from . import bellman
+    from .limits import check_resolution
     from .simulate import check_budget
 
     if channel.tau == 0:
@@ -144,6 +147,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
         return bellman_policy(prior, spec, 0.0, L, d, name="optimal")
     check_budget(budget)
     _layout(budget, layers, width)
+    check_resolution(spec, "strategy 'optimal' under noise")
     if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget):
         raise ValueError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "

@@ -76,6 +76,11 @@ def check_design(design, spec, budget: int) -> np.ndarray:
         if arr.size != budget:
             raise ValueError(f"design has {arr.size} nodes but budget is {budget}")
         return arr
+    if arr.ndim == 2 and arr.dtype == object:  # rows of Fractions or sympy numbers
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ValueError("design matrix must hold numbers") from None
     if arr.ndim != 2 or arr.dtype.kind not in "fiu":
         raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     arr = arr.astype(float)

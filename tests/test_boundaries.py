@@ -276,3 +276,27 @@ def test_a_nan_loss_is_never_returned(monkeypatch):
     monkeypatch.setattr(simulate, "simulate", lambda *a, **k: (Estimate(math.nan, math.nan, 100), None))
     with pytest.raises(ValueError, match="came out nan"):
         loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.5, samples=100)
+
+
+def test_a_design_matrix_of_fractions_is_a_design_matrix():
+    from fvnum import loss_mc
+
+    prior = TreePrior(3, "1/2")
+    rows = [[Fraction(1), 0, 0, 0, 0, 0, 0], [0, sp.Integer(1), 0, 0, 0, 0, 0]]
+    assert loss_mc(prior, "fixed", 2, design=rows, tau=0.5, samples=200) == \
+        loss_mc(prior, "fixed", 2, design=np.eye(7)[:2], tau=0.5, samples=200)
+
+
+def test_lookahead_policies_refuse_scales_they_cannot_resolve_and_work_up_to_there():
+    from fvnum import loss_mc
+
+    with pytest.raises(ValueError, match="cannot resolve the deepest level") as info:
+        loss_mc(TreePrior(4, "1e-6"), "greedy_coordinate", 3, tau=0, samples=100)  # it would tie the path strategy
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="cannot resolve the deepest level"):
+        loss_mc(TreePrior(3, "1e-8"), "optimal", 2, tau=1e-11, samples=100)
+    prior = TreePrior(4, "1e-4")  # a_K^2 / E||theta||^2 = 1e-12: still resolved, greedy is optimal here
+    greedy = loss_mc(prior, "greedy_coordinate", 3, tau=0, samples=2000, seed=4)
+    best = loss_mc(prior, "bellman_noiseless", 3, tau=0, samples=2000, seed=5)
+    path = loss_mc(prior, "path", 3, tau=0, samples=2000, seed=5)
+    assert abs(greedy.value - best.value) <= 5 * math.hypot(greedy.stderr, best.stderr) and greedy.value < path.value / 4
