@@ -172,10 +172,10 @@ class PathPolicy(Policy):
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         empty = np.zeros((0, D))
         tokens = channel.kind == "tokens"
-        c, nc = tokens_law(spec, channel)
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_path_sim(
             draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-            channel.tau, c, nc, spec.scales,
+            channel.tau, n_tok, sigma2, spec.scales,
             donor.leaves if donor is not None else np.zeros(0, np.int64),
             donor.stat if (donor is not None and tokens) else empty,
             int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
@@ -316,9 +316,9 @@ class GreedyCoordinate(Policy):
         n = draws.n
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         tokens = channel.kind == "tokens"
-        c, nc = tokens_law(spec, channel)
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
-                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, c, nc, spec.scales,
+                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, n_tok, sigma2, spec.scales,
                                   self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
         return _coordinate_run(loss, phi, nodes)
 

@@ -5,7 +5,7 @@ Decoders (:func:`posterior_means`, :func:`posterior_losses` pick the channel's; 
 - gaussian channel, coordinate readings: one upward and one downward pass over the tree, touching only
   the read nodes and their ancestors (``O(B K)`` per sample, at most ``O(D)``; ``_kernels._coord_posterior``);
 - gaussian channel, general unit rows: enumeration of the ``2^K`` leaves, ``O(2^K B)``;
-- tokens channel: the CLT law of the one statistic read through all the rows (``_kernels.tokens``), on the
+- tokens channel: the exact law of the one statistic read through all the rows (``_kernels.tokens``), on the
   same two routes: the closure for coordinate readings, the leaves (in an orthonormal basis of the span of
   the rows, :func:`row_span`) for unit rows.
 """
@@ -165,19 +165,19 @@ def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
     out_mean = np.zeros((n, spec.dim)) if want_mean else np.zeros((0, spec.dim))
     out_loss = np.zeros(0) if want_mean else np.zeros(n)
     leaves = np.zeros(0, np.int64) if want_mean else np.ascontiguousarray(leaves, dtype=np.int64)
-    c, nc = tokens_law(spec, channel)
+    n_tok, sigma2 = tokens_law(spec, channel)
     if design.dtype.kind in "iu":
         nodes = np.ascontiguousarray(np.broadcast_to(design, phi.shape), dtype=np.int64)
-        if nc > 0:
-            _kernels._tokens_coord_decode(nodes, phi, c, nc, spec.scales, leaves, out_loss, out_mean)
+        if n_tok > 0:
+            _kernels._tokens_coord_decode(nodes, phi, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
         else:
             _kernels._tree_coord_decode(nodes, phi, float(channel.tau), spec.scales, leaves, out_loss, out_mean)
     else:
         W = design.astype(float)
         W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
-        if nc > 0:
+        if n_tok > 0:
             V, z = row_span(W, phi)
-            _kernels._tokens_dense_decode(V, z, c, nc, spec.scales, leaves, out_loss, out_mean)
+            _kernels._tokens_dense_decode(V, z, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
         else:
             _kernels._tree_dense_decode(W, phi, float(channel.tau), 1e-9, spec.scales, leaves, out_loss, out_mean)
     return out_mean if want_mean else out_loss
