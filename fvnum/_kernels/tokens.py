@@ -24,7 +24,8 @@ over the read path nodes. Leaves below an unread child of the closure share ``(p
 pass (prefix sums), one group per such child and one upward pass (log masses) give the exact posterior
 in O(closure) (``_tokens_posterior``), written into the coordinate scratch ``cs`` (``pplus``, ``pp``,
 marks), so ``coord._coord_loss`` and friends read it unchanged. General rows enumerate the ``2^K``
-leaves (``_tokens_dense_decode``), O(2^K rk). The tokens law travels as ``(n_tok, sigma2)``.
+leaves (``_tokens_dense_decode``), O(2^K rk), evaluating ``J`` only for the leaves whose O(1) upper bound
+(``_tokens_loglik_bound``) comes within ``SCREEN`` of the best. The law travels as ``(n_tok, sigma2)``.
 """
 from __future__ import annotations
 
@@ -33,33 +34,42 @@ import math
 import numpy as np
 from numba import njit
 
-from .common import LOG2, _bitlen, _lae, _path_node, _signed_scale
+from .common import LOG2, NEG_INF, _bitlen, _lae, _path_node, _signed_scale
 from .coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
 from .dense import _leaf_projections, _mean_and_error, _normalise_leaf_masses
 
-GIG_DROP = 40.0  # the trapezoid sum stops where the integrand is below exp(-GIG_DROP) of its peak
+GIG_DROP = 38.0  # the trapezoid sum stops where the integrand is below exp(-GIG_DROP) of its peak
 GIG_STEPS = 4000  # at most this many points each side of the peak
+SCREEN = 40.0  # leaves whose log-likelihood is surely this far below the best are given weight 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gig_peak(lam, alpha, beta):
+    """Peak ``(t0, u = e^t0, f0, kappa)`` of ``f(t) = lam t - (alpha e^t + beta e^-t) / 2`` and its curvature."""
+    s = math.sqrt(lam * lam + alpha * beta)
+    u = (lam + s) / alpha if lam >= 0 else beta / (s - lam)
+    t0 = math.log(u)
+    kap = 0.5 * (alpha * u + beta / u)
+    return t0, u, lam * t0 - kap, kap
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _log_gig(lam, alpha, beta):
     """``log int_0^inf r^(lam - 1) exp(-(alpha r + beta / r) / 2) dr`` (``alpha, beta > 0``), by the
-    trapezoid rule in ``t = log r`` from the peak of the (log-concave, entire) integrand ``exp(lam t -
-    (alpha e^t + beta e^-t) / 2)``: step ``h = min(1/4, 1/(2 sqrt(kappa)))`` (``kappa`` its curvature at
-    the peak; the error of the rule is about ``exp(-pi^2 / h)``), summed outwards until below
-    ``exp(-GIG_DROP)`` of the peak."""
-    s = math.sqrt(lam * lam + alpha * beta)
-    u = (lam + s) / alpha if lam >= 0 else beta / (s - lam)  # e^t at the peak
-    t0 = math.log(u)
-    kap = 0.5 * (alpha * u + beta / u)
-    f0 = lam * t0 - kap
-    h = min(0.25, 0.5 / math.sqrt(kap))
+    trapezoid rule in ``t = log r`` from the peak of the (log-concave, entire) integrand ``exp(f(t))``:
+    step ``h = min(1/8, 0.7 / sqrt(kappa))`` (errors about ``exp(-pi^2 / (2 h))`` from the strip of
+    analyticity and ``exp(-2 pi^2 / (kappa h^2))`` from the peak's width: both below 1e-17), summed
+    outwards until below ``exp(-GIG_DROP)`` of the peak."""
+    t0, u, f0, kap = _gig_peak(lam, alpha, beta)
+    h = min(0.125, 0.7 / math.sqrt(kap))
+    ap = 0.5 * alpha * u
+    bp = 0.5 * beta / u
     total = 1.0
     for side in (1.0, -1.0):
         for j in range(1, GIG_STEPS):
-            t = t0 + side * j * h
-            et = math.exp(t)
-            v = lam * t - 0.5 * (alpha * et + beta / et) - f0
+            d = side * j * h  # f(t0 + d) - f0, without the cancellation of f's large terms
+            e = math.expm1(d)
+            v = lam * d - ap * e + bp * e / (1.0 + e)
             if v < -GIG_DROP:
                 break
             total += math.exp(v)
@@ -67,12 +77,28 @@ def _log_gig(lam, alpha, beta):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _tokens_terms(p, q, zz, rk, n_tok, sigma2):
+    """``(lam, alpha, beta, rest)`` of ``log p(z | leaf) = log J(lam, alpha, beta) + rest``."""
+    g = sigma2 - p
+    beta = max(n_tok * (zz + q * q / g) / sigma2, 1e-300)
+    return 0.5 * (n_tok - rk), n_tok * sigma2 / g, beta, -0.5 * math.log1p(-p / sigma2) + n_tok * q / g
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _tokens_loglik(p, q, zz, rk, n_tok, sigma2):
     """``log p(z | leaf)`` up to a constant, from ``p = |y|^2``, ``q = <y, z>``, ``zz = |z|^2`` and the rank
     ``rk`` of the rows read (module docstring)."""
-    g = sigma2 - p
-    beta = max(n_tok * (zz + q * q / g) / sigma2, 1e-300)
-    return _log_gig(0.5 * (n_tok - rk), n_tok * sigma2 / g, beta) - 0.5 * math.log1p(-p / sigma2) + n_tok * q / g
+    lam, alpha, beta, rest = _tokens_terms(p, q, zz, rk, n_tok, sigma2)
+    return _log_gig(lam, alpha, beta) + rest
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tokens_loglik_bound(p, q, zz, rk, n_tok, sigma2):
+    """An upper bound of ``_tokens_loglik`` in O(1): ``f'' <= -sqrt(alpha beta)`` everywhere, so
+    ``J <= e^f0 sqrt(2 pi / sqrt(alpha beta))``."""
+    lam, alpha, beta, rest = _tokens_terms(p, q, zz, rk, n_tok, sigma2)
+    f0 = _gig_peak(lam, alpha, beta)[2]
+    return f0 + 0.5 * math.log(2.0 * math.pi / math.sqrt(alpha * beta)) + rest
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -190,6 +216,7 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, out_loss, out_mean
     P = np.zeros((K + 1, r))
     Y = np.zeros((nl, r))
     pn = np.zeros(nl)
+    qs = np.zeros(nl)
     mass = np.zeros(2 * nl)
     mean = np.zeros(D + 1)
     want_loss = out_loss.shape[0] > 0
@@ -214,11 +241,21 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, out_loss, out_mean
         zz = 0.0
         for b in range(r):
             zz += z[s, b] * z[s, b]
-        for i in range(nl):
+        best = 0
+        for i in range(nl):  # upper bounds first; the exact value only where it can matter
             q = 0.0
             for b in range(r):
                 q += Y[i, b] * z[s, b]
-            mass[nl + i] = _tokens_loglik(pn[i], q, zz, rk, n_tok, sigma2)
+            qs[i] = q
+            mass[nl + i] = _tokens_loglik_bound(pn[i], q, zz, rk, n_tok, sigma2)
+            if mass[nl + i] > mass[nl + best]:
+                best = i
+        top = _tokens_loglik(pn[best], qs[best], zz, rk, n_tok, sigma2)
+        for i in range(nl):
+            if mass[nl + i] < top - SCREEN:
+                mass[nl + i] = NEG_INF  # relative weight below exp(-SCREEN): nothing at double precision
+            else:
+                mass[nl + i] = _tokens_loglik(pn[i], qs[i], zz, rk, n_tok, sigma2)
         _normalise_leaf_masses(mass, nl)
         _mean_and_error(mass, scales, -1, mean, mean)
         if want_mean:

@@ -128,6 +128,18 @@ def test_path_kernel_tokens_statistic_equals_reference(exact, informed):
         np.testing.assert_array_equal(nodes, rn)
 
 
+def test_generalised_inverse_gaussian_integral_equals_bessel():
+    """``_log_gig`` (trapezoid rule in log r) against the closed form ``2 (b/a)^(lam/2) K_lam(sqrt(a b))``."""
+    from scipy.special import kve
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        lam, a, b = rng.uniform(-10, 60), 10 ** rng.uniform(-3, 4), 10 ** rng.uniform(-3, 4)
+        y = np.sqrt(a * b)
+        ref = np.log(2.0) + 0.5 * lam * np.log(b / a) + np.log(kve(lam, y)) - y
+        assert abs(K._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
+
+
 def _tokens_case(n, Kd, scales, N, s2, seed):
     """Leaves, their tokens statistic (exact in law) and the law's constants ``(N, sigma2)``."""
     from fvnum.channels import token_statistics
