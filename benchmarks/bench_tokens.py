@@ -1,5 +1,5 @@
 """Samples per second under the tokens channel (tree prior), this checkout against a baseline measured in
-the same run: the cost of decoding with the exact CLT law of the tokens (docs/decoders.md).
+the same run: the cost of decoding with the exact law of the tokens' statistic (docs/decoders.md).
 
     git worktree add --detach /tmp/base-tokens main      # or the commit to compare with
     python benchmarks/bench_tokens.py --baseline /tmp/base-tokens

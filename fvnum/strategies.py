@@ -280,7 +280,7 @@ class GreedyCoordinate(Policy):
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
     only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``). Under the
     tokens channel the belief that chooses the nodes is this gaussian one at ``tau(N)``, an approximation;
-    the reported loss is decoded exactly (the CLT law of the tokens, ``fvnum.channels.decoder_of``).
+    the reported loss is decoded exactly (the law of the tokens, ``fvnum.channels.decoder_of``).
     Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
     ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
     unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
@@ -335,7 +335,7 @@ class RolloutPolicy(Policy):
     ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
     ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
     Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
-    for choosing only); the reported loss is decoded exactly (the CLT law of the tokens)."""
+    for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "rollout"
 
@@ -387,7 +387,7 @@ class GreedyDense(Policy):
     layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
     generic row identifies the leaf, so a fixed random row is read. Under the tokens channel the belief
     that chooses the rows is the gaussian one at ``tau(N)`` (readings treated as independent), an
-    approximation; the reported loss is decoded exactly (the CLT law of the tokens)."""
+    approximation; the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "greedy_dense"
 
