@@ -20,7 +20,7 @@ Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
   law ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``: the exact law of ``S``, a
   Gaussian scale mixture with those moments (``fvnum._kernels.tokens``); at small ``N`` the CLT decoder
   loses to the exact one, and even to the gaussian channel's (docs/decoders.md). Its two constants are
-  :func:`tokens_law`.
+  ``fvnum.tree.tokens_law``.
 - ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian
   channel's at ``tau^2 = (E||theta||^2 + s2) / N`` (:func:`effective_tau2`), treating the readings as
   independent: an approximation.
@@ -70,7 +70,6 @@ class Channel:
 
 
 EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
-S2_FLOOR = 1e-9
 EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
 APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "
                  "(the CLT posterior of a Gaussian prior is not closed form)")
@@ -78,7 +77,7 @@ APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readi
 
 def decoder_of(spec, channel: Channel) -> str:
     """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
-    from .tree import TreeSpec
+    from .tree import S2_FLOOR, TreeSpec
 
     if channel.kind == "gaussian":
         return EXACT_GAUSSIAN
@@ -87,18 +86,6 @@ def decoder_of(spec, channel: Channel) -> str:
     if channel.s2 < S2_FLOOR * spec.second_moment:
         return f"approximate: law of the tokens with s2 raised to {S2_FLOOR:g} |theta|^2 (s2 = {channel.s2:g})"
     return EXACT_TOKENS
-
-
-def tokens_law(spec, channel: Channel) -> tuple[float, float]:
-    """``(n_tok, sigma2)`` of the tokens channel's law on the tree prior, ``sigma2 = |theta|^2 + s2`` (the
-    same for every leaf): ``S | theta, r ~ N(theta r, (sigma2 r / N) (I - theta theta^T / sigma2))`` with
-    ``r ~ chi2_N / N`` (``fvnum._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
-    ``s2 = 0`` the law is singular along a fully read latent; :func:`decoder_of` then says approximate).
-    ``(0, 0)`` for the gaussian channel (``n_tok = 0`` tells the kernels to use the gaussian likelihood)."""
-    if channel.kind == "gaussian":
-        return 0.0, 0.0
-    m2 = spec.second_moment
-    return float(channel.n_tokens), m2 + max(channel.s2, S2_FLOOR * m2)
 
 
 def _second_moment(prior) -> float:

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from .channels import tokens_law
-from .tree import TreeSpec
+from .tree import TreeSpec, tokens_law
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
 

@@ -137,6 +137,21 @@ def dense_losses(spec: TreeSpec, W, phi, tau: float, leaves, tol: float = 1e-9) 
     return out
 
 
+S2_FLOOR = 1e-9  # the tokens decoder's smallest s2, in units of |theta|^2 (see tokens_law)
+
+
+def tokens_law(spec, channel) -> tuple[float, float]:
+    """``(n_tok, sigma2)`` of the tokens channel's law on the tree prior, ``sigma2 = |theta|^2 + s2`` (the
+    same for every leaf): ``S | theta, r ~ N(theta r, (sigma2 r / N) (I - theta theta^T / sigma2))`` with
+    ``r ~ chi2_N / N`` (``fvnum._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
+    ``s2 = 0`` the law is singular along a fully read latent; ``fvnum.channels.decoder_of`` then says approximate).
+    ``(0, 0)`` for the gaussian channel (``n_tok = 0`` tells the kernels to use the gaussian likelihood)."""
+    if channel.kind == "gaussian":
+        return 0.0, 0.0
+    m2 = spec.second_moment
+    return float(channel.n_tokens), m2 + max(channel.s2, S2_FLOOR * m2)
+
+
 def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """An orthonormal basis ``V`` (m, r, D) of the span of the rows ``W`` (m, B, D) (``m = 1``: shared, or
     ``m = n``; ``r = min(B, D)``, zero rows past each sample's rank) and the readings ``z`` (n, r) in it:
@@ -157,8 +172,6 @@ def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
 
 def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
     """Posterior means (n, D) or losses (n,) against ``leaves`` under ``channel``'s decoder."""
-    from .channels import tokens_law
-
     phi = np.ascontiguousarray(phi, dtype=float)
     n = phi.shape[0]
     design = np.asarray(design)

@@ -7,8 +7,8 @@ import sympy as sp
 
 from fvnum import loss_mc, tau_of_tokens
 from fvnum import _reference as R
-from fvnum.channels import EXACT_TOKENS, make_channel, token_statistics, tokens_law
-from fvnum.tree import numeric_prior
+from fvnum.channels import EXACT_TOKENS, make_channel, token_statistics
+from fvnum.tree import numeric_prior, tokens_law
 from fvsym.priors import GaussianPrior, TreePrior
 
 
