@@ -18,16 +18,22 @@ prior's smallest scale (the tree's ``a_K``; a Gaussian prior's smallest positive
 noiseless in effect: coordinate readings of distinct leaves lie at least ``a_K`` apart, so one is misread
 with probability below ``exp(-1e17)``; unit rows are resolved to the noiseless decoder's own tolerance
 (``1e-9``); a Gaussian loss moves by ``tau^2 <= 1e-18`` of its smallest variance; and ``tau^2`` would
-underflow in the kernels. Such a channel is
-computed at ``tau = 0`` and remembers the ``tau`` asked for (``Channel.tau_given``). A ``tau`` above that
-bound but below ``FLOAT_RATIO`` times the tree's largest scale (possible only when the scales span more
+underflow in the kernels. Such a channel is computed at ``tau = 0`` and remembers the ``tau`` asked for
+(``Channel.tau_given``). A ``tau`` above that bound but below ``FLOAT_RATIO`` times the tree's largest scale (possible only when the scales span more
 than ``NOISELESS_RATIO / FLOAT_RATIO``) cannot be computed in doubles by the tree kernels and is refused,
 naming the range (a Gaussian prior's linear algebra copes with any tau).
 
-Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
-(:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
-choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
-``theta`` has covariance ``((|theta|^2 + s2) I + theta theta^T) / N`` and is shared by all layers).
+Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
+- ``gaussian``: the Bayes posterior under the likelihood ``N(W theta, tau^2 I)``: exact.
+- ``tokens`` on the tree prior: the Bayes posterior under the law of the stacked readings given each
+  leaf, one statistic ``S`` shared by all layers (a repeated row carries nothing new). Not only the CLT
+  law ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``: the exact law of ``S``, a
+  Gaussian scale mixture with those moments (``fvnum._kernels.tokens``); at small ``N`` the CLT decoder
+  loses to the exact one, and even to the gaussian channel's (docs/decoders.md). Its two constants are
+  ``fvnum.tree.tokens_law``.
+- ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian
+  channel's at ``tau^2 = (E||theta||^2 + s2) / N`` (:func:`effective_tau2`), treating the readings as
+  independent: an approximation.
 """
 from __future__ import annotations
 
@@ -74,6 +80,25 @@ class Channel:
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
         return out
+
+
+EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
+EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
+APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "
+                 "(the CLT posterior of a Gaussian prior is not closed form)")
+
+
+def decoder_of(spec, channel: Channel) -> str:
+    """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
+    from .tree import S2_FLOOR, TreeSpec
+
+    if channel.kind == "gaussian":
+        return EXACT_GAUSSIAN
+    if not isinstance(spec, TreeSpec):
+        return APPROX_TOKENS
+    if channel.s2 < S2_FLOOR * spec.second_moment:
+        return f"approximate: law of the tokens with s2 raised to {S2_FLOOR:g} |theta|^2 (s2 = {channel.s2:g})"
+    return EXACT_TOKENS
 
 
 def _second_moment(prior) -> float:
