@@ -64,9 +64,15 @@ def train_seconds(cfg, *, done: int = 0) -> float:
 
 def largest_steps(cfg) -> int:
     """The most training steps of ``cfg`` that fit in the time cap (0: none)."""
-    per = train_seconds(cfg.replace(train=dict(steps=2))) - train_seconds(cfg.replace(train=dict(steps=1)))
-    fixed = train_seconds(cfg.replace(train=dict(steps=1))) - per
-    return max(0, int((max_seconds() - fixed) / per)) if per > 0 else cfg.train.steps
+    cap = max_seconds()
+    lo, hi = 0, cfg.train.steps
+    while lo < hi:  # train_seconds grows with the steps
+        mid = (lo + hi + 1) // 2
+        if train_seconds(cfg.replace(train=dict(steps=mid))) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def check_train_time(cfg, what: str | None = None) -> float:

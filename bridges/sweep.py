@@ -657,7 +657,9 @@ def parse_design(text) -> list[int]:
 def _blame(message: str, spec: Spec, point: dict, options: dict, tables: dict) -> str:
     """A cell's refusal as one line naming the spec key behind it: the option the message names (a grid
     key first), else the cell's grid values."""
-    names = sorted(options, key=lambda n: (tables[n] != "grid", -len(n)))
+    resource = "would take about" in message or "of memory" in message
+    names = sorted((n for n in options if tables[n] == "grid" or not resource),  # sizes: blame a grid key only
+                   key=lambda n: (tables[n] != "grid", -len(n)))
     for name in names:
         words = {name, name.replace("_", "-"), name.replace("_", " ")}
         if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", message) for w in words):
