@@ -278,8 +278,8 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
                 break
             best = k
         hint = f"; the largest --depth that fits is {best} (at 1 step)" if best else "; no --depth fits"
-    elif isinstance(getattr(cfg, steps), int):
-        lo, hi = 0, getattr(cfg, steps)
+    elif getattr(cfg, steps) is None or isinstance(getattr(cfg, steps), int):
+        lo, hi = 0, getattr(cfg, steps) or max(RECIPE_STEPS_PER_BUDGET.values()) * 6  # None: the recipe's steps
         while lo < hi:  # the largest steps that fit (the price grows with the steps)
             mid = (lo + hi + 1) // 2
             if fits_time(price(dataclasses.replace(cfg, **{steps: mid}))):

@@ -59,6 +59,7 @@ def test_long_commands_are_refused_fast_under_a_cap(tmp_path, cap, argv, hint):
     assert seconds < 30 and not (tmp_path / "out").exists(), line  # nothing started, nothing written
 
 
+@pytest.mark.slow
 def test_training_just_under_the_cap_finishes_within_it(tmp_path):
     """The largest --steps the refusal names runs, and takes less than the cap (the estimate is an upper
     bound); one more step past a smaller cap is refused."""
