@@ -14,14 +14,14 @@ from fvsym._validate import check_memory, check_time, fits_memory, fits_time, la
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
 # Memory, measured as the peak RSS of `fv mc --depth K --samples S --threads T` (K = 16..23, S = 1000 and
-# 100,000, T = 1, 2; GNU time's %M): the interpreter with numpy, numba and the CLI about 205 MB; coordinate
+# 100,000, T = 1, 2; GNU time's %M): the interpreter with numpy, numba and the CLI 205 to 300 MB; coordinate
 # strategies (path, top_levels, greedy_coordinate) under tau about 7 D-float scratch arrays per working thread
 # (56 bytes per node: 666 MB at depth 23); the tokens channel about 7.8 D floats per sample of a 256-sample
 # chunk per thread (1.25 GB at depth 16 on one thread, 2.2 GB on two; 24 GB at depth 20 on two, which the old
 # estimate of 3 D floats priced at 12.5 GB). The constants below are those measurements rounded up.
-BASE_BYTES = 250e6
+BASE_BYTES = 300e6
 SCRATCH_FLOATS = 8  # D-sized float arrays per thread
-TOKENS_FLOATS = 9  # D floats per sample of a chunk under the tokens channel
+TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
