@@ -5,6 +5,7 @@
     fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched] [--depth K --alpha A]
                         [--format text|latex|json]
     fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
+    fv derive bellman --depth K --layers L --tau T [--alpha A]     (the noisy recursion, small trees)
 
 ``tree-loss --strategy optimal`` (or ``optimal_nonadaptive``) without ``--alpha`` prints the exact
 optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with its policy.
@@ -78,6 +79,8 @@ def register(subparsers) -> None:
     bell.add_argument("--width", type=int_arg("width", 1), default=1, help="d, nodes read per layer (default 1)")
     bell.add_argument("--alpha", type=number_arg("alpha", **_ALPHA), default=None,
                       help="scale ratio in (0, 1) for --unroll (default: symbolic)")
+    bell.add_argument("--tau", type=number_arg("tau", exact=True, low=0, high=1e100), default=None,
+                      help="gaussian channel noise tau > 0: the noisy recursion over beliefs (width 1, depth <= 3)")
     bell.add_argument("--unroll", action="store_true",
                       help="also expand the recursion for this tree (small trees) and evaluate it")
     bell.add_argument("--format", choices=FORMATS, default="text")
@@ -114,16 +117,19 @@ def _bellman(args) -> int:
     layers = check_int(args.layers, "layers", minimum=1)
     width = check_int(args.width, "width", minimum=1)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
+    tau = None if args.tau is None else check_tau(args.tau)
+    if tau is not None and args.unroll:
+        raise ValueError("--unroll expands the noiseless recursion; the noisy optimum's value: fv bounds --tau T")
     if args.unroll:
         check_tree_loss_cost(depth, layers * width, "optimal", alpha if alpha is not None else "1/2", layers, width)
     prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
-    equations = bellman.recursion(prior, layers, width)
+    equations = bellman.recursion(prior, layers, width, tau=tau)
     record = {
-        "name": "bellman_recursion",
-        "equations": [{"lhs": sp.sstr(e.lhs), "rhs": sp.sstr(e.rhs), "latex": sp.latex(e)} for e in equations],
-        "latex": bellman.recursion_latex(equations),
-        "source": "THEORY.md §3 (noiseless coordinate class, tree prior)",
-        "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha},
+        "name": "bellman_recursion" if tau is None else "noisy_bellman_recursion",
+        **equations.to_dict(),
+        "source": "THEORY.md §3 (" + ("noiseless coordinate class" if tau is None else
+                                      "under noise: gaussian channel, coordinate class, width 1") + ", tree prior)",
+        "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha, "tau": args.tau},
     }
     if args.unroll:
         expr = bellman.unroll(prior, layers, width)
@@ -137,8 +143,7 @@ def _bellman(args) -> int:
     if args.format == "latex":
         print(record["latex"])
     else:
-        for e in equations:
-            print(f"{sp.sstr(e.lhs)} = {sp.sstr(e.rhs)}")
+        print(str(equations))
     if args.unroll:
         print(f"unrolled: {record['unrolled']}")
         print(f"value = {record['unrolled_value']}" + (f"  (solve: {record['solve_loss']})" if record["solve_loss"] else ""))
@@ -226,7 +231,15 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
         if "value" in record:
             print(f"value = {record['value']} ({record['float']:.12g})")
         print(f"source: {record['source']}")
-    if extra and fmt != "json":
+    if extra and fmt == "latex":  # LaTeX only: the pieces as cases, any text (a decision tree) as comments
+        if "pieces" in extra:
+            from .bellman import pieces_latex
+
+            print(pieces_latex(formula.pieces))
+        text = extra.get("policy_text") or (f"design: nodes {extra['design']}" if "design" in extra else None)
+        if text and "pieces" not in extra:
+            print("\n".join("% " + line for line in text.splitlines()))
+    elif extra and fmt != "json":
         if "pieces_text" in extra:
             print(extra["pieces_text"])
         elif "policy_text" in extra or "design" in extra:

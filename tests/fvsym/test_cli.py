@@ -128,7 +128,9 @@ def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):
 def test_derive_bellman_prints_the_recursion(capsys):
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "|S_0| = 8" and lines[1].startswith("J_2(S) = ") and lines[-1] == "optimal_loss = J_0(S_0)"
+    assert lines[0] == "|S_0| = 8" and lines[1].startswith("J_2(S) = ") and lines[4] == "optimal_loss = J_0(S_0)"
+    # every set the equations use is defined after them (issue 20: N_1(S) was used undefined)
+    assert lines[5].startswith("where N_1(S): the single nodes W") and any(l.startswith("where S_W^r:") for l in lines)
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--format", "latex"]) == 0
     assert capsys.readouterr().out.startswith("\\begin{aligned}")
     record = run_json(capsys, ["derive", "bellman", "--depth", "3", "--layers", "2", "--alpha", "1/3", "--unroll"])
@@ -136,3 +138,38 @@ def test_derive_bellman_prints_the_recursion(capsys):
     assert sp.sympify(record["unrolled"]) == sp.Rational(record["solve_loss"])
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "5"]) == 2
     assert "width" in capsys.readouterr().err
+
+
+def test_derive_bellman_prints_the_noisy_recursion_for_small_trees(capsys):
+    from fvsym import TreePrior, bellman
+
+    assert main(["derive", "bellman", "--depth", "2", "--layers", "2", "--tau", "1/5", "--alpha", "1/2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("U(b) = Sum(b[m]*||") and "V_2(b) = min_{n in {1..3}}(Integral(V_1(b*p_n(phi)), (phi, -oo, oo)))" in lines
+    assert "optimal_loss = V_2(b_0)" in lines and "theta[3] = (-1, 0, sqrt(2)/2)" in lines
+    record = run_json(capsys, ["derive", "bellman", "--depth", "2", "--layers", "1", "--tau", "0.2"])
+    assert record["name"] == "noisy_bellman_recursion" and record["inputs"]["tau"] == "0.2"
+    assert any(w["symbol"] == "b_0" for w in record["where"])
+    eqs = bellman.recursion(TreePrior(2, "1/2"), 1, 1, tau="1/5")
+    likelihood = eqs[2].rhs  # p(n, m, phi): the gaussian density of tau = 1/5
+    phi, th = sp.Symbol("phi", real=True), sp.IndexedBase("theta")[sp.Symbol("m", integer=True, positive=True), sp.Symbol("n")]
+    assert sp.simplify(sp.integrate(likelihood.subs(th, 0), (phi, -sp.oo, sp.oo))) == 1
+    for argv, message in ((["--depth", "4", "--layers", "2", "--tau", "0.2"], "depth must be <= 3"),
+                          (["--depth", "2", "--layers", "2", "--width", "2", "--tau", "0.2"], "width 1"),
+                          (["--depth", "2", "--layers", "2", "--tau", "0.2", "--unroll"], "fv bounds"),
+                          (["--depth", "2", "--layers", "2", "--tau", "0"], "tau = 0")):
+        assert main(["derive", "bellman", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_latex_of_a_piecewise_optimum_has_no_plain_text_line(capsys):
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "optimal",
+                 "--format", "latex"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tree_loss_optimal = \\frac{\\alpha^{2}}{4}"
+    assert out[1] == "\\begin{cases}" and out[-1] == "\\end{cases}" and not any(l.startswith("piece") for l in out)
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "optimal", "--alpha", "1/2",
+                 "--policy", "--format", "latex"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tree_loss_optimal = \\frac{1}{16}" and all(l.startswith("% ") for l in out[1:])
