@@ -59,6 +59,18 @@ class Bounds:
             **self.inputs,
         }
 
+    def to_frame(self):
+        """Every candidate policy's Estimate on the same samples, as a pandas DataFrame."""
+        from .estimate import to_frame
+
+        return to_frame([{"policy": k, **v.to_dict()} for k, v in self.candidates.items()], "a Bounds")
+
+    def __repr__(self) -> str:
+        lines = [f"Bounds({self})"]
+        lines += [f"  {name:18s} {est}" for name, est in self.candidates.items()]
+        lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in self.differences.items()]
+        return "\n".join(lines)
+
     def __str__(self) -> str:
         exact = "n/a" if self.exact is None else f"{self.exact:.6g}"
         return (f"optimum in [{self.lower:.6g}, {self.upper.value:.6g} +- {self.upper.stderr:.2g}]  "

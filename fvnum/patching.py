@@ -68,6 +68,29 @@ class PatchingTable:
             out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
         return out
 
+    def to_frame(self):
+        """Long form as a pandas DataFrame: one row per (patched layer, divergence depth) with ``loss``,
+        ``stderr``, ``unpatched`` (that column's own unpatched loss) and, where paired, ``effect``."""
+        from .estimate import to_frame
+
+        rows = []
+        for a, layer in enumerate(self.layers):
+            for b, depth in enumerate(self.depths):
+                row = {"layer": layer, "depth": depth, "loss": float(self.loss[a, b]), "stderr": float(self.stderr[a, b]),
+                       "unpatched": float(self.unpatched_by_depth[b])}
+                if self.effect is not None:
+                    row.update(effect=float(self.effect[a, b]), effect_stderr=float(self.effect_stderr[a, b]))
+                rows.append(row)
+        return to_frame(rows, "a PatchingTable")
+
+    def __repr__(self) -> str:
+        head = (f"PatchingTable({self.strategy}, metric {self.metric}, {len(self.layers)} layers x "
+                f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
+                                      for b in range(len(self.depths))) for a, l in enumerate(self.layers)]
+        return "\n".join([head, "       " + cols, *body])
+
     def to_markdown(self) -> str:
         """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
         def table(values, errors):

@@ -106,6 +106,24 @@ class ComparisonTable:
         return {"prior": self.prior, "budget": self.budget, **self.channel.to_dict(), "samples": self.samples,
                 "seed": self.seed, "rows": [r.to_dict() for r in self.rows]}
 
+    def to_frame(self):
+        """The rows as a pandas DataFrame (one row per theory row; pandas is optional)."""
+        from .estimate import to_frame
+
+        return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
+
+    def __repr__(self) -> str:
+        ch = self.channel
+        what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
+        lines = [f"ComparisonTable({self.prior} prior, budget {self.budget}, {what}; mc rows: {self.samples} samples, "
+                 f"seed {self.seed})"]
+        width = max((len(r.name) for r in self.rows), default=4)
+        for r in self.rows:
+            d = r.to_dict()
+            err = f" +- {d['stderr']:.2g}" if d["stderr"] else ""
+            lines.append(f"  {d['name']:<{width}}  {d['value']:.5g}{err}  [{d['how']}, {d['channel']}]  {d['what']}")
+        return "\n".join(lines)
+
 
 # --- exact linear theory ---------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -114,6 +132,12 @@ class LinearDecoder:
 
     U: np.ndarray
     loss: float
+
+    def to_dict(self) -> dict:
+        return {"U": self.U.tolist(), "loss": self.loss}
+
+    def __repr__(self) -> str:
+        return f"LinearDecoder(loss={self.loss:.6g}, U of shape {self.U.shape})"
 
 
 def prior_covariance(prior) -> np.ndarray:

@@ -57,6 +57,10 @@ class WaterFilling:
     loss: sp.Expr
     weights: tuple
 
+    def to_dict(self) -> dict:
+        return {"loss": sp.sstr(self.loss), "loss_float": float(self.loss) if self.loss.is_number else None,
+                "weights": [sp.sstr(w) for w in self.weights]}
+
 
 @dataclass(frozen=True)
 class DepthComparison:
