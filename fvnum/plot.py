@@ -31,6 +31,7 @@ this one source.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,11 +208,23 @@ def draw(ax, curves, *, logy: bool = True, min_value: float = 1e-12) -> list:
     return artists
 
 
-def figure(figsize=(7.5, 4.8), ncols: int = 1, **kw):
-    """A matplotlib Figure and its axes, without pyplot (nothing is displayed; Agg renders on save)."""
+@functools.cache
+def _figure_class():
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize, layout="constrained")
+    class PlotFigure(Figure):
+        """A matplotlib Figure that a notebook shows as a PNG (``_repr_png_``), made without pyplot."""
+
+        def _repr_png_(self):
+            return png(self)
+
+    return PlotFigure
+
+
+def figure(figsize=(7.5, 4.8), ncols: int = 1, **kw):
+    """A matplotlib Figure and its axes, without pyplot (nothing is displayed; Agg renders on save; a
+    notebook shows it as a PNG)."""
+    fig = _figure_class()(figsize=figsize, layout="constrained")
     axes = fig.subplots(1, ncols, squeeze=True, **kw)
     return fig, axes
 

@@ -205,7 +205,8 @@ class Formula:
         return sp.latex(self.expr)
 
     def _repr_latex_(self) -> str:
-        return f"$\\displaystyle {self.name} = {self.latex}$"
+        name = self.name.replace("_", r"\_")
+        return f"$\\displaystyle \\mathrm{{{name}}} = {self.latex}$"
 
     def __str__(self) -> str:
         return f"{self.name} = {self.expr}"

@@ -45,7 +45,7 @@ def test_latex_views():
     assert f.latex == sp.latex(f.expr)
     assert "\\tau" in f.latex
     r = f._repr_latex_()
-    assert r.startswith("$") and r.endswith("$") and "isotropic_loss" in r and f.latex in r
+    assert r.startswith("$") and r.endswith("$") and "\\mathrm{isotropic\\_loss}" in r and f.latex in r
     assert str(f).startswith("isotropic_loss = ")
 
 
