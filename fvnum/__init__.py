@@ -27,7 +27,7 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
+def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None):
     """Exact Bayes posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``:
     node numbers (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian likelihood
     with noise ``tau``, or ``tau_of_tokens(prior, tokens, s2)`` for readings of the tokens channel."""
@@ -39,7 +39,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     from .limits import check_posterior_args
 
     spec = tree.numeric_prior(prior)
-    t = make_channel(spec, tau, tokens, s2).tau
+    t = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel).tau
     design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
     if design.dtype.kind in "iu":

@@ -324,7 +324,7 @@ class NoisyBellman:
                 "points": self.points, "how": self.how}
 
 
-def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=None,
+def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, points=None,
                   threads=None) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
     gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``).
@@ -336,7 +336,7 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     budget = check_int(budget, "budget", 0, 3)
     if points is None:
         points = default_points(budget)

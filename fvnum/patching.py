@@ -130,7 +130,8 @@ def draw_pair(spec: TreeSpec, channel, n: int, budget: int, j: int, rng, fixed=N
     return target, donor
 
 
-def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strategy: str = "path", policy=None,
+def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
+                   strategy: str = "path", policy=None,
                    layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                    depths=None, threads=None, progress=False) -> PatchingTable:
     """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
@@ -138,7 +139,7 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
     (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
     for j in depths:
         if not 1 <= j <= spec.depth:
@@ -155,13 +156,14 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     )
 
 
-def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, strategy: str = "path",
+def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
+                 channel=None, strategy: str = "path",
                  policy=None, layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                  threads=None) -> tuple:
     """Patching for one given pair of leaves (index or sign vector each): the losses over the channel
     noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
     if pair[0] == pair[1]:
         raise ValueError(f"target and donor are the same leaf {pair[0]}; they must differ")
@@ -182,11 +184,12 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
     return int(leaf)
 
 
-def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads):
+def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
+           n_tokens=None, channel=None):
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("key patching needs a tree prior (divergence depth of two leaves)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
                        seed=seed, threads=threads)

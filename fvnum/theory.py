@@ -235,9 +235,11 @@ def _mc_kw(channel: Channel) -> dict:
     return {"tau": channel.tau}
 
 
-def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_000, seed: int = 0,
-                     search_samples: int = 2_000, dense: bool = True) -> ComparisonTable:
-    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see).
+def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
+                     s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
+                     dense: bool = True) -> ComparisonTable:
+    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
+    ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
@@ -254,6 +256,10 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
 
+    if channel is None or tau is not None or n_tokens is not None or tokens is not None:
+        from .channels import make_channel
+
+        channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
     B, ch = budget, channel.kind
