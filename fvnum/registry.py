@@ -183,8 +183,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
     policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
     Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
-    decoded with ``tau = tau_of_tokens(prior, N, s2)``; ``tokens=N`` is the same, the CLI's name) or
-    ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum (``fvnum.channels.make_channel``).
+    ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
+    (``fvnum.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
     Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
