@@ -44,9 +44,11 @@ print(to_markdown(table))
 # says so.
 
 # %%
-import bridges
-
-audit = getattr(bridges, "audit", None)
+try:
+    from bridges import audit  # a function of bridges, or its module bridges/audit.py
+except ImportError:
+    audit = None
+audit = getattr(audit, "audit", audit)  # the module's function of the same name
 if callable(audit):
     report = audit(result)
     print(report)
