@@ -30,10 +30,7 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
-    _register_scaling(subparsers)
-    from .sweep import register as _register_sweep
-
-    _register_sweep(subparsers)
+    _register_scaling(subparsers)  # fv sweep registers itself (bridges.sweep, a layer above these commands)
 
 
 class _Renamed(argparse.Action):
@@ -303,7 +300,7 @@ def check_workers(workers) -> None:
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.sweep``)."""
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.engine``)."""
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
                    "the output folder must be on a file system every worker sees")

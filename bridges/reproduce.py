@@ -21,7 +21,7 @@ KIND = "reproduce"
 class ReproduceConfig:
     """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
 
-    Training runs go through the engine of ``bridges.sweep``: a local Dask cluster of ``workers`` processes
+    Training runs go through the engine of ``bridges.engine``: a local Dask cluster of ``workers`` processes
     (default: the number of cores), or the running cluster at ``scheduler``. With one local worker (or one
     run to train) they train in this process."""
 
@@ -147,10 +147,10 @@ def _exact(formula) -> dict:
 
 
 def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
-    """Train the grid on the engine of ``bridges.sweep`` (one torch thread per worker), then compare every
+    """Train the grid on the engine of ``bridges.engine`` (one torch thread per worker), then compare every
     run with theory."""
     from .compare import compare
-    from .sweep import Cell, run_cells
+    from .engine import Cell, run_cells
     from .train import train
 
     train_out = str(store.folder / "train")
@@ -322,9 +322,9 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
     start = time.time()
     if cfg.scheduler not in (None, "synchronous"):
-        from .sweep import _address
+        from .engine import scheduler_address
 
-        _address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
+        scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = theory_curves(cfg, store, log)

@@ -52,7 +52,7 @@ class ScalingConfig:
     seed: int = 0
     workers: int | None = None  # local Dask worker processes (None: the number of cores; 1: this process)
     threads: int = 1
-    scheduler: str | None = None  # a running Dask cluster (bridges.sweep)
+    scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
     budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
@@ -107,10 +107,10 @@ def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
-    """Train every run not yet stored on the engine of ``bridges.sweep`` (a local Dask cluster of
+    """Train every run not yet stored on the engine of ``bridges.engine`` (a local Dask cluster of
     ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
     the rows in ``runs`` order."""
-    from .sweep import SYNCHRONOUS, Cell, run_cells
+    from .engine import SYNCHRONOUS, Cell, run_cells
 
     from .reproduce import run_cell_config
 
