@@ -55,7 +55,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
                    help=f"tree depth, D = 2^K - 1 (default {d.depth})")
     g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha,
                    help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
-    g.add_argument("--tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    g.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     g = p.add_argument_group("model (THEORY.md section 7)")
     g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
@@ -335,7 +335,7 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
     p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, help=f"{depth_help} (default {d.depth})")
     p.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha, help=f"e.g. 1/2 (default {d.alpha})")
-    p.add_argument("--tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=d.seed, help=f"first seed (default {d.seed})")
     _add_engine_arguments(p)

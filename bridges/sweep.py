@@ -403,6 +403,16 @@ class SweepResult:
     seconds: float
     files: tuple
 
+    def to_frame(self):
+        """One row per cell (grid values, loss or value, stderr, n, key) as a pandas DataFrame."""
+        from fvnum.estimate import to_frame
+
+        return to_frame([dict(r) for r in self.rows], "a SweepResult")
+
+    def __repr__(self) -> str:
+        return (f"SweepResult(fv {self.command} into {self.out}: {self.n_cells} cells, {self.n_computed} computed, "
+                f"{self.n_cached} cached, {self.seconds:.1f} s; .rows, .to_frame())")
+
     def to_dict(self) -> dict:
         return {"command": self.command, "out": self.out, "rows": [dict(r) for r in self.rows],
                 "n_cells": self.n_cells, "n_computed": self.n_computed, "n_cached": self.n_cached,

@@ -77,6 +77,13 @@ class TrainResult:
     precision: str = "fp32"  # what the key MLPs ran in: "bf16" or "fp32" (TrainConfig.precision resolved)
     model: WorkspaceModel | None = field(default=None, compare=False, repr=False)  # the trained model (not saved)
 
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"TrainResult(Model {c.model.model}, {c.data.prior} prior, depth {c.data.depth}, budget {c.model.budget}, "
+                f"N {c.data.n_tokens}, seed {c.train.seed}: loss {self.loss:.5g} +- {self.stderr:.2g} ({self.metric}, "
+                f"n={self.n_eval}); {self.steps} steps{'' if self.finished else ' (unfinished)'}, "
+                f"{self.train_seconds:.1f} s, {self.precision})")
+
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
         d["config"] = self.config.to_dict()

@@ -159,8 +159,23 @@ def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     return make_channel(prior, tokens=n_tokens, s2=s2).tau
 
 
-def make_channel(prior, tau=None, tokens=None, s2=0.01) -> Channel:
-    """Exactly one of ``tau`` (gaussian channel) or ``tokens`` (tokens channel, with ``s2``)."""
+def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channel=None) -> Channel:
+    """Exactly one of ``tau`` (gaussian channel), ``n_tokens`` = N (tokens channel, with label noise ``s2``;
+    ``tokens`` is the same keyword under the CLI's name) or ``channel`` (a ``Channel``: its kind and noise,
+    or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every function of ``fvnum`` that
+    takes a channel takes these same keywords."""
+    if n_tokens is not None:
+        if tokens is not None and tokens != n_tokens:
+            raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
+        tokens = n_tokens
+    if channel is not None:
+        if not isinstance(channel, Channel):
+            raise ValueError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")
+        if tau is not None or tokens is not None:
+            raise ValueError("give channel or tau / n_tokens, not both")
+        if channel.kind == "gaussian":
+            return Channel("gaussian", check_tau(channel.tau))
+        tokens, s2 = channel.n_tokens, channel.s2
     if (tau is None) == (tokens is None):
         given = "both" if tau is not None else "neither"
         raise ValueError(f"give exactly one of tau (gaussian channel) or tokens (tokens channel); got {given}")

@@ -174,7 +174,8 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
     return TablePolicy(solution.policy, spec, tau, layers, width, name=name)
 
 
-def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, design=None, policy=None,
+def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
+            design=None, policy=None,
             layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
             measurement: str = "unit", search_samples: int = 4000, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
@@ -188,8 +189,9 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``measurement="coordinate"``, searched on ``search_samples`` independent samples; Gaussian:
     water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
     policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
-    Channel: exactly one of ``tau`` (gaussian) or ``tokens`` = N (tokens channel with label noise ``s2``;
-    decoded with ``tau = tau_of_tokens(prior, N, s2)``).
+    Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
+    ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
+    (``fvnum.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
     Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
@@ -201,9 +203,10 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     from .limits import check_loss_mc_args
 
     spec = numeric_prior(prior)
-    check_loss_mc_args(spec, strategy, budget, design=design, tokens=tokens is not None, samples=samples,
+    named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
+    check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
                        threads=threads, search_samples=search_samples)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples = check_samples(samples)
     seed = check_seed(seed)
     budget = check_budget(budget)  # a plain int from here on (numpy, sympy or Fraction integers given)

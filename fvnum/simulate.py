@@ -240,6 +240,19 @@ class FunctionVectors:
         """The function vector after ``layer`` layers, (n, layer * d)."""
         return self.phi[:, :layer].reshape(self.phi.shape[0], -1)
 
+    def to_dict(self) -> dict:
+        """Every array as nested lists (None where absent)."""
+        return {k: None if v is None else np.asarray(v).tolist()
+                for k, v in (("phi", self.phi), ("loss", self.loss), ("nodes", self.nodes), ("rows", self.rows),
+                             ("leaves", self.leaves), ("theta", self.theta))}
+
+    def __repr__(self) -> str:
+        n, L, d = self.phi.shape
+        extra = ", ".join(f"{k} {np.shape(v)}" for k, v in (("nodes", self.nodes), ("rows", self.rows),
+                                                           ("leaves", self.leaves), ("theta", self.theta)) if v is not None)
+        return (f"FunctionVectors({n} samples, {L} layers of width {d}: phi {self.phi.shape}, mean loss "
+                f"{float(np.mean(self.loss)):.5g}" + (f"; {extra}" if extra else "") + ")")
+
 
 def draw_floats(spec, channel: Channel, budget: int) -> int:
     """Floats drawn per sample (sets the random block size: strategy-independent)."""

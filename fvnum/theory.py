@@ -107,6 +107,24 @@ class ComparisonTable:
         return {"prior": self.prior, "budget": self.budget, **self.channel.to_dict(), "samples": self.samples,
                 "seed": self.seed, "rows": [r.to_dict() for r in self.rows]}
 
+    def to_frame(self):
+        """The rows as a pandas DataFrame (one row per theory row; pandas is optional)."""
+        from .estimate import to_frame
+
+        return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
+
+    def __repr__(self) -> str:
+        ch = self.channel
+        what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
+        lines = [f"ComparisonTable({self.prior} prior, budget {self.budget}, {what}; mc rows: {self.samples} samples, "
+                 f"seed {self.seed})"]
+        width = max((len(r.name) for r in self.rows), default=4)
+        for r in self.rows:
+            d = r.to_dict()
+            err = f" +- {d['stderr']:.2g}" if d["stderr"] else ""
+            lines.append(f"  {d['name']:<{width}}  {d['value']:.5g}{err}  [{d['how']}, {d['channel']}]  {d['what']}")
+        return "\n".join(lines)
+
 
 # --- exact linear theory ---------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -115,6 +133,12 @@ class LinearDecoder:
 
     U: np.ndarray
     loss: float
+
+    def to_dict(self) -> dict:
+        return {"U": self.U.tolist(), "loss": self.loss}
+
+    def __repr__(self) -> str:
+        return f"LinearDecoder(loss={self.loss:.6g}, U of shape {self.U.shape})"
 
 
 def prior_covariance(prior) -> np.ndarray:
@@ -212,9 +236,11 @@ def _mc_kw(channel: Channel) -> dict:
     return {"tau": channel.tau}
 
 
-def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_000, seed: int = 0,
-                     search_samples: int = 2_000, dense: bool = True) -> ComparisonTable:
-    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see).
+def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
+                     s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
+                     dense: bool = True) -> ComparisonTable:
+    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
+    ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
@@ -231,6 +257,10 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
 
+    if channel is None or tau is not None or n_tokens is not None or tokens is not None:
+        from .channels import make_channel
+
+        channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
     B, ch = budget, channel.kind
