@@ -57,7 +57,6 @@ ROW_KINDS = {
     "best_nonadaptive_unit": ("upper_bound", "unit", "linear"),
     "best_nonadaptive_keyed": ("upper_bound", "unit", None),
     "water_filling_mc": ("reference", "unit", "linear"),
-    "optimal_mc": ("reference", "unit", "linear"),  # the name of water_filling_mc in tables stored before
     "top_levels_linear": ("reference", "linear", "linear"),
     "best_linear_nonadaptive": ("lower_bound", "linear", "linear"),
     "gaussian_optimum": ("reference", "unit", "linear"),
@@ -68,10 +67,11 @@ BOUND_MODELS = {"best_linear_nonadaptive": ("C",)}
 # B the non-adaptive one (unit class), C the exact linear theory of its one layer (top levels = the prior's
 # top eigen-directions, the best linear design). Gaussian prior: the water-filling design (no adaptive search).
 PREDICTION_OF_MODEL = {
-    "A": ("best_adaptive_keyed", "best_adaptive", "water_filling_mc", "optimal_mc"),
-    "B": ("best_nonadaptive_keyed", "best_nonadaptive_unit", "water_filling_mc", "optimal_mc"),
+    "A": ("best_adaptive_keyed", "best_adaptive", "water_filling_mc"),
+    "B": ("best_nonadaptive_keyed", "best_nonadaptive_unit", "water_filling_mc"),
     "C": ("top_levels_linear",),
 }
+RENAMED_ROWS = {"optimal_mc": "water_filling_mc"}  # names in tables stored before: not an optimum under tokens
 DENSE_POLICIES = ("greedy_dense",)  # adaptive policies of the unit class (the others read coordinates)
 
 
@@ -97,7 +97,10 @@ def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = 
 
 def describe_rows(rows: list) -> list:
     """Row dicts (``TheoryRow.to_dict``, or rows of a table stored before rows said what they are) with
-    ``role``, ``models``, ``class`` and ``keys`` filled in where absent (:func:`row_kind`)."""
+    ``role``, ``models``, ``class`` and ``keys`` filled in where absent (:func:`row_kind`), and old names
+    replaced (:data:`RENAMED_ROWS`: ``optimal_mc`` was the water-filling design under tokens, no optimum there)."""
+    rows = [{**r, "name": RENAMED_ROWS[r["name"]], "renamed_from": r["name"]} if r["name"] in RENAMED_ROWS else r
+            for r in rows]
     names = [r["name"] for r in rows]
     out = []
     for r in rows:
