@@ -227,7 +227,9 @@ def compare_command(args: argparse.Namespace) -> int:
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
-        md = ["# Experiment grid: trained models beside the theory", ""]
+        from .compare import seed_summary, summary_markdown
+
+        md = ["# Experiment grid: trained models beside the theory", "", summary_markdown(seed_summary(tables)), ""]
         md += ["| prediction | measured | holds |", "|---|---|---|"]
         md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
         md += [""] + [to_markdown(t) for t in tables]

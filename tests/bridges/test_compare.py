@@ -170,3 +170,44 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])
     md = to_markdown(table)
     assert "Audit of its readings: Bayes on them" in md and "Trained / prediction" in md
+
+
+def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
+    """fv mc: optimal_nonadaptive_unit / _coordinate; the old spelling works with a note naming its class;
+    fv derive: optimal_nonadaptive_coordinate is its (only) class."""
+    from bridges.cli import main
+
+    mc = ["mc", "--depth", "3", "--budget", "2", "--tau", "0.3", "--samples", "500", "--format", "json"]
+    assert main([*mc, "--strategy", "optimal_nonadaptive_unit"]) == 0
+    unit = json.loads(capsys.readouterr().out)
+    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == unit and (unit["strategy"], unit["measurement"]) == ("optimal_nonadaptive_unit", "unit")
+    assert "note: --strategy optimal_nonadaptive here is the unit class" in out.err
+    assert main([*mc, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
+    assert json.loads(capsys.readouterr().out)["measurement"] == "coordinate"
+    assert main([*mc, "--strategy", "optimal_nonadaptive_unit", "--measurement", "coordinate"]) == 2
+    assert "contradicts" in capsys.readouterr().err
+    derive = ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--alpha", "1/2", "--format", "json"]
+    assert main([*derive, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 0
+    old = json.loads(capsys.readouterr().out)
+    assert new == old and old["inputs"]["measurement"] == "coordinate"
+
+
+def test_fv_bounds_says_the_channel_of_its_exact_value(capsys):
+    from bridges.cli import main
+
+    assert main(["bounds", "--depth", "2", "--budget", "1", "--tokens", "64", "--samples", "500"]) == 0
+    assert "exact under the gaussian channel at the same tau (no exact value for tokens" in capsys.readouterr().out
+    assert main(["bounds", "--depth", "2", "--budget", "1", "--tokens", "64", "--samples", "500", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exact_channel"] == "gaussian"
+
+
+def test_the_report_legend_does_not_call_the_noiseless_policy_an_optimum():
+    from bridges.figures import STYLE
+
+    label = STYLE["bellman_noiseless"][0]
+    assert "not the noisy optimum" in label and "Bellman optimum" not in label
+    assert "coordinate class" in STYLE["optimal_nonadaptive"][0]
