@@ -78,8 +78,10 @@ def losses(means: np.ndarray, leaves, scales) -> np.ndarray:
     return ((means - leaf_thetas(scales)[np.asarray(leaves)]) ** 2).sum(axis=1)
 
 
-def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_layer=0, informed=False, layers=None):
-    """The path strategy written out layer by layer over the whole batch, decoded by enumeration.
+def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_layer=0, informed=False, layers=None,
+             c=0.0, nc=0.0):
+    """The path strategy written out layer by layer over the whole batch, decoded by enumeration (under the
+    tokens law ``(c, nc)`` when ``nc > 0``, else the gaussian likelihood of noise ``tau``).
     Same inputs and meaning as ``_kernels._tree_path_sim``; returns (loss, phi, nodes)."""
     thetas = leaf_thetas(scales)
     leaves = np.asarray(leaves)
@@ -105,7 +107,8 @@ def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_la
         routed[:, l] = node
         actual[:, l] = act
         node = 2 * node + (r < 0)
-    means = coord_posterior_mean(actual if informed else routed, phi, tau, scales)
+    read = actual if informed else routed
+    means = tokens_posterior_mean(read, phi, c, nc, scales) if nc > 0 else coord_posterior_mean(read, phi, tau, scales)
     return losses(means, leaves, scales), phi, routed
 
 
@@ -212,3 +215,28 @@ def noisy_last_q(P, cand, cls, lik, w, scales) -> np.ndarray:
                         m = (post / post.sum()) @ thetas
                         out[s, c] += Wo * w[q] * (A - m @ m)
     return out
+
+
+def tokens_posterior_mean(W, phi, c, nc, scales, tol=1e-9) -> np.ndarray:
+    """Exact tokens-channel posterior mean by enumeration (oracle of ``_kernels.tokens``): given leaf ``m``
+    the readings ``phi = W S`` are ``N(v_m, c (W W^T + v_m v_m^T / nc))`` with ``v_m = W theta_m`` (the CLT
+    law of the tokens, ``c = (|theta|^2 + s2) / N``, ``nc = |theta|^2 + s2``), a singular law when rows
+    repeat or are dependent: its log-density on the row span, by the pseudo-inverse and the
+    pseudo-determinant. ``W`` (m, B, D), ``m`` in {1, n}, or node numbers (n, B) (0: idle)."""
+    thetas = leaf_thetas(scales)
+    phi = np.asarray(phi, dtype=float)
+    W = np.asarray(W)
+    if W.dtype.kind in "iu":  # node numbers: rows e_n (a zero row for an idle channel)
+        eye = np.vstack([np.zeros(thetas.shape[1]), np.eye(thetas.shape[1])])
+        W = eye[np.broadcast_to(W, phi.shape)]
+    W = np.asarray(W, dtype=float)
+    loglik = np.zeros((phi.shape[0], thetas.shape[0]))
+    for s in range(phi.shape[0]):
+        Ws = W[s if W.shape[0] > 1 else 0]
+        G = Ws @ Ws.T
+        for i, v in enumerate(thetas @ Ws.T):
+            lam, E = np.linalg.eigh(c * (G + np.outer(v, v) / nc))
+            keep = lam > tol * max(lam.max(initial=0.0), np.finfo(float).tiny)
+            d = E[:, keep].T @ (phi[s] - v)
+            loglik[s, i] = -0.5 * np.log(lam[keep]).sum() - 0.5 * (d**2 / lam[keep]).sum()
+    return _posterior_mean(loglik, thetas)

@@ -13,10 +13,15 @@ projector onto the orthogonal complement. Cost O(D) per sample, independent of `
 Target and donor contexts of a key-patching experiment share the tokens ``x_i`` and the label noise
 ``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
 
-Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
-(:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
-choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
-``theta`` has covariance ``((|theta|^2 + s2) I + theta theta^T) / N`` and is shared by all layers).
+Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
+- ``gaussian``: the Bayes posterior under the likelihood ``N(W theta, tau^2 I)``: exact.
+- ``tokens`` on the tree prior: the Bayes posterior under the CLT law of the stacked readings given each
+  leaf, ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``, one statistic shared by all
+  layers (a repeated row carries nothing new): exact at the CLT level (``fvnum._kernels.tokens``). Its two
+  constants are :func:`tokens_law`.
+- ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian
+  channel's at ``tau^2 = (E||theta||^2 + s2) / N`` (:func:`effective_tau2`), treating the readings as
+  independent: an approximation.
 """
 from __future__ import annotations
 
@@ -60,6 +65,31 @@ class Channel:
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
         return out
+
+
+EXACT_TOKENS = "exact: CLT law of the tokens (one statistic shared by all layers)"
+EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
+APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "
+                 "(the CLT posterior of a Gaussian prior is not closed form)")
+
+
+def decoder_of(spec, channel: Channel) -> str:
+    """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
+    from .tree import TreeSpec
+
+    if channel.kind == "gaussian":
+        return EXACT_GAUSSIAN
+    return EXACT_TOKENS if isinstance(spec, TreeSpec) else APPROX_TOKENS
+
+
+def tokens_law(spec, channel: Channel) -> tuple[float, float]:
+    """``(c, nc)`` of the tokens channel's CLT law on the tree prior, whose ``|theta|^2`` is the same for
+    every leaf: the covariance of ``S`` given a leaf is ``c I + theta theta^T c / nc`` with
+    ``nc = |theta|^2 + s2`` and ``c = nc / N`` (= ``tau^2``). ``(tau^2, 0)`` for the gaussian channel
+    (``nc = 0`` tells the kernels to use the gaussian likelihood)."""
+    if channel.kind == "gaussian":
+        return channel.tau2, 0.0
+    return channel.tau2, spec.second_moment + channel.s2
 
 
 def _second_moment(prior) -> float:
