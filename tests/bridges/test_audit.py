@@ -9,10 +9,11 @@ import pytest
 import torch
 
 import bridges
+import fvnum
 from bridges.audit import audit_model
 from bridges.cli import main
 from bridges.config import DataConfig
-from bridges.data import ContextSampler
+from bridges.data import ContextSampler, fv_prior
 from bridges.models import lmmse, linear_model, path_model
 from fvnum.channels import token_statistics
 from fvnum.keys import LinearKeys, ReadingLaw, posterior_mean
@@ -85,6 +86,10 @@ def test_path_model_audit_is_the_path_monte_carlo_under_tokens():
     a = audit_model(path_model(DATA, 3), DATA, samples=800, token_sample=4096, seed=3)
     ref, ref_se = _path_reference(DATA, 3, 20_000, seed=4)
     assert abs(a.bayes_on_readings.value - ref) < 5 * math.hypot(a.bayes_on_readings.stderr, ref_se)
+    # and the path Monte Carlo of fvnum under tokens, with its exact CLT decoder
+    mc = fvnum.loss_mc(fv_prior(DATA), "path", 3, tokens=DATA.n_tokens, s2=DATA.s2, samples=20_000, seed=5)
+    assert mc.decoder.startswith("exact")
+    assert abs(a.bayes_on_readings.value - mc.value) < 5 * math.hypot(a.bayes_on_readings.stderr, mc.stderr)
     assert a.decoder_gap.value > -5 * a.decoder_gap.stderr  # the sign decoder is not better than Bayes
     for s in a.stein:  # layer l reads one node of depth l, with a unit row (sample moments on 4096 tokens:
         # the other D - 1 nodes get about (D - 1) / 4096 of the energy)
