@@ -17,8 +17,10 @@
    same contexts (a paired estimate: how much the model's readout leaves on the table).
 
 Tree prior: the latents are the ``2^K`` leaves, uniform: the decoder is exact under the CLT law. Gaussian
-prior: ``n_latents`` draws from the prior stand for it (self-normalised importance sampling); the decoder is
-then an approximation, its loss an upper bound on the loss the readings allow (``decoder`` says which).
+prior: self-normalised importance sampling, ``n_latents`` draws per context from the Gaussian posterior of the
+readings' linearised law (mean ``A theta``, ``A`` the Stein rows, covariance averaged over the prior), weighted
+by the CLT likelihood; the decoder is then an approximation, its loss an upper bound on the loss the readings
+allow (any decoder's loss is; ``decoder`` says which).
 
 Per layer and channel: the Stein row ``E grad f_l = E[x f_l(x)]`` on ``X`` (what the key measures), its
 norm and the share of its energy on the nodes of each tree depth, averaged over the contexts.
@@ -46,8 +48,8 @@ from .taps import record
 
 AUDIT_STREAM = 4  # data stream of audit contexts (training 0, evaluation 1, patching 2, probes 3)
 EXACT = "exact Bayes under the CLT law of the readings (the 2^K leaves of the tree prior)"
-APPROXIMATE = ("approximate: Bayes over {n} draws from the Gaussian prior (importance sampling), an upper bound "
-               "on the loss the readings allow")
+APPROXIMATE = ("approximate: Bayes by importance sampling, {n} draws a context from the Gaussian posterior of its "
+               "readings' linearised law; an upper bound on the loss the readings allow")
 _KEY_ENTRIES = 1 << 22  # token-sample entries (n_x x mlp_width) of the keys evaluated at once
 
 
@@ -156,7 +158,7 @@ def load_run(run_dir):
 
 
 # --- the audit -------------------------------------------------------------------------------------
-def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: int = 4096, seed: int = 0,
+def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: int = 512, seed: int = 0,
           batch: int = 256) -> Audit:
     """Audit a trained model: ``result`` is a ``TrainResult`` with its model or a finished run folder
     (module docstring). Same ``seed``, same numbers."""
@@ -169,15 +171,36 @@ def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: i
                        seed=seed, batch=batch, key=cfg.key(), name=cfg.model.model)
 
 
-def _latents(data: DataConfig, n_latents: int, seed: int) -> tuple[np.ndarray, str]:
-    """(M, D) float64 latents standing for the prior, uniform weights, and the decoder's description."""
+def _leaves(data: DataConfig) -> np.ndarray:
+    """(2^K, D) float64: the leaves of the tree prior (uniform)."""
     sampler = ContextSampler(data, dtype=torch.float64)
-    if data.prior == "tree":
-        K = data.depth
-        bits = (torch.arange(2**K)[:, None] >> torch.arange(K - 1, -1, -1)[None, :]) & 1  # (2^K, K)
-        return sampler.theta_from_signs((1 - 2 * bits).to(torch.int8)).numpy(), EXACT
-    theta, _ = sampler.sample_theta(n_latents, step_generator(seed, AUDIT_STREAM, 1 << 40))
-    return theta.numpy(), APPROXIMATE.format(n=n_latents)
+    K = data.depth
+    bits = (torch.arange(2**K)[:, None] >> torch.arange(K - 1, -1, -1)[None, :]) & 1  # (2^K, K)
+    return sampler.theta_from_signs((1 - 2 * bits).to(torch.int8)).numpy()
+
+
+def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: float, rng) -> np.ndarray:
+    """Posterior mean of theta ~ N(0, C) given the readings ``phi`` (k,) of keys ``F`` (n_x, k) on ``X``, by
+    self-normalised importance sampling: ``n_latents`` draws from the Gaussian posterior of the linearised law
+    (mean ``A theta`` with the Stein rows ``A``, the prior-averaged covariance), weighted by the CLT likelihood
+    over the linearised one (both over the k readings only, so the weights stay tame)."""
+    from fvnum.keys import law_from_key_values, posterior_mean
+
+    n_x, k = F.shape
+    A = F.T @ X / n_x  # (k, D) Stein rows: E[(theta.x) f] = A theta
+    q = np.einsum("id,de,ie->i", X, C, X)  # (n_x,) x^T C x
+    noise = ((F * (q + s2)[:, None]).T @ F / n_x - A @ C @ A.T) / n_tokens  # (k, k) E_theta Cov(phi | theta)
+    noise = 0.5 * (noise + noise.T) + 1e-12 * np.trace(noise) * np.eye(k)
+    S = A @ C @ A.T + noise  # Cov(phi)
+    G = np.linalg.solve(S, A @ C).T  # (D, k) gain: posterior mean m = G phi, covariance C - G A C
+    m, P = G @ phi, C - G @ A @ C
+    L = np.linalg.cholesky(0.5 * (P + P.T) + 1e-12 * np.trace(C) * np.eye(len(C)))
+    thetas = m + rng.standard_normal((n_latents, len(C))) @ L.T  # (M, D) draws of the proposal
+    resid = phi - thetas @ A.T  # (M, k)
+    lin = -0.5 * np.einsum("mk,mk->m", resid @ np.linalg.inv(noise), resid)  # linearised log-likelihood
+    law = law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
+    # posterior_mean adds the CLT log-likelihood; prior / proposal = (linearised likelihood)^-1 up to a constant
+    return posterior_mean(thetas, -lin, law, phi)
 
 
 def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: torch.Tensor | None) -> torch.Tensor:
@@ -196,7 +219,7 @@ def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: t
 
 
 def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000, token_sample: int = 8192,
-                n_latents: int = 4096, seed: int = 0, batch: int = 256, key: str | None = None,
+                n_latents: int = 512, seed: int = 0, batch: int = 256, key: str | None = None,
                 name: str | None = None) -> Audit:
     """Audit ``model`` on contexts of ``data`` (module docstring); ``key`` and ``name`` only label it."""
     from fvnum.keys import ReadingLaw, law_from_key_values, posterior_mean
@@ -211,8 +234,11 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     seed = check_int(seed, "seed", 0, 2**63 - 1)
     batch = check_int(batch, "batch", 1, 10**6)
     L, d, B, D = model.n_layers, model.width, model.budget, model.dim
-    thetas, decoder = _latents(data, n_latents, seed)  # (M, D)
-    log_prior = np.zeros(len(thetas))
+    tree = data.prior == "tree"
+    thetas = _leaves(data) if tree else None  # (2^K, D)
+    decoder = EXACT if tree else APPROXIMATE.format(n=n_latents)
+    C = ContextSampler(data, dtype=torch.float64).cov.numpy()  # (D, D) prior covariance
+    proposal_rng = np.random.default_rng(np.random.SeedSequence([seed, AUDIT_STREAM, 1]))
     N, s2 = data.n_tokens, data.s2
     rng = np.random.default_rng(np.random.SeedSequence([seed, AUDIT_STREAM]))
     X64 = rng.standard_normal((token_sample, D))  # (n_x, D) the fixed token sample
@@ -221,7 +247,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     projected = model.token_projections(X[None])  # L x (mlp_width, n_x) or L x None
     with torch.no_grad():
         first = _keys_at(model, 1, X, projected[0], None)[0].double().cpu().numpy()  # (n_x, d) layer 1: empty workspace
-    shared = law_from_key_values(X64, first, thetas, n_tokens=N, s2=s2) if L == 1 else None
+    shared = law_from_key_values(X64, first, thetas, n_tokens=N, s2=s2) if L == 1 and tree else None
     sub = max(1, _KEY_ENTRIES // (token_sample * max(_mlp_width(model), D)))
     sampler = ContextSampler(data, device)
     was_training = model.training
@@ -242,12 +268,16 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 for a in range(0, b, sub):
                     F[a : a + sub, :, (l - 1) * d : l * d] = _keys_at(model, l, X, projected[l - 1], p[a : a + sub]).cpu().numpy()
             rows.append(np.einsum("nd,bnk->bkd", X64, F) / token_sample)  # (b, B, D) Stein rows E[x f(x)]
-            if shared is not None:
-                law = shared
+            if not tree:
+                theta_b = np.stack([_gaussian_posterior_mean(X64, F[j], phi[j], C, n_latents, N, s2, proposal_rng)
+                                    for j in range(b)])
             else:
-                laws = [law_from_key_values(X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
-                law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
-            theta_b = posterior_mean(thetas, log_prior, law, phi)  # (b, D)
+                if shared is not None:
+                    law = shared
+                else:
+                    laws = [law_from_key_values(X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
+                    law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
+                theta_b = posterior_mean(thetas, np.zeros(len(thetas)), law, phi)  # (b, D)
             theta = c.theta.double().cpu().numpy()
             if model.decodes:
                 own.append(((out.theta_hat.double().cpu().numpy() - theta) ** 2).sum(1))
@@ -261,7 +291,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     own, bayes = np.concatenate(own), np.concatenate(bayes)
     return Audit(key, name, data, B, L, "theta" if model.decodes else "query", _estimate(own), _estimate(bayes),
                  _estimate(own - bayes), _stein(np.concatenate(rows), L, d, data.depth), decoder, samples,
-                 token_sample, len(thetas), seed)
+                 token_sample, len(thetas) if tree else n_latents, seed)
 
 
 def _mlp_width(model: WorkspaceModel) -> int:

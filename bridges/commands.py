@@ -175,8 +175,8 @@ def _register_audit(subparsers) -> None:
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
     p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
                    help="size of the fixed token sample the keys are evaluated on (default 8192)")
-    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=4096,
-                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 4096; the tree "
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
+                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
                    "prior uses its 2^K leaves)")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)

@@ -136,7 +136,7 @@ def audit_dict(result, *, seed: int = 0) -> dict:
     """The audit of a trained run's own readings at the comparisons' sizes (``bridges.audit``), as a dict."""
     from .audit import audit
 
-    return audit(result, samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE, n_latents=2048, seed=seed).to_dict()
+    return audit(result, samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE, n_latents=256, seed=seed).to_dict()
 
 
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
