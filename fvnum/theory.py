@@ -334,8 +334,31 @@ def _mc_kw(channel: Channel) -> dict:
     return {"tau": channel.tau}
 
 
+def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int) -> list:
+    """The rows under the key family ``family`` (``fvnum.keyed``: ``best_nonadaptive_keyed``, and
+    ``best_adaptive_keyed`` where it exists): tokens channel only (the key channel is the tokens' one)."""
+    import importlib
+
+    if channel.kind != "tokens":
+        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+    try:
+        keyed = importlib.import_module(".keyed", __package__)
+    except ModuleNotFoundError:
+        raise ValueError("keyed rows need fvnum.keyed (best_nonadaptive_keyed / best_adaptive_keyed)") from None
+    rows = []
+    for name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
+        fn = getattr(keyed, name, None)
+        if fn is None:
+            continue
+        found = fn(prior, budget, family, n_tokens=channel.n_tokens, s2=channel.s2, samples=samples, seed=seed)
+        rows.append(TheoryRow(name, float(found.estimate.value), float(found.estimate.stderr),
+                              "exact" if found.estimate.stderr == 0 else f"mc n={found.estimate.n}",
+                              f"{found.what} ({found.family} keys)", "tokens", keys=found.family))
+    return rows
+
+
 def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_000, seed: int = 0,
-                     search_samples: int = 2_000, dense: bool = True) -> ComparisonTable:
+                     search_samples: int = 2_000, dense: bool = True, keyed: str | None = None) -> ComparisonTable:
     """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see).
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
@@ -345,7 +368,9 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     channel's optimum, not the tokens channel's). Both: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
-    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows).
+    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
+    key family (e.g. ``"weighted"``) whose best rows (:func:`keyed_rows`) join the table; they become the
+    prediction rows of Models A and B (:data:`PREDICTION_OF_MODEL`).
     """
     from fvsym.priors import TreePrior
 
@@ -355,6 +380,8 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     from .tree import numeric_prior
 
     channel = _check_channel(channel)
+    if keyed is not None and channel.kind != "tokens":
+        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
     spec = numeric_prior(prior)
     B, ch = budget, channel.kind
     kw = dict(_mc_kw(channel), samples=samples, seed=seed)
@@ -404,6 +431,8 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
         what = (f"Gaussian of the same covariance, optimal under the gaussian channel at the same tau "
                 f"(not the models' {ch} channel, not a bound for it)")
     rows.append(TheoryRow.exact("gaussian_optimum", gaussian_optimum(prior, B, channel), what, "gaussian"))
+    if keyed is not None:
+        rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed)
     rows = _with_roles(rows)
     return ComparisonTable("tree" if isinstance(prior, TreePrior) else "gaussian", int(B), channel, int(samples),
                            int(seed), tuple(rows))

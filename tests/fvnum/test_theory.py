@@ -187,3 +187,26 @@ def test_keyed_rows_become_the_predictions_of_a_and_b():
 def test_bad_row_descriptions_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         TheoryRow.exact("x", 1.0, "x", "tokens", **bad)
+
+
+def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
+    """The wiring of fvnum.keyed's rows (a stand-in module here: the numbers are fvnum.keyed's to test)."""
+    import sys
+    import types
+
+    from fvnum.estimate import Estimate
+
+    def found(value):
+        return lambda prior, budget, family, **kw: types.SimpleNamespace(
+            estimate=Estimate(value, 0.001, kw["samples"]), what="searched", family=family)
+
+    fake = types.ModuleType("fvnum.keyed")
+    fake.best_nonadaptive_keyed, fake.best_adaptive_keyed = found(0.3), found(0.2)
+    monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
+    prior = TreePrior(2, "1/2")
+    table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,
+                             keyed="weighted")
+    assert table.prediction("A").name == "best_adaptive_keyed" and table.prediction("B").name == "best_nonadaptive_keyed"
+    assert table.prediction("B").keys == "weighted" and table.row("best_adaptive").role == "upper_bound"
+    with pytest.raises(ValueError, match="tokens channel"):
+        comparison_table(prior, 1, make_channel(prior, tau=0.1), samples=500, search_samples=100, keyed="weighted")
