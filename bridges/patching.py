@@ -215,7 +215,7 @@ def path_bayes_decoder(data_cfg: DataConfig):
     """The readout ``fvnum`` uses for the ``path`` strategy, as a function ``p (batch, B) -> theta_hat (batch, D)``
     for ``bridges.models.path_model(data, B, readout=...)``: the exact posterior mean of the tree prior
     given readings ``p_k`` of the nodes ``n_k`` routed by their signs (``n_{k+1} = 2 n_k + [p_k < 0]``), under
-    the CLT law of the tokens channel (``fvnum.tree.posterior_means``, docs/decoders.md).
+    the exact law of the tokens channel (``fvnum.tree.posterior_means``, docs/decoders.md).
     Not differentiable (computed in numpy)."""
     from fvnum.tree import numeric_prior, posterior_means
 

@@ -31,7 +31,7 @@ def __dir__():
 def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     """Posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``: node numbers
     (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian channel (``tau``): exact
-    Bayes. Tokens channel (``tokens`` = N, ``s2``): on the tree prior exact under the CLT law of the one
+    Bayes. Tokens channel (``tokens`` = N, ``s2``): on the tree prior exact under the law of the one
     statistic read through all the rows (a repeated row adds nothing; readings off the span of the rows
     are projected on it); on a Gaussian prior the gaussian channel's decoder at
     ``tau_of_tokens(prior, tokens, s2)``, an approximation (docs/decoders.md)."""

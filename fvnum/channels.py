@@ -15,10 +15,12 @@ Target and donor contexts of a key-patching experiment share the tokens ``x_i`` 
 
 Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
 - ``gaussian``: the Bayes posterior under the likelihood ``N(W theta, tau^2 I)``: exact.
-- ``tokens`` on the tree prior: the Bayes posterior under the CLT law of the stacked readings given each
-  leaf, ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``, one statistic shared by all
-  layers (a repeated row carries nothing new): exact at the CLT level (``fvnum._kernels.tokens``). Its two
-  constants are :func:`tokens_law`.
+- ``tokens`` on the tree prior: the Bayes posterior under the law of the stacked readings given each
+  leaf, one statistic ``S`` shared by all layers (a repeated row carries nothing new). Not only the CLT
+  law ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``: the exact law of ``S``, a
+  Gaussian scale mixture with those moments (``fvnum._kernels.tokens``); at small ``N`` the CLT decoder
+  loses to the exact one, and even to the gaussian channel's (docs/decoders.md). Its two constants are
+  ``fvnum.tree.tokens_law``.
 - ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian
   channel's at ``tau^2 = (E||theta||^2 + s2) / N`` (:func:`effective_tau2`), treating the readings as
   independent: an approximation.
@@ -67,7 +69,7 @@ class Channel:
         return out
 
 
-EXACT_TOKENS = "exact: CLT law of the tokens (one statistic shared by all layers)"
+EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
 EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
 APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "
                  "(the CLT posterior of a Gaussian prior is not closed form)")
@@ -75,21 +77,15 @@ APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readi
 
 def decoder_of(spec, channel: Channel) -> str:
     """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
-    from .tree import TreeSpec
+    from .tree import S2_FLOOR, TreeSpec
 
     if channel.kind == "gaussian":
         return EXACT_GAUSSIAN
-    return EXACT_TOKENS if isinstance(spec, TreeSpec) else APPROX_TOKENS
-
-
-def tokens_law(spec, channel: Channel) -> tuple[float, float]:
-    """``(c, nc)`` of the tokens channel's CLT law on the tree prior, whose ``|theta|^2`` is the same for
-    every leaf: the covariance of ``S`` given a leaf is ``c I + theta theta^T c / nc`` with
-    ``nc = |theta|^2 + s2`` and ``c = nc / N`` (= ``tau^2``). ``(tau^2, 0)`` for the gaussian channel
-    (``nc = 0`` tells the kernels to use the gaussian likelihood)."""
-    if channel.kind == "gaussian":
-        return channel.tau2, 0.0
-    return channel.tau2, spec.second_moment + channel.s2
+    if not isinstance(spec, TreeSpec):
+        return APPROX_TOKENS
+    if channel.s2 < S2_FLOOR * spec.second_moment:
+        return f"approximate: law of the tokens with s2 raised to {S2_FLOOR:g} |theta|^2 (s2 = {channel.s2:g})"
+    return EXACT_TOKENS
 
 
 def _second_moment(prior) -> float:

@@ -30,7 +30,7 @@ def register(subparsers) -> None:
         "mc", help="Monte Carlo loss of a strategy under a noisy channel (Bayes decoder; see the decoder field)",
         description="Monte Carlo loss E||theta_hat - theta||^2 of a strategy decoded by the posterior mean, "
         "under the gaussian channel (--tau) or the tokens channel (--tokens N, label noise --s2). The decoder is "
-        "exact for the gaussian channel and for the tokens channel on the tree prior (the CLT law of the tokens: "
+        "exact for the gaussian channel and for the tokens channel on the tree prior (the law of the tokens: "
         "one statistic read by every layer, so a repeated row adds nothing); for the tokens channel on a Gaussian "
         "prior it is an approximation (the gaussian channel's decoder at tau(N)). The output's decoder field "
         "says which (docs/decoders.md).",
@@ -79,7 +79,7 @@ def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
     channel = p.add_mutually_exclusive_group(required=required)
     channel.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
                          help="gaussian channel noise tau >= 0")
-    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens (exact CLT decoder on the tree prior, approximate on a Gaussian prior)")
+    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens (exact decoder on the tree prior, approximate on a Gaussian prior)")
     p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=s2,
                    help="label noise variance of the tokens channel (default 1/100)")
     p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=samples)
@@ -194,7 +194,7 @@ def _mc(args) -> int:
         "prior": args.prior, "depth": args.depth, "alpha": args.alpha, "budget": args.budget,
         "strategy": args.strategy, "channel": channel.kind,
         # the channel's noise: tau itself, or tau_of_tokens(prior, N, s2) under the tokens channel (the isotropic
-        # part of the CLT law of the tokens; see the decoder field)
+        # part of the covariance of the tokens statistic; see the decoder field)
         "tau": channel.tau, "tokens": args.tokens, "s2": s2 if args.tokens is not None else None,
         "samples": args.samples, "seed": args.seed,
     }

@@ -7,7 +7,7 @@ runs its policy, except that layer ``l`` reads the rows the policy chooses on th
 donor's keys); every other layer, and the routing after the patch, follow the target's own readings.
 The decoder is the target's Bayes decoder for the rows its own policy chose (a readout that does not
 know about the patch); ``informed=True`` decodes with the rows actually read instead. Under the tokens
-channel on the tree prior it is the exact CLT decoder of the tokens (the table's ``decoder`` says so).
+channel on the tree prior it is the exact decoder of the tokens (the law of their one statistic) (the table's ``decoder`` says so).
 
 For the path strategy under the gaussian channel the donor reads exactly the target's nodes and
 values up to depth ``j - 1``, so a patch at ``l <= j`` changes nothing: the loss equals the unpatched

@@ -147,7 +147,7 @@ def read(spec, channel: Channel, draws: Draws, rows: Rows, offset: int) -> np.nd
 
 def decode_losses(spec, channel: Channel, draws: Draws, rows: list, phi: np.ndarray) -> np.ndarray:
     """Per-sample loss of the posterior mean given readings ``phi`` (n, B) of the rows ``rows``: exact on the
-    tree prior under both channels (under ``tokens``: the CLT law of the stacked rows), and on a Gaussian
+    tree prior under both channels (under ``tokens``: the law of the one statistic the rows read), and on a Gaussian
     prior under the gaussian channel; under ``tokens`` on a Gaussian prior the gaussian channel's decoder
     at ``tau(N)``, an approximation (``fvnum.channels.decoder_of``)."""
     n = draws.n

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from .channels import tokens_law
-from .tree import TreeSpec
+from .tree import TreeSpec, tokens_law
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
 
@@ -172,10 +171,10 @@ class PathPolicy(Policy):
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         empty = np.zeros((0, D))
         tokens = channel.kind == "tokens"
-        c, nc = tokens_law(spec, channel)
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_path_sim(
             draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-            channel.tau, c, nc, spec.scales,
+            channel.tau, n_tok, sigma2, spec.scales,
             donor.leaves if donor is not None else np.zeros(0, np.int64),
             donor.stat if (donor is not None and tokens) else empty,
             int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
@@ -280,7 +279,7 @@ class GreedyCoordinate(Policy):
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
     only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``). Under the
     tokens channel the belief that chooses the nodes is this gaussian one at ``tau(N)``, an approximation;
-    the reported loss is decoded exactly (the CLT law of the tokens, ``fvnum.channels.decoder_of``).
+    the reported loss is decoded exactly (the law of the tokens, ``fvnum.channels.decoder_of``).
     Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
     ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
     unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
@@ -316,9 +315,9 @@ class GreedyCoordinate(Policy):
         n = draws.n
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         tokens = channel.kind == "tokens"
-        c, nc = tokens_law(spec, channel)
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
-                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, c, nc, spec.scales,
+                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, n_tok, sigma2, spec.scales,
                                   self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
         return _coordinate_run(loss, phi, nodes)
 
@@ -335,7 +334,7 @@ class RolloutPolicy(Policy):
     ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
     ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
     Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
-    for choosing only); the reported loss is decoded exactly (the CLT law of the tokens)."""
+    for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "rollout"
 
@@ -387,7 +386,7 @@ class GreedyDense(Policy):
     layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
     generic row identifies the leaf, so a fixed random row is read. Under the tokens channel the belief
     that chooses the rows is the gaussian one at ``tau(N)`` (readings treated as independent), an
-    approximation; the reported loss is decoded exactly (the CLT law of the tokens)."""
+    approximation; the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "greedy_dense"
 

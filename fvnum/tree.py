@@ -5,7 +5,7 @@ Decoders (:func:`posterior_means`, :func:`posterior_losses` pick the channel's; 
 - gaussian channel, coordinate readings: one upward and one downward pass over the tree, touching only
   the read nodes and their ancestors (``O(B K)`` per sample, at most ``O(D)``; ``_kernels._coord_posterior``);
 - gaussian channel, general unit rows: enumeration of the ``2^K`` leaves, ``O(2^K B)``;
-- tokens channel: the CLT law of the one statistic read through all the rows (``_kernels.tokens``), on the
+- tokens channel: the exact law of the one statistic read through all the rows (``_kernels.tokens``), on the
   same two routes: the closure for coordinate readings, the leaves (in an orthonormal basis of the span of
   the rows, :func:`row_span`) for unit rows.
 """
@@ -137,6 +137,21 @@ def dense_losses(spec: TreeSpec, W, phi, tau: float, leaves, tol: float = 1e-9) 
     return out
 
 
+S2_FLOOR = 1e-9  # the tokens decoder's smallest s2, in units of |theta|^2 (see tokens_law)
+
+
+def tokens_law(spec, channel) -> tuple[float, float]:
+    """``(n_tok, sigma2)`` of the tokens channel's law on the tree prior, ``sigma2 = |theta|^2 + s2`` (the
+    same for every leaf): ``S | theta, r ~ N(theta r, (sigma2 r / N) (I - theta theta^T / sigma2))`` with
+    ``r ~ chi2_N / N`` (``fvnum._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
+    ``s2 = 0`` the law is singular along a fully read latent; ``fvnum.channels.decoder_of`` then says approximate).
+    ``(0, 0)`` for the gaussian channel (``n_tok = 0`` tells the kernels to use the gaussian likelihood)."""
+    if channel.kind == "gaussian":
+        return 0.0, 0.0
+    m2 = spec.second_moment
+    return float(channel.n_tokens), m2 + max(channel.s2, S2_FLOOR * m2)
+
+
 def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """An orthonormal basis ``V`` (m, r, D) of the span of the rows ``W`` (m, B, D) (``m = 1``: shared, or
     ``m = n``; ``r = min(B, D)``, zero rows past each sample's rank) and the readings ``z`` (n, r) in it:
@@ -157,27 +172,25 @@ def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
 
 def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
     """Posterior means (n, D) or losses (n,) against ``leaves`` under ``channel``'s decoder."""
-    from .channels import tokens_law
-
     phi = np.ascontiguousarray(phi, dtype=float)
     n = phi.shape[0]
     design = np.asarray(design)
     out_mean = np.zeros((n, spec.dim)) if want_mean else np.zeros((0, spec.dim))
     out_loss = np.zeros(0) if want_mean else np.zeros(n)
     leaves = np.zeros(0, np.int64) if want_mean else np.ascontiguousarray(leaves, dtype=np.int64)
-    c, nc = tokens_law(spec, channel)
+    n_tok, sigma2 = tokens_law(spec, channel)
     if design.dtype.kind in "iu":
         nodes = np.ascontiguousarray(np.broadcast_to(design, phi.shape), dtype=np.int64)
-        if nc > 0:
-            _kernels._tokens_coord_decode(nodes, phi, c, nc, spec.scales, leaves, out_loss, out_mean)
+        if n_tok > 0:
+            _kernels._tokens_coord_decode(nodes, phi, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
         else:
             _kernels._tree_coord_decode(nodes, phi, float(channel.tau), spec.scales, leaves, out_loss, out_mean)
     else:
         W = design.astype(float)
         W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
-        if nc > 0:
+        if n_tok > 0:
             V, z = row_span(W, phi)
-            _kernels._tokens_dense_decode(V, z, c, nc, spec.scales, leaves, out_loss, out_mean)
+            _kernels._tokens_dense_decode(V, z, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
         else:
             _kernels._tree_dense_decode(W, phi, float(channel.tau), 1e-9, spec.scales, leaves, out_loss, out_mean)
     return out_mean if want_mean else out_loss

@@ -13,14 +13,14 @@ from .tokens import _chain_loss, _tokens_posterior
 
 
 @njit(cache=True, nogil=True)
-def _tree_path_sim(leaves, noise, stat, tau, c, nc, scales, donors, dstat, patch_layer, informed,
+def _tree_path_sim(leaves, noise, stat, tau, n_tok, sigma2, scales, donors, dstat, patch_layer, informed,
                    out_loss, out_phi, out_nodes):
     """Path strategy (THEORY.md section 6) for ``L = out_phi.shape[1]`` layers of width 1.
 
     Layer ``l`` reads the depth-``l`` node of the path decoded so far (sign of each reading, a tie
     counts as +1). Channel: ``stat`` (n, D) non-empty means the tokens channel (reading = ``stat[node]``),
     else the gaussian channel (reading = ``theta_node + tau * noise[s, l]``). Decoding: the exact
-    posterior under the tokens law ``(c, nc)`` when ``nc > 0`` (``tokens``), else under the gaussian
+    posterior under the tokens law ``(n_tok, sigma2)`` when ``n_tok > 0`` (``tokens``), else under the gaussian
     likelihood of noise ``tau``.
     Key patching (section 8) when ``patch_layer >= 1``: the donor (leaf ``donors[s]``, same noise, or
     its statistic ``dstat``) runs its own path; at layer ``patch_layer`` the target reads the donor's
@@ -31,7 +31,7 @@ def _tree_path_sim(leaves, noise, stat, tau, c, nc, scales, donors, dstat, patch
     K = scales.shape[0]
     L = out_phi.shape[1]
     tokens = stat.shape[0] > 0
-    exact_tokens = nc > 0
+    exact_tokens = n_tok > 0
     general = (informed and patch_layer >= 1) or (tau == 0 and not exact_tokens)
     cs = _coord_scratch(K, L)
     w = (np.zeros(L), np.zeros(L), np.zeros(L), np.zeros(L))
@@ -60,11 +60,11 @@ def _tree_path_sim(leaves, noise, stat, tau, c, nc, scales, donors, dstat, patch
             actual[l] = act
             node = 2 * node + (1 if r < 0 else 0)
         if not general:
-            out_loss[s] = _chain_loss(leaf, out_nodes[s], out_phi[s], tau, c, nc, scales, w)
+            out_loss[s] = _chain_loss(leaf, out_nodes[s], out_phi[s], tau, n_tok, sigma2, scales, w)
             continue
         read = actual if informed else out_nodes[s]
         if exact_tokens:
-            _tokens_posterior(read, out_phi[s], c, nc, scales, cs)
+            _tokens_posterior(read, out_phi[s], n_tok, sigma2, scales, cs)
         else:
             _coord_posterior(read, out_phi[s], tau, scales, cs)
         out_loss[s] = _coord_loss(leaf, scales, cs)

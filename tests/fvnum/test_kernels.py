@@ -99,7 +99,7 @@ def test_path_kernel_equals_layerwise_reference(tau, informed):
     empty = np.zeros((0, D))
     for patch in range(L + 1):
         loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
-        K._tree_path_sim(leaves, noise, empty, tau, tau**2, 0.0, SCALES, donors, empty, patch, informed, loss, phi,
+        K._tree_path_sim(leaves, noise, empty, tau, 0.0, 0.0, SCALES, donors, empty, patch, informed, loss, phi,
                          nodes)
         rl, rp, rn = R.path_sim(leaves, noise, None, tau, SCALES, donors, None, patch, informed)
         _close(loss, rl)
@@ -110,32 +110,45 @@ def test_path_kernel_equals_layerwise_reference(tau, informed):
 @pytest.mark.parametrize("exact", [False, True])
 @pytest.mark.parametrize("informed", [False, True])
 def test_path_kernel_tokens_statistic_equals_reference(exact, informed):
-    """Tokens readings decoded by the exact CLT law (``nc > 0``: on the chain of routed nodes, or on the
-    closure of the nodes a patched run read) or by the gaussian likelihood (``nc = 0``)."""
+    """Tokens readings decoded by the exact law of the statistic (``n_tok > 0``: on the chain of routed
+    nodes, or on the closure of the nodes a patched run read) or by the gaussian likelihood (``n_tok = 0``)."""
     rng = np.random.default_rng(3)
     n, L, tau = 40, 4, 0.45
-    c, nc = tau**2, (SCALES**2).sum() + 0.1 if exact else 0.0
+    n_tok, sigma2 = (12.0, (SCALES**2).sum() + 0.1) if exact else (0.0, 0.0)
     leaves, donors = rng.integers(0, 2**DEPTH, n), rng.integers(0, 2**DEPTH, n)
     theta, dtheta = R.leaf_thetas(SCALES)[leaves], R.leaf_thetas(SCALES)[donors]
     stat, dstat = theta + tau * rng.standard_normal((n, D)), dtheta + tau * rng.standard_normal((n, D))
     for patch in (0, 2, 4):
         loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
-        K._tree_path_sim(leaves, np.zeros((n, L)), stat, tau, c, nc, SCALES, donors, dstat, patch, informed, loss, phi,
-                         nodes)
-        rl, rp, rn = R.path_sim(leaves, np.zeros((n, L)), stat, tau, SCALES, donors, dstat, patch, informed, c=c, nc=nc)
+        K._tree_path_sim(leaves, np.zeros((n, L)), stat, tau, n_tok, sigma2, SCALES, donors, dstat, patch, informed, loss,
+                         phi, nodes)
+        rl, rp, rn = R.path_sim(leaves, np.zeros((n, L)), stat, tau, SCALES, donors, dstat, patch, informed,
+                                n_tok=n_tok, sigma2=sigma2)
         _close(loss, rl)
         np.testing.assert_array_equal(nodes, rn)
 
 
+def test_generalised_inverse_gaussian_integral_equals_bessel():
+    """``_log_gig`` (trapezoid rule in log r) against the closed form ``2 (b/a)^(lam/2) K_lam(sqrt(a b))``."""
+    from scipy.special import kve
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        lam, a, b = rng.uniform(-10, 60), 10 ** rng.uniform(-3, 4), 10 ** rng.uniform(-3, 4)
+        y = np.sqrt(a * b)
+        ref = np.log(2.0) + 0.5 * lam * np.log(b / a) + np.log(kve(lam, y)) - y
+        assert abs(K._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
+
+
 def _tokens_case(n, Kd, scales, N, s2, seed):
-    """Leaves, their tokens statistic (exact in law) and the law's constants ``(c, nc)``."""
+    """Leaves, their tokens statistic (exact in law) and the law's constants ``(N, sigma2)``."""
     from fvnum.channels import token_statistics
 
     rng = np.random.default_rng(seed)
     leaves = rng.integers(0, 2**Kd, n)
-    nc = float((np.asarray(scales) ** 2).sum()) + s2
+    sigma2 = float((np.asarray(scales) ** 2).sum()) + s2
     (S,) = token_statistics([R.leaf_thetas(scales)[leaves]], N, s2, rng)
-    return rng, leaves, S, nc / N, nc
+    return rng, leaves, S, float(N), sigma2
 
 
 @pytest.mark.parametrize("N", [2, 16])
@@ -156,7 +169,7 @@ def test_tokens_coordinate_decoder_equals_enumeration(N):
 
 
 @given(depth=st.integers(1, 5), ratios=st.lists(st.floats(0.2, 1.0), min_size=5, max_size=5),
-       N=st.integers(1, 200), s2=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+       N=st.integers(1, 200), s2=st.floats(1e-3, 1.0), seed=st.integers(0, 2**16))
 def test_tokens_coordinate_decoder_property(depth, ratios, N, s2, seed):
     scales = np.cumprod([1.0] + ratios)[:depth]
     rng, leaves, S, c, nc = _tokens_case(5, depth, scales, N, s2, seed)
@@ -188,7 +201,8 @@ def test_tokens_dense_decoder_equals_enumeration(per_sample):
 
 
 def test_tokens_dense_decoder_more_rows_than_dimensions():
-    """B = 5 unit rows in D = 3: the span is everything, so the readings determine S."""
+    """B = 5 unit rows in D = 3 (more rows than tokens, N = 4): the span is everything, so the readings
+    determine S."""
     from fvnum.tree import row_span
 
     scales = np.array([1.0, 0.6])

@@ -115,11 +115,11 @@ def test_public_posterior_mean():
     W = rng.standard_normal((3, 15))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     t = tau_of_tokens(PRIOR4, 128)
-    nc = float(PRIOR4.second_moment) + 0.01  # the tokens channel: the CLT law of the statistic
+    sigma2 = float(PRIOR4.second_moment) + 0.01  # the tokens channel: the exact law of the statistic
     np.testing.assert_allclose(posterior_mean(PRIOR4, W, phi, tokens=128),
-                               R.tokens_posterior_mean(W[None], phi, t**2, nc, SCALES4), rtol=1e-12, atol=1e-12)
+                               R.tokens_posterior_mean(W[None], phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, tokens=128),
-                               R.tokens_posterior_mean(nodes, phi, t**2, nc, SCALES4), rtol=1e-12, atol=1e-12)
+                               R.tokens_posterior_mean(nodes, phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
     gauss = posterior_mean(GaussianPrior.isotropic(3), np.eye(3), phi, tokens=128)  # approximate there
     np.testing.assert_allclose(gauss, phi / (1 + tau_of_tokens(GaussianPrior.isotropic(3), 128) ** 2), rtol=1e-12)
     with pytest.raises(ValueError, match="outside"):
