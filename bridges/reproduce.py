@@ -163,10 +163,9 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
 
         table, cached = store.cell("compare", run.key_dict(), work)
         if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
-            from .compare import AUDIT_SAMPLES, AUDIT_TOKEN_SAMPLE, audit_dict
+            from .compare import AUDIT_SIZES, audit_dict
 
-            found, _ = store.cell("audit", {"run": run.key(), "samples": AUDIT_SAMPLES,
-                                            "token_sample": AUDIT_TOKEN_SAMPLE, "seed": cfg.seed},
+            found, _ = store.cell("audit", {"run": run.key(), "sizes": AUDIT_SIZES, "seed": cfg.seed},
                                   lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed))
             table = {**table, "audit": found}
         tables.append(table)

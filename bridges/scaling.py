@@ -125,10 +125,10 @@ def train_row_dict(run: dict) -> dict:
 
 def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
     """The audit of one trained run's readings (``bridges.compare.audit_dict``), a cell of its own."""
-    from .compare import AUDIT_SAMPLES, AUDIT_TOKEN_SAMPLE, audit_dict
+    from .compare import AUDIT_SIZES, audit_dict
     from .train import run_dir
 
-    config = {"run": run.key(), "samples": AUDIT_SAMPLES, "token_sample": AUDIT_TOKEN_SAMPLE, "seed": seed}
+    config = {"run": run.key(), "sizes": AUDIT_SIZES, "seed": seed}
     result, _ = store.cell("audit", config, lambda: audit_dict(str(run_dir(run)), seed=seed))
     return result
 
