@@ -32,7 +32,7 @@ _EXPORTS = {
     # studies
     "ReproduceConfig": "reproduce",
     "ScalingConfig": "scaling",
-    "Cell": "sweep", "SweepResult": "sweep", "run_cells": "sweep",
+    "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
     "LawFit": "fits", "fit_law": "fits",
 }
 

@@ -52,7 +52,7 @@ class ScalingConfig:
     seed: int = 0
     workers: int | None = None  # local Dask worker processes (None: the number of cores; 1: this process)
     threads: int = 1
-    scheduler: str | None = None  # a running Dask cluster (bridges.sweep)
+    scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
     budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
@@ -107,12 +107,14 @@ def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
-    """Train every run not yet stored on the engine of ``bridges.sweep`` (a local Dask cluster of
+    """Train every run not yet stored on the engine of ``bridges.engine`` (a local Dask cluster of
     ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
     the rows in ``runs`` order."""
-    from .sweep import SYNCHRONOUS, Cell, run_cells
+    from .engine import SYNCHRONOUS, Cell, run_cells
 
-    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.key_dict()) for run in runs]
+    from .reproduce import run_cell_config
+
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run_cell_config(run)) for run in runs]
     scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
     results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     return [results[cell.key] for cell in cells]
@@ -136,7 +138,9 @@ def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
 def _cell_key(run: RunConfig) -> str:
     from .store import config_key
 
-    return f"run-{run.key()}-{config_key(run.key_dict())}"
+    from .reproduce import run_cell_config
+
+    return f"run-{run.key()}-{config_key(run_cell_config(run))}"
 
 
 def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
