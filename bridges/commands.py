@@ -31,6 +31,7 @@ def register(subparsers) -> None:
     _register_compare(subparsers)
     _register_reproduce(subparsers)
     _register_scaling(subparsers)  # fv sweep registers itself (bridges.sweep, a layer above these commands)
+    _register_audit(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -160,6 +161,37 @@ def train_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_audit(subparsers) -> None:
+    p = subparsers.add_parser(
+        "audit",
+        help="the loss a trained model's own readings allow: Bayes decoding on the law of its readings",
+        description="For a finished fv train run (RUN_DIR = DIR/<key>/): draw contexts from its data, run the model, "
+        "evaluate its keys at each context's own workspace on a fixed sample of tokens, take the CLT law of its "
+        "readings given each latent (fvnum.keys) and decode them with the Bayes posterior mean. Reports the model's "
+        "own loss, bayes_on_readings (the loss its measurements allow), decoder_gap (model - Bayes, paired) and the "
+        "energy of each layer's Stein rows E grad f by tree depth (bridges.audit, docs/audit.md).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
+    p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
+                   help="size of the fixed token sample the keys are evaluated on (default 8192)")
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
+                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
+                   "prior uses its 2^K leaves)")
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
+    add_format_argument(p)
+    p.set_defaults(func=audit_command)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from .audit import audit, load_run
+
+    result = audit(load_run(args.run_dir), samples=args.samples, token_sample=args.token_sample,
+                   n_latents=args.latents, seed=args.seed)
+    emit(result.to_dict(), args.format, result.lines())
+    return 0
+
+
 def _register_compare(subparsers) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -202,7 +234,9 @@ def compare_command(args: argparse.Namespace) -> int:
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
-        md = ["# Experiment grid: trained models beside the theory", ""]
+        from .compare import seed_summary, summary_markdown
+
+        md = ["# Experiment grid: trained models beside the theory", "", summary_markdown(seed_summary(tables)), ""]
         md += ["| prediction | measured | holds |", "|---|---|---|"]
         md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
         md += [""] + [to_markdown(t) for t in tables]

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from .store import write_atomic
 
-STYLE = {  # strategy -> (label, colour)
-    "path": ("path (adaptive)", "C0"),
-    "optimal": ("Bellman optimum (adaptive)", "C2"),
-    "bellman_noiseless": ("noiseless Bellman policy (adaptive)", "C2"),
-    "top_levels": ("top levels (one layer)", "C1"),
-    "optimal_nonadaptive": ("best fixed coordinate design", "C3"),
-    "gaussian_optimum": ("Gaussian optimum (gaussian channel)", "C7"),
+STYLE = {  # strategy -> (label, colour); each curve's noise is added to its label
+    "path": ("path (adaptive, coordinate)", "C0"),
+    "optimal": ("Bellman optimum (adaptive, coordinate class; exact only noiseless)", "C2"),
+    "bellman_noiseless": ("noiseless Bellman policy run under noise (not the noisy optimum)", "C8"),
+    "top_levels": ("top levels (one layer, coordinate)", "C1"),
+    "optimal_nonadaptive": ("best fixed design, coordinate class (one layer)", "C3"),
+    "optimal_nonadaptive_coordinate": ("best fixed design, coordinate class (one layer)", "C3"),
+    "gaussian_optimum": ("Gaussian optimum (gaussian channel at the same tau)", "C7"),
 }
 MODEL_MARKERS = {"A": ("o", "C0"), "B": ("s", "C1"), "C": ("^", "C4")}
 

@@ -177,6 +177,12 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
         table, cached = store.cell("compare", run_cell_config(run), work)
+        if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
+            from .compare import AUDIT_SIZES, audit_dict
+
+            found, _ = store.cell("audit", {"run": run.key(), "sizes": AUDIT_SIZES, "seed": cfg.seed},
+                                  lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed))
+            table = {**table, "audit": found}
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
     return tables
@@ -276,6 +282,11 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         "(see theory_curves.csv).", "",
         "## Trained models beside the theory", "",
     ]
+    from .compare import seed_summary, summary_markdown
+
+    lines += ["Each model beside the one theory row it is held to (fvnum.theory.prediction_row), seeds aggregated, "
+              "and the audit of its own readings (`fv audit`: the Bayes posterior mean on the CLT law of its readings, "
+              "the loss its measurements allow):", "", summary_markdown(seed_summary(tables))]
     checks = prediction_checks(tables)
     if checks:
         lines += ["| prediction | measured | holds |", "|---|---|---|"]

@@ -9,6 +9,7 @@ Numba and numpy load inside the handler only, so other ``fv`` commands stay ligh
 from __future__ import annotations
 
 import os
+import sys
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, int_arg, number_arg, parse_int_list
@@ -57,7 +58,8 @@ def register(subparsers) -> None:
     p.add_argument("--width", type=int_arg("--width", 1), default=None,
                    help="channels per layer d (strategies optimal, bellman_noiseless)")
     p.add_argument("--measurement", choices=("unit", "coordinate"), default=None,
-                   help="class searched by optimal_nonadaptive (default unit)")
+                   help="class searched by the old spelling optimal_nonadaptive (default unit); better: "
+                   "--strategy optimal_nonadaptive_unit or optimal_nonadaptive_coordinate")
     _add_channel_and_sampling(p, required=False, s2=None, samples=100_000)
     p.add_argument("--progress", action="store_true", help="progress bar on stderr (default: only on a TTY)")
     p.set_defaults(func=_mc)
@@ -121,7 +123,13 @@ def _bounds(args) -> int:
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
               **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
-    lines = [str(res)]
+    line = str(res)
+    if res.exact is not None:  # say the channel of the exact value: under tokens it is the gaussian channel's
+        record["exact_channel"] = "noiseless" if res.inputs.get("tau") == 0 else "gaussian"
+        if args.tokens is not None:
+            line = line.replace("; exact: ", "; exact under the gaussian channel at the same tau (no exact value "
+                                "for tokens; not bracketed with them): ")
+    lines = [line]
     lines += [f"  {name:18s} {est}" for name, est in res.candidates.items()]
     lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in res.differences.items()]
     emit(record, args.format, lines)
@@ -145,7 +153,7 @@ def _check_options(args) -> None:
         raise ValueError("--alpha and --scales apply to a tree (or --cov matched), not to a given covariance")
     if args.s2 is not None and args.tokens is None:
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
-    if args.measurement is not None and args.strategy != "optimal_nonadaptive":
+    if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
         raise ValueError(f"--measurement applies to --strategy optimal_nonadaptive only, got --strategy {args.strategy}")
     if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
         raise ValueError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
@@ -192,6 +200,13 @@ def _mc(args) -> int:
     from .tree import numeric_prior
 
     _check_options(args)
+    from .registry import resolve_strategy
+
+    if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
+        _, klass = resolve_strategy(args.strategy, args.measurement)
+        print(f"fv mc: note: --strategy optimal_nonadaptive here is the {klass} class "
+              f"(optimal_nonadaptive_{klass}); in fv derive it is the coordinate class: say "
+              f"optimal_nonadaptive_unit or optimal_nonadaptive_coordinate", file=sys.stderr)
     if args.prior == "gaussian" and args.eigenvalues is None and args.cov in (None, "isotropic", "matched"):
         from fvsym.gaussian import check_covariance
 
@@ -203,12 +218,12 @@ def _mc(args) -> int:
     s2 = _number(args.s2) if args.s2 is not None else 0.01
     prior = _prior(args)
     spec = numeric_prior(prior)
-    check_mc(spec, budget=args.budget, strategy=args.strategy, tokens=args.tokens is not None,
-             samples=args.samples, threads=args.threads, design=design)
+    check_mc(spec, budget=args.budget, strategy=resolve_strategy(args.strategy, args.measurement)[0],
+             tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
     channel = make_channel(spec, tau, args.tokens, s2)
     est = loss_mc(
         prior, args.strategy, args.budget, tau=tau, tokens=args.tokens, s2=s2,
-        design=design, layers=args.layers, width=args.width, measurement=args.measurement or "unit",
+        design=design, layers=args.layers, width=args.width, measurement=args.measurement,
         samples=args.samples, seed=args.seed, threads=args.threads, progress=True if args.progress else None,
     )
     inputs = {
@@ -230,8 +245,9 @@ def _mc(args) -> int:
         inputs["design"] = design
     if args.layers is not None or args.width is not None:
         inputs.update(layers=args.layers, width=args.width)
-    if args.strategy == "optimal_nonadaptive":
-        inputs["measurement"] = args.measurement or "unit"
+    if args.strategy.startswith("optimal_nonadaptive"):
+        strategy, inputs["measurement"] = resolve_strategy(args.strategy, args.measurement)
+        inputs["strategy"] = f"{strategy}_{inputs['measurement']}"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}
     if channel.tau_given is not None:  # noiseless in effect (fvnum.channels): computed at tau = 0
         inputs["tau_given"] = channel.tau_given

@@ -21,7 +21,10 @@ STRATEGIES = {
     "optimal": "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at tau = 0, "
                "water-filling (Gaussian prior); elsewhere refused (see fv bounds)",
     "bellman_noiseless": "the noiseless Bellman policy of fvsym, run under the channel",
-    "optimal_nonadaptive": "the best non-adaptive design found by search (with its measurement class)",
+    "optimal_nonadaptive_unit": "the best non-adaptive design of the unit class found by search (one layer)",
+    "optimal_nonadaptive_coordinate": "the best non-adaptive design of the coordinate class found by search",
+    "optimal_nonadaptive": "old spelling: optimal_nonadaptive_unit (the default measurement='unit') or "
+                           "optimal_nonadaptive_coordinate; say the class",
     "policy": "a user policy (callable, see fvnum.strategies)",
     "greedy_coordinate": "adaptive: greedy one-step lookahead over coordinates",
     "greedy_dense": "adaptive: greedy one-step lookahead over unit rows",
@@ -29,6 +32,18 @@ STRATEGIES = {
 }
 CLI_STRATEGIES = tuple(s for s in STRATEGIES if s != "policy")
 MEASUREMENTS = ("unit", "coordinate")
+CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_coordinate": "coordinate"}
+
+
+def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
+    """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
+    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; ``measurement=None`` is ``unit``."""
+    if strategy in CLASS_OF_STRATEGY:
+        klass = CLASS_OF_STRATEGY[strategy]
+        if measurement not in (None, klass):
+            raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
+        return "optimal_nonadaptive", klass
+    return strategy, "unit" if measurement is None else measurement
 
 
 def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, int]:
@@ -177,17 +192,17 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
 def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
             design=None, policy=None,
             layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
-            measurement: str = "unit", search_samples: int = 4000, threads=None, progress=None):
+            measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
     ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales or a ``GaussianPrior``.
     ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
     node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
-    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive`` (tree: the
-    design found by :func:`fvnum.optimal_nonadaptive_unit`, or ``_coordinate`` with
-    ``measurement="coordinate"``, searched on ``search_samples`` independent samples; Gaussian:
-    water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
+    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive_unit`` and
+    ``optimal_nonadaptive_coordinate`` (tree: the design found by :func:`fvnum.optimal_nonadaptive_unit` or
+    ``_coordinate``, searched on ``search_samples`` independent samples; Gaussian: water-filling; the old
+    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
     policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
     Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
     ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
@@ -202,6 +217,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
 
     from .limits import check_loss_mc_args
 
+    strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric_prior(prior)
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
     check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,

@@ -26,7 +26,9 @@ from ._validate import (
 )
 from .priors import MAX_DEPTH
 
-STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive", "fixed")
+# optimal_nonadaptive_coordinate: the one name per class (fv mc has optimal_nonadaptive_unit too); every
+# strategy here is of the coordinate class, and optimal_nonadaptive stays as its old spelling
+STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive_coordinate", "optimal_nonadaptive", "fixed")
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
 _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
@@ -205,12 +207,14 @@ def _tree_loss(args) -> int:
     depth = check_int(args.depth, "depth", minimum=1)
     budget = check_int(args.budget, "budget", minimum=0)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
+    if args.strategy == "optimal_nonadaptive_coordinate":  # noiseless exact: the coordinate class
+        args.strategy = "optimal_nonadaptive"
     if args.strategy in ("path", "top_levels") and (args.layers is not None or args.width is not None):
         raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))
     check_tree_loss_cost(depth, budget, args.strategy, alpha, args.layers, args.width)
     inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
-              "layers": args.layers, "width": args.width}
+              "layers": args.layers, "width": args.width, "measurement": "coordinate"}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
     extra = _policy(depth, budget, args, alpha) if args.policy else None
     if formula.pieces:
