@@ -11,7 +11,7 @@ import re
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import (
-    check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
+    DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
 )
 
 from .config import (
@@ -30,10 +30,8 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
-    _register_scaling(subparsers)
-    from .sweep import register as _register_sweep
-
-    _register_sweep(subparsers)
+    _register_scaling(subparsers)  # fv sweep registers itself (bridges.sweep, a layer above these commands)
+    _register_audit(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -58,7 +56,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
                    help=f"tree depth, D = 2^K - 1 (default {d.depth})")
     g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha,
                    help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
-    g.add_argument("--tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    g.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     g = p.add_argument_group("model (THEORY.md section 7)")
     g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
@@ -101,7 +99,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
     data = DataConfig(prior=args.prior, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                       cov=args.cov)
-    model = ModelConfig(model=args.model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
+    model = ModelConfig(model=args.model or ModelConfig().model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
                         readout=args.readout)
     train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                         loss=args.loss, precision=args.precision, grad_clip=args.grad_clip, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
@@ -139,11 +137,14 @@ def _register_train(subparsers) -> None:
     p.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
-    p.set_defaults(func=train_command)
+    p.set_defaults(func=train_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
+    from .cost import check_train_time
+
+    check_train_time(cfg)
     from .train import train  # torch is imported here, not at `fv --help`
 
     result = train(cfg, progress=not args.quiet and args.format == "text", resume=not args.no_resume)
@@ -160,6 +161,37 @@ def train_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_audit(subparsers) -> None:
+    p = subparsers.add_parser(
+        "audit",
+        help="the loss a trained model's own readings allow: Bayes decoding on the law of its readings",
+        description="For a finished fv train run (RUN_DIR = DIR/<key>/): draw contexts from its data, run the model, "
+        "evaluate its keys at each context's own workspace on a fixed sample of tokens, take the CLT law of its "
+        "readings given each latent (fvnum.keys) and decode them with the Bayes posterior mean. Reports the model's "
+        "own loss, bayes_on_readings (the loss its measurements allow), decoder_gap (model - Bayes, paired) and the "
+        "energy of each layer's Stein rows E grad f by tree depth (bridges.audit, docs/audit.md).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
+    p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
+                   help="size of the fixed token sample the keys are evaluated on (default 8192)")
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
+                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
+                   "prior uses its 2^K leaves)")
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
+    add_format_argument(p)
+    p.set_defaults(func=audit_command)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from .audit import audit, load_run
+
+    result = audit(load_run(args.run_dir), samples=args.samples, token_sample=args.token_sample,
+                   n_latents=args.latents, seed=args.seed)
+    emit(result.to_dict(), args.format, result.lines())
+    return 0
+
+
 def _register_compare(subparsers) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -170,12 +202,14 @@ def _register_compare(subparsers) -> None:
         "budget 4, Models A, B, C, two seeds for the depth-6 tree cells) and the predictions checked on it.",
     )
     add_run_arguments(p, model_required=False)
-    p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
+    p.set_defaults(model=None)  # one run: A; --grid: A, B and C
+    p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run (--model: "
+                   "only that model's cells)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=20_000, help="Monte Carlo samples per theory number (default 20000)")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
-    p.set_defaults(func=compare_command)
+    p.set_defaults(func=compare_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -185,17 +219,24 @@ def compare_command(args: argparse.Namespace) -> int:
 
     if args.grid:
         check_workers(args.workers)
+        _grid_options(args)
         from .compare import prediction_checks, to_markdown
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
-                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
+                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+                              device=args.device, models=args.model or "ABC")
+        from .cost import compare_grid_seconds
+
+        _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
-        md = ["# Experiment grid: trained models beside the theory", ""]
+        from .compare import seed_summary, summary_markdown
+
+        md = ["# Experiment grid: trained models beside the theory", "", summary_markdown(seed_summary(tables)), ""]
         md += ["| prediction | measured | holds |", "|---|---|---|"]
         md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
         md += [""] + [to_markdown(t) for t in tables]
@@ -207,6 +248,10 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
+    from .cost import check_seconds, theory_table_seconds, train_seconds
+
+    check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
+                  train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000))
     from .compare import compare, to_markdown
     from .train import run_dir, train
 
@@ -217,6 +262,65 @@ def compare_command(args: argparse.Namespace) -> int:
     write_atomic(folder / "compare.md", to_markdown(table))
     emit(table, args.format, [to_markdown(table), f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}"])
     return 0
+
+
+def _grid_options(args) -> None:
+    """``fv compare --grid`` trains its own grid (tree and Gaussian priors, depths 4 and 6, the recipe):
+    ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
+    ignored, so they are refused in one line naming them."""
+    defaults = {a.dest: a.default for a in _run_parser()._actions}
+    ignored = [f"--{name.replace('_', '-')}" for name in ("prior", "cov", "depth", "budget", "mlp_width",
+                                                          "hidden_layers", "readout", "batch", "lr", "warmup",
+                                                          "schedule", "loss", "precision", "grad_clip", "eval_every",
+                                                          "eval_batches", "threads", "checkpoint_every")
+               if getattr(args, name) != defaults[name]]
+    if ignored:
+        raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
+                         f"recipe) and does not take {', '.join(ignored)}; leave "
+                         f"{'it' if len(ignored) == 1 else 'them'} out, or run fv compare without --grid (or fv "
+                         "sweep) for other runs")
+
+
+def _run_parser():
+    p = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(p, model_required=False)
+    return p
+
+
+def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True) -> float:
+    """Refuse a study whose estimate is over the cap, naming the largest depth (when the theory alone is
+    too long) or number of ``steps`` (the config field) that fits."""
+    import dataclasses
+
+    from fvsym._validate import check_time, fits_time
+
+    seconds = price(cfg)
+    if fits_time(seconds):
+        return seconds
+    hint = ""
+    if depth and not fits_time(price(dataclasses.replace(cfg, **{steps: 1}))):
+        best = None
+        for k in range(1, cfg.depth):
+            try:
+                small = dataclasses.replace(cfg, depth=k, **{steps: 1})
+            except ValueError:
+                continue
+            if not fits_time(price(small)):
+                break
+            best = k
+        hint = f"; the largest --depth that fits is {best} (at 1 step)" if best else "; no --depth fits"
+    elif getattr(cfg, steps) is None or isinstance(getattr(cfg, steps), int):
+        lo, hi = 0, getattr(cfg, steps) or max(RECIPE_STEPS_PER_BUDGET.values()) * 6  # None: the recipe's steps
+        while lo < hi:  # the largest steps that fit (the price grows with the steps)
+            mid = (lo + hi + 1) // 2
+            if fits_time(price(dataclasses.replace(cfg, **{steps: mid}))):
+                lo = mid
+            else:
+                hi = mid - 1
+        flag = "--" + steps.replace("_", "-")
+        hint = f"; the largest {flag} that fits is {lo}" if lo else f"; no {flag} fits"
+    check_time(what, seconds, hint)
+    return seconds
 
 
 def check_workers(workers) -> None:
@@ -230,7 +334,7 @@ def check_workers(workers) -> None:
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.sweep``)."""
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.engine``)."""
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
                    "the output folder must be on a file system every worker sees")
@@ -257,7 +361,7 @@ def _register_reproduce(subparsers) -> None:
     p.add_argument("--budget", type=int_arg("--budget", 1), default=d.train_budget, help=f"training budget (default {d.train_budget})")
     p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
     add_format_argument(p)
-    p.set_defaults(func=reproduce_command)
+    p.set_defaults(func=reproduce_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
@@ -265,7 +369,7 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
     p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, help=f"{depth_help} (default {d.depth})")
     p.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha, help=f"e.g. 1/2 (default {d.alpha})")
-    p.add_argument("--tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=d.seed, help=f"first seed (default {d.seed})")
     _add_engine_arguments(p)
@@ -279,6 +383,9 @@ def reproduce_command(args: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
+    from .cost import reproduce_seconds
+
+    _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)
     quiet = args.quiet or args.format == "json"
     out = reproduce(cfg, log=(lambda *a: None) if quiet else print)
     folder = out.get("folder", str(cfg.out)) if isinstance(out, dict) else str(cfg.out)
@@ -326,7 +433,7 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
     add_format_argument(p)
-    p.set_defaults(func=scaling_command)
+    p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def scaling_command(args: argparse.Namespace) -> int:
@@ -338,6 +445,9 @@ def scaling_command(args: argparse.Namespace) -> int:
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
                         search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
                         threads=args.threads, device=args.device, progress=not args.quiet)
+    from .cost import scaling_seconds
+
+    _check_study(f"fv scaling of {len(cfg.runs(''))} runs", scaling_seconds, cfg, steps="steps_per_budget", depth=False)
     quiet = args.quiet or args.format == "json"
     result = run(cfg, log=(lambda *a: None) if quiet else print)
     lines = []

@@ -21,7 +21,7 @@ KIND = "reproduce"
 class ReproduceConfig:
     """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
 
-    Training runs go through the engine of ``bridges.sweep``: a local Dask cluster of ``workers`` processes
+    Training runs go through the engine of ``bridges.engine``: a local Dask cluster of ``workers`` processes
     (default: the number of cores), or the running cluster at ``scheduler``. With one local worker (or one
     run to train) they train in this process."""
 
@@ -39,6 +39,8 @@ class ReproduceConfig:
     full: bool = False
     scaling_steps_per_budget: int = 1000  # the scaling study of --full (bridges.scaling)
     progress: bool = True
+    device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
+    models: str = "ABC"  # the models of the training grid
 
     def __post_init__(self):
         DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
@@ -47,6 +49,10 @@ class ReproduceConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_budget > 2**self.depth - 1:
             raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+        if not self.models or any(m not in "ABC" for m in self.models) or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct letters of ABC, got {self.models!r}")
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
 
     def data(self, prior: str, depth: int | None = None) -> DataConfig:
         return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
@@ -62,16 +68,25 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
     for prior in ("tree", "gaussian"):
         for depth, budget in cells:
             seeds = (cfg.seed, cfg.seed + 1) if cfg.full and prior == "tree" and depth == 6 else (cfg.seed,)
-            for model in ("A", "B", "C"):
+            for model in cfg.models:
                 for seed in seeds:
                     runs.append(RunConfig(
                         cfg.data(prior, depth),
                         ModelConfig(model=model, budget=budget),
-                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out,  # lr, batch, loss: the recipe
+                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out, device=cfg.device,  # lr, batch: the recipe
                                     eval_every=RECIPE_EVAL_EVERY if cfg.steps is None else max(1, cfg.steps // 5),
                                     checkpoint_every=max(1, (cfg.steps or 1000) // 10)),
                     ))
     return runs
+
+
+def run_cell_config(run: RunConfig) -> dict:
+    """What keys a cell of one training run: the run's key fields and, off the CPU, its device (numbers
+    from another device are other numbers; CPU cells keep the keys they always had)."""
+    config = run.key_dict()
+    if run.train.device != "cpu":
+        config["device"] = run.train.device
+    return config
 
 
 def train_cell(run: dict) -> dict:
@@ -132,10 +147,10 @@ def _exact(formula) -> dict:
 
 
 def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
-    """Train the grid on the engine of ``bridges.sweep`` (one torch thread per worker), then compare every
+    """Train the grid on the engine of ``bridges.engine`` (one torch thread per worker), then compare every
     run with theory."""
     from .compare import compare
-    from .sweep import Cell, run_cells
+    from .engine import Cell, run_cells
     from .train import train
 
     train_out = str(store.folder / "train")
@@ -145,7 +160,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     if todo and not in_process:
         log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
         absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
-        cells = [Cell.keyed("train", r.key_dict(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
+        cells = [Cell.keyed("train", run_cell_config(r), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
                  for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     from .compare import theory_losses
@@ -161,7 +176,13 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
-        table, cached = store.cell("compare", run.key_dict(), work)
+        table, cached = store.cell("compare", run_cell_config(run), work)
+        if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
+            from .compare import AUDIT_SIZES, audit_dict
+
+            found, _ = store.cell("audit", {"run": run.key(), "sizes": AUDIT_SIZES, "seed": cfg.seed},
+                                  lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed))
+            table = {**table, "audit": found}
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
     return tables
@@ -176,7 +197,7 @@ def _cores() -> int:
 def _cell_key(name: str, run: RunConfig) -> str:
     from .store import config_key
 
-    return f"{name}-{config_key({'name': name, **run.key_dict()})}"
+    return f"{name}-{config_key({'name': name, **run_cell_config(run)})}"
 
 
 def _load_model(run: RunConfig):
@@ -199,15 +220,17 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     out["patching_theory"], _ = store.cell("patching_theory", {"data": asdict(data), "budget": B, "samples": cfg.samples,
                                                                "seed": cfg.seed},
                                            lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
-    out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].key_dict(), "n": n, "seed": cfg.seed},
-                                      lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
-                                                                 seed=cfg.seed).to_dict())
+    if "A" in runs:
+        out["patching_A"], _ = store.cell("patching_model", {"run": run_cell_config(runs["A"]), "n": n,
+                                                             "seed": cfg.seed},
+                                          lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
+                                                                     seed=cfg.seed).to_dict())
     log("patching tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": asdict(data), "budget": B, "n": 4 * n, "seed": cfg.seed},
                                           lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
     for name, run in runs.items():
-        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.key_dict(), "n": 4 * n, "seed": cfg.seed},
+        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run_cell_config(run), "n": 4 * n, "seed": cfg.seed},
                                                lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
                                                                                 seed=cfg.seed))
     out["probes"] = probes
@@ -259,6 +282,11 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         "(see theory_curves.csv).", "",
         "## Trained models beside the theory", "",
     ]
+    from .compare import seed_summary, summary_markdown
+
+    lines += ["Each model beside the one theory row it is held to (fvnum.theory.prediction_row), seeds aggregated, "
+              "and the audit of its own readings (`fv audit`: the Bayes posterior mean on the CLT law of its readings, "
+              "the loss its measurements allow):", "", summary_markdown(seed_summary(tables))]
     checks = prediction_checks(tables)
     if checks:
         lines += ["| prediction | measured | holds |", "|---|---|---|"]
@@ -305,9 +333,9 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
     start = time.time()
     if cfg.scheduler not in (None, "synchronous"):
-        from .sweep import _address
+        from .engine import scheduler_address
 
-        _address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
+        scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = theory_curves(cfg, store, log)

@@ -12,13 +12,16 @@ import numpy as np
 class Estimate:
     """``value`` (the sample mean), ``stderr`` (sample standard deviation / sqrt(n)), ``n`` (samples).
 
-    ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise.
+    ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise;
+    ``decoder``, for a loss, which decoder produced it (``fvnum.channels.decoder_of``: ``"exact: ..."`` or
+    ``"approximate: ..."``), None where not applicable.
     """
 
     value: float
     stderr: float
     n: int
     how: str = "mc"
+    decoder: str | None = None
 
     def z(self, exact: float) -> float:
         """``(value - exact) / stderr``; ``0`` when both agree exactly with no spread, else ``inf``."""
@@ -28,7 +31,10 @@ class Estimate:
         return 0.0 if diff == 0 else math.copysign(math.inf, diff)
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+        out = {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+        if self.decoder is not None:
+            out["decoder"] = self.decoder
+        return out
 
     # Deprecated spelling, kept only while callers outside this change (fvnum/bounds.py, fvnum/cli.py)
     # still use it: the project's one name is ``to_dict``.
@@ -36,6 +42,58 @@ class Estimate:
 
     def __str__(self) -> str:
         return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"
+
+
+def to_frame(records, what: str = "this table"):
+    """A pandas DataFrame of ``records`` (a list of dicts); pandas is optional: without it, one clear
+    ImportError (``to_dict()`` gives the same numbers)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(f"to_frame() of {what} needs pandas (pip install pandas); "
+                          "to_dict() gives the same numbers without it") from None
+    return pd.DataFrame.from_records(list(records))
+
+
+class NodeValues(np.ndarray):
+    """A 1-d float array of one value per tree node, labelled: ``nodes[i]`` is the node of entry ``i``
+    (e.g. the Q-values of the noisy Bellman recursion). Prints as ``node: value`` lines; ``best``: the
+    node of the smallest value; ``to_dict()``: ``{node: value}``."""
+
+    def __new__(cls, values, nodes, what: str = "value"):
+        obj = np.asarray(values, dtype=float).view(cls)
+        if obj.ndim != 1 or len(nodes) != obj.shape[0]:
+            raise ValueError(f"need one value per node, got {obj.shape} values for {len(nodes)} nodes")
+        obj.nodes, obj.what = tuple(int(n) for n in nodes), what
+        return obj
+
+    def __array_finalize__(self, obj):
+        self.nodes = getattr(obj, "nodes", ())
+        self.what = getattr(obj, "what", "value")
+
+    def __array_wrap__(self, out, context=None, return_scalar=False):
+        if out.shape != (len(self.nodes),):  # a reduction or a reshape loses the labels
+            plain = np.asarray(out).view(np.ndarray)
+            return plain[()] if return_scalar else plain
+        return super().__array_wrap__(out, context, return_scalar)
+
+    @property
+    def best(self) -> int:
+        return self.nodes[int(np.argmin(np.asarray(self)))]
+
+    def to_dict(self) -> dict:
+        return {n: float(v) for n, v in zip(self.nodes, np.asarray(self))}
+
+    def __repr__(self) -> str:
+        if self.ndim != 1 or len(self.nodes) != self.shape[0]:
+            return repr(np.asarray(self))
+        best = self.best
+        lines = [f"{self.what} by node ({len(self.nodes)} nodes; best: node {best})"]
+        lines += [f"  node {n:>3}: {float(v):.6g}" + ("  <- best" if n == best else "")
+                  for n, v in zip(self.nodes, np.asarray(self))]
+        return "\n".join(lines)
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)

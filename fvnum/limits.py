@@ -1,18 +1,27 @@
 """Resource guards of the Monte Carlo engine: memory and time of ``loss_mc`` estimated from its
 arguments before any work, refused with one line naming the limit and the largest size that fits.
 
-The estimates are deliberately simple upper bounds on what the engine allocates (a few ``D``-sized
-scratch arrays per thread; a chunk of at least 256 samples, with a dense ``D``-vector per sample for
-the strategies and channels that need one; ``D x D`` matrices for a Gaussian prior) and on its work
+The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
+scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
+the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
 (``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
 
-from fvsym._validate import check_memory, check_time, fits_memory, fits_time, largest_fitting
+from fvsym._validate import _short, check_memory, check_time, fits_memory, fits_time, largest_fitting
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
+# Memory, measured as the peak RSS of `fv mc --depth K --samples S --threads T` (K = 16..23, S = 1000 and
+# 100,000, T = 1, 2; GNU time's %M): the interpreter with numpy, numba and the CLI 205 to 300 MB; coordinate
+# strategies (path, top_levels, greedy_coordinate) under tau about 7 D-float scratch arrays per working thread
+# (56 bytes per node: 666 MB at depth 23); the tokens channel about 7.8 D floats per sample of a 256-sample
+# chunk per thread (1.25 GB at depth 16 on one thread, 2.2 GB on two; 24 GB at depth 20 on two, which the old
+# estimate of 3 D floats priced at 12.5 GB). The constants below are those measurements rounded up.
+BASE_BYTES = 300e6
+SCRATCH_FLOATS = 8  # D-sized float arrays per thread
+TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
@@ -23,10 +32,12 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     D, B = dim, max(int(budget), 1)
     coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
     per_sample = 2 + 6 * B + (depth if tree else 0)
-    if not coordinate or tokens or not tree:
+    if tokens:
+        per_sample += TOKENS_FLOATS * D
+    elif not (coordinate or (tree and strategy == "greedy_coordinate")):
         per_sample += 3 * D
-    fixed = 4 * D * threads + (3 * D * D if not tree else 0)
-    memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + 200e6  # + the interpreter, numba
+    fixed = SCRATCH_FLOATS * D * max(1, threads) + (3 * D * D if not tree else 0)
+    memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + BASE_BYTES
     if tree:
         ops = B * depth * 4 if coordinate else (2**depth) * B * 2
         if strategy in ("greedy_coordinate", "rollout"):
@@ -104,7 +115,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
 
     check_spec(spec)
     if not isinstance(strategy, str):
-        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {strategy!r:.40}")
+        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {_short(strategy)}")
     budget = check_int(budget, "budget", minimum=0)
     if threads is not None:
         check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
@@ -112,9 +123,9 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
     search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
     if design is not None:
         if strategy != "fixed":
-            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {strategy!r}")
+            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {_short(strategy)}")
         if isinstance(design, (str, bytes)) or not hasattr(design, "__len__"):
-            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {design!r:.60}")
+            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {_short(design)}")
         arr = np.asarray(design, dtype=object) if not hasattr(design, "dtype") else np.asarray(design)
         if arr.ndim == 1:
             check_node_list(list(arr), "design", spec.dim)
@@ -145,19 +156,19 @@ def check_posterior_args(spec, design, phi, tau: float):
     try:
         phi = np.atleast_2d(np.asarray(phi, dtype=float))
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"readings phi must be numbers, got {phi!r:.60}") from None
+        raise ValueError(f"readings phi must be numbers, got {_short(phi)}") from None
     if phi.ndim != 2:
         raise ValueError(f"readings phi must have shape (n, B), got {phi.shape}")
     if not np.isfinite(phi).all():
         raise ValueError("readings phi must be finite (got NaN or inf)")
     if isinstance(design, (str, bytes)):
-        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}")
+        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}")
     try:
         arr = np.asarray(design)
         if arr.dtype.kind not in "iuf":
             raise TypeError
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"design must be node numbers or unit rows, got {design!r:.60}") from None
+        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}") from None
     if arr.dtype.kind in "iu":
         if arr.shape not in ((phi.shape[1],), phi.shape):
             raise ValueError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
@@ -168,11 +179,53 @@ def check_posterior_args(spec, design, phi, tau: float):
     return design, phi
 
 
+SCALE_RANGE = (1e-75, 1e75)  # float tree scales: a_k^2 (losses) and a_k^4 (their squares, the SEs) stay normal
+VARIANCE_RANGE = (1e-150, 1e150)  # the largest variance of a Gaussian prior, for the same reason
+
+
 def check_spec(spec) -> None:
-    """Float scales of a tree prior must not underflow (a tiny alpha at a large depth)."""
+    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow:
+    each ``a_k`` in ``SCALE_RANGE``, so that losses, their squares and the standard errors are normal floats;
+    likewise the largest variance of a Gaussian prior in ``VARIANCE_RANGE``."""
+    import numpy as np
+
+    from .gaussian import GaussSpec
     from .tree import TreeSpec
 
-    if isinstance(spec, TreeSpec) and not (spec.scales > 1e-150).all():
-        k = int((spec.scales > 1e-150).sum())
-        raise ValueError(f"the tree's scales a_k underflow in floating point below depth {k} "
-                         f"(a_{k + 1} = {spec.scales[k]:.3g}); use a larger alpha or depth <= {k}")
+    if isinstance(spec, GaussSpec):
+        lo, hi = VARIANCE_RANGE
+        top = float(np.max(spec.eigenvalues)) if spec.eigenvalues.size else 0.0
+        if top != 0 and not lo < top < hi:
+            raise ValueError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
+                             f"losses and their standard errors are normal floats; rescale the covariance")
+        return
+    if not isinstance(spec, TreeSpec):
+        return
+    lo, hi = SCALE_RANGE
+    ok = (spec.scales > lo) & (spec.scales < hi)
+    if not ok.all():
+        k = int(np.argmin(ok))
+        what = "underflow" if not spec.scales[k] > lo else "overflow"
+        fix = f"; use a larger alpha or depth <= {k}" if what == "underflow" and k >= 1 else ""
+        raise ValueError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
+                         f"every a_k must lie in ({lo:g}, {hi:g}){fix}")
+
+
+RESOLUTION = 1e-13  # a_K^2 / sum a_k^2 below this: lookahead scores in doubles cannot see the deepest level
+
+
+def check_resolution(spec, what: str) -> None:
+    """The lookahead policies (greedy, rollout, the noisy Bellman recursion) compare expected values of
+    ``||E[theta | readings]||^2``, numbers near ``E||theta||^2``; a gain of ``a_K^2`` below ``RESOLUTION``
+    of it is lost in doubles, and the policy silently stops reading deep levels (measured: greedy at
+    ``alpha = 1e-6``, depth 4, ties the path strategy instead of the optimum). Refused in one line."""
+    from .tree import TreeSpec
+
+    if not isinstance(spec, TreeSpec):
+        return
+    w = spec.scales.astype(float) ** 2
+    ratio = float(w.min() / w.sum())
+    if ratio < RESOLUTION:
+        raise ValueError(f"{what} compares expected losses near E||theta||^2 = {w.sum():.3g} in doubles and cannot "
+                         f"resolve the deepest level (a_K^2 = {w.min():.3g}, {ratio:.1e} of it; it needs at least "
+                         f"{RESOLUTION:g}): use path, top_levels, fixed or bellman_noiseless, or a smaller depth")

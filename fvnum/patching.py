@@ -6,7 +6,8 @@ Target leaf ``s`` uniform; donor leaf ``s'`` with divergence depth ``j`` (``s'_k
 runs its policy, except that layer ``l`` reads the rows the policy chooses on the donor context (the
 donor's keys); every other layer, and the routing after the patch, follow the target's own readings.
 The decoder is the target's Bayes decoder for the rows its own policy chose (a readout that does not
-know about the patch); ``informed=True`` decodes with the rows actually read instead.
+know about the patch); ``informed=True`` decodes with the rows actually read instead. Under the tokens
+channel on the tree prior it is the exact decoder of the tokens (the law of their one statistic) (the table's ``decoder`` says so).
 
 For the path strategy under the gaussian channel the donor reads exactly the target's nodes and
 values up to depth ``j - 1``, so a patch at ``l <= j`` changes nothing: the loss equals the unpatched
@@ -17,12 +18,13 @@ takes one given pair of leaves and averages over the channel noise only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _chunks
-from .channels import make_channel, token_statistics
+from .channels import decoder_of, make_channel, token_statistics
 from .estimate import Estimate, Moments, pool
 from .registry import build_policy
 from .simulate import (
@@ -42,7 +44,8 @@ class PatchingTable:
     samples per cell; ``strategy`` (the theory's, or ``model``), ``layers`` and ``depths`` (both from 1);
     ``metric``: ``theta`` (``||theta_hat - theta||^2``) or ``query`` (the query error, a model's generic
     readout). Where the per-sample losses are paired (models), ``effect = loss - unpatched`` with its paired
-    standard error ``effect_stderr``; else None."""
+    standard error ``effect_stderr``; else None. ``decoder``: the theory's decoder
+    (``fvnum.channels.decoder_of``); None for a model (its own readout)."""
 
     loss: np.ndarray
     stderr: np.ndarray
@@ -56,6 +59,7 @@ class PatchingTable:
     metric: str = "theta"
     effect: np.ndarray | None = None
     effect_stderr: np.ndarray | None = None
+    decoder: str | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -63,10 +67,34 @@ class PatchingTable:
             "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.to_dict(),
             "unpatched_by_depth": self.unpatched_by_depth.tolist(),
             "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(), "metric": self.metric,
+            "decoder": self.decoder,
         }
         if self.effect is not None:
             out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
         return out
+
+    def to_frame(self):
+        """Long form as a pandas DataFrame: one row per (patched layer, divergence depth) with ``loss``,
+        ``stderr``, ``unpatched`` (that column's own unpatched loss) and, where paired, ``effect``."""
+        from .estimate import to_frame
+
+        rows = []
+        for a, layer in enumerate(self.layers):
+            for b, depth in enumerate(self.depths):
+                row = {"layer": layer, "depth": depth, "loss": float(self.loss[a, b]), "stderr": float(self.stderr[a, b]),
+                       "unpatched": float(self.unpatched_by_depth[b])}
+                if self.effect is not None:
+                    row.update(effect=float(self.effect[a, b]), effect_stderr=float(self.effect_stderr[a, b]))
+                rows.append(row)
+        return to_frame(rows, "a PatchingTable")
+
+    def __repr__(self) -> str:
+        head = (f"PatchingTable({self.strategy}, metric {self.metric}, {len(self.layers)} layers x "
+                f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
+                                      for b in range(len(self.depths))) for a, l in enumerate(self.layers)]
+        return "\n".join([head, "       " + cols, *body])
 
     def to_markdown(self) -> str:
         """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
@@ -107,7 +135,8 @@ def draw_pair(spec: TreeSpec, channel, n: int, budget: int, j: int, rng, fixed=N
     return target, donor
 
 
-def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strategy: str = "path", policy=None,
+def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
+                   strategy: str = "path", policy=None,
                    layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                    depths=None, threads=None, progress=False) -> PatchingTable:
     """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
@@ -115,7 +144,7 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
     (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
     for j in depths:
         if not 1 <= j <= spec.depth:
@@ -125,27 +154,31 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     loss = np.array([[cols[b][l].estimate().value for b in range(len(depths))] for l in range(1, L + 1)])
     err = np.array([[cols[b][l].estimate().stderr for b in range(len(depths))] for l in range(1, L + 1)])
     base = [c[0].estimate() for c in cols]
+    decoder = decoder_of(spec, channel)
     return PatchingTable(
-        loss.reshape(L, len(depths)), err.reshape(L, len(depths)), pool(c[0] for c in cols).estimate(),
+        loss.reshape(L, len(depths)), err.reshape(L, len(depths)),
+        replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
         np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
-        tuple(range(1, L + 1)), depths,
+        tuple(range(1, L + 1)), depths, decoder=decoder,
     )
 
 
-def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, strategy: str = "path",
+def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
+                 channel=None, strategy: str = "path",
                  policy=None, layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                  threads=None) -> tuple:
     """Patching for one given pair of leaves (index or sign vector each): the losses over the channel
     noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
     if pair[0] == pair[1]:
         raise ValueError(f"target and donor are the same leaf {pair[0]}; they must differ")
     s, sd = spec.signs(np.array(pair))
     j = int(np.argmax(s != sd)) + 1
     col = _column(spec, channel, pol, budget, j, pair, samples, seed, informed, threads, False)
-    return col[0].estimate(), [c.estimate() for c in col[1:]]
+    decoder = decoder_of(spec, channel)
+    return replace(col[0].estimate(), decoder=decoder), [replace(c.estimate(), decoder=decoder) for c in col[1:]]
 
 
 def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
@@ -155,15 +188,16 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
             raise ValueError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
         return sum(1 << (spec.depth - 1 - k) for k, x in enumerate(signs) if x < 0)
     if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
-        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {leaf!r}")
+        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
     return int(leaf)
 
 
-def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads):
+def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
+           n_tokens=None, channel=None):
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("key patching needs a tree prior (divergence depth of two leaves)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
                        seed=seed, threads=threads)

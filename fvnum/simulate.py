@@ -1,5 +1,7 @@
-"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the exact
-Bayes posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.registry``).
+"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the
+posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.registry``). The
+decoder is exact except under the tokens channel on a Gaussian prior (``fvnum.channels.decoder_of``
+names it; every Estimate carries it in ``decoder``; docs/decoders.md).
 
 Each chunk of samples draws, in this order and from its own seeded stream: the latents (leaf indices
 for a tree prior, ``theta`` for a Gaussian prior), the gaussian-channel noise ``xi`` (n, B) (gaussian
@@ -9,50 +11,56 @@ strategies of the same budget, which makes their differences precise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import _chunks, _kernels
-from .channels import Channel, token_statistics
+from fvsym._validate import _short, integer_value
+
+from . import _chunks
+from .channels import Channel, decoder_of, token_statistics
 from .estimate import Moments, pool
 from .gaussian import GaussSpec
 from .gaussian import posterior_mean as gaussian_posterior_mean
 from .strategies import PathPolicy, Policy, Rows, Run, check_rows
-from .tree import TreeSpec
+from .tree import TreeSpec, posterior_losses
 
 MAX_SAMPLES = 10**10
 
 
 # --- inputs ---------------------------------------------------------------------------------------
 def check_samples(samples) -> int:
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
-        if isinstance(samples, float) and samples.is_integer():
-            samples = int(samples)
+    n = integer_value(samples)  # ints of any kind (numpy, sympy, integral Fractions)
+    if n is None:
+        if isinstance(samples, (float, np.floating)) and float(samples).is_integer():
+            n = int(samples)
         else:
-            raise ValueError(f"samples must be an integer, got {samples!r}")
+            raise ValueError(f"samples must be an integer, got {_short(samples)}")
+    samples = n
     if samples < 2:
-        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {_short(samples)}")
     if samples > MAX_SAMPLES:
-        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {samples}")
+        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {_short(samples)}")
     return int(samples)
 
 
 def check_budget(budget, maximum=None, why="") -> int:
     """Integer ``0 <= budget <= maximum`` (no upper limit when ``maximum`` is None)."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise ValueError(f"budget must be an integer, got {budget!r}")
+    if integer_value(budget) is None:
+        raise ValueError(f"budget must be an integer, got {_short(budget)}")
+    budget = integer_value(budget)
     if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
+        raise ValueError(f"budget must be >= 0, got {_short(budget)}")
     if maximum is not None and budget > maximum:
-        raise ValueError(f"budget {budget} is too large: {why}")
+        raise ValueError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
 
 
 def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
+    n = integer_value(seed)
+    if n is None or n < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {_short(seed)}")
+    return n
 
 
 def check_design(design, spec, budget: int) -> np.ndarray:
@@ -70,6 +78,11 @@ def check_design(design, spec, budget: int) -> np.ndarray:
         if arr.size != budget:
             raise ValueError(f"design has {arr.size} nodes but budget is {budget}")
         return arr
+    if arr.ndim == 2 and arr.dtype == object:  # rows of Fractions or sympy numbers
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ValueError("design matrix must hold numbers") from None
     if arr.ndim != 2 or arr.dtype.kind not in "fiu":
         raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     arr = arr.astype(float)
@@ -144,22 +157,17 @@ def read(spec, channel: Channel, draws: Draws, rows: Rows, offset: int) -> np.nd
 
 
 def decode_losses(spec, channel: Channel, draws: Draws, rows: list, phi: np.ndarray) -> np.ndarray:
-    """Per-sample loss of the exact posterior mean given readings ``phi`` (n, B) of the rows ``rows``."""
+    """Per-sample loss of the posterior mean given readings ``phi`` (n, B) of the rows ``rows``: exact on the
+    tree prior under both channels (under ``tokens``: the law of the one statistic the rows read), and on a Gaussian
+    prior under the gaussian channel; under ``tokens`` on a Gaussian prior the gaussian channel's decoder
+    at ``tau(N)``, an approximation (``fvnum.channels.decoder_of``)."""
     n = draws.n
     if isinstance(spec, TreeSpec):
         if all(r.coordinate for r in rows):
-            nodes = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
-            out = np.zeros(n)
-            _kernels._tree_coord_decode(
-                np.ascontiguousarray(nodes), np.ascontiguousarray(phi), channel.tau, spec.scales,
-                draws.leaves, out, np.zeros((0, spec.dim)),
-            )
-            return out
-        W = _stack_dense(rows, n, spec.dim)
-        out = np.zeros(n)
-        _kernels._tree_dense_decode(W, np.ascontiguousarray(phi), channel.tau, 1e-9, spec.scales,
-                                    draws.leaves, out, np.zeros((0, spec.dim)))
-        return out
+            design = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
+        else:
+            design = _stack_dense(rows, n, spec.dim)
+        return posterior_losses(spec, channel, design, phi, draws.leaves)
     W = _stack_dense(rows, n, spec.dim)
     mean = gaussian_posterior_mean(spec, W[0] if W.shape[0] == 1 else W, phi, channel.tau)
     return ((mean - draws.theta) ** 2).sum(axis=1)
@@ -232,6 +240,19 @@ class FunctionVectors:
         """The function vector after ``layer`` layers, (n, layer * d)."""
         return self.phi[:, :layer].reshape(self.phi.shape[0], -1)
 
+    def to_dict(self) -> dict:
+        """Every array as nested lists (None where absent)."""
+        return {k: None if v is None else np.asarray(v).tolist()
+                for k, v in (("phi", self.phi), ("loss", self.loss), ("nodes", self.nodes), ("rows", self.rows),
+                             ("leaves", self.leaves), ("theta", self.theta))}
+
+    def __repr__(self) -> str:
+        n, L, d = self.phi.shape
+        extra = ", ".join(f"{k} {np.shape(v)}" for k, v in (("nodes", self.nodes), ("rows", self.rows),
+                                                           ("leaves", self.leaves), ("theta", self.theta)) if v is not None)
+        return (f"FunctionVectors({n} samples, {L} layers of width {d}: phi {self.phi.shape}, mean loss "
+                f"{float(np.mean(self.loss)):.5g}" + (f"; {extra}" if extra else "") + ")")
+
 
 def draw_floats(spec, channel: Channel, budget: int) -> int:
     """Floats drawn per sample (sets the random block size: strategy-independent)."""
@@ -270,7 +291,7 @@ def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, 
 
     parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget), purpose=purpose,
                                threads=threads, progress=progress)
-    est = pool(p[0] for p in parts).estimate()
+    est = replace(pool(p[0] for p in parts).estimate(), decoder=decoder_of(spec, channel))
     if not record:
         return est, None
     cat = lambda i: None if parts[0][1][i] is None else np.concatenate([p[1][i] for p in parts])  # noqa: E731

@@ -29,9 +29,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _kernels
-from .tree import TreeSpec
+from .tree import TreeSpec, tokens_law
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
 
@@ -120,6 +121,57 @@ class Policy:
         """A fused kernel's ``Run`` of one chunk, or None (the engine then routes layer by layer)."""
         return None
 
+    # --- reading a policy -----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        kind = "adaptive" if self.adaptive else "non-adaptive"
+        return (f"<{type(self).__name__} {self.name!r}: {kind}, {self.layers} layer{'s' if self.layers != 1 else ''} "
+                f"of width {self.width}; print(policy.describe(prior)) shows its decision tree>")
+
+    def describe(self, prior=None, max_layers: int = 4) -> str:
+        """The policy as a decision tree on a tree prior: the nodes each layer reads after each noiseless
+        outcome (``+`` / ``-``: the reading ``+a_k`` / ``-a_k`` of a node on the leaf's path, ``0``: off
+        it) of the nodes read before, as the policy itself routes them (its ``rows`` and ``update``), for
+        the first ``max_layers`` layers. ``prior``: a numeric ``TreePrior`` (or ``TreeSpec``); policies
+        that hold one need none."""
+        from .tree import numeric_prior
+
+        spec = getattr(self, "spec", None) if prior is None else numeric_prior(prior)
+        if not isinstance(spec, TreeSpec):
+            raise ValueError(f"describe() needs a tree prior for {type(self).__name__}: policy.describe(TreePrior(K, alpha))")
+        lines: list[str] = []
+        leaves = np.arange(spec.n_leaves)
+
+        def walk(layer, state, phi, alive, indent, label):
+            pad = "  " * indent
+            if layer >= self.layers:
+                lines.append(f"{pad}{label}stop  [{alive.size} lea{'f' if alive.size == 1 else 'ves'}]")
+                return
+            if layer >= max_layers:
+                lines.append(f"{pad}{label}...  ({self.layers - layer} more layers)")
+                return
+            rows = check_rows(self.rows(layer, state, phi), n=1, width=self.width, dim=spec.dim, layer=layer)
+            if not rows.coordinate:
+                lines.append(f"{pad}{label}read unit rows (dense: no finite decision tree)")
+                return
+            nodes = rows.nodes(1)[0]
+            read = [int(n) for n in nodes if n > 0]
+            what = "read nothing" if not read else "read node" + ("s " if len(read) > 1 else " ") + ", ".join(map(str, read))
+            lines.append(f"{pad}{label}{what}  [layer {layer + 1}, {alive.size} leaves]")
+            values = spec.values(alive, np.tile(nodes, (alive.size, 1)))  # (m, d) noiseless readings
+            outcomes = {}
+            for leaf, v in zip(alive, values):
+                outcomes.setdefault(tuple(np.sign(v).astype(int).tolist()), (v, []))[1].append(leaf)
+            for key in sorted(outcomes, key=lambda k: [(x == 0, -x) for x in k]):  # +, -, then 0
+                v, members = outcomes[key]
+                reading = v[None, :]  # (1, d)
+                nxt = self.update(layer, state, rows, reading)
+                signs = ",".join({1: "+", -1: "-", 0: "0"}[k] for k, n in zip(key, nodes) if n > 0) or "-"
+                walk(layer + 1, nxt, np.concatenate([phi, reading[:, None, :]], axis=1), np.array(members),
+                     indent + 1, f"{signs}: ")
+
+        walk(0, self.start(1), np.zeros((1, 0, self.width)), leaves, 0, "")
+        return "\n".join(lines)
+
 
 def _coordinate_run(loss, phi, nodes) -> Run:
     rows = [Rows(nodes[:, l : l + 1].copy(), True, False) for l in range(nodes.shape[1])]
@@ -141,6 +193,12 @@ class FixedDesign(Policy):
 
     def work_floats(self, spec, budget):
         return 0 if np.asarray(self.design).dtype.kind in "iu" else spec.dim
+
+    def describe(self, prior=None, max_layers: int = 4) -> str:
+        d = np.asarray(self.design)
+        if d.dtype.kind in "iu":
+            return f"read nodes {', '.join(map(str, d.tolist()))} in one layer (non-adaptive)"
+        return f"read {d.shape[0]} unit rows in one layer (non-adaptive):\n{np.array2string(d, precision=3)}"
 
 
 class PathPolicy(Policy):
@@ -171,9 +229,10 @@ class PathPolicy(Policy):
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         empty = np.zeros((0, D))
         tokens = channel.kind == "tokens"
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_path_sim(
             draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-            channel.tau, spec.scales,
+            channel.tau, n_tok, sigma2, spec.scales,
             donor.leaves if donor is not None else np.zeros(0, np.int64),
             donor.stat if (donor is not None and tokens) else empty,
             int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
@@ -190,6 +249,8 @@ class TablePolicy(Policy):
     leaves, as in the noiseless recursion) with the gaussian likelihood of noise ``tau``; at ``tau = 0``
     the exact outcome is found (an outcome no leaf explains, possible only under key patching, is
     mapped to the nearest one). A terminal table node (``None``) leaves the remaining layers idle.
+    Under the tokens channel the outcomes are mapped with the gaussian likelihood at ``tau(N)`` (an
+    approximate belief, for choosing only); the reported loss is decoded exactly.
     """
 
     name = "bellman_noiseless"
@@ -274,7 +335,9 @@ class GreedyCoordinate(Policy):
     """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
     expected posterior loss after that one reading, given the exact posterior so far (computed with
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
-    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``).
+    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``). Under the
+    tokens channel the belief that chooses the nodes is this gaussian one at ``tau(N)``, an approximation;
+    the reported loss is decoded exactly (the law of the tokens, ``fvnum.channels.decoder_of``).
     Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
     ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
     unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
@@ -310,8 +373,9 @@ class GreedyCoordinate(Policy):
         n = draws.n
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         tokens = channel.kind == "tokens"
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
-                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, spec.scales,
+                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, n_tok, sigma2, spec.scales,
                                   self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
         return _coordinate_run(loss, phi, nodes)
 
@@ -326,7 +390,9 @@ class RolloutPolicy(Policy):
     ``_kernels.MARGIN`` standard errors of the paired differences. The first layer's belief (the prior)
     is shared by every sample, so it is decided once on ``first_rollouts`` rollouts; later layers use
     ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
-    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers)."""
+    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
+    Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
+    for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "rollout"
 
@@ -334,7 +400,7 @@ class RolloutPolicy(Policy):
                  n_cand: int = 4, allow_repeat: bool = True, seed: int = 0):
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
-                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
+                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
         self.n_cand, self.allow_repeat = int(n_cand), bool(allow_repeat)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
@@ -376,7 +442,9 @@ class GreedyDense(Policy):
     loss after that one reading) under the exact leaf posterior so far, found by projected gradient
     ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
     layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
-    generic row identifies the leaf, so a fixed random row is read."""
+    generic row identifies the leaf, so a fixed random row is read. Under the tokens channel the belief
+    that chooses the rows is the gaussian one at ``tau(N)`` (readings treated as independent), an
+    approximation; the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "greedy_dense"
 
@@ -414,7 +482,8 @@ class GreedyDense(Policy):
 
 
 class CallablePolicy(Policy):
-    """A user function following the module's protocol (stateless)."""
+    """A user function following the module's protocol (stateless); its loss is decoded by the channel's
+    decoder (``fvnum.simulate.decode_losses``)."""
 
     def __init__(self, fn, layers: int, width: int, name: str = "policy"):
         if not callable(fn):
