@@ -443,7 +443,8 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
             with torch.no_grad():
                 w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
                 cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
-                best = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch, grid).argmin(1)
+                best = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch,
+                                    grid).argmin(1)
                 idx = torch.arange(best.shape[0])
                 new_rows.append(w[idx, best])
                 n_idx = lt[sl]
@@ -453,6 +454,11 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
         rows = torch.cat([rows, torch.cat(new_rows)[back][:, None, :]], dim=1)
         phi = torch.cat([phi, torch.cat(new_phi)[back][:, None]], dim=1)
     return out
+
+
+def has_adaptive_search(prior) -> bool:
+    """Whether :func:`best_adaptive_keyed` applies to ``prior`` (the tree prior)."""
+    return isinstance(numeric_prior(prior), TreeSpec)
 
 
 def best_adaptive_keyed(prior, budget: int, family: str = "weighted", **kw) -> KeyedResult:
