@@ -17,7 +17,7 @@ from fvsym.priors import GaussianPrior, TreePrior
 QUICK = "--quick" in sys.argv
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "theory_rows.json")
 N, S2, SEED = 128, 0.01, 0
-NA = dict(samples=500 if QUICK else 2000, maxiter=20 if QUICK else 100)
+NA = dict(samples=500 if QUICK else 2000, maxiter=20 if QUICK else 200)
 AD = dict(samples=200 if QUICK else 1000, steps=10 if QUICK else 25)
 rows = json.load(open(OUT)) if os.path.exists(OUT) and not QUICK else {}
 
@@ -53,8 +53,11 @@ def tree_study(depth, budgets, tag):
                 new = rng.standard_normal((1, prior.n_nodes))
                 start = (np.vstack([prev.rows, new / np.linalg.norm(new)]),
                          None if prev.q is None else np.log(prev.q[[2**k - 1 for k in range(depth)]]))
+            # budget 1 is cheap (exact quadrature): more starts; larger budgets: the chained start and
+            # random ones (tree depth 4: eight in all; depth 6: three)
+            restarts = 4 if B == 1 else (8 if depth <= 4 else 3)
             r = best_nonadaptive_keyed(prior, B, fam, n_tokens=N, s2=S2, seed=SEED, start=start,
-                                       restarts=1 if start is not None else 2, **NA)
+                                       restarts=restarts, **NA)
             extra = {}
             if B == 1:
                 extra["tokens_check"] = tokens_loss_mc(prior, r, samples=2000 if QUICK else 20000, seed=SEED).to_dict()
@@ -80,8 +83,53 @@ def gaussian_cell(depth, B, tag, **kw):
         record(key, gaussian_keyed(prior, B, fam, n_tokens=N, s2=S2, seed=SEED, **kw), t0)
 
 
+def table():
+    """The markdown tables of docs/theory.md section 11 from theory_rows.json and the trained means of
+    docs/scaling (scaling.json: 3 seeds, 1000 x budget steps; recipe_A: 1 seed, 5000 x budget steps)."""
+    here = os.path.dirname(OUT)
+    runs = json.load(open(os.path.join(here, "scaling", "scaling.json")))["runs"]
+    recipe = json.load(open(os.path.join(here, "scaling", "recipe_A", "scaling.json")))["runs"]
+
+    def mean(rs, model, B):
+        v = [r["loss"] for r in rs if r["model"] == model and r["budget"] == B]
+        return np.mean(v) if v else float("nan")
+
+    def cell(key):
+        r = rows.get(key)
+        if r is None:
+            return "n/a"
+        return f"{r['value']:.4f}" + (f" ± {r['stderr']:.4f}" if r["stderr"] > 0 else " (exact)")
+
+    out = ["| B | trained A (3 seeds) | A recipe (1 seed) | trained B (3 seeds) | adaptive, linear | adaptive, weighted "
+           "| one layer, linear | one layer, weighted |", "|---|---|---|---|---|---|---|---|"]
+    for B in range(1, 7):
+        out.append(f"| {B} | {mean(runs, 'A', B):.4f} | {mean(recipe, 'A', B):.4f} | {mean(runs, 'B', B):.4f} | "
+                   f"{cell(f'tree K6 linear adaptive B{B}')} | {cell(f'tree K6 weighted adaptive B{B}')} | "
+                   f"{cell(f'tree K6 linear nonadaptive B{B}')} | {cell(f'tree K6 weighted nonadaptive B{B}')} |")
+    grid = json.load(open(os.path.join(here, "grid", "table.json")))["runs"]
+
+    def trained(prior, depth, B, model):
+        v = [r["trained"] for r in grid if (r["prior"], r["depth"], r["budget"], r["model"]) == (prior, depth, B, model)]
+        return " / ".join(f"{t['loss']:.4f} ± {t['stderr']:.4f}" for t in v) or "n/a"
+
+    out += ["", "| grid cell | trained A | trained B | adaptive, linear | adaptive, weighted | one layer, linear "
+            "| one layer, weighted |", "|---|---|---|---|---|---|---|"]
+    for prior, depth, B in (("tree", 4, 3), ("tree", 6, 4), ("gaussian", 4, 3), ("gaussian", 6, 4)):
+        tag = f"{prior} K{depth}"
+        out.append(f"| {prior} K{depth} B{B} | {trained(prior, depth, B, 'A')} | {trained(prior, depth, B, 'B')} | "
+                   f"{cell(f'{tag} linear adaptive B{B}')} | {cell(f'{tag} weighted adaptive B{B}')} | "
+                   f"{cell(f'{tag} linear nonadaptive B{B}')} | {cell(f'{tag} weighted nonadaptive B{B}')} |")
+    return "\n".join(out)
+
+
+if "--table" in sys.argv:
+    print(table())
+    sys.exit(0)
+
+
 torch.set_num_threads(1)
 tree_study(6, range(1, 7), "tree K6")
 gaussian_cell(4, 3, "gaussian K4", samples=500 if QUICK else 2000, maxiter=8 if QUICK else 40)
 tree_study(4, range(1, 4), "tree K4")
 gaussian_cell(6, 4, "gaussian K6", samples=300 if QUICK else 1000, maxiter=6 if QUICK else 25, nodes=9)
+
