@@ -100,7 +100,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int =
     if budget < 1:
         raise ValueError(f"bounds need budget >= 1, got {budget}")
     lower, lower_how = noiseless_lower(prior, spec, budget)
-    solve_exact = channel.tau > 0 and bellman.exact_feasible(spec, budget) if exact is None else bool(exact)
+    solve_exact = channel.tau > 0 and bellman.exact_feasible(spec, budget, tau=channel.tau) if exact is None else bool(exact)
     exact_value = exact_how = None
     names = BOUND_CANDIDATES if candidates is None else tuple(candidates)
     policies = {}

@@ -141,7 +141,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
         return bellman_policy(prior, spec, 0.0, L, d, name="optimal")
     check_budget(budget)
     _layout(budget, layers, width)
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget):
+    if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget, tau=channel.tau):
         raise ValueError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "

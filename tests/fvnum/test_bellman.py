@@ -79,8 +79,9 @@ def test_dp_last_kernel_equals_numpy():
     quad = Quadrature(spec, 0.4, (9,))
     P = np.random.default_rng(0).random((5, 4))
     out = np.zeros((5, 3))
-    K._dp_last(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales, out)
-    ref = R.noisy_last_q(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales)
+    K._dp_last(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], quad.nj[1], quad.paths, quad.pvals, spec.scales,
+               out)
+    ref = R.noisy_last_q(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], quad.nj[1], spec.scales)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
 
 
