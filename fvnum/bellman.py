@@ -165,20 +165,32 @@ def kink_corrected(vq: np.ndarray, weight: np.ndarray, adjacent=None) -> np.ndar
 def lattice(a: float, tau: float, points: int):
     """The readings of a node of amplitude ``a``: the points of the lattice ``h Z``, ``h = 2 SPAN tau /
     (points - 1)``, within ``SPAN`` standard deviations of a class mean ``+a, -a, 0`` (so each class sees
-    at least its own ``points``-point trapezoid rule). Returns readings ``x`` (J,), rule weights ``w``
-    (3, J) (``h phi``, normalised per class), likelihood ratios ``lik`` (J, 3) and ``adjacent`` (J,)."""
-    h = 2 * SPAN * tau / (int(points) - 1)
+    at least its own ``points``-point trapezoid rule). Where the three windows are disjoint nothing is
+    shared and each class gets its own rule centred on its mean. Returns readings ``x`` (J,), rule
+    weights ``w`` (3, J) (``h phi``, normalised per class), likelihood ratios ``lik`` (J, 3) and
+    ``adjacent`` (J,) (whether point ``j + 1`` is the rule neighbour of point ``j``)."""
+    points = int(points)
+    h = 2 * SPAN * tau / (points - 1)
     means = np.array([a, -a, 0.0])
-    top = int(np.floor((a + SPAN * tau) / h + 1e-9))
-    idx = np.arange(-top, top + 1)
-    x = idx * h
-    keep = (np.abs(x[:, None] - means[None]) <= SPAN * tau * (1 + 1e-12)).any(axis=1)
-    idx, x = idx[keep], x[keep]
-    e = -((x[:, None] - means[None]) ** 2) / (2 * tau**2)  # (J, 3)
+    if a <= 2 * SPAN * tau:  # overlapping windows: one lattice, at most 2 (points - 1) * 1.5 + 1 points
+        top = int(np.floor((a + SPAN * tau) / h + 1e-9))
+        idx = np.arange(-top, top + 1)
+        x = idx * h
+        keep = (np.abs(x[:, None] - means[None]) <= SPAN * tau * (1 + 1e-12)).any(axis=1)
+        idx, x = idx[keep], x[keep]
+        adjacent = np.r_[np.diff(idx) == 1, False]
+        z = (x[:, None] - means[None]) / tau  # (J, 3)
+    else:  # disjoint windows: the rule of each class around its own mean, in increasing order
+        zq = np.linspace(-SPAN, SPAN, points)
+        order = (1, 2, 0)  # means -a, 0, +a
+        x = np.concatenate([means[o] + tau * zq for o in order])
+        adjacent = np.tile(np.r_[np.ones(points - 1, dtype=bool), False], 3)
+        z = np.concatenate([(means[o] - means)[None, :] / tau + zq[:, None] for o in order])
+    with np.errstate(over="ignore"):  # a class far away (tiny tau): likelihood ratio 0
+        e = -0.5 * z**2
     w = np.exp(e - e.max(axis=0, keepdims=True)).T  # (3, J)
     w /= w.sum(axis=1, keepdims=True)
     lik = np.exp(e - e.max(axis=1, keepdims=True))
-    adjacent = np.r_[np.diff(idx) == 1, False]
     return x, w, lik, adjacent
 
 
@@ -191,11 +203,13 @@ def default_points(budget: int) -> tuple:
     return POINTS[min(max(budget, 1), 3)][:max(budget, 1)]
 
 
-def work(spec: TreeSpec, budget: int, points=None, tau=None) -> float:
+def work(spec: TreeSpec, budget: int, points=None, tau=None, root: str = "prior") -> float:
     """Operations of the exact recursion (about one multiply-add each): the child beliefs of every level
     (a lattice point per node read, ``2^K`` weights each) and, per belief of the last level, each node's
     class Gram (``2^K K + 6 D``) and its lattice (``LAST_OPS`` per point). ``tau`` sets the lattices (their
-    classes overlap); without it each class counts its own ``points`` (an upper bound)."""
+    classes overlap); without it each class counts its own ``points`` (an upper bound). ``root``: ``"prior"``
+    (one node per depth at the uniform prior, as ``noisy_bellman`` solves it) or ``"any"`` (every node:
+    the policy's decision from a sample's posterior)."""
     if budget == 0:
         return 0.0
     points = default_points(budget) if points is None else points
@@ -208,21 +222,20 @@ def work(spec: TreeSpec, budget: int, points=None, tau=None) -> float:
 
     beliefs, total = 1.0, 0.0
     for R in range(budget, 1, -1):
-        kids = sum(npts(R, k) for k in range(K)) if R == budget else sum(2**k * npts(R, k) for k in range(K))
+        one = R == budget and root == "prior"
+        kids = sum(npts(R, k) for k in range(K)) if one else sum(2**k * npts(R, k) for k in range(K))
         beliefs *= kids
         total += beliefs * nl
     last = sum(2**k * (LAST_OPS * npts(1, k) + nl * K + 6 * D) for k in range(K))
-    if budget == 1:
+    if budget == 1 and root == "prior":
         last = sum(LAST_OPS * npts(1, k) + nl * K + 6 * D for k in range(K))
     return total + beliefs * last
 
 
 def lattice_size(a: float, tau: float, points: int) -> int:
-    """Number of readings of ``lattice(a, tau, points)``: the union of the three classes' windows."""
-    h = 2 * SPAN * tau / (int(points) - 1)
-    per = 2 * int(np.floor(SPAN * tau / h + 1e-9)) + 1
-    if a >= 2 * SPAN * tau:
-        return 3 * per
+    """Number of readings of ``lattice(a, tau, points)``."""
+    if a > 2 * SPAN * tau:
+        return 3 * int(points)
     return int(lattice(a, tau, points)[0].size)
 
 

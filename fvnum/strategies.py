@@ -326,17 +326,22 @@ class RolloutPolicy(Policy):
     ``_kernels.MARGIN`` standard errors of the paired differences. The first layer's belief (the prior)
     is shared by every sample, so it is decided once on ``first_rollouts`` rollouts; later layers use
     ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
-    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers)."""
+    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
+    The comparison stops early: each candidate is first rolled out on the fraction ``screen`` of the
+    rollouts and goes on to the rest only if its mean final loss there is below the greedy node's
+    (``screen = 1``: every candidate on every rollout)."""
 
     name = "rollout"
 
     def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
-                 n_cand: int = 4, allow_repeat: bool = True, seed: int = 0):
+                 n_cand: int = 4, screen: float = 0.25, allow_repeat: bool = True, seed: int = 0):
+        if isinstance(screen, bool) or not isinstance(screen, (int, float, np.integer, np.floating)) or not 0 < screen <= 1:
+            raise ValueError(f"screen must be a fraction in (0, 1], got {screen!r}")
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
                 raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_cand, self.allow_repeat = int(n_cand), bool(allow_repeat)
+        self.n_cand, self.allow_repeat, self.screen = int(n_cand), bool(allow_repeat), float(screen)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
         self.U = rng.random((int(n_rollouts), spec.depth))
         self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
@@ -352,7 +357,7 @@ class RolloutPolicy(Policy):
         out = np.zeros(nodes.shape[0], dtype=np.int64)
         _kernels._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
                                self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, self.allow_repeat, U, Z,
-                               self.layers, self.n_cand, out)
+                               self.layers, self.n_cand, max(2, int(round(self.screen * U.shape[0]))), out)
         return out
 
     def rows(self, layer, state, phi):
