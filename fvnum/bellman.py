@@ -36,6 +36,8 @@ POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1,
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
 MAX_WORK = 3e10  # largest work (``work``) solved exactly
 LAST_OPS = 20  # operations per lattice point of the last layer (``_kernels._dp_last``)
+EXACT_RATE = 4e8  # work per second and thread priced (measured 1.3e9 to 2.1e9 on a shared core, load 2.5)
+EXACT_OVERHEAD = 0.05  # seconds of tables and Python per solve
 CHUNK_FLOATS = 2**22
 
 
@@ -108,9 +110,49 @@ class Quadrature:
             weight = np.zeros((part.shape[0], C, J))
             _kernels._dp_children(part, cand, self.cls, self.lik[R], self.w[R], self.nj[R], child, weight)
             live = np.flatnonzero(weight.ravel() > 0)
+            flat = child.reshape(-1, nl)
+            if R == 2:  # the children have one layer left: only their minimum and its kinks are needed
+                g, arg = np.zeros(weight.size), np.zeros(weight.size, dtype=np.int64)
+                g[live], arg[live] = self._last_min(flat[live], threads)
+                out[a : a + per] = self._integrate_min(flat, g.reshape(weight.shape), arg.reshape(weight.shape),
+                                                       weight, adjacent)
+                continue
             vq = np.zeros((weight.size, self.spec.dim))
-            vq[live] = self.q_values(child.reshape(-1, nl)[live], R - 1, threads=threads)
+            vq[live] = self.q_values(flat[live], R - 1, threads=threads)
             out[a : a + per] = self.integrate(vq.reshape(weight.shape + (-1,)), weight, adjacent)
+        return out
+
+    def _integrate_min(self, flat, g, arg, weight, adjacent):
+        """``integrate`` from each child's minimum ``g`` (..., J) and its node index ``arg``: the values of
+        the two winners across each switching interval are computed for those intervals only."""
+        a0, a1 = arg[..., :-1], arg[..., 1:]
+        w0, w1 = weight[..., :-1], weight[..., 1:]
+        switch = (a0 != a1) & (w0 > 0) & (w1 > 0) & np.broadcast_to(adjacent, weight.shape)[..., :-1]
+        qa1, qb0 = g[..., 1:].copy(), g[..., :-1].copy()
+        idx = np.flatnonzero(switch.ravel())
+        if idx.size:
+            J = weight.shape[-1]
+            left = (idx // (J - 1)) * J + idx % (J - 1)  # flat index of child j; child j + 1 follows it
+            qa1.ravel()[idx] = self._last_at(flat[left + 1], self.nodes[a0.ravel()[idx]])
+            qb0.ravel()[idx] = self._last_at(flat[left], self.nodes[a1.ravel()[idx]])
+        return kink_terms(g, qa1, qb0, weight, switch)
+
+    def _last_min(self, P, threads):
+        M = P.shape[0]
+        g, arg = np.zeros(M), np.zeros(M, dtype=np.int64)
+        parts = [slice(a, min(M, a + 4096)) for a in range(0, M, 4096)]
+
+        def task(sl):
+            _kernels._dp_last_min(P[sl], self.nodes, self.cls, self.lik[1], self.w[1], self.nj[1], self.paths,
+                                  self.pvals, self.spec.scales, g[sl], arg[sl])
+
+        _run(task, parts, threads)
+        return g, arg
+
+    def _last_at(self, P, nodes):
+        out = np.zeros(P.shape[0])
+        _kernels._dp_last_at(np.ascontiguousarray(P), np.ascontiguousarray(nodes, dtype=np.int64), self.cls,
+                             self.lik[1], self.w[1], self.nj[1], self.paths, self.pvals, self.spec.scales, out)
         return out
 
     def integrate(self, vq: np.ndarray, weight: np.ndarray, adjacent: np.ndarray) -> np.ndarray:
@@ -130,15 +172,19 @@ class Quadrature:
             _kernels._dp_last(P[sl], cand, self.cls, self.lik[1], self.w[1], self.nj[1], self.paths, self.pvals,
                               self.spec.scales, out[sl])
 
-        if threads > 1 and len(parts) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=threads) as ex:
-                list(ex.map(task, parts))
-        else:
-            for sl in parts:
-                task(sl)
+        _run(task, parts, threads)
         return out
+
+
+def _run(task, parts, threads):
+    if threads > 1 and len(parts) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            list(ex.map(task, parts))
+    else:
+        for sl in parts:
+            task(sl)
 
 
 def kink_corrected(vq: np.ndarray, weight: np.ndarray, adjacent=None) -> np.ndarray:
@@ -151,12 +197,22 @@ def kink_corrected(vq: np.ndarray, weight: np.ndarray, adjacent=None) -> np.ndar
     f0, f1 = g[..., :-1], g[..., 1:]
     qa1 = np.take_along_axis(vq[..., 1:, :], a0, axis=-1)[..., 0]  # the left winner at the right end
     qb0 = np.take_along_axis(vq[..., :-1, :], a1, axis=-1)[..., 0]  # the right winner at the left end
-    d0, d1 = f0 - qb0, qa1 - f1  # <= 0 and >= 0
-    den = d1 - d0
     w0, w1 = weight[..., :-1], weight[..., 1:]
-    switch = (a0[..., 0] != a1[..., 0]) & (den > 0) & (w0 > 0) & (w1 > 0)
+    switch = (a0[..., 0] != a1[..., 0]) & (w0 > 0) & (w1 > 0)
     if adjacent is not None:
         switch &= np.broadcast_to(adjacent, weight.shape)[..., :-1]
+    return kink_terms(g, qa1, qb0, weight, switch)
+
+
+def kink_terms(g, qa1, qb0, weight, switch) -> np.ndarray:
+    """The corrected rule of ``kink_corrected`` from the minimum ``g`` (..., J), the left winner's value
+    at the right end ``qa1`` and the right winner's at the left end ``qb0`` (..., J - 1) of each interval
+    where the winner switches (``switch``)."""
+    f0, f1 = g[..., :-1], g[..., 1:]
+    w0, w1 = weight[..., :-1], weight[..., 1:]
+    d0, d1 = f0 - qb0, qa1 - f1  # <= 0 and >= 0
+    den = d1 - d0
+    switch = switch & (den > 0)
     t = np.where(switch, -d0 / np.where(switch, den, 1.0), 0.5)
     corr = np.where(switch, den / 2 * (t * (1 - t) - 1.0 / 6), 0.0) * (w0 + w1) / 2
     return (g * weight).sum(axis=-1) + corr.sum(axis=-1)
@@ -237,6 +293,21 @@ def lattice_size(a: float, tau: float, points: int) -> int:
     if a > 2 * SPAN * tau:
         return 3 * int(points)
     return int(lattice(a, tau, points)[0].size)
+
+
+def solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None) -> float:
+    """Upper price of ``noisy_bellman``: ``work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``."""
+    busy = max(1, int(threads))
+    return EXACT_OVERHEAD + work(spec, budget, points, tau) / (EXACT_RATE * busy)
+
+
+def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, points=None) -> float:
+    """Upper price of ``samples`` samples of ``NoisyBellmanPolicy``: at layer ``l >= 1`` each sample runs
+    the recursion of the ``budget - l`` remaining layers from its own posterior (every node a candidate)."""
+    points = default_points(budget) if points is None else points
+    per = sum(work(spec, budget - l, points[: budget - l], tau, root="any") for l in range(1, budget))
+    busy = max(1, min(int(threads), -(-int(samples) // 1024)))
+    return EXACT_OVERHEAD + samples * (per / EXACT_RATE + 5e-6 * budget) / busy
 
 
 def exact_feasible(spec, budget: int, points=None, tau=None) -> bool:

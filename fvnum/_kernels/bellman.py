@@ -94,37 +94,98 @@ def _class_gram(p, cls_n, paths, pvals, S, G, W3):
             G[o2, o] = g
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lattice_loss(k, lik, w, nj, A, G, W3):
+    """``sum_j (sum_o W_o w_oj) (A - q_j.G.q_j)`` over the lattice of depth ``k + 1`` (class Gram ``G``,
+    masses ``W3``); a reading whose likelihood underflows for every class is skipped."""
+    v = 0.0
+    for j in range(nj[k]):
+        om = W3[0] * w[k, 0, j] + W3[1] * w[k, 1, j] + W3[2] * w[k, 2, j]
+        if om <= 0.0:
+            continue
+        den = W3[0] * lik[k, j, 0] + W3[1] * lik[k, j, 1] + W3[2] * lik[k, j, 2]
+        if den <= 0.0:
+            continue
+        q0 = W3[0] * lik[k, j, 0] / den  # the posterior's class probabilities
+        q1 = W3[1] * lik[k, j, 1] / den
+        q2 = W3[2] * lik[k, j, 2] / den
+        v += om * (A - (q0 * q0 * G[0, 0] + q1 * q1 * G[1, 1] + q2 * q2 * G[2, 2]
+                        + 2.0 * (q0 * q1 * G[0, 1] + q0 * q2 * G[0, 2] + q1 * q2 * G[1, 2])))
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sum_sq(scales):
+    A = 0.0
+    for k in range(scales.shape[0]):
+        A += scales[k] * scales[k]
+    return A
+
+
 @njit(cache=True, nogil=True)
 def _dp_last(P, cand, cls, lik, w, nj, paths, pvals, scales, out_q):
     """One layer left: for each belief ``P[s]`` (M, 2^K) and candidate node ``cand[c]``, the expected loss
     after reading it, ``sum_j (sum_o W_o w_oj) (A - ||mu(phi_j)||^2)`` over the lattice of its depth,
-    into ``out_q[s, c]`` (M, C); a reading whose likelihood underflows for every class is skipped."""
+    into ``out_q[s, c]`` (M, C)."""
     K = scales.shape[0]
-    A = 0.0
-    for k in range(K):
-        A += scales[k] * scales[k]
+    A = _sum_sq(scales)
     S = np.zeros((3, (1 << K)))
     G = np.zeros((3, 3))
     W3 = np.zeros(3)
     for s in range(P.shape[0]):
         for c in range(cand.shape[0]):
             n = cand[c]
-            k = _bitlen(n) - 1
             _class_gram(P[s], cls[n - 1], paths, pvals, S, G, W3)
-            v = 0.0
-            for j in range(nj[k]):
-                om = W3[0] * w[k, 0, j] + W3[1] * w[k, 1, j] + W3[2] * w[k, 2, j]
-                if om <= 0.0:
-                    continue
-                den = W3[0] * lik[k, j, 0] + W3[1] * lik[k, j, 1] + W3[2] * lik[k, j, 2]
-                if den <= 0.0:
-                    continue
-                q0 = W3[0] * lik[k, j, 0] / den  # the posterior's class probabilities
-                q1 = W3[1] * lik[k, j, 1] / den
-                q2 = W3[2] * lik[k, j, 2] / den
-                v += om * (A - (q0 * q0 * G[0, 0] + q1 * q1 * G[1, 1] + q2 * q2 * G[2, 2]
-                                + 2.0 * (q0 * q1 * G[0, 1] + q0 * q2 * G[0, 2] + q1 * q2 * G[1, 2])))
-            out_q[s, c] = v
+            out_q[s, c] = _lattice_loss(_bitlen(n) - 1, lik, w, nj, A, G, W3)
+
+
+@njit(cache=True, nogil=True)
+def _dp_last_at(P, nodes, cls, lik, w, nj, paths, pvals, scales, out):
+    """``_dp_last`` of one node per belief: ``out[s]`` = expected loss after reading ``nodes[s]`` from ``P[s]``."""
+    K = scales.shape[0]
+    A = _sum_sq(scales)
+    S = np.zeros((3, (1 << K)))
+    G = np.zeros((3, 3))
+    W3 = np.zeros(3)
+    for s in range(P.shape[0]):
+        n = nodes[s]
+        _class_gram(P[s], cls[n - 1], paths, pvals, S, G, W3)
+        out[s] = _lattice_loss(_bitlen(n) - 1, lik, w, nj, A, G, W3)
+
+
+@njit(cache=True, nogil=True)
+def _dp_last_min(P, cand, cls, lik, w, nj, paths, pvals, scales, out_g, out_a):
+    """``min_c`` of ``_dp_last`` (value ``out_g[s]``, index ``out_a[s]``; ties: the first candidate) by
+    branch and bound: a noiseless reading is at least as informative (Blackwell), so the loss after a
+    noiseless reading of ``n``, ``A - sum_o W_o |m_o|^2``, bounds its noisy loss from below; candidates are
+    evaluated in increasing order of that bound until it exceeds the best value found."""
+    K = scales.shape[0]
+    C = cand.shape[0]
+    A = _sum_sq(scales)
+    S = np.zeros((3, (1 << K)))
+    Gc = np.zeros((C, 3, 3))
+    Wc = np.zeros((C, 3))
+    lb = np.zeros(C)
+    for s in range(P.shape[0]):
+        for c in range(C):
+            _class_gram(P[s], cls[cand[c] - 1], paths, pvals, S, Gc[c], Wc[c])
+            lb[c] = A - (Wc[c, 0] * Gc[c, 0, 0] + Wc[c, 1] * Gc[c, 1, 1] + Wc[c, 2] * Gc[c, 2, 2])
+        best = np.inf
+        ba = 0
+        for it in range(C):
+            i = -1
+            for c in range(C):
+                if lb[c] < np.inf and (i < 0 or lb[c] < lb[i]):
+                    i = c
+            if i < 0 or lb[i] > best + 1e-12 * abs(best) + 1e-300:
+                break
+            lb[i] = np.inf
+            v = _lattice_loss(_bitlen(cand[i]) - 1, lik, w, nj, A, Gc[i], Wc[i])
+            if v < best or (v == best and i < ba):
+                best = v
+                ba = i
+        out_g[s] = best
+        out_a[s] = ba
 
 
 @njit(cache=True, nogil=True)
