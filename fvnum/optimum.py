@@ -146,7 +146,9 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
         solve = bool(exact)
     else:
         solve = bellman.exact_feasible(spec, budget, tau=tau)
-        if not solve:
+        if not solve and budget > 3:
+            skipped["exact"] = "not solved: the exact recursion is solved for budget <= 3"
+        elif not solve:
             skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
                                 f"large (work {bellman.work(spec, budget, tau=tau):.2g} > {bellman.MAX_WORK:.0g})")
     if solve:
@@ -201,6 +203,11 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
         return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,
                            exact=exact, threads=threads)
 
+    from .limits import check_mc
+
+    for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
+        check_mc(spec, budget=budget, strategy=name, tokens=channel.kind == "tokens", samples=samples,
+                 threads=threads)
     p = plan(samples)
     what = f"fv bounds at depth {spec.depth}, budget {budget}"
     check_memory(what, p.bytes)
