@@ -36,7 +36,7 @@ POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1,
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
 MAX_WORK = 3e10  # largest work (``work``) solved exactly
 LAST_OPS = 20  # operations per lattice point of the last layer (``_kernels._dp_last``)
-EXACT_RATE = 4e8  # work per second and thread priced (measured 1.3e9 to 2.1e9 on a shared core, load 2.5)
+EXACT_RATE = 2.5e8  # work per second and thread priced: measured 0.7e9 to 2.1e9 (load 2.5), 3 to 4x less at load 9
 EXACT_OVERHEAD = 0.05  # seconds of tables and Python per solve
 CHUNK_FLOATS = 2**22
 
