@@ -46,7 +46,8 @@ def bench_depth(depth: int, tau: float, n_fast: int, n_ref: int) -> list[tuple]:
 
     # full path strategy
     loss, phi, nodes = np.zeros(n_fast), np.zeros((n_fast, B)), np.zeros((n_fast, B), dtype=np.int64)
-    path_fast = lambda: K._tree_path_sim(leaves, noise, empty, tau, scales, leaves, empty, 0, False, loss, phi, nodes)  # noqa: E731
+    path_fast = lambda: K._tree_path_sim(leaves, noise, empty, tau, 0.0, 0.0, scales, leaves, empty, 0, False,  # noqa: E731
+                                         loss, phi, nodes)
     path_ref = lambda: R.path_sim(leaves[:n_ref], noise[:n_ref], None, tau, scales)  # noqa: E731
     t_fast, t_ref = timed(path_fast), timed(path_ref)
     ref_loss = R.path_sim(leaves[:n_ref], noise[:n_ref], None, tau, scales)[0]

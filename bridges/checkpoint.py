@@ -4,9 +4,17 @@ Written atomically (a temporary file in the same folder, flushed, then ``os.repl
 write never leaves a half-written ``checkpoint.pt``; read with ``torch.load(weights_only=True)`` (only
 tensors and plain containers, no arbitrary code). Every problem with a file is a one-line ``ValueError``
 naming the file and the problem: corrupt or truncated, not a checkpoint, or another configuration.
+
+Damage. Each save keeps the checkpoint it replaces as ``checkpoint.prev.pt``. :func:`usable_checkpoint`
+returns the newest checkpoint that loads and fits its model; a damaged file (truncated, empty, not an fv
+checkpoint, weights that do not fit: a :class:`DamagedCheckpoint`) is renamed ``NAME.corrupt-<n>`` (set
+aside, not deleted) and reported in one line, and training resumes from the previous checkpoint or starts
+from scratch. A checkpoint of another configuration is refused (the folder holds someone else's run).
 """
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -19,6 +27,28 @@ _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 
 atomic_write_text = write_atomic  # deprecated name of bridges.store.write_atomic; remove once train.py imports that
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that cannot be used: corrupt, truncated, empty, not an fv checkpoint, or holding
+    weights or state that do not fit its model."""
+
+
+def previous_path(path) -> Path:
+    """``checkpoint.prev.pt`` beside ``checkpoint.pt``: the checkpoint the last save replaced."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def set_aside(path, label: str = "corrupt") -> Path:
+    """Rename ``path`` to ``NAME.<label>-<n>`` (the first free ``n``) and return the new path."""
+    path = Path(path)
+    n = 1
+    while path.with_name(f"{path.name}.{label}-{n}").exists():
+        n += 1
+    target = path.with_name(f"{path.name}.{label}-{n}")
+    os.replace(path, target)
+    return target
 
 
 def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra: dict | None = None) -> Path:
@@ -34,7 +64,8 @@ def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra:
         "rng": torch.get_rng_state(),
         "extra": dict(extra or {}),
     }
-    return atomic_write_bytes(Path(path), lambda f: torch.save(payload, f))
+    path = Path(path)
+    return atomic_write_bytes(path, lambda f: torch.save(payload, f), keep=previous_path(path))
 
 
 def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -> dict:
@@ -49,9 +80,10 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
     except Exception as exc:  # torch raises RuntimeError, EOFError, KeyError, UnpicklingError, ...
         reason = (str(exc).strip().splitlines() or [""])[0][:120]
         detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
-        raise ValueError(f"checkpoint {path} is corrupt or truncated ({detail})") from None
+        what = "is empty" if _size(path) == 0 else "is corrupt or truncated"
+        raise DamagedCheckpoint(f"checkpoint {path} {what} ({detail})") from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT or any(k not in ck for k in _REQUIRED):
-        raise ValueError(f"{path} is not an fv checkpoint (format {FORMAT!r})")
+        raise DamagedCheckpoint(f"{path} is not an fv checkpoint (format {FORMAT!r})")
     if cfg is not None and ck["key"] != cfg.key():
         try:
             diffs = cfg.differences(RunConfig.from_json(ck["config"]))
@@ -70,9 +102,60 @@ def restore(ck: dict, model, optimizer=None) -> int:
             optimizer.load_state_dict(ck["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:120]
-        raise ValueError(f"checkpoint does not fit this model ({first})") from None
+        raise DamagedCheckpoint(f"checkpoint does not fit this model ({first})") from None
     torch.set_rng_state(ck["rng"].cpu())
     return int(ck["step"])
+
+
+def _size(path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return -1
+
+
+_EXTRA = ("history", "train_s", "wall_s", "window")
+
+
+def _check_usable(ck: dict, cfg: RunConfig, path: Path) -> None:
+    """Raise ``DamagedCheckpoint`` unless the weights, optimizer and RNG state of ``ck`` fit ``cfg``'s model."""
+    from .models import build_model
+
+    rng = ck["rng"]
+    extra = ck.get("extra")
+    if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or not isinstance(extra, dict) \
+            or any(k not in extra for k in _EXTRA) or not 0 <= int(ck["step"]) <= cfg.train.steps:
+        raise DamagedCheckpoint(f"checkpoint {path} lacks part of the training state")
+    model = build_model(cfg)
+    try:
+        restore({**ck, "rng": torch.get_rng_state()}, model, torch.optim.Adam(model.parameters()))
+    except DamagedCheckpoint as exc:
+        raise DamagedCheckpoint(f"{path}: {exc}") from None
+
+
+def usable_checkpoint(path, cfg: RunConfig, *, map_location="cpu", log=None) -> dict | None:
+    """The newest checkpoint of a run that loads and fits ``cfg``: ``path``, else its previous one
+    (:func:`previous_path`); None when there is none (start from scratch). Every damaged file on the way
+    is set aside (``NAME.corrupt-<n>``) and the whole story is one line through ``log`` (stderr by default).
+    A checkpoint of another configuration raises ``ValueError``."""
+    log = log if log is not None else (lambda message: print(message, file=sys.stderr))
+    path = Path(path)
+    notes = []
+    for candidate in (path, previous_path(path)):
+        if not candidate.is_file():
+            continue
+        try:
+            ck = load_checkpoint(candidate, cfg, map_location=map_location)
+            _check_usable(ck, cfg, candidate)
+        except DamagedCheckpoint as exc:
+            notes.append(f"{exc}: set aside as {set_aside(candidate).name}")
+            continue
+        if notes:
+            log("; ".join(notes) + f"; resuming from {candidate.name} at step {int(ck['step'])}")
+        return ck
+    if notes:
+        log("; ".join(notes) + "; training starts from scratch")
+    return None
 
 
 def load_model(path, cfg: RunConfig | None = None, *, device="cpu"):

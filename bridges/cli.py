@@ -28,8 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Theory engine for adaptive inference and function vectors in deep transformers.",
     )
     parser.add_argument("--max-seconds", type=number_arg("--max-seconds", low=0, open_low=True), default=None,
-                        metavar="S", help="time cap of the command's estimate of its own work (default: env "
-                        "FV_MAX_SECONDS, else 3600); larger jobs are refused before they start")
+                        metavar="S", help="time cap of the command: work estimated to take longer is refused before it "
+                        "starts, and training that runs past it stops (checkpoint kept) (default: env FV_MAX_SECONDS, "
+                        "else 3600; 86400 for the commands that train)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # argparse's errors (one line, code 2) and --help (code 0): returned, not raised
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
-        with time_limit(args.max_seconds):
+        with time_limit(args.max_seconds, default=getattr(args, "default_max_seconds", None)):
             return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (``fv ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -11,7 +11,7 @@ import re
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import (
-    check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
+    DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
 )
 
 from .config import (
@@ -101,7 +101,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
     data = DataConfig(prior=args.prior, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                       cov=args.cov)
-    model = ModelConfig(model=args.model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
+    model = ModelConfig(model=args.model or ModelConfig().model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
                         readout=args.readout)
     train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                         loss=args.loss, precision=args.precision, grad_clip=args.grad_clip, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
@@ -139,11 +139,14 @@ def _register_train(subparsers) -> None:
     p.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
-    p.set_defaults(func=train_command)
+    p.set_defaults(func=train_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
+    from .cost import check_train_time
+
+    check_train_time(cfg)
     from .train import train  # torch is imported here, not at `fv --help`
 
     result = train(cfg, progress=not args.quiet and args.format == "text", resume=not args.no_resume)
@@ -170,12 +173,14 @@ def _register_compare(subparsers) -> None:
         "budget 4, Models A, B, C, two seeds for the depth-6 tree cells) and the predictions checked on it.",
     )
     add_run_arguments(p, model_required=False)
-    p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run")
+    p.set_defaults(model=None)  # one run: A; --grid: A, B and C
+    p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run (--model: "
+                   "only that model's cells)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=20_000, help="Monte Carlo samples per theory number (default 20000)")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
-    p.set_defaults(func=compare_command)
+    p.set_defaults(func=compare_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -185,12 +190,17 @@ def compare_command(args: argparse.Namespace) -> int:
 
     if args.grid:
         check_workers(args.workers)
+        _grid_options(args)
         from .compare import prediction_checks, to_markdown
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
-                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2)
+                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+                              device=args.device, models=args.model or "ABC")
+        from .cost import compare_grid_seconds
+
+        _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
@@ -207,6 +217,10 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
+    from .cost import check_seconds, theory_table_seconds, train_seconds
+
+    check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
+                  train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000))
     from .compare import compare, to_markdown
     from .train import run_dir, train
 
@@ -217,6 +231,65 @@ def compare_command(args: argparse.Namespace) -> int:
     write_atomic(folder / "compare.md", to_markdown(table))
     emit(table, args.format, [to_markdown(table), f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}"])
     return 0
+
+
+def _grid_options(args) -> None:
+    """``fv compare --grid`` trains its own grid (tree and Gaussian priors, depths 4 and 6, the recipe):
+    ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
+    ignored, so they are refused in one line naming them."""
+    defaults = {a.dest: a.default for a in _run_parser()._actions}
+    ignored = [f"--{name.replace('_', '-')}" for name in ("prior", "cov", "depth", "budget", "mlp_width",
+                                                          "hidden_layers", "readout", "batch", "lr", "warmup",
+                                                          "schedule", "loss", "precision", "grad_clip", "eval_every",
+                                                          "eval_batches", "threads", "checkpoint_every")
+               if getattr(args, name) != defaults[name]]
+    if ignored:
+        raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
+                         f"recipe) and does not take {', '.join(ignored)}; leave "
+                         f"{'it' if len(ignored) == 1 else 'them'} out, or run fv compare without --grid (or fv "
+                         "sweep) for other runs")
+
+
+def _run_parser():
+    p = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(p, model_required=False)
+    return p
+
+
+def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True) -> float:
+    """Refuse a study whose estimate is over the cap, naming the largest depth (when the theory alone is
+    too long) or number of ``steps`` (the config field) that fits."""
+    import dataclasses
+
+    from fvsym._validate import check_time, fits_time
+
+    seconds = price(cfg)
+    if fits_time(seconds):
+        return seconds
+    hint = ""
+    if depth and not fits_time(price(dataclasses.replace(cfg, **{steps: 1}))):
+        best = None
+        for k in range(1, cfg.depth):
+            try:
+                small = dataclasses.replace(cfg, depth=k, **{steps: 1})
+            except ValueError:
+                continue
+            if not fits_time(price(small)):
+                break
+            best = k
+        hint = f"; the largest --depth that fits is {best} (at 1 step)" if best else "; no --depth fits"
+    elif getattr(cfg, steps) is None or isinstance(getattr(cfg, steps), int):
+        lo, hi = 0, getattr(cfg, steps) or max(RECIPE_STEPS_PER_BUDGET.values()) * 6  # None: the recipe's steps
+        while lo < hi:  # the largest steps that fit (the price grows with the steps)
+            mid = (lo + hi + 1) // 2
+            if fits_time(price(dataclasses.replace(cfg, **{steps: mid}))):
+                lo = mid
+            else:
+                hi = mid - 1
+        flag = "--" + steps.replace("_", "-")
+        hint = f"; the largest {flag} that fits is {lo}" if lo else f"; no {flag} fits"
+    check_time(what, seconds, hint)
+    return seconds
 
 
 def check_workers(workers) -> None:
@@ -257,7 +330,7 @@ def _register_reproduce(subparsers) -> None:
     p.add_argument("--budget", type=int_arg("--budget", 1), default=d.train_budget, help=f"training budget (default {d.train_budget})")
     p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
     add_format_argument(p)
-    p.set_defaults(func=reproduce_command)
+    p.set_defaults(func=reproduce_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
@@ -279,6 +352,9 @@ def reproduce_command(args: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
+    from .cost import reproduce_seconds
+
+    _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)
     quiet = args.quiet or args.format == "json"
     out = reproduce(cfg, log=(lambda *a: None) if quiet else print)
     folder = out.get("folder", str(cfg.out)) if isinstance(out, dict) else str(cfg.out)
@@ -326,7 +402,7 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
     add_format_argument(p)
-    p.set_defaults(func=scaling_command)
+    p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def scaling_command(args: argparse.Namespace) -> int:
@@ -338,6 +414,9 @@ def scaling_command(args: argparse.Namespace) -> int:
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
                         search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
                         threads=args.threads, device=args.device, progress=not args.quiet)
+    from .cost import scaling_seconds
+
+    _check_study(f"fv scaling of {len(cfg.runs(''))} runs", scaling_seconds, cfg, steps="steps_per_budget", depth=False)
     quiet = args.quiet or args.format == "json"
     result = run(cfg, log=(lambda *a: None) if quiet else print)
     lines = []

@@ -214,21 +214,21 @@ def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 2
 def path_bayes_decoder(data_cfg: DataConfig):
     """The readout ``fvnum`` uses for the ``path`` strategy, as a function ``p (batch, B) -> theta_hat (batch, D)``
     for ``bridges.models.path_model(data, B, readout=...)``: the exact posterior mean of the tree prior
-    given readings ``p_k`` of the nodes ``n_k`` routed by their signs (``n_{k+1} = 2 n_k + [p_k < 0]``), with
-    the gaussian likelihood of noise ``tau^2 = (E||theta||^2 + s2) / N`` (``fvnum.tree.coordinate_posterior_mean``).
+    given readings ``p_k`` of the nodes ``n_k`` routed by their signs (``n_{k+1} = 2 n_k + [p_k < 0]``), under
+    the exact law of the tokens channel (``fvnum.tree.posterior_means``, docs/decoders.md).
     Not differentiable (computed in numpy)."""
-    from fvnum.tree import coordinate_posterior_mean, numeric_prior
+    from fvnum.tree import numeric_prior, posterior_means
 
     check_tree_data(data_cfg)
     spec = numeric_prior(fv_prior(data_cfg))
-    tau = data_channel(data_cfg).tau
+    channel = data_channel(data_cfg)
 
     def decode(p: torch.Tensor) -> torch.Tensor:
         readings = p.detach().double().cpu().numpy()  # (batch, B)
         nodes = np.ones(readings.shape, dtype=np.int64)  # (batch, B) routed nodes
         for k in range(1, readings.shape[1]):
             nodes[:, k] = 2 * nodes[:, k - 1] + (readings[:, k - 1] < 0)
-        mean = coordinate_posterior_mean(spec, nodes, readings, tau)  # (batch, D)
+        mean = posterior_means(spec, channel, nodes, readings)  # (batch, D)
         return torch.from_numpy(mean).to(device=p.device, dtype=p.dtype)
 
     return decode

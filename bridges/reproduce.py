@@ -39,6 +39,8 @@ class ReproduceConfig:
     full: bool = False
     scaling_steps_per_budget: int = 1000  # the scaling study of --full (bridges.scaling)
     progress: bool = True
+    device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
+    models: str = "ABC"  # the models of the training grid
 
     def __post_init__(self):
         DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
@@ -47,6 +49,10 @@ class ReproduceConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_budget > 2**self.depth - 1:
             raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+        if not self.models or any(m not in "ABC" for m in self.models) or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct letters of ABC, got {self.models!r}")
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
 
     def data(self, prior: str, depth: int | None = None) -> DataConfig:
         return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
@@ -62,16 +68,25 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
     for prior in ("tree", "gaussian"):
         for depth, budget in cells:
             seeds = (cfg.seed, cfg.seed + 1) if cfg.full and prior == "tree" and depth == 6 else (cfg.seed,)
-            for model in ("A", "B", "C"):
+            for model in cfg.models:
                 for seed in seeds:
                     runs.append(RunConfig(
                         cfg.data(prior, depth),
                         ModelConfig(model=model, budget=budget),
-                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out,  # lr, batch, loss: the recipe
+                        TrainConfig(steps=cfg.steps, seed=seed, out=train_out, device=cfg.device,  # lr, batch: the recipe
                                     eval_every=RECIPE_EVAL_EVERY if cfg.steps is None else max(1, cfg.steps // 5),
                                     checkpoint_every=max(1, (cfg.steps or 1000) // 10)),
                     ))
     return runs
+
+
+def run_cell_config(run: RunConfig) -> dict:
+    """What keys a cell of one training run: the run's key fields and, off the CPU, its device (numbers
+    from another device are other numbers; CPU cells keep the keys they always had)."""
+    config = run.key_dict()
+    if run.train.device != "cpu":
+        config["device"] = run.train.device
+    return config
 
 
 def train_cell(run: dict) -> dict:
@@ -145,7 +160,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     if todo and not in_process:
         log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
         absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
-        cells = [Cell.keyed("train", r.key_dict(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
+        cells = [Cell.keyed("train", run_cell_config(r), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
                  for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     from .compare import theory_losses
@@ -161,7 +176,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
-        table, cached = store.cell("compare", run.key_dict(), work)
+        table, cached = store.cell("compare", run_cell_config(run), work)
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
     return tables
@@ -176,7 +191,7 @@ def _cores() -> int:
 def _cell_key(name: str, run: RunConfig) -> str:
     from .store import config_key
 
-    return f"{name}-{config_key({'name': name, **run.key_dict()})}"
+    return f"{name}-{config_key({'name': name, **run_cell_config(run)})}"
 
 
 def _load_model(run: RunConfig):
@@ -199,15 +214,17 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     out["patching_theory"], _ = store.cell("patching_theory", {"data": asdict(data), "budget": B, "samples": cfg.samples,
                                                                "seed": cfg.seed},
                                            lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
-    out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].key_dict(), "n": n, "seed": cfg.seed},
-                                      lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
-                                                                 seed=cfg.seed).to_dict())
+    if "A" in runs:
+        out["patching_A"], _ = store.cell("patching_model", {"run": run_cell_config(runs["A"]), "n": n,
+                                                             "seed": cfg.seed},
+                                          lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
+                                                                     seed=cfg.seed).to_dict())
     log("patching tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": asdict(data), "budget": B, "n": 4 * n, "seed": cfg.seed},
                                           lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
     for name, run in runs.items():
-        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.key_dict(), "n": 4 * n, "seed": cfg.seed},
+        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run_cell_config(run), "n": 4 * n, "seed": cfg.seed},
                                                lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
                                                                                 seed=cfg.seed))
     out["probes"] = probes

@@ -112,7 +112,9 @@ def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) 
     the rows in ``runs`` order."""
     from .sweep import SYNCHRONOUS, Cell, run_cells
 
-    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.key_dict()) for run in runs]
+    from .reproduce import run_cell_config
+
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run_cell_config(run)) for run in runs]
     scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
     results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     return [results[cell.key] for cell in cells]
@@ -126,7 +128,9 @@ def train_row_dict(run: dict) -> dict:
 def _cell_key(run: RunConfig) -> str:
     from .store import config_key
 
-    return f"run-{run.key()}-{config_key(run.key_dict())}"
+    from .reproduce import run_cell_config
+
+    return f"run-{run.key()}-{config_key(run_cell_config(run))}"
 
 
 def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:

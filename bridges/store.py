@@ -16,9 +16,11 @@ folder stops with one line naming the process that holds it.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -36,23 +38,65 @@ def config_key(obj) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def atomic_write_bytes(path, write) -> Path:
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class _Recording:
+    """A file wrapper that remembers the ``OSError`` its ``write`` raised (torch's writer turns it into a
+    ``RuntimeError`` whose text no longer says that the disk is full)."""
+
+    def __init__(self, fh):
+        self._fh, self.error = fh, None
+
+    def write(self, data):
+        try:
+            return self._fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+def _open_tmp(fd: int, path: Path):
+    """The binary file object of a temporary file being written for ``path`` (tests replace it to make the
+    disk full)."""
+    return os.fdopen(fd, "wb")
+
+
+def atomic_write_bytes(path, write, *, keep: Path | None = None) -> Path:
     """Call ``write(file)`` on a temporary binary file in ``path``'s folder, then ``os.replace`` it onto
-    ``path``: readers see the old file or the whole new one, never a half-written one."""
+    ``path``: readers see the old file or the whole new one, never a half-written one. ``keep``: move the
+    old ``path`` there first (the previous checkpoint). A full disk (``ENOSPC``, ``EDQUOT``) is one
+    ``OSError`` naming the file; the previous file is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_tmp(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    tmp = None
     try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        with _open_tmp(fd, path) as raw:
+            fh = _Recording(raw)
+            try:
+                write(fh)
+            except Exception as exc:
+                if isinstance(fh.error, OSError) and not isinstance(exc, OSError):
+                    raise fh.error from None
+                raise
+            raw.flush()
+            os.fsync(raw.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
+        if keep is not None and path.exists():
+            os.replace(path, keep)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            what = "no space left on the device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+            raise OSError(exc.errno, f"{what} while writing {path.name}; the previous file is kept, "
+                          "free some space and run again", str(path)) from None
         raise
     return path
 
@@ -153,13 +197,23 @@ _HELD: dict[str, int] = {}  # folders this process has locked -> the lock file's
 
 
 def _lock(folder: Path, kind: str) -> None:
+    """Take ``folder/.lock`` (never through a symbolic link: a link there is refused in one line)."""
     import fcntl
 
     where = str(folder.resolve())
     if where in _HELD:
         return
     path = folder / ".lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666 & ~_UMASK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link; fv does not follow it (remove it, or choose "
+                             "another output folder)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file; remove it, or choose another output folder")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -258,6 +312,9 @@ class RunStore:
         found = self.get(key)
         if found is not None:
             return found["result"], True
+        from fvsym._validate import check_deadline
+
+        check_deadline(f"fv {self.kind} stopped before cell {key}")  # past fv --max-seconds: stop between cells
         result = compute()
         self.put(key, {"name": name, "config": config, "result": result})
         return result, False

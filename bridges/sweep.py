@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from fvsym._emit import add_format_argument, emit
-from fvsym._validate import int_arg
+from fvsym._validate import DEFAULT_LONG_SECONDS, int_arg
 
 from .store import RunStore, config_key, with_checksum, write_atomic, write_json
 
@@ -114,10 +114,22 @@ class Cell:
         return cls(key, fn, dict(config if kwargs is None else kwargs), name, config)
 
 
-def _call(fn: Callable, kwargs: dict) -> dict:
-    """Run one cell (on a worker): its result made plain JSON, and where and how long it ran."""
+def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
+    """Run one cell (on a worker): its result made plain JSON, and where and how long it ran. ``deadline``
+    (``time.time()`` seconds): the command's time cap, which training inside the cell watches."""
+    from fvsym._validate import time_limit
+
     start = time.perf_counter()
-    result = json.loads(json.dumps(fn(**kwargs), default=_plain))
+    if deadline is None:
+        result = fn(**kwargs)
+    else:
+        left = deadline - time.time()
+        if left <= 0:
+            raise ValueError("the command's time cap (fv --max-seconds) passed before this cell started; "
+                             "finished cells are kept: run again to resume")
+        with time_limit(left):
+            result = fn(**kwargs)
+    result = json.loads(json.dumps(result, default=_plain))
     return {"result": result, "host": socket.gethostname(), "pid": os.getpid(),
             "seconds": round(time.perf_counter() - start, 3)}
 
@@ -257,6 +269,9 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
             order.append(cell.key)
         elif (seen.fn, seen.kwargs) != (cell.fn, cell.kwargs):
             raise ValueError(f"two different cells share the key {cell.key}")
+    from fvsym._validate import seconds_left, time_over
+
+    deadline = time.time() + seconds_left() if time_over() is not None else None  # the command's time cap
     results, todo = {}, []
     for key in order:
         found = store.get(key) if store is not None else None
@@ -265,12 +280,12 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
         else:
             todo.append(by_key[key])
     if todo:
-        from tqdm.auto import tqdm
+        from .progress import progress_bar
 
         log(f"{len(order)} cells: {len(order) - len(todo)} finished before, {len(todo)} to run")
         with cluster(scheduler, workers, quiet=not progress, log=log) as client, \
-                tqdm(total=len(order), initial=len(order) - len(todo), desc="cells", unit="cell",
-                     disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
+                progress_bar(total=len(order), initial=len(order) - len(todo), desc="cells", unit="cell",
+                             enabled=progress) as bar:
             def done(cell: Cell, ran: dict) -> None:
                 if store is not None:
                     store.put(cell.key, {"name": cell.name, "config": cell.config if cell.config is not None
@@ -281,9 +296,9 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
 
             if client is None:
                 for cell in todo:
-                    done(cell, _guard(cell, lambda cell=cell: _call(cell.fn, cell.kwargs)))
+                    done(cell, _guard(cell, lambda cell=cell: _call(cell.fn, cell.kwargs, deadline)))
             else:
-                _run_on(client, todo, done)
+                _run_on(client, todo, done, deadline)
     return {key: results[key] for key in order}
 
 
@@ -295,11 +310,12 @@ def _guard(cell: Cell, get):
         raise ValueError(f"cell {cell.key}: {exc}") from None
 
 
-def _run_on(client, todo: list[Cell], done) -> None:
+def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> None:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    futures = {client.submit(_call, cell.fn, cell.kwargs, key=f"fv-{cell.key}", pure=False): cell for cell in todo}
+    futures = {client.submit(_call, cell.fn, cell.kwargs, deadline, key=f"fv-{cell.key}", pure=False): cell
+               for cell in todo}
     try:
         for future in as_completed(futures):
             cell = futures[future]
@@ -336,6 +352,8 @@ class _Command:
 
         run = config_from_args(args)  # validates every field of the run
         config = {"run": run.key_dict()}
+        if run.train.device != "cpu":  # numbers from another device are other numbers (CPU keys as before)
+            config["device"] = run.train.device
         if self.name == "compare":
             config["samples"] = args.samples
         return config
@@ -536,32 +554,118 @@ def _explain(message: str, command: str, options: dict, tables: dict) -> str:
     return f"spec: fv {command} rejects {message}"
 
 
-def plan(spec, out) -> tuple[Spec, list[Cell], list[dict]]:
-    """The cells of a spec (every one parsed and checked; nothing runs), with the grid values of each."""
+MAX_CELLS = 10_000  # a larger grid is refused before it is built (split it into several sweeps)
+
+
+def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], list[dict]]:
+    """The cells of a spec, every one parsed and put through the command's own run-time checks (values,
+    memory and time guards) before any work, with the grid values of each; then the whole sweep's time
+    (the cells' estimates shared among ``workers`` processes) against the cap. One-line ValueErrors
+    name the spec key and value behind a refusal."""
     spec = load_spec(spec)
+    n_cells = 1
+    for values in spec.grid.values():
+        n_cells *= len(values)
+    if n_cells > MAX_CELLS:
+        sizes = " x ".join(str(len(v)) for v in spec.grid.values())
+        raise ValueError(f"spec: the grid has {n_cells:,} cells ({sizes}), more than fv sweep takes ({MAX_CELLS:,}); "
+                         "split it into several sweeps")
     command = COMMANDS[spec.command]
     parser = _subparser(spec.command)
     tables = {**{k: "base" for k in spec.base}, **{k: "grid" for k in spec.grid}}
     fixed = {"out": str(Path(out).resolve() / "train")} if spec.command in ("train", "compare") else {}
     if spec.command == "mc" and "threads" not in tables:
         fixed["threads"] = 1  # one process per core: numba uses one thread in each
-    cells, points = [], []
+    cells, points, seconds = [], [], 0.0
     for point in spec.points():
         options = {**spec.base, **point}
         argv = _argv(parser, spec.command, options, tables)
         argv += [f"--{k}={v}" for k, v in fixed.items()]
-        label = ", ".join(f"{k}={v!r}" for k, v in point.items())
         try:
             args = parser.parse_args(argv)
         except ValueError as exc:
             raise ValueError(_explain(str(exc), spec.command, options, tables)) from None
         try:
             config = command.config(args)
+            seconds += _cell_check(spec.command, args)
         except ValueError as exc:
-            raise ValueError(f"spec cell {label}: {exc}") from None
+            raise ValueError(_blame(str(exc), spec, point, options, tables)) from None
         cells.append(Cell.keyed(spec.command, config, run_command, {"command": spec.command, "argv": argv}))
         points.append(point)
+    from fvsym._validate import check_time
+
+    parallel = max(1, min(workers or _cpu_count(), _cpu_count()))
+    check_time(f"fv sweep of {len(cells)} cells on {parallel} worker{'s' if parallel > 1 else ''}",
+               seconds / parallel, "; fewer cells or smaller sizes fit")
     return spec, cells, points
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def _cell_check(command: str, args) -> float:
+    """The run-time checks of one cell of ``fv <command>`` (what the command itself refuses when it starts,
+    memory and time guards included); returns the cell's estimated seconds."""
+    if command == "mc":
+        return _mc_cell_seconds(args)
+    from .commands import config_from_args
+    from .cost import check_train_time, theory_table_seconds
+
+    run = config_from_args(args).check_resources()
+    seconds = check_train_time(run)
+    if command == "compare":
+        seconds += theory_table_seconds(run.data, run.model.budget, args.samples, 2000)
+    return seconds
+
+
+def _mc_cell_seconds(args) -> float:
+    """``fv mc``'s checks before its Monte Carlo: the prior, the budget against the tree, the channel, the
+    design, the resource guard (``fvnum.limits``); and the estimated seconds."""
+    from fvnum.channels import make_channel
+    from fvnum.cli import _check_options, _number, _prior
+    from fvnum.limits import check_loss_mc_args, mc_cost
+    from fvnum.registry import build_policy
+    from fvnum.simulate import check_budget
+    from fvnum.tree import TreeSpec, numeric_prior
+
+    _check_options(args)
+    prior = _prior(args)
+    spec = numeric_prior(prior)
+    design = parse_design(args.design) if args.design is not None else None
+    tree = isinstance(spec, TreeSpec)
+    check_loss_mc_args(spec, args.strategy, args.budget, design=design, tokens=args.tokens is not None,
+                       samples=args.samples, threads=args.threads, search_samples=4000)
+    channel = make_channel(spec, _number(args.tau) if args.tau is not None else None, args.tokens,
+                           _number(args.s2) if args.s2 is not None else 0.01)
+    if args.strategy in ("path", "top_levels", "fixed"):  # policies that cost nothing to build: their checks
+        build_policy(prior, spec, channel, args.strategy, args.budget, design=design, layers=args.layers,
+                     width=args.width)
+    elif tree and args.strategy in ("bellman_noiseless", "optimal"):
+        check_budget(args.budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
+    return mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=args.budget,
+                   strategy=args.strategy, tokens=args.tokens is not None, samples=args.samples,
+                   threads=args.threads or 1)[1]
+
+
+def parse_design(text) -> list[int]:
+    from fvsym._validate import parse_int_list
+
+    return parse_int_list(text, "--design")
+
+
+def _blame(message: str, spec: Spec, point: dict, options: dict, tables: dict) -> str:
+    """A cell's refusal as one line naming the spec key behind it: the option the message names (a grid
+    key first), else the cell's grid values."""
+    resource = "would take about" in message or "of memory" in message
+    names = sorted((n for n in options if tables[n] == "grid" or not resource),  # sizes: blame a grid key only
+                   key=lambda n: (tables[n] != "grid", -len(n)))
+    for name in names:
+        words = {name, name.replace("_", "-"), name.replace("_", " ")}
+        if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", message) for w in words):
+            return f"spec {tables[name]}.{name} = {options[name]!r}: fv {spec.command} rejects it ({message})"
+    label = ", ".join(f"{k}={v!r}" for k, v in point.items())
+    return f"spec cell {label}: fv {spec.command} rejects it ({message})"
 
 
 # --- fv sweep ------------------------------------------------------------------------------------------
@@ -587,9 +691,9 @@ class SweepResult:
 def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool = True, log=print) -> SweepResult:
     """Run a sweep (a TOML path, a dict or a ``Spec``) into the folder ``out``; see the module docstring."""
     start = time.perf_counter()
-    spec, cells, points = plan(spec, out)  # every cell checked before anything is written or started
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    spec, cells, points = plan(spec, out, workers=workers)  # every cell checked before anything is written
     if isinstance(scheduler, str) and scheduler != SYNCHRONOUS:
         _address(scheduler)  # a scheduler that does not answer: one line, before anything is written
     store = RunStore(out, KIND)
@@ -640,7 +744,7 @@ def register(subparsers) -> None:
                    help="worker processes of the local cluster (default: the number of cores)")
     add_format_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or messages")
-    p.set_defaults(func=sweep_command)
+    p.set_defaults(func=sweep_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
 def sweep_command(args) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -24,11 +25,12 @@ from typing import NamedTuple
 import torch
 
 from ._malloc import keep_freed_memory
-from .checkpoint import atomic_write_text, load_checkpoint, load_model, restore, save_checkpoint
+from .checkpoint import DamagedCheckpoint, load_model, restore, save_checkpoint, set_aside, usable_checkpoint
 from .config import RunConfig
 from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
 from .models import WorkspaceModel, build_model
 from .precision import describe
+from .store import write_atomic
 
 RESULT_FORMAT = "fv-train-result-1"
 EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the training batch
@@ -36,6 +38,14 @@ EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the 
 
 class TrainingDiverged(ValueError):
     """The training loss became NaN or infinite."""
+
+
+class TimeCapReached(ValueError):
+    """Training ran past the time cap of the command (``fv --max-seconds``); its checkpoint is kept."""
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 class LossEstimate(NamedTuple):
@@ -176,23 +186,30 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
         if resume and (folder / "result.json").exists():
-            result = load_result(folder / "result.json", cfg)
-            model, _, _ = load_model(folder, cfg, device=device)
-            return replace(result, model=model, run_dir=str(folder), checkpoint=str(ckpt_path))
+            stored = _stored_result(folder, cfg, device)
+            if stored is not None:
+                return stored
         if (folder / "config.json").exists():
-            stored = RunConfig.from_json((folder / "config.json").read_text())
+            try:
+                stored = RunConfig.from_json((folder / "config.json").read_text())
+            except (ValueError, UnicodeDecodeError) as exc:
+                aside = set_aside(folder / "config.json")
+                _say(f"{folder / 'config.json'} is damaged ({str(exc)[:80]}): set aside as {aside.name}")
+                stored = cfg
             if stored.key() != cfg.key():
                 diffs = "; ".join(cfg.differences(stored)[:3])
                 raise ValueError(f"{folder} belongs to another configuration ({diffs})")
-        atomic_write_text(folder / "config.json", cfg.to_json() + "\n")
+        write_atomic(folder / "config.json", cfg.to_json() + "\n")
 
+    ck = None
+    if resume and ckpt_path is not None:
+        ck = usable_checkpoint(ckpt_path, cfg, map_location=device, log=_say)  # damaged files set aside
     torch.manual_seed(tc.seed)
     model = build_model(cfg).to(device)
     optimizer = _adam(model, tc.lr, device)
     sampler = ContextSampler(cfg.data, device)
     step, history, train_s, wall_s, window = 0, [], 0.0, 0.0, [0.0, 0]
-    if resume and ckpt_path is not None and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path, cfg, map_location=device)
+    if ck is not None:
         step = restore(ck, model, optimizer)
         extra = ck["extra"]
         history = [tuple(r) for r in extra["history"]]
@@ -220,6 +237,9 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         eval_row()  # the untrained model, for reference
     bar = _progress(cfg, step, progress)
     running = None
+    from fvsym._validate import time_over
+
+    over = time_over()  # () -> seconds past the command's time cap, or None (no cap: the Python API)
     try:
         model.train()
         while step < end:
@@ -249,6 +269,10 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             bar.update(1)
             if step % tc.checkpoint_every == 0 or step == end:
                 checkpoint()
+            elif over is not None and step % 10 == 0 and over() is not None:
+                checkpoint()
+                raise TimeCapReached(over.message(f"training {cfg.key()} stopped at step {step} of {tc.steps}")
+                                     + "; its checkpoint is kept: run again (with a larger cap) to resume")
     finally:
         bar.close()
     if history[-1][0] != step:  # stopped between evaluations: evaluate now (not part of the checkpoint)
@@ -263,8 +287,34 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         precision=describe(model.autocast), model=model.eval(),
     )
     if folder and result.finished:
-        atomic_write_text(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")
+        write_atomic(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")
     return result
+
+
+def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
+    """The stored result of a finished run with its model; None (and the damaged file set aside, in one
+    line) when ``result.json`` or the checkpoint cannot be used: training then resumes or starts over."""
+    path = folder / "result.json"
+    try:
+        result = load_result(path, cfg)
+    except ValueError as exc:
+        if "another configuration" in str(exc):
+            raise
+        _say(f"{exc}: set aside as {set_aside(path).name}; the run is recomputed")
+        return None
+    try:
+        model, _, step = load_model(folder, cfg, device=device)
+    except DamagedCheckpoint:  # usable_checkpoint sets it aside and says so in one line
+        set_aside(path, "stale")
+        return None
+    except FileNotFoundError:
+        step = None
+    if step != result.steps:
+        where = "missing" if step is None else f"at step {step}"
+        _say(f"the checkpoint of finished run {folder} is {where}: result.json set aside as "
+             f"{set_aside(path, 'stale').name}; resuming from the last good checkpoint")
+        return None
+    return replace(result, model=model, run_dir=str(folder), checkpoint=str(folder / "checkpoint.pt"))
 
 
 def _adam(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
@@ -276,7 +326,7 @@ def _adam(model: torch.nn.Module, lr: float, device: torch.device) -> torch.opti
 
 
 def _progress(cfg: RunConfig, start: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from .progress import progress_bar
 
-    return tqdm(total=cfg.train.steps, initial=start, disable=not enabled, unit="step", dynamic_ncols=True,
-                desc=f"model {cfg.model.model} {cfg.data.prior} K{cfg.data.depth} B{cfg.model.budget}")
+    return progress_bar(total=cfg.train.steps, initial=start, enabled=enabled, unit="step",
+                        desc=f"model {cfg.model.model} {cfg.data.prior} K{cfg.data.depth} B{cfg.model.budget}")

@@ -1,4 +1,5 @@
-"""fvnum: numbers for the theory. Numba-accelerated Monte Carlo with exact Bayes posteriors."""
+"""fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
+tokens channel on a Gaussian prior: docs/decoders.md)."""
 from importlib import import_module
 
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
@@ -28,9 +29,12 @@ def __dir__():
 
 
 def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
-    """Exact Bayes posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``:
-    node numbers (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian likelihood
-    with noise ``tau``, or ``tau_of_tokens(prior, tokens, s2)`` for readings of the tokens channel."""
+    """Posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``: node numbers
+    (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian channel (``tau``): exact
+    Bayes. Tokens channel (``tokens`` = N, ``s2``): on the tree prior exact under the law of the one
+    statistic read through all the rows (a repeated row adds nothing; readings off the span of the rows
+    are projected on it); on a Gaussian prior the gaussian channel's decoder at
+    ``tau_of_tokens(prior, tokens, s2)``, an approximation (docs/decoders.md)."""
     import numpy as np
 
     from . import gaussian, tree
@@ -39,7 +43,8 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     from .limits import check_posterior_args
 
     spec = tree.numeric_prior(prior)
-    t = make_channel(spec, tau, tokens, s2).tau
+    channel = make_channel(spec, tau, tokens, s2)
+    t = channel.tau
     design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
     if design.dtype.kind in "iu":
@@ -48,14 +53,14 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
             raise ValueError(f"design node {int(nodes.max() if nodes.max() > spec.dim else nodes.min())} "
                              f"is outside 0..{spec.dim}")
         if isinstance(spec, tree.TreeSpec):
-            return tree.coordinate_posterior_mean(spec, nodes, phi, t)
+            return tree.posterior_means(spec, channel, nodes, phi)
         eye = np.vstack([np.zeros(spec.dim), np.eye(spec.dim)])
         design = eye[nodes]
     W = design.astype(float)
     if W.shape[-1] != spec.dim or W.shape[-2] != phi.shape[1] or W.ndim not in (2, 3):
         raise ValueError(f"design of shape {W.shape} does not match readings of shape {phi.shape} and D = {spec.dim}")
     if isinstance(spec, tree.TreeSpec):
-        return tree.dense_posterior_mean(spec, W, phi, t)
+        return tree.posterior_means(spec, channel, W, phi)
     return gaussian.posterior_mean(spec, W, phi, t)
 
 

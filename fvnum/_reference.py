@@ -78,8 +78,10 @@ def losses(means: np.ndarray, leaves, scales) -> np.ndarray:
     return ((means - leaf_thetas(scales)[np.asarray(leaves)]) ** 2).sum(axis=1)
 
 
-def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_layer=0, informed=False, layers=None):
-    """The path strategy written out layer by layer over the whole batch, decoded by enumeration.
+def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_layer=0, informed=False, layers=None,
+             n_tok=0.0, sigma2=0.0):
+    """The path strategy written out layer by layer over the whole batch, decoded by enumeration (under the
+    tokens law ``(n_tok, sigma2)`` when ``n_tok > 0``, else the gaussian likelihood of noise ``tau``).
     Same inputs and meaning as ``_kernels._tree_path_sim``; returns (loss, phi, nodes)."""
     thetas = leaf_thetas(scales)
     leaves = np.asarray(leaves)
@@ -105,7 +107,9 @@ def path_sim(leaves, noise, stat, tau, scales, donors=None, dstat=None, patch_la
         routed[:, l] = node
         actual[:, l] = act
         node = 2 * node + (r < 0)
-    means = coord_posterior_mean(actual if informed else routed, phi, tau, scales)
+    read = actual if informed else routed
+    means = (tokens_posterior_mean(read, phi, n_tok, sigma2, scales) if n_tok > 0
+             else coord_posterior_mean(read, phi, tau, scales))
     return losses(means, leaves, scales), phi, routed
 
 
@@ -211,3 +215,40 @@ def noisy_last_q(P, cand, cls, lik, w, nj, scales) -> np.ndarray:
                     m = (post / post.sum()) @ thetas
                     out[s, c] += (W @ w[k, :, j]) * (A - m @ m)
     return out
+
+
+def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray:
+    """Exact tokens-channel posterior mean by enumeration (oracle of ``_kernels.tokens``). Given leaf ``m``
+    and ``r ~ chi2_N / N``, the readings ``phi = W S`` are ``N(v_m r, r C_m)`` with ``v_m = W theta_m`` and
+    ``C_m = (sigma2 / N) (W W^T - v_m v_m^T / sigma2)``, singular when rows repeat or are dependent: the
+    log-density on the row span, by the pseudo-inverse and pseudo-determinant of ``C_m``, is quadratic
+    in ``r`` and ``1/r``, so the mixture over ``r`` is a Bessel function (``scipy.special.kve``).
+    ``W`` (m, B, D), ``m`` in {1, n}, or node numbers (n, B) (0: idle)."""
+    from scipy.special import kve
+
+    thetas = leaf_thetas(scales)
+    phi = np.asarray(phi, dtype=float)
+    W = np.asarray(W)
+    if W.dtype.kind in "iu":  # node numbers: rows e_n (a zero row for an idle channel)
+        eye = np.vstack([np.zeros(thetas.shape[1]), np.eye(thetas.shape[1])])
+        W = eye[np.broadcast_to(W, phi.shape)]
+    W = np.asarray(W, dtype=float)
+    N = float(n_tok)
+    loglik = np.zeros((phi.shape[0], thetas.shape[0]))
+    for s in range(phi.shape[0]):
+        Ws = W[s if W.shape[0] > 1 else 0]
+        G = Ws @ Ws.T
+        g = np.linalg.eigvalsh(G)
+        rk = int((g > tol * max(g.max(initial=0.0), np.finfo(float).tiny)).sum())
+        if rk == 0:  # nothing read: the prior
+            continue
+        for i, v in enumerate(thetas @ Ws.T):
+            lam, E = np.linalg.eigh(sigma2 / N * (G - np.outer(v, v) / sigma2))
+            E, lam = E[:, np.argsort(lam)[::-1][:rk]], np.sort(lam)[::-1][:rk]
+            x, u = E.T @ phi[s], E.T @ v  # in the span: exponent -(a0 / r - 2 a1 + a2 r) / 2
+            a0, a1, a2 = (x * x / lam).sum(), (x * u / lam).sum(), (u * u / lam).sum()
+            nu, alpha, beta = (N - rk) / 2, a2 + N, max(a0, 1e-300)  # with the chi2_N / N density of r
+            y = np.sqrt(alpha * beta)
+            log_j = np.log(2.0) + 0.5 * nu * np.log(beta / alpha) + np.log(kve(nu, y)) - y
+            loglik[s, i] = log_j + a1 - 0.5 * np.log(lam).sum()
+    return _posterior_mean(loglik, thetas)

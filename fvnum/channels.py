@@ -13,10 +13,17 @@ projector onto the orthogonal complement. Cost O(D) per sample, independent of `
 Target and donor contexts of a key-patching experiment share the tokens ``x_i`` and the label noise
 ``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
 
-Decoder under ``tokens``: the gaussian-channel likelihood with ``tau^2 = (E||theta||^2 + s2) / N``
-(:func:`effective_tau2`, :func:`tau_of_tokens`), treating the readings as independent given ``theta``. That is the issue's
-choice: exact for the gaussian channel, an approximation for ``tokens`` (the true noise of ``S`` given
-``theta`` has covariance ``((|theta|^2 + s2) I + theta theta^T) / N`` and is shared by all layers).
+Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
+- ``gaussian``: the Bayes posterior under the likelihood ``N(W theta, tau^2 I)``: exact.
+- ``tokens`` on the tree prior: the Bayes posterior under the law of the stacked readings given each
+  leaf, one statistic ``S`` shared by all layers (a repeated row carries nothing new). Not only the CLT
+  law ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``: the exact law of ``S``, a
+  Gaussian scale mixture with those moments (``fvnum._kernels.tokens``); at small ``N`` the CLT decoder
+  loses to the exact one, and even to the gaussian channel's (docs/decoders.md). Its two constants are
+  ``fvnum.tree.tokens_law``.
+- ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian
+  channel's at ``tau^2 = (E||theta||^2 + s2) / N`` (:func:`effective_tau2`), treating the readings as
+  independent: an approximation.
 """
 from __future__ import annotations
 
@@ -60,6 +67,25 @@ class Channel:
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
         return out
+
+
+EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
+EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
+APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "
+                 "(the CLT posterior of a Gaussian prior is not closed form)")
+
+
+def decoder_of(spec, channel: Channel) -> str:
+    """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
+    from .tree import S2_FLOOR, TreeSpec
+
+    if channel.kind == "gaussian":
+        return EXACT_GAUSSIAN
+    if not isinstance(spec, TreeSpec):
+        return APPROX_TOKENS
+    if channel.s2 < S2_FLOOR * spec.second_moment:
+        return f"approximate: law of the tokens with s2 raised to {S2_FLOOR:g} |theta|^2 (s2 = {channel.s2:g})"
+    return EXACT_TOKENS
 
 
 def _second_moment(prior) -> float:

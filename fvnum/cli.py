@@ -26,9 +26,13 @@ def max_threads() -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "mc", help="Monte Carlo loss of a strategy under a noisy channel (exact Bayes decoder)",
-        description="Monte Carlo loss E||theta_hat - theta||^2 of a strategy with the exact Bayes decoder, "
-        "under the gaussian channel (--tau) or the tokens channel (--tokens N, label noise --s2).",
+        "mc", help="Monte Carlo loss of a strategy under a noisy channel (Bayes decoder; see the decoder field)",
+        description="Monte Carlo loss E||theta_hat - theta||^2 of a strategy decoded by the posterior mean, "
+        "under the gaussian channel (--tau) or the tokens channel (--tokens N, label noise --s2). The decoder is "
+        "exact for the gaussian channel and for the tokens channel on the tree prior (the law of the tokens: "
+        "one statistic read by every layer, so a repeated row adds nothing); for the tokens channel on a Gaussian "
+        "prior it is an approximation (the gaussian channel's decoder at tau(N)). The output's decoder field "
+        "says which (docs/decoders.md).",
     )
     p.add_argument("--prior", choices=("tree", "gaussian"), default="tree")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=4, help="tree depth K (D = 2^K - 1)")
@@ -73,7 +77,7 @@ def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
     channel = p.add_mutually_exclusive_group(required=required)
     channel.add_argument("--tau", type=number_arg("--tau", exact=True, low=0, high=1e100), default=None,
                          help="gaussian channel noise tau >= 0")
-    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens")
+    channel.add_argument("--tokens", type=int_arg("tokens N", 1, 10**12), default=None, help="tokens channel with N tokens (exact decoder on the tree prior, approximate on a Gaussian prior)")
     p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=s2,
                    help="label noise variance of the tokens channel (default 1/100)")
     p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=samples)
@@ -171,7 +175,8 @@ def _mc(args) -> int:
     inputs = {
         "prior": args.prior, "depth": args.depth, "alpha": args.alpha, "budget": args.budget,
         "strategy": args.strategy, "channel": channel.kind,
-        # the decoder's noise: tau itself, or tau_of_tokens(prior, N, s2) under the tokens channel
+        # the channel's noise: tau itself, or tau_of_tokens(prior, N, s2) under the tokens channel (the isotropic
+        # part of the covariance of the tokens statistic; see the decoder field)
         "tau": channel.tau, "tokens": args.tokens, "s2": s2 if args.tokens is not None else None,
         "samples": args.samples, "seed": args.seed,
     }
@@ -185,6 +190,7 @@ def _mc(args) -> int:
         inputs["measurement"] = args.measurement or "unit"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}
     what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
-    lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}"]
+    lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}",
+             f"  decoder: {est.decoder}"]
     emit({**est.as_dict(), **inputs}, args.format, lines)
     return 0

@@ -12,13 +12,16 @@ import numpy as np
 class Estimate:
     """``value`` (the sample mean), ``stderr`` (sample standard deviation / sqrt(n)), ``n`` (samples).
 
-    ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise.
+    ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise;
+    ``decoder``, for a loss, which decoder produced it (``fvnum.channels.decoder_of``: ``"exact: ..."`` or
+    ``"approximate: ..."``), None where not applicable.
     """
 
     value: float
     stderr: float
     n: int
     how: str = "mc"
+    decoder: str | None = None
 
     def z(self, exact: float) -> float:
         """``(value - exact) / stderr``; ``0`` when both agree exactly with no spread, else ``inf``."""
@@ -28,7 +31,10 @@ class Estimate:
         return 0.0 if diff == 0 else math.copysign(math.inf, diff)
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+        out = {"value": self.value, "stderr": self.stderr, "n": self.n, "how": self.how}
+        if self.decoder is not None:
+            out["decoder"] = self.decoder
+        return out
 
     # Deprecated spelling, kept only while callers outside this change (fvnum/bounds.py, fvnum/cli.py)
     # still use it: the project's one name is ``to_dict``.

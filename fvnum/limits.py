@@ -1,9 +1,9 @@
 """Resource guards of the Monte Carlo engine: memory and time of ``loss_mc`` estimated from its
 arguments before any work, refused with one line naming the limit and the largest size that fits.
 
-The estimates are deliberately simple upper bounds on what the engine allocates (a few ``D``-sized
-scratch arrays per thread; a chunk of at least 256 samples, with a dense ``D``-vector per sample for
-the strategies and channels that need one; ``D x D`` matrices for a Gaussian prior) and on its work
+The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
+scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
+the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
 (``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
@@ -13,6 +13,15 @@ from fvsym._validate import check_memory, check_time, fits_memory, fits_time, la
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
+# Memory, measured as the peak RSS of `fv mc --depth K --samples S --threads T` (K = 16..23, S = 1000 and
+# 100,000, T = 1, 2; GNU time's %M): the interpreter with numpy, numba and the CLI 205 to 300 MB; coordinate
+# strategies (path, top_levels, greedy_coordinate) under tau about 7 D-float scratch arrays per working thread
+# (56 bytes per node: 666 MB at depth 23); the tokens channel about 7.8 D floats per sample of a 256-sample
+# chunk per thread (1.25 GB at depth 16 on one thread, 2.2 GB on two; 24 GB at depth 20 on two, which the old
+# estimate of 3 D floats priced at 12.5 GB). The constants below are those measurements rounded up.
+BASE_BYTES = 300e6
+SCRATCH_FLOATS = 8  # D-sized float arrays per thread
+TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
@@ -23,10 +32,12 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     D, B = dim, max(int(budget), 1)
     coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
     per_sample = 2 + 6 * B + (depth if tree else 0)
-    if not coordinate or tokens or not tree:
+    if tokens:
+        per_sample += TOKENS_FLOATS * D
+    elif not (coordinate or (tree and strategy == "greedy_coordinate")):
         per_sample += 3 * D
-    fixed = 4 * D * threads + (3 * D * D if not tree else 0)
-    memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + 200e6  # + the interpreter, numba
+    fixed = SCRATCH_FLOATS * D * max(1, threads) + (3 * D * D if not tree else 0)
+    memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + BASE_BYTES
     if tree:
         ops = B * depth * 4 if coordinate else (2**depth) * B * 2
         if strategy in ("greedy_coordinate", "rollout"):

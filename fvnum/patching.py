@@ -6,7 +6,8 @@ Target leaf ``s`` uniform; donor leaf ``s'`` with divergence depth ``j`` (``s'_k
 runs its policy, except that layer ``l`` reads the rows the policy chooses on the donor context (the
 donor's keys); every other layer, and the routing after the patch, follow the target's own readings.
 The decoder is the target's Bayes decoder for the rows its own policy chose (a readout that does not
-know about the patch); ``informed=True`` decodes with the rows actually read instead.
+know about the patch); ``informed=True`` decodes with the rows actually read instead. Under the tokens
+channel on the tree prior it is the exact decoder of the tokens (the law of their one statistic) (the table's ``decoder`` says so).
 
 For the path strategy under the gaussian channel the donor reads exactly the target's nodes and
 values up to depth ``j - 1``, so a patch at ``l <= j`` changes nothing: the loss equals the unpatched
@@ -17,12 +18,12 @@ takes one given pair of leaves and averages over the channel noise only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import _chunks
-from .channels import make_channel, token_statistics
+from .channels import decoder_of, make_channel, token_statistics
 from .estimate import Estimate, Moments, pool
 from .registry import build_policy
 from .simulate import (
@@ -42,7 +43,8 @@ class PatchingTable:
     samples per cell; ``strategy`` (the theory's, or ``model``), ``layers`` and ``depths`` (both from 1);
     ``metric``: ``theta`` (``||theta_hat - theta||^2``) or ``query`` (the query error, a model's generic
     readout). Where the per-sample losses are paired (models), ``effect = loss - unpatched`` with its paired
-    standard error ``effect_stderr``; else None."""
+    standard error ``effect_stderr``; else None. ``decoder``: the theory's decoder
+    (``fvnum.channels.decoder_of``); None for a model (its own readout)."""
 
     loss: np.ndarray
     stderr: np.ndarray
@@ -56,6 +58,7 @@ class PatchingTable:
     metric: str = "theta"
     effect: np.ndarray | None = None
     effect_stderr: np.ndarray | None = None
+    decoder: str | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -63,6 +66,7 @@ class PatchingTable:
             "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.to_dict(),
             "unpatched_by_depth": self.unpatched_by_depth.tolist(),
             "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(), "metric": self.metric,
+            "decoder": self.decoder,
         }
         if self.effect is not None:
             out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
@@ -125,10 +129,12 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     loss = np.array([[cols[b][l].estimate().value for b in range(len(depths))] for l in range(1, L + 1)])
     err = np.array([[cols[b][l].estimate().stderr for b in range(len(depths))] for l in range(1, L + 1)])
     base = [c[0].estimate() for c in cols]
+    decoder = decoder_of(spec, channel)
     return PatchingTable(
-        loss.reshape(L, len(depths)), err.reshape(L, len(depths)), pool(c[0] for c in cols).estimate(),
+        loss.reshape(L, len(depths)), err.reshape(L, len(depths)),
+        replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
         np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
-        tuple(range(1, L + 1)), depths,
+        tuple(range(1, L + 1)), depths, decoder=decoder,
     )
 
 
@@ -145,7 +151,8 @@ def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2
     s, sd = spec.signs(np.array(pair))
     j = int(np.argmax(s != sd)) + 1
     col = _column(spec, channel, pol, budget, j, pair, samples, seed, informed, threads, False)
-    return col[0].estimate(), [c.estimate() for c in col[1:]]
+    decoder = decoder_of(spec, channel)
+    return replace(col[0].estimate(), decoder=decoder), [replace(c.estimate(), decoder=decoder) for c in col[1:]]
 
 
 def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:

@@ -1,5 +1,7 @@
-"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the exact
-Bayes posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.registry``).
+"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the
+posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.registry``). The
+decoder is exact except under the tokens channel on a Gaussian prior (``fvnum.channels.decoder_of``
+names it; every Estimate carries it in ``decoder``; docs/decoders.md).
 
 Each chunk of samples draws, in this order and from its own seeded stream: the latents (leaf indices
 for a tree prior, ``theta`` for a Gaussian prior), the gaussian-channel noise ``xi`` (n, B) (gaussian
@@ -9,17 +11,17 @@ strategies of the same budget, which makes their differences precise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import _chunks, _kernels
-from .channels import Channel, token_statistics
+from . import _chunks
+from .channels import Channel, decoder_of, token_statistics
 from .estimate import Moments, pool
 from .gaussian import GaussSpec
 from .gaussian import posterior_mean as gaussian_posterior_mean
 from .strategies import PathPolicy, Policy, Rows, Run, check_rows
-from .tree import TreeSpec
+from .tree import TreeSpec, posterior_losses
 
 MAX_SAMPLES = 10**10
 
@@ -144,22 +146,17 @@ def read(spec, channel: Channel, draws: Draws, rows: Rows, offset: int) -> np.nd
 
 
 def decode_losses(spec, channel: Channel, draws: Draws, rows: list, phi: np.ndarray) -> np.ndarray:
-    """Per-sample loss of the exact posterior mean given readings ``phi`` (n, B) of the rows ``rows``."""
+    """Per-sample loss of the posterior mean given readings ``phi`` (n, B) of the rows ``rows``: exact on the
+    tree prior under both channels (under ``tokens``: the law of the one statistic the rows read), and on a Gaussian
+    prior under the gaussian channel; under ``tokens`` on a Gaussian prior the gaussian channel's decoder
+    at ``tau(N)``, an approximation (``fvnum.channels.decoder_of``)."""
     n = draws.n
     if isinstance(spec, TreeSpec):
         if all(r.coordinate for r in rows):
-            nodes = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
-            out = np.zeros(n)
-            _kernels._tree_coord_decode(
-                np.ascontiguousarray(nodes), np.ascontiguousarray(phi), channel.tau, spec.scales,
-                draws.leaves, out, np.zeros((0, spec.dim)),
-            )
-            return out
-        W = _stack_dense(rows, n, spec.dim)
-        out = np.zeros(n)
-        _kernels._tree_dense_decode(W, np.ascontiguousarray(phi), channel.tau, 1e-9, spec.scales,
-                                    draws.leaves, out, np.zeros((0, spec.dim)))
-        return out
+            design = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
+        else:
+            design = _stack_dense(rows, n, spec.dim)
+        return posterior_losses(spec, channel, design, phi, draws.leaves)
     W = _stack_dense(rows, n, spec.dim)
     mean = gaussian_posterior_mean(spec, W[0] if W.shape[0] == 1 else W, phi, channel.tau)
     return ((mean - draws.theta) ** 2).sum(axis=1)
@@ -270,7 +267,7 @@ def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, 
 
     parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget), purpose=purpose,
                                threads=threads, progress=progress)
-    est = pool(p[0] for p in parts).estimate()
+    est = replace(pool(p[0] for p in parts).estimate(), decoder=decoder_of(spec, channel))
     if not record:
         return est, None
     cat = lambda i: None if parts[0][1][i] is None else np.concatenate([p[1][i] for p in parts])  # noqa: E731

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from .tree import TreeSpec
+from .tree import TreeSpec, tokens_law
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
 
@@ -171,9 +171,10 @@ class PathPolicy(Policy):
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         empty = np.zeros((0, D))
         tokens = channel.kind == "tokens"
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_path_sim(
             draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-            channel.tau, spec.scales,
+            channel.tau, n_tok, sigma2, spec.scales,
             donor.leaves if donor is not None else np.zeros(0, np.int64),
             donor.stat if (donor is not None and tokens) else empty,
             int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
@@ -190,6 +191,8 @@ class TablePolicy(Policy):
     leaves, as in the noiseless recursion) with the gaussian likelihood of noise ``tau``; at ``tau = 0``
     the exact outcome is found (an outcome no leaf explains, possible only under key patching, is
     mapped to the nearest one). A terminal table node (``None``) leaves the remaining layers idle.
+    Under the tokens channel the outcomes are mapped with the gaussian likelihood at ``tau(N)`` (an
+    approximate belief, for choosing only); the reported loss is decoded exactly.
     """
 
     name = "bellman_noiseless"
@@ -274,7 +277,9 @@ class GreedyCoordinate(Policy):
     """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
     expected posterior loss after that one reading, given the exact posterior so far (computed with
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
-    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``).
+    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``). Under the
+    tokens channel the belief that chooses the nodes is this gaussian one at ``tau(N)``, an approximation;
+    the reported loss is decoded exactly (the law of the tokens, ``fvnum.channels.decoder_of``).
     Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
     ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
     unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
@@ -310,8 +315,9 @@ class GreedyCoordinate(Policy):
         n = draws.n
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
         tokens = channel.kind == "tokens"
+        n_tok, sigma2 = tokens_law(spec, channel)
         _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
-                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, spec.scales,
+                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, n_tok, sigma2, spec.scales,
                                   self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
         return _coordinate_run(loss, phi, nodes)
 
@@ -329,7 +335,9 @@ class RolloutPolicy(Policy):
     ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
     The comparison stops early: each candidate is first rolled out on the fraction ``screen`` of the
     rollouts and goes on to the rest only if its mean final loss there is below the greedy node's
-    (``screen = 1``: every candidate on every rollout)."""
+    (``screen = 1``: every candidate on every rollout).
+    Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
+    for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "rollout"
 
@@ -411,7 +419,9 @@ class GreedyDense(Policy):
     loss after that one reading) under the exact leaf posterior so far, found by projected gradient
     ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
     layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
-    generic row identifies the leaf, so a fixed random row is read."""
+    generic row identifies the leaf, so a fixed random row is read. Under the tokens channel the belief
+    that chooses the rows is the gaussian one at ``tau(N)`` (readings treated as independent), an
+    approximation; the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "greedy_dense"
 
@@ -449,7 +459,8 @@ class GreedyDense(Policy):
 
 
 class CallablePolicy(Policy):
-    """A user function following the module's protocol (stateless)."""
+    """A user function following the module's protocol (stateless); its loss is decoded by the channel's
+    decoder (``fvnum.simulate.decode_losses``)."""
 
     def __init__(self, fn, layers: int, width: int, name: str = "policy"):
         if not callable(fn):

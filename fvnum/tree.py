@@ -1,10 +1,13 @@
 """Tree prior, numerically (THEORY.md section 6): float scales, sampling, coordinates of the latent,
-and the exact Bayes decoders behind :func:`posterior_mean`.
+and the exact Bayes decoders behind :func:`fvnum.posterior_mean` and every simulation.
 
-Decoders (exact posterior mean under the gaussian-channel likelihood):
-- coordinate readings: one upward and one downward pass over the tree, touching only the read nodes
-  and their ancestors (``O(B K)`` per sample, at most ``O(D)``; see ``_kernels._coord_posterior``);
-- general unit rows: enumeration of the ``2^K`` leaves with incremental projections, ``O(2^K B)``.
+Decoders (:func:`posterior_means`, :func:`posterior_losses` pick the channel's; docs/decoders.md):
+- gaussian channel, coordinate readings: one upward and one downward pass over the tree, touching only
+  the read nodes and their ancestors (``O(B K)`` per sample, at most ``O(D)``; ``_kernels._coord_posterior``);
+- gaussian channel, general unit rows: enumeration of the ``2^K`` leaves, ``O(2^K B)``;
+- tokens channel: the exact law of the one statistic read through all the rows (``_kernels.tokens``), on the
+  same two routes: the closure for coordinate readings, the leaves (in an orthonormal basis of the span of
+  the rows, :func:`row_span`) for unit rows.
 """
 from __future__ import annotations
 
@@ -132,3 +135,73 @@ def dense_losses(spec: TreeSpec, W, phi, tau: float, leaves, tol: float = 1e-9) 
         np.ascontiguousarray(leaves, dtype=np.int64), out, np.zeros((0, spec.dim)),
     )
     return out
+
+
+S2_FLOOR = 1e-9  # the tokens decoder's smallest s2, in units of |theta|^2 (see tokens_law)
+
+
+def tokens_law(spec, channel) -> tuple[float, float]:
+    """``(n_tok, sigma2)`` of the tokens channel's law on the tree prior, ``sigma2 = |theta|^2 + s2`` (the
+    same for every leaf): ``S | theta, r ~ N(theta r, (sigma2 r / N) (I - theta theta^T / sigma2))`` with
+    ``r ~ chi2_N / N`` (``fvnum._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
+    ``s2 = 0`` the law is singular along a fully read latent; ``fvnum.channels.decoder_of`` then says approximate).
+    ``(0, 0)`` for the gaussian channel (``n_tok = 0`` tells the kernels to use the gaussian likelihood)."""
+    if channel.kind == "gaussian":
+        return 0.0, 0.0
+    m2 = spec.second_moment
+    return float(channel.n_tokens), m2 + max(channel.s2, S2_FLOOR * m2)
+
+
+def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal basis ``V`` (m, r, D) of the span of the rows ``W`` (m, B, D) (``m = 1``: shared, or
+    ``m = n``; ``r = min(B, D)``, zero rows past each sample's rank) and the readings ``z`` (n, r) in it:
+    ``z = V S`` for readings ``phi = W S``, by the SVD ``W = U diag(sigma) V`` (directions with
+    ``sigma <= tol * max sigma`` dropped: a repeated row, or one in the span of others, adds nothing;
+    readings off the span of ``W`` are projected on it, least squares)."""
+    W = np.asarray(W, dtype=float)
+    phi = np.asarray(phi, dtype=float)
+    m, B, D = W.shape
+    if B == 0:
+        return np.zeros((m, 0, D)), np.zeros((phi.shape[0], 0))
+    U, sig, Vt = np.linalg.svd(W, full_matrices=False)  # (m, B, r), (m, r), (m, r, D)
+    keep = sig > tol * np.maximum(sig.max(axis=1, keepdims=True), np.finfo(float).tiny)
+    z = np.einsum("mbr,nb->nr" if m == 1 else "nbr,nb->nr", U, phi)
+    z = np.where(keep, z / np.where(keep, sig, 1.0), 0.0)
+    return np.ascontiguousarray(Vt * keep[..., None]), np.ascontiguousarray(z)
+
+
+def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
+    """Posterior means (n, D) or losses (n,) against ``leaves`` under ``channel``'s decoder."""
+    phi = np.ascontiguousarray(phi, dtype=float)
+    n = phi.shape[0]
+    design = np.asarray(design)
+    out_mean = np.zeros((n, spec.dim)) if want_mean else np.zeros((0, spec.dim))
+    out_loss = np.zeros(0) if want_mean else np.zeros(n)
+    leaves = np.zeros(0, np.int64) if want_mean else np.ascontiguousarray(leaves, dtype=np.int64)
+    n_tok, sigma2 = tokens_law(spec, channel)
+    if design.dtype.kind in "iu":
+        nodes = np.ascontiguousarray(np.broadcast_to(design, phi.shape), dtype=np.int64)
+        if n_tok > 0:
+            _kernels._tokens_coord_decode(nodes, phi, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
+        else:
+            _kernels._tree_coord_decode(nodes, phi, float(channel.tau), spec.scales, leaves, out_loss, out_mean)
+    else:
+        W = design.astype(float)
+        W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
+        if n_tok > 0:
+            V, z = row_span(W, phi)
+            _kernels._tokens_dense_decode(V, z, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
+        else:
+            _kernels._tree_dense_decode(W, phi, float(channel.tau), 1e-9, spec.scales, leaves, out_loss, out_mean)
+    return out_mean if want_mean else out_loss
+
+
+def posterior_means(spec: TreeSpec, channel, design, phi) -> np.ndarray:
+    """(n, D) exact posterior means under the channel (``fvnum.channels.Channel``) given readings ``phi``
+    (n, B) of ``design``: node numbers (B,) or (n, B) (0: idle), or unit rows (B, D) or (n, B, D)."""
+    return _decode(spec, channel, design, phi, None, True)
+
+
+def posterior_losses(spec: TreeSpec, channel, design, phi, leaves) -> np.ndarray:
+    """(n,) ``||E[theta | phi] - theta_leaf||^2`` under the channel's exact decoder (see :func:`posterior_means`)."""
+    return _decode(spec, channel, design, phi, leaves, False)

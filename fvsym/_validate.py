@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import re
 from fractions import Fraction
 
@@ -228,34 +229,79 @@ def int_arg(name: str, minimum: int | None = None, maximum: int | None = None):
 
 # --- resources ----------------------------------------------------------------------------------------
 DEFAULT_MAX_SECONDS = 3600.0
-_max_seconds: list[float] = []  # set by ``fv --max-seconds`` for the duration of one command
+DEFAULT_LONG_SECONDS = 86400.0  # the default cap of the commands that train (train, compare, studies, sweeps)
+_max_seconds: list[tuple[float, float]] = []  # (cap, monotonic start) of the command running now
 
 
 def max_seconds() -> float:
-    """The time cap of one command: ``fv --max-seconds S``, else env ``FV_MAX_SECONDS``, else one hour."""
+    """The time cap of one command: ``fv --max-seconds S``, else env ``FV_MAX_SECONDS``, else the
+    command's default (one hour; a day for the commands that train)."""
     if _max_seconds:
-        return _max_seconds[-1]
+        return _max_seconds[-1][0]
+    return _env_seconds() or DEFAULT_MAX_SECONDS
+
+
+def _env_seconds():
     env = os.environ.get("FV_MAX_SECONDS")
-    if env:
-        return check_real(env, "FV_MAX_SECONDS", 0, open_low=True)
-    return DEFAULT_MAX_SECONDS
+    return check_real(env, "FV_MAX_SECONDS", 0, open_low=True) if env else None
 
 
 class time_limit:
-    """``with time_limit(s): ...``: the cap that :func:`check_time` applies inside the block."""
+    """``with time_limit(s): ...``: the cap that :func:`check_time` applies inside the block, and the
+    deadline (counted from the block's start) that :func:`time_over` watches. ``s`` None: env
+    ``FV_MAX_SECONDS``, else ``default`` (else :data:`DEFAULT_MAX_SECONDS`)."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds, default=None):
         self.seconds = None if seconds is None else check_real(seconds, "max_seconds", 0, open_low=True)
+        self.default = default
 
     def __enter__(self):
-        if self.seconds is not None:
-            _max_seconds.append(self.seconds)
+        cap = self.seconds if self.seconds is not None else (_env_seconds() or self.default or DEFAULT_MAX_SECONDS)
+        _max_seconds.append((float(cap), time.monotonic()))
         return self
 
     def __exit__(self, *exc):
-        if self.seconds is not None:
-            _max_seconds.pop()
+        _max_seconds.pop()
         return False
+
+
+def seconds_used() -> float:
+    """Seconds since the running command's :class:`time_limit` began (0 outside one)."""
+    return time.monotonic() - _max_seconds[-1][1] if _max_seconds else 0.0
+
+
+def seconds_left() -> float:
+    """Seconds the running command has left under its cap (its whole cap outside a :class:`time_limit`)."""
+    return max_seconds() - seconds_used()
+
+
+class _Over:
+    """``over()``: the seconds the running command is past its cap, or None while it is within it."""
+
+    def __init__(self, cap: float, start: float):
+        self.cap, self.start = cap, start
+
+    def __call__(self):
+        late = time.monotonic() - self.start - self.cap
+        return late if late > 0 else None
+
+    def message(self, what: str) -> str:
+        return (f"{what} after {format_seconds(time.monotonic() - self.start)}, past the limit of "
+                f"{format_seconds(self.cap)} (fv --max-seconds S raises it)")
+
+
+def time_over():
+    """A watch on the running command's deadline (``over()`` is None while within the cap, else the
+    seconds past it; ``over.message(what)`` the one-line report), or None outside a :class:`time_limit`
+    (the Python API has no deadline)."""
+    return _Over(*_max_seconds[-1]) if _max_seconds else None
+
+
+def check_deadline(what: str) -> None:
+    """Raise a one-line ``ValueError`` if the running command is past its cap (between units of work)."""
+    over = time_over()
+    if over is not None and over() is not None:
+        raise ValueError(over.message(what) + "; finished work is kept: run again to resume")
 
 
 def available_memory() -> int:

@@ -889,5 +889,44 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
     return J(solver.full, layers)
 
 
+def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> int:
+    """The number of nodes of :func:`unroll`'s expression written out in full (shared subtrees counted
+    each time they appear, as printing and simplifying meet them): its price, counted without building it.
+    Raises the ValueError of ``unroll`` past ``max_terms`` actions."""
+    prior = _check_prior(prior)
+    layers = check_int(layers, "layers", minimum=0)
+    width = check_int(width, "width", minimum=1)
+    if layers * width > prior.n_nodes:
+        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+    if prior.is_numeric:
+        solver = _Solver(prior, width)
+    elif prior.alpha is not None and isinstance(prior.alpha, sp.Symbol) and prior.alpha == _symbols.alpha:
+        solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
+    else:
+        raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+    memo: dict[tuple[int, int], int] = {}
+    n_terms = 0
+
+    def size(S: int, left: int) -> int:
+        nonlocal n_terms
+        if left == 0 or S.bit_count() == 1:
+            return 1
+        if (S, left) in memo:
+            return memo[(S, left)]
+        total = 0
+        options = list(solver.choices(S))
+        n_terms += len(options)
+        if n_terms > max_terms:
+            raise ValueError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
+                             "use a smaller depth, fewer layers or a larger max_terms")
+        for _, cells in options:
+            total += 1 + sum(2 + size(c, left - 1) for _, c in cells)
+        memo[(S, left)] = total
+        return total
+
+    return size(solver.full, layers)
+
+
 __all__ = ["AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "optimal_nonadaptive",
-           "optimal_nonadaptive_alpha", "recursion", "recursion_latex", "solve", "solve_alpha", "unroll"]
+           "optimal_nonadaptive_alpha", "recursion", "recursion_latex", "solve", "solve_alpha", "unroll",
+           "unrolled_size"]

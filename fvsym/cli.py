@@ -117,6 +117,8 @@ def _bellman(args) -> int:
     if args.unroll:
         check_tree_loss_cost(depth, layers * width, "optimal", alpha if alpha is not None else "1/2", layers, width)
     prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
+    if args.unroll:
+        check_unroll_cost(prior, layers, width, symbolic=alpha is None)
     equations = bellman.recursion(prior, layers, width)
     record = {
         "name": "bellman_recursion",
@@ -255,6 +257,26 @@ def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layer
     b = budget if layers is None or width is None else layers * width
     seconds = 0.13 * (D / 255) ** 2 * (D / 25) ** max(b - 3, 0)
     return base + 1e8 * seconds, seconds
+
+
+# Measured (numeric alpha, depths 3 to 6, 2 to 4 layers, a busy 2-core machine): building the unrolled
+# expression, evaluating and printing it took 40 to 300 microseconds per node of the expression written out
+# (``bellman.unrolled_size``); simplifying it for symbolic alpha 2 to 8 ms per node.
+UNROLL_SECONDS_PER_NODE = {False: 5e-4, True: 2e-2}
+
+
+def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool) -> None:
+    """Refuse, before building it, an unrolled recursion whose expression would take longer than the cap
+    (one line: the estimate, the cap, the most layers that fit)."""
+    from . import bellman
+
+    def seconds(n_layers):
+        return 2.0 + UNROLL_SECONDS_PER_NODE[symbolic] * bellman.unrolled_size(prior, n_layers, width)
+
+    need = seconds(layers)
+    if not fits_time(need):
+        best = largest_fitting("--layers", range(1, layers), lambda n: fits_time(seconds(n)))
+        check_time(f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers", need, best)
 
 
 def check_tree_loss_cost(depth, budget, strategy, alpha, layers=None, width=None) -> None:

@@ -5,7 +5,9 @@ numpy twin in ``_reference.py``; tests hold them equal.
 
 - ``common``: constants and tree arithmetic shared by all (path node, signed scale, ``theta_n``);
 - ``coord``: coordinate readings, exact posterior over the closure, decoder;
-- ``path``: the path strategy fused with its channel, key patching and decoder;
+- ``path``: the path strategy fused with its channel, key patching and decoder (O(L) on its chain);
+- ``tokens``: the exact decoder of the tokens channel (the finite-N law of the one statistic),
+  coordinate and unit rows;
 - ``dense``: unit rows, leaf enumeration, decoder, a fixed design's loss and gradient;
 - ``greedy_coord`` / ``greedy_dense``: greedy one-step lookahead over coordinates / unit rows;
 - ``rollout``: one-step rollout over the greedy step (approximate noisy Bellman);
@@ -31,6 +33,9 @@ from .greedy_coord import (
 )
 from .greedy_dense import _dense_objective, _dense_scratch, _greedy_dense_rows, _leaf_paths
 from .path import _tree_path_sim
+from .tokens import (
+    _chain_loss, _log_gig, _tokens_coord_decode, _tokens_dense_decode, _tokens_loglik, _tokens_posterior,
+)
 from .rollout import MARGIN, _greedy_next, _rollout_rows
 
 __all__ = [
@@ -42,5 +47,6 @@ __all__ = [
     "_leaf_paths", "_leaf_posterior", "_leaf_projections", "_node_gram", "_node_score", "_path_node",
     "_posterior_at", "_posterior_norm2", "_rollout_rows", "_sample_leaf", "_signed_scale", "_subtree_masses",
     "_theta_at", "_tree_coord_decode", "_tree_dense_decode", "_tree_dense_value_grad", "_tree_greedy_sim",
-    "_tree_path_sim",
+    "_tree_path_sim", "_chain_loss", "_log_gig", "_tokens_coord_decode", "_tokens_dense_decode", "_tokens_loglik",
+    "_tokens_posterior",
 ]

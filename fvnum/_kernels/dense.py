@@ -40,9 +40,17 @@ def _leaf_posterior(V, phi, tau, tol, fallback, mass):
             mx = mass[nl + i]
     if mx == NEG_INF:  # only at tau = 0: no leaf explains the readings
         _leaf_loglik(V, phi, fallback, tol, mass)
-        for i in range(nl):
-            if mass[nl + i] > mx:
-                mx = mass[nl + i]
+    _normalise_leaf_masses(mass, nl)
+
+
+@njit(cache=True, nogil=True)
+def _normalise_leaf_masses(mass, nl):
+    """Leaf log-likelihoods ``mass[nl:]`` (not all ``-inf``) to the posterior under the uniform prior, and
+    the subtree masses of every inner node."""
+    mx = NEG_INF
+    for i in range(nl):
+        if mass[nl + i] > mx:
+            mx = mass[nl + i]
     total = 0.0
     for i in range(nl):
         w = math.exp(mass[nl + i] - mx) if mass[nl + i] > NEG_INF else 0.0

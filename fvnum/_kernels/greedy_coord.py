@@ -16,6 +16,7 @@ from numba import njit
 
 from .common import MASS_TOL, NEG_INF, _bitlen, _theta_at
 from .coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
+from .tokens import _tokens_posterior
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -336,9 +337,13 @@ def _greedy_coord_rows(nodes, readings, tau, scales, gh_x, gh_w, allow_repeat, o
 
 
 @njit(cache=True, nogil=True)
-def _tree_greedy_sim(leaves, noise, stat, tau, scales, gh_x, gh_w, allow_repeat, out_loss, out_phi, out_nodes):
+def _tree_greedy_sim(leaves, noise, stat, tau, n_tok, sigma2, scales, gh_x, gh_w, allow_repeat, out_loss, out_phi,
+                     out_nodes):
     """The greedy coordinate policy fused with its channel and decoder (``_tree_path_sim``'s inputs):
-    ``L = out_phi.shape[1]`` layers of width 1, each reading the node ``_greedy_coord_rows`` picks."""
+    ``L = out_phi.shape[1]`` layers of width 1, each reading the node ``_greedy_coord_rows`` picks. The
+    choice uses the gaussian likelihood of noise ``tau`` (under the tokens channel an approximate
+    belief); the loss is decoded under the tokens law ``(n_tok, sigma2)`` when ``n_tok > 0``, else under that
+    gaussian likelihood."""
     K = scales.shape[0]
     L = out_phi.shape[1]
     tokens = stat.shape[0] > 0
@@ -352,6 +357,9 @@ def _tree_greedy_sim(leaves, noise, stat, tau, scales, gh_x, gh_w, allow_repeat,
                 out_phi[s, l] = stat[s, n - 1]
             else:
                 out_phi[s, l] = _theta_at(leaves[s], n, K, scales) + tau * noise[s, l]
-        _coord_posterior(out_nodes[s], out_phi[s], tau, scales, cs)
+        if n_tok > 0:
+            _tokens_posterior(out_nodes[s], out_phi[s], n_tok, sigma2, scales, cs)
+        else:
+            _coord_posterior(out_nodes[s], out_phi[s], tau, scales, cs)
         out_loss[s] = _coord_loss(leaves[s], scales, cs)
         _coord_done(cs)

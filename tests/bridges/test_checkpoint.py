@@ -56,16 +56,84 @@ def test_no_resume_starts_over_and_matches(tmp_path):
     assert fresh.loss == train(cfg_in(tmp_path / "ref", "B", steps=10), progress=False).loss
 
 
-@pytest.mark.parametrize("damage", ["truncate", "empty", "junk"])
-def test_corrupt_or_truncated_checkpoint_is_a_one_line_error(tmp_path, damage):
-    cfg = cfg_in(tmp_path, "C", steps=8)
+def _cli_args(folder, model="C", steps=24):  # the command line of cfg_in(folder, model, steps=steps)
+    return ["train", "--model", model, "--depth", "3", "--tokens", "16", "--budget", "2", "--mlp-width", "16",
+            "--steps", str(steps), "--batch", "32", "--lr", "0.01", "--warmup", "4", "--eval-every", "8",
+            "--eval-batches", "1", "--checkpoint-every", "5", "--out", str(folder), "--quiet", "--format", "json"]
+
+
+def _fv(argv):
+    import contextlib
+    import io
+
+    from bridges.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    return train(cfg_in(tmp_path_factory.mktemp("whole"), "C"), progress=False)
+
+
+DAMAGES = [("truncate", f) for f in (0.0, 0.1, 0.5, 0.9, -1)] + [("empty", None), ("junk", None), ("foreign", None)]
+
+
+@pytest.mark.parametrize("damage, where", DAMAGES, ids=[f"{d}-{w}" for d, w in DAMAGES])
+def test_damaged_checkpoint_is_set_aside_and_training_resumes(tmp_path, uninterrupted, damage, where):
+    cfg = cfg_in(tmp_path, "C")
     path = tmp_path / cfg.key() / "checkpoint.pt"
-    train(cfg, progress=False, stop_at=5)
+    train(cfg, progress=False, stop_at=10)  # checkpoint.pt at step 10, checkpoint.prev.pt at step 5
     data = path.read_bytes()
-    path.write_bytes({"truncate": data[: len(data) // 2], "empty": b"", "junk": b"not a checkpoint " * 20}[damage])
-    with pytest.raises(ValueError, match=r"is corrupt or truncated") as info:
-        train(cfg, progress=False)
-    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) - 1] if where == -1 else data[: int(len(data) * where)])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "junk":
+        path.write_bytes(b"not a checkpoint " * 20)
+    else:
+        torch.save({"weights": torch.ones(2)}, path)
+    damaged = path.read_bytes()
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert str(path) in line and "set aside as checkpoint.pt.corrupt-1" in line, line
+    assert "resuming from checkpoint.prev.pt at step 5" in line, line
+    assert (path.parent / "checkpoint.pt.corrupt-1").read_bytes() == damaged  # kept, not deleted
+    import json
+
+    assert json.loads(out)["loss"] == uninterrupted.loss  # the same numbers as a run never interrupted
+
+
+def test_both_checkpoints_damaged_restarts_from_scratch(tmp_path, uninterrupted):
+    cfg = cfg_in(tmp_path, "C")
+    path = tmp_path / cfg.key() / "checkpoint.pt"
+    train(cfg, progress=False, stop_at=10)
+    path.write_bytes(b"")
+    path.with_name("checkpoint.prev.pt").write_bytes(path.with_name("checkpoint.prev.pt").read_bytes()[:100])
+    messages = []
+    from bridges.checkpoint import usable_checkpoint
+
+    assert usable_checkpoint(path, cfg, log=messages.append) is None
+    (line,) = messages
+    assert "checkpoint.pt.corrupt-1" in line and "checkpoint.prev.pt.corrupt-1" in line and "from scratch" in line
+    assert train(cfg, progress=False).loss == uninterrupted.loss
+
+
+def test_finished_run_with_a_damaged_checkpoint_is_recomputed(tmp_path, uninterrupted, capsys):
+    cfg = cfg_in(tmp_path, "C")
+    folder = tmp_path / cfg.key()
+    train(cfg, progress=False)
+    (folder / "checkpoint.pt").write_bytes((folder / "checkpoint.pt").read_bytes()[:300])
+    again = train(cfg, progress=False)
+    assert again.finished and again.loss == uninterrupted.loss
+    assert (folder / "result.json.stale-1").exists() and (folder / "checkpoint.pt.corrupt-1").exists()
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    (folder / "result.json").write_text("{not json")  # a damaged result: set aside, the run comes back
+    assert train(cfg, progress=False).loss == uninterrupted.loss and (folder / "result.json.corrupt-1").exists()
 
 
 def test_checkpoint_of_another_configuration_is_refused(tmp_path):
@@ -89,6 +157,9 @@ def test_not_a_checkpoint_and_mismatched_weights(tmp_path):
     path = tmp_path / "plain.pt"
     torch.save({"weights": torch.ones(2)}, path)
     with pytest.raises(ValueError, match="is not an fv checkpoint"):
+        load_checkpoint(path)
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match="is empty"):
         load_checkpoint(path)
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")

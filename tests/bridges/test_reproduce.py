@@ -1,5 +1,6 @@
 """fv reproduce end to end on tiny settings: outputs, resume from finished cells, bad folders."""
 import json
+import time
 
 import pytest
 import torch
@@ -16,8 +17,19 @@ TINY = dict(depth=2, train_budget=2, steps=20, samples=400, workers=1, progress=
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rep") / "report"
     logs = []
+    start = time.monotonic()
     result = reproduce(ReproduceConfig(out=str(out), **TINY), log=logs.append)
+    logs.append(("seconds", time.monotonic() - start))
     return out, result, logs
+
+
+def test_time_price_bounds_the_run(tiny_run):
+    """``fv reproduce``'s time estimate (what --max-seconds is checked against) is above what it took."""
+    from bridges.cost import reproduce_seconds
+
+    out, _, logs = tiny_run
+    (seconds,) = [v for k, v in (e for e in logs if isinstance(e, tuple))]
+    assert seconds < reproduce_seconds(ReproduceConfig(out=str(out) + "-fresh", **TINY))
 
 
 def test_writes_report_figures_and_numbers(tiny_run):
@@ -70,3 +82,40 @@ def test_unwritable_or_bad_output_is_a_one_line_error(tmp_path, capsys):
 def test_bad_options(bad, capsys):
     assert main(["reproduce", "--quiet", *bad]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_kill_9_after_the_first_piece_keeps_it(tmp_path):
+    """A reproduce killed (SIGKILL) in the phase after the theory cells, once its first piece of that
+    phase is written, keeps that piece: the resumed run reuses it instead of computing it again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "report"
+    argv = [sys.executable, "-m", "bridges.cli", "reproduce", "--out", str(out), "--depth", "2", "--budget", "2",
+            "--steps", "300", "--samples", "400", "--workers", "1", "--quiet"]
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env={**os.environ, "PYTHONPATH": str(root)})
+        deadline = time.monotonic() + 600
+        try:
+            while not list((out / "cells").glob("compare-*.json")):
+                assert proc.poll() is None, err.read_text()
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait()
+    kept = {p.name: p.stat().st_mtime_ns for p in (out / "cells").glob("compare-*.json")}
+    assert kept and len(kept) < 6  # killed part-way through the training phase
+    logs = []
+    again = reproduce(ReproduceConfig(out=str(out), depth=2, train_budget=2, steps=300, samples=400, workers=1,
+                                      progress=False), log=logs.append)
+    assert {p: (out / "cells" / p).stat().st_mtime_ns for p in kept} == kept  # reused, not rewritten
+    cached = [line for line in logs if line.strip().startswith("compared") and "(cached)" in line]
+    assert len(cached) == len(kept) and len(again["training"]) == 6

@@ -99,24 +99,124 @@ def test_path_kernel_equals_layerwise_reference(tau, informed):
     empty = np.zeros((0, D))
     for patch in range(L + 1):
         loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
-        K._tree_path_sim(leaves, noise, empty, tau, SCALES, donors, empty, patch, informed, loss, phi, nodes)
+        K._tree_path_sim(leaves, noise, empty, tau, 0.0, 0.0, SCALES, donors, empty, patch, informed, loss, phi,
+                         nodes)
         rl, rp, rn = R.path_sim(leaves, noise, None, tau, SCALES, donors, None, patch, informed)
         _close(loss, rl)
         np.testing.assert_array_equal(phi, rp)
         np.testing.assert_array_equal(nodes, rn)
 
 
-def test_path_kernel_tokens_statistic_equals_reference():
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("informed", [False, True])
+def test_path_kernel_tokens_statistic_equals_reference(exact, informed):
+    """Tokens readings decoded by the exact law of the statistic (``n_tok > 0``: on the chain of routed
+    nodes, or on the closure of the nodes a patched run read) or by the gaussian likelihood (``n_tok = 0``)."""
     rng = np.random.default_rng(3)
-    n, L = 40, 4
+    n, L, tau = 40, 4, 0.45
+    n_tok, sigma2 = (12.0, (SCALES**2).sum() + 0.1) if exact else (0.0, 0.0)
     leaves, donors = rng.integers(0, 2**DEPTH, n), rng.integers(0, 2**DEPTH, n)
-    stat, dstat = rng.standard_normal((n, D)), rng.standard_normal((n, D))
-    for patch in (0, 2):
+    theta, dtheta = R.leaf_thetas(SCALES)[leaves], R.leaf_thetas(SCALES)[donors]
+    stat, dstat = theta + tau * rng.standard_normal((n, D)), dtheta + tau * rng.standard_normal((n, D))
+    for patch in (0, 2, 4):
         loss, phi, nodes = np.zeros(n), np.zeros((n, L)), np.zeros((n, L), dtype=np.int64)
-        K._tree_path_sim(leaves, np.zeros((n, L)), stat, 0.25, SCALES, donors, dstat, patch, False, loss, phi, nodes)
-        rl, rp, rn = R.path_sim(leaves, np.zeros((n, L)), stat, 0.25, SCALES, donors, dstat, patch, False)
+        K._tree_path_sim(leaves, np.zeros((n, L)), stat, tau, n_tok, sigma2, SCALES, donors, dstat, patch, informed, loss,
+                         phi, nodes)
+        rl, rp, rn = R.path_sim(leaves, np.zeros((n, L)), stat, tau, SCALES, donors, dstat, patch, informed,
+                                n_tok=n_tok, sigma2=sigma2)
         _close(loss, rl)
         np.testing.assert_array_equal(nodes, rn)
+
+
+def test_generalised_inverse_gaussian_integral_equals_bessel():
+    """``_log_gig`` (trapezoid rule in log r) against the closed form ``2 (b/a)^(lam/2) K_lam(sqrt(a b))``."""
+    from scipy.special import kve
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        lam, a, b = rng.uniform(-10, 60), 10 ** rng.uniform(-3, 4), 10 ** rng.uniform(-3, 4)
+        y = np.sqrt(a * b)
+        ref = np.log(2.0) + 0.5 * lam * np.log(b / a) + np.log(kve(lam, y)) - y
+        assert abs(K._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
+
+
+def _tokens_case(n, Kd, scales, N, s2, seed):
+    """Leaves, their tokens statistic (exact in law) and the law's constants ``(N, sigma2)``."""
+    from fvnum.channels import token_statistics
+
+    rng = np.random.default_rng(seed)
+    leaves = rng.integers(0, 2**Kd, n)
+    sigma2 = float((np.asarray(scales) ** 2).sum()) + s2
+    (S,) = token_statistics([R.leaf_thetas(scales)[leaves]], N, s2, rng)
+    return rng, leaves, S, float(N), sigma2
+
+
+@pytest.mark.parametrize("N", [2, 16])
+def test_tokens_coordinate_decoder_equals_enumeration(N):
+    """Coordinate reads with idle channels, repeats (identical readings), and repeats whose readings differ
+    (the pseudo-inverse projects them on the row span: their mean)."""
+    rng, leaves, S, c, nc = _tokens_case(40, DEPTH, SCALES, N, 0.1, 0)
+    nodes = rng.integers(0, D + 1, (40, 6)).astype(np.int64)
+    nodes[:, 4] = nodes[:, 1]
+    nodes[:5, 5] = nodes[:5, 0]
+    phi = np.where(nodes > 0, np.take_along_axis(S, np.maximum(nodes, 1) - 1, axis=1), 0.0)
+    for readings in (phi, phi + 0.2 * rng.standard_normal(phi.shape) * (nodes > 0)):
+        loss, mean = np.zeros(40), np.zeros((40, D))
+        K._tokens_coord_decode(nodes, readings, c, nc, SCALES, leaves, loss, mean)
+        ref = R.tokens_posterior_mean(nodes, readings, c, nc, SCALES)
+        _close(mean, ref)
+        _close(loss, R.losses(ref, leaves, SCALES))
+
+
+@given(depth=st.integers(1, 5), ratios=st.lists(st.floats(0.2, 1.0), min_size=5, max_size=5),
+       N=st.integers(1, 200), s2=st.floats(1e-3, 1.0), seed=st.integers(0, 2**16))
+def test_tokens_coordinate_decoder_property(depth, ratios, N, s2, seed):
+    scales = np.cumprod([1.0] + ratios)[:depth]
+    rng, leaves, S, c, nc = _tokens_case(5, depth, scales, N, s2, seed)
+    nodes = rng.integers(0, 2**depth, (5, 4)).astype(np.int64)
+    phi = np.where(nodes > 0, np.take_along_axis(S, np.maximum(nodes, 1) - 1, axis=1), 0.0)
+    mean = np.zeros((5, 2**depth - 1))
+    K._tokens_coord_decode(nodes, phi, c, nc, scales, leaves, np.zeros(0), mean)
+    _close(mean, R.tokens_posterior_mean(nodes, phi, c, nc, scales))
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_tokens_dense_decoder_equals_enumeration(per_sample):
+    """Unit rows with a repeated row and a row in the span of two others, through ``tree.row_span``."""
+    from fvnum.tree import row_span
+
+    rng, leaves, S, c, nc = _tokens_case(30, DEPTH, SCALES, 8, 0.05, 1)
+    W = rng.standard_normal((30 if per_sample else 1, 3, D))
+    W = np.concatenate([W, W[:, :1], W[:, 1:2] + W[:, 2:3]], axis=1)
+    W /= np.linalg.norm(W, axis=2, keepdims=True)
+    phi = np.einsum("mbd,nd->nb" if not per_sample else "nbd,nd->nb", W, S)
+    for readings in (phi, phi + 0.1 * rng.standard_normal(phi.shape)):
+        V, z = row_span(W, readings)
+        assert V.shape == W.shape and z.shape == readings.shape
+        loss, mean = np.zeros(30), np.zeros((30, D))
+        K._tokens_dense_decode(V, z, c, nc, SCALES, leaves, loss, mean)
+        ref = R.tokens_posterior_mean(W, readings, c, nc, SCALES)
+        _close(mean, ref)
+        _close(loss, R.losses(ref, leaves, SCALES))
+
+
+def test_tokens_dense_decoder_more_rows_than_dimensions():
+    """B = 5 unit rows in D = 3 (more rows than tokens, N = 4): the span is everything, so the readings
+    determine S."""
+    from fvnum.tree import row_span
+
+    scales = np.array([1.0, 0.6])
+    rng, leaves, S, c, nc = _tokens_case(20, 2, scales, 4, 0.01, 2)
+    W = rng.standard_normal((1, 5, 3))
+    W /= np.linalg.norm(W, axis=2, keepdims=True)
+    phi = S @ W[0].T
+    V, z = row_span(W, phi)
+    mean = np.zeros((20, 3))
+    K._tokens_dense_decode(V, z, c, nc, scales, leaves, np.zeros(0), mean)
+    _close(mean, R.tokens_posterior_mean(W, phi, c, nc, scales))
+    coord = np.zeros((20, 3))  # reading every node observes the same S
+    K._tokens_coord_decode(np.tile(np.arange(1, 4), (20, 1)), S, c, nc, scales, leaves, np.zeros(0), coord)
+    _close(mean, coord)
 
 
 def test_design_value_and_gradient():
@@ -201,7 +301,7 @@ def test_kernels_are_split_by_class_and_short():
 
     folder = Path(K.__file__).parent
     assert {p.stem for p in folder.glob("*.py")} >= {"common", "coord", "path", "dense", "greedy_coord",
-                                                     "greedy_dense", "rollout", "bellman"}
+                                                     "greedy_dense", "rollout", "bellman", "tokens"}
     long = [f"{p.name}:{f.name} ({f.end_lineno - f.lineno + 1} lines)" for p in folder.glob("*.py")
             for f in ast.walk(ast.parse(p.read_text())) if isinstance(f, ast.FunctionDef)
             and f.end_lineno - f.lineno + 1 > 80]

@@ -13,7 +13,7 @@ from fvnum.tree import coordinate_losses, numeric_prior
 from fvsym import bellman
 from fvsym import tree as ftree
 from fvsym.gaussian import design_loss as lmmse_loss
-from fvsym.priors import TreePrior
+from fvsym.priors import GaussianPrior, TreePrior
 
 ALPHA = sp.Rational(1, 2)
 PRIOR4 = TreePrior(4, ALPHA)
@@ -115,7 +115,12 @@ def test_public_posterior_mean():
     W = rng.standard_normal((3, 15))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     t = tau_of_tokens(PRIOR4, 128)
+    sigma2 = float(PRIOR4.second_moment) + 0.01  # the tokens channel: the exact law of the statistic
     np.testing.assert_allclose(posterior_mean(PRIOR4, W, phi, tokens=128),
-                               R.dense_posterior_mean(W[None], phi, t, SCALES4), rtol=1e-12, atol=1e-12)
+                               R.tokens_posterior_mean(W[None], phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, tokens=128),
+                               R.tokens_posterior_mean(nodes, phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
+    gauss = posterior_mean(GaussianPrior.isotropic(3), np.eye(3), phi, tokens=128)  # approximate there
+    np.testing.assert_allclose(gauss, phi / (1 + tau_of_tokens(GaussianPrior.isotropic(3), 128) ** 2), rtol=1e-12)
     with pytest.raises(ValueError, match="outside"):
         posterior_mean(PRIOR4, np.array([16, 1, 1]), phi, tau=0.1)

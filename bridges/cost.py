@@ -1,0 +1,210 @@
+"""Time prices of the commands that train: upper estimates checked against ``fv --max-seconds`` before any
+work starts (torch is not imported here: a refusal takes a fraction of a second).
+
+Training (``train_seconds``): a measured model of one optimisation step on one CPU thread, times
+``SAFETY``. Per token and layer of an MLP key, ``W (12.7 + 0.05 D + 0.2 W (H - 1))`` ns (``W`` the MLP
+width, ``H`` its hidden layers, ``D = 2^K - 1``); per token, 15 ns per coordinate of ``x`` (drawing the
+context, the value ``y``) and, for Model C's linear keys, ``2 D B`` ns; per step 6 ms plus 1.5 ms per layer
+(autograd, Adam, Python). Measured with 40 steps of A, B, C at depths 2 to 8, budgets 1 to 6, 16 to 512
+tokens, widths 16 to 256 and 1 or 2 hidden layers on this project's 2-core machine while it ran about 6
+other jobs (load average 6); the model lies 1.1 to 1.6 times above every measurement, and ``SAFETY = 2``
+covers a machine twice as busy again. Held-out evaluations (a forward pass, priced as half a step per context) and
+checkpoints are added; torch's import and the model's set-up are ``STARTUP`` seconds. More threads are
+assumed to gain nothing (on a busy machine they often do not). ``precision = bf16`` on a CPU without native
+bfloat16 is emulated: priced 4 times float32.
+
+Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
+runs (divided among the local worker processes, at most one per core) and of the theory, priced by
+``fvnum.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.cli.tree_loss_cost``).
+Runs whose folder already holds a finished result cost nothing.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fvsym._validate import check_time, fits_time, max_seconds
+
+SAFETY = 2.0
+STARTUP = 10.0  # seconds: import torch, build the model, the first step's allocations
+NS_MLP, NS_MLP_D, NS_MLP_HIDDEN = 12.7, 0.05, 0.2  # per token, layer and unit of MLP width (see above)
+NS_TOKEN_D = 15.0  # per token and coordinate of x
+NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
+STEP_S, LAYER_S = 6e-3, 1.5e-3  # per optimisation step, and per layer of it
+CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
+EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
+
+
+def step_seconds(cfg) -> float:
+    """Measured seconds of one training step of ``cfg`` (a ``RunConfig``) on one thread (no SAFETY)."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    D, W, H = d.dim, m.mlp_width, m.hidden_layers
+    per_token = NS_TOKEN_D * D
+    if m.model == "C":
+        per_token += NS_LINEAR_KEY * D * m.budget
+    else:
+        per_token += m.layers * W * (NS_MLP + NS_MLP_D * D + NS_MLP_HIDDEN * W * (H - 1))
+    per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
+    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + STEP_S + LAYER_S * m.layers
+    if t.precision == "bf16" and not str(t.device).startswith("cuda"):
+        seconds *= 4.0
+    return seconds
+
+
+def train_seconds(cfg, *, done: int = 0) -> float:
+    """Upper estimate of the seconds ``fv train`` takes for ``cfg``, from step ``done`` (resumed runs)."""
+    t = cfg.train
+    steps = max(0, t.steps - done)
+    step = step_seconds(cfg)
+    n_evals = steps // t.eval_every + 2
+    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * step / 2
+    saves = steps // t.checkpoint_every + 1 if t.out else 0
+    return SAFETY * (steps * step + eval_s) + saves * CHECKPOINT_S + STARTUP
+
+
+def largest_steps(cfg) -> int:
+    """The most training steps of ``cfg`` that fit in the time cap (0: none)."""
+    cap = max_seconds()
+    lo, hi = 0, cfg.train.steps
+    while lo < hi:  # train_seconds grows with the steps
+        mid = (lo + hi + 1) // 2
+        if train_seconds(cfg.replace(train=dict(steps=mid))) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_train_time(cfg, what: str | None = None) -> float:
+    """Refuse (one-line ValueError: the estimate, the cap, the most steps that fit) a run over the cap."""
+    seconds = train_seconds(cfg, done=_steps_done(cfg))
+    if not fits_time(seconds):
+        most = largest_steps(cfg)
+        hint = f"; the largest --steps that fits is {most}" if most >= 1 else "; no --steps fits"
+        check_time(what or f"training {cfg.model.model} at depth {cfg.data.depth}, budget {cfg.model.budget} "
+                   f"for {cfg.train.steps} steps", seconds, hint)
+    return seconds
+
+
+def _steps_done(cfg) -> int:
+    """Steps a run folder already holds: all of them for a finished result, else 0 (a checkpoint's step
+    is not read here: that would import torch; resuming is priced from scratch, an upper bound)."""
+    if not cfg.train.out:
+        return 0
+    return cfg.train.steps if (Path(cfg.train.out) / cfg.key() / "result.json").is_file() else 0
+
+
+def runs_seconds(runs, workers: int | None) -> float:
+    """Training a list of runs on ``workers`` local processes (at most one per core)."""
+    cores = os.cpu_count() or 1
+    total = sum(train_seconds(r, done=_steps_done(r)) - STARTUP for r in runs)
+    parallel = max(1, min(workers or cores, cores, max(1, len(runs))))
+    return total / parallel + STARTUP + (5.0 if parallel > 1 else 0.0)  # + the local cluster's start
+
+
+# --- theory ------------------------------------------------------------------------------------------
+def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
+    from fvnum.limits import mc_cost
+
+    tree = data.prior == "tree"
+    return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
+                   tokens=True, samples=samples, threads=1, **kw)[1]
+
+
+def _solve(depth: int, budget: int) -> float:
+    from fvsym.cli import tree_loss_cost
+
+    return tree_loss_cost(depth, budget, "optimal", False)[1]
+
+
+def theory_table_seconds(data, budget: int, samples: int, search_samples: int) -> float:
+    """``bridges.compare.theory_losses`` (``fvnum.theory.comparison_table``): every Monte Carlo row, the
+    candidate policies of ``best_adaptive`` and of the bracket, the design searches."""
+    B = budget
+    if data.prior != "tree":
+        return _mc(data, B, "optimal", samples) + 1e-7 * data.dim**3 + 1.0
+    K = data.depth
+    few, select = min(samples, 4 * search_samples), min(1000, search_samples)
+    adaptive = [s for s in ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense") if s != "path" or B <= K]
+    seconds = _mc(data, B, "path", samples) if B <= K else 0.0
+    seconds += sum(_mc(data, B, s, select) for s in adaptive) + max(_mc(data, B, s, few) for s in adaptive)
+    bracket = [s for s in ("path", "greedy_coordinate", "rollout", "bellman_noiseless") if s != "path" or B <= K]
+    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 2 * _solve(K, B)
+    seconds += _mc(data, B, "top_levels", samples)
+    seconds += _mc(data, B, "optimal_nonadaptive", search_samples, search_samples=search_samples)
+    seconds += _mc(data, B, "optimal_nonadaptive", search_samples, dense_design=True, search_samples=search_samples)
+    return seconds + 1.0
+
+
+def theory_curves_seconds(cfg) -> float:
+    """``bridges.reproduce.theory_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
+    from fvsym.cli import tree_loss_cost
+
+    K = cfg.depth
+    tree, gauss = cfg.data("tree"), cfg.data("gaussian")
+    seconds = 0.0
+    for B in range(1, 2**K):
+        for s in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
+            if s == "path" and B > K:
+                continue
+            seconds += tree_loss_cost(K, B, s, False)[1]
+            noisy = "bellman_noiseless" if s == "optimal" else s
+            kw = dict(search_samples=2000) if s == "optimal_nonadaptive" else {}
+            seconds += _mc(tree, B, noisy, cfg.samples, **kw)
+        seconds += _solve(K, B) + 2 * (1e-7 * gauss.dim**3 + 0.01)
+        if seconds > 1e12:  # far past any cap: stop counting
+            break
+    return seconds
+
+
+def _probes_seconds(data, budget: int, samples: int) -> float:
+    """Key patching and probes (theory ``path``, trained models): a few passes over ``samples`` contexts."""
+    n = max(512, samples // 10)
+    per_context = data.n_tokens * data.dim * 3e-7 * max(1, budget)
+    return SAFETY * (10 * n * per_context + _mc(data, budget, "path", samples)) + 5.0
+
+
+def reproduce_seconds(cfg) -> float:
+    """Upper estimate of ``fv reproduce`` (a ``ReproduceConfig``)."""
+    from .reproduce import grid
+
+    train_out = str(Path(cfg.out) / "train")
+    runs = grid(cfg, train_out)
+    seconds = theory_curves_seconds(cfg) + runs_seconds(runs, cfg.workers)
+    tables = {(r.data.prior, r.data.depth, r.model.budget): r for r in runs}
+    seconds += sum(theory_table_seconds(r.data, r.model.budget, cfg.samples, 2000) for r in tables.values())
+    seconds += _probes_seconds(cfg.data("tree"), cfg.train_budget, cfg.samples)
+    if cfg.full:
+        from .scaling import ScalingConfig
+
+        seconds += scaling_seconds(ScalingConfig(out=str(Path(cfg.out) / "scaling"), alpha=cfg.alpha,
+                                                 n_tokens=cfg.n_tokens, s2=cfg.s2, workers=cfg.workers,
+                                                 steps_per_budget=cfg.scaling_steps_per_budget, samples=cfg.samples))
+    return seconds + 15.0  # report, figures
+
+
+def compare_grid_seconds(cfg) -> float:
+    """Upper estimate of ``fv compare --grid`` (its ``ReproduceConfig``: the training grid and its tables)."""
+    from .reproduce import grid
+
+    runs = grid(cfg, str(Path(cfg.out) / "train"))
+    tables = {(r.data.prior, r.data.depth, r.model.budget): r for r in runs}
+    return (runs_seconds(runs, cfg.workers) + 5.0
+            + sum(theory_table_seconds(r.data, r.model.budget, cfg.samples, 2000) for r in tables.values()))
+
+
+def scaling_seconds(cfg) -> float:
+    """Upper estimate of ``fv scaling`` (a ``ScalingConfig``)."""
+    runs = cfg.runs(str(Path(cfg.out) / "train"))
+    seconds = runs_seconds(runs, cfg.workers)
+    seconds += sum(theory_table_seconds(cfg.data(), b, cfg.samples, cfg.search_samples) for b in cfg.budgets)
+    return seconds + 15.0
+
+
+def check_seconds(what: str, seconds: float, hint: str = "") -> None:
+    """``check_time`` with the estimate spelled out; ``hint`` names the largest size that fits."""
+    check_time(what, seconds, hint)
+
+
+__all__ = ["check_seconds", "check_train_time", "compare_grid_seconds", "reproduce_seconds", "scaling_seconds",
+           "step_seconds", "theory_table_seconds", "train_seconds"]
