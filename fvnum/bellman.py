@@ -419,6 +419,7 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=
     else:
         V, node = quad.values(uniform, budget, root_candidates(spec), threads=threads)
         value, first = float(V[0]), int(node[0])
-    how = f"exact recursion, trapezoid rules of {'/'.join(map(str, points[:budget][::-1]))} points per reading class"
+    how = (f"exact recursion, trapezoid rules of {'/'.join(map(str, points[:budget][::-1]))} points per reading class "
+           f"on one lattice of readings per depth")
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
     return NoisyBellman(value, budget, channel.tau, first, points[:budget], how, quad, pol)

@@ -11,8 +11,8 @@ policy the engine finds.
   where the tree is small enough (gaussian channel; for ``tokens`` at its effective ``tau``), else None.
   Every candidate's ``EVAL`` estimate is kept, with the paired difference of ``rollout`` against
   ``path`` and ``greedy_coordinate`` on the same samples. Where the exact optimum is solved the bracket
-  collapses onto it (no policy beats it), so by default a candidate priced above ``CHEAP_SECONDS`` is not
-  sampled (the exact policy of budget 3, the rollout): ``skipped`` says which and why. The plan (what is
+  collapses onto it (no policy beats it; gaussian channel, or tau = 0), so by default a candidate priced
+  above ``CHEAP_SECONDS`` is not sampled (the exact policy of budget 3, the rollout): ``skipped`` says which and why. The plan (what is
   solved, what is sampled, at what price) is :func:`bounds_plan`; ``fv bounds`` refuses a plan priced
   over its time cap.
 - :func:`best_adaptive`: the best adaptive policy among named candidates (also unit class).
@@ -68,7 +68,8 @@ class Bounds:
         }
 
     def __str__(self) -> str:
-        exact = "n/a" if self.exact is None else f"{self.exact:.6g}, the optimum"
+        exact = "n/a" if self.exact is None else f"{self.exact:.6g}" + (
+            ", the optimum" if self.inputs.get("channel", "gaussian") == "gaussian" else "")
         return (f"optimum in [{self.lower:.6g}, {self.upper.value:.6g} +- {self.upper.stderr:.2g}]  "
                 f"(lower: {self.lower_how}; upper: {self.policy}, mc n={self.upper.n}; exact: {exact})")
 
@@ -173,7 +174,8 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     for name in applies:
         seconds[name] = candidate_seconds(name, spec, channel, budget, n, threads)
     sample = list(applies)
-    known = solve or tau == 0
+    # the exact recursion is the optimum of the gaussian channel; for tokens it is a reference at tau(N)
+    known = (solve and channel.kind == "gaussian") or tau == 0
     if known and candidates is None and applies:
         cheapest = min(applies, key=lambda k: seconds[k])
         what = "the exact recursion" if solve else "the noiseless Bellman optimum (tau = 0)"
