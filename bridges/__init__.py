@@ -24,19 +24,22 @@ _EXPORTS = {
     "theory_patching_table": "patching", "unpatched_losses": "patching",
     "ProbeScore": "probes", "linear_probe": "probes", "probe_layers": "probes", "theory_probes": "probes",
     "workspace_probes": "probes",
+    # the audit of a model's measurements (bridges.audit is also callable: bridges.audit(result))
+    "audit": "audit", "Audit": "audit", "audit_model": "audit",
     # comparisons with the theory
     "learned_routing": "compare", "prediction_checks": "compare", "theory_losses": "compare",
     "theory_table": "compare", "to_markdown": "compare",
     # studies
     "ReproduceConfig": "reproduce",
     "ScalingConfig": "scaling",
-    "Cell": "sweep", "SweepResult": "sweep", "run_cells": "sweep",
+    "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
     "LawFit": "fits", "fit_law": "fits",
 }
 
 # Names that are also submodules (``train``, ``compare``, ``reproduce``, ``taps``) are not exported: the
 # package attribute is the submodule (``bridges.train.train``, ``bridges.compare.compare``), as an import of
-# the submodule would make it anyway.
+# the submodule would make it anyway. ``audit`` is the exception: the submodule ``bridges.audit`` is callable
+# (``bridges.audit(result)`` runs ``bridges.audit.audit``), so either attribute does the same.
 
 
 def __getattr__(name):
@@ -51,4 +54,4 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(n for n in _EXPORTS if n != "audit")  # bridges.audit: the callable submodule (see above)

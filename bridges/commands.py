@@ -30,10 +30,8 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
-    _register_scaling(subparsers)
-    from .sweep import register as _register_sweep
-
-    _register_sweep(subparsers)
+    _register_scaling(subparsers)  # fv sweep registers itself (bridges.sweep, a layer above these commands)
+    _register_audit(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -58,7 +56,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
                    help=f"tree depth, D = 2^K - 1 (default {d.depth})")
     g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha,
                    help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
-    g.add_argument("--tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    g.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     g = p.add_argument_group("model (THEORY.md section 7)")
     g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
@@ -163,6 +161,37 @@ def train_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_audit(subparsers) -> None:
+    p = subparsers.add_parser(
+        "audit",
+        help="the loss a trained model's own readings allow: Bayes decoding on the law of its readings",
+        description="For a finished fv train run (RUN_DIR = DIR/<key>/): draw contexts from its data, run the model, "
+        "evaluate its keys at each context's own workspace on a fixed sample of tokens, take the CLT law of its "
+        "readings given each latent (fvnum.keys) and decode them with the Bayes posterior mean. Reports the model's "
+        "own loss, bayes_on_readings (the loss its measurements allow), decoder_gap (model - Bayes, paired) and the "
+        "energy of each layer's Stein rows E grad f by tree depth (bridges.audit, docs/audit.md).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
+    p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
+                   help="size of the fixed token sample the keys are evaluated on (default 8192)")
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
+                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
+                   "prior uses its 2^K leaves)")
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
+    add_format_argument(p)
+    p.set_defaults(func=audit_command)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from .audit import audit, load_run
+
+    result = audit(load_run(args.run_dir), samples=args.samples, token_sample=args.token_sample,
+                   n_latents=args.latents, seed=args.seed)
+    emit(result.to_dict(), args.format, result.lines())
+    return 0
+
+
 def _register_compare(subparsers) -> None:
     p = subparsers.add_parser(
         "compare",
@@ -205,7 +234,9 @@ def compare_command(args: argparse.Namespace) -> int:
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
-        md = ["# Experiment grid: trained models beside the theory", ""]
+        from .compare import seed_summary, summary_markdown
+
+        md = ["# Experiment grid: trained models beside the theory", "", summary_markdown(seed_summary(tables)), ""]
         md += ["| prediction | measured | holds |", "|---|---|---|"]
         md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
         md += [""] + [to_markdown(t) for t in tables]
@@ -303,7 +334,7 @@ def check_workers(workers) -> None:
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.sweep``)."""
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.engine``)."""
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
                    "the output folder must be on a file system every worker sees")
@@ -338,7 +369,7 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
     p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, help=f"{depth_help} (default {d.depth})")
     p.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha, help=f"e.g. 1/2 (default {d.alpha})")
-    p.add_argument("--tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=d.seed, help=f"first seed (default {d.seed})")
     _add_engine_arguments(p)

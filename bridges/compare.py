@@ -5,7 +5,11 @@ under the channel the models see (``tokens`` with the same ``N`` and ``s2``; eve
 channel it is for); ``theory_losses`` gives its rows as dicts. This module computes no theory itself.
 ``learned_routing(model, data)``: what a trained model's keys measure (Stein rows, section 2), per
 layer and, for the tree prior, per path prefix read so far, beside the ``path`` policy.
-``compare(result)``: one table (JSON-able dict) of both, and ``to_markdown(table)``.
+``compare(result)``: one table (JSON-able dict) of both, with the audit of the model's own readings
+(``bridges.audit``), and ``to_markdown(table)``. Every theory row says what it is beside the models (``role``,
+``models``, ``class``, ``keys``, ``channel``; ``fvnum.theory.row_kind``), and each model is held to its one
+prediction row (``fvnum.theory.prediction_row``). ``seed_summary(tables)`` aggregates seeds (mean, spread,
+n seeds) beside the prediction; ``summary_markdown`` lays it out.
 """
 from __future__ import annotations
 
@@ -124,13 +128,35 @@ def _by_prefix(rows: np.ndarray, signs: np.ndarray, layer: int, target: np.ndarr
     return out
 
 
+AUDIT_SAMPLES = 500  # contexts of the audit that comparisons, reproduce and scaling attach to every model
+AUDIT_TOKEN_SAMPLE = 4096
+# Gaussian prior: importance sampling per context costs about 100 times more (measured: 500 contexts, 4096
+# tokens, 256 draws took 14 s at depth 2 on one thread); the attached audit is smaller there
+AUDIT_GAUSSIAN = dict(samples=200, token_sample=2048, n_latents=128)
+AUDIT_SIZES = {"tree": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE), "gaussian": AUDIT_GAUSSIAN}
+
+
+def audit_dict(result, *, seed: int = 0) -> dict:
+    """The audit of a trained run's own readings (``bridges.audit``; a ``TrainResult`` or a run folder) at
+    the comparisons' sizes (:data:`AUDIT_SIZES`), as a dict."""
+    from .audit import audit, load_run
+
+    if not hasattr(result, "config"):
+        result = load_run(result)
+    return audit(result, seed=seed, **AUDIT_SIZES[result.config.data.prior]).to_dict()
+
+
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
-            theory: list | None = None) -> dict:
-    """The comparison table of one trained run (a ``bridges.train.TrainResult`` with its model)."""
+            theory: list | None = None, audit: bool = True) -> dict:
+    """The comparison table of one trained run (a ``bridges.train.TrainResult`` with its model); ``audit``
+    adds the audit of the model's own readings (``table["audit"]``)."""
+    from fvnum.theory import describe_rows
+
     cfg = result.config
     data, B = cfg.data, cfg.model.budget
     if theory is None:
         theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense)
+    theory = describe_rows(theory)
     table = {
         "key": cfg.key(), "model": cfg.model.model, "prior": data.prior, "depth": data.depth, "budget": B,
         "n_tokens": data.n_tokens, "alpha": data.alpha, "channel": "tokens", "tau": data_channel(data).tau,
@@ -141,25 +167,53 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     }
     if result.model is not None:
         table["routing"] = learned_routing(result.model, data, seed=seed)
+        if audit:
+            table["audit"] = audit_dict(result, seed=seed)
     return table
 
 
+def prediction_of(table: dict) -> dict | None:
+    """The theory row (a dict) the table's model is held to, or None."""
+    from fvnum.theory import describe_rows, prediction_row
+
+    rows = {r["name"]: r for r in describe_rows(table["theory"])}
+    name = prediction_row(table["model"], rows)
+    return None if name is None else rows[name]
+
+
 def to_markdown(table: dict) -> str:
-    """One run's table as Markdown."""
+    """One run's table as Markdown: the trained model, trained / prediction, the audit, every theory row with
+    what it is (role, models, class, keys, channel), the learned routing."""
+    from fvnum.theory import describe_rows
+
     t = table["trained"]
     lines = [
         f"### Model {table['model']}, {table['prior']} prior, depth {table['depth']}, budget {table['budget']}, "
         f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})",
         "",
-        "| what | loss | ± | how | channel |",
-        "|---|---|---|---|---|",
-        f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
-        f"{t['wall_s']:.0f} s | tokens |",
     ]
-    for r in table["theory"]:
-        se = "" if not r["stderr"] else f"{r['stderr']:.1g}"
+    pred = prediction_of(table)
+    if pred is not None:
+        lines += [f"Trained / prediction ({pred['name']}): **{t['loss'] / pred['value']:.3f}**"
+                  if pred["value"] > 0 else f"Prediction: {pred['name']} = 0", ""]
+    if table.get("audit"):
+        a = table["audit"]
+        ba, gap = a["bayes_on_readings"], a["decoder_gap"]
+        lines += [f"Audit of its readings: Bayes on them {ba['value']:.4f} ± {ba['stderr']:.1g}, decoder gap "
+                  f"(model - Bayes) {gap['value']:+.4f} ± {gap['stderr']:.1g} ({a['samples']} contexts; {a['decoder']})",
+                  ""]
+    lines += [
+        "| what | loss | ± | how | role | class | keys | channel |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
+        f"{t['wall_s']:.0f} s | | | {'linear' if table['model'] == 'C' else 'MLP'} | tokens |",
+    ]
+    for r in describe_rows(table["theory"]):
+        se = "" if not r.get("stderr") else f"{r['stderr']:.1g}"
         channel = r.get("channel", "tokens")  # tables stored before rows carried their channel: tokens
-        lines.append(f"| {r['name']} ({r['what']}) | {r['value']:.4f} | {se} | {r['how']} | {channel} |")
+        role = r["role"].replace("_", " ") + (f" ({', '.join(r['models'])})" if r["models"] else "")
+        lines.append(f"| {r['name']} ({r.get('what', '')}) | {r['value']:.4f} | {se} | {r.get('how', '')} | {role} | "
+                     f"{r['class']} | {r['keys']} | {channel} |")
     routing = table.get("routing")
     if routing:
         lines += ["", "Learned routing (energy of each layer's Stein rows):", ""]
@@ -223,3 +277,44 @@ def prediction_checks(tables: list[dict]) -> list[dict]:
             checks.append({"prediction": f"Gaussian K{depth} B{budget}: A / B in [0.85, 1.15]",
                            "measured": f"A/B = {ga / gb:.3f}", "holds": 0.85 <= ga / gb <= 1.15})
     return checks
+
+
+def seed_summary(tables: list[dict]) -> list[dict]:
+    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds),
+    ``n_seeds``, the ``prediction`` row (name, value) and ``ratio`` = mean / prediction, and the mean of the
+    audits' ``bayes_on_readings`` where every seed has one."""
+    import statistics
+
+    groups: dict = {}
+    for t in tables:
+        groups.setdefault((t["prior"], t["depth"], t["budget"], t["model"]), []).append(t)
+    out = []
+    for (prior, depth, budget, model), ts in sorted(groups.items()):
+        losses = [t["trained"]["loss"] for t in ts]
+        mean = statistics.mean(losses)
+        pred = prediction_of(ts[0])
+        row = {"prior": prior, "depth": depth, "budget": budget, "model": model, "mean": mean,
+               "spread": statistics.stdev(losses) if len(losses) > 1 else 0.0, "n_seeds": len(losses),
+               "prediction": None if pred is None else pred["name"],
+               "prediction_value": None if pred is None else pred["value"],
+               "ratio": mean / pred["value"] if pred is not None and pred["value"] > 0 else None}
+        audits = [t["audit"] for t in ts if t.get("audit")]
+        if audits and len(audits) == len(ts):
+            row["bayes_on_readings"] = statistics.mean(a["bayes_on_readings"]["value"] for a in audits)
+            row["decoder_gap"] = statistics.mean(a["decoder_gap"]["value"] for a in audits)
+        out.append(row)
+    return out
+
+
+def summary_markdown(summary: list[dict]) -> str:
+    """:func:`seed_summary` as a Markdown table."""
+    lines = ["| prior | depth | budget | model | trained: mean ± spread (n seeds) | prediction | trained / prediction "
+             "| Bayes on its readings | decoder gap |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in summary:
+        pred = "" if r["prediction"] is None else f"{r['prediction']} {r['prediction_value']:.4f}"
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        bayes = f"{r['bayes_on_readings']:.4f}" if "bayes_on_readings" in r else ""
+        gap = f"{r['decoder_gap']:+.4f}" if "decoder_gap" in r else ""
+        lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | {r['mean']:.4f} ± "
+                     f"{r['spread']:.2g} ({r['n_seeds']}) | {pred} | {ratio} | {bayes} | {gap} |")
+    return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from fvsym._validate import check_choice, check_int, check_real
+from fvsym._validate import check_choice, check_int, check_real, plain_error
 
 PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
@@ -257,6 +257,8 @@ class RunConfig:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"run configuration is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except ValueError as exc:  # Python's limit on the digits of an int
+            raise ValueError(f"run configuration is not readable ({plain_error(exc)})") from None
         return cls.from_dict(d)
 
     def key_dict(self) -> dict:

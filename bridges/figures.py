@@ -6,13 +6,14 @@ from pathlib import Path
 
 from .store import write_atomic
 
-STYLE = {  # strategy -> (label, colour)
-    "path": ("path (adaptive)", "C0"),
-    "optimal": ("Bellman optimum (adaptive)", "C2"),
-    "bellman_noiseless": ("noiseless Bellman policy (adaptive)", "C2"),
-    "top_levels": ("top levels (one layer)", "C1"),
-    "optimal_nonadaptive": ("best fixed coordinate design", "C3"),
-    "gaussian_optimum": ("Gaussian optimum (gaussian channel)", "C7"),
+STYLE = {  # strategy -> (label, colour); each curve's noise is added to its label
+    "path": ("path (adaptive, coordinate)", "C0"),
+    "optimal": ("Bellman optimum (adaptive, coordinate class; exact only noiseless)", "C2"),
+    "bellman_noiseless": ("noiseless Bellman policy run under noise (not the noisy optimum)", "C8"),
+    "top_levels": ("top levels (one layer, coordinate)", "C1"),
+    "optimal_nonadaptive": ("best fixed design, coordinate class (one layer)", "C3"),
+    "optimal_nonadaptive_coordinate": ("best fixed design, coordinate class (one layer)", "C3"),
+    "gaussian_optimum": ("Gaussian optimum (gaussian channel at the same tau)", "C7"),
 }
 MODEL_MARKERS = {"A": ("o", "C0"), "B": ("s", "C1"), "C": ("^", "C4")}
 
@@ -41,28 +42,29 @@ def _save(fig, path: Path) -> list[Path]:
 def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
     """Two panels (tree, matched Gaussian): loss against budget on a log scale, exact noiseless lines
     dashed, lines at the noise of N solid (Monte Carlo error bars), trained models as points."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    from fvnum import plot
+
+    fig, axes = plot.figure(figsize=(12, 4.6), ncols=2, sharey=True)
+    fig.set_layout_engine(None)
     for ax, prior in zip(axes, ("tree", "gaussian")):
+        lines = []
         for strategy, (label, colour) in STYLE.items():
             for noise, ls in (("none", "--"), (f"N={cfg.n_tokens}", "-")):
-                pts = sorted((r["budget"], r["value"], r.get("stderr") or 0.0) for r in curves
-                             if r["prior"] == prior and r["strategy"] == strategy and r["noise"] == noise)
+                pts = [(r["budget"], r["value"], r.get("stderr") or 0.0) for r in curves
+                       if r["prior"] == prior and r["strategy"] == strategy and r["noise"] == noise]
                 pts = [p for p in pts if p[1] > 1e-6]
-                if not pts:
-                    continue
-                b, v, e = zip(*pts)
-                ax.errorbar(b, v, yerr=e, ls=ls, color=colour, marker=".", ms=4, capsize=2,
-                            label=f"{label}, {'noiseless' if noise == 'none' else noise}")
+                if pts:
+                    lines.append(plot.curve(f"{label}, {'noiseless' if noise == 'none' else noise}", pts,
+                                            style=dict(ls=ls, color=colour, marker=".", ms=4, capsize=2, mfc=None)))
         for t in tables:
             if t["prior"] != prior or t["depth"] != cfg.depth:
                 continue
             m, c = MODEL_MARKERS[t["model"]]
-            ax.errorbar([t["budget"]], [t["trained"]["loss"]], yerr=[t["trained"]["stderr"]], marker=m, color=c,
-                        ms=9, mfc="none", mew=2, ls="none", label=f"trained Model {t['model']} (seed {t['seed']})")
-        ax.set_yscale("log")
+            lines.append(plot.curve(f"trained Model {t['model']} (seed {t['seed']})",
+                                    [(t["budget"], t["trained"]["loss"], t["trained"]["stderr"])],
+                                    style=dict(marker=m, color=c, ms=9, mfc="none", mew=2, ls="none")))
+        plot.draw(ax, lines, min_value=1e-6)
         ax.set_xlabel("budget B = L d")
-        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(f"{'tree' if prior == 'tree' else 'matched Gaussian'} prior, depth {cfg.depth}, alpha {cfg.alpha}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("loss  E||theta_hat - theta||^2")
@@ -149,13 +151,17 @@ SCALING_THEORY = {  # theory row -> (label, colour, line style)
 def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
     """Loss against budget (log scale): theory lines, trained models as seed means with their range and
     the single seeds as faint points."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 5.2))
+    from fvnum import plot
+
+    fig, ax = plot.figure(figsize=(8, 5.2))
+    fig.set_layout_engine(None)
     budgets = sorted(theory)
+    lines = []
     for name, (label, colour, ls) in SCALING_THEORY.items():
         pts = [(b, t["value"]) for b in budgets for t in theory[b] if t["name"] == name and t["value"] > 1e-8]
         if pts:
-            ax.plot(*zip(*pts), ls=ls, color=colour, marker=".", ms=4, lw=1.2, label=label)
+            lines.append(plot.curve(label, pts, style=dict(ls=ls, color=colour, marker=".", ms=4, lw=1.2, mfc=None)))
+    plot.draw(ax, lines, min_value=1e-8)
     for model, (marker, colour) in MODEL_MARKERS.items():
         mine = [r for r in rows if r["model"] == model]
         if not mine:
@@ -169,8 +175,9 @@ def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
             hi.append(max(ls_) - means[-1])
         ax.scatter([r["budget"] for r in mine], [r["loss"] for r in mine], marker=marker, color=colour, alpha=0.25,
                    s=14)
-        ax.errorbar(bs, means, yerr=[lo, hi], marker=marker, color=colour, ms=7, capsize=3, lw=1.8,
-                    label=f"trained Model {model}" + ("" if cfg.seeds == 1 else " (mean, seed range)"))
+        plot.draw(ax, [plot.Curve(f"trained Model {model}" + ("" if cfg.seeds == 1 else " (mean, seed range)"),
+                                  tuple(bs), tuple(means), (lo, hi), "points",
+                                  dict(marker=marker, color=colour, ms=7, capsize=3, lw=1.8, ls="-", mfc=None))])
     ax.set_yscale("log")
     ax.set_xticks(budgets)
     ax.set_xlabel("budget B (scalars written to the workspace)")

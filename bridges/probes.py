@@ -23,6 +23,9 @@ class ProbeScore:
     chance: float
     n_test: int
 
+    def to_dict(self) -> dict:
+        return {"accuracy": self.accuracy, "stderr": self.stderr, "chance": self.chance, "n_test": self.n_test}
+
 
 def _design(features: np.ndarray, mean, scale) -> np.ndarray:
     z = (features - mean) / scale

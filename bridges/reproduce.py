@@ -21,7 +21,7 @@ KIND = "reproduce"
 class ReproduceConfig:
     """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
 
-    Training runs go through the engine of ``bridges.sweep``: a local Dask cluster of ``workers`` processes
+    Training runs go through the engine of ``bridges.engine``: a local Dask cluster of ``workers`` processes
     (default: the number of cores), or the running cluster at ``scheduler``. With one local worker (or one
     run to train) they train in this process."""
 
@@ -147,10 +147,10 @@ def _exact(formula) -> dict:
 
 
 def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
-    """Train the grid on the engine of ``bridges.sweep`` (one torch thread per worker), then compare every
+    """Train the grid on the engine of ``bridges.engine`` (one torch thread per worker), then compare every
     run with theory."""
     from .compare import compare
-    from .sweep import Cell, run_cells
+    from .engine import Cell, run_cells
     from .train import train
 
     train_out = str(store.folder / "train")
@@ -177,6 +177,12 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
         table, cached = store.cell("compare", run_cell_config(run), work)
+        if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
+            from .compare import AUDIT_SIZES, audit_dict
+
+            found, _ = store.cell("audit", {"run": run.key(), "sizes": AUDIT_SIZES, "seed": cfg.seed},
+                                  lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed))
+            table = {**table, "audit": found}
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
     return tables
@@ -276,6 +282,11 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         "(see theory_curves.csv).", "",
         "## Trained models beside the theory", "",
     ]
+    from .compare import seed_summary, summary_markdown
+
+    lines += ["Each model beside the one theory row it is held to (fvnum.theory.prediction_row), seeds aggregated, "
+              "and the audit of its own readings (`fv audit`: the Bayes posterior mean on the CLT law of its readings, "
+              "the loss its measurements allow):", "", summary_markdown(seed_summary(tables))]
     checks = prediction_checks(tables)
     if checks:
         lines += ["| prediction | measured | holds |", "|---|---|---|"]
@@ -322,9 +333,9 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
     start = time.time()
     if cfg.scheduler not in (None, "synchronous"):
-        from .sweep import _address
+        from .engine import scheduler_address
 
-        _address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
+        scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = theory_curves(cfg, store, log)

@@ -11,7 +11,8 @@ Outputs in ``out``: ``scaling.json`` (config, one row per run with the exact ``f
 reproduces it, the theory rows, the fits), ``scaling.csv``, ``fig_scaling.png`` and ``report.md`` with the
 fitted laws (``bridges.fits``): the rate ``r`` of ``loss ~ c r^B`` for A and the adaptive theory, the
 exponent ``e`` of ``loss ~ c B^-e`` for B and the non-adaptive theory, each with a 95% interval, and
-for every model which law fits better. Runs and theory rows are cells of a ``RunStore`` (``out/cells``,
+for every model which law fits better, and the audit of every trained model's readings (``fv audit``: the
+loss its measurements allow). Runs, audits and theory rows are cells of a ``RunStore`` (``out/cells``,
 training folders in ``out/train``): an interrupted study resumes where it stopped.
 """
 from __future__ import annotations
@@ -30,8 +31,7 @@ KIND = "scaling"
 ADAPTIVE_THEORY = ("path", "best_adaptive")
 NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "top_levels_linear")
 LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
-# the theory row each model is held against: the adaptive policy class, one layer of unit reads, linear one layer
-THEORY_OF_MODEL = {"A": "best_adaptive", "B": "best_nonadaptive_unit", "C": "top_levels_linear"}
+# the theory row each model is held against is chosen in fvnum (fvnum.theory.prediction_row)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class ScalingConfig:
     seed: int = 0
     workers: int | None = None  # local Dask worker processes (None: the number of cores; 1: this process)
     threads: int = 1
-    scheduler: str | None = None  # a running Dask cluster (bridges.sweep)
+    scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
     budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
@@ -107,10 +107,10 @@ def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
-    """Train every run not yet stored on the engine of ``bridges.sweep`` (a local Dask cluster of
+    """Train every run not yet stored on the engine of ``bridges.engine`` (a local Dask cluster of
     ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
     the rows in ``runs`` order."""
-    from .sweep import SYNCHRONOUS, Cell, run_cells
+    from .engine import SYNCHRONOUS, Cell, run_cells
 
     from .reproduce import run_cell_config
 
@@ -123,6 +123,16 @@ def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) 
 def train_row_dict(run: dict) -> dict:
     """``train_row`` of a run given as the dict of ``RunConfig.to_dict`` (a cell of the study)."""
     return train_row(RunConfig.from_dict(run))
+
+
+def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
+    """The audit of one trained run's readings (``bridges.compare.audit_dict``), a cell of its own."""
+    from .compare import AUDIT_SIZES, audit_dict
+    from .train import run_dir
+
+    config = {"run": run.key(), "sizes": AUDIT_SIZES, "seed": seed}
+    result, _ = store.cell("audit", config, lambda: audit_dict(str(run_dir(run)), seed=seed))
+    return result
 
 
 def _cell_key(run: RunConfig) -> str:
@@ -142,6 +152,8 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
         f"steps = {cfg.steps_per_budget} x budget")
     rows = _run_cells(cfg, store, runs, log)
+    rows = [{**row, "audit": _audit_cell(store, run, cfg.seed)} for row, run in zip(rows, runs)]
+    log(f"audits of {len(rows)} runs done")
     theory = {}
     for b in cfg.budgets:
         config = {"data": asdict(cfg.data()), "budget": b, "samples": cfg.samples,
@@ -220,6 +232,12 @@ def _fit_line(name: str, entry: dict) -> str:
             f"{entry['better']} ({verdict}) |")
 
 
+def _one_name(names_by_budget: dict) -> str:
+    """The prediction row's name when it is the same at every budget that has one, else ``prediction``."""
+    names = {n for n in names_by_budget.values() if n}
+    return names.pop() if len(names) == 1 else "prediction"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -251,18 +269,43 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
                          else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
         cells += [f"{value[b][n]:.4f}" if n in value[b] else "" for n in names]
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    held = [m for m in cfg.models if THEORY_OF_MODEL[m] in names]
+    from fvnum.theory import prediction_row
+
+    held = {m: {b: prediction_row(m, value[b]) for b in budgets} for m in cfg.models}
+    held = {m: bs for m, bs in held.items() if any(bs.values())}
     if held:
         lines += ["", "## Trained against theory", "",
-                  "Seed mean of each model over the theory row it is held against: the best adaptive policy found "
-                  "(A), the best one-layer unit design (B), the linear theory of one layer (C).", "",
-                  "| budget | " + " | ".join(f"{m} / {THEORY_OF_MODEL[m]}" for m in held) + " |",
+                  "Seed mean of each model over the theory row it is held against (`fvnum.theory.prediction_row`: "
+                  "A the best adaptive policy found, B the best one-layer unit design, both for their class and "
+                  "keys, C the exact linear theory of one layer); the row's name where it changes with the budget.",
+                  "", "| budget | " + " | ".join(f"{m} / {_one_name(bs)}" for m, bs in held.items()) + " |",
                   "|---" * (1 + len(held)) + "|"]
         for b in budgets:
             cells = []
-            for m in held:
-                s, ref = _summary(rows, m, b), value[b].get(THEORY_OF_MODEL[m])
-                cells.append(f"{s[0] / ref:.2f}" if s is not None and ref else "")
+            for m, rows_of in held.items():
+                s, name = _summary(rows, m, b), rows_of[b]
+                ref = value[b].get(name) if name else None
+                shown = "" if _one_name(rows_of) != "prediction" else f" ({name})"
+                cells.append(f"{s[0] / ref:.2f}{shown}" if s is not None and ref else "")
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    audited = [r for r in rows if r.get("audit")]
+    if audited:
+        lines += ["", "## Audit of the models' readings", "",
+                  "Per model and budget (seed means): its own loss and the Bayes posterior mean on its own readings "
+                  "under their CLT law given each leaf (`fv audit`, bridges.audit: keys evaluated on a fixed token "
+                  "sample at each context's own workspace): the loss its measurements allow, and the decoder gap "
+                  "(model - Bayes, paired).", "",
+                  "| budget | " + " | ".join(f"{m}: own / Bayes on readings / gap" for m in cfg.models) + " |",
+                  "|---" * (1 + len(cfg.models)) + "|"]
+        for b in budgets:
+            cells = []
+            for m in cfg.models:
+                mine = [r["audit"] for r in audited if r["model"] == m and r["budget"] == b]
+                if not mine:
+                    cells.append("")
+                    continue
+                mean = lambda k: sum(a[k]["value"] for a in mine) / len(mine)  # noqa: E731
+                cells.append(f"{mean('loss'):.4f} / {mean('bayes_on_readings'):.4f} / {mean('decoder_gap'):+.4f}")
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
     lines += ["", "## Fitted laws", "",
               "Exponential `loss = c r^B` (adaptive depth) and power `loss = c B^-e` (one layer), least squares in "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from fvsym._validate import plain_error
 
 from ._malloc import keep_freed_memory
 from .checkpoint import DamagedCheckpoint, load_model, restore, save_checkpoint, set_aside, usable_checkpoint
@@ -75,6 +76,13 @@ class TrainResult:
     checkpoint: str | None
     precision: str = "fp32"  # what the key MLPs ran in: "bf16" or "fp32" (TrainConfig.precision resolved)
     model: WorkspaceModel | None = field(default=None, compare=False, repr=False)  # the trained model (not saved)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"TrainResult(Model {c.model.model}, {c.data.prior} prior, depth {c.data.depth}, budget {c.model.budget}, "
+                f"N {c.data.n_tokens}, seed {c.train.seed}: loss {self.loss:.5g} +- {self.stderr:.2g} ({self.metric}, "
+                f"n={self.n_eval}); {self.steps} steps{'' if self.finished else ' (unfinished)'}, "
+                f"{self.train_seconds:.1f} s, {self.precision})")
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
@@ -150,7 +158,7 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     try:
         result = TrainResult.from_dict(json.loads(path.read_text()))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable training result ({exc})") from None
+        raise ValueError(f"{path} is not a readable training result ({plain_error(exc)})") from None
     if cfg is not None and result.config.key() != cfg.key():
         raise ValueError(f"{path} holds the result of another configuration ({result.config.key()})")
     return result

@@ -28,7 +28,7 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
+def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None):
     """Posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``: node numbers
     (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian channel (``tau``): exact
     Bayes. Tokens channel (``tokens`` = N, ``s2``): on the tree prior exact under the law of the one
@@ -43,7 +43,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01):
     from .limits import check_posterior_args
 
     spec = tree.numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     t = channel.tau
     design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)

@@ -342,6 +342,76 @@ class NoisyBellmanPolicy(Policy):
     def work_floats(self, spec, budget):
         return spec.n_leaves * (1 + 3 * max(self.quad.points) * spec.dim)
 
+    def __repr__(self) -> str:
+        return (f"<NoisyBellmanPolicy 'optimal': {self.layers} layers of width 1 at tau {self.quad.tau:.4g} "
+                f"(depth {self.quad.spec.depth}), first node {self.first}; print(policy) shows its decision tree>")
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, prior=None, max_layers: int = 3, points: int = 121) -> str:
+        """The policy as a decision tree over reading intervals: after each layer, the readings ``phi_l``
+        of the node read split into intervals on which the next node is the same (found on a grid of
+        ``points`` readings over the range a reading takes, boundaries refined by bisection); below each
+        interval the tree goes on for the reading at its middle. ``prior`` is not needed (the policy
+        holds its tree)."""
+        spec, tau = self.quad.spec, self.quad.tau
+        span = float(spec.scales[0]) + 4 * tau
+        grid = np.linspace(-span, span, int(points))
+        lines: list[str] = []
+
+        def next_nodes(nodes, readings, r):
+            """The node read after ``readings`` of ``nodes`` and reading ``r`` (array) of the last node."""
+            n = r.size
+            allnodes = np.tile(np.asarray(nodes, dtype=np.int64), (n, 1))
+            allread = np.column_stack([np.tile(np.asarray(readings[:-1], dtype=float), (n, 1)), r]) if readings \
+                else r[:, None]
+            state = self.quad.log_likelihood(allnodes, allread)
+            return self.rows(len(nodes), state, None)[:, 0]
+
+        def walk(nodes, readings, indent, label):
+            layer = len(nodes)  # nodes already read
+            pad = "  " * indent
+            node = self.first if layer == 0 else int(next_nodes(nodes, readings, np.array([readings[-1]]))[0])
+            lines.append(f"{pad}{label}read node {node}  [layer {layer + 1} of {self.layers}]")
+            if layer + 1 >= self.layers:
+                return
+            if layer + 1 >= max_layers:
+                lines.append(f"{pad}  ...  ({self.layers - layer - 1} more layers)")
+                return
+            nodes2, phi = nodes + [node], f"phi_{layer + 1}"
+            chosen = next_nodes(nodes2, readings + [0.0], grid)
+            cuts = []
+            for i in np.flatnonzero(chosen[1:] != chosen[:-1]):
+                lo, hi = grid[i], grid[i + 1]
+                for _ in range(30):
+                    mid = 0.5 * (lo + hi)
+                    if next_nodes(nodes2, readings + [0.0], np.array([mid]))[0] == chosen[i]:
+                        lo = mid
+                    else:
+                        hi = mid
+                cut = 0.5 * (lo + hi)
+                cuts.append((0.0 if abs(cut) < 1e-6 * span else cut, i))  # a symmetric cut shows as 0
+            edges = [-np.inf] + [c for c, _ in cuts] + [np.inf]
+            starts = [0] + [i + 1 for _, i in cuts] + [grid.size]
+            for a in range(len(edges) - 1):
+                inside = grid[starts[a]:starts[a + 1]]
+                if a == 0 and len(edges) == 2:
+                    text = f"any {phi}: "
+                elif a == 0:
+                    text = f"{phi} < {edges[1]:.4g}: "
+                elif a == len(edges) - 2:
+                    text = f"{phi} >= {edges[a]:.4g}: "
+                else:
+                    text = f"{edges[a]:.4g} <= {phi} < {edges[a + 1]:.4g}: "
+                rep = float(inside[inside.size // 2]) if inside.size else float(edges[a])
+                if len(edges) > 2 and layer + 2 < self.layers:
+                    text += f"(below: at {phi} = {rep:.3g}) "
+                walk(nodes2, readings + [rep], indent + 1, text)
+
+        walk([], [], 0, "")
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class NoisyBellman:
@@ -371,9 +441,13 @@ class NoisyBellman:
         return P / P.sum(), nodes.shape[1]
 
     def q_values(self, nodes=(), readings=()) -> np.ndarray:
-        """(D,): expected final loss of reading each node next, after ``readings`` of ``nodes``."""
+        """(D,): expected final loss of reading each node next, after ``readings`` of ``nodes``; a
+        labelled array (``fvnum.estimate.NodeValues``: entry ``i`` is node ``i + 1``; it prints
+        ``node: value`` lines, ``.best`` is the node of least loss, ``.to_dict()`` maps node -> value)."""
+        from .estimate import NodeValues
+
         P, l = self._belief(nodes, readings)
-        return self.quad.q_values(P, self.budget - l)[0]
+        return NodeValues(self.quad.q_values(P, self.budget - l)[0], self.quad.nodes, "expected final loss")
 
     def next_node(self, nodes=(), readings=()) -> int:
         """The node the optimal policy reads after ``readings`` of ``nodes`` (one per earlier layer)."""
@@ -387,7 +461,7 @@ class NoisyBellman:
                 "points": self.points, "how": self.how}
 
 
-def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=None,
+def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, points=None,
                   threads=None) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
     gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``).
@@ -399,15 +473,19 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, points=
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     budget = check_int(budget, "budget", 0, 3)
+    from .limits import check_resolution
+
+    check_resolution(spec, "the noisy Bellman recursion")
     if points is None:
         points = default_points(budget)
     points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(points).tolist())
     if len(points) < budget:
         raise ValueError(f"points needs one entry per layer, {budget}, got {points}")
     if channel.tau == 0:
-        raise ValueError("tau = 0 has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
+        given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
+        raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points, channel.tau):
         raise ValueError(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
                          f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")

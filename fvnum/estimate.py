@@ -44,6 +44,58 @@ class Estimate:
         return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"
 
 
+def to_frame(records, what: str = "this table"):
+    """A pandas DataFrame of ``records`` (a list of dicts); pandas is optional: without it, one clear
+    ImportError (``to_dict()`` gives the same numbers)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(f"to_frame() of {what} needs pandas (pip install pandas); "
+                          "to_dict() gives the same numbers without it") from None
+    return pd.DataFrame.from_records(list(records))
+
+
+class NodeValues(np.ndarray):
+    """A 1-d float array of one value per tree node, labelled: ``nodes[i]`` is the node of entry ``i``
+    (e.g. the Q-values of the noisy Bellman recursion). Prints as ``node: value`` lines; ``best``: the
+    node of the smallest value; ``to_dict()``: ``{node: value}``."""
+
+    def __new__(cls, values, nodes, what: str = "value"):
+        obj = np.asarray(values, dtype=float).view(cls)
+        if obj.ndim != 1 or len(nodes) != obj.shape[0]:
+            raise ValueError(f"need one value per node, got {obj.shape} values for {len(nodes)} nodes")
+        obj.nodes, obj.what = tuple(int(n) for n in nodes), what
+        return obj
+
+    def __array_finalize__(self, obj):
+        self.nodes = getattr(obj, "nodes", ())
+        self.what = getattr(obj, "what", "value")
+
+    def __array_wrap__(self, out, context=None, return_scalar=False):
+        if out.shape != (len(self.nodes),):  # a reduction or a reshape loses the labels
+            plain = np.asarray(out).view(np.ndarray)
+            return plain[()] if return_scalar else plain
+        return super().__array_wrap__(out, context, return_scalar)
+
+    @property
+    def best(self) -> int:
+        return self.nodes[int(np.argmin(np.asarray(self)))]
+
+    def to_dict(self) -> dict:
+        return {n: float(v) for n, v in zip(self.nodes, np.asarray(self))}
+
+    def __repr__(self) -> str:
+        if self.ndim != 1 or len(self.nodes) != self.shape[0]:
+            return repr(np.asarray(self))
+        best = self.best
+        lines = [f"{self.what} by node ({len(self.nodes)} nodes; best: node {best})"]
+        lines += [f"  node {n:>3}: {float(v):.6g}" + ("  <- best" if n == best else "")
+                  for n, v in zip(self.nodes, np.asarray(self))]
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
 @dataclass(frozen=True)
 class Moments:
     """Count, mean and sum of squared deviations of one chunk of per-sample values."""

@@ -83,7 +83,7 @@ def water_filling(eigenvalues, budget: int, tau: float) -> tuple[float, np.ndarr
     cs = c[order]
     B = int(budget)
     weights = np.zeros(c.size)
-    n_pos = int(np.count_nonzero(cs > 0))
+    n_pos = int(np.count_nonzero(cs > 1e-300))  # below: 1 / c overflows, and the direction holds nothing
     if B == 0 or n_pos == 0:
         if n_pos == 0 and B > 0:
             weights[order[: min(B, c.size)]] = B / min(B, c.size)
@@ -94,11 +94,11 @@ def water_filling(eigenvalues, budget: int, tau: float) -> tuple[float, np.ndarr
     for j in range(J, 0, -1):
         gap = j / cs[j - 1] - inv[j - 1]
         if t2 * gap <= B * (1 + 1e-12):
-            nu = (B + t2 * inv[j - 1]) / j
-            s = np.maximum(nu - t2 / cs[:j], 0.0)
+            # s_i = nu - t2 / c_i with nu = (B + t2 S_j) / j, summed so that B survives a huge t2
+            s = np.maximum(B / j + t2 * (inv[j - 1] / j - 1.0 / cs[:j]), 0.0)
             weights[order[:j]] = s
             break
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         terms = np.where(weights > 0, c / (1 + weights * c / t2) if tau > 0 else 0.0, c)
     return float(terms.sum()), weights
 

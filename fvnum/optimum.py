@@ -67,6 +67,18 @@ class Bounds:
             **self.inputs,
         }
 
+    def to_frame(self):
+        """Every candidate policy's Estimate on the same samples, as a pandas DataFrame."""
+        from .estimate import to_frame
+
+        return to_frame([{"policy": k, **v.to_dict()} for k, v in self.candidates.items()], "a Bounds")
+
+    def __repr__(self) -> str:
+        lines = [f"Bounds({self})"]
+        lines += [f"  {name:18s} {est}" for name, est in self.candidates.items()]
+        lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in self.differences.items()]
+        return "\n".join(lines)
+
     def __str__(self) -> str:
         exact = "n/a" if self.exact is None else f"{self.exact:.6g}" + (
             ", the optimum" if self.inputs.get("channel", "gaussian") == "gaussian" else "")
@@ -227,7 +239,7 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
     return p
 
 
-def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 20_000, seed: int = 0,
+def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
            select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
@@ -239,7 +251,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int =
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     budget = check_budget(budget)
     if budget < 1:
@@ -282,7 +294,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int =
     return Bounds(lower, lower_how, found[best], best, exact_value, exact_how, found, diffs, inputs, plan.skipped)
 
 
-def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 20_000, seed: int = 0,
+def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
                   candidates=None, select_samples: int = 2000, return_all: bool = False, threads=None):
     """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
     Candidates (tree prior): ``path`` (when ``B <= K``), ``bellman_noiseless`` (the noiseless Bellman
@@ -294,7 +306,7 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples
     ``candidates`` when that is too slow. Returns ``(name, Estimate)``, or ``(name, Estimate, {name:
     Estimate})`` with ``return_all``."""
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     budget = check_budget(budget)
     if isinstance(spec, GaussSpec):

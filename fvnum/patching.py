@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _chunks
 from .channels import decoder_of, make_channel, token_statistics
@@ -72,6 +73,29 @@ class PatchingTable:
             out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
         return out
 
+    def to_frame(self):
+        """Long form as a pandas DataFrame: one row per (patched layer, divergence depth) with ``loss``,
+        ``stderr``, ``unpatched`` (that column's own unpatched loss) and, where paired, ``effect``."""
+        from .estimate import to_frame
+
+        rows = []
+        for a, layer in enumerate(self.layers):
+            for b, depth in enumerate(self.depths):
+                row = {"layer": layer, "depth": depth, "loss": float(self.loss[a, b]), "stderr": float(self.stderr[a, b]),
+                       "unpatched": float(self.unpatched_by_depth[b])}
+                if self.effect is not None:
+                    row.update(effect=float(self.effect[a, b]), effect_stderr=float(self.effect_stderr[a, b]))
+                rows.append(row)
+        return to_frame(rows, "a PatchingTable")
+
+    def __repr__(self) -> str:
+        head = (f"PatchingTable({self.strategy}, metric {self.metric}, {len(self.layers)} layers x "
+                f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
+                                      for b in range(len(self.depths))) for a, l in enumerate(self.layers)]
+        return "\n".join([head, "       " + cols, *body])
+
     def to_markdown(self) -> str:
         """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
         def table(values, errors):
@@ -111,7 +135,8 @@ def draw_pair(spec: TreeSpec, channel, n: int, budget: int, j: int, rng, fixed=N
     return target, donor
 
 
-def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strategy: str = "path", policy=None,
+def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
+                   strategy: str = "path", policy=None,
                    layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                    depths=None, threads=None, progress=False) -> PatchingTable:
     """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
@@ -119,7 +144,7 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
     (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
     for j in depths:
         if not 1 <= j <= spec.depth:
@@ -138,13 +163,14 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, strate
     )
 
 
-def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, strategy: str = "path",
+def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
+                 channel=None, strategy: str = "path",
                  policy=None, layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
                  threads=None) -> tuple:
     """Patching for one given pair of leaves (index or sign vector each): the losses over the channel
     noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate."""
     spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads)
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
     pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
     if pair[0] == pair[1]:
         raise ValueError(f"target and donor are the same leaf {pair[0]}; they must differ")
@@ -162,15 +188,16 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
             raise ValueError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
         return sum(1 << (spec.depth - 1 - k) for k, x in enumerate(signs) if x < 0)
     if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
-        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {leaf!r}")
+        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
     return int(leaf)
 
 
-def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads):
+def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
+           n_tokens=None, channel=None):
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
         raise ValueError("key patching needs a tree prior (divergence depth of two leaves)")
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
                        seed=seed, threads=threads)

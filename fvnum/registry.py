@@ -9,6 +9,8 @@ water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``
 """
 from __future__ import annotations
 
+import math
+
 # Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
 # import the engine when called.
 
@@ -19,7 +21,10 @@ STRATEGIES = {
     "optimal": "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at tau = 0, "
                "water-filling (Gaussian prior); elsewhere refused (see fv bounds)",
     "bellman_noiseless": "the noiseless Bellman policy of fvsym, run under the channel",
-    "optimal_nonadaptive": "the best non-adaptive design found by search (with its measurement class)",
+    "optimal_nonadaptive_unit": "the best non-adaptive design of the unit class found by search (one layer)",
+    "optimal_nonadaptive_coordinate": "the best non-adaptive design of the coordinate class found by search",
+    "optimal_nonadaptive": "old spelling: optimal_nonadaptive_unit (the default measurement='unit') or "
+                           "optimal_nonadaptive_coordinate; say the class",
     "policy": "a user policy (callable, see fvnum.strategies)",
     "greedy_coordinate": "adaptive: greedy one-step lookahead over coordinates",
     "greedy_dense": "adaptive: greedy one-step lookahead over unit rows",
@@ -27,6 +32,18 @@ STRATEGIES = {
 }
 CLI_STRATEGIES = tuple(s for s in STRATEGIES if s != "policy")
 MEASUREMENTS = ("unit", "coordinate")
+CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_coordinate": "coordinate"}
+
+
+def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
+    """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
+    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; ``measurement=None`` is ``unit``."""
+    if strategy in CLASS_OF_STRATEGY:
+        klass = CLASS_OF_STRATEGY[strategy]
+        if measurement not in (None, klass):
+            raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
+        return "optimal_nonadaptive", klass
+    return strategy, "unit" if measurement is None else measurement
 
 
 def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, int]:
@@ -67,6 +84,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     import numpy as np
 
     from .gaussian import optimal_design as gaussian_optimal_design
+    from .limits import check_resolution
     from .simulate import check_budget, check_design
     from .strategies import (
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
@@ -120,11 +138,13 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         return FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive")
     check_budget(budget)
     _deep_only(strategy, budget, layers, width)
+    check_resolution(spec, f"strategy {strategy!r}")
     if strategy == "greedy_coordinate":
         return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
     if strategy == "rollout":
         if channel.tau == 0:
-            raise ValueError("strategy 'rollout' needs noise (tau > 0); at tau = 0 use 'optimal'")
+            given = "" if channel.tau_given is None else f", and tau = {channel.tau_given:.3g} is noiseless in effect (at most 1e-9 a_K)"
+            raise ValueError(f"strategy 'rollout' needs noise (tau > 0){given}; at tau = 0 use 'optimal'")
         return RolloutPolicy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian", seed=seed)
     return GreedyDense(spec, channel.tau, budget)
 
@@ -133,6 +153,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.bellman`` solves it, else a ValueError."""
     from . import bellman
+    from .limits import check_resolution
     from .simulate import check_budget
 
     if channel.tau == 0:
@@ -141,6 +162,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
         return bellman_policy(prior, spec, 0.0, L, d, name="optimal")
     check_budget(budget)
     _layout(budget, layers, width)
+    check_resolution(spec, "strategy 'optimal' under noise")
     if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget, tau=channel.tau):
         raise ValueError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
@@ -189,38 +211,43 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
     return TablePolicy(solution.policy, spec, tau, layers, width, name=name)
 
 
-def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, design=None, policy=None,
+def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
+            design=None, policy=None,
             layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
-            measurement: str = "unit", search_samples: int = 4000, threads=None, progress=None):
+            measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
     ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales or a ``GaussianPrior``.
     ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
     node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
-    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive`` (tree: the
-    design found by :func:`fvnum.optimal_nonadaptive_unit`, or ``_coordinate`` with
-    ``measurement="coordinate"``, searched on ``search_samples`` independent samples; Gaussian:
-    water-filling), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
+    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive_unit`` and
+    ``optimal_nonadaptive_coordinate`` (tree: the design found by :func:`fvnum.optimal_nonadaptive_unit` or
+    ``_coordinate``, searched on ``search_samples`` independent samples; Gaussian: water-filling; the old
+    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.strategies``), and the adaptive
     policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
-    Channel: exactly one of ``tau`` (gaussian) or ``tokens`` = N (tokens channel with label noise ``s2``;
-    decoded with ``tau = tau_of_tokens(prior, N, s2)``).
+    Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
+    ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
+    (``fvnum.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
     Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from .channels import make_channel
-    from .simulate import check_samples, check_seed, simulate
+    from .simulate import check_budget, check_samples, check_seed, simulate
     from .tree import numeric_prior
 
     from .limits import check_loss_mc_args
 
+    strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric_prior(prior)
-    check_loss_mc_args(spec, strategy, budget, design=design, tokens=tokens is not None, samples=samples,
+    named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
+    check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
                        threads=threads, search_samples=search_samples)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples = check_samples(samples)
     seed = check_seed(seed)
+    budget = check_budget(budget)  # a plain int from here on (numpy, sympy or Fraction integers given)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if strategy == "optimal" and channel.tau > 0:
@@ -230,4 +257,14 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
                        threads=threads)
     est, fv = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=return_phi,
                        threads=threads, progress=progress)
+    if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN
+        raise ValueError(f"the Monte Carlo loss of {strategy!r} came out {est.value} +- {est.stderr} (floating point "
+                         f"failed at tau = {channel.tau:.3g}, scales or variances {_span(spec)}); please report it")
     return (est, fv) if return_phi else est
+
+
+def _span(spec) -> str:
+    from .channels import noise_scales
+
+    small, large = noise_scales(spec)
+    return f"{small:.3g} .. {large:.3g}"

@@ -68,7 +68,8 @@ def _start_designs(spec, budget, restarts, rng):
     return [s / np.linalg.norm(s, axis=1, keepdims=True) for s in starts[: max(1, restarts)]]
 
 
-def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 4000,
+def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
+                             samples: int = 4000,
                              seed: int = 0, restarts: int = 4, maxiter: int = 200, threads=None):
     """Best non-adaptive unit-class design (``L = 1``, ``d = B``) found by optimising the Monte Carlo loss
     with common random numbers. Returns ``(W, Estimate)``: ``W`` (B, D) with unit rows and its loss on
@@ -78,7 +79,7 @@ def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.
     from scipy.optimize import minimize
 
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     budget = check_budget(budget)
     if isinstance(spec, GaussSpec):
@@ -156,7 +157,8 @@ def coordinate_classes(depth: int, budget: int) -> list:
     return [tuple(sorted(_expand(s, 1))) for s in _shapes(depth, budget)]
 
 
-def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None, s2=0.01, samples: int = 4000,
+def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
+                                   channel=None, samples: int = 4000,
                                    seed: int = 0, allow_repeat: bool = False, max_exhaustive: int = 3000,
                                    screen_samples: int = 1000, keep: int = 8, threads=None):
     """Best non-adaptive coordinate design of ``budget`` distinct nodes under noise. Returns
@@ -166,7 +168,7 @@ def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None,
     ``allow_repeat`` (gaussian channel) the local search may also read a node more than once.
     Gaussian prior: the same searches on the exact loss of each design."""
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples, seed = check_samples(samples), check_seed(seed)
     budget = check_budget(budget, None if allow_repeat else spec.dim,
                           f"at most D = {spec.dim} distinct nodes")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fvsym._validate import _short, integer_value
+
 from . import _chunks
 from .channels import Channel, decoder_of, token_statistics
 from .estimate import Moments, pool
@@ -28,33 +30,37 @@ MAX_SAMPLES = 10**10
 
 # --- inputs ---------------------------------------------------------------------------------------
 def check_samples(samples) -> int:
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
-        if isinstance(samples, float) and samples.is_integer():
-            samples = int(samples)
+    n = integer_value(samples)  # ints of any kind (numpy, sympy, integral Fractions)
+    if n is None:
+        if isinstance(samples, (float, np.floating)) and float(samples).is_integer():
+            n = int(samples)
         else:
-            raise ValueError(f"samples must be an integer, got {samples!r}")
+            raise ValueError(f"samples must be an integer, got {_short(samples)}")
+    samples = n
     if samples < 2:
-        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {_short(samples)}")
     if samples > MAX_SAMPLES:
-        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {samples}")
+        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {_short(samples)}")
     return int(samples)
 
 
 def check_budget(budget, maximum=None, why="") -> int:
     """Integer ``0 <= budget <= maximum`` (no upper limit when ``maximum`` is None)."""
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise ValueError(f"budget must be an integer, got {budget!r}")
+    if integer_value(budget) is None:
+        raise ValueError(f"budget must be an integer, got {_short(budget)}")
+    budget = integer_value(budget)
     if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
+        raise ValueError(f"budget must be >= 0, got {_short(budget)}")
     if maximum is not None and budget > maximum:
-        raise ValueError(f"budget {budget} is too large: {why}")
+        raise ValueError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
 
 
 def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
+    n = integer_value(seed)
+    if n is None or n < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {_short(seed)}")
+    return n
 
 
 def check_design(design, spec, budget: int) -> np.ndarray:
@@ -72,6 +78,11 @@ def check_design(design, spec, budget: int) -> np.ndarray:
         if arr.size != budget:
             raise ValueError(f"design has {arr.size} nodes but budget is {budget}")
         return arr
+    if arr.ndim == 2 and arr.dtype == object:  # rows of Fractions or sympy numbers
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            raise ValueError("design matrix must hold numbers") from None
     if arr.ndim != 2 or arr.dtype.kind not in "fiu":
         raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     arr = arr.astype(float)
@@ -228,6 +239,19 @@ class FunctionVectors:
     def Phi(self, layer: int) -> np.ndarray:
         """The function vector after ``layer`` layers, (n, layer * d)."""
         return self.phi[:, :layer].reshape(self.phi.shape[0], -1)
+
+    def to_dict(self) -> dict:
+        """Every array as nested lists (None where absent)."""
+        return {k: None if v is None else np.asarray(v).tolist()
+                for k, v in (("phi", self.phi), ("loss", self.loss), ("nodes", self.nodes), ("rows", self.rows),
+                             ("leaves", self.leaves), ("theta", self.theta))}
+
+    def __repr__(self) -> str:
+        n, L, d = self.phi.shape
+        extra = ", ".join(f"{k} {np.shape(v)}" for k, v in (("nodes", self.nodes), ("rows", self.rows),
+                                                           ("leaves", self.leaves), ("theta", self.theta)) if v is not None)
+        return (f"FunctionVectors({n} samples, {L} layers of width {d}: phi {self.phi.shape}, mean loss "
+                f"{float(np.mean(self.loss)):.5g}" + (f"; {extra}" if extra else "") + ")")
 
 
 def draw_floats(spec, channel: Channel, budget: int) -> int:

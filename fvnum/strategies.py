@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from . import _kernels
 from .tree import TreeSpec, tokens_law
@@ -120,6 +121,57 @@ class Policy:
         """A fused kernel's ``Run`` of one chunk, or None (the engine then routes layer by layer)."""
         return None
 
+    # --- reading a policy -----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        kind = "adaptive" if self.adaptive else "non-adaptive"
+        return (f"<{type(self).__name__} {self.name!r}: {kind}, {self.layers} layer{'s' if self.layers != 1 else ''} "
+                f"of width {self.width}; print(policy.describe(prior)) shows its decision tree>")
+
+    def describe(self, prior=None, max_layers: int = 4) -> str:
+        """The policy as a decision tree on a tree prior: the nodes each layer reads after each noiseless
+        outcome (``+`` / ``-``: the reading ``+a_k`` / ``-a_k`` of a node on the leaf's path, ``0``: off
+        it) of the nodes read before, as the policy itself routes them (its ``rows`` and ``update``), for
+        the first ``max_layers`` layers. ``prior``: a numeric ``TreePrior`` (or ``TreeSpec``); policies
+        that hold one need none."""
+        from .tree import numeric_prior
+
+        spec = getattr(self, "spec", None) if prior is None else numeric_prior(prior)
+        if not isinstance(spec, TreeSpec):
+            raise ValueError(f"describe() needs a tree prior for {type(self).__name__}: policy.describe(TreePrior(K, alpha))")
+        lines: list[str] = []
+        leaves = np.arange(spec.n_leaves)
+
+        def walk(layer, state, phi, alive, indent, label):
+            pad = "  " * indent
+            if layer >= self.layers:
+                lines.append(f"{pad}{label}stop  [{alive.size} lea{'f' if alive.size == 1 else 'ves'}]")
+                return
+            if layer >= max_layers:
+                lines.append(f"{pad}{label}...  ({self.layers - layer} more layers)")
+                return
+            rows = check_rows(self.rows(layer, state, phi), n=1, width=self.width, dim=spec.dim, layer=layer)
+            if not rows.coordinate:
+                lines.append(f"{pad}{label}read unit rows (dense: no finite decision tree)")
+                return
+            nodes = rows.nodes(1)[0]
+            read = [int(n) for n in nodes if n > 0]
+            what = "read nothing" if not read else "read node" + ("s " if len(read) > 1 else " ") + ", ".join(map(str, read))
+            lines.append(f"{pad}{label}{what}  [layer {layer + 1}, {alive.size} leaves]")
+            values = spec.values(alive, np.tile(nodes, (alive.size, 1)))  # (m, d) noiseless readings
+            outcomes = {}
+            for leaf, v in zip(alive, values):
+                outcomes.setdefault(tuple(np.sign(v).astype(int).tolist()), (v, []))[1].append(leaf)
+            for key in sorted(outcomes, key=lambda k: [(x == 0, -x) for x in k]):  # +, -, then 0
+                v, members = outcomes[key]
+                reading = v[None, :]  # (1, d)
+                nxt = self.update(layer, state, rows, reading)
+                signs = ",".join({1: "+", -1: "-", 0: "0"}[k] for k, n in zip(key, nodes) if n > 0) or "-"
+                walk(layer + 1, nxt, np.concatenate([phi, reading[:, None, :]], axis=1), np.array(members),
+                     indent + 1, f"{signs}: ")
+
+        walk(0, self.start(1), np.zeros((1, 0, self.width)), leaves, 0, "")
+        return "\n".join(lines)
+
 
 def _coordinate_run(loss, phi, nodes) -> Run:
     rows = [Rows(nodes[:, l : l + 1].copy(), True, False) for l in range(nodes.shape[1])]
@@ -141,6 +193,12 @@ class FixedDesign(Policy):
 
     def work_floats(self, spec, budget):
         return 0 if np.asarray(self.design).dtype.kind in "iu" else spec.dim
+
+    def describe(self, prior=None, max_layers: int = 4) -> str:
+        d = np.asarray(self.design)
+        if d.dtype.kind in "iu":
+            return f"read nodes {', '.join(map(str, d.tolist()))} in one layer (non-adaptive)"
+        return f"read {d.shape[0]} unit rows in one layer (non-adaptive):\n{np.array2string(d, precision=3)}"
 
 
 class PathPolicy(Policy):
@@ -347,7 +405,7 @@ class RolloutPolicy(Policy):
             raise ValueError(f"screen must be a fraction in (0, 1], got {screen!r}")
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
-                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {val!r}")
+                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
         self.n_cand, self.allow_repeat, self.screen = int(n_cand), bool(allow_repeat), float(screen)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))

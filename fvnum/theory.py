@@ -7,6 +7,13 @@ the gaussian channel at the same ``tau``; ``noiseless``: ``tau = 0``). Monte Car
 ``fvnum`` under the given channel; exact rows from ``fvsym`` (sympy, then a float) or from the exact
 linear theory below.
 
+Every row also says what it is beside the trained models (``role``, ``models``, ``class``, ``keys``;
+:data:`ROW_KINDS`, :func:`row_kind`): each model has exactly one ``prediction`` row (:func:`prediction_row`:
+A the adaptive optimum found for its class and keys, B the non-adaptive one, C the exact linear theory); a
+``lower_bound`` or ``upper_bound`` row is a bound where it is proven, and names the models it bounds (none
+when it bounds a theory quantity only: the noiseless optimum bounds coordinate-class policies with linear
+keys, not the MLP keys of Models A and B); the rest are ``reference`` rows.
+
 Exact linear theory (THEORY.md section 3). For a design ``W`` (B, D) and prior covariance ``C``:
 ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T`` under ``tokens`` (``Cov(y x | theta) = (||theta||^2 + s2) I
 + theta theta^T``) and ``W C W^T + tau^2 I_B`` under ``gaussian`` (fresh noise on every row);
@@ -23,18 +30,96 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym._validate import _short
 
 from .channels import Channel, effective_tau2
 from .estimate import Estimate
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
+ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
+CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
+MODELS = ("A", "B", "C")
+
+# What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
+# measurement class, key family). A bound is a bound only where it is proven, and for the rows and models
+# named: the noiseless optimum bounds coordinate-class policies with linear keys under the gaussian channel and
+# under tokens on the tree prior (Blackwell), NOT the MLP keys of Models A and B (a key that down-weights
+# large-|y| tokens is less noisy, docs/theory.md) nor Model C (unit class); the best linear non-adaptive loss
+# (Ky Fan) bounds every linear estimator with linear keys: Model C.
+ROW_KINDS = {
+    "path": ("reference", "coordinate", "linear"),
+    "best_adaptive": ("upper_bound", None, "linear"),  # class from its policy
+    "best_adaptive_keyed": ("upper_bound", "unit", None),  # keys from the row
+    "optimum_lower": ("lower_bound", "coordinate", "linear"),
+    "optimum_upper": ("upper_bound", "coordinate", "linear"),
+    "optimum_exact": ("reference", "coordinate", "linear"),
+    "top_levels": ("reference", "coordinate", "linear"),
+    "best_nonadaptive_coordinate": ("reference", "coordinate", "linear"),
+    "best_nonadaptive_unit": ("upper_bound", "unit", "linear"),
+    "best_nonadaptive_keyed": ("upper_bound", "unit", None),
+    "water_filling_mc": ("reference", "unit", "linear"),
+    "top_levels_linear": ("reference", "linear", "linear"),
+    "best_linear_nonadaptive": ("lower_bound", "linear", "linear"),
+    "gaussian_optimum": ("reference", "unit", "linear"),
+}
+# the models a bound row is proven for (every other bound row bounds a theory quantity, no trained model)
+BOUND_MODELS = {"best_linear_nonadaptive": ("C",)}
+# The one row each model is held to, first present wins: A the adaptive optimum found for its class and keys,
+# B the non-adaptive one (unit class), C the exact linear theory of its one layer (top levels = the prior's
+# top eigen-directions, the best linear design). Gaussian prior: the water-filling design (no adaptive search).
+PREDICTION_OF_MODEL = {
+    "A": ("best_adaptive_keyed", "best_adaptive", "water_filling_mc"),
+    "B": ("best_nonadaptive_keyed", "best_nonadaptive_unit", "water_filling_mc"),
+    "C": ("top_levels_linear",),
+}
+RENAMED_ROWS = {"optimal_mc": "water_filling_mc"}  # names in tables stored before: not an optimum under tokens
+DENSE_POLICIES = ("greedy_dense",)  # adaptive policies of the unit class (the others read coordinates)
+
+
+def prediction_row(model: str, names) -> str | None:
+    """The name of the row ``model`` (A, B or C) is held to among ``names`` (:data:`PREDICTION_OF_MODEL`),
+    or None when the table has none of its candidates."""
+    if model not in PREDICTION_OF_MODEL:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    names = set(names)
+    return next((n for n in PREDICTION_OF_MODEL[model] if n in names), None)
+
+
+def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = None) -> dict:
+    """``role``, ``models``, ``class`` and ``keys`` of the row ``name`` in a table whose rows are ``names``."""
+    role, klass, family = ROW_KINDS.get(name, ("reference", "unit", "linear"))
+    if klass is None:
+        klass = "unit" if policy in DENSE_POLICIES else "coordinate"
+    predicted = tuple(m for m in MODELS if prediction_row(m, names) == name)
+    models = predicted if predicted else BOUND_MODELS.get(name, ()) if role in ("lower_bound", "upper_bound") else ()
+    return {"role": "prediction" if predicted else role, "models": models, "class": klass,
+            "keys": keys or family or "linear"}
+
+
+def describe_rows(rows: list) -> list:
+    """Row dicts (``TheoryRow.to_dict``, or rows of a table stored before rows said what they are) with
+    ``role``, ``models``, ``class`` and ``keys`` filled in where absent (:func:`row_kind`), and old names
+    replaced (:data:`RENAMED_ROWS`: ``optimal_mc`` was the water-filling design under tokens, no optimum there)."""
+    rows = [{**r, "name": RENAMED_ROWS[r["name"]], "renamed_from": r["name"]} if r["name"] in RENAMED_ROWS else r
+            for r in rows]
+    names = [r["name"] for r in rows]
+    out = []
+    for r in rows:
+        kind = row_kind(r["name"], names, policy=r.get("policy"), keys=r.get("keys"))
+        kind["models"] = list(kind["models"])
+        out.append({**r, **{k: v for k, v in kind.items() if k not in r}})
+    return out
 
 
 @dataclass(frozen=True)
 class TheoryRow:
     """One theory number: ``value`` with ``stderr`` (0 when exact), ``how`` (``exact`` or ``mc n=..``),
     ``what`` (in words), ``channel`` (the channel the number is for), and for some rows the ``policy``
-    or the ``design`` (heap node numbers) behind it."""
+    or the ``design`` (heap node numbers) behind it. What the row is beside the models: ``role``
+    (``prediction``, ``lower_bound``, ``upper_bound`` or ``reference``), ``models`` (those it predicts or
+    provably bounds; a bound of no model bounds the theory quantity its ``what`` names),
+    ``measurement_class`` (``coordinate`` | ``unit`` | ``linear``; JSON key ``class``) and ``keys`` (the key
+    family it assumes: ``linear`` for every row of the linear-key channel)."""
 
     name: str
     value: float
@@ -44,10 +129,26 @@ class TheoryRow:
     channel: str
     policy: str | None = None
     design: tuple | None = None
+    role: str = "reference"
+    models: tuple = ()
+    measurement_class: str = "unit"
+    keys: str = "linear"
 
     def __post_init__(self):
         if self.channel not in ROW_CHANNELS:
             raise ValueError(f"row channel must be one of {', '.join(ROW_CHANNELS)}, got {self.channel!r}")
+        if self.role not in ROLES:
+            raise ValueError(f"row role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.measurement_class not in CLASSES:
+            raise ValueError(f"row class must be one of {', '.join(CLASSES)}, got {self.measurement_class!r}")
+        models = tuple(self.models)
+        if any(m not in MODELS for m in models):
+            raise ValueError(f"row models must be among {', '.join(MODELS)}, got {list(self.models)}")
+        if self.role == "prediction" and not models:
+            raise ValueError(f"a prediction row names the models it predicts; row {self.name!r} names none")
+        object.__setattr__(self, "models", models)
+        if not isinstance(self.keys, str) or not self.keys:
+            raise ValueError(f"row keys must name a key family (e.g. 'linear'), got {self.keys!r}")
 
     @classmethod
     def exact(cls, name: str, value, what: str, channel: str, **extra) -> "TheoryRow":
@@ -57,14 +158,32 @@ class TheoryRow:
     def mc(cls, name: str, est: Estimate, what: str, channel: str, **extra) -> "TheoryRow":
         return cls(name, float(est.value), float(est.stderr), f"mc n={est.n}", what, channel, **extra)
 
+    def bounds_below(self, model: str) -> bool:
+        """Whether ``model`` provably cannot beat this row (a lower bound proven for it)."""
+        return self.role == "lower_bound" and model in self.models
+
     def to_dict(self) -> dict:
         out = {"name": self.name, "value": self.value, "stderr": self.stderr, "how": self.how, "what": self.what,
-               "channel": self.channel}
+               "channel": self.channel, "role": self.role, "models": list(self.models),
+               "class": self.measurement_class, "keys": self.keys}
         if self.policy is not None:
             out["policy"] = self.policy
         if self.design is not None:
             out["design"] = list(self.design)
         return out
+
+
+def _with_roles(rows: list) -> tuple:
+    """``rows`` with ``role``, ``models``, ``class`` and ``keys`` set by :func:`row_kind` (one place)."""
+    import dataclasses
+
+    names = [r.name for r in rows]
+    out = []
+    for r in rows:
+        kind = row_kind(r.name, names, policy=r.policy, keys=r.keys if r.keys != "linear" else None)
+        out.append(dataclasses.replace(r, role=kind["role"], models=kind["models"],
+                                       measurement_class=kind["class"], keys=kind["keys"]))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -89,6 +208,11 @@ class ComparisonTable:
     def names(self) -> tuple:
         return tuple(r.name for r in self.rows)
 
+    def prediction(self, model: str) -> TheoryRow | None:
+        """The row ``model`` is held to (``fvnum.theory.prediction_row``), or None."""
+        name = prediction_row(model, self.names)
+        return None if name is None else self.row(name)
+
     def row(self, name: str) -> TheoryRow:
         for r in self.rows:
             if r.name == name:
@@ -106,6 +230,24 @@ class ComparisonTable:
         return {"prior": self.prior, "budget": self.budget, **self.channel.to_dict(), "samples": self.samples,
                 "seed": self.seed, "rows": [r.to_dict() for r in self.rows]}
 
+    def to_frame(self):
+        """The rows as a pandas DataFrame (one row per theory row; pandas is optional)."""
+        from .estimate import to_frame
+
+        return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
+
+    def __repr__(self) -> str:
+        ch = self.channel
+        what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
+        lines = [f"ComparisonTable({self.prior} prior, budget {self.budget}, {what}; mc rows: {self.samples} samples, "
+                 f"seed {self.seed})"]
+        width = max((len(r.name) for r in self.rows), default=4)
+        for r in self.rows:
+            d = r.to_dict()
+            err = f" +- {d['stderr']:.2g}" if d["stderr"] else ""
+            lines.append(f"  {d['name']:<{width}}  {d['value']:.5g}{err}  [{d['how']}, {d['channel']}]  {d['what']}")
+        return "\n".join(lines)
+
 
 # --- exact linear theory ---------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -114,6 +256,12 @@ class LinearDecoder:
 
     U: np.ndarray
     loss: float
+
+    def to_dict(self) -> dict:
+        return {"U": self.U.tolist(), "loss": self.loss}
+
+    def __repr__(self) -> str:
+        return f"LinearDecoder(loss={self.loss:.6g}, U of shape {self.U.shape})"
 
 
 def prior_covariance(prior) -> np.ndarray:
@@ -157,7 +305,7 @@ def lmmse(prior, W, channel: Channel) -> LinearDecoder:
 def top_levels_rows(dim: int, budget: int) -> np.ndarray:
     """Rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= dim:
-        raise ValueError(f"budget must be an integer in 1..D={dim}, got {budget!r}")
+        raise ValueError(f"budget must be an integer in 1..D={dim}, got {_short(budget)}")
     return np.eye(dim)[:budget]
 
 
@@ -211,17 +359,45 @@ def _mc_kw(channel: Channel) -> dict:
     return {"tau": channel.tau}
 
 
-def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_000, seed: int = 0,
-                     search_samples: int = 2_000, dense: bool = True) -> ComparisonTable:
-    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see).
+def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int) -> list:
+    """The rows under the key family ``family`` (``fvnum.keyed``: ``best_nonadaptive_keyed``, and
+    ``best_adaptive_keyed`` where it exists): tokens channel only (the key channel is the tokens' one)."""
+    import importlib
+
+    if channel.kind != "tokens":
+        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+    try:
+        keyed = importlib.import_module(".keyed", __package__)
+    except ModuleNotFoundError:
+        raise ValueError("keyed rows need fvnum.keyed (best_nonadaptive_keyed / best_adaptive_keyed)") from None
+    rows = []
+    for name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
+        fn = getattr(keyed, name, None)
+        if fn is None:
+            continue
+        found = fn(prior, budget, family, n_tokens=channel.n_tokens, s2=channel.s2, samples=samples, seed=seed)
+        rows.append(TheoryRow(name, float(found.estimate.value), float(found.estimate.stderr),
+                              "exact" if found.estimate.stderr == 0 else f"mc n={found.estimate.n}",
+                              f"{found.what} ({found.family} keys)", "tokens", keys=found.family))
+    return rows
+
+
+def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
+                     s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
+                     dense: bool = True, keyed: str | None = None) -> ComparisonTable:
+    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
+    ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
     ``top_levels`` (Bayes decoder), the best non-adaptive coordinate and unit designs (searched under the
-    noise). Gaussian prior: the water-filling design's Monte Carlo loss (``optimal_mc``). Both: ``top_levels``
+    noise). Gaussian prior: the water-filling design's Monte Carlo loss (``water_filling_mc``; the gaussian
+    channel's optimum, not the tokens channel's). Both: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
-    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows).
+    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
+    key family (e.g. ``"weighted"``) whose best rows (:func:`keyed_rows`) join the table; they become the
+    prediction rows of Models A and B (:data:`PREDICTION_OF_MODEL`).
     """
     from fvsym.priors import TreePrior
 
@@ -230,11 +406,18 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
 
+    if channel is None or tau is not None or n_tokens is not None or tokens is not None:
+        from .channels import make_channel
+
+        channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
+    if keyed is not None and channel.kind != "tokens":
+        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
     spec = numeric_prior(prior)
     B, ch = budget, channel.kind
     kw = dict(_mc_kw(channel), samples=samples, seed=seed)
     rows = []
+    linear_keys = "linear keys: not a bound for the MLP keys of Models A and B"
     if isinstance(prior, TreePrior):
         if B <= prior.depth:
             rows.append(TheoryRow.mc("path", loss_mc(prior, "path", B, **kw), "adaptive, coordinate", ch))
@@ -242,41 +425,52 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
         few = dict(_mc_kw(channel), samples=min(samples, 4 * search_samples), seed=seed,
                    select_samples=min(1000, search_samples))
         name, est = best_adaptive(prior, B, **few)
-        rows.append(TheoryRow.mc("best_adaptive", est, f"adaptive: {name}", ch, policy=name))
+        rows.append(TheoryRow.mc("best_adaptive", est, f"best adaptive policy found: {name} ({linear_keys}; an "
+                                 f"upper bound on the linear-key adaptive optimum)", ch, policy=name))
         br = bounds(prior, B, **few,
                     candidates=("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal"))
         rows.append(TheoryRow.exact("optimum_lower", br.lower,
-                                    f"noisy adaptive optimum ({ch} channel) >= this: {br.lower_how}", "noiseless"))
-        rows.append(TheoryRow.mc("optimum_upper", br.upper, f"noisy adaptive optimum <= this: {br.policy}", ch,
-                                 policy=br.policy))
+                                    f"noisy adaptive optimum of the coordinate class with linear keys ({ch} channel) "
+                                    f">= this: {br.lower_how}; not a bound for Models A, B (MLP keys) or C "
+                                    f"(unit class)", "noiseless"))
+        rows.append(TheoryRow.mc("optimum_upper", br.upper, f"noisy adaptive optimum of the coordinate class with "
+                                 f"linear keys <= this: {br.policy}", ch, policy=br.policy))
         if br.exact is not None:
-            rows.append(TheoryRow.exact("optimum_exact", br.exact, f"noisy adaptive optimum: {br.exact_how}",
-                                        "gaussian"))
+            rows.append(TheoryRow.exact("optimum_exact", br.exact, f"noisy adaptive optimum of the coordinate class "
+                                        f"with linear keys under the gaussian channel: {br.exact_how}", "gaussian"))
         rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate", ch))
         nodes, est = optimal_nonadaptive_coordinate(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
         rows.append(TheoryRow.mc("best_nonadaptive_coordinate", est, "non-adaptive, coordinate (searched)", ch,
                                  design=tuple(int(n) for n in nodes)))
         if dense:
             _, est = optimal_nonadaptive_unit(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
-            rows.append(TheoryRow.mc("best_nonadaptive_unit", est, "non-adaptive, unit (searched)", ch))
+            rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive unit design found ({linear_keys}; "
+                                     f"an upper bound on the linear-key non-adaptive optimum)", ch))
     else:
-        rows.append(TheoryRow.mc("optimal_mc", loss_mc(prior, "optimal", B, **kw),
-                                 f"water-filling design, {ch} channel", ch))
+        rows.append(TheoryRow.mc("water_filling_mc", loss_mc(prior, "optimal", B, **kw),
+                                 f"the water-filling design (the gaussian channel's optimum) run under the {ch} channel "
+                                 f"with the gaussian-channel decoder; {linear_keys}", ch))
     linear = lmmse(prior, top_levels_rows(spec.dim, B), channel).loss
-    rows.append(TheoryRow.exact("top_levels_linear", linear, "non-adaptive, coordinate, linear decoder", ch))
+    rows.append(TheoryRow.exact("top_levels_linear", linear, "exact linear theory: top levels (the prior's top "
+                                "eigen-directions), linear keys, linear decoder", ch))
     rows.append(TheoryRow.exact("best_linear_nonadaptive", best_linear_loss(prior, B, channel),
-                                "best linear non-adaptive (unit class, linear decoder)", ch))
+                                "best linear non-adaptive loss (any linear keys, linear decoder; Ky Fan): no linear "
+                                "estimator with linear keys beats it", ch))
     if ch == "gaussian":
         what = "Gaussian of the same covariance, optimal (= best linear non-adaptive)"
     else:
         what = (f"Gaussian of the same covariance, optimal under the gaussian channel at the same tau "
                 f"(not the models' {ch} channel, not a bound for it)")
     rows.append(TheoryRow.exact("gaussian_optimum", gaussian_optimum(prior, B, channel), what, "gaussian"))
+    if keyed is not None:
+        rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed)
+    rows = _with_roles(rows)
     return ComparisonTable("tree" if isinstance(prior, TreePrior) else "gaussian", int(B), channel, int(samples),
                            int(seed), tuple(rows))
 
 
 __all__ = [
-    "ComparisonTable", "LinearDecoder", "TheoryRow", "best_linear_loss", "comparison_table", "gaussian_optimum",
-    "lmmse", "prior_covariance", "top_levels_rows",
+    "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
+    "comparison_table", "describe_rows", "gaussian_optimum", "lmmse", "prediction_row", "prior_covariance",
+    "row_kind", "top_levels_rows",
 ]

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
+from sympy.logic.boolalg import BooleanFunction
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,13 @@ class Formula:
     Views: ``f(*values)`` evaluates with numpy (cached lambdify), ``f.numba`` is an
     njit-compiled scalar function usable inside kernels (unchecked), ``f.latex`` / ``_repr_latex_``,
     ``f.exact(**values)`` substitutes exactly and returns a sympy number (or expression).
+
+    In a REPL, prefer the Formula's own verbs to sympy's on ``f.expr``: the symbols carry assumptions
+    (``K`` is a positive integer), so ``f.expr.subs(sp.Symbol("K"), 6)`` matches nothing; use
+    ``f.subs(K=6)`` (by name) or ``f.symbols["K"]``. sympy cannot assume ``alpha < 1``, so
+    ``sp.limit(f.expr, K, sp.oo)`` fails ("depends on the sign of sign(log(alpha))"): use
+    ``f.limit("K", sp.oo)``. ``sp.series`` in ``alpha`` at 0 is wrong while an exponent is symbolic
+    (``alpha**B`` is not ``O(alpha**4)`` for ``B < 4``): ``f.series`` refuses that case.
     """
 
     name: str
@@ -47,6 +55,18 @@ class Formula:
         if extra:
             raise ValueError(f"formula {self.name}: free symbols {sorted(map(str, extra))} not in params")
         object.__setattr__(self, "constraints", tuple(sp.sympify(c) for c in self.constraints))
+
+    # --- symbols ------------------------------------------------------------------------------
+    @property
+    def symbols(self) -> dict:
+        """The params by name: ``f.symbols["K"]`` is the Symbol ``K`` with its assumptions."""
+        return {str(p): p for p in self.params}
+
+    def _param(self, symbol) -> sp.Symbol:
+        found = next((p for p in self.params if p == symbol or str(p) == str(symbol)), None)
+        if found is None:
+            raise ValueError(f"formula {self.name}: no parameter {symbol!r}; has {[str(p) for p in self.params]}")
+        return found
 
     # --- domain ------------------------------------------------------------------------------
     @property
@@ -111,15 +131,42 @@ class Formula:
         ``exp(-c)`` with ``c > 0`` for the limit (sympy cannot assume ``alpha < 1``), then mapped back."""
         from ._symbols import alpha
 
-        found = next((p for p in self.params if p == symbol or str(p) == str(symbol)), None)
-        if found is None:
-            raise ValueError(f"formula {self.name}: no parameter {symbol!r}; has {[str(p) for p in self.params]}")
+        found = self._param(symbol)
         expr, back = self.expr, {}
         if alpha in expr.free_symbols and found != alpha:
             c = sp.Symbol("c", positive=True)
             expr, back = expr.subs(alpha, sp.exp(-c)), {c: -sp.log(alpha)}
         value = sp.limit(expr, found, point, direction)
         return sp.simplify(value.subs(back))
+
+    def series(self, symbol, x0=0, n: int = 6):
+        """Power series of ``expr`` in ``symbol`` about ``x0`` up to ``O((symbol - x0)**n)`` (sympy's
+        ``series``), correct for every value of the other parameters, or refused: where a power of an
+        expression that vanishes (or blows up) at ``x0`` has a symbolic exponent (``alpha**B`` at
+        ``alpha = 0``), the order of the terms depends on that exponent and no single series holds.
+        Fix those parameters first: ``f.subs(B=2, K=4).series("alpha", 0, 4)``."""
+        found = self._param(symbol)
+        x0 = sp.sympify(x0)
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"series order n must be >= 1, got {n}")
+        bad = set()
+        for power in self.expr.atoms(sp.Pow):
+            base, exponent = power.as_base_exp()
+            free = exponent.free_symbols - {found}
+            if found not in base.free_symbols or not free:
+                continue
+            at = sp.limit(base, found, x0) if x0.is_finite else sp.oo
+            if at == 0 or not at.is_finite:
+                bad |= free
+        if bad:
+            names = ", ".join(sorted(map(str, bad)))
+            example = ", ".join(f"{b}=..." for b in sorted(map(str, bad)))
+            raise ValueError(
+                f"{self.name}.series({found}, {x0}): the order of its terms in {found} depends on the symbolic "
+                f"{names}; fix {'it' if len(bad) == 1 else 'them'} first: f.subs({example}).series(...)"
+            )
+        return sp.series(self.expr, found, x0, n)
 
     # --- views -------------------------------------------------------------------------
     @cached_property
@@ -133,6 +180,9 @@ class Formula:
             unknown = set(kwargs) - set(names)
             if unknown:
                 raise ValueError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {names}")
+            missing = [n for n in names[len(args):] if n not in kwargs]
+            if missing:
+                raise ValueError(f"{self.name} needs {', '.join(missing)} (its parameters: {', '.join(names)})")
             args = list(args) + [kwargs[n] for n in names[len(args):]]
         if len(args) != len(self.params):
             raise ValueError(
@@ -140,7 +190,7 @@ class Formula:
                 f"got {len(args)}"
             )
         self._check_numeric(args)
-        return self._numpy(*args)
+        return self._numpy(*[_plain(a) for a in args])
 
     @cached_property
     def numba(self):
@@ -155,11 +205,26 @@ class Formula:
         return sp.latex(self.expr)
 
     def _repr_latex_(self) -> str:
-        return f"$\\displaystyle {self.name} = {self.latex}$"
+        name = self.name.replace("_", r"\_")
+        return f"$\\displaystyle \\mathrm{{{name}}} = {self.latex}$"
 
     def __str__(self) -> str:
         return f"{self.name} = {self.expr}"
 
+    def __repr__(self) -> str:
+        params = ", ".join(map(str, self.params))
+        needs = f"; needs {' and '.join(map(str, self.constraints))}" if self.constraints else ""
+        pieces = f"; {len(self.pieces)} pieces" if self.pieces else ""
+        return f"<Formula {self.name}({params}) = {self.expr}{needs}{pieces}; {self.source}>"
+
+    def to_dict(self) -> dict:
+        """JSON-able form: the expression as text and LaTeX, params, constraints, source."""
+        out = {"name": self.name, "expr": sp.sstr(self.expr), "latex": self.latex,
+               "params": [str(p) for p in self.params], "constraints": [sp.sstr(c) for c in self.constraints],
+               "source": self.source}
+        if self.pieces:
+            out["pieces"] = [p.to_dict() for p in self.pieces]
+        return out
 
     def exact(self, **values):
         """Substitute values exactly (strings like "1/2" become Rationals) and simplify; values
@@ -177,7 +242,41 @@ class Formula:
         return Formula(self.name, expr, params, self.source, self.doc, constraints)
 
 
+class IsPowerOfTwo(BooleanFunction):
+    """``n`` is a power of 2 (``1, 2, 4, ..``): a constraint for formulas of ``B = 2^j - 1``."""
+
+    @classmethod
+    def eval(cls, n):
+        if n.is_Integer:
+            return sp.true if n > 0 and int(n) & (int(n) - 1) == 0 else sp.false
+        if n.is_number:
+            return sp.false
+        return None
+
+    def _sympystr(self, printer):
+        return f"{printer._print(self.args[0])} in {{1, 2, 4, ...}}"
+
+    def _latex(self, printer):
+        return rf"{printer._print(self.args[0])} \in \{{1, 2, 4, \dots\}}"
+
+    def _numpycode(self, printer):
+        x, np_ = printer._print(self.args[0]), printer._module
+        return f"({np_}.exp2({np_}.floor({np_}.log2({x}))) == ({x}))"
+
+
 def _show_set(s) -> str:
     if isinstance(s, sp.Range):
         return f"the integers >= {s.inf}" if s.sup == sp.oo else f"the integers {s.inf}..{s.sup}"
     return str(s)
+
+
+def _plain(value):
+    """A scalar argument of ``Formula.__call__`` as numpy evaluates it: a number given as text ("1/2") is
+    parsed by the one number parser; arrays and other numbers pass unchanged."""
+    if isinstance(value, str):
+        from ._validate import check_real
+
+        return check_real(value, "argument")
+    if isinstance(value, sp.Basic) and not value.is_number:
+        raise ValueError(f"a formula's value needs numbers, got {value}; use .exact(...) or .expr.subs(...) for symbols")
+    return value

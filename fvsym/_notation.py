@@ -25,7 +25,8 @@ class MinOver(sp.Expr):
 
     def _sympystr(self, printer):
         expr, var, domain = self.args
-        return f"min_{{{printer._print(var)} in {printer._print(domain)}}}({printer._print(expr)})"
+        where = f"{{{domain.inf}..{domain.sup}}}" if isinstance(domain, sp.Range) else printer._print(domain)
+        return f"min_{{{printer._print(var)} in {where}}}({printer._print(expr)})"
 
     def _latex(self, printer):
         expr, var, domain = self.args
@@ -80,4 +81,35 @@ class PosteriorVariance(sp.Expr):
         return rf"\frac{{1}}{{|{S}|}} \sum_{{s \in {S}}} \left\|\theta_s - \mu_{{{S}}}\right\|^2"
 
 
-__all__ = ["Card", "Cell", "MinOver", "PosteriorVariance"]
+class NormSq(sp.Expr):
+    """``||v||^2`` of a vector expression (inert)."""
+
+    is_nonnegative = True
+
+    def __new__(cls, vector):
+        return sp.Expr.__new__(cls, sp.sympify(vector))
+
+    def _sympystr(self, printer):
+        return f"||{printer._print(self.args[0])}||^2"
+
+    def _latex(self, printer):
+        return rf"\left\|{printer._print(self.args[0])}\right\|^2"
+
+
+class Reweighted(sp.Expr):
+    """``b * p_n(phi)``: the belief ``b`` (weights over the leaves) times the likelihood of reading ``phi``
+    at node ``n``, leaf by leaf (the unnormalised Bayes update of the noisy recursion)."""
+
+    def __new__(cls, belief, node, reading):
+        return sp.Expr.__new__(cls, belief, node, reading)
+
+    def _sympystr(self, printer):
+        b, n, phi = (printer._print(a) for a in self.args)
+        return f"{b}*p_{n}({phi})"
+
+    def _latex(self, printer):
+        b, n, phi = (printer._print(a) for a in self.args)
+        return rf"{b} \odot p_{{{n}}}({phi})"
+
+
+__all__ = ["Card", "Cell", "MinOver", "NormSq", "PosteriorVariance", "Reweighted"]

@@ -2,9 +2,12 @@
 one-line ValueErrors naming the bad value.
 
 - numbers: :func:`parse_fraction` (the one number parser: ``1/2``, ``0.3``, ``1e-3``; bounded length
-  and exponent, so no input can hang the parser or build a thousand-digit integer), :func:`to_exact`
-  (exact sympy numbers), :func:`check_real` (finite floats in a range), :func:`check_int`,
-  :func:`check_choice`, :func:`parse_int_list` (``1,2,3``);
+  and exponent, so no input can hang the parser; every float from ``5e-324`` to ``1.8e308`` parses),
+  :func:`to_exact` (exact sympy numbers), :func:`check_real` (finite floats in a range), :func:`check_int`,
+  :func:`check_choice`, :func:`parse_int_list` (``1,2,3``). Each accepts ints, floats, Fractions, numpy
+  and sympy numbers alike; an exact number of more than ``MAX_DIGITS`` digits is refused in the
+  project's words (Python's own "Exceeds the limit (4300 digits)" never reaches the user), and so is a
+  derived result too long to print (:func:`check_printable`);
 - the command line: :func:`number_arg` and :func:`int_arg` are argparse ``type=`` functions built on
   the same checks, so every ``fv`` command parses numbers the same way;
 - resources: :func:`available_memory` (from the OS), :func:`check_memory` and :func:`check_time`
@@ -21,7 +24,8 @@ import re
 from fractions import Fraction
 
 MAX_NUMBER_CHARS = 100
-MAX_EXPONENT = 300  # decimal exponents beyond +-300 are outside every float and every sensible input
+MAX_EXPONENT = 350  # every float (5e-324 .. 1.8e308) parses; an exponent beyond +-350 is no sensible input
+MAX_DIGITS = 4000  # an exact number's numerator and denominator (Python prints ints of up to 4300 digits)
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?$")
 
 
@@ -55,8 +59,66 @@ def parse_fraction(text, name: str) -> Fraction:
 
 
 def _short(value) -> str:
-    text = repr(value)
+    """``repr(value)`` cut to about 60 characters; numbers too long to print (Python refuses ints of over
+    4300 digits) are described by their size."""
+    big = _digits(value)
+    if big is not None and big > 60:
+        return f"{type(value).__name__} with {big} digits"
+    try:
+        text = repr(value)
+    except ValueError:  # an object holding an int too long to print
+        return f"a {type(value).__name__} too long to print"
     return text if len(text) <= 60 else text[:40] + "..." + text[-10:]
+
+
+def _text(value) -> str:
+    """``str(value)`` (``3/2``, not ``Fraction(3, 2)``), cut like :func:`_short` when long."""
+    big = _digits(value)
+    if big is not None and big > 60:
+        return _short(value)
+    text = str(value)
+    return text if len(text) <= 60 else text[:40] + "..." + text[-10:]
+
+
+def _digits(value):
+    """Decimal digits (about) of the larger of numerator and denominator of an exact number, else None."""
+    num = getattr(value, "numerator", None)
+    den = getattr(value, "denominator", None)
+    if isinstance(value, bool) or not isinstance(num, int) or not isinstance(den, int):
+        p, q = getattr(value, "p", None), getattr(value, "q", None)  # sympy Rational
+        if not isinstance(p, int) or not isinstance(q, int):
+            return None
+        num, den = p, q
+    return int(max(abs(num), abs(den), 1).bit_length() * 0.30103) + 1
+
+
+def _check_digits(value, name: str) -> None:
+    d = _digits(value)
+    if d is not None and d > MAX_DIGITS:
+        kind = "an integer" if isinstance(value, int) else f"a {type(value).__name__}"
+        raise ValueError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
+                         f"denominator, got {kind} with {d} digits")
+
+
+def plain_error(exc) -> str:
+    """The message of an error met while reading a file, in the project's words where Python's own would
+    leak (its limit of 4300 digits on an int, met by a damaged JSON or TOML number)."""
+    text = str(exc)
+    if "Exceeds the limit" in text and "digits" in text:
+        return "a number of more than 4300 digits"
+    return text
+
+
+def check_printable(expr, what: str, hint: str = "") -> None:
+    """Refuse (one-line ValueError) a derived exact result holding a number too long to print in full
+    (more than ``MAX_DIGITS`` digits; Python itself stops at 4300), before it is printed."""
+    import sympy as sp
+
+    atoms = expr.atoms(sp.Rational) if isinstance(expr, sp.Basic) else ()
+    longest = max((_digits(a) or 0 for a in atoms), default=0)
+    if longest > MAX_DIGITS:
+        raise ValueError(f"{what} holds an exact number of about {longest} digits, more than the "
+                         f"{MAX_DIGITS} that are printed{hint}")
 
 
 def _finite_float(value: float, name: str) -> float:
@@ -76,16 +138,20 @@ def to_exact(value, name: str):
 
     if isinstance(value, sp.Basic):
         if value.is_number and (value.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or value.is_real is False):
-            raise ValueError(f"{name} must be a finite real number, got {value}")
+            raise ValueError(f"{name} must be a finite real number, got {_short(value)}")
+        if isinstance(value, sp.Rational):
+            _check_digits(value, name)
         return value
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or value is None or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        raise ValueError(f"{name} must be a number, got {_short(value)}")
     if isinstance(value, int):
-        return sp.Integer(value)
+        _check_digits(value, name)
+        return sp.Integer(int(value))
     if isinstance(value, Fraction):
+        _check_digits(value, name)
         return sp.Rational(value.numerator, value.denominator)
-    if isinstance(value, float):
-        return sp.Rational(Fraction(repr(_finite_float(value, name))))
+    if isinstance(value, float):  # also numpy.float64, a float subclass (its repr is "np.float64(0.5)")
+        return sp.Rational(Fraction(repr(_finite_float(float(value), name))))
     if isinstance(value, str):
         f = parse_fraction(value, name)
         return sp.Rational(f.numerator, f.denominator)
@@ -95,38 +161,55 @@ def to_exact(value, name: str):
         kind = value.dtype.kind
         if kind in "iu":
             return sp.Integer(int(value))
-        if kind == "f":
+        if kind == "f":  # float32, float16, longdouble: the shortest decimal of the value as a float
             return to_exact(float(value), name)
+        if kind == "c":
+            raise ValueError(f"{name} must be a real number, got {_short(value)}")
     raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
 
 
 def check_real(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low: bool = False,
-               open_high: bool = False, shown: str | None = None) -> float:
+               open_high: bool = False, shown: str | None = None, float_in_range: bool = True) -> float:
     """A finite float in ``[low, high]`` (ends open with ``open_low``/``open_high``); strings go through
-    :func:`parse_fraction` (``"1/2"`` is 0.5)."""
-    if isinstance(value, bool) or value is None:
+    :func:`parse_fraction` (``"1/2"`` is 0.5). Accepts ints, floats, Fractions, numpy and sympy numbers.
+    Exact numbers are compared with the range exactly, and (unless ``float_in_range`` is False, for
+    callers that keep the exact number) so is their float: ``1e-400`` lies in (0, 1), its float 0 does not."""
+    if isinstance(value, bool) or value is None or (hasattr(value, "dtype") and value.dtype.kind == "b"):
         raise ValueError(f"{name} must be a number, got {value!r}")
     if isinstance(value, str):
         value = parse_fraction(value, name)
+    if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind == "c"):
+        raise ValueError(f"{name} must be a real number, got {_short(value)}")
+    exact = None  # ints, Fractions, sympy Rationals and numpy ints, as a Fraction
+    if isinstance(value, (int, Fraction)) or getattr(value, "is_Rational", False) is True:
+        _check_digits(value, name)
+        exact = Fraction(int(value.numerator), int(value.denominator))
+    elif hasattr(value, "dtype") and value.dtype.kind in "iu":
+        exact = Fraction(int(value))
     try:
-        x = float(value)
+        x = float(exact if exact is not None else value)
     except OverflowError:
         raise ValueError(f"{name} is too large, got {_short(value)}") from None
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
-    if isinstance(value, complex):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
     _finite_float(x, name)
-    below = x < low or (open_low and x == low)
-    above = x > high or (open_high and x == high)
+    candidates = (x,) if exact is None else (exact, x) if float_in_range else (exact,)
+    for v in candidates:  # the number itself, then its float
+        below = v < low or (open_low and v == low)
+        above = v > high or (open_high and v == high)
+        if below or above:
+            break
     if below or above:
+        got = shown or (f"{x:g}" if exact is None or v is exact else _text(value))
+        if v is not exact and exact is not None:
+            got += f" (as a float: {x:g})"
         if math.isfinite(low) and math.isfinite(high) and high - low <= 1e6:
             lo = ("(" if open_low else "[") + f"{low:g}"
             hi = f"{high:g}" + (")" if open_high else "]")
-            raise ValueError(f"{name} must lie in {lo}, {hi}, got {shown or f'{x:g}'}")
+            raise ValueError(f"{name} must lie in {lo}, {hi}, got {got}")
         if below:
-            raise ValueError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {shown or f'{x:g}'}")
-        raise ValueError(f"{name} must be {'<' if open_high else '<='} {high:g}, got {shown or f'{x:g}'}")
+            raise ValueError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {got}")
+        raise ValueError(f"{name} must be {'<' if open_high else '<='} {high:g}, got {got}")
     return x
 
 
@@ -137,9 +220,7 @@ def check_alpha(alpha):
     a = to_exact(alpha, "alpha")
     if a.is_number:
         if a.is_real is not True or not (0 < a < 1):
-            raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-        if isinstance(a, sp.Rational) and max(abs(a.p), a.q).bit_length() > 4 * MAX_EXPONENT:
-            raise ValueError(f"alpha must be a rational with fewer than 400 digits, got {_short(alpha)}")
+            raise ValueError(f"alpha must lie in (0, 1), got {_text(alpha)}")
     elif not isinstance(a, sp.Symbol):
         raise ValueError(f"alpha must be a number in (0, 1) or a Symbol, got {alpha!r}")
     return a
@@ -148,22 +229,54 @@ def check_alpha(alpha):
 def check_tau(tau):
     t = to_exact(tau, "tau")
     if t.is_number and not t >= 0:
-        raise ValueError(f"tau must be >= 0, got {tau}")
+        raise ValueError(f"tau must be >= 0, got {_text(tau)}")
     return t
 
 
 def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or isinstance(value, str) or not hasattr(value, "__index__"):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be an integer, got {_short(value)}")
-    value = int(value)
+    """An integer in ``[minimum, maximum]``: ints, numpy and sympy integers, and integral floats or
+    Fractions (``4.0``, ``np.float32(4)``, ``Fraction(4)``); bools and strings are refused."""
+    if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        raise ValueError(f"{name} must be an integer, got {_short(value)}")
+    integral = integer_value(value)
+    if integral is None and not hasattr(value, "__index__"):
+        integral = _integral(value)
+    if integral is None:
+        raise ValueError(f"{name} must be an integer, got {_short(value)}")
+    value = integral
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ValueError(f"{name} must be >= {minimum}, got {_short(value)}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {_short(value)}")
     return value
+
+
+def integer_value(value):
+    """``int(value)`` for an integer of any kind (int, numpy or sympy integer, an integral Fraction), else
+    None (bools, floats, strings, arrays: each caller decides about those)."""
+    if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        return None
+    if isinstance(value, Fraction):
+        return value.numerator if value.denominator == 1 else None
+    if hasattr(value, "__index__") and getattr(value, "shape", ()) == ():
+        try:
+            return int(value.__index__())
+        except TypeError:
+            return None
+    return None
+
+
+def _integral(value):
+    """``value`` as an int when it is a finite number with no fractional part, else None."""
+    if isinstance(value, Fraction):
+        return value.numerator if value.denominator == 1 else None
+    if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind not in "f"):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return int(x) if math.isfinite(x) and x.is_integer() else None
 
 
 def check_choice(value, name: str, choices) -> str:
@@ -199,7 +312,8 @@ def number_arg(name: str, *, exact: bool = False, low: float = -math.inf, high: 
     def parse(text):
         try:
             value = parse_fraction(text, name)
-            check_real(value, name, low, high, open_low=open_low, open_high=open_high, shown=str(text).strip())
+            check_real(value, name, low, high, open_low=open_low, open_high=open_high, shown=str(text).strip(),
+                       float_in_range=not exact)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return str(text).strip() if exact else float(value)
@@ -401,12 +515,12 @@ def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[i
     """A list of heap node numbers in ``minimum..maximum`` (ints only: no strings, floats or bools)."""
     out = []
     for v in values:
-        if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__index__"):
-            if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
-                v = int(v)
-            else:
-                raise ValueError(f"{name} must list node numbers (integers), got {_short(v)}")
-        v = int(v)
+        n = integer_value(v)
+        if n is None and not isinstance(v, (bool, str, bytes)):
+            n = _integral(v)
+        if n is None:
+            raise ValueError(f"{name} must list node numbers (integers), got {_short(v)}")
+        v = n
         if not minimum <= v <= maximum:
             raise ValueError(f"{name} node {_short(v)} is outside the tree (nodes {minimum}..{maximum})")
         out.append(v)

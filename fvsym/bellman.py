@@ -35,7 +35,7 @@ from fractions import Fraction
 import sympy as sp
 
 from . import _envelope, _symbols
-from ._validate import check_int
+from ._validate import _short, check_int
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
 
@@ -44,6 +44,7 @@ SOURCE = "THEORY.md §3"
 
 # --- the decision tree ------------------------------------------------------------------------------
 _SIGN_TEXT = {1: "+", -1: "-", 0: "0"}
+REPR_LINES = 24  # lines of a decision tree shown by repr()
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,13 @@ class PolicyNode:
     def __str__(self) -> str:
         return self.describe()
 
+    def __repr__(self) -> str:
+        """The decision tree (cut after ``REPR_LINES`` lines; ``print(policy)`` shows all of it)."""
+        lines = self.describe().splitlines()
+        if len(lines) > REPR_LINES:
+            lines = lines[:REPR_LINES] + [f"... ({len(lines) - REPR_LINES} more lines: print(policy) shows all)"]
+        return "\n".join(lines)
+
     def to_dict(self) -> dict:
         """JSON-able form: values as exact strings plus floats, children as a list of outcomes."""
         return {
@@ -131,6 +139,16 @@ class BellmanSolution:
     layers: int
     width: int
     n_states: int
+
+    def __repr__(self) -> str:
+        head = (f"BellmanSolution(loss={self.loss}, layers={self.layers}, width={self.width}, "
+                f"n_states={self.n_states})")
+        return head + ("\npolicy: read nothing" if self.policy is None else "\npolicy:\n" + repr(self.policy))
+
+    def to_dict(self) -> dict:
+        return {"loss": sp.sstr(self.loss), "loss_float": float(self.loss) if self.loss.is_number else None,
+                "layers": self.layers, "width": self.width, "n_states": self.n_states,
+                "policy": None if self.policy is None else self.policy.to_dict()}
 
 
 # --- exact arithmetic -------------------------------------------------------------------------------
@@ -655,6 +673,11 @@ class AlphaPiece:
     policy: PolicyNode | None = None
     design: tuple[int, ...] | None = None
 
+    def __repr__(self) -> str:
+        what = f"design {list(self.design)}" if self.design is not None else (
+            "read nothing" if self.policy is None else f"policy reading node {', '.join(map(str, self.policy.nodes))} first")
+        return f"AlphaPiece({self.lower} < alpha < {self.upper}: loss {self.loss}; {what}; checked at alpha = {self.sample})"
+
     def to_dict(self) -> dict:
         out = {"lower": sp.sstr(self.lower), "upper": sp.sstr(self.upper),
                "lower_float": float(self.lower), "upper_float": float(self.upper),
@@ -690,11 +713,20 @@ class AlphaOptimum:
 
         a = check_alpha(alpha)
         if not a.is_number:
-            raise ValueError(f"at() needs a number alpha, got {alpha!r}")
+            raise ValueError(f"at() needs a number alpha, got {_short(alpha)}")
         for piece in self.pieces:
             if (a <= piece.upper) == sp.true:
                 return sp.expand(piece.loss.subs(_symbols.alpha, a))
         return sp.expand(self.pieces[-1].loss.subs(_symbols.alpha, a))  # pragma: no cover
+
+    def __repr__(self) -> str:
+        kind = "non-adaptive" if self.nonadaptive else "adaptive"
+        lines = [f"AlphaOptimum({kind}, layers={self.layers}, width={self.width}, {len(self.pieces)} "
+                 f"piece{'s' if len(self.pieces) != 1 else ''})"]
+        return "\n".join(lines + [f"  {p!r}" for p in self.pieces])
+
+    def _repr_latex_(self) -> str:
+        return f"$\\displaystyle {pieces_latex(self.pieces)}$"
 
     def to_dict(self) -> dict:
         return {"loss": sp.sstr(self.loss), "layers": self.layers, "width": self.width,
@@ -740,6 +772,21 @@ def piecewise_in_alpha(pieces) -> sp.Expr:
     return sp.Piecewise(*[(e, alpha < upper) for upper, e in pieces[:-1]], (pieces[-1][1], True))
 
 
+def pieces_latex(pieces) -> str:
+    """The pieces of an optimum as one LaTeX ``cases`` block: each loss, its interval of ``alpha`` and
+    what attains it (the design, or the first node the policy reads). No plain-text line."""
+    rows = []
+    for p in pieces:
+        if p.design is not None:
+            what = rf"\text{{design }} \{{{', '.join(map(str, p.design))}\}}"
+        elif p.policy is not None:
+            what = rf"\text{{policy reading node {', '.join(map(str, p.policy.nodes))} first}}"
+        else:
+            what = r"\text{read nothing}"
+        rows.append(rf"{sp.latex(p.loss)} & {sp.latex(p.lower)} < \alpha < {sp.latex(p.upper)},\ {what}")
+    return "\\begin{cases}\n" + " \\\\\n".join(rows) + "\n\\end{cases}"
+
+
 def _check_alpha_depth(depth) -> int:
     return check_int(depth, "depth", minimum=1, maximum=MAX_ALPHA_DEPTH)
 
@@ -781,7 +828,64 @@ def _J(l: int):
     return sp.Function(f"J_{l}")
 
 
-def recursion(prior, layers: int, width: int, tau=None) -> tuple:
+class Recursion(tuple):
+    """The equations of a Bellman recursion (a tuple of ``sp.Eq``, terminal value first, optimum last)
+    with ``where``: the definitions of the sets and maps they use, as ``(symbol, meaning)`` text pairs.
+    Prints as the equations and the definitions, and as LaTeX in a notebook (``_repr_latex_``)."""
+
+    where: tuple = ()
+
+    def __new__(cls, equations, where=()):
+        self = super().__new__(cls, equations)
+        self.where = tuple(where)
+        return self
+
+    @property
+    def equations(self) -> tuple:
+        return tuple(self)
+
+    def lines(self) -> list:
+        """The text form: one ``lhs = rhs`` line per equation, then ``where`` lines."""
+        out = [f"{sp.sstr(e.lhs)} = {sp.sstr(e.rhs)}" for e in self]
+        return out + [f"where {name}: {meaning}" for name, meaning in self.where]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    @property
+    def latex(self) -> str:
+        """The equations as one ``aligned`` block, the definitions as text rows after them."""
+        rows = [rf"{sp.latex(e.lhs)} &= {sp.latex(e.rhs)}" for e in self]
+        rows += [rf"&\text{{where }} {latex} \text{{: {_latex_text(meaning)}}}" for latex, meaning in self._where_latex()]
+        return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+    def _where_latex(self):
+        return [(_WHERE_LATEX.get(name, rf"\mathrm{{{name}}}"), meaning) for name, meaning in self.where]
+
+    def _repr_latex_(self) -> str:
+        return f"$\\displaystyle {self.latex}$"
+
+    def to_dict(self) -> dict:
+        return {"equations": [{"lhs": sp.sstr(e.lhs), "rhs": sp.sstr(e.rhs), "latex": sp.latex(e)} for e in self],
+                "where": [{"symbol": n, "meaning": m} for n, m in self.where], "latex": self.latex}
+
+
+def _latex_text(text: str) -> str:
+    return text.replace("\\", r"\textbackslash ").replace("_", r"\_").replace("{", r"\{").replace("}", r"\}")
+
+
+_WHERE_LATEX = {
+    "N_d(S)": r"N_{d}(S)", "N_1(S)": r"N_{1}(S)", "N_2(S)": r"N_{2}(S)", "N_3(S)": r"N_{3}(S)",
+    "N_4(S)": r"N_{4}(S)", "S_W^r": r"S_{W}^{r}", "|S|": r"\left|S\right|", "mu_S": r"\mu_{S}",
+    "U_d": r"U_{d}", "U(b)": r"U(b)", "mu(b)": r"\mu(b)", "p_n(phi)": r"p_{n}(\phi)", "theta_m": r"\theta_{m}",
+    "b_0": r"b_{0}", "b*p_n(phi)": r"b \odot p_{n}(\phi)", "p(n, m, phi)": r"p(n, m, \phi)", "b": "b",
+}
+
+
+def recursion(prior, layers: int, width: int, tau=None) -> Recursion:
     """The Bellman recursion of THEORY.md section 3 as sympy equations (``sp.Eq``), from the terminal
     value to the optimum. Print them with ``str``/``sp.latex`` (or :func:`recursion_latex`).
 
@@ -817,10 +921,12 @@ def recursion(prior, layers: int, width: int, tau=None) -> tuple:
         for l in range(layers, 0, -1):
             eqs.append(sp.Eq(_J(l - 1)(P), N.MinOver(_J(l)(update), W, actions)))
         eqs.append(sp.Eq(optimum, _J(0)(C)))
-        return tuple(eqs)
+        where = [(f"U_{width}", f"the {width} x {D} matrices W with unit rows (unit class)"),
+                 ("C", "the prior covariance")]
+        return Recursion(eqs, where)
     prior = _check_prior(prior)
     if tau is not None:
-        raise ValueError(f"the tree recursion is the noiseless one (THEORY.md section 3); got tau={tau}")
+        return noisy_recursion(prior, layers, width, tau)
     if width > MAX_WRITTEN_WIDTH:
         raise ValueError(f"width must be <= {MAX_WRITTEN_WIDTH} to write out the 3^d reading outcomes, got {width}")
     if layers * width > prior.n_nodes:
@@ -834,11 +940,75 @@ def recursion(prior, layers: int, width: int, tau=None) -> tuple:
                        evaluate=False)
         eqs.append(sp.Eq(_J(l - 1)(S), N.MinOver(total, W, actions)))
     eqs.append(sp.Eq(optimum, _J(0)(S0)))
-    return tuple(eqs)
+    nodes = "single nodes W" if width == 1 else f"sets W of {width} nodes"
+    where = [
+        (f"N_{width}(S)", f"the {nodes} (heap numbers 1..{prior.n_nodes}) whose reading is not "
+                          "constant on S (a reading that cannot differ tells nothing)"),
+        ("S_W^r", "the leaves of S whose noiseless readings of W have the signs r (+, - or 0: a node off the "
+                  "leaf's path reads 0)"),
+        ("|S|", "the number of leaves in S, all equally likely"),
+        ("mu_S", "the mean of theta_s over the leaves s of S"),
+    ]
+    return Recursion(eqs, where)
+
+
+MAX_NOISY_WRITTEN_DEPTH = 3  # the leaves' theta_m are written out (2^K rows of D entries)
+
+
+def noisy_recursion(prior, layers: int, width: int = 1, tau=None) -> Recursion:
+    """The Bellman recursion under the gaussian channel (THEORY.md section 3, "under noise") for a small
+    tree (``depth <= MAX_NOISY_WRITTEN_DEPTH``), layers of width 1, coordinate class, any node at every
+    layer (repeats included). A belief is a weight vector ``b`` over the ``2^K`` leaves (prior times
+    likelihoods, unnormalised); ``U(b) = sum_m b_m ||theta_m - mu(b)||^2`` is homogeneous of degree 1, so
+    ``V_0(b) = U(b)`` and ``V_l(b) = min_n int V_{l-1}(b * p_n(phi)) dphi`` with the Gaussian
+    likelihoods ``p_n(phi)_m = N(phi; theta_m[n], tau^2)``; the optimum is ``V_L(b_0)``. The leaves'
+    ``theta_m`` are written out. ``fvnum.noisy_bellman`` evaluates it numerically."""
+    from . import _notation as N
+    from ._validate import check_tau
+
+    prior = _check_prior(prior)
+    layers = check_int(layers, "layers", minimum=1)
+    width = check_int(width, "width", minimum=1)
+    if width != 1:
+        raise ValueError(f"the noisy recursion is written for layers of width 1 (any node at every layer), got width={width}")
+    if prior.depth > MAX_NOISY_WRITTEN_DEPTH:
+        raise ValueError(f"depth must be <= {MAX_NOISY_WRITTEN_DEPTH} to write out the leaves of the noisy "
+                         f"recursion, got {prior.depth}")
+    t = _symbols.tau if tau is None else check_tau(tau)
+    if t == 0:
+        raise ValueError("tau = 0 is the noiseless recursion: leave out tau")
+    M, D = prior.n_leaves, prior.n_nodes
+    b, n, m, phi = sp.Symbol("b"), sp.Symbol("n"), sp.Symbol("m", integer=True, positive=True), sp.Symbol("phi", real=True)
+    V = lambda l: sp.Function(f"V_{l}")  # noqa: E731
+    U, mu = sp.Function("U"), sp.Function("mu")
+    bm, theta = sp.IndexedBase("b"), sp.IndexedBase("theta")
+    eqs = [sp.Eq(U(b), sp.Sum(bm[m] * N.NormSq(theta[m] - mu(b)), (m, 1, M))),
+           sp.Eq(mu(b), sp.Sum(bm[m] * theta[m], (m, 1, M)) / sp.Sum(bm[m], (m, 1, M))),
+           sp.Eq(sp.Function("p")(n, m, phi),
+                 sp.exp(-(phi - theta[m, n]) ** 2 / (2 * t**2)) / (sp.sqrt(2 * sp.pi) * t)),
+           sp.Eq(V(0)(b), U(b))]
+    update = N.Reweighted(b, n, phi)
+    for l in range(1, layers + 1):
+        eqs.append(sp.Eq(V(l)(b), N.MinOver(sp.Integral(V(l - 1)(update), (phi, -sp.oo, sp.oo)), n,
+                                            sp.Range(1, D + 1))))
+    eqs.append(sp.Eq(sp.Symbol("optimal_loss"), V(layers)(sp.Symbol("b_0"))))
+    for index, signs in enumerate(prior.leaves(), start=1):
+        row = prior.theta(signs)
+        eqs.append(sp.Eq(theta[index], sp.Tuple(*[row.get(k, 0) for k in range(1, D + 1)]), evaluate=False))
+    where = [
+        ("b", f"a belief: unnormalised weights (b_1, .., b_{M}) over the {M} leaves"),
+        ("b*p_n(phi)", "the Bayes update after reading phi at node n: b_m p(n, m, phi) for each leaf m"),
+        ("p(n, m, phi)", f"the likelihood of reading phi at node n under leaf m (gaussian channel, tau = {t})"),
+        ("b_0", f"the uniform prior, b_m = 1/{M}"),
+        ("theta_m", f"leaf m's latent (entries at the heap nodes 1..{D}; leaves in the order of TreePrior.leaves())"),
+    ]
+    return Recursion(eqs, where)
 
 
 def recursion_latex(equations) -> str:
-    """The equations as one LaTeX ``aligned`` block."""
+    """The equations as one LaTeX ``aligned`` block (with the definitions of a ``Recursion``)."""
+    if isinstance(equations, Recursion):
+        return equations.latex
     rows = [rf"{sp.latex(e.lhs)} &= {sp.latex(e.rhs)}" for e in equations]
     return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
@@ -927,6 +1097,6 @@ def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_
     return size(solver.full, layers)
 
 
-__all__ = ["AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "optimal_nonadaptive",
-           "optimal_nonadaptive_alpha", "recursion", "recursion_latex", "solve", "solve_alpha", "unroll",
-           "unrolled_size"]
+__all__ = ["AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "Recursion", "noisy_recursion",
+           "optimal_nonadaptive", "optimal_nonadaptive_alpha", "pieces_latex", "recursion", "recursion_latex", "solve",
+           "solve_alpha", "unroll", "unrolled_size"]

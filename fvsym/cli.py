@@ -1,10 +1,13 @@
 """``fv derive``: exact losses from the command line (the Python API mirrors it with the same names).
 
     fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive}
-                        [--layers L --width d] [--alpha A] [--format text|latex|json]
-    fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched] [--depth K --alpha A]
+                        [--layers L --width d] [--alpha A | --scales a1,..,aK] [--format text|latex|json]
+    fv derive tree-loss --depth K --strategy fixed --design n1,n2,.. [--alpha A | --scales ..]
+    fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched|FILE] [--depth K --alpha A]
+                        [--eigenvalues c1,c2,..] [--scales a1,..,aK (with --cov matched)]
                         [--format text|latex|json]
     fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
+    fv derive bellman --depth K --layers L --tau T [--alpha A]     (the noisy recursion, small trees)
 
 ``tree-loss --strategy optimal`` (or ``optimal_nonadaptive``) without ``--alpha`` prints the exact
 optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with its policy.
@@ -18,14 +21,105 @@ import sympy as sp
 
 from ._emit import to_json
 from ._validate import (
-    check_alpha, check_int, check_memory, check_tau, check_time, fits_memory, fits_time, int_arg,
-    largest_fitting, number_arg,
+    check_alpha, check_int, check_memory, check_printable, check_tau, check_time, fits_memory, fits_time,
+    int_arg, largest_fitting, number_arg,
 )
 from .priors import MAX_DEPTH
 
-STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
+# optimal_nonadaptive_coordinate: the one name per class (fv mc has optimal_nonadaptive_unit too); every
+# strategy here is of the coordinate class, and optimal_nonadaptive stays as its old spelling
+STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive_coordinate", "optimal_nonadaptive", "fixed")
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
+_PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
+SCALES_HELP = "general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), instead of --alpha"
+
+
+# --- inputs shared by the tree and Gaussian commands (fv derive, fv mc, fv bounds) -------------------------
+def parse_number_list(text, name: str) -> list[str]:
+    """``"1,1/2,0.3"`` -> ``["1", "1/2", "0.3"]`` (each item read exactly by ``parse_fraction``); an empty
+    item or a non-number is a one-line ValueError naming ``name``."""
+    from ._validate import parse_fraction
+
+    items = [item.strip() for item in str(text).split(",")]
+    for item in items:
+        if not item:
+            raise ValueError(f"{name} must be comma-separated numbers such as 1,1/2,1/4, got {str(text)[:60]!r} "
+                             "(an empty item)")
+        parse_fraction(item, name)
+    return items
+
+
+def tree_prior_of(depth, alpha, scales):
+    """The ``TreePrior`` of ``--depth`` with ``--alpha`` or ``--scales`` (text); ``depth=None`` with scales:
+    the number of scales."""
+    from .priors import TreePrior
+
+    if scales is None:
+        return TreePrior(depth) if alpha is None else TreePrior(depth, check_alpha(alpha))
+    if alpha is not None:
+        raise ValueError(f"give --alpha or --scales, not both (got --alpha {alpha})")
+    values = parse_number_list(scales, "--scales")
+    if depth is not None and depth != len(values):
+        raise ValueError(f"--scales needs depth = {depth} entries (one a_k per level), got {len(values)}")
+    return TreePrior(len(values), scales=values)
+
+
+def load_covariance(path) -> list:
+    """A covariance matrix from a file: ``.npy`` (numpy, loaded here only) or ``.csv`` / ``.txt`` (rows of
+    numbers separated by commas or spaces; ``#`` comments). One-line errors for a missing file or bad rows."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"--cov: no such covariance file {str(path)[:200]!r} (or give isotropic, matched)")
+    if p.suffix == ".npy":
+        import numpy as np
+
+        try:
+            arr = np.load(p, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"--cov {p.name}: not a readable .npy array ({exc})") from None
+        if arr.ndim != 2 or arr.dtype.kind not in "iuf":
+            raise ValueError(f"--cov {p.name}: need a 2-d array of numbers, got shape {arr.shape}, dtype {arr.dtype}")
+        return [[repr(float(x)) for x in row] for row in arr.tolist()]
+    if p.suffix not in (".csv", ".txt"):
+        raise ValueError(f"--cov {p.name}: a covariance file must end in .npy, .csv or .txt")
+    from ._validate import parse_fraction
+
+    rows = []
+    for i, line in enumerate(p.read_text().splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        items = [x for x in line.replace(",", " ").split()]
+        for x in items:
+            try:
+                parse_fraction(x, "covariance entry")
+            except ValueError:
+                raise ValueError(f"--cov {p.name}, line {i}: {x[:40]!r} is not a number") from None
+        rows.append(items)
+    if not rows:
+        raise ValueError(f"--cov {p.name}: the file holds no rows")
+    return rows
+
+
+def covariance_of(cov, eigenvalues, dim=None):
+    """``(cov, eigenvalues)`` for ``gaussian_loss`` / ``GaussianPrior`` from ``--cov`` (a name or a file)
+    and ``--eigenvalues`` (text)."""
+    if eigenvalues is not None:
+        if cov not in (None, "isotropic"):
+            raise ValueError(f"give --cov or --eigenvalues, not both (got --cov {cov})")
+        return "isotropic", parse_number_list(eigenvalues, "--eigenvalues")
+    if cov is None or cov in ("isotropic", "matched") or cov in _old_covariance_names():
+        return cov, None
+    return load_covariance(cov), None
+
+
+def _old_covariance_names():
+    from .gaussian import _OLD_COVARIANCES
+
+    return tuple(_OLD_COVARIANCES)
 
 
 def register(subparsers) -> None:
@@ -39,9 +133,14 @@ def register(subparsers) -> None:
         "tree-loss", help="noiseless loss of a strategy on the tree prior (THEORY.md 3, 6)",
         description="Noiseless loss of a strategy on TreePrior(depth, alpha), coordinate class.",
     )
-    tree.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), required=True, help="tree depth K >= 1")
-    tree.add_argument("--budget", type=int_arg("budget", 0), required=True, help="budget B = L * d")
+    tree.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None,
+                      help="tree depth K >= 1 (required unless --scales gives it)")
+    tree.add_argument("--budget", type=int_arg("budget", 0), default=None,
+                      help="budget B = L * d (for --strategy fixed: the number of design nodes)")
     tree.add_argument("--strategy", required=True, choices=STRATEGIES)
+    tree.add_argument("--design", default=None,
+                      help="--strategy fixed: heap node numbers read in one layer, e.g. 1,2,3")
+    tree.add_argument("--scales", default=None, help=SCALES_HELP)
     tree.add_argument("--layers", type=int_arg("layers", 0), default=None, help="L (optimal strategies)")
     tree.add_argument("--width", type=int_arg("width", 1), default=None, help="d (optimal strategies)")
     tree.add_argument("--alpha", type=number_arg("alpha", **_ALPHA), default=None,
@@ -61,7 +160,11 @@ def register(subparsers) -> None:
     gauss.add_argument("--tau", type=number_arg("tau", exact=True, low=0), default=None,
                        help="channel noise >= 0, e.g. 1/2 (default: symbolic)")
     gauss.add_argument("--cov", default="isotropic",
-                       help="isotropic (C = I_D, default) or matched (the matched Gaussian of the tree prior)")
+                       help="isotropic (C = I_D, default), matched (the matched Gaussian of the tree prior), or a "
+                            "file: .npy, or .csv/.txt rows of numbers")
+    gauss.add_argument("--eigenvalues", default=None,
+                       help="the spectrum of C, comma-separated (e.g. 1,1/2,1/4): the loss depends on nothing else")
+    gauss.add_argument("--scales", default=None, help="--cov matched: " + SCALES_HELP)
     gauss.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None, help="tree depth K (--cov matched)")
     gauss.add_argument("--alpha", type=number_arg("alpha", **_ALPHA), default=None,
                        help="tree scale ratio (--cov matched; default: symbolic)")
@@ -73,11 +176,15 @@ def register(subparsers) -> None:
         description="The Bellman recursion of the noiseless coordinate class on TreePrior(depth, alpha), "
                     "as sympy equations; --unroll expands it for this tree and evaluates it.",
     )
-    bell.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), required=True, help="tree depth K >= 1")
+    bell.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None,
+                      help="tree depth K >= 1 (required unless --scales gives it)")
+    bell.add_argument("--scales", default=None, help=SCALES_HELP)
     bell.add_argument("--layers", type=int_arg("layers", 1), required=True, help="L >= 1")
     bell.add_argument("--width", type=int_arg("width", 1), default=1, help="d, nodes read per layer (default 1)")
     bell.add_argument("--alpha", type=number_arg("alpha", **_ALPHA), default=None,
                       help="scale ratio in (0, 1) for --unroll (default: symbolic)")
+    bell.add_argument("--tau", type=number_arg("tau", exact=True, low=0, high=1e100), default=None,
+                      help="gaussian channel noise tau > 0: the noisy recursion over beliefs (width 1, depth <= 3)")
     bell.add_argument("--unroll", action="store_true",
                       help="also expand the recursion for this tree (small trees) and evaluate it")
     bell.add_argument("--format", choices=FORMATS, default="text")
@@ -87,15 +194,27 @@ def register(subparsers) -> None:
 def _tree_loss(args) -> int:
     from .tree import tree_loss
 
+    if args.design is not None and args.strategy != "fixed":
+        raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+    if args.strategy == "fixed":
+        return _fixed_design_loss(args)
+    if args.budget is None:
+        raise ValueError(f"--strategy {args.strategy} needs --budget B")
+    if args.scales is not None:
+        return _tree_loss_scales(args)
+    if args.depth is None:
+        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
     depth = check_int(args.depth, "depth", minimum=1)
     budget = check_int(args.budget, "budget", minimum=0)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
+    if args.strategy == "optimal_nonadaptive_coordinate":  # noiseless exact: the coordinate class
+        args.strategy = "optimal_nonadaptive"
     if args.strategy in ("path", "top_levels") and (args.layers is not None or args.width is not None):
         raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))
     check_tree_loss_cost(depth, budget, args.strategy, alpha, args.layers, args.width)
     inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
-              "layers": args.layers, "width": args.width}
+              "layers": args.layers, "width": args.width, "measurement": "coordinate"}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
     extra = _policy(depth, budget, args, alpha) if args.policy else None
     if formula.pieces:
@@ -106,41 +225,92 @@ def _tree_loss(args) -> int:
     return 0
 
 
+def _tree_loss_scales(args) -> int:
+    """``fv derive tree-loss --scales``: the same derivations on a tree of general scales."""
+    from .tree import tree_loss
+
+    if args.policy:
+        raise ValueError("--policy applies with --alpha (or symbolic alpha), not --scales")
+    prior = tree_prior_of(args.depth, args.alpha, args.scales)
+    depth, budget = prior.depth, check_int(args.budget, "budget", minimum=0)
+    check_tree_loss_cost(depth, budget, args.strategy, "1/2", args.layers, args.width)
+    formula = tree_loss(depth, budget, args.strategy, layers=args.layers, width=args.width, scales=prior.scales)
+    inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "scales": [str(a) for a in prior.scales],
+              "layers": args.layers, "width": args.width}
+    _emit(formula, inputs, args.format)
+    return 0
+
+
+def _fixed_design_loss(args) -> int:
+    """``fv derive tree-loss --strategy fixed --design n1,n2,..``: the exact noiseless loss of a fixed
+    coordinate design (``fvsym.tree.coordinate_design_loss``; symbolic in alpha by default)."""
+    from ._formula import Formula
+    from ._validate import check_node_list, parse_int_list
+    from .tree import SOURCE, coordinate_design_loss
+
+    if args.design is None:
+        raise ValueError("--strategy fixed needs --design n1,n2,... (heap node numbers)")
+    if args.layers is not None or args.width is not None or args.policy:
+        raise ValueError("--layers, --width and --policy do not apply to --strategy fixed (one layer, the design)")
+    if args.depth is None and args.scales is None:
+        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
+    prior = tree_prior_of(args.depth, args.alpha, args.scales)
+    nodes = check_node_list(parse_int_list(args.design, "--design"), "design", prior.n_nodes)
+    if args.budget is not None and check_int(args.budget, "budget") != len(nodes):
+        raise ValueError(f"--budget must equal the number of design nodes, {len(nodes)}, got {args.budget}")
+    check_tree_loss_cost(prior.depth, len(nodes), "top_levels", args.alpha or "1/2")  # the same O(D K) pass
+    expr = sp.simplify(coordinate_design_loss(prior, nodes))
+    params = tuple(sorted(expr.free_symbols, key=str))
+    formula = Formula("tree_loss_fixed", expr, params, SOURCE + f" (fixed coordinate design {list(nodes)})")
+    inputs = {"depth": prior.depth, "budget": len(nodes), "strategy": "fixed", "design": list(nodes),
+              "alpha": args.alpha, "scales": None if args.scales is None else [str(a) for a in prior.scales]}
+    _emit(formula, inputs, args.format)
+    return 0
+
+
 def _bellman(args) -> int:
     from . import bellman
-    from .priors import TreePrior
 
-    depth = check_int(args.depth, "depth", minimum=1)
+    if args.depth is None and args.scales is None:
+        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
+    prior = tree_prior_of(args.depth, args.alpha, args.scales)
+    depth = prior.depth
     layers = check_int(args.layers, "layers", minimum=1)
     width = check_int(args.width, "width", minimum=1)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
+    tau = None if args.tau is None else check_tau(args.tau)
+    if tau is not None and args.unroll:
+        raise ValueError("--unroll expands the noiseless recursion; the noisy optimum's value: fv bounds --tau T")
     if args.unroll:
         check_tree_loss_cost(depth, layers * width, "optimal", alpha if alpha is not None else "1/2", layers, width)
-    prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
     if args.unroll:
-        check_unroll_cost(prior, layers, width, symbolic=alpha is None)
-    equations = bellman.recursion(prior, layers, width)
+        check_unroll_cost(prior, layers, width, symbolic=not prior.is_numeric)
+    equations = bellman.recursion(prior, layers, width, tau=tau)
+    for e in equations:
+        check_printable(e, "the Bellman recursion", _PRINT_HINT)
     record = {
-        "name": "bellman_recursion",
-        "equations": [{"lhs": sp.sstr(e.lhs), "rhs": sp.sstr(e.rhs), "latex": sp.latex(e)} for e in equations],
-        "latex": bellman.recursion_latex(equations),
-        "source": "THEORY.md §3 (noiseless coordinate class, tree prior)",
-        "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha},
+        "name": "bellman_recursion" if tau is None else "noisy_bellman_recursion",
+        **equations.to_dict(),
+        "source": "THEORY.md §3 (" + ("noiseless coordinate class" if tau is None else
+                                      "under noise: gaussian channel, coordinate class, width 1") + ", tree prior)",
+        "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha, "tau": args.tau,
+                   **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})},
     }
     if args.unroll:
         expr = bellman.unroll(prior, layers, width)
-        value = expr.doit() if alpha is not None else sp.simplify(expr.doit())
+        value = expr.doit() if prior.is_numeric else sp.simplify(expr.doit())
+        check_printable(expr, "the unrolled recursion", _PRINT_HINT)
+        check_printable(value, "the unrolled value", _PRINT_HINT)
         record["unrolled"] = sp.sstr(expr)
         record["unrolled_value"] = sp.sstr(value)
-        record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if alpha is not None else None
+        record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if prior.is_numeric else None
     if args.format == "json":
         print(to_json(record))
         return 0
     if args.format == "latex":
         print(record["latex"])
     else:
-        for e in equations:
-            print(f"{sp.sstr(e.lhs)} = {sp.sstr(e.rhs)}")
+        print(str(equations))
     if args.unroll:
         print(f"unrolled: {record['unrolled']}")
         print(f"value = {record['unrolled_value']}" + (f"  (solve: {record['solve_loss']})" if record["solve_loss"] else ""))
@@ -188,9 +358,15 @@ def _gaussian_loss(args) -> int:
 
     tau = None if args.tau is None else check_tau(args.tau)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
+    cov, eigenvalues = covariance_of(args.cov, args.eigenvalues)
+    scales = None if args.scales is None else parse_number_list(args.scales, "--scales")
+    if scales is not None and args.depth is None:
+        args.depth = len(scales)
     inputs = {"dim": args.dim, "budget": args.budget, "tau": args.tau, "cov": args.cov,
               "depth": args.depth, "alpha": args.alpha}
-    formula = gaussian_loss(args.dim, args.budget, tau, cov=args.cov, depth=args.depth, alpha=alpha)
+    inputs.update({k: v for k, v in (("eigenvalues", eigenvalues), ("scales", scales)) if v is not None})
+    formula = gaussian_loss(args.dim, args.budget, tau, cov=cov, depth=args.depth, alpha=alpha,
+                            eigenvalues=eigenvalues, scales=scales)
     _emit(formula, inputs, args.format)
     return 0
 
@@ -199,6 +375,7 @@ def result_record(formula, inputs: dict) -> dict:
     """The JSON record of a derived formula: ``expr``, ``latex``, and ``value``/``float`` when no
     symbol is left (``value`` is exact, e.g. ``"3/8"``, unless a float entered the derivation)."""
     expr = formula.expr
+    check_printable(expr, f"the result {formula.name}", _PRINT_HINT)
     record = {
         "name": formula.name,
         "expr": sp.sstr(expr),
@@ -228,7 +405,15 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
         if "value" in record:
             print(f"value = {record['value']} ({record['float']:.12g})")
         print(f"source: {record['source']}")
-    if extra and fmt != "json":
+    if extra and fmt == "latex":  # LaTeX only: the pieces as cases, any text (a decision tree) as comments
+        if "pieces" in extra:
+            from .bellman import pieces_latex
+
+            print(pieces_latex(formula.pieces))
+        text = extra.get("policy_text") or (f"design: nodes {extra['design']}" if "design" in extra else None)
+        if text and "pieces" not in extra:
+            print("\n".join("% " + line for line in text.splitlines()))
+    elif extra and fmt != "json":
         if "pieces_text" in extra:
             print(extra["pieces_text"])
         elif "policy_text" in extra or "design" in extra:

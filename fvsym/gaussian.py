@@ -29,7 +29,7 @@ import sympy as sp
 
 from . import _symbols
 from ._formula import Formula
-from ._validate import check_choice, check_int, check_tau, to_exact
+from ._validate import _short, check_choice, check_int, check_tau, to_exact
 from .priors import GaussianPrior, TreePrior
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
@@ -56,6 +56,10 @@ class WaterFilling:
 
     loss: sp.Expr
     weights: tuple
+
+    def to_dict(self) -> dict:
+        return {"loss": sp.sstr(self.loss), "loss_float": float(self.loss) if self.loss.is_number else None,
+                "weights": [sp.sstr(w) for w in self.weights]}
 
 
 @dataclass(frozen=True)
@@ -341,7 +345,7 @@ def optimal_design(prior, budget, tau) -> sp.Matrix:
     B = check_int(budget, "budget", minimum=0)
     t = check_tau(tau)
     if not t.is_number:
-        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {tau!r}")
+        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {_short(tau)}")
     vals, vecs = _eigenbasis(C)
     if not all(v.is_number for v in vals):
         raise ValueError("optimal_design needs a numeric covariance")
@@ -522,20 +526,61 @@ depth_advantage = deep_shallow_gap  # the earlier name
 
 
 # --- the API behind `fv derive gaussian-loss` --------------------------------------------
-def gaussian_loss(dim, budget, tau=None, cov: str = "isotropic", depth=None, alpha=None) -> Formula:
+def gaussian_loss(dim, budget, tau=None, cov="isotropic", depth=None, alpha=None, *, eigenvalues=None,
+                  scales=None) -> Formula:
     """Optimal unit-class loss of a Gaussian prior for budget ``B`` and noise ``tau`` (THEORY.md 5).
 
     ``cov="isotropic"``: ``C = I_dim`` (:func:`isotropic_loss` at ``D = dim``). ``cov="matched"``: the
-    matched Gaussian of ``TreePrior(depth, alpha)`` (``alpha=None``: symbolic); ``dim`` may be
-    omitted or must equal ``2^depth - 1``. ``tau=None`` keeps ``tau`` symbolic. Exact with exact
-    (e.g. ``"1/2"``) inputs; the Formula's params are the symbols left free.
+    matched Gaussian of ``TreePrior(depth, alpha)`` (``alpha=None``: symbolic; or of
+    ``TreePrior(depth, scales=scales)``); ``dim`` may be omitted or must equal ``2^depth - 1``. Any other
+    covariance: ``cov`` a ``GaussianPrior``, a sympy Matrix or a list of rows, or ``eigenvalues`` (the
+    spectrum of ``C``: the loss depends on nothing else), solved by :func:`water_filling`.
+    ``tau=None`` keeps ``tau`` symbolic. Exact with exact (e.g. ``"1/2"``) inputs; the Formula's params
+    are the symbols left free.
     """
+    if eigenvalues is not None or not isinstance(cov, str):
+        return _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scales)
+    if scales is not None:
+        if cov != "matched" or alpha is not None:
+            raise ValueError("scales apply to cov 'matched' (instead of alpha)")
+        tree = TreePrior(check_int(depth, "depth", minimum=1), scales=scales)
+        return _custom_gaussian_loss(dim, budget, tau, GaussianPrior.matched(tree), None, None, None, None,
+                                     what=f"matched Gaussian of {tree!r}")
     cov = check_covariance(cov)
     B = check_int(budget, "budget", minimum=0)
     t = _symbols.tau if tau is None else check_tau(tau)
     a = None if alpha is None else to_exact(alpha, "alpha")
     return _gaussian_loss(None if dim is None else check_int(dim, "dim", minimum=1), B, t, cov,
                           None if depth is None else check_int(depth, "depth", minimum=1), a)
+
+
+def _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scales, what=None) -> Formula:
+    """``gaussian_loss`` of a covariance given as a prior, a matrix or its eigenvalues (water-filling)."""
+    if depth is not None or alpha is not None or scales is not None:
+        raise ValueError("depth, alpha and scales apply only to cov 'matched'")
+    if eigenvalues is not None:
+        if not isinstance(cov, str) or cov != "isotropic":
+            raise ValueError("give the covariance (cov) or its eigenvalues, not both")
+        if isinstance(eigenvalues, (str, bytes)) or not hasattr(eigenvalues, "__iter__"):
+            raise ValueError(f"eigenvalues must be a sequence of numbers >= 0, got {eigenvalues!r:.60}")
+        values = tuple(to_exact(v, "eigenvalue") for v in eigenvalues)
+        if not values:
+            raise ValueError("eigenvalues must not be empty")
+        for v in values:
+            if v.is_number and v < 0:
+                raise ValueError(f"eigenvalues must be >= 0 (C is a covariance), got {v}")
+        what = what or f"covariance of eigenvalues {', '.join(map(str, values))}"
+    else:
+        prior = cov if isinstance(cov, GaussianPrior) else GaussianPrior(cov)
+        values = prior.eigenvalues
+        what = what or f"the given {prior.dim} x {prior.dim} covariance"
+    if dim is not None and check_int(dim, "dim", minimum=1) != len(values):
+        raise ValueError(f"dim must equal the covariance's dimension {len(values)}, got {dim}")
+    B = check_int(budget, "budget", minimum=0)
+    t = _symbols.tau if tau is None else check_tau(tau)
+    expr = water_filling(list(values), B, t).loss
+    params = tuple(s for s in (_symbols.alpha, _symbols.tau) if s in expr.free_symbols)
+    return Formula("gaussian_loss", expr, params, f"THEORY.md section 5: water-filling, {what}")
 
 
 @cache

@@ -12,7 +12,7 @@ from functools import cached_property
 import sympy as sp
 
 from . import _symbols
-from ._validate import check_alpha, check_int, to_exact
+from ._validate import _short, check_alpha, check_int, to_exact
 
 MAX_DEPTH = 30
 MAX_GAUSSIAN_DIM = 1023  # a sympy D x D covariance: D = 1023 (the matched Gaussian at depth 10) takes seconds
@@ -37,9 +37,9 @@ class TreePrior:
         self.depth = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
         if scales is not None:
             if alpha is not _symbols.alpha:
-                raise ValueError(f"give alpha or scales, not both (got alpha={alpha!r} and scales)")
+                raise ValueError(f"give alpha or scales, not both (got alpha={_short(alpha)} and scales)")
             if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
-                raise ValueError(f"scales must be a sequence of {self.depth} numbers, got {scales!r}")
+                raise ValueError(f"scales must be a sequence of {self.depth} numbers, got {_short(scales)}")
             scales = tuple(to_exact(a, "scales") for a in scales)
             if len(scales) != self.depth:
                 raise ValueError(f"scales must have depth={self.depth} entries, got {len(scales)}")
@@ -47,7 +47,8 @@ class TreePrior:
                 if a.is_number and not a > 0:
                     raise ValueError(f"scales must be > 0, got a_{i + 1} = {a}")
             for i in range(self.depth - 1):
-                if (scales[i] - scales[i + 1]).is_number and scales[i] < scales[i + 1]:
+                gap = scales[i] - scales[i + 1]
+                if gap.is_number and gap.is_real and gap < 0:
                     raise ValueError(
                         f"scales must be non-increasing, got a_{i + 1} = {scales[i]} < a_{i + 2} = {scales[i + 1]}"
                     )
@@ -242,7 +243,7 @@ def _matrix(cov) -> sp.Matrix:
     if isinstance(cov, sp.MatrixBase):
         return sp.Matrix(cov)
     if isinstance(cov, (str, bytes)) or not hasattr(cov, "__len__"):
-        raise ValueError(f"covariance must be a square matrix of numbers, got {type(cov).__name__} {cov!r:.60}")
+        raise ValueError(f"covariance must be a square matrix of numbers, got {type(cov).__name__} {_short(cov)}")
     shape = getattr(cov, "shape", None)
     if shape is not None and len(shape) == 2 and max(shape) > MAX_GAUSSIAN_DIM:
         raise ValueError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got shape {tuple(shape)}")

@@ -19,8 +19,8 @@ from fractions import Fraction
 import sympy as sp
 
 from . import _symbols, bellman
-from ._formula import Formula
-from ._validate import check_alpha, check_choice, check_int
+from ._formula import Formula, IsPowerOfTwo
+from ._validate import _short, check_alpha, check_choice, check_int
 from .bellman import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
@@ -74,15 +74,17 @@ def path_loss() -> Formula:
 
 @functools.cache
 def top_levels_loss() -> Formula:
-    """Noiseless loss of the ``top_levels`` design with ``B = 2^j - 1`` (every node of levels ``1..j``).
+    """Noiseless loss of the ``top_levels`` design of budget ``B = 2^j - 1`` (every node of levels ``1..j``).
 
     Reading every node of the top ``j`` levels reveals ``s_1 .. s_j``; the belief is then uniform over
-    a subtree at level ``j + 1``.
+    a subtree at level ``j + 1``: the loss is ``sum_{k > j} alpha^(k-1)``, written in the budget with
+    ``j = log2(B + 1)``, so ``(B + 1)^(log2 alpha)`` shows the power law. Valid where ``B + 1`` is a
+    power of 2 and ``B <= 2^K - 1``; other budgets: ``tree_loss(K, B, "top_levels")`` (exact, any ``B``).
     """
-    expr = _residual_loss(_j + 1)
-    return Formula("top_levels_loss", expr, (_alpha, _K, _j), SOURCE + " (top-levels design)",
-                   doc="noiseless loss of the top-levels design with B = 2^j - 1, valid for j <= K",
-                   constraints=(sp.Le(_j, _K),))
+    expr = _residual_loss(_j + 1).subs(_j, sp.log(_B + 1, 2))
+    return Formula("top_levels_loss", expr, (_alpha, _K, _B), SOURCE + " (top-levels design)",
+                   doc="noiseless loss of the top-levels design with B = 2^j - 1 (j full levels), valid for B < 2^K",
+                   constraints=(IsPowerOfTwo(_B + 1), sp.Le(_B + 1, 2**_K)))
 
 
 def _limit_infinite_depth(expr, c):
@@ -101,12 +103,11 @@ def path_loss_rate() -> Formula:
 
 @functools.cache
 def top_levels_rate() -> Formula:
-    """Scaling law of top_levels: ``lim_{K -> oo}`` of its loss with ``j = log2(B + 1)``, i.e.
-    ``(B + 1)^(log2 alpha) / (1 - alpha)`` (a power law in B)."""
+    """Scaling law of top_levels: ``lim_{K -> oo}`` of its loss, ``(B + 1)^(log2 alpha) / (1 - alpha)``
+    (a power law in B; at ``B = 2^j - 1`` it is ``alpha^j / (1 - alpha)``)."""
     c = sp.Symbol("c", positive=True)
-    limit = _limit_infinite_depth(top_levels_loss().expr, c)
-    expr = sp.simplify(limit.subs(_j, sp.log(_B + 1) / sp.log(2)).subs(c, -sp.log(_alpha)))
-    return Formula("top_levels_rate", expr, (_alpha, _B), SOURCE + " (K -> oo limit, j = log2(B + 1))",
+    expr = sp.simplify(_limit_infinite_depth(top_levels_loss().expr, c).subs(c, -sp.log(_alpha)))
+    return Formula("top_levels_rate", expr, (_alpha, _B), SOURCE + " (K -> oo limit of top_levels_loss)",
                    doc="infinite-depth top-levels loss; log(loss)/log(B) -> log2(alpha): a power law")
 
 
@@ -131,7 +132,7 @@ def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
     except TypeError:
-        raise ValueError(f"nodes must be a list of heap node numbers, got {nodes!r}") from None
+        raise ValueError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
     return tuple(prior.check_node(n) for n in nodes)
 
 
@@ -310,7 +311,7 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
     if strategy == "top_levels":
         j = (budget + 1).bit_length() - 1
         if prior.alpha is not None and budget == 2**j - 1:
-            expr = top_levels_loss().expr.subs({_K: depth, _j: j, _alpha: prior.alpha})
+            expr = _residual_loss(_j + 1).subs({_K: depth, _j: j, _alpha: prior.alpha})
         else:
             expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
         return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")

@@ -14,7 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
-DEEP = ("fvsym", "fvnum", "fvnum._kernels")  # packages whose function-level imports must not form circles either
+# Packages whose function-level imports must not form circles either. bridges still has one, outside the engine
+# and the sweep: reproduce <-> scaling (reproduce imports scaling's rows, scaling imports reproduce.run_cell_config),
+# and scaling -> commands (train_command_line) closes commands -> {cost, reproduce, scaling} -> commands. The check
+# runs on bridges as a strict xfail, so it fails (XPASS) the day that circle is gone and this mark must go.
+DEEP = ("fvsym", "fvnum", "fvnum._kernels", pytest.param("bridges", marks=pytest.mark.xfail(
+    strict=True, reason="known circle: reproduce <-> scaling, and scaling -> commands.train_command_line")))
+# Modules of bridges that must stay out of every circle, deferred imports included.
+OUT_OF_CIRCLES = ("engine", "sweep", "cli", "store", "progress", "config")
 
 
 def _modules(pkg: str) -> dict[str, Path]:
@@ -127,6 +134,49 @@ def test_no_import_circle_at_module_level(pkg):
 @pytest.mark.parametrize("pkg", DEEP)
 def test_no_import_circle_even_through_deferred_imports(pkg):
     assert find_cycle(import_graph(pkg, deep=True)) is None
+
+
+def in_cycles(graph: dict[str, set[str]]) -> set[str]:
+    """The modules of ``graph`` that lie on some cycle (reachable again from one of their own imports)."""
+    def reach(start):
+        seen, todo = set(), list(graph[start])
+        while todo:
+            v = todo.pop()
+            if v not in seen:
+                seen.add(v)
+                todo.extend(graph[v])
+        return seen
+
+    return {v for v in graph if v in reach(v)}
+
+
+def test_in_cycles_finds_every_module_on_a_cycle():
+    assert in_cycles({"a": {"b"}, "b": {"a", "c"}, "c": set(), "d": {"a"}}) == {"a", "b"}
+    assert in_cycles({"a": {"b"}, "b": set()}) == set()
+
+
+def test_engine_sweep_and_cli_lie_on_no_circle_even_through_deferred_imports():
+    graph = import_graph("bridges", deep=True)
+    assert set(OUT_OF_CIRCLES) <= set(graph)
+    assert not in_cycles(graph) & set(OUT_OF_CIRCLES), sorted(in_cycles(graph))
+
+
+def test_the_engine_holds_no_command_line_code():
+    """``bridges.engine`` (cells, clusters, deadlines) imports neither the CLI modules nor argparse, so the
+    studies that use it (sweep, reproduce, scaling) do not pull the command line in with it."""
+    path = ROOT / "bridges" / "engine.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ("bridges." if node.level else "") + (node.module or "")
+            names.update([base] if node.module else [f"bridges.{a.name}" for a in node.names])
+    assert not names & {"argparse", "bridges.cli", "bridges.commands", "bridges.sweep", "fvnum.cli", "fvsym.cli"}, names
+    proc = subprocess.run([sys.executable, "-c", "import sys, bridges.engine; print(sorted(m for m in sys.modules "
+                           "if m in ('argparse', 'bridges.cli', 'bridges.commands', 'bridges.sweep')))"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
 
 FRESH = """

@@ -1,9 +1,16 @@
 """Trained models beside the theory (bridges.compare): a trained Model C against the exact linear
 theory, the theory rows, the learned routing of a hand-built model, and the prediction checks."""
+import json
+import math
+from pathlib import Path
+
 import pytest
 import torch
 
-from bridges.compare import gaussian_optimum, learned_routing, prediction_checks, theory_losses, to_markdown
+from bridges.compare import (
+    AUDIT_SAMPLES, compare, gaussian_optimum, learned_routing, prediction_checks, seed_summary, summary_markdown,
+    theory_losses, to_markdown,
+)
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.models import lmmse, path_model, top_levels_design
 from bridges.train import train
@@ -101,4 +108,106 @@ def test_prediction_checks_follow_the_stated_thresholds():
                       "trained": {"loss": 0.06, "stderr": 0.01, "steps": 1, "wall_s": 1.0},
                       "theory": [{"name": "path", "value": 0.1, "stderr": 0.0, "how": "exact", "what": "adaptive"}]})
     assert "**0.0600**" in md and "| path (adaptive) | 0.1000 |" in md
-    assert md.rstrip().endswith("| exact | tokens |")  # a stored row without a channel is the models' channel
+    # a stored row without a channel is the models' channel; without a role, fvnum.theory describes it
+    assert md.rstrip().endswith("| exact | reference | coordinate | linear | tokens |")
+
+
+GRID = Path(__file__).resolve().parents[2] / "docs" / "grid" / "table.json"
+
+
+def _grid_cells():
+    from fvnum.theory import describe_rows
+
+    runs = json.loads(GRID.read_text())["runs"]
+    return [(t, describe_rows(t["theory"])) for t in runs]
+
+
+def test_no_trained_model_of_the_grid_beats_a_row_called_a_bound_or_an_optimum():
+    """Over the grid's trained cells (docs/grid/table.json): a trained model does not beat, by more than 2 SE
+    + 1%, a row that is a lower bound proven for it or that is called an optimum and names it; every model
+    has exactly one prediction row. The check has teeth: the noiseless coordinate optimum, were it called a
+    bound for Model A, would be beaten by far."""
+    checked = 0
+    for t, rows in _grid_cells():
+        model, trained = t["model"], t["trained"]
+        assert sum(r["role"] == "prediction" and model in r["models"] for r in rows) == 1
+        for r in rows:
+            called = r["role"] == "lower_bound" or "optim" in r["name"]
+            if not (called and model in r["models"]):
+                continue
+            slack = 2 * math.hypot(trained["stderr"], r.get("stderr") or 0.0) + 0.01 * r["value"]
+            assert trained["loss"] >= r["value"] - slack, (t["key"], r["name"], trained["loss"], r["value"])
+            checked += 1
+    assert checked >= 5  # Model C against the best linear loss in every cell
+    a = next(t for t, _ in _grid_cells() if (t["model"], t["prior"], t["depth"]) == ("A", "tree", 4))
+    lower = next(r for r in a["theory"] if r["name"] == "optimum_lower")
+    assert a["trained"]["loss"] < lower["value"] / 10  # why optimum_lower names no model
+
+
+def test_seed_summary_aggregates_seeds_beside_the_prediction():
+    tables = [t for t, _ in _grid_cells()]
+    summary = {(r["prior"], r["depth"], r["budget"], r["model"]): r for r in seed_summary(tables)}
+    b = summary[("tree", 6, 4, "B")]
+    losses = [t["trained"]["loss"] for t in tables if (t["prior"], t["depth"], t["model"]) == ("tree", 6, "B")]
+    assert b["n_seeds"] == 2 and b["mean"] == pytest.approx(sum(losses) / 2)
+    assert b["spread"] == pytest.approx(abs(losses[0] - losses[1]) / math.sqrt(2))
+    assert b["prediction"] == "best_nonadaptive_unit" and b["ratio"] == pytest.approx(b["mean"] / b["prediction_value"])
+    # stored tables named the water-filling row optimal_mc: read under its name, it is no optimum under tokens
+    assert summary[("gaussian", 4, 3, "A")]["prediction"] == "water_filling_mc"
+    assert summary[("tree", 4, 3, "C")]["prediction"] == "top_levels_linear"
+    md = summary_markdown(seed_summary(tables))
+    assert "| tree | 6 | 4 | B | " in md and "(2) | best_nonadaptive_unit" in md
+
+
+def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
+    data = DataConfig(prior="tree", depth=2, alpha=0.5, n_tokens=64)
+    cfg = RunConfig(data, ModelConfig(model="B", budget=2),
+                    TrainConfig(steps=3, warmup=1, eval_every=3, eval_batches=1))
+    result = train(cfg, progress=False)
+    theory = theory_losses(data, 2, samples=500, search_samples=100)
+    table = compare(result, theory=theory)
+    assert table["audit"]["model"] == "B" and table["audit"]["bayes_on_readings"]["n"] == AUDIT_SAMPLES
+    assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])
+    md = to_markdown(table)
+    assert "Audit of its readings: Bayes on them" in md and "Trained / prediction" in md
+
+
+def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
+    """fv mc: optimal_nonadaptive_unit / _coordinate; the old spelling works with a note naming its class;
+    fv derive: optimal_nonadaptive_coordinate is its (only) class."""
+    from bridges.cli import main
+
+    mc = ["mc", "--depth", "3", "--budget", "2", "--tau", "0.3", "--samples", "500", "--format", "json"]
+    assert main([*mc, "--strategy", "optimal_nonadaptive_unit"]) == 0
+    unit = json.loads(capsys.readouterr().out)
+    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == unit and (unit["strategy"], unit["measurement"]) == ("optimal_nonadaptive_unit", "unit")
+    assert "note: --strategy optimal_nonadaptive here is the unit class" in out.err
+    assert main([*mc, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
+    assert json.loads(capsys.readouterr().out)["measurement"] == "coordinate"
+    assert main([*mc, "--strategy", "optimal_nonadaptive_unit", "--measurement", "coordinate"]) == 2
+    assert "contradicts" in capsys.readouterr().err
+    derive = ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--alpha", "1/2", "--format", "json"]
+    assert main([*derive, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 0
+    old = json.loads(capsys.readouterr().out)
+    assert new == old and old["inputs"]["measurement"] == "coordinate"
+
+
+def test_fv_bounds_says_the_channel_of_its_exact_value(capsys):
+    from bridges.cli import main
+
+    assert main(["bounds", "--depth", "2", "--budget", "1", "--tokens", "64", "--samples", "500"]) == 0
+    assert "exact under the gaussian channel at the same tau (no exact value for tokens" in capsys.readouterr().out
+    assert main(["bounds", "--depth", "2", "--budget", "1", "--tokens", "64", "--samples", "500", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exact_channel"] == "gaussian"
+
+
+def test_the_report_legend_does_not_call_the_noiseless_policy_an_optimum():
+    from bridges.figures import STYLE
+
+    label = STYLE["bellman_noiseless"][0]
+    assert "not the noisy optimum" in label and "Bellman optimum" not in label
+    assert "coordinate class" in STYLE["optimal_nonadaptive"][0]

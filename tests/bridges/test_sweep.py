@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from bridges import sweep
+from bridges import engine, sweep
 from bridges.cli import main
+from bridges.engine import Cell, run_cells
 from bridges.store import RunStore
-from bridges.sweep import Cell, run_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 MC = {"command": "mc", "base": {"depth": 3, "tau": "3/10", "samples": 3000},
@@ -148,7 +148,7 @@ def test_scheduler_that_does_not_answer_is_one_line_and_exit_2_within_seconds(tm
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no Dask scheduler answers at tcp://127.0.0.1:" in err
     # a port that accepts connections but never speaks Dask: refused after CONNECT_TIMEOUT
-    monkeypatch.setattr(sweep, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", 0.5)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
@@ -285,7 +285,7 @@ def test_killed_client_rerun_computes_only_missing_cells(tmp_path):
     marks, out = tmp_path / "marks", tmp_path / "store"
     marks.mkdir()
     script = (
-        "from bridges.store import RunStore; from bridges.sweep import Cell, run_cells\n"
+        "from bridges.store import RunStore; from bridges.engine import Cell, run_cells\n"
         "from tests.bridges.test_sweep import slow_cell\n"
         f"cells = [Cell(f'slow-{{i}}', slow_cell, {{'i': i, 'marks': {str(marks)!r}, 'seconds': 0.4}})\n"
         "         for i in range(8)]\n"

@@ -81,3 +81,63 @@ def test_the_dispatcher_does_not_load_numba():
     code = "import sys, bridges.cli; bridges.cli.build_parser(); print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# --- CLI parity and one channel vocabulary (issue 20 item 3) ------------------------------------------------
+def test_mc_and_bounds_take_scales_and_the_n_tokens_alias(capsys):
+    scales = ["1", "7/10", "1/2", "7/20"]
+    code, out, _ = run(capsys, "mc", "--prior", "tree", "--scales", ",".join(scales), "--budget", "3", "--tau", "0.3",
+                       "--samples", "3000", "--seed", "7", "--format", "json")
+    assert code == 0
+    record = json.loads(out)
+    est = loss_mc(TreePrior(4, scales=scales), "path", 3, tau=0.3, samples=3000, seed=7)
+    assert record["value"] == est.value and record["scales"] == scales and record["alpha"] is None
+    a = json.loads(run(capsys, *BASE, "--tokens", "64", "--format", "json")[1])
+    b = json.loads(run(capsys, *BASE, "--n-tokens", "64", "--format", "json")[1])
+    assert a == b and a["tokens"] == 64
+    code, out, _ = run(capsys, "bounds", "--scales", "1,1/2", "--budget", "1", "--tau", "0.3", "--samples", "500",
+                       "--format", "json")
+    assert code == 0 and json.loads(out)["scales"] == ["1", "1/2"]
+    code, _, err = run(capsys, "mc", "--scales", "1,1/2", "--alpha", "0.5", "--budget", "1", "--tau", "0.3")
+    assert code == 2 and "not both" in err
+
+
+def test_mc_of_a_covariance_from_a_file_or_eigenvalues_matches_water_filling(capsys, tmp_path):
+    import sympy as sp
+
+    from fvsym.gaussian import water_filling
+
+    exact = float(water_filling([sp.Rational(3, 2), sp.Rational(1, 2)], 1, sp.Rational(1, 2)).loss)
+    (tmp_path / "c.csv").write_text("1 0.5\n0.5 1\n")
+    for source in (["--cov", str(tmp_path / "c.csv")], ["--eigenvalues", "3/2,1/2"]):
+        code, out, err = run(capsys, "mc", "--prior", "gaussian", *source, "--budget", "1", "--strategy", "optimal",
+                             "--tau", "1/2", "--samples", "20000", "--seed", "3", "--format", "json")
+        assert code == 0, err
+        r = json.loads(out)
+        assert abs(r["value"] - exact) < 5 * r["stderr"]  # Monte Carlo vs the exact water-filling optimum
+    code, _, err = run(capsys, "mc", "--prior", "gaussian", "--eigenvalues", "1,1", "--scales", "1,1/2", "--budget", "1",
+                       "--tau", "0.3")
+    assert code == 2 and "given covariance" in err
+
+
+def test_one_channel_vocabulary_across_the_python_api():
+    import fvnum
+    from fvnum.channels import make_channel
+    from fvnum.theory import comparison_table
+
+    prior = TreePrior(3, "1/2")
+    kw = dict(samples=1000, seed=0, threads=1)
+    a = fvnum.loss_mc(prior, "path", 2, n_tokens=64, **kw)
+    assert a == fvnum.loss_mc(prior, "path", 2, tokens=64, **kw)
+    assert a == fvnum.loss_mc(prior, "path", 2, channel=make_channel(prior, n_tokens=64), **kw)
+    assert fvnum.bounds(prior, 2, n_tokens=64, exact=False, **kw).upper == \
+        fvnum.bounds(prior, 2, channel=make_channel(prior, tokens=64), exact=False, **kw).upper
+    assert fvnum.patching_table(prior, 2, n_tokens=64, samples=300, seed=0).unpatched == \
+        fvnum.patching_table(prior, 2, tokens=64, samples=300, seed=0).unpatched
+    small = dict(samples=300, seed=0, search_samples=100, dense=False)
+    by_kw = comparison_table(prior, 2, tau=0.2, **small)
+    assert by_kw.to_dict() == comparison_table(prior, 2, make_channel(prior, tau=0.2), **small).to_dict()
+    with pytest.raises(ValueError, match="n_tokens and tokens name the same N"):
+        fvnum.loss_mc(prior, "path", 2, n_tokens=64, tokens=32, samples=10)
+    with pytest.raises(ValueError, match="give channel or tau / n_tokens, not both"):
+        fvnum.loss_mc(prior, "path", 2, tau=0.1, channel=make_channel(prior, tau=0.2), samples=10)

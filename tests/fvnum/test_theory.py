@@ -8,8 +8,8 @@ import sympy as sp
 
 from fvnum.channels import Channel, effective_tau2, make_channel, token_statistics
 from fvnum.theory import (
-    ComparisonTable, TheoryRow, best_linear_loss, comparison_table, gaussian_optimum, lmmse, prior_covariance,
-    top_levels_rows,
+    MODELS, ComparisonTable, TheoryRow, best_linear_loss, comparison_table, describe_rows, gaussian_optimum, lmmse,
+    prediction_row, prior_covariance, top_levels_rows,
 )
 from fvsym.gaussian import water_filling
 from fvsym.priors import GaussianPrior, TreePrior
@@ -136,8 +136,77 @@ def test_comparison_table_rows_carry_their_channel_and_are_reproducible():
 def test_comparison_table_of_a_gaussian_prior():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
     table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=2000, seed=0)
-    assert table.names == ("optimal_mc", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum")
+    assert table.names == ("water_filling_mc", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum")
     assert table.optimum_bracket is None
-    mc = table.row("optimal_mc")
+    assert table.prediction("A").name == table.prediction("B").name == "water_filling_mc"
+    mc = table.row("water_filling_mc")
     # the water-filling design decoded by its posterior mean: within 5 SE of, or below, the linear theory
     assert mc.value <= table.row("best_linear_nonadaptive").value + 5 * mc.stderr
+
+
+def test_rows_say_what_they_are_beside_the_models():
+    """Every row has a role, the models it predicts or bounds, a class and a key family; each model has exactly
+    one prediction row; the only bound proven for a trained model is the linear one for Model C, and the
+    noiseless optimum bounds no model (the MLP keys of A and B are not linear keys)."""
+    prior = TreePrior(3, "1/2")
+    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=1000, seed=0, search_samples=200)
+    for model in MODELS:
+        assert [r.name for r in table if r.role == "prediction" and model in r.models] == [table.prediction(model).name]
+    assert (table.prediction("A").name, table.prediction("B").name, table.prediction("C").name) == (
+        "best_adaptive", "best_nonadaptive_unit", "top_levels_linear")
+    rows = {r.name: r for r in table}
+    assert rows["optimum_lower"].role == "lower_bound" and rows["optimum_lower"].models == ()
+    assert rows["optimum_lower"].measurement_class == "coordinate" and "not a bound for Models A, B" in rows[
+        "optimum_lower"].what
+    assert rows["best_linear_nonadaptive"].bounds_below("C") and not rows["best_linear_nonadaptive"].bounds_below("A")
+    assert rows["best_nonadaptive_unit"].measurement_class == "unit"
+    assert rows["best_adaptive"].measurement_class == ("unit" if rows["best_adaptive"].policy == "greedy_dense"
+                                                       else "coordinate")
+    assert {r.keys for r in table} == {"linear"}
+    d = table.to_dict()["rows"]
+    assert all({"role", "models", "class", "keys", "channel"} <= set(r) for r in d)
+    # a table stored before rows said what they are is described the same way
+    bare = [{k: v for k, v in r.items() if k not in ("role", "models", "class", "keys")} for r in d]
+    assert describe_rows(bare) == d
+
+
+def test_keyed_rows_become_the_predictions_of_a_and_b():
+    names = ["path", "best_adaptive", "best_nonadaptive_unit", "best_adaptive_keyed", "best_nonadaptive_keyed",
+             "top_levels_linear"]
+    assert [prediction_row(m, names) for m in MODELS] == ["best_adaptive_keyed", "best_nonadaptive_keyed",
+                                                           "top_levels_linear"]
+    rows = describe_rows([{"name": n, "value": 0.1} for n in names])
+    assert {r["name"]: r["role"] for r in rows}["best_adaptive"] == "upper_bound"
+    with pytest.raises(ValueError, match="model must be one of A, B, C"):
+        prediction_row("D", names)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(role="bound"), "row role"), (dict(measurement_class="dense"), "row class"),
+                                        (dict(role="prediction"), "names the models"), (dict(models=("Z",)), "row models"),
+                                        (dict(keys=""), "row keys")])
+def test_bad_row_descriptions_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        TheoryRow.exact("x", 1.0, "x", "tokens", **bad)
+
+
+def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
+    """The wiring of fvnum.keyed's rows (a stand-in module here: the numbers are fvnum.keyed's to test)."""
+    import sys
+    import types
+
+    from fvnum.estimate import Estimate
+
+    def found(value):
+        return lambda prior, budget, family, **kw: types.SimpleNamespace(
+            estimate=Estimate(value, 0.001, kw["samples"]), what="searched", family=family)
+
+    fake = types.ModuleType("fvnum.keyed")
+    fake.best_nonadaptive_keyed, fake.best_adaptive_keyed = found(0.3), found(0.2)
+    monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
+    prior = TreePrior(2, "1/2")
+    table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,
+                             keyed="weighted")
+    assert table.prediction("A").name == "best_adaptive_keyed" and table.prediction("B").name == "best_nonadaptive_keyed"
+    assert table.prediction("B").keys == "weighted" and table.row("best_adaptive").role == "upper_bound"
+    with pytest.raises(ValueError, match="tokens channel"):
+        comparison_table(prior, 1, make_channel(prior, tau=0.1), samples=500, search_samples=100, keyed="weighted")

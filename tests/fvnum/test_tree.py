@@ -37,7 +37,7 @@ def test_path_noiseless_matches_fvsym(depth, budget):
 def test_top_levels_noiseless_matches_fvsym(depth, levels):
     prior = TreePrior(depth, ALPHA)
     est = loss_mc(prior, "top_levels", 2**levels - 1, tau=0, samples=5000, seed=2)
-    within5(est, ftree.top_levels_loss().exact(alpha=ALPHA, K=depth, j=levels))
+    within5(est, ftree.top_levels_loss().exact(alpha=ALPHA, K=depth, B=2**levels - 1))
 
 
 @given(st.lists(st.integers(1, 15), min_size=1, max_size=5))

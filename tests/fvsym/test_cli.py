@@ -128,7 +128,9 @@ def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):
 def test_derive_bellman_prints_the_recursion(capsys):
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "|S_0| = 8" and lines[1].startswith("J_2(S) = ") and lines[-1] == "optimal_loss = J_0(S_0)"
+    assert lines[0] == "|S_0| = 8" and lines[1].startswith("J_2(S) = ") and lines[4] == "optimal_loss = J_0(S_0)"
+    # every set the equations use is defined after them (issue 20: N_1(S) was used undefined)
+    assert lines[5].startswith("where N_1(S): the single nodes W") and any(l.startswith("where S_W^r:") for l in lines)
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--format", "latex"]) == 0
     assert capsys.readouterr().out.startswith("\\begin{aligned}")
     record = run_json(capsys, ["derive", "bellman", "--depth", "3", "--layers", "2", "--alpha", "1/3", "--unroll"])
@@ -136,3 +138,106 @@ def test_derive_bellman_prints_the_recursion(capsys):
     assert sp.sympify(record["unrolled"]) == sp.Rational(record["solve_loss"])
     assert main(["derive", "bellman", "--depth", "3", "--layers", "2", "--width", "5"]) == 2
     assert "width" in capsys.readouterr().err
+
+
+def test_derive_bellman_prints_the_noisy_recursion_for_small_trees(capsys):
+    from fvsym import TreePrior, bellman
+
+    assert main(["derive", "bellman", "--depth", "2", "--layers", "2", "--tau", "1/5", "--alpha", "1/2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("U(b) = Sum(b[m]*||") and "V_2(b) = min_{n in {1..3}}(Integral(V_1(b*p_n(phi)), (phi, -oo, oo)))" in lines
+    assert "optimal_loss = V_2(b_0)" in lines and "theta[3] = (-1, 0, sqrt(2)/2)" in lines
+    record = run_json(capsys, ["derive", "bellman", "--depth", "2", "--layers", "1", "--tau", "0.2"])
+    assert record["name"] == "noisy_bellman_recursion" and record["inputs"]["tau"] == "0.2"
+    assert any(w["symbol"] == "b_0" for w in record["where"])
+    eqs = bellman.recursion(TreePrior(2, "1/2"), 1, 1, tau="1/5")
+    likelihood = eqs[2].rhs  # p(n, m, phi): the gaussian density of tau = 1/5
+    phi, th = sp.Symbol("phi", real=True), sp.IndexedBase("theta")[sp.Symbol("m", integer=True, positive=True), sp.Symbol("n")]
+    assert sp.simplify(sp.integrate(likelihood.subs(th, 0), (phi, -sp.oo, sp.oo))) == 1
+    for argv, message in ((["--depth", "4", "--layers", "2", "--tau", "0.2"], "depth must be <= 3"),
+                          (["--depth", "2", "--layers", "2", "--width", "2", "--tau", "0.2"], "width 1"),
+                          (["--depth", "2", "--layers", "2", "--tau", "0.2", "--unroll"], "fv bounds"),
+                          (["--depth", "2", "--layers", "2", "--tau", "0"], "tau = 0")):
+        assert main(["derive", "bellman", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_latex_of_a_piecewise_optimum_has_no_plain_text_line(capsys):
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "optimal",
+                 "--format", "latex"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tree_loss_optimal = \\frac{\\alpha^{2}}{4}"
+    assert out[1] == "\\begin{cases}" and out[-1] == "\\end{cases}" and not any(l.startswith("piece") for l in out)
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "optimal", "--alpha", "1/2",
+                 "--policy", "--format", "latex"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tree_loss_optimal = \\frac{1}{16}" and all(l.startswith("% ") for l in out[1:])
+
+
+# --- CLI parity (issue 20 item 3) -------------------------------------------------------------------------
+def test_derive_fixed_design_equals_the_python_api(capsys):
+    from fvsym import TreePrior
+    from fvsym.tree import coordinate_design_loss
+
+    record = run_json(capsys, ["derive", "tree-loss", "--depth", "5", "--strategy", "fixed", "--design", "4,5,6,15",
+                               "--alpha", "1/2"])
+    assert record["value"] == str(coordinate_design_loss(TreePrior(5, "1/2"), [4, 5, 6, 15])) == "11/64"
+    assert record["inputs"]["design"] == [4, 5, 6, 15] and record["inputs"]["budget"] == 4
+    symbolic = run_json(capsys, ["derive", "tree-loss", "--depth", "3", "--strategy", "fixed", "--design", "1,2,3"])
+    assert symbolic["expr"] == "alpha**2"  # levels 1, 2 read
+    fixed = ["derive", "tree-loss", "--depth", "3", "--strategy", "fixed"]
+    for extra, message in (([], "needs --design"), (["--budget", "3", "--design", "1,2"], "--budget must equal"),
+                           (["--design", "1,99"], "99")):
+        assert main(fixed + extra) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+    assert main(["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--design", "1,2"]) == 2
+    assert "--design applies to --strategy fixed" in capsys.readouterr().err
+
+
+def test_derive_takes_scales_wherever_it_takes_alpha(capsys):
+    from fvsym import TreePrior, bellman
+    from fvsym.tree import tree_loss
+
+    scales = ["1", "1/2", "1/3"]
+    record = run_json(capsys, ["derive", "tree-loss", "--scales", ",".join(scales), "--budget", "2", "--strategy", "optimal"])
+    assert sp.Rational(record["value"]) == tree_loss(3, 2, "optimal", scales=scales).expr == sp.Rational(1, 36)
+    assert record["inputs"]["scales"] == scales and record["inputs"]["depth"] == 3
+    path = run_json(capsys, ["derive", "tree-loss", "--scales", "1,1/2,1/3", "--budget", "2", "--strategy", "path"])
+    assert path["value"] == "1/9"  # the unread level: a_3^2
+    unrolled = run_json(capsys, ["derive", "bellman", "--scales", "1,1/2,1/3", "--layers", "2", "--unroll"])
+    assert unrolled["unrolled_value"] == unrolled["solve_loss"] == str(bellman.solve(TreePrior(3, scales=scales), 2, 1).loss)
+    matched = run_json(capsys, ["derive", "gaussian-loss", "--cov", "matched", "--scales", "1,1/2", "--budget", "2",
+                                "--tau", "1/2"])
+    same = run_json(capsys, ["derive", "gaussian-loss", "--cov", "matched", "--depth", "2", "--alpha", "1/4",
+                             "--budget", "2", "--tau", "1/2"])  # a_2 = alpha^(1/2) = 1/2
+    assert matched["value"] == same["value"]
+    assert main(["derive", "tree-loss", "--depth", "4", "--scales", "1,1/2", "--budget", "1", "--strategy", "path"]) == 2
+    assert "--scales needs depth = 4 entries" in capsys.readouterr().err
+    assert main(["derive", "tree-loss", "--alpha", "1/2", "--scales", "1,1/2", "--budget", "1", "--strategy", "path"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_gaussian_loss_of_any_covariance_from_a_file_or_its_eigenvalues(capsys, tmp_path):
+    import numpy as np
+
+    from fvsym.gaussian import water_filling
+
+    exact = water_filling([sp.Integer(1), sp.Rational(1, 2), sp.Rational(1, 4)], 2, sp.Rational(1, 2)).loss
+    by_eigen = run_json(capsys, ["derive", "gaussian-loss", "--budget", "2", "--tau", "1/2", "--eigenvalues", "1,1/2,1/4"])
+    assert sp.Rational(by_eigen["value"]) == exact
+    np.save(tmp_path / "c.npy", np.diag([1.0, 0.5, 0.25]))
+    by_npy = run_json(capsys, ["derive", "gaussian-loss", "--budget", "2", "--tau", "1/2", "--cov", str(tmp_path / "c.npy")])
+    assert sp.Rational(by_npy["value"]) == exact
+    # a rotated covariance: the loss depends on the spectrum only (eigenvalues 3/2 and 1/2)
+    (tmp_path / "c.csv").write_text("# a 2 x 2 covariance\n1, 1/2\n1/2, 1\n")
+    by_csv = run_json(capsys, ["derive", "gaussian-loss", "--budget", "1", "--tau", "1/2", "--cov", str(tmp_path / "c.csv")])
+    assert sp.Rational(by_csv["value"]) == water_filling([sp.Rational(3, 2), sp.Rational(1, 2)], 1, sp.Rational(1, 2)).loss
+    (tmp_path / "bad.csv").write_text("1, x\n")
+    for cov, message in ((str(tmp_path / "nope.csv"), "no such covariance file"), (str(tmp_path / "bad.csv"), "line 1")):
+        assert main(["derive", "gaussian-loss", "--budget", "1", "--cov", cov]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+    assert main(["derive", "gaussian-loss", "--budget", "1", "--eigenvalues", "1,-1"]) == 2
+    assert "eigenvalues must be >= 0" in capsys.readouterr().err

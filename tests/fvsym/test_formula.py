@@ -45,7 +45,7 @@ def test_latex_views():
     assert f.latex == sp.latex(f.expr)
     assert "\\tau" in f.latex
     r = f._repr_latex_()
-    assert r.startswith("$") and r.endswith("$") and "isotropic_loss" in r and f.latex in r
+    assert r.startswith("$") and r.endswith("$") and "\\mathrm{isotropic\\_loss}" in r and f.latex in r
     assert str(f).startswith("isotropic_loss = ")
 
 
@@ -83,3 +83,83 @@ def test_formula_is_frozen_and_comparable():
     with pytest.raises(AttributeError):
         f.name = "other"
     assert math.isclose(f(0.5), (1 - 0.5**3) / (1 - 0.5))
+
+
+# --- REPL behaviour (issue 20 item 2) ------------------------------------------------------------------
+def test_subs_by_name_returns_a_formula_although_symbols_carry_assumptions():
+    from fvsym.tree import path_loss
+
+    f = path_loss()
+    assert f.expr.subs(sp.Symbol("K"), 6) == f.expr  # the plain Symbol("K") is another symbol: the trap
+    g = f.subs(K=6)
+    assert isinstance(g, Formula) and g.params == (S.alpha, S.budget)
+    assert g.exact(alpha="1/2", B=2) == f.exact(alpha="1/2", K=6, B=2) == sp.Rational(15, 32)
+    assert f.symbols["K"] is S.depth and f.symbols["K"].is_integer
+    assert f.expr.subs(f.symbols["K"], 6) == g.expr
+
+
+def test_missing_parameters_are_named_in_one_line():
+    from fvsym.tree import path_loss, top_levels_loss
+
+    with pytest.raises(ValueError, match=r"^path_loss needs B \(its parameters: alpha, K, B\)$"):
+        path_loss()(alpha=0.5, K=4)
+    with pytest.raises(ValueError, match=r"^top_levels_loss needs K, B "):
+        top_levels_loss()(alpha=0.5)
+
+
+def test_series_is_refused_where_the_order_depends_on_a_symbolic_exponent():
+    from fvsym.tree import path_loss
+
+    f = path_loss()
+    assert sp.series(f.expr, S.alpha, 0, 4).removeO() == 0  # sympy's answer, false for B < 4
+    with pytest.raises(ValueError, match=r"depends on the symbolic B, K; fix them first"):
+        f.series("alpha", 0, 4)
+    # with every exponent fixed the series is the exact expansion: alpha^2 + alpha^3 + ... + alpha^5
+    series = f.subs(K=6, B=2).series("alpha", 0, 4)
+    assert series.removeO() == S.alpha**2 + S.alpha**3
+    assert series.getO() == sp.O(S.alpha**4)
+    # at a point where alpha does not vanish a symbolic exponent is harmless: Taylor's theorem holds for all B
+    half = sp.Rational(1, 2)
+    taylor = f.series("alpha", half, 2).removeO()
+    assert sp.simplify(taylor.subs(S.alpha, half) - f.expr.subs(S.alpha, half)) == 0
+    slope = sp.diff(f.expr, S.alpha).subs(S.alpha, half)
+    assert sp.simplify(sp.diff(taylor, S.alpha) - slope) == 0
+
+
+def test_limit_under_the_domain_where_sympy_cannot_assume_alpha_below_one():
+    from fvsym.tree import path_loss
+
+    f = path_loss()
+    with pytest.raises(NotImplementedError):
+        sp.limit(f.expr, S.depth, sp.oo)  # sympy alone: alpha is only known positive
+    assert sp.simplify(f.limit("K", sp.oo) - S.alpha**S.budget / (1 - S.alpha)) == 0
+    assert "f.limit" in Formula.__doc__  # the pointer a REPL user reads in help(f)
+
+
+def test_every_strategy_formula_takes_the_budget():
+    from fvsym import tree
+
+    for derive in (tree.path_loss, tree.top_levels_loss, tree.path_loss_rate, tree.top_levels_rate):
+        assert "B" in derive().symbols
+    top = tree.top_levels_loss()
+    assert top.exact(alpha="1/2", K=4, B=3) == sp.Rational(3, 8)  # levels 1, 2 read: alpha^2 + alpha^3
+    assert top.exact(alpha="1/2", K=4, B=3) == tree.tree_loss(4, 3, "top_levels", alpha="1/2").expr
+    with pytest.raises(ValueError, match=r"needs B \+ 1 in \{1, 2, 4, \.\.\.\}, got B=4"):
+        top.exact(alpha="1/2", K=4, B=4)
+    with pytest.raises(ValueError, match=r"needs B \+ 1 <= 2\*\*K"):
+        top.exact(alpha="1/2", K=2, B=7)
+    values = top(np.array([0.5, 0.5]), 4, np.array([1, 7]))
+    assert values.tolist() == [float(top.exact(alpha="1/2", K=4, B=1)), float(top.exact(alpha="1/2", K=4, B=7))]
+    with pytest.raises(ValueError, match="needs B \\+ 1 in"):
+        top(0.5, 4, np.array([1, 2]))
+
+
+def test_formula_repr_and_to_dict():
+    from fvsym.tree import path_loss
+
+    f = path_loss()
+    r = repr(f)
+    assert r.startswith("<Formula path_loss(alpha, K, B) = ") and "needs B <= K" in r and "THEORY.md" in r
+    d = f.to_dict()
+    assert d["params"] == ["alpha", "K", "B"] and d["constraints"] == ["B <= K"]
+    assert sp.sympify(d["expr"], locals=f.symbols) == f.expr

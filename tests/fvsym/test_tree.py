@@ -107,10 +107,12 @@ def test_sanity_values_of_the_issue():
 
 def test_closed_forms_equal_theory_forms():
     assert sp.simplify(tree.path_loss().expr - alpha**B * (1 - alpha ** (K - B)) / (1 - alpha)) == 0
-    assert sp.simplify(tree.top_levels_loss().expr - alpha**j * (1 - alpha ** (K - j)) / (1 - alpha)) == 0
+    # written in the budget B = 2^j - 1 (every strategy formula takes B)
+    top_j = tree.top_levels_loss().expr.subs(B, 2**j - 1)
+    assert sp.simplify(sp.expand_log(top_j - alpha**j * (1 - alpha ** (K - j)) / (1 - alpha), force=True)) == 0
     assert sp.simplify(tree.second_moment().expr - (1 - alpha**K) / (1 - alpha)) == 0
     assert tree.path_loss().params == (alpha, K, B)
-    assert tree.top_levels_loss().params == (alpha, K, j)
+    assert tree.top_levels_loss().params == (alpha, K, B)
     assert tree.second_moment().params == (alpha, K)
 
 
@@ -159,7 +161,7 @@ def _symbolic_partition_loss(prior: TreePrior, cells):
 def test_top_levels_loss_equals_enumeration_symbolic(depth):
     prior = symbolic_prior(depth)
     for levels in range(depth + 1):
-        closed = tree.top_levels_loss().expr.subs({K: depth, j: levels})
+        closed = tree.top_levels_loss().exact(K=depth, B=2**levels - 1)
         design = tree.top_levels_design(prior, 2**levels - 1)
         assert sp.simplify(closed - tree._enumerate_design_loss(prior, design)) == 0
         assert sp.simplify(closed - tree.coordinate_design_loss(prior, design)) == 0
@@ -262,10 +264,10 @@ def test_coordinate_design_loss_scales_to_depth_8():
     prior = TreePrior(8, "1/2")
     assert tree.coordinate_design_loss(prior, range(1, 256)) == 0
     for levels in range(9):
-        expected = tree.top_levels_loss().exact(alpha="1/2", K=8, j=levels)
+        expected = tree.top_levels_loss().exact(alpha="1/2", K=8, B=2**levels - 1)
         assert tree.coordinate_design_loss(prior, range(1, 2**levels)) == expected
     deep = TreePrior(12, "1/3")
-    assert tree.coordinate_design_loss(deep, range(1, 2**5)) == tree.top_levels_loss().exact(alpha="1/3", K=12, j=5)
+    assert tree.coordinate_design_loss(deep, range(1, 2**5)) == tree.top_levels_loss().exact(alpha="1/3", K=12, B=31)
 
 
 # --- properties of the strategies ----------------------------------------------------------------------
@@ -305,7 +307,7 @@ def test_top_levels_scaling_law():
     assert sp.simplify(rate.expr - (B + 1) ** (sp.log(alpha) / sp.log(2)) / (1 - alpha)) == 0
     c = sp.Symbol("c", positive=True)
     # at B = 2^j - 1 the rate is the K -> oo limit of the top-levels loss
-    limit = sp.limit(tree.top_levels_loss().expr.subs(alpha, sp.exp(-c)), K, sp.oo)
+    limit = sp.limit(tree.top_levels_loss().expr.subs(B, 2**j - 1).subs(alpha, sp.exp(-c)), K, sp.oo)
     at_levels = rate.expr.subs(B, 2**j - 1).subs(alpha, sp.exp(-c))
     assert sp.simplify(limit - at_levels) == 0
     # a power law: doubling B + 1 multiplies the loss by alpha
@@ -325,7 +327,7 @@ def test_path_beats_top_levels_exponentially():
 # --- views of each formula agree ---------------------------------------------------------------------
 VIEW_CASES = [
     (tree.path_loss, (0.37, 7, 3)),
-    (tree.top_levels_loss, (0.61, 9, 4)),
+    (tree.top_levels_loss, (0.61, 9, 15)),  # B = 2^4 - 1
     (tree.second_moment, (0.5, 6)),
     (tree.path_loss_rate, (0.3, 5)),
     (tree.top_levels_rate, (0.7, 6)),

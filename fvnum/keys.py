@@ -1,0 +1,217 @@
+"""The key channel (THEORY.md section 2, corrected in docs/theory.md): the law of the readings
+``phi = (1/N) sum_i y_i f(x_i)`` of a key function ``f`` given each latent, and the Bayes decoder on it.
+
+Tokens ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i`` (``eps_i ~ N(0, s2)``). For ``k`` keys
+``f = (f_1..f_k)`` the readings are a mean of ``N`` i.i.d. vectors ``y_i f(x_i)``, so at the CLT level
+they are jointly Gaussian given ``theta`` with
+
+- mean ``E[y f(x)] = E[(theta.x) f(x)] = (E grad f)^T theta`` (Stein's lemma), and
+- covariance ``(E[((theta.x)^2 + s2) f f^T] - mean mean^T) / N``.
+
+A :class:`ReadingLaw` holds both for each of ``M`` latents. :func:`posterior_mean` is the exact Bayes
+decoder under that law (a finite set of latents with prior weights): readings that are functions of others
+(a repeated row, rows in the span of others) give a singular covariance and carry nothing new; the
+decoder works in the span of the covariances (pseudo-inverse, log-pseudo-determinant).
+
+Key families (each a :class:`KeyFamily` with ``law(thetas, n_tokens=, s2=)``):
+
+- :class:`LinearKeys` ``f(x) = W x``: closed form ``mean = W theta``,
+  ``cov = ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N`` (today's ``tokens`` channel);
+- :class:`LearnedKeys`: any callable, its law by :func:`law_from_key_values` on a fixed token sample.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fvsym._validate import check_int, check_real
+
+MAX_CHUNK = 1 << 22  # entries of the (n_x, M) projection matrix held at once
+
+
+@dataclass(frozen=True)
+class ReadingLaw:
+    """Law of the stacked readings ``phi`` (``k`` values) given each of ``M`` latents (CLT level):
+    ``mean`` (M, k) ``E[phi | theta_m]`` and ``cov`` (M, k, k) ``Cov[phi | theta_m]`` (already divided by N).
+    A law per sample (adaptive rows) has ``mean`` (n, M, k) and ``cov`` (n, M, k, k)."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+
+    def __post_init__(self):
+        mean, cov = np.asarray(self.mean, dtype=float), np.asarray(self.cov, dtype=float)
+        if mean.ndim not in (2, 3) or cov.shape != mean.shape + mean.shape[-1:]:
+            raise ValueError(f"a reading law needs mean (M, k) and cov (M, k, k) (or with a leading sample axis), "
+                             f"got mean {mean.shape} and cov {cov.shape}")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "cov", cov)
+
+    @property
+    def n_latents(self) -> int:
+        return self.mean.shape[-2]
+
+    @property
+    def n_readings(self) -> int:
+        return self.mean.shape[-1]
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "cov": self.cov.tolist()}
+
+    def __repr__(self) -> str:
+        return f"ReadingLaw(M={self.n_latents}, k={self.n_readings}, shape={self.mean.shape})"
+
+
+def _check_law_args(n_tokens, s2) -> tuple:
+    from .channels import MAX_TAU, MAX_TOKENS
+
+    return (check_int(n_tokens, "tokens N", minimum=1, maximum=MAX_TOKENS), check_real(s2, "s2", 0.0, MAX_TAU))
+
+
+def _check_thetas(thetas, dim=None) -> np.ndarray:
+    thetas = np.asarray(thetas, dtype=float)
+    if thetas.ndim != 2 or thetas.shape[0] < 1 or (dim is not None and thetas.shape[1] != dim):
+        want = f"(M, {dim})" if dim is not None else "(M, D)"
+        raise ValueError(f"thetas must be {want} with M >= 1, got shape {thetas.shape}")
+    if not np.all(np.isfinite(thetas)):
+        raise ValueError("thetas must be finite")
+    return thetas
+
+
+def law_from_key_values(X, F, thetas, *, n_tokens, s2) -> ReadingLaw:
+    """Fixed-sample Monte Carlo law of ``phi = (1/N) sum_i y_i f(x_i)`` from key values ``F = f(X)`` on a
+    token sample ``X ~ N(0, I_D)`` (``X`` (n_x, D), ``F`` (n_x, k)); ``y = theta.x + eps``:
+    ``mean_m = mean_i (theta_m.x_i) F_i``,
+    ``cov_m = (mean_i ((theta_m.x_i)^2 + s2) F_i F_i^T - mean_m mean_m^T) / N`` (the label noise integrated
+    exactly)."""
+    N, s2 = _check_law_args(n_tokens, s2)
+    X = np.asarray(X, dtype=float)
+    F = np.asarray(F, dtype=float)
+    if F.ndim == 1:
+        F = F[:, None]
+    if X.ndim != 2 or F.ndim != 2 or X.shape[0] != F.shape[0] or X.shape[0] < 1:
+        raise ValueError(f"X must be (n_x, D) and F (n_x, k) with the same n_x >= 1, got {X.shape} and {F.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(F))):
+        raise ValueError("key values F (and tokens X) must be finite")
+    thetas = _check_thetas(thetas, X.shape[1])
+    n_x, k = F.shape
+    M = thetas.shape[0]
+    first = np.zeros((M, k))
+    second = np.zeros((M, k, k))
+    step = max(1, MAX_CHUNK // max(M, 1))
+    for a in range(0, n_x, step):
+        P = X[a : a + step] @ thetas.T  # (n, M) theta_m . x_i
+        Fa = F[a : a + step]
+        first += P.T @ Fa
+        second += np.einsum("im,ij,il->mjl", P**2 + s2, Fa, Fa, optimize=True)
+    mean = first / n_x
+    cov = (second / n_x - mean[:, :, None] * mean[:, None, :]) / N
+    return ReadingLaw(mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
+
+
+def _reduced_basis(cov: np.ndarray, rtol: float) -> np.ndarray:
+    """Orthonormal basis (k, r) of the span of the covariances (the readings' directions that carry noise)."""
+    total = cov.reshape(-1, *cov.shape[-2:]).sum(axis=0)
+    vals, vecs = np.linalg.eigh(0.5 * (total + total.T))
+    keep = vals > rtol * max(vals.max(initial=0.0), 0.0)
+    return vecs[:, keep]
+
+
+def log_likelihoods(law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
+    """(n, M) Gaussian log-likelihood of readings ``phi`` ((k,) or (n, k)) under each latent's law, up to a
+    constant shared by the latents; computed in the span of the covariances (pseudo-inverse and
+    log-pseudo-determinant), so a reading that repeats others adds nothing."""
+    phi = np.asarray(phi, dtype=float)
+    if phi.ndim == 1:
+        phi = phi[None]
+    k = law.n_readings
+    if phi.ndim != 2 or phi.shape[1] != k:
+        raise ValueError(f"readings must be (k,) or (n, k) with k = {k}, got shape {phi.shape}")
+    if law.mean.ndim == 3 and law.mean.shape[0] != phi.shape[0]:
+        raise ValueError(f"a law per sample has {law.mean.shape[0]} samples but the readings have {phi.shape[0]}")
+    if k == 0:
+        return np.zeros((phi.shape[0], law.n_latents))
+    U = _reduced_basis(law.cov, rtol)  # (k, r), shared: the span is the same for every latent of a family
+    mean = law.mean @ U  # (.., M, r)
+    cov = U.T @ law.cov @ U  # (.., M, r, r)
+    vals, vecs = np.linalg.eigh(cov)
+    top = vals.max(axis=-1, keepdims=True)
+    ok = vals > rtol * np.maximum(top, 1e-300)
+    inv = np.where(ok, 1.0 / np.where(ok, vals, 1.0), 0.0)
+    logdet = np.where(ok, np.log(np.where(ok, vals, 1.0)), 0.0).sum(axis=-1)  # (.., M)
+    resid = (phi @ U)[:, None, :] - mean  # (n, M, r)
+    proj = np.einsum("...mr,...mrs->...ms", resid, vecs) if cov.ndim == 4 else np.einsum("nmr,mrs->nms", resid, vecs)
+    quad = (proj**2 * inv).sum(axis=-1)  # (n, M)
+    return -0.5 * (quad + logdet)
+
+
+def posterior_weights(log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
+    """(n, M) posterior probabilities of the latents given readings ``phi``."""
+    ll = log_likelihoods(law, phi, rtol=rtol)
+    log_prior = np.asarray(log_prior, dtype=float)
+    if log_prior.shape != (law.n_latents,):
+        raise ValueError(f"log_prior must be (M,) with M = {law.n_latents}, got shape {log_prior.shape}")
+    logw = ll + log_prior
+    logw -= logw.max(axis=1, keepdims=True)
+    w = np.exp(logw)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def posterior_mean(thetas, log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
+    """Bayes posterior mean of theta given readings ``phi`` ((k,) or (n, k); with a law per sample, ``mean``
+    (n, M, k) and ``cov`` (n, M, k, k)) under the Gaussian law per latent; rows in the span of others
+    (singular cov) are handled by working in the span (pseudo-inverse, log-pseudo-determinant).
+    Returns (n, D) (or (D,) for a single reading vector)."""
+    thetas = _check_thetas(thetas)
+    if thetas.shape[0] != law.n_latents:
+        raise ValueError(f"thetas has {thetas.shape[0]} latents but the law has {law.n_latents}")
+    single = np.ndim(phi) == 1
+    out = posterior_weights(log_prior, law, phi, rtol=rtol) @ thetas
+    return out[0] if single else out
+
+
+# --- key families ----------------------------------------------------------------------------------
+class KeyFamily:
+    """A family of key functions: ``name`` and ``law(thetas, n_tokens=, s2=)`` (a :class:`ReadingLaw`)."""
+
+    name: str = ""
+
+    def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        return {"keys": self.name}
+
+
+class LinearKeys(KeyFamily):
+    """``f(x) = W x`` (``W`` (k, D)): mean ``W theta``, cov ``((|theta|^2 + s2) W W^T + W theta theta^T W^T)
+    / N`` (``Cov(y x | theta) = (|theta|^2 + s2) I + theta theta^T``)."""
+
+    name = "linear"
+
+    def __init__(self, W):
+        W = np.asarray(W, dtype=float)
+        if W.ndim == 1:
+            W = W[None]
+        if W.ndim != 2 or not np.all(np.isfinite(W)):
+            raise ValueError(f"linear keys need a finite (k, D) matrix W, got shape {W.shape}")
+        self.W = W
+
+    def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:
+        N, s2 = _check_law_args(n_tokens, s2)
+        thetas = _check_thetas(thetas, self.W.shape[1])
+        W = self.W
+        mean = thetas @ W.T  # (M, k)
+        norms = (thetas**2).sum(axis=1)  # (M,)
+        cov = ((norms + s2)[:, None, None] * (W @ W.T) + mean[:, :, None] * mean[:, None, :]) / N
+        return ReadingLaw(mean, cov)
+
+    def to_dict(self) -> dict:
+        return {"keys": self.name, "W": self.W.tolist()}
+
+    def __repr__(self) -> str:
+        return f"LinearKeys(k={self.W.shape[0]}, D={self.W.shape[1]})"
+
+
+__all__ = ["KeyFamily", "LinearKeys", "ReadingLaw", "law_from_key_values", "log_likelihoods", "posterior_mean",
+           "posterior_weights"]

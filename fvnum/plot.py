@@ -1,0 +1,286 @@
+"""Loss against budget from Python: strategies, formulas and trained results on one axis, with error bars.
+
+    from fvsym import TreePrior
+    from fvsym.tree import path_loss
+    from fvnum import plot
+
+    prior = TreePrior(6, "1/2")
+    fig = plot.loss_vs_budget(
+        {"path (mc)": "path", "top levels (mc)": "top_levels",
+         "path, noiseless (exact)": path_loss().subs(alpha="1/2", K=6)},
+        budgets=range(1, 7), prior=prior, tau=0.3, samples=4000, seed=0)
+    fig.savefig("loss.png")
+
+A *source* is one of:
+
+- a strategy name (``"path"``, ``"top_levels"``, ``"optimal_nonadaptive"``, ...): its Monte Carlo loss
+  ``fvnum.loss_mc(prior, name, B, ...)`` at every budget, under the channel given (``tau=`` or
+  ``n_tokens=``/``tokens=``), with its standard error;
+- a ``fvsym.Formula`` whose only free parameter left is the budget ``B`` (fix the others first with
+  ``f.subs(...)``, or pass ``values={"alpha": "1/2", "K": 6}``): exact values, no error bar;
+- a callable ``budget -> value`` (a number, an ``Estimate``, or anything with ``value`` and ``stderr``);
+- points: a mapping ``{budget: value}`` or a list of ``(budget, value)``, ``(budget, value, stderr)``,
+  dicts with ``budget`` and ``value`` or ``loss`` (and ``stderr``), or results with ``to_dict()`` such as
+  ``bridges.train.TrainResult`` (budget read from its config): trained models as points;
+- a :class:`Curve` (already evaluated).
+
+Figures are ``matplotlib.figure.Figure`` objects built without pyplot (no display, no global state:
+safe under any backend, in scripts, tests and notebooks); :func:`draw` puts curves on an existing axis,
+which is how the report figures of ``bridges.figures`` are drawn, so every figure of the project has
+this one source.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of a loss-against-budget plot: ``budgets`` and ``values``, ``errors`` (standard errors, or
+    a pair ``(below, above)`` of sequences; None for exact values), ``kind`` (``mc``, ``exact`` or
+    ``points``) and the matplotlib ``style`` (keyword arguments of ``errorbar``)."""
+
+    label: str
+    budgets: tuple
+    values: tuple
+    errors: tuple | None = None
+    kind: str = "points"
+    style: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        errors = None
+        if self.errors is not None:
+            errors = [list(e) for e in self.errors] if _asymmetric(self.errors) else list(self.errors)
+        return {"label": self.label, "budgets": list(self.budgets), "values": list(self.values), "errors": errors,
+                "kind": self.kind}
+
+    def __repr__(self) -> str:
+        pts = ", ".join(f"{b}: {v:.4g}" for b, v in zip(self.budgets, self.values))
+        return f"Curve({self.label!r}, {self.kind}: {pts})"
+
+
+def _asymmetric(errors) -> bool:
+    return len(errors) == 2 and all(isinstance(e, (list, tuple, np.ndarray)) for e in errors)
+
+
+def _value_error(x) -> tuple[float, float]:
+    """``(value, stderr)`` of a number, an Estimate-like object, a ``(value, stderr)`` pair or a dict."""
+    if isinstance(x, dict):
+        value = x.get("value", x.get("loss"))
+        if value is None:
+            raise ValueError(f"a point needs 'value' or 'loss', got keys {sorted(x)}")
+        return float(value), float(x.get("stderr") or 0.0)
+    if hasattr(x, "value") and not callable(getattr(x, "value")):
+        return float(x.value), float(getattr(x, "stderr", 0.0) or 0.0)
+    if isinstance(x, (tuple, list)) and len(x) == 2:
+        return float(x[0]), float(x[1])
+    try:
+        return float(x), 0.0
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot read a loss from {type(x).__name__}: give a number, an Estimate or (value, stderr)") from None
+
+
+def _budget_of(d: dict) -> int:
+    if "budget" in d:
+        return int(d["budget"])
+    try:
+        return int(d["config"]["model"]["budget"])  # a training result
+    except (KeyError, TypeError):
+        raise ValueError(f"a point needs its budget ('budget', or config.model.budget), got keys {sorted(d)}") from None
+
+
+def _point(item) -> tuple[int, float, float]:
+    if hasattr(item, "to_dict") and not isinstance(item, dict):
+        item = item.to_dict()
+    if isinstance(item, dict):
+        value, err = _value_error(item)
+        return _budget_of(item), value, err
+    if isinstance(item, (tuple, list)) and len(item) in (2, 3):
+        b, v = item[0], item[1]
+        value, err = _value_error(v)
+        if len(item) == 3:
+            err = float(item[2])
+        return int(b), value, err
+    raise ValueError(f"a point is (budget, value[, stderr]), a dict or a result with to_dict(); got {item!r}")
+
+
+def _budgets(budgets) -> tuple:
+    if budgets is None:
+        raise ValueError("this source is evaluated at budgets: give budgets=, e.g. range(1, 6)")
+    out = tuple(int(b) for b in budgets)
+    if not out or any(b < 0 for b in out):
+        raise ValueError(f"budgets must be integers >= 0, got {list(budgets)}")
+    return out
+
+
+def curve(label: str, source, budgets=None, *, prior=None, tau=None, n_tokens=None, tokens=None, s2=0.01,
+          samples: int = 20_000, seed: int = 0, values=None, style=None, **mc) -> Curve:
+    """Evaluate one source (module docstring) into a :class:`Curve`. Monte Carlo sources use ``prior``,
+    the channel (``tau`` or ``n_tokens``), ``samples`` and ``seed`` (the same seed at every budget), and any
+    other keyword of ``loss_mc`` (``design=``, ``measurement=``, ...)."""
+    style = dict(style or {})
+    if isinstance(source, Curve):
+        return source if not style else Curve(source.label, source.budgets, source.values, source.errors,
+                                              source.kind, {**source.style, **style})
+    if isinstance(source, str):
+        from .registry import loss_mc
+
+        if prior is None:
+            raise ValueError(f"curve {label!r}: the strategy {source!r} needs prior=")
+        bs = _budgets(budgets)
+        ests = []
+        for b in bs:
+            try:
+                ests.append(loss_mc(prior, source, b, tau=tau, tokens=_tokens(n_tokens, tokens), s2=s2,
+                                    samples=samples, seed=seed, **mc))
+            except ValueError as exc:
+                raise ValueError(f"curve {label!r} at budget {b}: {exc}") from None
+        return Curve(label, bs, tuple(e.value for e in ests), tuple(e.stderr for e in ests), "mc", style)
+    from fvsym import Formula
+
+    if isinstance(source, Formula):
+        f = source.subs(**values) if values else source
+        left = [str(p) for p in f.params if str(p) != "B"]
+        if "B" not in f.symbols or left:
+            raise ValueError(f"curve {label!r}: the formula {f.name} must have the budget B as its only free "
+                             f"parameter; left: {', '.join(left) or 'no B'} (fix them with f.subs(...) or values=)")
+        bs = _budgets(budgets)
+        return Curve(label, bs, tuple(float(f.exact(B=b)) for b in bs), None, "exact", style)
+    if callable(source):
+        bs = _budgets(budgets)
+        pairs = [_value_error(source(b)) for b in bs]
+        errors = tuple(e for _, e in pairs)
+        return Curve(label, bs, tuple(v for v, _ in pairs), errors if any(errors) else None, "points", style)
+    if isinstance(source, dict):
+        items = [(b, v) for b, v in source.items()]
+    elif hasattr(source, "to_dict"):
+        items = [source]
+    else:
+        try:
+            items = list(source)
+        except TypeError:
+            raise ValueError(f"curve {label!r}: cannot plot a {type(source).__name__} (module docstring lists "
+                             "the sources)") from None
+    pts = sorted(_point(i) for i in items)
+    if not pts:
+        raise ValueError(f"curve {label!r} has no points")
+    errors = tuple(p[2] for p in pts)
+    return Curve(label, tuple(p[0] for p in pts), tuple(p[1] for p in pts), errors if any(errors) else None,
+                 "points", style)
+
+
+def _tokens(n_tokens, tokens):
+    if n_tokens is not None and tokens is not None and n_tokens != tokens:
+        raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
+    return n_tokens if n_tokens is not None else tokens
+
+
+_DEFAULT_STYLE = {"mc": dict(marker=".", ms=5, capsize=2, ls="-"),
+                  "exact": dict(marker=".", ms=4, ls="--"),
+                  "points": dict(marker="o", ms=7, capsize=3, ls="none", mfc="none", mew=1.8)}
+
+
+def draw(ax, curves, *, logy: bool = True, min_value: float = 1e-12) -> list:
+    """Draw :class:`Curve`s on the matplotlib axis ``ax`` (``errorbar``, error bars where known). On a log
+    axis, values <= ``min_value`` (exact zeros: a budget that resolves the leaf) are left out. Returns the
+    artists."""
+    artists = []
+    for c in curves:
+        keep = [i for i, v in enumerate(c.values) if not logy or v > min_value]
+        if not keep:
+            continue
+        b = [c.budgets[i] for i in keep]
+        v = [c.values[i] for i in keep]
+        yerr = None
+        if c.errors is not None:
+            if _asymmetric(c.errors):
+                yerr = [[c.errors[0][i] for i in keep], [c.errors[1][i] for i in keep]]
+            else:
+                yerr = [c.errors[i] for i in keep]
+        style = {**_DEFAULT_STYLE.get(c.kind, {}), **c.style}
+        artists.append(ax.errorbar(b, v, yerr=yerr, label=c.label, **style))
+    if logy:
+        ax.set_yscale("log")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    return artists
+
+
+@functools.cache
+def _figure_class():
+    from matplotlib.figure import Figure
+
+    class PlotFigure(Figure):
+        """A matplotlib Figure that a notebook shows as a PNG (``_repr_png_``), made without pyplot."""
+
+        def _repr_png_(self):
+            return png(self)
+
+    return PlotFigure
+
+
+def figure(figsize=(7.5, 4.8), ncols: int = 1, **kw):
+    """A matplotlib Figure and its axes, without pyplot (nothing is displayed; Agg renders on save; a
+    notebook shows it as a PNG)."""
+    fig = _figure_class()(figsize=figsize, layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=True, **kw)
+    return fig, axes
+
+
+def loss_vs_budget(sources, budgets=None, *, prior=None, tau=None, n_tokens=None, tokens=None, s2=0.01,
+                   samples: int = 20_000, seed: int = 0, values=None, styles=None, ax=None, title=None,
+                   logy: bool = True, legend: bool = True, **mc):
+    """Loss ``E||theta_hat - theta||^2`` against the budget for any set of sources (module docstring),
+    with error bars, on one axis. ``sources``: a mapping ``label -> source`` or a list of sources (labelled
+    by their strategy name or formula name) or :class:`Curve`s. ``styles``: ``label -> errorbar keywords``.
+    ``ax``: draw into this axis instead of a new figure. Returns the matplotlib ``Figure``."""
+    if isinstance(sources, dict):
+        named = list(sources.items())
+    else:
+        named = [(_label(s), s) for s in sources]
+    styles = styles or {}
+    curves = [curve(label, s, budgets, prior=prior, tau=tau, n_tokens=n_tokens, tokens=tokens, s2=s2,
+                    samples=samples, seed=seed, values=values, style=styles.get(label), **mc) for label, s in named]
+    if ax is None:
+        fig, ax = figure()
+    else:
+        fig = ax.figure
+    draw(ax, curves, logy=logy)
+    ax.set_xlabel("budget B = L d")
+    ax.set_ylabel("loss  E||theta_hat - theta||^2")
+    if title is None and prior is not None:
+        channel = (f"tau {tau}" if tau is not None else
+                   f"N = {_tokens(n_tokens, tokens)} tokens" if _tokens(n_tokens, tokens) is not None else "")
+        title = f"{prior!r}" + (f", {channel}" if channel else "")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    if legend and curves:
+        ax.legend(fontsize=8)
+    return fig
+
+
+def _label(source) -> str:
+    if isinstance(source, Curve):
+        return source.label
+    if isinstance(source, str):
+        return source
+    name = getattr(source, "name", None)
+    if isinstance(name, str):
+        return name
+    return type(source).__name__
+
+
+def png(fig, dpi: int = 120) -> bytes:
+    """The figure as PNG bytes (Agg)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+__all__ = ["Curve", "curve", "draw", "figure", "loss_vs_budget", "png"]
+
