@@ -13,6 +13,7 @@ _EXPORTS = {
     "make_channel": "channels", "effective_tau2": "channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
+    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed", "KeyedResult": "keyed",
 }
 
 
@@ -65,7 +66,8 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
+    "Bounds", "Channel", "KeyedResult", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "lmmse", "loss_mc", "make_channel", "noisy_bellman",
     "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",

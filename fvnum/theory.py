@@ -373,7 +373,7 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
     rows = []
     for name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
         fn = getattr(keyed, name, None)
-        if fn is None:
+        if fn is None or (name == "best_adaptive_keyed" and not getattr(keyed, "has_adaptive_search", bool)(prior)):
             continue
         found = fn(prior, budget, family, n_tokens=channel.n_tokens, s2=channel.s2, samples=samples, seed=seed)
         rows.append(TheoryRow(name, float(found.estimate.value), float(found.estimate.stderr),

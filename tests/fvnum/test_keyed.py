@@ -1,0 +1,91 @@
+"""Theory rows under key families (fvnum.keyed): exact laws and losses against plain references."""
+import numpy as np
+import pytest
+import torch
+
+from fvnum.keyed import (_Tree, _geometry, _next_law, _posterior_state, adaptive_keyed_losses,
+                         best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law)
+from fvnum.keys import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights
+from fvnum.tree import TreeSpec
+from fvsym.priors import GaussianPrior, TreePrior
+
+N, S2 = 32, 0.01
+SPEC = TreeSpec(3, 0.5 ** (np.arange(3) / 2))
+TREE = _Tree(SPEC)
+LQ = np.array([0.3, -0.5, -2.0])
+
+
+def test_tree_law_is_the_general_law_of_the_family():
+    W = np.random.default_rng(0).standard_normal((2, 7))
+    for lq, fam in ((None, LinearKeys(W)), (LQ, WeightedKeys(W, np.exp(LQ)[TREE.depth_of], 1.0))):
+        mean, cov = tree_law(TREE, _geometry(TREE, lq, S2, np), W, N)
+        law = fam.law(TREE.thetas, n_tokens=N, s2=S2)
+        np.testing.assert_allclose(mean, law.mean, rtol=1e-11, atol=1e-14)
+        np.testing.assert_allclose(cov, law.cov, rtol=1e-11, atol=1e-14)
+
+
+def test_mixture_loss_is_the_monte_carlo_loss_of_the_bayes_decoder():
+    rng = np.random.default_rng(1)
+    fam = WeightedKeys(rng.standard_normal(7), np.exp(LQ)[TREE.depth_of], 1.0)
+    law = fam.law(TREE.thetas, n_tokens=N, s2=S2)
+    logp = np.full(8, -np.log(8))
+    exact = mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)
+    assert abs(exact - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas, grid=2048)) < 1e-10
+    leaves = rng.integers(0, 8, 40_000)
+    phi = law.mean[leaves] + np.sqrt(law.cov[leaves, 0]) * rng.standard_normal((40_000, 1))
+    losses = ((posterior_mean(TREE.thetas, logp, law, phi) - TREE.thetas[leaves]) ** 2).sum(1)
+    assert abs(losses.mean() - exact) <= 5 * losses.std(ddof=1) / np.sqrt(losses.size)
+
+
+def test_adaptive_conditioning_is_the_joint_law():
+    """The greedy policy's belief and the conditional law of a new reading against plain Gaussian
+    conditioning of the joint law of all readings."""
+    rng = np.random.default_rng(2)
+    n = 5
+    rows = rng.standard_normal((n, 2, 7))
+    w = rng.standard_normal((n, 1, 7))
+    phi = rng.standard_normal((n, 2)) * 0.5
+    geo_t = _geometry(TREE, torch.tensor(LQ), S2, torch)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    mean, L, alpha, logw = _posterior_state(TREE, geo_t, t(rows), t(phi), N, torch)
+    cm, cv = _next_law(TREE, geo_t, t(rows), t(w), mean, L, alpha, N, torch)
+    geo = _geometry(TREE, LQ, S2, np)
+    for i in range(n):
+        m2, c2 = tree_law(TREE, geo, rows[i], N)
+        np.testing.assert_allclose(np.exp(logw[i].numpy()),
+                                   posterior_weights(np.zeros(8), ReadingLaw(m2, c2), phi[i])[0], rtol=1e-9)
+        m3, c3 = tree_law(TREE, geo, np.vstack([rows[i], w[i]]), N)
+        for j in range(8):
+            gain = np.linalg.solve(c3[j, :2, :2], c3[j, :2, 2])
+            np.testing.assert_allclose(float(cm[i, 0, j]), m3[j, 2] + gain @ (phi[i] - m3[j, :2]), rtol=1e-9)
+            np.testing.assert_allclose(float(cv[i, 0, j]), c3[j, 2, 2] - c3[j, :2, 2] @ gain, rtol=1e-8)
+
+
+def test_keyed_searches_at_budget_one_and_two():
+    prior = TreePrior(3, "1/2")
+    lin = best_nonadaptive_keyed(prior, 1, "linear", n_tokens=N, restarts=1, maxiter=60)
+    wtd = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=60)
+    logp = np.full(8, -np.log(8))
+    for r in (lin, wtd):  # the reported loss is the exact loss of the design found
+        law = r.keys().law(TREE.thetas, n_tokens=N, s2=S2)
+        assert abs(r.estimate.value - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)) < 1e-9
+    top = LinearKeys(np.eye(7)[:1]).law(TREE.thetas, n_tokens=N, s2=S2)
+    assert lin.estimate.value < mixture_loss(top.mean[:, 0], top.cov[:, 0, 0], logp, TREE.thetas)
+    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=300, steps=10, first=wtd)
+    assert [r.budget for r in out] == [1, 2]
+    assert abs(out[0].estimate.value - wtd.estimate.value) <= 5 * out[0].estimate.stderr
+    assert out[1].estimate.value < out[0].estimate.value
+    assert "adaptive" in out[1].what and out[1].to_dict()["keys"] == "weighted"
+
+
+def test_gaussian_cell_and_bad_inputs():
+    prior = GaussianPrior.matched(TreePrior(2, "1/2"))
+    r = gaussian_keyed(prior, 1, "linear", n_tokens=N, samples=400)
+    unread = 0.5  # the two unread coordinates, variance 1/4 each
+    assert unread < r.estimate.value < 1.5
+    with pytest.raises(ValueError, match="unknown key family"):
+        best_nonadaptive_keyed(TreePrior(3, "1/2"), 1, "mlp")
+    with pytest.raises(ValueError, match="tree prior"):
+        adaptive_keyed_losses(prior, 2, "linear")
+    with pytest.raises(ValueError, match="at most D = 3"):
+        gaussian_keyed(prior, 4, "linear")
