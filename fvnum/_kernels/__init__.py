@@ -7,7 +7,7 @@ numpy twin in ``_reference.py``; tests hold them equal.
 - ``coord``: coordinate readings, exact posterior over the closure, decoder;
 - ``path``: the path strategy fused with its channel, key patching and decoder (O(L) on its chain);
 - ``tokens``: the exact decoder of the tokens channel (the finite-N law of the one statistic),
-  coordinate and unit rows;
+  coordinate and unit rows; ``gig``: its Bessel-function integral, exactly and by table;
 - ``dense``: unit rows, leaf enumeration, decoder, a fixed design's loss and gradient;
 - ``greedy_coord`` / ``greedy_dense``: greedy one-step lookahead over coordinates / unit rows;
 - ``rollout``: one-step rollout over the greedy step (approximate noisy Bellman);
@@ -33,9 +33,8 @@ from .greedy_coord import (
 )
 from .greedy_dense import _dense_objective, _dense_scratch, _greedy_dense_rows, _leaf_paths
 from .path import _tree_path_sim
-from .tokens import (
-    _chain_loss, _log_gig, _tokens_coord_decode, _tokens_dense_decode, _tokens_loglik, _tokens_posterior,
-)
+from .gig import TAB_CELLS, TAB_E_HI, TAB_E_LO, TAB_ROW, _gig_cell, _gig_t, _gig_t_exact, _log_gig, gig_table
+from .tokens import _chain_loss, _tokens_coord_decode, _tokens_dense_decode, _tokens_loglik, _tokens_posterior
 from .rollout import MARGIN, _greedy_next, _rollout_rows
 
 __all__ = [
@@ -48,5 +47,5 @@ __all__ = [
     "_posterior_at", "_posterior_norm2", "_rollout_rows", "_sample_leaf", "_signed_scale", "_subtree_masses",
     "_theta_at", "_tree_coord_decode", "_tree_dense_decode", "_tree_dense_value_grad", "_tree_greedy_sim",
     "_tree_path_sim", "_chain_loss", "_log_gig", "_tokens_coord_decode", "_tokens_dense_decode", "_tokens_loglik",
-    "_tokens_posterior",
+    "_tokens_posterior", "TAB_CELLS", "TAB_E_HI", "TAB_E_LO", "TAB_ROW", "_gig_cell", "_gig_t", "_gig_t_exact", "gig_table",
 ]
