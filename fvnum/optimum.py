@@ -12,7 +12,9 @@ policy the engine finds.
   Every candidate's ``EVAL`` estimate is kept, with the paired difference of ``rollout`` against
   ``path`` and ``greedy_coordinate`` on the same samples. Where the exact optimum is solved the bracket
   collapses onto it (no policy beats it; gaussian channel, or tau = 0), so by default a candidate priced
-  above ``CHEAP_SECONDS`` is not sampled (the exact policy of budget 3, the rollout): ``skipped`` says which and why. The plan (what is
+  above ``CHEAP_SECONDS`` is not sampled (the exact policy of budget 3, the rollout); under tokens (where the
+  recursion, solved at tau(N), is a reference, not the optimum) one priced above ``TOKENS_SECONDS`` is not sampled by default:
+  ``skipped`` says which and why, and named ``candidates`` are always sampled. The plan (what is
   solved, what is sampled, at what price) is :func:`bounds_plan`; ``fv bounds`` refuses a plan priced
   over its time cap.
 - :func:`best_adaptive`: the best adaptive policy among named candidates (also unit class).
@@ -34,6 +36,7 @@ from .tree import TreeSpec, numeric_prior
 
 BOUND_CANDIDATES = ("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal")
 CHEAP_SECONDS = 1.0  # where the exact optimum is solved, default candidates priced above this are not sampled
+TOKENS_SECONDS = 2.0  # under tokens on a solved tree (no exact optimum), default candidates priced above this are not sampled
 ADAPTIVE_CANDIDATES = ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense")
 
 
@@ -197,6 +200,17 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
                 skipped[name] = (f"not sampled: the optimum is known exactly ({what}), so no policy narrows the "
                                  f"bracket, and {samples} samples of it would take up to {seconds[name]:.3g} s "
                                  f"(name it in candidates to sample it)")
+    elif solve and channel.kind == "tokens" and candidates is None and applies:
+        # small trees under tokens (the recursion is a reference at tau(N), not the optimum): every candidate may narrow the bracket, but by default one
+        # priced above TOKENS_SECONDS (the exact gaussian-channel policy at tau(N), about 3 ms a sample) is
+        # left out so a small tree's bracket stays a matter of seconds; the cheapest is always sampled
+        cheapest = min(applies, key=lambda k: seconds[k])
+        for name in applies:
+            if name != cheapest and seconds[name] > TOKENS_SECONDS:
+                sample.remove(name)
+                skipped[name] = (f"not sampled by default: {samples} samples of it would take up to "
+                                 f"{seconds[name]:.3g} s, over {TOKENS_SECONDS:g} s; the bracket's upper end is "
+                                 f"the best of the others (name it in candidates to sample it)")
     from .limits import mc_cost
 
     chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,

@@ -166,6 +166,21 @@ def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
     assert set(named.candidates) == {"greedy_coordinate", "rollout"} and not named.skipped
 
 
+def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
+    """Depth 2, budget 3 under tokens: the recursion at tau(N) is a reference, not the optimum, so nothing
+    collapses the bracket; the exact gaussian-channel policy (milliseconds a sample) is left out by default
+    with its price, the cheap candidates are sampled, and a named one is always sampled."""
+    from fvnum.optimum import TOKENS_SECONDS
+
+    res = bounds(PRIOR2, 3, tokens=64, samples=10_000, seed=0, threads=1)
+    assert "optimal" in res.skipped and "not sampled by default" in res.skipped["optimal"]
+    assert f"over {TOKENS_SECONDS:g} s" in res.skipped["optimal"]
+    assert "greedy_coordinate" in res.candidates and "optimal" not in res.candidates
+    assert res.lower <= res.upper.value + 5 * res.upper.stderr
+    named = bounds(PRIOR2, 3, tokens=64, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "optimal"))
+    assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
+
+
 def test_bounds_size_accepted_under_a_cap_finishes_within_it():
     """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
     largest sample count its plan accepts runs in less CPU time than the cap (one thread), and a size
