@@ -8,12 +8,15 @@ the same run: the cost of decoding with the exact law of the tokens' statistic (
 
 Every row is ``loss_mc`` (seeded chunks, one thread, after a warm-up call that compiles the kernels)
 timed in a child process whose ``PYTHONPATH`` is the checkout measured; the implementations alternate
-for ``--rounds`` rounds and each keeps its best round (a loaded machine only slows runs down). Rows:
+for ``--rounds`` rounds on the sample count the first run settled on (a policy's set-up, such as
+``greedy_dense``'s first row, is paid once a run), and each keeps its best round (a loaded machine only
+slows runs down). Rows:
 ``path`` at depth 10, budget 4 (target: at least half the baseline's samples/s); ``top_levels`` (depth 10;
 the closure route of the decoder); a fixed design of 4 random unit rows at depths 4, 6 and 10 and
 ``greedy_dense`` (budget 4) at depths 4, 6 and 10 (the leaf-enumeration route; target: at least the
 baseline's samples/s), and ``decoder``: that route alone (``fvnum.simulate.decode_losses`` of the fixed
-design's readings, drawn once; same target); ``greedy_coordinate`` (depth 8). The loss column shows what changed: the
+design's readings, drawn once; same target) and ``decoder_rows``: the same with 4 random unit rows of each
+sample's own (the decoding of ``greedy_dense``'s readings); ``greedy_coordinate`` (depth 8). The loss column shows what changed: the
 baseline c3dee08 decodes with the gaussian likelihood at tau(N), readings treated as independent.
 """
 from __future__ import annotations
@@ -40,16 +43,18 @@ if a["strategy"] == "fixed":
     design /= np.linalg.norm(design, axis=1, keepdims=True)
 run = lambda n: loss_mc(prior, a["strategy"], a["budget"], tokens=a["tokens"], design=design, samples=n, seed=0,
                         threads=1)
-if a["strategy"] == "decoder":  # the decoder alone: posterior losses of readings of the fixed design, drawn once
+if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings of unit rows, drawn once
     from fvnum.channels import make_channel
     from fvnum.simulate import decode_losses, draw, read
     from fvnum.strategies import Rows
     from fvnum.tree import numeric_prior
     spec = numeric_prior(prior)
     channel = make_channel(spec, tokens=a["tokens"])
-    design = np.random.default_rng(0).standard_normal((a["budget"], spec.dim))
-    rows = Rows(array=design / np.linalg.norm(design, axis=1, keepdims=True), coordinate=False, shared=True)
+    shared = a["strategy"] == "decoder"  # else decoder_rows: rows of each sample's own, as greedy_dense reads
     def run(n):  # the best of repeated decodes of the same readings, for about min_time seconds
+        design = np.random.default_rng(0).standard_normal(((a["budget"],) if shared else (n, a["budget"])) + (spec.dim,))
+        design /= np.linalg.norm(design, axis=-1, keepdims=True)
+        rows = Rows(array=design, coordinate=False, shared=shared)
         draws = draw(spec, channel, n, a["budget"], np.random.default_rng(0))
         phi = read(spec, channel, draws, rows, 0)
         run.spent, start = np.inf, time.perf_counter()
@@ -77,6 +82,9 @@ CELLS = [  # (strategy, depth, budget, first batch, target ratio against the bas
     ("decoder", 4, 4, 100_000, 1.0),
     ("decoder", 6, 4, 50_000, 1.0),
     ("decoder", 10, 4, 4_000, 1.0),
+    ("decoder_rows", 4, 4, 20_000, 1.0),
+    ("decoder_rows", 6, 4, 5_000, 1.0),
+    ("decoder_rows", 10, 4, 500, 1.0),
     ("fixed", 4, 4, 20_000, 1.0),
     ("fixed", 6, 4, 5_000, 1.0),
     ("fixed", 10, 4, 500, 1.0),
@@ -87,9 +95,9 @@ CELLS = [  # (strategy, depth, budget, first batch, target ratio against the bas
 ]
 
 
-def run_child(src: Path, strategy: str, depth: int, budget: int, samples: int, args) -> dict:
+def run_child(src: Path, strategy: str, depth: int, budget: int, samples: int, args, max_samples=10**7) -> dict:
     payload = dict(strategy=strategy, depth=depth, budget=budget, samples=samples, alpha=args.alpha,
-                   tokens=args.tokens, min_time=args.min_time, max_samples=10**7)
+                   tokens=args.tokens, min_time=args.min_time, max_samples=max_samples)
     env = dict(os.environ, PYTHONPATH=str(src), FVNUM_THREADS="1", NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(payload)], cwd=src, env=env, capture_output=True,
@@ -115,9 +123,11 @@ def main(argv=None):
     res = {}
     print(f"{'strategy':18} {'K':>3} {'B':>3} {'impl':9} {'samples/s':>11} {'n':>8}  loss (tokens N={args.tokens})")
     for strategy, depth, budget, n0, _ in cells:
+        n_run = None  # the first run's sample count, then every run's: a policy's set-up cost is per run
         for _ in range(max(1, args.rounds) if args.baseline else 1):
             for name, src in impls:
-                r = run_child(src, strategy, depth, budget, n0, args)
+                r = run_child(src, strategy, depth, budget, n_run or n0, args, n_run or 10**7)
+                n_run = r["n"]
                 best = res.get((strategy, depth, name))
                 if best is None or r["samples_per_s"] > best["samples_per_s"]:
                     res[(strategy, depth, name)] = r
