@@ -1,15 +1,19 @@
-"""Samples per second of the adaptive policies under noise (issue 10, point 5), measured in one run.
+"""Samples per second of the adaptive policies under noise (issues 10 and 23), measured in one run.
 
     python benchmarks/bench_policies.py                          # this checkout
-    git worktree add /tmp/base b7ff683
+    git worktree add /tmp/base main
     python benchmarks/bench_policies.py --baseline /tmp/base     # also time an earlier commit
 
 Every row is ``loss_mc`` (seeded chunks, one thread, after a warm-up call that compiles the kernels)
 timed in a child process whose ``PYTHONPATH`` is the checkout being measured, so both implementations
-run the same way. Rows: ``path`` and ``greedy_coordinate`` at depth 10, budget 4 (target:
-``greedy_coordinate`` at least 1/100 of ``path``'s samples/s), ``greedy_dense`` at depth 6, budget 4
-(target: at least 10x the baseline), and ``rollout`` beside them. Each cell runs until ``--min-time``
-seconds have passed (at least ``--samples``-sized batches, doubling).
+run the same way; a call includes building the policy (for ``rollout``, its first layer decided on
+4096 rollouts). Rows: ``path`` and ``greedy_coordinate`` at depth 10, budget 4 (target:
+``greedy_coordinate`` at least 1/100 of ``path``'s samples/s), ``rollout`` at depth 10, budget 4
+(target: at least 10x the baseline, issue 23), ``greedy_dense`` at depth 6, budget 4 (target: at least
+10x the baseline of issue 10). Each cell runs until ``--min-time`` seconds have passed (at least
+``--samples``-sized batches, doubling). With ``--baseline`` the rollout's losses are also compared on
+the same ``--loss-samples`` draws (common random numbers: the paired difference and its standard error).
+Measured numbers: docs/benchmarks/2026-12-02-policies.md.
 """
 from __future__ import annotations
 
@@ -18,7 +22,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +53,13 @@ while True:
     if spent >= a["min_time"] or n >= a["max_samples"]:
         break
     n *= 2
-print(json.dumps({"samples_per_s": n / spent, "n": n, "seconds": spent, "value": est.value, "stderr": est.stderr}))
+out = {"samples_per_s": n / spent, "n": n, "seconds": spent, "value": est.value, "stderr": est.stderr}
+if a.get("losses"):  # per-sample losses on fixed draws, for a paired comparison between checkouts
+    import numpy as np
+    _, fv = loss_mc(prior, a["strategy"], a["budget"], tau=a["tau"], samples=a["loss_samples"], seed=0, threads=1,
+                    return_phi=True)
+    np.save(a["losses"], fv.loss)
+print(json.dumps(out))
 """
 
 CELLS = [  # (strategy, depth, budget, first batch)
@@ -57,9 +70,9 @@ CELLS = [  # (strategy, depth, budget, first batch)
 ]
 
 
-def run_child(src: Path, strategy: str, depth: int, budget: int, samples: int, args) -> dict | None:
+def run_child(src: Path, strategy: str, depth: int, budget: int, samples: int, args, losses=None) -> dict | None:
     payload = dict(strategy=strategy, depth=depth, budget=budget, samples=samples, alpha=args.alpha, tau=args.tau,
-                   min_time=args.min_time, max_samples=10**7)
+                   min_time=args.min_time, max_samples=10**7, losses=losses, loss_samples=args.loss_samples)
     env = dict(os.environ, PYTHONPATH=str(src), FVNUM_THREADS="1", NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(payload)], cwd=src, env=env, capture_output=True,
                          text=True)
@@ -75,17 +88,23 @@ def main(argv=None):
     p.add_argument("--tau", type=float, default=0.3)
     p.add_argument("--min-time", type=float, default=2.0, help="seconds of timed work per cell (default 2)")
     p.add_argument("--only", nargs="+", default=None, help="strategies to time (default: all rows)")
+    p.add_argument("--loss-samples", type=int, default=1000,
+                   help="draws on which the rollout's losses are compared with the baseline's (default 1000)")
     args = p.parse_args(argv)
 
     impls = [("current", ROOT)] + ([("baseline", Path(args.baseline).resolve())] if args.baseline else [])
-    res = {}
+    res, losses = {}, {}
+    tmp = tempfile.mkdtemp(prefix="bench_policies_")
     print(f"{'strategy':18} {'K':>3} {'B':>3} {'impl':9} {'samples/s':>11} {'n':>8}  loss")
     for strategy, depth, budget, n0 in CELLS:
         if args.only and strategy not in args.only:
             continue
         for name, src in impls:
-            r = run_child(src, strategy, depth, budget, n0, args)
+            keep = os.path.join(tmp, f"{strategy}-{name}.npy") if strategy == "rollout" and args.baseline else None
+            r = run_child(src, strategy, depth, budget, n0, args, losses=keep)
             res[(strategy, name)] = r
+            if keep and r is not None:
+                losses[name] = np.load(keep)
             if r is None:
                 print(f"{strategy:18} {depth:3d} {budget:3d} {name:9} {'(absent)':>11}")
                 continue
@@ -98,11 +117,18 @@ def main(argv=None):
             ratio = g["samples_per_s"] / pa["samples_per_s"]
             print(f"{name}: greedy_coordinate / path at depth 10, budget 4 = 1/{1 / ratio:.4g}  (target >= 1/100)")
     if args.baseline:
-        for strategy in ("greedy_dense", "greedy_coordinate", "path"):
+        for strategy in ("rollout", "greedy_dense", "greedy_coordinate", "path"):
             c, b = res.get((strategy, "current")), res.get((strategy, "baseline"))
             if c and b:
                 print(f"{strategy}: current / baseline = {c['samples_per_s'] / b['samples_per_s']:.4g}x"
-                      + ("  (target >= 10x)" if strategy == "greedy_dense" else ""))
+                      + {"rollout": "  (target >= 10x, issue 23)",
+                         "greedy_dense": "  (target >= 10x against b7ff683, issue 10)"}.get(strategy, ""))
+        if len(losses) == 2:
+            d = losses["current"] - losses["baseline"]
+            se = d.std(ddof=1) / np.sqrt(d.size)
+            z = d.mean() / se if se > 0 else 0.0
+            print(f"rollout losses, current - baseline on the same {d.size} draws: {d.mean():+.5f} +- {se:.5f} "
+                  f"(z = {z:+.2f}; samples that differ: {np.mean(d != 0):.3f}; unchanged within noise: |z| < 5)")
 
 
 if __name__ == "__main__":

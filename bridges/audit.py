@@ -98,7 +98,7 @@ class Audit:
             by_layer.append({"layer": l, "channels": [s.to_dict() for s in self.stein if s.layer == l]})
         d = self.data
         return {"key": self.key, "model": self.model, "prior": d.prior, "depth": d.depth, "alpha": d.alpha,
-                "n_tokens": d.n_tokens, "s2": d.s2, "budget": self.budget, "metric": self.metric,
+                **({"scales": list(d.scales)} if d.scales is not None else {}), "n_tokens": d.n_tokens, "s2": d.s2, "budget": self.budget, "metric": self.metric,
                 "loss": est(self.loss), "bayes_on_readings": est(self.bayes_on_readings),
                 "decoder_gap": est(self.decoder_gap), "layers": by_layer, "decoder": self.decoder,
                 "samples": self.samples, "token_sample": self.token_sample, "n_latents": self.n_latents,

@@ -10,6 +10,7 @@ import os
 import re
 
 from fvsym._emit import add_format_argument, emit
+from fvsym.cli import SCALES_HELP, parse_number_list
 from fvsym._validate import (
     DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
 )
@@ -52,10 +53,11 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
     g = p.add_argument_group("data (THEORY.md section 1)")
     g.add_argument("--prior", choices=PRIORS, default=d.prior)
     g.add_argument("--cov", choices=COVARIANCES, default=None, help="gaussian prior only (default matched)")
-    g.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, metavar="K",
-                   help=f"tree depth, D = 2^K - 1 (default {d.depth})")
-    g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha,
+    g.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None, metavar="K",
+                   help=f"tree depth, D = 2^K - 1 (default {d.depth}, or the number of --scales)")
+    g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=None,
                    help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
+    g.add_argument("--scales", default=None, metavar="a1,..,aK", help=SCALES_HELP + " (tree or --cov matched)")
     g.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
     g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
     g = p.add_argument_group("model (THEORY.md section 7)")
@@ -97,8 +99,14 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
-    data = DataConfig(prior=args.prior, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                      cov=args.cov)
+    scales = None if args.scales is None else tuple(parse_number_list(args.scales, "--scales"))
+    if scales is not None and args.alpha is not None:
+        raise ValueError(f"give --alpha or --scales, not both (got --alpha {args.alpha!r})")
+    if scales is not None and args.depth is not None and len(scales) != args.depth:
+        raise ValueError(f"--scales needs depth = {args.depth} entries (one a_k per level), got {len(scales)}")
+    depth = args.depth if args.depth is not None else DataConfig().depth if scales is None else len(scales)
+    data = DataConfig(prior=args.prior, depth=depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+                      cov=args.cov, scales=scales)
     model = ModelConfig(model=args.model or ModelConfig().model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
                         readout=args.readout)
     train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
@@ -114,7 +122,8 @@ def train_command_line(cfg: RunConfig) -> str:
     parts = ["fv train", f"--model {m.model}", f"--prior {d.prior}"]
     if d.cov is not None:
         parts.append(f"--cov {d.cov}")
-    parts += [f"--depth {d.depth}", f"--alpha {d.alpha!r}", f"--tokens {d.n_tokens}", f"--s2 {d.s2!r}",
+    tree = f"--alpha {d.alpha!r}" if d.scales is None else f"--scales {','.join(d.scales)}"
+    parts += [f"--depth {d.depth}", tree, f"--tokens {d.n_tokens}", f"--s2 {d.s2!r}",
               f"--budget {m.budget}", f"--mlp-width {m.mlp_width}", f"--hidden-layers {m.hidden_layers}",
               f"--readout {m.readout}", f"--steps {t.steps}", f"--batch {t.batch}", f"--lr {t.lr!r}",
               f"--warmup {t.warmup}", f"--schedule {t.schedule}", f"--loss {t.loss}", f"--precision {t.precision}",
@@ -225,7 +234,7 @@ def compare_command(args: argparse.Namespace) -> int:
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
-                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+                              progress=not args.quiet, alpha=DataConfig().alpha if args.alpha is None else args.alpha, n_tokens=args.tokens, s2=args.s2,
                               device=args.device, models=args.model or "ABC")
         from .cost import compare_grid_seconds
 
@@ -269,7 +278,7 @@ def _grid_options(args) -> None:
     ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
     ignored, so they are refused in one line naming them."""
     defaults = {a.dest: a.default for a in _run_parser()._actions}
-    ignored = [f"--{name.replace('_', '-')}" for name in ("prior", "cov", "depth", "budget", "mlp_width",
+    ignored = [f"--{name.replace('_', '-')}" for name in ("prior", "cov", "depth", "scales", "budget", "mlp_width",
                                                           "hidden_layers", "readout", "batch", "lr", "warmup",
                                                           "schedule", "loss", "precision", "grad_clip", "eval_every",
                                                           "eval_batches", "threads", "checkpoint_every")

@@ -159,7 +159,8 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     theory = describe_rows(theory)
     table = {
         "key": cfg.key(), "model": cfg.model.model, "prior": data.prior, "depth": data.depth, "budget": B,
-        "n_tokens": data.n_tokens, "alpha": data.alpha, "channel": "tokens", "tau": data_channel(data).tau,
+        "n_tokens": data.n_tokens, "alpha": data.alpha,
+        **({"scales": list(data.scales)} if data.scales is not None else {}), "channel": "tokens", "tau": data_channel(data).tau,
         "seed": cfg.train.seed,
         "trained": {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
                     "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds},

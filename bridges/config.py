@@ -61,6 +61,20 @@ def _float(value, name: str, low: float = -math.inf, high: float = math.inf, *, 
 _choice = check_choice
 
 
+def _tree_scales(depth: int, scales) -> tuple[str, ...]:
+    """General tree scales checked by ``fvsym.priors.TreePrior`` (count = depth, > 0, non-increasing), as
+    exact rational strings (``0.5`` and ``"1/2"`` are both ``"1/2"``)."""
+    from fvsym.priors import TreePrior  # sympy: loaded only when scales are given
+
+    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
+        raise ValueError(f"scales must be a sequence of depth={depth} numbers such as (1, 1/2, 1/3), got {scales!r}")
+    prior = TreePrior(depth, scales=list(scales))
+    for k, a in enumerate(prior.scales, 1):
+        if not a.is_Rational:
+            raise ValueError(f"scales must be rational numbers such as 1/3, got a_{k} = {a}")
+    return tuple(str(a) for a in prior.scales)
+
+
 def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __post_init__
     object.__setattr__(obj, name, value)
 
@@ -71,19 +85,30 @@ class DataConfig:
 
     ``cov`` (``matched`` to the tree of the same ``depth``/``alpha``, or ``isotropic`` ``I_D``) applies to
     the gaussian prior only and defaults to ``matched`` there; ``n_tokens`` is N, ``s2`` the label noise.
+    ``alpha`` (default 0.5) gives the tree's scales ``a_k = alpha^((k-1)/2)``; ``scales`` instead gives general
+    ones ``a_1 >= .. >= a_K > 0`` (``depth`` entries, exact rationals such as ``"1/2"``; checked by
+    ``fvsym.priors.TreePrior``, kept as strings such as ``("1", "1/2", "1/3")``), and then ``alpha`` is None.
+    ``to_dict()`` leaves ``scales`` out when it is None, so configurations by ``alpha`` keep their keys.
     """
 
     prior: str = "tree"
     depth: int = 4
-    alpha: float = 0.5
+    alpha: float | None = None
     n_tokens: int = 128
     s2: float = 0.01
     cov: str | None = None
+    scales: tuple[str, ...] | None = None
 
     def __post_init__(self):
         _choice(self.prior, "prior", PRIORS)
         _int(self.depth, "depth", 1, MAX_DEPTH)
-        _set(self, "alpha", _float(self.alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True))
+        if self.scales is None:
+            alpha = 0.5 if self.alpha is None else self.alpha
+            _set(self, "alpha", _float(alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True))
+        elif self.alpha is not None:
+            raise ValueError(f"give alpha or scales, not both (got alpha={self.alpha!r} and scales)")
+        else:
+            _set(self, "scales", _tree_scales(self.depth, self.scales))
         _int(self.n_tokens, "n_tokens (N)", 1)
         _set(self, "s2", _float(self.s2, "s2", 0.0))
         if self.prior == "gaussian":
@@ -92,6 +117,17 @@ class DataConfig:
             _set(self, "cov", _choice("matched" if self.cov is None else self.cov, "cov", COVARIANCES))
         elif self.cov is not None:
             raise ValueError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")
+        if self.scales is not None and self.cov == "isotropic":
+            raise ValueError("scales apply to the tree prior and the matched gaussian, not to cov='isotropic'")
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON-able dict; ``scales`` (a list) only where it is given."""
+        d = dataclasses.asdict(self)
+        if d["scales"] is None:
+            del d["scales"]  # the keys of every configuration by alpha stay as they were before scales existed
+        else:
+            d["scales"] = list(d["scales"])
+        return d
 
     @property
     def dim(self) -> int:
@@ -221,7 +257,8 @@ class RunConfig:
             raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, **dataclasses.asdict(self)}
+        return {"format": FORMAT, "data": self.data.to_dict(), "model": dataclasses.asdict(self.model),
+                "train": dataclasses.asdict(self.train)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":

@@ -37,22 +37,25 @@ def _exact_alpha(alpha: float) -> str:
 
 
 @functools.cache
-def tree_prior(depth: int, alpha: float) -> TreePrior:
+def tree_prior(depth: int, alpha: float | None, scales: tuple[str, ...] | None = None) -> TreePrior:
+    """``TreePrior(depth, alpha)``, or ``TreePrior(depth, scales=scales)`` where general scales are given."""
+    if scales is not None:
+        return TreePrior(depth, scales=scales)
     return TreePrior(depth, _exact_alpha(alpha))
 
 
 @functools.cache
-def gaussian_prior(depth: int, alpha: float, cov: str) -> GaussianPrior:
+def gaussian_prior(depth: int, alpha: float | None, cov: str, scales: tuple[str, ...] | None = None) -> GaussianPrior:
     if cov == "matched":
-        return GaussianPrior.matched(tree_prior(depth, alpha))
+        return GaussianPrior.matched(tree_prior(depth, alpha, scales))
     return GaussianPrior.isotropic(2**depth - 1)
 
 
 def fv_prior(cfg: DataConfig):
     """The ``fvsym`` prior object that ``cfg`` samples from (exact numbers)."""
     if cfg.prior == "tree":
-        return tree_prior(cfg.depth, cfg.alpha)
-    return gaussian_prior(cfg.depth, cfg.alpha, cfg.cov)
+        return tree_prior(cfg.depth, cfg.alpha, cfg.scales)
+    return gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales)
 
 
 @functools.cache

@@ -171,7 +171,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             return theory_losses(run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=2000)
 
         def work(run=run):
-            rows, _ = store.cell("theory_table", {"data": asdict(run.data), "budget": run.model.budget,
+            rows, _ = store.cell("theory_table", {"data": run.data.to_dict(), "budget": run.model.budget,
                                                   "samples": cfg.samples, "seed": cfg.seed}, theory)
             result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
@@ -217,7 +217,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     data, B = cfg.data("tree"), cfg.train_budget
     n = max(512, cfg.samples // 10)
     out = {}
-    out["patching_theory"], _ = store.cell("patching_theory", {"data": asdict(data), "budget": B, "samples": cfg.samples,
+    out["patching_theory"], _ = store.cell("patching_theory", {"data": data.to_dict(), "budget": B, "samples": cfg.samples,
                                                                "seed": cfg.seed},
                                            lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
     if "A" in runs:
@@ -227,7 +227,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
                                                                      seed=cfg.seed).to_dict())
     log("patching tables done")
     probes = {}
-    probes["theory path"], _ = store.cell("probes_theory", {"data": asdict(data), "budget": B, "n": 4 * n, "seed": cfg.seed},
+    probes["theory path"], _ = store.cell("probes_theory", {"data": data.to_dict(), "budget": B, "n": 4 * n, "seed": cfg.seed},
                                           lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
     for name, run in runs.items():
         probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run_cell_config(run), "n": 4 * n, "seed": cfg.seed},

@@ -156,7 +156,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     log(f"audits of {len(rows)} runs done")
     theory = {}
     for b in cfg.budgets:
-        config = {"data": asdict(cfg.data()), "budget": b, "samples": cfg.samples,
+        config = {"data": cfg.data().to_dict(), "budget": b, "samples": cfg.samples,
                   "search_samples": cfg.search_samples, "seed": cfg.seed}
         theory[b], cached = store.cell("theory", config, lambda b=b: theory_rows(
             cfg.data(), b, cfg.samples, cfg.search_samples, cfg.seed))

@@ -198,23 +198,22 @@ def dense_lookahead_value(w, live, p, tau, scales, per_tau, tail) -> float:
     return float(total)
 
 
-def noisy_last_q(P, cand, cls, lik, w, scales) -> np.ndarray:
-    """Oracle of ``_kernels._dp_last``: (M, C) expected loss after one more reading of each candidate."""
+def noisy_last_q(P, cand, cls, lik, w, nj, scales) -> np.ndarray:
+    """Oracle of ``_kernels._dp_last``: (M, C) expected loss after one more reading of each candidate,
+    from each reading's posterior (lattice tables of ``fvnum.bellman.Quadrature``, one per depth)."""
     thetas = leaf_thetas(scales)
     A = float((np.asarray(scales) ** 2).sum())
     out = np.zeros((P.shape[0], len(cand)))
     for s, p in enumerate(np.asarray(P, dtype=float)):
         p = p / p.sum()
         for c, n in enumerate(cand):
-            for o in range(3):
-                Wo = p[cls[n - 1] == o].sum()
-                if Wo <= 0:
-                    continue
-                for q in range(len(w)):
-                    post = p * lik[n - 1, o, q][cls[n - 1]]
-                    if post.sum() > 0:
-                        m = (post / post.sum()) @ thetas
-                        out[s, c] += Wo * w[q] * (A - m @ m)
+            k = int(n).bit_length() - 1
+            W = np.array([p[cls[n - 1] == o].sum() for o in range(3)])
+            for j in range(nj[k]):
+                post = p * lik[k, j][cls[n - 1]]
+                if post.sum() > 0:
+                    m = (post / post.sum()) @ thetas
+                    out[s, c] += (W @ w[k, :, j]) * (A - m @ m)
     return out
 
 

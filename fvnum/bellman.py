@@ -9,13 +9,17 @@ leaf weights; with ``U(p) = sum_k a_k^2 - ||mu_p||^2`` the expected loss of the 
 where ``o`` runs over the three classes of leaves that reading node ``n`` distinguishes (path passes
 ``n`` with +1, with -1, or avoids it; means ``+a_k, -a_k, 0``) and ``W_o`` is their mass. This is
 THEORY.md's recursion for unnormalised weights divided by the total weight (``V`` is homogeneous of
-degree 1). Each expectation is a trapezoid rule over the class's standard normal (``reading_rule``),
-with ``points[R - 1]`` points when ``R`` layers remain: the last reading's integrand is smooth (analytic
-in a strip), an earlier one has kinks where the best next node changes, whose ``O(h^2)`` error is
-corrected (``kink_corrected``). The recursion is expanded breadth-first and the last layer is evaluated in
-a kernel (``_kernels._dp_last``). At the prior only one node per depth is tried
-(the tree's symmetry). The policy is the same recursion run from the posterior of each sample's
-readings (``NoisyBellmanPolicy``), so its Monte Carlo loss estimates the value.
+degree 1). Each expectation is a trapezoid rule over the class's normal law, of step
+``h = 2 SPAN tau / (points[R - 1] - 1)`` when ``R`` layers remain, and the three classes' rules share one
+lattice of readings ``h Z`` (``lattice``): the posterior after a reading depends on the reading only, so
+one child belief serves every class whose rule covers it. The last reading's integrand is smooth
+(analytic in a strip, so the error falls like ``exp(-2 pi d / h)``), an earlier one has kinks where the
+best next node changes, whose ``O(h^2)`` error is corrected (``kink_corrected``). The last layer is
+evaluated in a kernel (``_kernels._dp_last``) from the Gram matrix of the three classes' latent sums:
+``||posterior mean||^2`` is a ratio of quadratic forms in the classes' likelihoods, ``O(1)`` per reading.
+At the prior only one node per depth is tried (the tree's symmetry). The policy is the same recursion run
+from the posterior of each sample's readings (``NoisyBellmanPolicy``), so its Monte Carlo loss estimates
+the value.
 """
 from __future__ import annotations
 
@@ -30,34 +34,42 @@ from .tree import TreeSpec, numeric_prior
 
 POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1, 2, 3 layers remain
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
-MAX_WORK = 3e10  # largest last-layer work (beliefs x candidates x 3 x points x leaves) solved exactly
+MAX_WORK = 3e10  # largest work (``work``) solved exactly
+LAST_OPS = 20  # operations per lattice point of the last layer (``_kernels._dp_last``)
+EXACT_RATE = 2.5e8  # work per second and thread priced: measured 0.7e9 to 2.1e9 (load 2.5), 3 to 4x less at load 9
+EXACT_OVERHEAD = 0.05  # seconds of tables and Python per solve
 CHUNK_FLOATS = 2**22
 
 
 class Quadrature:
-    """Tables of one tree and noise: reading classes ``cls`` (D, 2^K); per number ``R`` of remaining
-    layers, a rule ``x[R], w[R]`` (Q_R,) and the likelihood ratios ``lik[R]`` (D, 3, Q_R, 3) of the
-    classes at each of its readings (relative to the largest); leaf ``thetas`` (2^K, D)."""
+    """Tables of one tree and noise: reading classes ``cls`` (D, 2^K) and, per number ``R`` of remaining
+    layers, one lattice of readings per depth ``k`` (``lattice``): readings ``x[R]`` (K, J), rule weights
+    ``w[R]`` (K, 3, J) of each class, likelihood ratios ``lik[R]`` (K, J, 3) of the classes at each
+    reading (relative to the largest), ``nj[R]`` (K,) points and ``adjacent[R]`` (K, J) (whether point
+    ``j + 1`` is the lattice neighbour of ``j``); leaf ``thetas`` (2^K, D), sparse as ``paths``/``pvals``."""
 
     def __init__(self, spec: TreeSpec, tau: float, points=(65,)):
         if not tau > 0:
             raise ValueError(f"the noisy Bellman recursion needs tau > 0, got {tau}")
         self.spec, self.tau, self.points = spec, float(tau), tuple(int(p) for p in points)
-        D, nl = spec.dim, spec.n_leaves
+        D, nl, K = spec.dim, spec.n_leaves, spec.depth
         leaves = np.arange(nl)
         nodes = np.arange(1, D + 1)
         vals = spec.values(np.repeat(leaves, D), np.tile(nodes, nl)[:, None])[:, 0].reshape(nl, D).T  # (D, nl)
-        amp = spec.scales[spec.node_depths(nodes) - 1]  # (D,)
         self.cls = np.where(vals > 0, 0, np.where(vals < 0, 1, 2)).astype(np.int64)  # (D, nl)
-        means = np.stack([amp, -amp, np.zeros(D)], axis=1)  # (D, 3)
-        self.x, self.w, self.lik = {}, {}, {}
+        self.x, self.w, self.lik, self.nj, self.adjacent = {}, {}, {}, {}, {}
         for R, Q in enumerate(self.points, start=1):
-            x, w = reading_rule(Q)
-            phi = means[:, :, None] + self.tau * x[None, None, :]  # (D, 3, Q)
-            e = -((phi[..., None] - means[:, None, None, :]) ** 2) / (2 * self.tau**2)  # (D, 3, Q, 3)
-            self.x[R], self.w[R] = x, w
-            self.lik[R] = np.ascontiguousarray(np.exp(e - e.max(axis=3, keepdims=True)))
+            rules = [lattice(float(a), self.tau, Q) for a in spec.scales]
+            J = max(r[0].size for r in rules)
+            self.x[R], self.w[R] = np.zeros((K, J)), np.zeros((K, 3, J))
+            self.lik[R], self.adjacent[R] = np.zeros((K, J, 3)), np.zeros((K, J), dtype=bool)
+            self.nj[R] = np.array([r[0].size for r in rules], dtype=np.int64)
+            for k, (x, w, lik, adj) in enumerate(rules):
+                n = x.size
+                self.x[R][k, :n], self.w[R][k, :, :n], self.lik[R][k, :n], self.adjacent[R][k, :n] = x, w, lik, adj
         self.thetas = spec.thetas(leaves)  # (nl, D)
+        self.paths = np.ascontiguousarray(spec.path_nodes(leaves), dtype=np.int64)  # (nl, K)
+        self.pvals = np.ascontiguousarray(spec.scales * spec.signs(leaves), dtype=float)  # (nl, K)
         self.nodes = nodes.astype(np.int64)
 
     def log_likelihood(self, nodes, readings) -> np.ndarray:
@@ -86,25 +98,70 @@ class Quadrature:
         M, nl = P.shape
         if remaining == 1:
             return self._last(P, cand, threads)
-        C, Q = cand.size, self.points[remaining - 1]
-        per = max(1, CHUNK_FLOATS // (C * 3 * Q * nl * 2))
+        R = remaining
+        C, J = cand.size, self.x[R].shape[1]
+        per = max(1, CHUNK_FLOATS // (C * J * nl * 2))
+        k = self.spec.node_depths(cand) - 1
+        adjacent = self.adjacent[R][k]  # (C, J)
         out = np.zeros((M, C))
         for a in range(0, M, per):
             part = P[a : a + per]
-            child = np.zeros((part.shape[0], C, 3, Q, nl))
-            weight = np.zeros((part.shape[0], C, 3, Q))
-            _kernels._dp_children(part, cand, self.cls, self.lik[remaining], self.w[remaining], child, weight)
-            vq = self.q_values(child.reshape(-1, nl), remaining - 1, threads=threads)
-            out[a : a + per] = self.integrate(vq.reshape(weight.shape + (-1,)), weight)
+            child = np.zeros((part.shape[0], C, J, nl))
+            weight = np.zeros((part.shape[0], C, J))
+            _kernels._dp_children(part, cand, self.cls, self.lik[R], self.w[R], self.nj[R], child, weight)
+            live = np.flatnonzero(weight.ravel() > 0)
+            flat = child.reshape(-1, nl)
+            if R == 2:  # the children have one layer left: only their minimum and its kinks are needed
+                g, arg = np.zeros(weight.size), np.zeros(weight.size, dtype=np.int64)
+                g[live], arg[live] = self._last_min(flat[live], threads)
+                out[a : a + per] = self._integrate_min(flat, g.reshape(weight.shape), arg.reshape(weight.shape),
+                                                       weight, adjacent)
+                continue
+            vq = np.zeros((weight.size, self.spec.dim))
+            vq[live] = self.q_values(flat[live], R - 1, threads=threads)
+            out[a : a + per] = self.integrate(vq.reshape(weight.shape + (-1,)), weight, adjacent)
         return out
 
-    def integrate(self, vq: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """``sum_o W_o E_q min_c vq[..., o, q, c]`` over the reading rules, (..., C, 3, Q, Cn) -> (..., C).
-        The minimum over the next node ``c`` has kinks where the best node changes; the trapezoid rule's
-        error there, ``h^2 J phi(z*) (t (1 - t) - 1/6) / 2`` for a slope jump ``J`` at ``z* = z_j + t h``
+    def _integrate_min(self, flat, g, arg, weight, adjacent):
+        """``integrate`` from each child's minimum ``g`` (..., J) and its node index ``arg``: the values of
+        the two winners across each switching interval are computed for those intervals only."""
+        a0, a1 = arg[..., :-1], arg[..., 1:]
+        w0, w1 = weight[..., :-1], weight[..., 1:]
+        switch = (a0 != a1) & (w0 > 0) & (w1 > 0) & np.broadcast_to(adjacent, weight.shape)[..., :-1]
+        qa1, qb0 = g[..., 1:].copy(), g[..., :-1].copy()
+        idx = np.flatnonzero(switch.ravel())
+        if idx.size:
+            J = weight.shape[-1]
+            left = (idx // (J - 1)) * J + idx % (J - 1)  # flat index of child j; child j + 1 follows it
+            qa1.ravel()[idx] = self._last_at(flat[left + 1], self.nodes[a0.ravel()[idx]])
+            qb0.ravel()[idx] = self._last_at(flat[left], self.nodes[a1.ravel()[idx]])
+        return kink_terms(g, qa1, qb0, weight, switch)
+
+    def _last_min(self, P, threads):
+        M = P.shape[0]
+        g, arg = np.zeros(M), np.zeros(M, dtype=np.int64)
+        parts = [slice(a, min(M, a + 4096)) for a in range(0, M, 4096)]
+
+        def task(sl):
+            _kernels._dp_last_min(P[sl], self.nodes, self.cls, self.lik[1], self.w[1], self.nj[1], self.paths,
+                                  self.pvals, self.spec.scales, g[sl], arg[sl])
+
+        _run(task, parts, threads)
+        return g, arg
+
+    def _last_at(self, P, nodes):
+        out = np.zeros(P.shape[0])
+        _kernels._dp_last_at(np.ascontiguousarray(P), np.ascontiguousarray(nodes, dtype=np.int64), self.cls,
+                             self.lik[1], self.w[1], self.nj[1], self.paths, self.pvals, self.spec.scales, out)
+        return out
+
+    def integrate(self, vq: np.ndarray, weight: np.ndarray, adjacent: np.ndarray) -> np.ndarray:
+        """``sum_j weight_j min_c vq[..., j, c]`` over the lattice, (..., J, Cn) -> (...). The minimum over
+        the next node ``c`` has kinks where the best node changes; the trapezoid rule's error there,
+        ``h^2 J phi(z*) (t (1 - t) - 1/6) / 2`` for a slope jump ``J`` at ``z* = z_j + t h``
         (Euler-Maclaurin with the Bernoulli polynomial ``B_2``), is added back with both candidates taken
         linear on the rule interval: error ``O(h^3)`` instead of ``O(h^2)``."""
-        return kink_corrected(vq, weight)
+        return kink_corrected(vq, weight, adjacent)
 
     def _last(self, P, cand, threads):
         M = P.shape[0]
@@ -112,45 +169,85 @@ class Quadrature:
         parts = [slice(a, min(M, a + 4096)) for a in range(0, M, 4096)]
 
         def task(sl):
-            _kernels._dp_last(P[sl], cand, self.cls, self.lik[1], self.w[1], self.spec.scales, out[sl])
+            _kernels._dp_last(P[sl], cand, self.cls, self.lik[1], self.w[1], self.nj[1], self.paths, self.pvals,
+                              self.spec.scales, out[sl])
 
-        if threads > 1 and len(parts) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=threads) as ex:
-                list(ex.map(task, parts))
-        else:
-            for sl in parts:
-                task(sl)
+        _run(task, parts, threads)
         return out
 
 
-def kink_corrected(vq: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """See ``Quadrature.integrate``: ``weight`` (..., 3, Q) holds ``W_o w_q``, ``vq`` (..., 3, Q, Cn)."""
-    W = weight.sum(axis=-1, keepdims=True)
-    w = weight / np.where(W > 0, W, 1.0)  # the rule (..., 3, Q)
-    a = np.argmin(vq, axis=-1)[..., None]  # (..., 3, Q, 1)
+def _run(task, parts, threads):
+    if threads > 1 and len(parts) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            list(ex.map(task, parts))
+    else:
+        for sl in parts:
+            task(sl)
+
+
+def kink_corrected(vq: np.ndarray, weight: np.ndarray, adjacent=None) -> np.ndarray:
+    """See ``Quadrature.integrate``: ``weight`` (..., J) holds the rule weights ``sum_o W_o w_oj`` of the
+    lattice points (0 for points outside it), ``vq`` (..., J, Cn); ``adjacent`` (..., J) (broadcast) says
+    whether point ``j + 1`` neighbours ``j`` (default: all do)."""
+    a = np.argmin(vq, axis=-1)[..., None]  # (..., J, 1)
     g = np.take_along_axis(vq, a, axis=-1)[..., 0]
     a0, a1 = a[..., :-1, :], a[..., 1:, :]
     f0, f1 = g[..., :-1], g[..., 1:]
     qa1 = np.take_along_axis(vq[..., 1:, :], a0, axis=-1)[..., 0]  # the left winner at the right end
     qb0 = np.take_along_axis(vq[..., :-1, :], a1, axis=-1)[..., 0]  # the right winner at the left end
+    w0, w1 = weight[..., :-1], weight[..., 1:]
+    switch = (a0[..., 0] != a1[..., 0]) & (w0 > 0) & (w1 > 0)
+    if adjacent is not None:
+        switch &= np.broadcast_to(adjacent, weight.shape)[..., :-1]
+    return kink_terms(g, qa1, qb0, weight, switch)
+
+
+def kink_terms(g, qa1, qb0, weight, switch) -> np.ndarray:
+    """The corrected rule of ``kink_corrected`` from the minimum ``g`` (..., J), the left winner's value
+    at the right end ``qa1`` and the right winner's at the left end ``qb0`` (..., J - 1) of each interval
+    where the winner switches (``switch``)."""
+    f0, f1 = g[..., :-1], g[..., 1:]
+    w0, w1 = weight[..., :-1], weight[..., 1:]
     d0, d1 = f0 - qb0, qa1 - f1  # <= 0 and >= 0
     den = d1 - d0
-    switch = (a0[..., 0] != a1[..., 0]) & (den > 0)
+    switch = switch & (den > 0)
     t = np.where(switch, -d0 / np.where(switch, den, 1.0), 0.5)
-    corr = np.where(switch, den / 2 * (t * (1 - t) - 1.0 / 6), 0.0) * (w[..., :-1] + w[..., 1:]) / 2
-    return (W[..., 0] * ((g * w).sum(axis=-1) + corr.sum(axis=-1))).sum(axis=-1)
+    corr = np.where(switch, den / 2 * (t * (1 - t) - 1.0 / 6), 0.0) * (w0 + w1) / 2
+    return (g * weight).sum(axis=-1) + corr.sum(axis=-1)
 
 
-def reading_rule(points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes ``z`` and weights of ``E f(Z)``, ``Z ~ N(0, 1)``: the trapezoid rule of step ``2 SPAN / (points - 1)``
-    on ``[-SPAN, SPAN]``, weights ``h phi(z)`` normalised. For ``f`` analytic in a strip (the posterior is
-    a logistic function of the reading) its error falls like ``exp(-2 pi d / h)``, far faster than a
-    Gauss-Hermite rule of as many points (measured in tests/fvnum/test_bellman.py)."""
-    z = np.linspace(-SPAN, SPAN, int(points))
-    w = np.exp(-0.5 * z**2)
-    return z, w / w.sum()
+def lattice(a: float, tau: float, points: int):
+    """The readings of a node of amplitude ``a``: the points of the lattice ``h Z``, ``h = 2 SPAN tau /
+    (points - 1)``, within ``SPAN`` standard deviations of a class mean ``+a, -a, 0`` (so each class sees
+    at least its own ``points``-point trapezoid rule). Where the three windows are disjoint nothing is
+    shared and each class gets its own rule centred on its mean. Returns readings ``x`` (J,), rule
+    weights ``w`` (3, J) (``h phi``, normalised per class), likelihood ratios ``lik`` (J, 3) and
+    ``adjacent`` (J,) (whether point ``j + 1`` is the rule neighbour of point ``j``)."""
+    points = int(points)
+    h = 2 * SPAN * tau / (points - 1)
+    means = np.array([a, -a, 0.0])
+    if a <= 2 * SPAN * tau:  # overlapping windows: one lattice, at most 2 (points - 1) * 1.5 + 1 points
+        top = int(np.floor((a + SPAN * tau) / h + 1e-9))
+        idx = np.arange(-top, top + 1)
+        x = idx * h
+        keep = (np.abs(x[:, None] - means[None]) <= SPAN * tau * (1 + 1e-12)).any(axis=1)
+        idx, x = idx[keep], x[keep]
+        adjacent = np.r_[np.diff(idx) == 1, False]
+        z = (x[:, None] - means[None]) / tau  # (J, 3)
+    else:  # disjoint windows: the rule of each class around its own mean, in increasing order
+        zq = np.linspace(-SPAN, SPAN, points)
+        order = (1, 2, 0)  # means -a, 0, +a
+        x = np.concatenate([means[o] + tau * zq for o in order])
+        adjacent = np.tile(np.r_[np.ones(points - 1, dtype=bool), False], 3)
+        z = np.concatenate([(means[o] - means)[None, :] / tau + zq[:, None] for o in order])
+    with np.errstate(over="ignore"):  # a class far away (tiny tau): likelihood ratio 0
+        e = -0.5 * z**2
+    w = np.exp(e - e.max(axis=0, keepdims=True)).T  # (3, J)
+    w /= w.sum(axis=1, keepdims=True)
+    lik = np.exp(e - e.max(axis=1, keepdims=True))
+    return x, w, lik, adjacent
 
 
 def root_candidates(spec: TreeSpec) -> np.ndarray:
@@ -162,20 +259,60 @@ def default_points(budget: int) -> tuple:
     return POINTS[min(max(budget, 1), 3)][:max(budget, 1)]
 
 
-def work(spec: TreeSpec, budget: int, points=None) -> float:
-    """Last-layer work of the exact recursion (beliefs x candidates x 3 x points x leaves)."""
+def work(spec: TreeSpec, budget: int, points=None, tau=None, root: str = "prior") -> float:
+    """Operations of the exact recursion (about one multiply-add each): the child beliefs of every level
+    (a lattice point per node read, ``2^K`` weights each) and, per belief of the last level, each node's
+    class Gram (``2^K K + 6 D``) and its lattice (``LAST_OPS`` per point). ``tau`` sets the lattices (their
+    classes overlap); without it each class counts its own ``points`` (an upper bound). ``root``: ``"prior"``
+    (one node per depth at the uniform prior, as ``noisy_bellman`` solves it) or ``"any"`` (every node:
+    the policy's decision from a sample's posterior)."""
     if budget == 0:
         return 0.0
     points = default_points(budget) if points is None else points
-    beliefs = 1.0
+    K, D, nl = spec.depth, spec.dim, spec.n_leaves
+    scales = [float(a) for a in spec.scales]
+
+    def npts(R, k):  # lattice points of a depth-k node when R layers remain
+        Q = points[R - 1]
+        return 3 * Q if tau is None else lattice_size(scales[k], float(tau), Q)
+
+    beliefs, total = 1.0, 0.0
     for R in range(budget, 1, -1):
-        beliefs *= (spec.depth if R == budget else spec.dim) * 3 * points[R - 1]
-    return beliefs * spec.dim * 3 * points[0] * spec.n_leaves
+        one = R == budget and root == "prior"
+        kids = sum(npts(R, k) for k in range(K)) if one else sum(2**k * npts(R, k) for k in range(K))
+        beliefs *= kids
+        total += beliefs * nl
+    last = sum(2**k * (LAST_OPS * npts(1, k) + nl * K + 6 * D) for k in range(K))
+    if budget == 1 and root == "prior":
+        last = sum(LAST_OPS * npts(1, k) + nl * K + 6 * D for k in range(K))
+    return total + beliefs * last
 
 
-def exact_feasible(spec, budget: int, points=None) -> bool:
+def lattice_size(a: float, tau: float, points: int) -> int:
+    """Number of readings of ``lattice(a, tau, points)``."""
+    if a > 2 * SPAN * tau:
+        return 3 * int(points)
+    return int(lattice(a, tau, points)[0].size)
+
+
+def solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None) -> float:
+    """Upper price of ``noisy_bellman``: ``work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``."""
+    busy = max(1, int(threads))
+    return EXACT_OVERHEAD + work(spec, budget, points, tau) / (EXACT_RATE * busy)
+
+
+def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, points=None) -> float:
+    """Upper price of ``samples`` samples of ``NoisyBellmanPolicy``: at layer ``l >= 1`` each sample runs
+    the recursion of the ``budget - l`` remaining layers from its own posterior (every node a candidate)."""
+    points = default_points(budget) if points is None else points
+    per = sum(work(spec, budget - l, points[: budget - l], tau, root="any") for l in range(1, budget))
+    busy = max(1, min(int(threads), -(-int(samples) // 1024)))
+    return EXACT_OVERHEAD + samples * (per / EXACT_RATE + 5e-6 * budget) / busy
+
+
+def exact_feasible(spec, budget: int, points=None, tau=None) -> bool:
     """Whether the exact recursion is small enough: tree prior, ``budget <= 3``, work below MAX_WORK."""
-    return isinstance(spec, TreeSpec) and budget <= 3 and work(spec, budget, points) <= MAX_WORK
+    return isinstance(spec, TreeSpec) and budget <= 3 and work(spec, budget, points, tau) <= MAX_WORK
 
 
 class NoisyBellmanPolicy(Policy):
@@ -349,9 +486,9 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     if channel.tau == 0:
         given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
         raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
-    if not exact_feasible(spec, budget, points):
+    if not exact_feasible(spec, budget, points, channel.tau):
         raise ValueError(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
-                         f"{work(spec, budget, points):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")
+                         f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")
     threads = default_threads() if threads is None else max(1, int(threads))
     quad = Quadrature(spec, channel.tau, points)
     uniform = np.full((1, spec.n_leaves), 1.0 / spec.n_leaves)
@@ -360,6 +497,7 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     else:
         V, node = quad.values(uniform, budget, root_candidates(spec), threads=threads)
         value, first = float(V[0]), int(node[0])
-    how = f"exact recursion, trapezoid rules of {'/'.join(map(str, points[:budget][::-1]))} points per reading class"
+    how = (f"exact recursion, trapezoid rules of {'/'.join(map(str, points[:budget][::-1]))} points per reading class "
+           f"on one lattice of readings per depth")
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
     return NoisyBellman(value, budget, channel.tau, first, points[:budget], how, quad, pol)

@@ -110,15 +110,11 @@ def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
     from .optimum import bounds
-    from .limits import check_mc
-    from .tree import numeric_prior
 
     prior = _tree(args, default_depth=3)
     if args.tokens is None and args.s2 != "1/100":
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
-    for strategy in ("path", "greedy_coordinate"):
-        check_mc(numeric_prior(prior), budget=args.budget, strategy=strategy, tokens=args.tokens is not None,
-                 samples=args.samples, threads=args.threads)
+    # priced whole before any work (fvnum.optimum.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
@@ -132,6 +128,7 @@ def _bounds(args) -> int:
     lines = [line]
     lines += [f"  {name:18s} {est}" for name, est in res.candidates.items()]
     lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in res.differences.items()]
+    lines += [f"  {name:18s} {why}" for name, why in res.skipped.items()]
     emit(record, args.format, lines)
     return 0
 

@@ -56,6 +56,10 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     elif strategy in SEARCHING and not (tree and strategy == "rollout"):
         work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
     seconds = work / (RATE * max(1, threads))
+    if tree and strategy == "rollout":  # priced by the policy's own measured model (quadratic in the budget)
+        from .strategies import rollout_seconds
+
+        seconds = max(seconds, rollout_seconds(depth, B, samples, threads))
     return memory, seconds
 
 

@@ -10,7 +10,13 @@ policy the engine finds.
   and re-estimated on another (``EVAL``); ``exact`` = the exact noisy optimum of ``fvnum.bellman``
   where the tree is small enough (gaussian channel; for ``tokens`` at its effective ``tau``), else None.
   Every candidate's ``EVAL`` estimate is kept, with the paired difference of ``rollout`` against
-  ``path`` and ``greedy_coordinate`` on the same samples.
+  ``path`` and ``greedy_coordinate`` on the same samples. Where the exact optimum is solved the bracket
+  collapses onto it (no policy beats it; gaussian channel, or tau = 0), so by default a candidate priced
+  above ``CHEAP_SECONDS`` is not sampled (the exact policy of budget 3, the rollout); under tokens (where the
+  recursion, solved at tau(N), is a reference, not the optimum) one priced above ``TOKENS_SECONDS`` is not sampled by default:
+  ``skipped`` says which and why, and named ``candidates`` are always sampled. The plan (what is
+  solved, what is sampled, at what price) is :func:`bounds_plan`; ``fv bounds`` refuses a plan priced
+  over its time cap.
 - :func:`best_adaptive`: the best adaptive policy among named candidates (also unit class).
 """
 from __future__ import annotations
@@ -29,6 +35,8 @@ from .simulate import check_budget, check_samples, check_seed, simulate
 from .tree import TreeSpec, numeric_prior
 
 BOUND_CANDIDATES = ("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal")
+CHEAP_SECONDS = 1.0  # where the exact optimum is solved, default candidates priced above this are not sampled
+TOKENS_SECONDS = 2.0  # under tokens on a solved tree (no exact optimum), default candidates priced above this are not sampled
 ADAPTIVE_CANDIDATES = ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense")
 
 
@@ -36,7 +44,8 @@ ADAPTIVE_CANDIDATES = ("path", "bellman_noiseless", "greedy_coordinate", "greedy
 class Bounds:
     """``lower`` (value, how) <= the noisy optimum <= ``upper`` (a Monte Carlo Estimate of ``policy``).
     ``exact``: the exact noisy optimum where solved (else None). ``candidates``: every policy's
-    Estimate on the same samples; ``differences``: paired ``rollout - other`` Estimates."""
+    Estimate on the same samples; ``differences``: paired ``rollout - other`` Estimates; ``skipped``:
+    the candidates not sampled (and the exact solve, when not run), each with its reason."""
 
     lower: float
     lower_how: str
@@ -47,6 +56,7 @@ class Bounds:
     candidates: dict = field(default_factory=dict)
     differences: dict = field(default_factory=dict)
     inputs: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +66,7 @@ class Bounds:
             "exact": self.exact, "exact_how": self.exact_how,
             "candidates": {k: v.as_dict() for k, v in self.candidates.items()},
             "differences": {k: v.as_dict() for k, v in self.differences.items()},
+            "skipped": dict(self.skipped),
             **self.inputs,
         }
 
@@ -72,7 +83,8 @@ class Bounds:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        exact = "n/a" if self.exact is None else f"{self.exact:.6g}"
+        exact = "n/a" if self.exact is None else f"{self.exact:.6g}" + (
+            ", the optimum" if self.inputs.get("channel", "gaussian") == "gaussian" else "")
         return (f"optimum in [{self.lower:.6g}, {self.upper.value:.6g} +- {self.upper.stderr:.2g}]  "
                 f"(lower: {self.lower_how}; upper: {self.policy}, mc n={self.upper.n}; exact: {exact})")
 
@@ -95,12 +107,159 @@ def _paired(a: np.ndarray, b: np.ndarray) -> Estimate:
     return Estimate(float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), int(d.size))
 
 
+@dataclass(frozen=True)
+class BoundsPlan:
+    """What :func:`bounds` will do, priced before any work: ``solve`` (run the exact recursion),
+    ``sample`` (the candidates sampled, in order), ``skipped`` ({name: reason}), ``seconds`` (upper price
+    of each part: ``exact`` and every candidate, its ``SELECT`` and ``EVAL`` runs), ``bytes`` (memory)."""
+
+    solve: bool
+    sample: tuple
+    skipped: dict
+    seconds: dict
+    bytes: float
+
+    @property
+    def total_seconds(self) -> float:
+        return (self.seconds.get("exact", 0.0) if self.solve else 0.0) + sum(self.seconds[n] for n in self.sample)
+
+    def to_dict(self) -> dict:
+        return {"solve": self.solve, "sample": list(self.sample), "skipped": dict(self.skipped),
+                "seconds": dict(self.seconds), "total_seconds": self.total_seconds, "bytes": self.bytes}
+
+
+def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: int, threads: int) -> float:
+    """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples."""
+    from . import bellman
+    from .limits import mc_cost
+    from .strategies import rollout_seconds
+
+    if name == "rollout":
+        return rollout_seconds(spec.depth, budget, samples, threads)
+    if name == "optimal":
+        return bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
+    return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
+                   tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]
+
+
+def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
+                candidates=None, exact=None, threads=None) -> BoundsPlan:
+    """The plan of :func:`bounds` (see :class:`BoundsPlan`). The exact recursion is solved where
+    ``fvnum.bellman.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
+    Once the optimum is known exactly (solved, or ``tau = 0``), default candidates priced above
+    ``CHEAP_SECONDS`` are skipped (the cheapest one is always sampled); named ``candidates`` are sampled."""
+    from fvsym._validate import max_seconds
+
+    from . import bellman
+    from ._chunks import default_threads
+
+    threads = default_threads() if threads is None else max(1, int(threads))
+    tau = channel.tau
+    skipped, seconds = {}, {}
+    if tau == 0:
+        solve = False
+    elif exact is not None:
+        solve = bool(exact)
+    else:
+        solve = bellman.exact_feasible(spec, budget, tau=tau)
+        if not solve and budget > 3:
+            skipped["exact"] = "not solved: the exact recursion is solved for budget <= 3"
+        elif not solve:
+            skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
+                                f"large (work {bellman.work(spec, budget, tau=tau):.2g} > {bellman.MAX_WORK:.0g})")
+    if solve:
+        seconds["exact"] = bellman.solve_seconds(spec, budget, tau, threads)
+        if exact is None and seconds["exact"] > max_seconds() / 2:
+            solve = False
+            skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "
+                                f"half the time cap of {max_seconds():.3g} s")
+    names = BOUND_CANDIDATES if candidates is None else tuple(candidates)
+    applies = []
+    for name in names:
+        if name == "optimal" and not solve:
+            continue
+        if name == "path" and budget > spec.depth:
+            continue
+        if name == "bellman_noiseless" and budget > spec.dim:
+            continue
+        if name == "rollout" and (tau == 0 or budget < 2):
+            continue
+        applies.append(name)
+    n = samples + min(samples, select_samples)
+    for name in applies:
+        seconds[name] = candidate_seconds(name, spec, channel, budget, n, threads)
+    sample = list(applies)
+    # the exact recursion is the optimum of the gaussian channel; for tokens it is a reference at tau(N)
+    known = (solve and channel.kind == "gaussian") or tau == 0
+    if known and candidates is None and applies:
+        cheapest = min(applies, key=lambda k: seconds[k])
+        what = "the exact recursion" if solve else "the noiseless Bellman optimum (tau = 0)"
+        for name in applies:
+            if name != cheapest and seconds[name] > CHEAP_SECONDS:
+                sample.remove(name)
+                skipped[name] = (f"not sampled: the optimum is known exactly ({what}), so no policy narrows the "
+                                 f"bracket, and {samples} samples of it would take up to {seconds[name]:.3g} s "
+                                 f"(name it in candidates to sample it)")
+    elif solve and channel.kind == "tokens" and candidates is None and applies:
+        # small trees under tokens (the recursion is a reference at tau(N), not the optimum): every candidate may narrow the bracket, but by default one
+        # priced above TOKENS_SECONDS (the exact gaussian-channel policy at tau(N), about 3 ms a sample) is
+        # left out so a small tree's bracket stays a matter of seconds; the cheapest is always sampled
+        cheapest = min(applies, key=lambda k: seconds[k])
+        for name in applies:
+            if name != cheapest and seconds[name] > TOKENS_SECONDS:
+                sample.remove(name)
+                skipped[name] = (f"not sampled by default: {samples} samples of it would take up to "
+                                 f"{seconds[name]:.3g} s, over {TOKENS_SECONDS:g} s; the bracket's upper end is "
+                                 f"the best of the others (name it in candidates to sample it)")
+    from .limits import mc_cost
+
+    chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
+                        tokens=channel.kind == "tokens", samples=samples, threads=threads)[0]
+                for name in ("path", "greedy_coordinate"))
+    recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
+    memory = chunk + recorded + (8.0 * 3 * bellman.CHUNK_FLOATS if solve else 0.0)
+    return BoundsPlan(solve, tuple(sample), skipped, seconds, memory)
+
+
+def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
+                      candidates=None, exact=None, threads=None) -> BoundsPlan:
+    """Refuse (one-line ValueError) a :func:`bounds` whose plan is priced over the memory or the time cap,
+    naming the largest ``samples`` that fits; returns the plan otherwise."""
+    from fvsym._validate import check_memory, check_time, fits_time, format_seconds
+
+    def plan(n):
+        return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,
+                           exact=exact, threads=threads)
+
+    from .limits import check_mc
+
+    for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
+        check_mc(spec, budget=budget, strategy=name, tokens=channel.kind == "tokens", samples=samples,
+                 threads=threads)
+    p = plan(samples)
+    what = f"fv bounds at depth {spec.depth}, budget {budget}"
+    check_memory(what, p.bytes)
+    if not fits_time(p.total_seconds):
+        lo, hi = 1, samples  # the largest sample count that fits, by bisection
+        if not fits_time(plan(2).total_seconds):
+            hint = "; no sample count fits (the exact recursion alone is over the cap: pass exact=False)"
+        else:
+            while hi - lo > max(1, lo // 100):
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if fits_time(plan(mid).total_seconds) else (lo, mid)
+            hint = f"; at this size at most {max(lo, 2)} samples fit"
+        parts = ", ".join(f"{k} {format_seconds(v)}" for k, v in p.seconds.items() if k in p.sample or k == "exact")
+        check_time(f"{what} with {samples} samples ({parts})", p.total_seconds, hint)
+    return p
+
+
 def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
            select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
-    policies tried for the upper bound (default ``BOUND_CANDIDATES``, each where it applies);
-    ``exact``: solve the exact recursion (default: where ``fvnum.bellman.exact_feasible``)."""
+    policies tried for the upper bound (default ``BOUND_CANDIDATES``, each where it applies, less those
+    not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
+    exact recursion (default: where ``fvnum.bellman.exact_feasible`` and within the time cap)."""
     from . import bellman
 
     spec = numeric_prior(prior)
@@ -111,28 +270,25 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     budget = check_budget(budget)
     if budget < 1:
         raise ValueError(f"bounds need budget >= 1, got {budget}")
+    plan = check_bounds_cost(spec, channel, budget, samples=samples, select_samples=select_samples,
+                             candidates=candidates, exact=exact, threads=threads)
     lower, lower_how = noiseless_lower(prior, spec, budget)
-    solve_exact = channel.tau > 0 and bellman.exact_feasible(spec, budget) if exact is None else bool(exact)
     exact_value = exact_how = None
-    names = BOUND_CANDIDATES if candidates is None else tuple(candidates)
     policies = {}
     if channel.tau == 0:  # the noiseless optimum is exact and attained
         exact_value, exact_how = lower, "noiseless Bellman optimum"
-    elif solve_exact:
+    elif plan.solve:
         solved = bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
         exact_value, exact_how = solved.value, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
-        if "optimal" in names:
+        if "optimal" in plan.sample:
             policies["optimal"] = solved.policy
-    for name in names:
-        if name == "optimal" or (name == "path" and budget > spec.depth):
-            continue
-        if name == "bellman_noiseless" and budget > spec.dim:
-            continue
-        if name == "rollout" and (channel.tau == 0 or budget < 2):
-            continue
-        policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
+    for name in plan.sample:
+        if name != "optimal":
+            policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
+    if not policies:
+        raise ValueError(f"no candidate policy applies to budget {budget} (candidates {candidates})")
     n_select = check_samples(min(samples, select_samples))
     scores = {name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
                              purpose=_chunks.SELECT)[0] for name, pol in policies.items()}
@@ -149,7 +305,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
               "channel": channel.kind, "tau": channel.tau, "tokens": channel.n_tokens if channel.kind == "tokens"
               else None, "s2": channel.s2 if channel.kind == "tokens" else None, "measurement": "coordinate",
               "layers": budget, "width": 1, "samples": samples, "seed": seed}
-    return Bounds(lower, lower_how, found[best], best, exact_value, exact_how, found, diffs, inputs)
+    return Bounds(lower, lower_how, found[best], best, exact_value, exact_how, found, diffs, inputs, plan.skipped)
 
 
 def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,

@@ -163,13 +163,35 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     check_budget(budget)
     _layout(budget, layers, width)
     check_resolution(spec, "strategy 'optimal' under noise")
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget):
+    if (layers not in (None, budget)) or (width not in (None, 1)) or not bellman.exact_feasible(spec, budget, tau=channel.tau):
         raise ValueError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
     solved = bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
     return solved.policy
+
+
+def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
+    """The exact noisy policy runs the recursion from each sample's posterior: priced by
+    ``fvnum.bellman`` (solve and samples) and refused over the time cap, naming the samples that fit."""
+    from fvsym._validate import check_time, fits_time, max_seconds
+
+    from . import bellman
+    from ._chunks import default_threads
+    from .tree import TreeSpec
+
+    if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not bellman.exact_feasible(spec, budget, tau=channel.tau):
+        return  # refused with its own message by optimal_policy
+    threads = default_threads() if threads is None else int(threads)
+    solve = bellman.solve_seconds(spec, budget, channel.tau, threads)
+    total = solve + bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
+    if not fits_time(total):
+        per = (total - solve) / samples
+        most = int((max_seconds() - solve) / per) if per > 0 else 0
+        check_time(f"fv mc --strategy optimal (the exact noisy policy) at depth {spec.depth}, budget {budget} with "
+                   f"{samples} samples", total, f"; at this size at most {most} samples fit" if most >= 2 else
+                   "; no sample count fits")
 
 
 def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
@@ -228,6 +250,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     budget = check_budget(budget)  # a plain int from here on (numpy, sympy or Fraction integers given)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if strategy == "optimal" and channel.tau > 0:
+        _check_noisy_optimal_cost(spec, channel, budget, samples, threads)
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
                        width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
                        threads=threads)

@@ -391,18 +391,23 @@ class RolloutPolicy(Policy):
     is shared by every sample, so it is decided once on ``first_rollouts`` rollouts; later layers use
     ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
     ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
+    The comparison stops early: each candidate is first rolled out on the fraction ``screen`` of the
+    rollouts and goes on to the rest only if its mean final loss there is below the greedy node's
+    (``screen = 1``: every candidate on every rollout).
     Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
     for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
 
     name = "rollout"
 
     def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
-                 n_cand: int = 4, allow_repeat: bool = True, seed: int = 0):
+                 n_cand: int = 4, screen: float = 0.25, allow_repeat: bool = True, seed: int = 0):
+        if isinstance(screen, bool) or not isinstance(screen, (int, float, np.integer, np.floating)) or not 0 < screen <= 1:
+            raise ValueError(f"screen must be a fraction in (0, 1], got {screen!r}")
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
                 raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_cand, self.allow_repeat = int(n_cand), bool(allow_repeat)
+        self.n_cand, self.allow_repeat, self.screen = int(n_cand), bool(allow_repeat), float(screen)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
         self.U = rng.random((int(n_rollouts), spec.depth))
         self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
@@ -418,7 +423,7 @@ class RolloutPolicy(Policy):
         out = np.zeros(nodes.shape[0], dtype=np.int64)
         _kernels._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
                                self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, self.allow_repeat, U, Z,
-                               self.layers, self.n_cand, out)
+                               self.layers, self.n_cand, max(2, int(round(self.screen * U.shape[0]))), out)
         return out
 
     def rows(self, layer, state, phi):
@@ -433,7 +438,37 @@ class RolloutPolicy(Policy):
         return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
 
     def work_floats(self, spec, budget):
-        return 0
+        return ROLLOUT_CHUNK_FLOATS  # milliseconds a sample: chunks of ~1024 samples keep every thread busy
+
+
+ROLLOUT_CHUNK_FLOATS = 4096
+ROLLOUT_OVERHEAD_SECONDS = 0.2  # building the policy and routing its layers, per call
+
+
+def rollout_step_seconds(depth: int, readings: int) -> float:
+    """Upper price of one greedy step inside a rollout after ``readings`` readings at depth ``K``:
+    ``(4.5 + 0.3 K t + 0.03 K^2 t)`` microseconds (the candidates grow like ``t K``, their subtree
+    classes like ``t K^2``): 1.5 to 7 times what was measured on 2 shared cores at load 9 (depth 3..20,
+    budget 3..10, tau 0.3 and 1), with every candidate rolled out in full."""
+    K, t = int(depth), max(1, int(readings))
+    return 1e-6 * (4.5 + 0.3 * K * t + 0.03 * K * K * t)
+
+
+def rollout_seconds(depth: int, budget: int, samples: int, threads: int = 1, *, n_cand: int = 4,
+                    n_rollouts: int = 32, first_rollouts: int = 4096) -> float:
+    """Upper price of ``samples`` samples of the rollout policy: every candidate rolled out on every
+    rollout (the early stop of the comparison only saves), ``L - l - 1`` greedy steps per rollout at
+    layer ``l``, the first layer once on ``first_rollouts``; the top candidates and the last greedy
+    layer cost about one step a layer. Samples run in chunks of about 1024 over ``threads``."""
+    L, K = max(int(budget), 1), int(depth)
+
+    def layer(l, M):  # rollouts of every candidate at layer l: greedy steps after l + 1, ..., L - 1 readings
+        return n_cand * M * sum(rollout_step_seconds(K, t) for t in range(l + 1, L))
+
+    per = sum(layer(l, n_rollouts) for l in range(1, L - 1)) + L * rollout_step_seconds(K, L)
+    first = layer(0, first_rollouts) if L > 1 else 0.0
+    busy = max(1, min(int(threads), -(-int(samples) // 1024)))
+    return ROLLOUT_OVERHEAD_SECONDS + first + samples * per / busy
 
 
 class GreedyDense(Policy):

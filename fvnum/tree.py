@@ -11,6 +11,8 @@ Decoders (:func:`posterior_means`, :func:`posterior_losses` pick the channel's; 
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,9 +167,36 @@ def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((m, 0, D)), np.zeros((phi.shape[0], 0))
     U, sig, Vt = np.linalg.svd(W, full_matrices=False)  # (m, B, r), (m, r), (m, r, D)
     keep = sig > tol * np.maximum(sig.max(axis=1, keepdims=True), np.finfo(float).tiny)
-    z = np.einsum("mbr,nb->nr" if m == 1 else "nbr,nb->nr", U, phi)
-    z = np.where(keep, z / np.where(keep, sig, 1.0), 0.0)
+    A = U * np.where(keep, 1.0 / np.where(keep, sig, 1.0), 0.0)[:, None, :]  # phi -> z, (m, B, r)
+    z = phi @ A[0] if m == 1 else np.einsum("nbr,nb->nr", A, phi)
     return np.ascontiguousarray(Vt * keep[..., None]), np.ascontiguousarray(z)
+
+
+_GIG_TABLES: OrderedDict = OrderedDict()  # lam -> table of the Bessel part of J (``_kernels.tokens._gig_t``)
+_GIG_LOCK = threading.Lock()
+GIG_TABLES_KEPT = 64  # tables kept (about 80 KiB each), the least recently used dropped first
+
+
+def tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, out_loss, out_mean) -> None:
+    """``_kernels._tokens_dense_decode`` with the Bessel tables of its ``lam = (N - rank) / 2``: each call
+    builds the cells it needs in private copies, which then replace the kept tables (together with the
+    cells other threads built meanwhile), so later calls find them built."""
+    ranks = np.unique((np.einsum("mrd,mrd->mr", V, V) > 0.5).sum(axis=1))
+    lams = [0.5 * (n_tok - int(rk)) for rk in ranks]
+    tab_of_rank = np.full(V.shape[1] + 1, -1, dtype=np.int64)
+    tab_of_rank[ranks] = np.arange(ranks.size)
+    with _GIG_LOCK:
+        tabs = np.stack([_GIG_TABLES[lam] if lam in _GIG_TABLES else _kernels.gig_table() for lam in lams])
+    _kernels._tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves, out_loss, out_mean)
+    with _GIG_LOCK:
+        for lam, tab in zip(lams, tabs):
+            kept = _GIG_TABLES.pop(lam, None)
+            if kept is not None:
+                other = (kept[:, 1] > 0) & (tab[:, 1] == 0)
+                tab[other] = kept[other]
+            _GIG_TABLES[lam] = tab
+        while len(_GIG_TABLES) > GIG_TABLES_KEPT:
+            _GIG_TABLES.popitem(last=False)
 
 
 def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
@@ -190,7 +219,7 @@ def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
         W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
         if n_tok > 0:
             V, z = row_span(W, phi)
-            _kernels._tokens_dense_decode(V, z, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
+            tokens_dense_decode(V, z, n_tok, sigma2, spec.scales, leaves, out_loss, out_mean)
         else:
             _kernels._tree_dense_decode(W, phi, float(channel.tau), 1e-9, spec.scales, leaves, out_loss, out_mean)
     return out_mean if want_mean else out_loss

@@ -24,8 +24,10 @@ over the read path nodes. Leaves below an unread child of the closure share ``(p
 pass (prefix sums), one group per such child and one upward pass (log masses) give the exact posterior
 in O(closure) (``_tokens_posterior``), written into the coordinate scratch ``cs`` (``pplus``, ``pp``,
 marks), so ``coord._coord_loss`` and friends read it unchanged. General rows enumerate the ``2^K``
-leaves (``_tokens_dense_decode``), O(2^K rk), evaluating ``J`` only for the leaves whose O(1) upper bound
-(``_tokens_loglik_bound``) comes within ``SCREEN`` of the best. The law travels as ``(n_tok, sigma2)``.
+leaves (``_tokens_dense_decode``), O(2^K rk); there ``J = 2 (beta/alpha)^(lam/2) K_lam(sqrt(alpha beta))``
+is read from a table of the Bessel function for the batch's ``lam`` (``_gig_t``: piecewise Chebyshev in
+``x = sqrt(alpha beta)``, built on first use, kept across calls by ``fvnum.tree``), so a leaf costs about
+what the gaussian channel's does. The law travels as ``(n_tok, sigma2)``.
 """
 from __future__ import annotations
 
@@ -34,46 +36,13 @@ import math
 import numpy as np
 from numba import njit
 
-from .common import LOG2, NEG_INF, _bitlen, _lae, _path_node, _signed_scale
+from .common import LOG2, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses
 from .coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
-from .dense import _leaf_projections, _mean_and_error, _normalise_leaf_masses
+from .dense import _leaf_projections
+from .gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
 
-GIG_DROP = 38.0  # the trapezoid sum stops where the integrand is below exp(-GIG_DROP) of its peak
-GIG_STEPS = 4000  # at most this many points each side of the peak
-SCREEN = 40.0  # leaves whose log-likelihood is surely this far below the best are given weight 0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _gig_peak(lam, alpha, beta):
-    """Peak ``(t0, u = e^t0, f0, kappa)`` of ``f(t) = lam t - (alpha e^t + beta e^-t) / 2`` and its curvature."""
-    s = math.sqrt(lam * lam + alpha * beta)
-    u = (lam + s) / alpha if lam >= 0 else beta / (s - lam)
-    t0 = math.log(u)
-    kap = 0.5 * (alpha * u + beta / u)
-    return t0, u, lam * t0 - kap, kap
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _log_gig(lam, alpha, beta):
-    """``log int_0^inf r^(lam - 1) exp(-(alpha r + beta / r) / 2) dr`` (``alpha, beta > 0``), by the
-    trapezoid rule in ``t = log r`` from the peak of the (log-concave, entire) integrand ``exp(f(t))``:
-    step ``h = min(1/8, 0.7 / sqrt(kappa))`` (errors about ``exp(-pi^2 / (2 h))`` from the strip of
-    analyticity and ``exp(-2 pi^2 / (kappa h^2))`` from the peak's width: both below 1e-17), summed
-    outwards until below ``exp(-GIG_DROP)`` of the peak."""
-    t0, u, f0, kap = _gig_peak(lam, alpha, beta)
-    h = min(0.125, 0.7 / math.sqrt(kap))
-    ap = 0.5 * alpha * u
-    bp = 0.5 * beta / u
-    total = 1.0
-    for side in (1.0, -1.0):
-        for j in range(1, GIG_STEPS):
-            d = side * j * h  # f(t0 + d) - f0, without the cancellation of f's large terms
-            e = math.expm1(d)
-            v = lam * d - ap * e + bp * e / (1.0 + e)
-            if v < -GIG_DROP:
-                break
-            total += math.exp(v)
-    return f0 + math.log(h * total)
+EXP_FLOOR = -708.0  # leaf weights below exp(EXP_FLOOR) of the largest are set to 0 (they add < 1e-307)
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # ln 2 = hi + lo, k hi exact
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -90,15 +59,6 @@ def _tokens_loglik(p, q, zz, rk, n_tok, sigma2):
     ``rk`` of the rows read (module docstring)."""
     lam, alpha, beta, rest = _tokens_terms(p, q, zz, rk, n_tok, sigma2)
     return _log_gig(lam, alpha, beta) + rest
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _tokens_loglik_bound(p, q, zz, rk, n_tok, sigma2):
-    """An upper bound of ``_tokens_loglik`` in O(1): ``f'' <= -sqrt(alpha beta)`` everywhere, so
-    ``J <= e^f0 sqrt(2 pi / sqrt(alpha beta))``."""
-    lam, alpha, beta, rest = _tokens_terms(p, q, zz, rk, n_tok, sigma2)
-    f0 = _gig_peak(lam, alpha, beta)[2]
-    return f0 + 0.5 * math.log(2.0 * math.pi / math.sqrt(alpha * beta)) + rest
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -204,65 +164,184 @@ def _tokens_coord_decode(nodes, readings, n_tok, sigma2, scales, leaves, out_los
 
 
 @njit(cache=True, nogil=True)
-def _tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, out_loss, out_mean):
+def _exp_weights(mass, nl, mx, ebits, scale):
+    """``mass[nl + i] = exp(mass[nl + i] - mx)`` (0 below ``exp(EXP_FLOOR)``); returns their sum. ``exp(d) =
+    2^k e^r`` with ``d = k ln 2 + r``, ``|r| <= ln 2 / 2``, ``e^r`` by its Taylor polynomial of degree 13
+    (truncation below 1e-17; within a few ulp of libm's, tested) and ``2^k`` from its bits (``ebits``, a
+    work array of length ``nl``, and ``scale``, its float64 view): unlike libm's ``exp`` in a loop, this runs
+    in SIMD."""
+    for i in range(nl):
+        d = max(mass[nl + i] - mx, EXP_FLOOR)
+        k = math.floor(d * 1.4426950408889634 + 0.5)
+        r = (d - k * _LN2_HI) - k * _LN2_LO
+        r2 = r * r  # Estrin's scheme
+        r4 = r2 * r2
+        p = ((1.0 + r) + r2 * (0.5 + r * (1.0 / 6.0))) + r4 * ((1.0 / 24.0 + r * (1.0 / 120.0))
+                                                              + r2 * (1.0 / 720.0 + r * (1.0 / 5040.0)))
+        p += (r4 * r4) * ((1.0 / 40320.0 + r * (1.0 / 362880.0)) + r2 * (1.0 / 3628800.0 + r * (1.0 / 39916800.0))
+                          + r4 * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0)))
+        ebits[i] = (np.int64(k) + 1023) << 52
+        mass[nl + i] = p if d > EXP_FLOOR else 0.0
+    total = 0.0
+    for i in range(nl):
+        e = mass[nl + i] * scale[i]
+        mass[nl + i] = e
+        total += e
+    return total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tokens_leaf_loglik(YT, zs, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, built, w, mass):
+    """Leaf log-likelihoods (up to a constant) into ``mass[2^K:]`` given the readings ``zs`` (r,) in the
+    basis whose leaf projections are ``YT`` (r, 2^K), with ``ginv``, ``asc``, ``lead`` of the leaves (see
+    ``_tokens_dense_decode``); returns their maximum. ``T`` from ``tab`` when ``use_tab`` (cells built
+    here on first use; ``built = [lo, hi]``: every cell in between is built), else exactly. In passes over
+    the leaves without branches or calls (SIMD); ``w = (q, xs, xi, base, cs)``: work arrays of length 2^K
+    (``xi``: the int64 view of ``xs``, the bits of x: its table cell)."""
+    qs, xs, xi, base, cs = w
+    r, nl = YT.shape
+    zz = 0.0
+    for b in range(r):
+        zz += zs[b] * zs[b]
+    for i in range(nl):
+        qs[i] = 0.0
+    for b in range(r):
+        zb = zs[b]
+        for i in range(nl):
+            qs[i] += YT[b, i] * zb
+    for i in range(nl):
+        q = qs[i]
+        g = ginv[i]
+        x = math.sqrt(asc[i] * max(cb * (zz + q * q * g), 1e-300))  # sqrt(alpha beta)
+        xs[i] = x
+        base[i] = lead[i] + n_tok * q * g - x
+    lo = TAB_CELLS
+    hi = -1
+    for i in range(nl):
+        c = (xi[i] >> _TAB_SHIFT) - _TAB_BASE
+        cs[i] = c
+        lo = min(lo, c)
+        hi = max(hi, c)
+    mx = -np.inf
+    if use_tab and lo >= 0 and hi < TAB_CELLS:  # the common case: every x on the table
+        if lo < built[0] or hi > built[1]:  # make [lo, hi] and the cells between it and [built] built
+            if built[0] <= built[1]:
+                lo = min(lo, built[0])
+                hi = max(hi, built[1])
+            for c in range(lo, hi + 1):
+                if tab[c, 1] == 0.0:
+                    _gig_cell(lam, c, tab)
+            built[0] = lo
+            built[1] = hi
+        for i in range(nl):
+            v = base[i] + _tab_poly(tab, cs[i], xs[i])
+            mass[nl + i] = v
+            mx = max(mx, v)
+        return mx
+    for i in range(nl):
+        c = cs[i]
+        if use_tab and 0 <= c < TAB_CELLS:
+            if tab[c, 1] == 0.0:
+                _gig_cell(lam, c, tab)
+            v = base[i] + _tab_poly(tab, c, xs[i])
+        else:
+            v = base[i] + _gig_t_exact(lam, xs[i])
+        mass[nl + i] = v
+        mx = max(mx, v)
+    return mx
+
+
+@njit(cache=True, nogil=True)
+def _tokens_rows(Vs, scales, n_tok, sigma2, P, Y, rows):
+    """What depends on the rows only: their rank ``rk`` (returned), and per leaf ``YT`` (r, 2^K) the
+    projections ``y = V theta_m``, ``ginv = 1 / (sigma2 - p)``, ``asc = alpha = N sigma2 ginv`` and ``lead =
+    (lam - 1/2) log(1 - p / sigma2)``, ``p = |y|^2``, in ``rows = (YT, ginv, asc, lead)``."""
+    YT, ginv, asc, lead = rows
+    r, D = Vs.shape
+    _leaf_projections(Vs, scales, P, Y)
+    rk = 0
+    for b in range(r):
+        nrm = 0.0
+        for d in range(D):
+            nrm += Vs[b, d] * Vs[b, d]
+        if nrm > 0.5:
+            rk += 1
+    lam = 0.5 * (n_tok - rk)
+    for i in range(Y.shape[0]):
+        p = 0.0
+        for b in range(r):
+            p += Y[i, b] * Y[i, b]
+            YT[b, i] = Y[i, b]
+        g = 1.0 / (sigma2 - p)
+        ginv[i] = g
+        asc[i] = n_tok * sigma2 * g
+        lead[i] = (lam - 0.5) * math.log1p(-p / sigma2)
+    return rk
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _leaf_mean(mass, mx, scales, eb, mean):
+    """Posterior mean ``mean`` (D + 1,) from leaf log-likelihoods ``mass[2^K:]`` of maximum ``mx`` (uniform
+    prior); ``eb = (bits, scale)`` for ``_exp_weights``."""
+    K = scales.shape[0]
+    nl = 1 << K
+    inv = 1.0 / _exp_weights(mass, nl, mx, eb[0], eb[1])
+    _subtree_masses(mass, nl)  # unnormalised
+    for k in range(1, K + 1):
+        a = scales[k - 1] * inv
+        for n in range(1 << (k - 1), 1 << k):
+            mean[n] = a * (mass[2 * n] - mass[2 * n + 1])
+
+
+@njit(cache=True, nogil=True)
+def _tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves, out_loss, out_mean):
     """General rows under the tokens law ``(n_tok, sigma2)``: ``V`` (m, r, D) orthonormal rows of the span
     read (zero rows allowed: they carry nothing), ``m = 1`` (shared) or ``m = n``; ``z`` (n, r) the
-    readings in that basis (0 on a zero row). Writes losses against ``leaves`` into ``out_loss`` unless
-    empty and posterior means into ``out_mean`` (n, D) unless empty. O(2^K r) per sample."""
+    readings in that basis (0 on a zero row). ``tabs[tab_of_rank[rk]]`` (TAB_CELLS, TAB_ROW): the table of
+    ``T`` for ``lam = (N - rk) / 2`` (cells built here on first use; ``-1``: none, ``T`` computed exactly).
+    Writes losses against ``leaves`` into ``out_loss`` unless empty and posterior means into ``out_mean``
+    (n, D) unless empty. O(2^K r) per sample; per leaf ``log p(z | m) = T(x) - x + N q / (sigma2 - p) +
+    (lam - 1/2) log(1 - p / sigma2)`` up to a constant (``log alpha = log(N sigma2) - log(1 - p / sigma2)``),
+    with what depends on ``p`` only computed once per set of rows (``_tokens_rows``)."""
     K = scales.shape[0]
     D = (1 << K) - 1
     nl = 1 << K
     r = V.shape[1]
-    P = np.zeros((K + 1, r))
-    Y = np.zeros((nl, r))
-    pn = np.zeros(nl)
-    qs = np.zeros(nl)
-    mass = np.zeros(2 * nl)
-    mean = np.zeros(D + 1)
-    want_loss = out_loss.shape[0] > 0
-    want_mean = out_mean.shape[0] > 0
-    rk = 0.0
+    P, Y = np.zeros((K + 1, r)), np.zeros((nl, r))
+    rows = (np.zeros((r, nl)), np.zeros(nl), np.zeros(nl), np.zeros(nl))
+    xs = np.zeros(nl)
+    w = (np.zeros(nl), xs, xs.view(np.int64), np.zeros(nl), np.zeros(nl, dtype=np.int64))
+    bits = np.zeros(nl, dtype=np.int64)
+    eb = (bits, bits.view(np.float64))  # views made once: making one costs about as much as 50 leaves
+    built = np.zeros(2, dtype=np.int64)
+    mass, mean = np.zeros(2 * nl), np.zeros(D + 1)
+    held = tabs if tabs.shape[0] > 0 else np.zeros((1, 1, TAB_ROW))
+    tab = held[0]
+    rk = 0
+    ti = -1
     for s in range(z.shape[0]):
-        Vs = V[s if V.shape[0] > 1 else 0]
         if s == 0 or V.shape[0] > 1:
-            _leaf_projections(Vs, scales, P, Y)
-            for i in range(nl):
-                p = 0.0
-                for b in range(r):
-                    p += Y[i, b] * Y[i, b]
-                pn[i] = p
-            rk = 0.0
-            for b in range(r):
-                nrm = 0.0
-                for d in range(D):
-                    nrm += Vs[b, d] * Vs[b, d]
-                if nrm > 0.5:
-                    rk += 1.0
-        zz = 0.0
-        for b in range(r):
-            zz += z[s, b] * z[s, b]
-        best = 0
-        for i in range(nl):  # upper bounds first; the exact value only where it can matter
-            q = 0.0
-            for b in range(r):
-                q += Y[i, b] * z[s, b]
-            qs[i] = q
-            mass[nl + i] = _tokens_loglik_bound(pn[i], q, zz, rk, n_tok, sigma2)
-            if mass[nl + i] > mass[nl + best]:
-                best = i
-        top = _tokens_loglik(pn[best], qs[best], zz, rk, n_tok, sigma2)
-        for i in range(nl):
-            if mass[nl + i] < top - SCREEN:
-                mass[nl + i] = NEG_INF  # relative weight below exp(-SCREEN): nothing at double precision
-            else:
-                mass[nl + i] = _tokens_loglik(pn[i], qs[i], zz, rk, n_tok, sigma2)
-        _normalise_leaf_masses(mass, nl)
-        _mean_and_error(mass, scales, -1, mean, mean)
-        if want_mean:
+            rk = _tokens_rows(V[s if V.shape[0] > 1 else 0], scales, n_tok, sigma2, P, Y, rows)
+            t_prev = ti
+            ti = tab_of_rank[rk] if rk < tab_of_rank.shape[0] else -1
+            if s == 0 or ti != t_prev:
+                tab = held[max(ti, 0)]
+                built[0] = TAB_CELLS  # no cell of this table known built yet
+                built[1] = -1
+        mx = 0.0
+        if rk == 0:  # nothing read: the prior
+            mass[nl:] = 0.0
+        else:
+            mx = _tokens_leaf_loglik(rows[0], z[s], rows[1], rows[2], rows[3], n_tok, n_tok / sigma2,
+                                     0.5 * (n_tok - rk), tab, ti >= 0, built, w, mass)
+        _leaf_mean(mass, mx, scales, eb, mean)
+        if out_mean.shape[0] > 0:
             for n in range(1, D + 1):
                 out_mean[s, n - 1] = mean[n]
-        if want_loss:
-            _mean_and_error(mass, scales, leaves[s], mean, mean)
+        if out_loss.shape[0] > 0:
+            leaf = leaves[s]
+            for k in range(1, K + 1):  # the error: the mean less theta (on the leaf's path)
+                mean[_path_node(leaf, K, k)] -= _signed_scale(leaf, K, k, scales)
             loss = 0.0
             for n in range(1, D + 1):
                 loss += mean[n] * mean[n]

@@ -79,8 +79,9 @@ def test_dp_last_kernel_equals_numpy():
     quad = Quadrature(spec, 0.4, (9,))
     P = np.random.default_rng(0).random((5, 4))
     out = np.zeros((5, 3))
-    K._dp_last(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales, out)
-    ref = R.noisy_last_q(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], spec.scales)
+    K._dp_last(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], quad.nj[1], quad.paths, quad.pvals, spec.scales,
+               out)
+    ref = R.noisy_last_q(P, quad.nodes, quad.cls, quad.lik[1], quad.w[1], quad.nj[1], spec.scales)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -106,3 +107,106 @@ def test_greedy_rows_equal_the_full_scan(depth, tau):
         best = sc.max(axis=1)
         got = sc[np.arange(n), out - 1]
         np.testing.assert_allclose(got, best, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("a,tau", [(1.0, 0.5), (0.5, 0.05), (1.0, 3.0), (0.7, 1e-4)])
+def test_lattice_is_a_trapezoid_rule_per_class(a, tau):
+    """Each class's rule on the shared lattice integrates its normal law: weights sum to 1, mean and
+    variance of the reading exact up to the truncation at ``SPAN`` = 6.5 standard deviations (a density
+    of ``phi(6.5) ~ 2e-10``; the trapezoid rule of a gaussian is exact far beyond that), and the
+    likelihood ratios are those of the three class means."""
+    from fvnum.bellman import lattice
+
+    x, w, lik, adjacent = lattice(a, tau, 33)
+    means = np.array([a, -a, 0.0])
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(w @ x, means, rtol=0, atol=1e-8 * max(a, tau))
+    np.testing.assert_allclose(w @ x**2 - (w @ x) ** 2, tau**2, rtol=1e-7)
+    e = -0.5 * ((x[:, None] - means[None]) / tau) ** 2
+    np.testing.assert_allclose(lik, np.exp(e - e.max(axis=1, keepdims=True)), rtol=1e-12, atol=1e-300)
+    assert np.all(np.diff(x)[adjacent[:-1]] > 0) and x.size <= 3 * 33
+
+
+def test_last_layer_minimum_by_branch_and_bound_equals_the_full_minimum():
+    """``_dp_last_min`` (noiseless-bound branch and bound) finds the minimum and argmin of ``_dp_last``, and
+    the recursion through it gives the value of the full one (``integrate`` on every candidate)."""
+    spec = numeric_prior(TreePrior(3, "0.6"))
+    quad = Quadrature(spec, 0.3, (33, 65))
+    P = np.random.default_rng(0).dirichlet(0.3 * np.ones(8), size=200)
+    full = quad._last(P, quad.nodes, 1)
+    g, arg = quad._last_min(P, 1)
+    np.testing.assert_allclose(g, full.min(axis=1), rtol=1e-13, atol=1e-15)
+    assert np.array_equal(arg, full.argmin(axis=1))
+    fast = quad.q_values(P[:5], 2)
+    from fvnum import bellman as fb
+
+    full_rec = np.zeros_like(fast)
+    for s in range(5):  # the same recursion with every candidate's value integrated
+        C, J = quad.nodes.size, quad.x[2].shape[1]
+        child, weight = np.zeros((1, C, J, 8)), np.zeros((1, C, J))
+        K._dp_children(P[s : s + 1], quad.nodes, quad.cls, quad.lik[2], quad.w[2], quad.nj[2], child, weight)
+        vq = quad._last(child.reshape(-1, 8), quad.nodes, 1).reshape(1, C, J, -1)
+        full_rec[s] = fb.kink_corrected(vq, weight, quad.adjacent[2][spec.node_depths(quad.nodes) - 1])[0]
+    np.testing.assert_allclose(fast, full_rec, rtol=1e-12, atol=1e-14)
+
+
+def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
+    """Depth 2, budget 3: the exact optimum is solved, so the costly candidates (the exact policy of
+    budget 3, the rollout) are not sampled and say why; the cheap ones are, above the exact value;
+    named candidates are sampled; the JSON keeps its fields and adds ``skipped``."""
+    res = bounds(PRIOR2, 3, tau=0.5, samples=10_000, seed=0, threads=1)
+    assert res.exact is not None and set(res.skipped) == {"rollout", "optimal"}
+    assert all("not sampled" in why and "exact" in why for why in res.skipped.values())
+    assert set(res.candidates) == {"greedy_coordinate", "bellman_noiseless"}
+    for est in res.candidates.values():
+        assert est.value + 5 * est.stderr >= res.exact - 1e-4
+    d = res.to_dict()
+    assert set(d["upper"]) == {"value", "stderr", "n", "policy"} and set(d["skipped"]) == {"rollout", "optimal"}
+    named = bounds(PRIOR2, 3, tau=0.5, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "rollout"))
+    assert set(named.candidates) == {"greedy_coordinate", "rollout"} and not named.skipped
+
+
+def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
+    """Depth 2, budget 3 under tokens: the recursion at tau(N) is a reference, not the optimum, so nothing
+    collapses the bracket; the exact gaussian-channel policy (milliseconds a sample) is left out by default
+    with its price, the cheap candidates are sampled, and a named one is always sampled."""
+    from fvnum.optimum import TOKENS_SECONDS
+
+    res = bounds(PRIOR2, 3, tokens=64, samples=10_000, seed=0, threads=1)
+    assert "optimal" in res.skipped and "not sampled by default" in res.skipped["optimal"]
+    assert f"over {TOKENS_SECONDS:g} s" in res.skipped["optimal"]
+    assert "greedy_coordinate" in res.candidates and "optimal" not in res.candidates
+    assert res.lower <= res.upper.value + 5 * res.upper.stderr
+    named = bounds(PRIOR2, 3, tokens=64, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "optimal"))
+    assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
+
+
+def test_bounds_size_accepted_under_a_cap_finishes_within_it():
+    """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
+    largest sample count its plan accepts runs in less CPU time than the cap (one thread), and a size
+    1.5 times larger is refused in one line."""
+    import time
+
+    from fvnum.channels import make_channel
+    from fvnum.optimum import check_bounds_cost
+    from fvsym._validate import time_limit
+
+    from ..test_limits import fv, one_line_error
+    from .test_rollout import _fits, _largest_accepted
+
+    cap = 4.0
+    spec = numeric_prior(TreePrior(3, "1/2"))
+    channel = make_channel(spec, 0.5, None, 0.01)
+    with time_limit(cap):
+        n = _largest_accepted(lambda m: _fits(lambda: check_bounds_cost(spec, channel, 5, samples=m, threads=1)),
+                              10**6)
+    assert n is not None and n >= 20, n
+    argv = ["--max-seconds", str(cap), "bounds", "--depth", "3", "--budget", "5", "--tau", "0.5", "--threads", "1",
+            "--samples"]
+    t0 = time.process_time()
+    code, out, err = fv(*argv, str(n))
+    spent = time.process_time() - t0
+    assert code == 0 and "rollout" in out, err
+    assert spent < cap, (n, spent)
+    code, _, err = fv(*argv, str(int(1.5 * n) + 2))
+    one_line_error(code, err, "bounds", "limit")

@@ -140,6 +140,44 @@ def test_generalised_inverse_gaussian_integral_equals_bessel():
         assert abs(K._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
 
 
+@pytest.mark.parametrize("lam", [-3.5, 0.0, 0.25, 0.5, 1.5, 6.0, 62.0, 200.0])
+def test_bessel_table_equals_bessel(lam):
+    """The table of ``T(x) = log(2 K_lam(x)) + lam log x + x`` (piecewise Chebyshev, cells built on first use)
+    and its exact values (off the table's octaves) against ``scipy.special.kve``, for x over 16 decades."""
+    import mpmath
+    from scipy.special import kve
+
+    x = 10 ** np.random.default_rng(8).uniform(-14, 6, 400)
+    x = np.concatenate([x, [2.0**K.TAB_E_LO * (1 - 1e-16), 2.0**K.TAB_E_LO, 3e-13]])
+    tab = K.gig_table()
+    got = np.array([K._gig_t(lam, v, tab) for v in x])
+    again = np.array([K._gig_t(lam, v, tab) for v in x])  # from the cells built by the first pass
+    with np.errstate(over="ignore", divide="ignore"):
+        ref = np.log(2.0 * kve(lam, x)) + lam * np.log(x)
+    for i in np.flatnonzero(~np.isfinite(ref)):  # kve overflows for large lam at small x
+        ref[i] = float(mpmath.log(2 * mpmath.besselk(lam, x[i])) + lam * mpmath.log(x[i]) + x[i])
+    np.testing.assert_array_less(np.abs(got - ref), 1e-12 * np.maximum(1.0, np.abs(ref)))
+    np.testing.assert_array_equal(got, again)
+    top = 2.0**K.TAB_E_HI * 0.999  # the last cell (kve fails there; the trapezoid rule keeps about 8 digits)
+    assert abs(K._gig_t(lam, top, tab) - K._gig_t_exact(lam, top)) <= 1e-8 * max(1.0, abs(K._gig_t_exact(lam, top)))
+    assert 0 < (tab[:, 1] > 0).sum() < K.TAB_CELLS
+
+
+def test_exp_weights_equal_exp():
+    """The SIMD exponential of the leaf weights is libm's within 2 ulp, and 0 below ``exp(EXP_FLOOR)``."""
+    from fvnum._kernels.tokens import EXP_FLOOR, _exp_weights
+
+    d = np.concatenate([-np.random.default_rng(9).uniform(0, 760, 3000), [0.0, -1e-300, -0.3465, EXP_FLOOR + 1e-9,
+                                                                         EXP_FLOOR, -746.0]])
+    mass = np.concatenate([np.zeros(d.size), d + 3.0])
+    d = mass[d.size:] - 3.0  # what the kernel exponentiates
+    bits = np.zeros(d.size, dtype=np.int64)
+    total = _exp_weights(mass, d.size, 3.0, bits, bits.view(np.float64))
+    ref = np.where(d > EXP_FLOOR, np.exp(d), 0.0)
+    assert np.all(np.abs(mass[d.size:] - ref) <= 2.0 * np.spacing(ref))
+    assert abs(total - ref.sum()) <= 1e-15 * ref.sum()
+
+
 def _tokens_case(n, Kd, scales, N, s2, seed):
     """Leaves, their tokens statistic (exact in law) and the law's constants ``(N, sigma2)``."""
     from fvnum.channels import token_statistics
@@ -193,11 +231,46 @@ def test_tokens_dense_decoder_equals_enumeration(per_sample):
     for readings in (phi, phi + 0.1 * rng.standard_normal(phi.shape)):
         V, z = row_span(W, readings)
         assert V.shape == W.shape and z.shape == readings.shape
-        loss, mean = np.zeros(30), np.zeros((30, D))
-        K._tokens_dense_decode(V, z, c, nc, SCALES, leaves, loss, mean)
         ref = R.tokens_posterior_mean(W, readings, c, nc, SCALES)
-        _close(mean, ref)
-        _close(loss, R.losses(ref, leaves, SCALES))
+        for tables in (True, False):  # Bessel tables (fvnum.tree), or no table: each leaf's J computed exactly
+            loss, mean = np.zeros(30), np.zeros((30, D))
+            _tokens_dense(V, z, c, nc, SCALES, leaves, loss, mean, tables)
+            _close(mean, ref)
+            _close(loss, R.losses(ref, leaves, SCALES))
+
+
+def _tokens_dense(V, z, n_tok, sigma2, scales, leaves, loss, mean, tables=True):
+    from fvnum.tree import tokens_dense_decode
+
+    if tables:
+        tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, loss, mean)
+    else:
+        K._tokens_dense_decode(V, z, n_tok, sigma2, scales, np.zeros((0, K.TAB_CELLS, K.TAB_ROW)),
+                               np.full(V.shape[1] + 1, -1), leaves, loss, mean)
+
+
+@pytest.mark.parametrize("N", [1, 3, 40, 5000])
+def test_tokens_dense_decoder_tables_equal_exact(N):
+    """Depth 6, three unit rows per sample (two ranks: one row repeated in a third of the samples): the
+    decoder with Bessel tables equals the one computing each leaf's ``J`` exactly, sample by sample, also
+    where readings near 0 put ``x`` below the table's octaves."""
+    from fvnum.tree import row_span
+
+    Kd = 6
+    scales = 0.5 ** (np.arange(Kd) / 2)
+    rng, leaves, S, c, nc = _tokens_case(60, Kd, scales, N, 0.01, 5)
+    W = rng.standard_normal((60, 3, 2**Kd - 1))
+    W[::3, 2] = W[::3, 0]
+    W /= np.linalg.norm(W, axis=2, keepdims=True)
+    phi = np.einsum("nbd,nd->nb", W, S)
+    phi[:4] *= 1e-14
+    V, z = row_span(W, phi)
+    out = [(np.zeros(60), np.zeros((60, 2**Kd - 1))) for _ in range(2)]
+    for (loss, mean), tables in zip(out, (True, False)):
+        _tokens_dense(V, z, c, nc, scales, leaves, loss, mean, tables)
+    tol = TOL * max(1.0, N / 10)  # the log-likelihoods grow like N log N, their rounding with them
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=tol, atol=tol)
 
 
 def test_tokens_dense_decoder_more_rows_than_dimensions():
@@ -212,7 +285,7 @@ def test_tokens_dense_decoder_more_rows_than_dimensions():
     phi = S @ W[0].T
     V, z = row_span(W, phi)
     mean = np.zeros((20, 3))
-    K._tokens_dense_decode(V, z, c, nc, scales, leaves, np.zeros(0), mean)
+    _tokens_dense(V, z, c, nc, scales, leaves, np.zeros(0), mean)
     _close(mean, R.tokens_posterior_mean(W, phi, c, nc, scales))
     coord = np.zeros((20, 3))  # reading every node observes the same S
     K._tokens_coord_decode(np.tile(np.arange(1, 4), (20, 1)), S, c, nc, scales, leaves, np.zeros(0), coord)

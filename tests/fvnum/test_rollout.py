@@ -100,3 +100,100 @@ def test_tokens_channel_reads_no_node_twice():
     est, fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, tokens=40, samples=200, seed=1, return_phi=True, threads=1)
     nodes = fv.nodes[:, :, 0]
     assert all(len(set(row)) == len(row) for row in nodes.tolist())
+
+
+def test_table_score_equals_the_exponential_score():
+    """The rollouts' greedy steps score a node from a table of likelihood ratios: the same number as
+    ``_node_score`` (exponentials at every reading), for random Gram matrices, masses and depths."""
+    from fvnum._kernels.rollout import _ratio_table, _table_score
+
+    spec = numeric_prior(TreePrior(5, "2/3"))
+    g = GreedyCoordinate(spec, 0.35, 4)
+    T = np.zeros((5, 3, g.gh_x.size, 3))
+    _ratio_table(0.35, spec.scales, g.gh_x, T)
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        k = int(rng.integers(0, 5))
+        X = rng.normal(size=(3, 4))
+        G = X @ X.T
+        W3 = rng.dirichlet(np.ones(3)) * (rng.random(3) > 0.2)
+        if W3.sum() == 0:
+            continue
+        W3 /= W3.sum()
+        want = _kernels._node_score(spec.scales[k], 0.35, g.gh_x, g.gh_w, G, W3, np.zeros(3), np.zeros(3))
+        got = _table_score(k, g.gh_w, T, G, W3)
+        assert abs(got - want) <= 1e-12 * max(1.0, abs(want)), (got, want)
+
+
+def test_top_candidates_by_branch_and_bound_are_the_best_scores():
+    """The ``n_cand`` candidates found by branch and bound are the nodes of largest greedy score of the
+    full scan (``_greedy_coord_scores``), best first, among the candidate classes."""
+    from fvnum._kernels.rollout import _ratio_table, _top_candidates
+
+    spec = numeric_prior(TreePrior(6, "1/2"))
+    tau = 0.4
+    g = GreedyCoordinate(spec, tau, 5)
+    T = np.zeros((6, 3, g.gh_x.size, 3))
+    _ratio_table(tau, spec.scales, g.gh_x, T)
+    rng = np.random.default_rng(4)
+    cs, gs = _kernels._coord_scratch(6, 5), _kernels._greedy_scratch(6, 5)
+    cand, score, leaf = np.zeros(4, np.int64), np.zeros(gs[4].shape[0]), np.zeros(8, np.int64)
+    U = rng.random((8, 6))
+    for length in (0, 1, 2, 3):
+        nodes = rng.integers(1, 8, size=(20, length))
+        readings = rng.normal(0.0, 0.8, size=(20, length))
+        full = np.zeros((20, spec.dim))
+        _kernels._greedy_coord_scores(nodes, readings, tau, spec.scales, g.gh_x, g.gh_w, full)
+        for s in range(20):
+            C = _top_candidates(nodes[s], readings[s], tau, spec.scales, g.gh_w, T, True, U, cs, gs, cand, score, leaf)
+            got = full[s, cand[:C] - 1]
+            assert np.all(np.diff(got) <= 1e-12), got  # best first
+            top = np.sort(np.unique(np.round(full[s], 12)))[::-1][:C]  # the C best distinct scores
+            assert got[0] == pytest.approx(full[s].max(), rel=1e-9, abs=1e-12)
+            assert got[-1] >= top[-1] - 1e-9
+
+
+def _largest_accepted(check, n_max):
+    """The largest sample count in [2, n_max] that ``check(n)`` accepts (bisection; None if none)."""
+    if not check(2):
+        return None
+    lo, hi = 2, n_max
+    while hi - lo > max(1, lo // 50):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if check(mid) else (lo, mid)
+    return lo
+
+
+def _fits(fn):
+    try:
+        fn()
+        return True
+    except ValueError:
+        return False
+
+
+def test_rollout_size_accepted_under_a_cap_finishes_within_it():
+    """``fv --max-seconds 3 mc --strategy rollout``: the largest sample count the guard accepts at depth 3,
+    budget 8 runs in less CPU time than the cap (one thread), and a size 1.5 times larger is refused."""
+    import time
+
+    from fvnum.limits import check_mc
+    from fvsym._validate import time_limit
+
+    from ..test_limits import fv, one_line_error
+
+    cap = 3.0
+    spec = numeric_prior(TreePrior(3, "1/2"))
+    with time_limit(cap):
+        n = _largest_accepted(lambda m: _fits(lambda: check_mc(spec, budget=8, strategy="rollout", tokens=False,
+                                                                samples=m, threads=1)), 10**6)
+    assert n is not None and n >= 20, n
+    argv = ["--max-seconds", str(cap), "mc", "--depth", "3", "--budget", "8", "--strategy", "rollout", "--tau", "0.5",
+            "--threads", "1", "--samples"]
+    t0 = time.process_time()
+    code, out, err = fv(*argv, str(n))
+    spent = time.process_time() - t0
+    assert code == 0, err
+    assert spent < cap, (n, spent)
+    code, _, err = fv(*argv, str(int(1.5 * n) + 2))
+    one_line_error(code, err, "rollout", "limit")
