@@ -63,15 +63,15 @@ def test_adaptive_conditioning_is_the_joint_law():
 
 def test_keyed_searches_at_budget_one_and_two():
     prior = TreePrior(3, "1/2")
-    lin = best_nonadaptive_keyed(prior, 1, "linear", n_tokens=N, restarts=1, maxiter=60)
-    wtd = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=60)
+    lin = best_nonadaptive_keyed(prior, 1, "linear", n_tokens=N, restarts=1, maxiter=30)
+    wtd = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=30)
     logp = np.full(8, -np.log(8))
     for r in (lin, wtd):  # the reported loss is the exact loss of the design found
         law = r.keys().law(TREE.thetas, n_tokens=N, s2=S2)
         assert abs(r.estimate.value - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)) < 1e-9
     top = LinearKeys(np.eye(7)[:1]).law(TREE.thetas, n_tokens=N, s2=S2)
     assert lin.estimate.value < mixture_loss(top.mean[:, 0], top.cov[:, 0, 0], logp, TREE.thetas)
-    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=300, steps=10, first=wtd)
+    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=200, steps=5, first=wtd)
     assert [r.budget for r in out] == [1, 2]
     assert abs(out[0].estimate.value - wtd.estimate.value) <= 5 * out[0].estimate.stderr
     assert out[1].estimate.value < out[0].estimate.value
