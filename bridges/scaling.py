@@ -9,7 +9,7 @@ coordinate and unit non-adaptive designs, and the linear theory.
 
 Outputs in ``out``: ``scaling.json`` (config, one row per run with the exact ``fv train`` command that
 reproduces it, the theory rows, the fits), ``scaling.csv``, ``fig_scaling.png`` and ``report.md`` with the
-fitted laws (``bridges.fits``): the rate ``r`` of ``loss ~ c r^B`` for A and the adaptive theory, the
+fitted laws (``fvnum.laws``): the rate ``r`` of ``loss ~ c r^B`` for A and the adaptive theory, the
 exponent ``e`` of ``loss ~ c B^-e`` for B and the non-adaptive theory, each with a 95% interval, and
 for every model which law fits better, and the audit of every trained model's readings (``fv audit``: the
 loss its measurements allow). Runs, audits and theory rows are cells of a ``RunStore`` (``out/cells``,
@@ -171,7 +171,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
 # --- fits --------------------------------------------------------------------------------------------
 def fit_study(rows: list[dict], theory: dict[int, list[dict]]) -> dict:
     """Both laws for every model (seeds as points) and for every theory row, and which fits better."""
-    from .fits import compare_laws
+    from fvnum.laws import compare_laws
 
     out = {"models": {}, "theory": {}}
     for model in sorted({r["model"] for r in rows}):

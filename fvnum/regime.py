@@ -1,0 +1,158 @@
+"""The regime of a scaling study, chosen by the theory before any training (``docs/scaling/regime.md``).
+
+For every cell of a grid of (depth, alpha, N) the theory curves of loss against budget are computed under the
+tokens channel: ``path`` (adaptive, linear keys) and ``top_levels`` (one layer, the prior's top levels) cheaply
+everywhere, and on a shortlist the prediction rows of Models A and B under weighted keys
+(``best_adaptive_keyed``, ``best_nonadaptive_keyed``; :mod:`fvnum.keyed`). Each curve gets the law test of
+:func:`fvnum.laws.law_test` past the dense-measurement drop. A cell is *separating* when the adaptive curves
+are judged geometric and the one-layer curves a power law, over budgets whose largest is below the depth (so
+the path law is not ended by the tree's last level). Among separating cells the cheapest to train wins (the
+cost of a training step grows with ``N``), then the larger separation (chi2 differences).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from .estimate import Estimate
+from .laws import DEFAULT_CUT, law_test
+
+ADAPTIVE = ("path", "best_adaptive_keyed")
+ONE_LAYER = ("top_levels", "best_nonadaptive_keyed")
+FLOOR = 0.01  # relative model error allowed to every theory point (exact values have stderr 0)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One cell of the scan: its curves (name -> one ``Estimate`` per budget), their law tests, and whether the
+    cell separates the laws."""
+
+    depth: int
+    alpha: float
+    n_tokens: int
+    budgets: tuple[int, ...]
+    curves: dict
+    tests: dict
+    seconds: float
+    s2: float = 0.01
+    cut: int = DEFAULT_CUT
+
+    @property
+    def separating(self) -> bool:
+        adaptive = [n for n in ADAPTIVE if n in self.tests]
+        one_layer = [n for n in ONE_LAYER if n in self.tests]
+        return (max(self.budgets) < self.depth and bool(adaptive) and bool(one_layer)
+                and all(self.tests[n].verdict == "exponential" for n in adaptive)
+                and all(self.tests[n].verdict == "power" for n in one_layer))
+
+    @property
+    def separation(self) -> float:
+        """The smallest chi2 margin by which a curve's predicted law wins (exponential: delta; power: -delta)."""
+        margins = [self.tests[n].delta for n in ADAPTIVE if n in self.tests]
+        margins += [-self.tests[n].delta for n in ONE_LAYER if n in self.tests]
+        return min(margins) if margins else float("-inf")
+
+    def to_dict(self) -> dict:
+        return {"depth": self.depth, "alpha": self.alpha, "n_tokens": self.n_tokens, "s2": self.s2,
+                "budgets": list(self.budgets), "cut": self.cut, "seconds": self.seconds,
+                "separating": self.separating, "separation": self.separation,
+                "curves": {n: [e.to_dict() for e in es] for n, es in self.curves.items()},
+                "tests": {n: t.to_dict() for n, t in self.tests.items()}}
+
+    def __repr__(self) -> str:
+        verdicts = ", ".join(f"{n} {t.verdict}" for n, t in self.tests.items())
+        return (f"Regime(depth {self.depth}, alpha {self.alpha:g}, N {self.n_tokens}, budgets "
+                f"{self.budgets[0]}..{self.budgets[-1]}: {verdicts}; separating {self.separating})")
+
+
+def tree_prior(depth: int, alpha=None, scales=None):
+    """The tree prior of a cell: ``alpha`` (a number, read as an exact fraction) or general ``scales``
+    (variances ``a_k^2`` given as exact fractions, e.g. ``(1, 1/2, 1/4, 1/4)``)."""
+    from fractions import Fraction
+
+    import sympy as sp
+
+    from fvsym.priors import TreePrior
+
+    if scales is not None:
+        return TreePrior(depth, scales=[sp.sqrt(sp.Rational(str(Fraction(v).limit_denominator(10**6))))
+                                        for v in scales])
+    return TreePrior(depth, str(Fraction(alpha).limit_denominator(1000)))
+
+
+def tail_geometric_variances(depth: int, alpha) -> tuple:
+    """Level variances whose noiseless ``path`` loss is exactly geometric up to ``B = depth - 1``: ``alpha^(k-1)``
+    for levels ``k < depth`` and ``alpha^(depth - 2)`` (the previous level's) for the last level, so that the
+    tail sum after ``B`` levels is ``alpha^B / (1 - alpha)`` times a constant with no truncation term; the
+    scales stay non-increasing for ``alpha <= 1/2``."""
+    from fractions import Fraction
+
+    a = Fraction(alpha).limit_denominator(1000)
+    if not 0 < a <= Fraction(1, 2):
+        raise ValueError(f"tail-geometric scales need alpha in (0, 1/2], got {alpha!r}")
+    return tuple(a ** (k - 1) for k in range(1, depth)) + (a ** (depth - 2),)
+
+
+def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, keyed: bool = False, s2: float = 0.01,
+                  samples: int = 20_000, keyed_samples: int = 1000, seed: int = 0) -> dict:
+    """Loss against budget under the tokens channel: ``path`` and ``top_levels`` (``samples`` Monte Carlo
+    samples each, common seed), and with ``keyed`` the weighted-key prediction rows of Models A and B."""
+    from .registry import loss_mc
+
+    prior = tree_prior(depth, alpha, scales)
+    budgets = tuple(int(b) for b in budgets)
+    kw = dict(tokens=n_tokens, s2=s2, samples=samples, seed=seed)
+    curves = {"path": [loss_mc(prior, "path", b, **kw) for b in budgets],
+              "top_levels": [loss_mc(prior, "top_levels", b, **kw) for b in budgets]}
+    if keyed:
+        from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed
+
+        first = best_nonadaptive_keyed(prior, 1, n_tokens=n_tokens, s2=s2, seed=seed)
+        found = adaptive_keyed_losses(prior, max(budgets), n_tokens=n_tokens, s2=s2, samples=keyed_samples,
+                                      seed=seed, first=first)
+        curves["best_adaptive_keyed"] = [found[b - 1].estimate for b in budgets]
+        one = [first if b == 1 else None for b in budgets]
+        for i, b in enumerate(budgets):
+            if one[i] is None:
+                one[i] = best_nonadaptive_keyed(prior, b, n_tokens=n_tokens, s2=s2, samples=2 * keyed_samples,
+                                                seed=seed)
+        curves["best_nonadaptive_keyed"] = [r.estimate for r in one]
+    return curves
+
+
+def assess(depth: int, alpha, n_tokens: int, budgets, curves: dict, *, s2: float = 0.01, cut: int = DEFAULT_CUT,
+           seconds: float = 0.0) -> Regime:
+    """The law test of every curve (relative floor :data:`FLOOR`) and the cell's :class:`Regime`."""
+    budgets = tuple(int(b) for b in budgets)
+    tests = {}
+    for name, ests in curves.items():
+        vals = [max(float(e.value), 1e-300) for e in ests]
+        tests[name] = law_test(budgets, vals, stderr=[float(e.stderr) for e in ests], cut=cut, floor=FLOOR)
+    return Regime(int(depth), float(alpha), int(n_tokens), budgets, dict(curves), tests, float(seconds), s2, cut)
+
+
+def scan(depths, alphas, n_tokens, budgets, *, keyed: bool = False, s2: float = 0.01, cut: int = DEFAULT_CUT,
+         samples: int = 20_000, keyed_samples: int = 1000, seed: int = 0, log=None) -> list:
+    """Every cell of ``depths x alphas x n_tokens`` over ``budgets``: a list of :class:`Regime`."""
+    out = []
+    for depth, alpha, n in itertools.product(depths, alphas, n_tokens):
+        start = time.time()
+        curves = theory_curves(depth, alpha, n, budgets, keyed=keyed, s2=s2, samples=samples,
+                               keyed_samples=keyed_samples, seed=seed)
+        out.append(assess(depth, alpha, n, budgets, curves, s2=s2, cut=cut, seconds=time.time() - start))
+        if log is not None:
+            log(repr(out[-1]))
+    return out
+
+
+def choose(regimes) -> Regime | None:
+    """The separating regime cheapest to train (smallest ``N``, then smallest depth), then the one with the
+    largest separation; None when no cell separates the laws."""
+    good = [r for r in regimes if r.separating]
+    if not good:
+        return None
+    return min(good, key=lambda r: (r.n_tokens, r.depth, -r.separation))
+
+
+__all__ = ["ADAPTIVE", "ONE_LAYER", "Regime", "assess", "choose", "scan", "theory_curves"]

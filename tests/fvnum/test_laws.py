@@ -1,0 +1,139 @@
+"""Fitted scaling laws recover known rates and exponents from synthetic data, and pick the right law."""
+import numpy as np
+import pytest
+
+from fvnum.laws import compare_laws, fit_law
+
+
+@pytest.mark.parametrize("r", [0.3, 0.5, 0.8])
+def test_exponential_rate_recovered_within_its_interval(r):
+    rng = np.random.default_rng(0)
+    budgets = np.repeat(np.arange(1, 7), 3)
+    losses = 0.7 * r**budgets * np.exp(rng.normal(0, 0.05, budgets.size))
+    fit = fit_law("exponential", budgets, losses)
+    half = (np.log(fit.ci[1]) - np.log(fit.ci[0])) / 2  # about 2 standard errors of log r
+    assert abs(np.log(fit.value / r)) < 2 * half  # about 4 standard errors: fails with probability ~1e-4
+    assert abs(fit.value - r) < 0.05 * r
+    assert compare_laws(budgets, losses)["better"] == "exponential"
+
+
+@pytest.mark.parametrize("e", [0.5, 1.0, 2.0])
+def test_power_exponent_recovered_within_its_interval(e):
+    rng = np.random.default_rng(1)
+    budgets = np.repeat(np.arange(1, 9), 3)
+    losses = 2.0 * budgets ** (-e) * np.exp(rng.normal(0, 0.05, budgets.size))
+    fit = fit_law("power", budgets, losses)
+    assert abs(fit.value - e) < (fit.ci[1] - fit.ci[0])  # about 4 standard errors
+    assert compare_laws(budgets, losses)["better"] == "power"
+
+
+def test_exact_data_gives_exact_parameters():
+    b = np.arange(1, 6)
+    fit = fit_law("exponential", b, 3 * 0.5**b)
+    assert fit.value == pytest.approx(0.5, rel=1e-12) and fit.c == pytest.approx(3, rel=1e-12)
+    assert fit.rss == pytest.approx(0, abs=1e-20)
+    fit = fit_law("power", b, 2 * b**-1.5)
+    assert fit.value == pytest.approx(1.5, rel=1e-12) and fit.c == pytest.approx(2, rel=1e-12)
+
+
+def test_intervals_cover_at_the_nominal_rate():
+    rng = np.random.default_rng(2)
+    budgets = np.repeat(np.arange(1, 7), 3)
+    hits = 0
+    for _ in range(400):
+        losses = 0.5**budgets * np.exp(rng.normal(0, 0.2, budgets.size))
+        lo, hi = fit_law("exponential", budgets, losses).ci
+        hits += lo < 0.5 < hi
+    assert 0.91 <= hits / 400 <= 0.99  # 95% nominal; binomial sd about 1.1%
+
+
+@pytest.mark.parametrize("budgets,losses,match", [
+    ([1, 2], [0.5, 0.25], "at least 3 points"),
+    ([2, 2, 2], [0.5, 0.4, 0.3], "2 or more budgets"),
+    ([1, 2, 3], [0.5, 0.0, 0.1], "positive"),
+    ([1, 2, 3], [0.5, 0.2], "same length"),
+])
+def test_bad_points_are_refused(budgets, losses, match):
+    with pytest.raises(ValueError, match=match):
+        fit_law("power", budgets, losses)
+
+
+def test_unknown_law_is_refused():
+    with pytest.raises(ValueError, match="unknown law"):
+        fit_law("linear", [1, 2, 3], [1, 2, 3])
+
+
+# --- the law test ---------------------------------------------------------------------------------------
+from fvnum.laws import law_test, local_decay  # noqa: E402
+
+STUDY_BUDGETS = np.repeat(np.arange(1, 8), 3)  # budgets 1..7, three seeds: the study's shape
+
+
+def _synthetic(law, sigma, rng, budgets=STUDY_BUDGETS):
+    mu = np.log(0.55) * budgets if law == "exponential" else np.log(0.9) - 1.4 * np.log(budgets)
+    return np.exp(mu + rng.normal(0, sigma, budgets.size))
+
+
+@pytest.mark.parametrize("law", ["exponential", "power"])
+def test_law_test_names_the_law_when_the_noise_is_small(law):
+    rng = np.random.default_rng(3)
+    verdicts = [law_test(STUDY_BUDGETS, _synthetic(law, 0.03, rng)).verdict for _ in range(200)]
+    assert verdicts.count(law) >= 185  # 'neither' about FIT_P of the time, the other law never
+    assert verdicts.count("power" if law == "exponential" else "exponential") == 0
+
+
+@pytest.mark.parametrize("law", ["exponential", "power"])
+def test_law_test_says_cant_tell_when_the_noise_is_large(law):
+    rng = np.random.default_rng(4)
+    verdicts = [law_test(STUDY_BUDGETS, _synthetic(law, 0.8, rng)).verdict for _ in range(200)]
+    wrong = "power" if law == "exponential" else "exponential"
+    assert verdicts.count("can't tell") >= 170
+    assert verdicts.count(wrong) <= 4
+
+
+def test_law_test_says_neither_for_a_curve_of_neither_shape():
+    b = np.repeat(np.arange(1, 8), 3)
+    rng = np.random.default_rng(5)
+    bent = np.exp(-0.7 * b + 0.25 * (b - 4) ** 2 + rng.normal(0, 0.02, b.size))  # a parabola in log loss
+    assert law_test(b, bent).verdict == "neither"
+
+
+def test_local_decay_is_flat_for_geometric_and_shrinks_like_e_over_b_for_power():
+    b = np.arange(1, 9)
+    flat = local_decay(b, 0.5**b, stderr=np.zeros(8), floor=1e-6)
+    assert [d.budget for d in flat] == list(range(1, 8))
+    assert all(d.value == pytest.approx(np.log(2), rel=1e-12) for d in flat)
+    power = local_decay(b, 3 * b**-1.5, stderr=np.zeros(8), floor=1e-6)
+    assert [d.value for d in power] == pytest.approx([1.5 * np.log((k + 1) / k) for k in range(1, 8)], rel=1e-12)
+
+
+def test_decay_interval_covers_at_the_nominal_rate():
+    rng = np.random.default_rng(6)
+    hits = 0
+    for _ in range(300):
+        d = local_decay(STUDY_BUDGETS, _synthetic("exponential", 0.2, rng))
+        hits += sum(lo < -np.log(0.55) < hi for lo, hi in (x.ci for x in d))
+    assert 0.92 <= hits / (300 * 6) <= 0.98
+
+
+def test_theory_points_use_their_stderr_and_the_floor():
+    b = np.arange(1, 8)
+    geo = 0.5**b
+    t = law_test(b, geo, stderr=0.01 * geo)
+    assert t.verdict == "exponential" and t.fits["exponential"].value == pytest.approx(0.5, rel=1e-9)
+    assert "stderr" in t.noise and t.budgets == (2, 3, 4, 5, 6, 7) and t.cut == 2
+    with pytest.raises(ValueError, match="floor > 0"):
+        law_test(b, geo, stderr=np.zeros(7))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(budgets=[1, 2, 3], losses=[1, 0.5, 0.25]), "several seeds"),
+    (dict(budgets=[1, 1, 2, 2, 3, 3], losses=[1, 1, 0.5, 0.5, 0.2, 0.2], cut=2), "at least 4 budgets"),
+    (dict(budgets=[1, 2, 3, 4, 5], losses=[1, 0.5, 0.25, 0.1, 0.05], stderr=[0.1] * 4), "one per loss"),
+    (dict(budgets=[1, 2, 3, 4, 5], losses=[1, 0.5, 0.25, 0.1, 0.05], stderr=[0.1] * 5, cut=0), "cut must be"),
+    (dict(budgets=[1, 2, 3, 4, 5], losses=[1, 0.5, 0.25, 0.1, 0.05], stderr=[0.1] * 5, floor=2), "floor must be"),
+    (dict(budgets=[1.5, 2, 3, 4, 5], losses=[1, 0.5, 0.25, 0.1, 0.05], stderr=[0.1] * 5), "integers"),
+])
+def test_law_test_refuses_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        law_test(**kwargs)
