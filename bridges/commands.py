@@ -425,10 +425,11 @@ def _register_scaling(subparsers) -> None:
         "scaling",
         help="the scaling study: trained A, B, C against budget beside the theory, with fitted laws",
         description="Train Models A, B, C at every budget with several seeds (the recipe; steps = "
-        "STEPS_PER_BUDGET x budget), put them beside the theory at the same noise (path, best adaptive, "
-        "top levels, best non-adaptive designs, linear theory), fit loss ~ c r^B and loss ~ c B^-e with 95%% "
-        "intervals, and write scaling.json, scaling.csv, fig_scaling.png and report.md. Finished runs are "
-        "kept: re-running resumes.",
+        "the recipe's per model, or STEPS_PER_BUDGET x budget), put them beside the theory at the same noise "
+        "(the prediction rows of A and B under weighted keys, path, best adaptive, top levels, best non-adaptive "
+        "designs, linear theory), test which law each follows (loss ~ c r^B or c B^-e, local decay, a verdict "
+        "that can say can't tell), and write scaling.json, scaling.csv, fig_scaling.png, fig_decay.png and "
+        "report.md. Finished runs are kept: re-running resumes.",
     )
     _add_study_arguments(p, d, "study folder", "tree depth K")
     p.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
@@ -436,7 +437,12 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--models", default=d.models, help=f"default {d.models}")
     p.add_argument("--seeds", type=int_arg("--seeds", 1, 1000), default=d.seeds, help=f"seeds per model and budget (default {d.seeds})")
     p.add_argument("--steps-per-budget", type=int_arg("--steps-per-budget", 1), default=d.steps_per_budget,
-                   help=f"training steps per unit of budget (default {d.steps_per_budget}, the study's rule)")
+                   help="training steps per unit of budget for every model (default: the recipe's, A 5000, B and C "
+                   "2500)")
+    p.add_argument("--keyed", choices=("weighted", "none"), default=d.keyed or "none",
+                   help=f"key family of the prediction rows of A and B (default {d.keyed}; none: linear keys)")
+    p.add_argument("--cut", type=int_arg("--cut", 1), default=d.cut,
+                   help=f"first budget of the law test (default {d.cut}: after the dense first reading)")
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
@@ -453,7 +459,8 @@ def scaling_command(args: argparse.Namespace) -> int:
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
                         search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
-                        threads=args.threads, device=args.device, progress=not args.quiet)
+                        threads=args.threads, device=args.device, progress=not args.quiet,
+                        keyed=None if args.keyed == "none" else args.keyed, cut=args.cut)
     from .cost import scaling_seconds
 
     _check_study(f"fv scaling of {len(cfg.runs(''))} runs", scaling_seconds, cfg, steps="steps_per_budget", depth=False)
@@ -461,9 +468,13 @@ def scaling_command(args: argparse.Namespace) -> int:
     result = run(cfg, log=(lambda *a: None) if quiet else print)
     lines = []
     for model, entry in result["fits"]["models"].items():
-        f = entry["fits"][entry["predicted"]]
-        lines.append(f"Model {model}: {entry['predicted']} {f['param']} = {f['value']:.3g} "
-                     f"[{f['ci'][0]:.3g}, {f['ci'][1]:.3g}]; better fit: {entry['better']}")
-    lines.append(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png")
+        t = entry.get("test")
+        if t is None:
+            lines.append(f"Model {model}: no law test ({entry.get('test_refused')})")
+            continue
+        r, e = t["fits"]["exponential"], t["fits"]["power"]
+        lines.append(f"Model {model}: {t['verdict']} (predicted {entry['predicted']}); r = {r['value']:.3g} "
+                     f"[{r['ci'][0]:.3g}, {r['ci'][1]:.3g}], e = {e['value']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]")
+    lines.append(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png, fig_decay.png")
     emit({"folder": result["folder"], "fits": result["fits"]}, args.format, lines)
     return 0

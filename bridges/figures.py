@@ -186,3 +186,52 @@ def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     return _save(fig, Path(path))
+
+
+def decay(path, fits: dict, cfg) -> list[Path]:
+    """The local decay ``log L(B) - log L(B+1)`` per budget with its 95% interval: trained models (seed
+    spread) and their prediction rows (Monte Carlo error), beside the two laws' shapes fitted to each model
+    (a flat line for the geometric law, ``e log(1 + 1/B)`` for the power law)."""
+    import numpy as np
+
+    from fvnum import plot
+    from fvnum.theory import prediction_row
+
+    fig, ax = plot.figure(figsize=(8, 5.2))
+    fig.set_layout_engine(None)
+    shift = {"A": -0.12, "B": 0.0, "C": 0.12}
+    drawn = False
+    for model, (marker, colour) in MODEL_MARKERS.items():
+        entry = fits["models"].get(model, {})
+        ds, test = entry.get("decay"), entry.get("test")
+        if not ds:
+            continue
+        drawn = True
+        x = np.array([d["budget"] for d in ds]) + 0.5 + shift[model]
+        y = np.array([d["value"] for d in ds])
+        err = np.array([[d["value"] - d["ci"][0] for d in ds], [d["ci"][1] - d["value"] for d in ds]])
+        ax.errorbar(x, y, yerr=err, fmt=marker, color=colour, capsize=3, ms=7, mfc="none",
+                    label=f"trained Model {model} (95%)")
+        pred = prediction_row(model, fits["theory"])
+        pd_ = fits["theory"].get(pred, {}).get("decay") if pred else None
+        if pd_:
+            ax.plot([d["budget"] + 0.5 for d in pd_], [d["value"] for d in pd_], ls="-", color=colour, lw=1.4,
+                    marker=".", label=f"{pred} ({model}'s prediction)")
+        if not test:
+            continue
+        bs = np.linspace(max(test["cut"], 1), max(d["budget"] for d in ds) + 1, 50)
+        r, e = test["fits"]["exponential"]["value"], test["fits"]["power"]["value"]
+        ax.plot(bs[:-1] + 0.5, np.full(bs.size - 1, -np.log(r)), ls=":", color=colour, lw=1)
+        ax.plot(bs[:-1] + 0.5, e * np.log1p(1 / bs[:-1]), ls="--", color=colour, lw=1)
+    ax.axhline(0, color="0.6", lw=0.8)
+    if not drawn:
+        ax.text(0.5, 0.5, "no local decay: the study needs two budgets and two seeds", ha="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("B -> B + 1")
+    ax.set_ylabel("log L(B) - log L(B + 1)")
+    ax.set_title(f"Local decay (dotted: geometric fit, flat; dashed: power fit, e log(1 + 1/B)); depth {cfg.depth}, "
+                 f"N = {cfg.n_tokens}", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    return _save(fig, Path(path))

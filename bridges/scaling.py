@@ -22,14 +22,17 @@ import io
 import time
 from dataclasses import asdict, dataclass, field
 
+from fvnum.laws import DEFAULT_CUT
+
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from .store import RunStore, write_atomic, write_json
 
 STUDY_STEPS_PER_BUDGET = 1000  # the study's step rule (the recipe's 5000 x budget is for one configuration)
 
 KIND = "scaling"
-ADAPTIVE_THEORY = ("path", "best_adaptive")
-NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "top_levels_linear")
+ADAPTIVE_THEORY = ("path", "best_adaptive", "best_adaptive_keyed")
+NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "best_nonadaptive_keyed",
+                      "top_levels_linear")
 LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
 # the theory row each model is held against is chosen in fvnum (fvnum.theory.prediction_row)
 
@@ -46,7 +49,7 @@ class ScalingConfig:
     budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     models: str = "ABC"
     seeds: int = 3
-    steps_per_budget: int = STUDY_STEPS_PER_BUDGET
+    steps_per_budget: int | None = None  # None: the recipe's steps per model (bridges.config.recipe_steps)
     samples: int = 20_000
     search_samples: int = 2_000
     seed: int = 0
@@ -55,6 +58,8 @@ class ScalingConfig:
     scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
+    keyed: str | None = "weighted"  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
+    cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
     budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self):
@@ -65,9 +70,9 @@ class ScalingConfig:
         object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
         if not self.models or any(m not in "ABC" for m in self.models):
             raise ValueError(f"models must be letters of ABC, got {self.models!r}")
-        for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads"):
+        for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads", "cut"):
             value = getattr(self, name)
-            if value is None and name == "workers":
+            if value is None and name in ("workers", "steps_per_budget"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -75,14 +80,17 @@ class ScalingConfig:
     def data(self) -> DataConfig:
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)
 
-    def steps(self, budget: int) -> int:
-        """The stated rule: ``steps_per_budget x budget`` for every model."""
-        return self.steps_per_budget * budget
+    def steps(self, budget: int, model: str = "A") -> int:
+        """The stated rule: the recipe's steps of each model (``bridges.config.recipe_steps``: A 5000, B and C
+        2500 x budget), or ``steps_per_budget x budget`` for every model when it is set."""
+        from .config import recipe_steps
+
+        return recipe_steps(budget, model) if self.steps_per_budget is None else self.steps_per_budget * budget
 
     def runs(self, train_out: str) -> list[RunConfig]:
         """Every training run of the study: models x budgets x seeds, the recipe otherwise."""
         return [RunConfig(self.data(), ModelConfig(model=m, budget=b),
-                          TrainConfig(steps=self.steps(b), seed=self.seed + s, out=train_out, threads=self.threads,
+                          TrainConfig(steps=self.steps(b, m), seed=self.seed + s, out=train_out, threads=self.threads,
                                       device=self.device))
                 for b in self.budgets for m in self.models for s in range(self.seeds)]
 
@@ -96,14 +104,32 @@ def train_row(run: RunConfig) -> dict:
     return {"key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
-            "steps_per_s": result.steps_per_s, "precision": result.precision,
+            "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
+            "history": [[h[0], h[2]] for h in result.history],
             "command": train_command_line(run)}
 
 
-def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int, seed: int) -> list[dict]:
-    from .compare import theory_losses
+def _keyed_rows(cfg: ScalingConfig) -> dict:
+    """The prediction rows of A and B under ``cfg.keyed`` keys at every budget (``fvnum.theory.keyed_curves``)."""
+    from fvnum.theory import keyed_curves
 
-    return theory_losses(data, budget, samples=samples, seed=seed, search_samples=search_samples)
+    from .data import data_channel, fv_prior
+
+    curves = keyed_curves(fv_prior(cfg.data()), cfg.budgets, data_channel(cfg.data()), cfg.keyed,
+                          samples=cfg.search_samples, seed=cfg.seed)
+    return {str(b): [r.to_dict() for r in rows] for b, rows in curves.items()}
+
+
+def _theory_rows(cfg: ScalingConfig, budget: int, keyed_rows: list | None) -> list[dict]:
+    """The comparison rows at ``budget`` (``fvnum.theory.comparison_table``), the keyed rows among them."""
+    from fvnum.theory import comparison_table
+
+    from .data import data_channel, fv_prior
+
+    table = comparison_table(fv_prior(cfg.data()), budget, data_channel(cfg.data()), samples=cfg.samples,
+                             seed=cfg.seed, search_samples=cfg.search_samples, keyed=cfg.keyed,
+                             keyed_rows_given=keyed_rows)
+    return table.to_dict()["rows"]
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
@@ -154,14 +180,21 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     rows = _run_cells(cfg, store, runs, log)
     rows = [{**row, "audit": _audit_cell(store, run, cfg.seed)} for row, run in zip(rows, runs)]
     log(f"audits of {len(rows)} runs done")
+    keyed = None
+    if cfg.keyed is not None:
+        config = {"data": cfg.data().to_dict(), "budgets": list(cfg.budgets), "family": cfg.keyed,
+                  "samples": cfg.search_samples, "seed": cfg.seed}
+        keyed, cached = store.cell("keyed", config, lambda: _keyed_rows(cfg))
+        log(f"keyed theory rows ({cfg.keyed} keys) done" + (" (cached)" if cached else ""))
     theory = {}
     for b in cfg.budgets:
         config = {"data": cfg.data().to_dict(), "budget": b, "samples": cfg.samples,
-                  "search_samples": cfg.search_samples, "seed": cfg.seed}
-        theory[b], cached = store.cell("theory", config, lambda b=b: theory_rows(
-            cfg.data(), b, cfg.samples, cfg.search_samples, cfg.seed))
+                  "search_samples": cfg.search_samples, "seed": cfg.seed, "keyed": cfg.keyed}
+        given = None if keyed is None else keyed[str(b)]
+        theory[b], cached = store.cell("theory", config, lambda b=b, given=given: _theory_rows(
+            cfg, b, given))
         log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
-    fits = fit_study(rows, theory)
+    fits = fit_study(rows, theory, cfg.cut)
     written = write_outputs(cfg, store.folder, rows, theory, fits)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return {"folder": str(store.folder), "runs": rows, "theory": theory, "fits": fits,
@@ -169,21 +202,67 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
 
 
 # --- fits --------------------------------------------------------------------------------------------
-def fit_study(rows: list[dict], theory: dict[int, list[dict]]) -> dict:
-    """Both laws for every model (seeds as points) and for every theory row, and which fits better."""
-    from fvnum.laws import compare_laws
+CONVERGED = 0.03  # the last 20% of a run's steps change its held-out loss by less than this (relative)
 
-    out = {"models": {}, "theory": {}}
+
+def fit_study(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAULT_CUT) -> dict:
+    """The law test (``fvnum.laws.law_test``, budgets from ``cut``) of every model (seeds as points, their
+    spread as the noise) and of every theory row with enough budgets (its Monte Carlo stderr, relative floor
+    ``fvnum.regime.FLOOR``), and both unweighted fits over every budget (``compare_laws``, for the record)."""
+    from fvnum.laws import compare_laws, law_test, local_decay
+    from fvnum.regime import FLOOR
+
+    out = {"cut": cut, "models": {}, "theory": {}}
     for model in sorted({r["model"] for r in rows}):
         pts = [(r["budget"], r["loss"]) for r in rows if r["model"] == model]
+        entry = {"predicted": LAW_OF_MODEL[model]}
         if len({b for b, _ in pts}) >= 2 and len(pts) >= 3:
-            out["models"][model] = {"predicted": LAW_OF_MODEL[model], **compare_laws(*zip(*pts))}
+            entry.update(compare_laws(*zip(*pts)))
+        try:
+            entry["test"] = law_test(*zip(*pts), cut=cut).to_dict()
+        except ValueError as exc:  # too few budgets or seeds for the test
+            entry["test_refused"] = str(exc)
+        try:
+            entry["decay"] = [d.to_dict() for d in local_decay(*zip(*pts))]
+        except ValueError:  # one seed: no spread to put an interval on
+            pass
+        out["models"][model] = entry
     names = sorted({t["name"] for ts in theory.values() for t in ts})
     for name in names:
-        pts = [(b, t["value"]) for b, ts in theory.items() for t in ts if t["name"] == name and t["value"] > 1e-8]
-        if len(pts) >= 3:
-            predicted = "exponential" if name in ADAPTIVE_THEORY else "power" if name in NONADAPTIVE_THEORY else None
-            out["theory"][name] = {"predicted": predicted, **compare_laws(*zip(*pts))}
+        pts = [(b, t["value"], t.get("stderr") or 0.0) for b, ts in theory.items() for t in ts
+               if t["name"] == name and t["value"] > 1e-8]
+        if len(pts) < 3:
+            continue
+        predicted = "exponential" if name in ADAPTIVE_THEORY else "power" if name in NONADAPTIVE_THEORY else None
+        entry = {"predicted": predicted, **compare_laws([p[0] for p in pts], [p[1] for p in pts])}
+        try:
+            entry["test"] = law_test([p[0] for p in pts], [p[1] for p in pts], stderr=[p[2] for p in pts],
+                                     cut=cut, floor=FLOOR).to_dict()
+        except ValueError as exc:
+            entry["test_refused"] = str(exc)
+        entry["decay"] = [d.to_dict() for d in local_decay([p[0] for p in pts], [p[1] for p in pts],
+                                                           stderr=[p[2] for p in pts], floor=FLOOR)]
+        out["theory"][name] = entry
+    return out
+
+
+def convergence(rows: list[dict]) -> list[dict]:
+    """Per run: the held-out loss at 80% of its steps (the last evaluation at or before) and at the end, the
+    relative change over the last 20%, and whether it is below :data:`CONVERGED`."""
+    out = []
+    for r in rows:
+        hist = [(s, v) for s, v in (r.get("history") or []) if v is not None]
+        if len(hist) < 2:
+            continue
+        mark = 0.8 * r["steps"]
+        before = [h for h in hist if h[0] <= mark]
+        if not before:
+            continue
+        step80, at80 = before[-1]
+        change = (at80 - r["loss"]) / at80
+        out.append({"model": r["model"], "budget": r["budget"], "seed": r["seed"], "steps": r["steps"],
+                    "step_80": step80, "loss_80": at80, "loss": r["loss"], "change": change,
+                    "converged": abs(change) < CONVERGED})
     return out
 
 
@@ -208,6 +287,7 @@ def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
         write_atomic(folder / "scaling.csv", _csv(rows)),
     ]
     written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
+    written += figures.decay(folder / "fig_decay.png", fits, cfg)
     written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits)))
     return written
 
@@ -222,14 +302,108 @@ def _summary(rows, model, budget):
     return statistics.mean(ls), spread, min(ls), max(ls), len(ls)
 
 
-def _fit_line(name: str, entry: dict) -> str:
-    law = entry["predicted"] or entry["better"]
-    f = entry["fits"][law]
-    other = entry["fits"]["power" if law == "exponential" else "exponential"]
-    verdict = "yes" if entry["better"] == law else "**no**"
-    return (f"| {name} | {law}: {f['param']} = {f['value']:.3g} [{f['ci'][0]:.3g}, {f['ci'][1]:.3g}] | "
-            f"{f['rss']:.3g} | {other['law']}: {other['param']} = {other['value']:.3g}, RSS {other['rss']:.3g} | "
-            f"{entry['better']} ({verdict}) |")
+def _law_line(name: str, entry: dict) -> str:
+    t = entry.get("test")
+    if t is None:
+        return f"| {name} | {entry.get('predicted') or ''} | | | | {entry.get('test_refused', '')} |"
+    r, e = t["fits"]["exponential"], t["fits"]["power"]
+    predicted = entry.get("predicted")
+    agrees = "" if predicted is None or t["verdict"] in ("can't tell", "neither") else (
+        " (as predicted)" if t["verdict"] == predicted else " (**not as predicted**)")
+    return (f"| {name} | {predicted or ''} | {r['value']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
+            f"{e['value']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}] | {t['chi2']['exponential']:.3g} / "
+            f"{t['chi2']['power']:.3g} (dof {t['dof']}) | **{t['verdict']}**{agrees} |")
+
+
+def _law_section(cfg, fits, held) -> list[str]:
+    cut = fits.get("cut", cfg.cut)
+    lines = ["", "## Which law", "",
+             f"The law test (`fvnum.laws.law_test`) over budgets {cut} and up: both laws are straight lines in log "
+             f"loss (against B, and against log B), fitted by weighted least squares to the mean log loss per budget. "
+             f"Trained models are weighted by their seed spread pooled over budgets (judged with the F "
+             f"distribution), theory curves by their Monte Carlo error plus a 1% relative floor. Budgets below {cut} "
+             "are left out: the first reading sees the whole context (the top node's dense measurement), a drop "
+             "that no law in the budget describes. Verdict: the law whose chi2 is smaller by more than 9 "
+             "(about 3 standard deviations) wins if it fits (p > 0.01); `can't tell` otherwise; `neither` when no "
+             "law fits. The rate r (loss ~ c r^B) and the exponent e (loss ~ c B^-e) with 95% intervals.", "",
+             "| what | predicted law | r [95%] | e [95%] | chi2 exponential / power | verdict |",
+             "|---|---|---|---|---|---|"]
+    for m, entry in fits["models"].items():
+        lines.append(_law_line(f"Model {m}", entry))
+    for name, entry in fits["theory"].items():
+        if entry.get("predicted"):
+            lines.append(_law_line(f"theory: {name}", entry))
+    decays = {f"Model {m}": e["decay"] for m, e in fits["models"].items() if e.get("decay")}
+    for m, bs in held.items():
+        name = _one_name(bs)
+        if fits["theory"].get(name, {}).get("decay"):
+            decays[f"{name} ({m}'s prediction)"] = fits["theory"][name]["decay"]
+    if decays:
+        budgets = sorted({d["budget"] for ds in decays.values() for d in ds})
+        lines += ["", "### Local decay", "",
+                  "`log L(B) - log L(B+1)` with its 95% interval (seed spread, or Monte Carlo error): constant for "
+                  "a geometric law, shrinking like e / B for a power law (fig_decay.png).", "",
+                  "![local decay](fig_decay.png)", "",
+                  "| B -> B+1 | " + " | ".join(decays) + " |", "|---" * (1 + len(decays)) + "|"]
+        for b in budgets:
+            cells = []
+            for ds in decays.values():
+                d = next((d for d in ds if d["budget"] == b), None)
+                cells.append("" if d is None else f"{d['value']:.3f} [{d['ci'][0]:.3f}, {d['ci'][1]:.3f}]")
+            lines.append(f"| {b} -> {b + 1} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _prior_words(cfg) -> str:
+    scales = getattr(cfg, "scales", None)
+    return f"alpha {cfg.alpha}" if not scales else "scales " + ", ".join(str(a) for a in scales)
+
+
+def _steps_words(cfg) -> str:
+    if cfg.steps_per_budget is not None:
+        return f"{cfg.steps_per_budget} x budget steps"
+    from .config import RECIPE_STEPS_PER_BUDGET
+
+    return "the recipe's steps (" + ", ".join(f"{m} {RECIPE_STEPS_PER_BUDGET[m]}" for m in cfg.models) + " x budget)"
+
+
+def _run_name(c: dict) -> str:
+    return f"{c['model']} B{c['budget']} s{c['seed']} ({c['change']:+.1%})"
+
+
+def _convergence_section(rows) -> list[str]:
+    conv = convergence(rows)
+    if not conv:
+        return []
+    top = {}
+    for c in conv:
+        if c["budget"] >= top.get(c["model"], 0):
+            top[c["model"]] = c["budget"]
+    mine = [c for c in conv if c["budget"] == top[c["model"]]]
+    bad = [c for c in conv if not c["converged"]]
+    lines = ["", "## Trained out?", "",
+             f"Held-out loss at 80% of the steps and at the end, for the largest budget of each model (all runs: "
+             f"{len(conv) - len(bad)} of {len(conv)} change by less than {CONVERGED:.0%} over their last 20% of steps"
+             + ("; not: " + ", ".join(_run_name(c) for c in bad) if bad else "") + ").", "",
+             "| model | budget | seed | steps | loss at 80% | final | change | < 3% |", "|---|---|---|---|---|---|---|---|"]
+    for c in sorted(mine, key=lambda c: (c["model"], c["seed"])):
+        lines.append(f"| {c['model']} | {c['budget']} | {c['seed']} | {c['steps']} | {c['loss_80']:.4f} | "
+                     f"{c['loss']:.4f} | {c['change']:+.1%} | {'yes' if c['converged'] else '**no**'} |")
+    return lines
+
+
+def _time_section(cfg, rows) -> list[str]:
+    per = {}
+    for r in rows:
+        per.setdefault(r["model"], []).append(r.get("train_seconds") or r["wall_seconds"])
+    devices = sorted({r.get("device", cfg.device) for r in rows})
+    lines = ["", "## Time", "",
+             f"Device: {', '.join(devices)}; {_count(cfg.threads, 'thread')} per run. CPU time of training summed "
+             "over the runs (one thread each, so CPU-hours):", "",
+             "| model | runs | hours | per run (min .. max, minutes) |", "|---|---|---|---|"]
+    for m, ts in sorted(per.items()):
+        lines.append(f"| {m} | {len(ts)} | {sum(ts) / 3600:.2f} | {min(ts) / 60:.1f} .. {max(ts) / 60:.1f} |")
+    return lines
 
 
 def _one_name(names_by_budget: dict) -> str:
@@ -249,10 +423,11 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
     names = sorted({n for vs in value.values() for n in vs})
     lines = [
         "# Scaling study: loss against budget", "",
-        f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
+        f"Tree prior, depth {cfg.depth}, {_prior_words(cfg)}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
         f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {_count(cfg.seeds, 'seed')} each, trained with "
-        f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
-        f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
+        f"the recipe (docs/training.md) for {_steps_words(cfg)}. The regime was chosen by the theory before training "
+        f"([regime.md](regime.md)). Training time summed over the {len(rows)} runs: {total_wall / 60:.0f} minutes "
+        f"({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
         "", "![loss against budget](fig_scaling.png)", "",
         "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; "
         + ("one seed per point. " if cfg.seeds == 1 else "mean ± standard deviation over seeds (min .. max). ")
@@ -307,16 +482,8 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
                 mean = lambda k: sum(a[k]["value"] for a in mine) / len(mine)  # noqa: E731
                 cells.append(f"{mean('loss'):.4f} / {mean('bayes_on_readings'):.4f} / {mean('decoder_gap'):+.4f}")
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    lines += ["", "## Fitted laws", "",
-              "Exponential `loss = c r^B` (adaptive depth) and power `loss = c B^-e` (one layer), least squares in "
-              "log loss over every run (seeds as points), 95% t intervals. Both laws have two parameters, so the "
-              "one with the smaller residual sum of squares (RSS, in log loss) fits better.", "",
-              "| what | predicted law: fit [95% CI] | RSS | the other law | better fit (as predicted?) |",
-              "|---|---|---|---|---|"]
-    for m, entry in fits["models"].items():
-        lines.append(_fit_line(f"Model {m}", entry))
-    for name, entry in fits["theory"].items():
-        if entry["predicted"]:
-            lines.append(_fit_line(f"theory: {name}", entry))
+    lines += _law_section(cfg, fits, held)
+    lines += _convergence_section(rows)
+    lines += _time_section(cfg, rows)
     lines += ["", "Every run is reproduced by the `command` of its row in scaling.json (or scaling.csv).", ""]
     return "\n".join(lines)

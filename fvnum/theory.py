@@ -172,6 +172,16 @@ class TheoryRow:
             out["design"] = list(self.design)
         return out
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "TheoryRow":
+        """The row of :meth:`to_dict`."""
+        d = dict(d)
+        d["measurement_class"] = d.pop("class", "unit")
+        d["models"] = tuple(d.get("models", ()))
+        if d.get("design") is not None:
+            d["design"] = tuple(d["design"])
+        return cls(**d)
+
 
 def _with_roles(rows: list) -> tuple:
     """``rows`` with ``role``, ``models``, ``class`` and ``keys`` set by :func:`row_kind` (one place)."""
@@ -382,9 +392,36 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
     return rows
 
 
+def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, samples: int = 2000,
+                 seed: int = 0) -> dict:
+    """The rows of :func:`keyed_rows` at every budget of ``budgets`` at once (``{budget: [TheoryRow, ..]}``):
+    the greedy adaptive keyed policy is run once to the largest budget (its loss after ``B`` layers is the
+    row at ``B``, on the same samples), the one-layer design is searched per budget."""
+    from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed, has_adaptive_search
+
+    channel = _check_channel(channel)
+    if channel.kind != "tokens":
+        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+    budgets = sorted({int(b) for b in budgets})
+    kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=seed)
+    one = {1: best_nonadaptive_keyed(prior, 1, family, **kw)} if 1 in budgets or has_adaptive_search(prior) else {}
+    for b in budgets:
+        if b not in one:
+            one[b] = best_nonadaptive_keyed(prior, b, family, samples=samples, **kw)
+    adaptive = (adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)
+                if has_adaptive_search(prior) else None)
+
+    def row(found):
+        return TheoryRow(found.name, float(found.estimate.value), float(found.estimate.stderr),
+                         "exact" if found.estimate.stderr == 0 else f"mc n={found.estimate.n}",
+                         f"{found.what} ({found.family} keys)", "tokens", keys=found.family)
+
+    return {b: ([row(adaptive[b - 1])] if adaptive is not None else []) + [row(one[b])] for b in budgets}
+
+
 def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
                      s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
-                     dense: bool = True, keyed: str | None = None) -> ComparisonTable:
+                     dense: bool = True, keyed: str | None = None, keyed_rows_given=None) -> ComparisonTable:
     """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
     ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
@@ -397,7 +434,8 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
     (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
     key family (e.g. ``"weighted"``) whose best rows (:func:`keyed_rows`) join the table; they become the
-    prediction rows of Models A and B (:data:`PREDICTION_OF_MODEL`).
+    prediction rows of Models A and B (:data:`PREDICTION_OF_MODEL`); ``keyed_rows_given``: those rows computed
+    beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
     from fvsym.priors import TreePrior
 
@@ -462,7 +500,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         what = (f"Gaussian of the same covariance, optimal under the gaussian channel at the same tau "
                 f"(not the models' {ch} channel, not a bound for it)")
     rows.append(TheoryRow.exact("gaussian_optimum", gaussian_optimum(prior, B, channel), what, "gaussian"))
-    if keyed is not None:
+    if keyed_rows_given is not None:  # computed beforehand (keyed_curves: every budget at once)
+        rows += [TheoryRow.from_dict(r) if isinstance(r, dict) else r for r in keyed_rows_given]
+    elif keyed is not None:
         rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed)
     rows = _with_roles(rows)
     return ComparisonTable("tree" if isinstance(prior, TreePrior) else "gaussian", int(B), channel, int(samples),
@@ -471,6 +511,6 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 __all__ = [
     "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "describe_rows", "gaussian_optimum", "lmmse", "prediction_row", "prior_covariance",
+    "comparison_table", "describe_rows", "keyed_curves", "gaussian_optimum", "lmmse", "prediction_row", "prior_covariance",
     "row_kind", "top_levels_rows",
 ]

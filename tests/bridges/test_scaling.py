@@ -10,13 +10,13 @@ from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.scaling import ScalingConfig
 
 TINY = ["--depth", "2", "--budgets", "1-2", "--seeds", "2", "--steps-per-budget", "3", "--samples", "300",
-        "--search-samples", "50", "--workers", "1", "--quiet"]
+        "--search-samples", "50", "--workers", "1", "--quiet", "--keyed", "none", "--cut", "1"]
 
 
 def test_scaling_end_to_end_and_resume(tmp_path, capsys):
     out = tmp_path / "study"
     assert main(["scaling", "--out", str(out), *TINY]) == 0
-    for name in ("scaling.json", "scaling.csv", "fig_scaling.png", "report.md"):
+    for name in ("scaling.json", "scaling.csv", "fig_scaling.png", "fig_decay.png", "report.md"):
         assert (out / name).stat().st_size > 0, name
     study = json.loads((out / "scaling.json").read_text())
     rows = study["runs"]
@@ -30,7 +30,9 @@ def test_scaling_end_to_end_and_resume(tmp_path, capsys):
     assert study["config"]["seeds"] == 2 and "progress" not in study["config"]  # numbers only, not display
     assert {"path", "top_levels", "top_levels_linear"} <= {t["name"] for t in study["theory"]["1"]}
     report = (out / "report.md").read_text()
-    assert "Fitted laws" in report and "Model A" in report
+    assert "Which law" in report and "Model A" in report and "Trained out?" in report and "## Time" in report
+    for r in rows:  # the held-out curve of every run, for the convergence check
+        assert r["history"][-1] == [r["steps"], r["loss"]] and r["device"] == "cpu"
     # a second run computes nothing new and gives the same numbers
     before = {r["key"]: r["loss"] for r in rows}
     cells = sorted(p.name for p in (out / "cells").iterdir())
@@ -66,6 +68,32 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, match):
 def test_steps_rule_is_stated_and_applied():
     cfg = ScalingConfig(depth=3, budgets=(1, 3), models="A", seeds=1, steps_per_budget=10)
     assert [r.train.steps for r in cfg.runs("x")] == [10, 30]
+    recipe = ScalingConfig(depth=3, budgets=(1, 3), models="AB", seeds=1)
+    assert [(r.model.model, r.train.steps) for r in recipe.runs("x")] == [("A", 5000), ("B", 2500), ("A", 15000),
+                                                                          ("B", 7500)]
+
+
+def test_convergence_reads_the_last_fifth_of_each_held_out_curve():
+    from bridges.scaling import convergence
+
+    flat = {"model": "A", "budget": 6, "seed": 0, "steps": 1000, "loss": 0.099,
+            "history": [[0, 5.0], [600, 0.2], [800, 0.1], [1000, 0.099]]}
+    steep = dict(flat, seed=1, loss=0.08, history=[[0, 5.0], [700, 0.1], [900, 0.09], [1000, 0.08]])
+    out = convergence([flat, steep])
+    assert out[0]["step_80"] == 800 and out[0]["change"] == pytest.approx(0.01) and out[0]["converged"]
+    assert out[1]["step_80"] == 700 and out[1]["change"] == pytest.approx(0.2) and not out[1]["converged"]
+
+
+def test_keyed_prediction_rows_join_the_study(tmp_path):
+    from bridges.scaling import run
+
+    cfg = ScalingConfig(out=str(tmp_path / "k"), depth=2, budgets=(1, 2), models="AB", seeds=1, steps_per_budget=3,
+                        samples=300, search_samples=60, workers=1, progress=False, cut=1)
+    result = run(cfg, log=lambda *a: None)
+    rows = {t["name"]: t for t in result["theory"][2]}
+    assert rows["best_adaptive_keyed"]["role"] == "prediction" and rows["best_adaptive_keyed"]["models"] == ["A"]
+    assert rows["best_nonadaptive_keyed"]["models"] == ["B"] and rows["best_adaptive"]["role"] != "prediction"
+    assert rows["best_adaptive_keyed"]["keys"] == "weighted"
 
 
 def test_report_states_the_seed_spread_only_where_there_is_one():
@@ -75,7 +103,7 @@ def test_report_states_the_seed_spread_only_where_there_is_one():
         return [{"model": "A", "budget": b, "seed": s, "loss": 0.5 / b + 0.01 * s, "wall_seconds": 60.0}
                 for b in (1, 2) for s in range(seeds)]
 
-    no_fits = {"models": {}, "theory": {}}
+    no_fits = {"cut": 2, "models": {}, "theory": {}}
     one = report_markdown(ScalingConfig(budgets=(1, 2), models="A", seeds=1, threads=1), rows(1), {}, no_fits)
     assert "| 1 | 0.5000 |" in one and "±" not in one
     assert "1 seed each" in one and "one seed per point" in one and "1 thread per run" in one
