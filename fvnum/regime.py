@@ -122,13 +122,13 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
 
 
 def assess(depth: int, alpha, n_tokens: int, budgets, curves: dict, *, s2: float = 0.01, cut: int = DEFAULT_CUT,
-           seconds: float = 0.0) -> Regime:
-    """The law test of every curve (relative floor :data:`FLOOR`) and the cell's :class:`Regime`."""
+           seconds: float = 0.0, floor: float = FLOOR) -> Regime:
+    """The law test of every curve (relative ``floor``, default :data:`FLOOR`) and the cell's :class:`Regime`."""
     budgets = tuple(int(b) for b in budgets)
     tests = {}
     for name, ests in curves.items():
         vals = [max(float(e.value), 1e-300) for e in ests]
-        tests[name] = law_test(budgets, vals, stderr=[float(e.stderr) for e in ests], cut=cut, floor=FLOOR)
+        tests[name] = law_test(budgets, vals, stderr=[float(e.stderr) for e in ests], cut=cut, floor=floor)
     return Regime(int(depth), float(alpha), int(n_tokens), budgets, dict(curves), tests, float(seconds), s2, cut)
 
 
