@@ -12,7 +12,8 @@ import os
 import sys
 
 from fvsym._emit import add_format_argument, emit
-from fvsym._validate import check_node_list, int_arg, number_arg, parse_int_list
+from fvsym._validate import check_node_list, parse_int_list
+from fvsym.cli import int_arg, number_arg
 
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
 

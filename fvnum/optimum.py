@@ -148,7 +148,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     ``fvnum.bellman.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
     Once the optimum is known exactly (solved, or ``tau = 0``), default candidates priced above
     ``CHEAP_SECONDS`` are skipped (the cheapest one is always sampled); named ``candidates`` are sampled."""
-    from fvsym._validate import max_seconds
+    from .resources import max_seconds
 
     from . import bellman
     from ._chunks import default_threads
@@ -225,7 +225,7 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
                       candidates=None, exact=None, threads=None) -> BoundsPlan:
     """Refuse (one-line ValueError) a :func:`bounds` whose plan is priced over the memory or the time cap,
     naming the largest ``samples`` that fits; returns the plan otherwise."""
-    from fvsym._validate import check_memory, check_time, fits_time, format_seconds
+    from .resources import check_memory, check_time, fits_time, format_seconds
 
     def plan(n):
         return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,

@@ -175,7 +175,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
 def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
     """The exact noisy policy runs the recursion from each sample's posterior: priced by
     ``fvnum.bellman`` (solve and samples) and refused over the time cap, naming the samples that fit."""
-    from fvsym._validate import check_time, fits_time, max_seconds
+    from .resources import check_time, fits_time, max_seconds
 
     from . import bellman
     from ._chunks import default_threads

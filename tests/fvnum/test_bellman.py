@@ -189,7 +189,7 @@ def test_bounds_size_accepted_under_a_cap_finishes_within_it():
 
     from fvnum.channels import make_channel
     from fvnum.optimum import check_bounds_cost
-    from fvsym._validate import time_limit
+    from fvnum.resources import time_limit
 
     from ..test_limits import fv, one_line_error
     from .test_rollout import _fits, _largest_accepted
