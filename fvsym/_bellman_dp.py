@@ -215,45 +215,66 @@ class _Solver:
         return v
 
     # --- one layer of width d: Pareto dynamic programme over the tree -----------------------------------
-    def nonadaptive_table(self, S: int, cap: int) -> dict[int, tuple[object, tuple[int, ...]]]:
-        """For each number of reads ``b <= cap`` the best one-layer design on belief ``S``:
-        ``b -> (value, nodes)``. Only nodes whose reading is not constant on ``S`` are read."""
+    def one_layer_tables(self, S: int, cap: int, zero, with_nodes: bool, prune) -> dict:
+        """The Pareto dynamic programme of one layer on belief ``S``, over the tree from the leaves up:
+        ``(b, z) -> entries`` at the root, ``b <= cap`` reads and ``z`` leaves in the "all readings zero"
+        cell, each entry ``(r, q)`` (resolved cells' value, squared norm of the zero cell's summed theta),
+        with the nodes read as a third item when ``with_nodes``; ``prune`` keeps the undominated entries.
+        Only nodes whose reading is not constant on ``S`` are read. Shared by the numeric table
+        (``nonadaptive_table``) and the table of polynomials in ``alpha`` (``nonadaptive_sets``)."""
         lcm, first_leaf = self.lcm, self.n_leaves
         tables = {}
+        start = (zero, zero, ()) if with_nodes else (zero, zero)
         for i in range(self.n_leaves):
             present = (S >> i) & 1
-            tables[first_leaf + i] = ({(0, present): [(0, 0, ())]}, present)
+            tables[first_leaf + i] = ({(0, present): [start]}, present)
         for n in range(first_leaf - 1, 0, -1):
             tp, cp = tables.pop(2 * n)
             tm, cm = tables.pop(2 * n + 1)
             w = self.w[self.level[n]]
-            inside = S & self.sub[n]
-            readable = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (inside != S) >= 2
+            readable = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (S & self.sub[n] != S) >= 2
             out: dict[tuple[int, int], list] = {}
-            read_extra = lcm * (cp + cm) * w
+            read_extra = w * (lcm * (cp + cm))
             for (bp, zp), lp in tp.items():
                 for (bm, zm), lm in tm.items():
                     b = bp + bm
                     if b > cap:
                         continue
                     # node n unread: the zero cells merge
-                    extra_r = lcm * ((cp - zp) + (cm - zm)) * w
-                    extra_q = (zp - zm) ** 2 * w
+                    extra_r = w * (lcm * ((cp - zp) + (cm - zm)))
+                    extra_q = w * ((zp - zm) ** 2)
                     bucket = out.setdefault((b, zp + zm), [])
-                    for rp, qp, np_ in lp:
-                        for rm, qm, nm in lm:
-                            bucket.append((rp + rm + extra_r, qp + qm + extra_q, np_ + nm))
-                    # node n read: both zero cells become resolved cells
-                    if readable and b < cap:
-                        fp = lcm // zp if zp else 0
-                        fm = lcm // zm if zm else 0
-                        bucket = out.setdefault((b + 1, 0), [])
+                    if with_nodes:
                         for rp, qp, np_ in lp:
                             for rm, qm, nm in lm:
-                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, 0, np_ + nm + (n,)))
-            tables[n] = ({key: _pareto(entries) for key, entries in out.items()}, cp + cm)
+                                bucket.append((rp + rm + extra_r, qp + qm + extra_q, np_ + nm))
+                    else:
+                        for rp, qp in lp:
+                            for rm, qm in lm:
+                                bucket.append((rp + rm + extra_r, qp + qm + extra_q))
+                    if not readable or b >= cap:
+                        continue
+                    # node n read: both zero cells become resolved cells
+                    fp = lcm // zp if zp else 0
+                    fm = lcm // zm if zm else 0
+                    bucket = out.setdefault((b + 1, 0), [])
+                    if with_nodes:
+                        for rp, qp, np_ in lp:
+                            for rm, qm, nm in lm:
+                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, zero, np_ + nm + (n,)))
+                    else:
+                        for rp, qp in lp:
+                            for rm, qm in lm:
+                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, zero))
+            tables[n] = ({key: prune(entries) for key, entries in out.items()}, cp + cm)
+        return tables[1][0]
+
+    def nonadaptive_table(self, S: int, cap: int) -> dict[int, tuple[object, tuple[int, ...]]]:
+        """For each number of reads ``b <= cap`` the best one-layer design on belief ``S`` reading at
+        most ``b`` nodes: ``b -> (value, nodes)``."""
+        lcm = self.lcm
         best: dict[int, tuple[object, tuple[int, ...]]] = {}
-        for (b, z), entries in tables[1][0].items():
+        for (b, z), entries in self.one_layer_tables(S, cap, 0, True, _pareto).items():
             f = lcm // z if z else 0
             for r, q, nodes in entries:
                 total = r + q * f
@@ -389,40 +410,9 @@ class _AlphaSolver(_Solver):
     def nonadaptive_sets(self, S: int, cap: int) -> dict[int, tuple]:
         """For each number of reads ``b <= cap`` the candidate values of one-layer designs on ``S``
         reading at most ``b`` nodes (the set version of ``nonadaptive_table``)."""
-        lcm, first_leaf = self.lcm, self.n_leaves
-        zero = self.zero
-        tables = {}
-        for i in range(self.n_leaves):
-            present = (S >> i) & 1
-            tables[first_leaf + i] = ({(0, present): [(zero, zero)]}, present)
-        for n in range(first_leaf - 1, 0, -1):
-            tp, cp = tables.pop(2 * n)
-            tm, cm = tables.pop(2 * n + 1)
-            w = self.w[self.level[n]]
-            readable = (S & self.plus[n] != 0) + (S & self.minus[n] != 0) + (S & self.sub[n] != S) >= 2
-            out: dict[tuple[int, int], list] = {}
-            read_extra = w * (lcm * (cp + cm))
-            for (bp, zp), lp in tp.items():
-                for (bm, zm), lm in tm.items():
-                    b = bp + bm
-                    if b > cap:
-                        continue
-                    extra_r = w * (lcm * ((cp - zp) + (cm - zm)))
-                    extra_q = w * ((zp - zm) ** 2)
-                    bucket = out.setdefault((b, zp + zm), [])
-                    for rp, qp in lp:
-                        for rm, qm in lm:
-                            bucket.append((rp + rm + extra_r, qp + qm + extra_q))
-                    if readable and b < cap:
-                        fp = lcm // zp if zp else 0
-                        fm = lcm // zm if zm else 0
-                        bucket = out.setdefault((b + 1, 0), [])
-                        for rp, qp in lp:
-                            for rm, qm in lm:
-                                bucket.append((rp + rm + qp * fp + qm * fm + read_extra, zero))
-            tables[n] = ({key: _pareto_pairs(entries) for key, entries in out.items()}, cp + cm)
+        lcm = self.lcm
         best: dict[int, list] = {}
-        for (b, z), entries in tables[1][0].items():
+        for (b, z), entries in self.one_layer_tables(S, cap, self.zero, False, _pareto_pairs).items():
             f = lcm // z if z else 0
             best.setdefault(b, []).extend(r + q * f for r, q in entries)
         out_best, running = {}, []

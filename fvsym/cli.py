@@ -155,15 +155,9 @@ def covariance_of(cov, eigenvalues, dim=None):
         if cov not in (None, "isotropic"):
             raise ValueError(f"give --cov or --eigenvalues, not both (got --cov {cov})")
         return "isotropic", parse_number_list(eigenvalues, "--eigenvalues")
-    if cov is None or cov in ("isotropic", "matched") or cov in _old_covariance_names():
+    if cov is None or cov in ("isotropic", "matched"):
         return cov, None
     return load_covariance(cov), None
-
-
-def _old_covariance_names():
-    from .gaussian import _OLD_COVARIANCES
-
-    return tuple(_OLD_COVARIANCES)
 
 
 def register(subparsers) -> None:

@@ -34,14 +34,10 @@ from .priors import GaussianPrior, TreePrior
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
 COVARIANCES = ("matched", "isotropic")  # THEORY.md section 5: the matched Gaussian of the tree, or I_D
-_OLD_COVARIANCES = {"tree": "matched"}  # spellings users may have scripted -> the name of record
 
 
 def check_covariance(cov) -> str:
-    """One of ``COVARIANCES``; an old spelling (``tree``) gets a one-line error naming the new one."""
-    if isinstance(cov, str) and cov in _OLD_COVARIANCES:
-        raise ValueError(f"cov {cov!r} is now called {_OLD_COVARIANCES[cov]!r} (the matched Gaussian of the tree "
-                         f"prior, THEORY.md section 5)")
+    """One of ``COVARIANCES`` (one-line ValueError naming them otherwise)."""
     return check_choice(cov, "cov", COVARIANCES)
 
 
@@ -134,13 +130,7 @@ def posterior_covariance(cov, W, tau) -> sp.Matrix:
     GaussianPrior, a TreePrior (its covariance) or a symmetric PSD matrix; ``W`` is ``k x D``
     (``k = 0`` allowed); ``tau >= 0`` a number or a Symbol. Exact for exact inputs.
     """
-    C = _covariance(cov)
-    W = _design(W, C.rows)
-    t = check_tau(tau)
-    if W.rows == 0:
-        return C
-    CW = C * W.T
-    P = C - CW * _gain(C, W, t) * CW.T
+    P = stacked_posterior(cov, W, tau)
     return P.applyfunc(lambda x: x if x.is_Rational else sp.simplify(x))
 
 
@@ -380,7 +370,8 @@ def sequential_posterior(cov, W, tau) -> sp.Matrix:
 
 def stacked_posterior(cov, W, tau) -> sp.Matrix:
     """Posterior covariance of the shallow system, every row of ``W`` read in one layer:
-    ``C - C W^T (W C W^T + tau^2 I)^-1 W C`` (unsimplified; see :func:`posterior_covariance`)."""
+    ``C - C W^T (W C W^T + tau^2 I)^-1 W C``, unsimplified (:func:`posterior_covariance` is this,
+    simplified entry by entry)."""
     C = _covariance(cov)
     W = _design(W, C.rows)
     t = check_tau(tau)

@@ -242,7 +242,7 @@ def test_gaussian_loss_symbolic_alpha_and_tau_agree_with_numbers():
         (dict(dim=None, budget=2), "needs dim"),
         (dict(dim=5, budget=2, cov="wishart"), "unknown cov 'wishart'"),
         (dict(dim=5, budget=2, alpha="1/2"), "only to cov 'matched'"),
-        (dict(dim=None, budget=2, cov="tree", depth=3), "cov 'tree' is now called 'matched'"),
+        (dict(dim=None, budget=2, cov="tree", depth=3), "unknown cov 'tree'; choose one of matched, isotropic"),
         (dict(dim=6, budget=2, cov="matched", depth=3), "2\\^depth - 1 = 7"),
         (dict(dim=None, budget=2, cov="matched"), "needs depth"),
         (dict(dim=None, budget=2, cov="matched", depth=3, alpha="3/2"), "alpha must lie in"),
