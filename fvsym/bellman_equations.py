@@ -208,13 +208,9 @@ def recursion_latex(equations) -> str:
 MAX_UNROLLED_TERMS = 200_000
 
 
-def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> sp.Expr:
-    """The recursion expanded for one small tree: an explicit expression of ``Min`` (over the actions
-    of each belief, one per distinct partition), sums over the reading outcomes with their
-    probabilities ``|cell| / |S|``, and terminal losses, built unevaluated (``evaluate=False``).
-    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value).doit()`` (symbolic ``alpha``, ``depth <= 5``)
-    evaluates it; the value equals ``solve(prior, layers, width).loss``. Subtrees of repeated
-    beliefs are shared; more than ``max_terms`` actions in all raise a ValueError."""
+def _unroll_solver(prior, layers, width):
+    """``(prior, layers, solver)`` of :func:`unroll` and :func:`unrolled_size`, checked: an exact solver
+    for numeric scales, the one over polynomials for the symbol ``alpha``."""
     prior = _check_prior(prior)
     layers = check_int(layers, "layers", minimum=0)
     width = check_int(width, "width", minimum=1)
@@ -226,6 +222,17 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
         solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
     else:
         raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+    return prior, layers, solver
+
+
+def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> sp.Expr:
+    """The recursion expanded for one small tree: an explicit expression of ``Min`` (over the actions
+    of each belief, one per distinct partition), sums over the reading outcomes with their
+    probabilities ``|cell| / |S|``, and terminal losses, built unevaluated (``evaluate=False``).
+    ``.doit()`` (numeric ``alpha``) or ``.subs(alpha, value).doit()`` (symbolic ``alpha``, ``depth <= 5``)
+    evaluates it; the value equals ``solve(prior, layers, width).loss``. Subtrees of repeated
+    beliefs are shared; more than ``max_terms`` actions in all raise a ValueError."""
+    prior, layers, solver = _unroll_solver(prior, layers, width)
     memo: dict[tuple[int, int], sp.Expr] = {}
     n_terms = 0
 
@@ -255,17 +262,7 @@ def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_
     """The number of nodes of :func:`unroll`'s expression written out in full (shared subtrees counted
     each time they appear, as printing and simplifying meet them): its price, counted without building it.
     Raises the ValueError of ``unroll`` past ``max_terms`` actions."""
-    prior = _check_prior(prior)
-    layers = check_int(layers, "layers", minimum=0)
-    width = check_int(width, "width", minimum=1)
-    if layers * width > prior.n_nodes:
-        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
-    if prior.is_numeric:
-        solver = _Solver(prior, width)
-    elif prior.alpha is not None and isinstance(prior.alpha, sp.Symbol) and prior.alpha == _symbols.alpha:
-        solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
-    else:
-        raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+    prior, layers, solver = _unroll_solver(prior, layers, width)
     memo: dict[tuple[int, int], int] = {}
     n_terms = 0
 
