@@ -20,13 +20,12 @@ from pathlib import Path
 import torch
 
 from .config import RunConfig
-from .store import atomic_write_bytes, write_atomic
+from .store import atomic_write_bytes
 
 FORMAT = "fv-checkpoint-1"
 _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 
-atomic_write_text = write_atomic  # deprecated name of bridges.store.write_atomic; remove once train.py imports that
 
 
 class DamagedCheckpoint(ValueError):

@@ -11,7 +11,8 @@ import importlib
 import os
 import sys
 
-from fvsym._validate import number_arg, time_limit
+from fvnum.resources import time_limit
+from fvsym.cli import number_arg
 
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
 # ``bridges.sweep`` runs the other commands by their parsers, so it is a layer above them, not one of them.

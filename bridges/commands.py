@@ -11,9 +11,9 @@ import re
 
 from fvsym._emit import add_format_argument, emit
 from fvsym.cli import SCALES_HELP, parse_number_list
-from fvsym._validate import (
-    DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, int_arg, largest_fitting, number_arg, parse_int_list,
-)
+from fvsym._validate import parse_int_list
+from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
+from fvsym.cli import int_arg, number_arg
 
 from .config import (
     MAX_DEPTH, COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_BATCH, RECIPE_LR, RECIPE_STEPS_PER_BUDGET,
@@ -301,7 +301,7 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     too long) or number of ``steps`` (the config field) that fits."""
     import dataclasses
 
-    from fvsym._validate import check_time, fits_time
+    from fvnum.resources import check_time, fits_time
 
     seconds = price(cfg)
     if fits_time(seconds):

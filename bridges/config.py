@@ -327,7 +327,7 @@ class RunConfig:
     def check_resources(self) -> "RunConfig":
         """Refuse (one-line ValueError naming the limit and the largest context length that fits) a run
         whose training would not fit in the memory available."""
-        from fvsym._validate import check_memory, fits_memory, largest_fitting
+        from fvnum.resources import check_memory, fits_memory, largest_fitting
 
         need = self.memory_bytes()
         if not fits_memory(need):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fvsym._validate import check_time, fits_time, max_seconds
+from fvnum.resources import check_time, fits_time, max_seconds
 
 SAFETY = 2.0
 STARTUP = 10.0  # seconds: import torch, build the model, the first step's allocations

@@ -86,7 +86,7 @@ class Cell:
 def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
     """Run one cell (on a worker): its result made plain JSON, and where and how long it ran. ``deadline``
     (``time.time()`` seconds): the command's time cap, which training inside the cell watches."""
-    from fvsym._validate import time_limit
+    from fvnum.resources import time_limit
 
     start = time.perf_counter()
     if deadline is None:
@@ -238,7 +238,7 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
             order.append(cell.key)
         elif (seen.fn, seen.kwargs) != (cell.fn, cell.kwargs):
             raise ValueError(f"two different cells share the key {cell.key}")
-    from fvsym._validate import seconds_left, time_over
+    from fvnum.resources import seconds_left, time_over
 
     deadline = time.time() + seconds_left() if time_over() is not None else None  # the command's time cap
     results, todo = {}, []

@@ -312,7 +312,7 @@ class RunStore:
         found = self.get(key)
         if found is not None:
             return found["result"], True
-        from fvsym._validate import check_deadline
+        from fvnum.resources import check_deadline
 
         check_deadline(f"fv {self.kind} stopped before cell {key}")  # past fv --max-seconds: stop between cells
         result = compute()

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fvsym._emit import add_format_argument, emit
-from fvsym._validate import DEFAULT_LONG_SECONDS, int_arg, plain_error
+from fvsym._validate import plain_error
+from fvnum.resources import DEFAULT_LONG_SECONDS
+from fvsym.cli import int_arg
 
 from .engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run_cells, scheduler_address
 from .store import RunStore, with_checksum, write_atomic, write_json
@@ -313,7 +315,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
             raise ValueError(_blame(str(exc), spec, point, options, tables)) from None
         cells.append(Cell.keyed(spec.command, config, run_command, {"command": spec.command, "argv": argv}))
         points.append(point)
-    from fvsym._validate import check_time
+    from fvnum.resources import check_time
 
     parallel = max(1, min(workers or _cpu_count(), _cpu_count()))
     check_time(f"fv sweep of {len(cells)} cells on {parallel} worker{'s' if parallel > 1 else ''}",

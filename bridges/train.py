@@ -245,7 +245,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         eval_row()  # the untrained model, for reference
     bar = _progress(cfg, step, progress)
     running = None
-    from fvsym._validate import time_over
+    from fvnum.resources import time_over
 
     over = time_over()  # () -> seconds past the command's time cap, or None (no cap: the Python API)
     try:

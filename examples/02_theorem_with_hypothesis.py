@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from fvsym import GaussianPrior, TreePrior, bellman, gaussian, tree
+from fvnum import gaussian as fvnum_gaussian
+from fvsym import GaussianPrior, TreePrior, bellman, tree
 
 G1_RELATIVE_TOLERANCE = 1e-6  # the deep optimum is a BFGS result in floating point; the shallow one is exact
 
@@ -61,7 +62,7 @@ def trees():
 def gaussian_depth(ex, seed: int):
     prior = GaussianPrior(sp.diag(*[sp.Rational(c.numerator, c.denominator) for c in ex["eigenvalues"]]))
     tau = sp.Rational(ex["tau"].numerator, ex["tau"].denominator)
-    result = gaussian.depth_advantage(prior, ex["budget"], tau, seed=seed)
+    result = fvnum_gaussian.deep_shallow_gap(prior, ex["budget"], tau, seed=seed)
     shallow = float(result.shallow)
     holds = abs(result.deep - shallow) <= G1_RELATIVE_TOLERANCE * (1 + shallow)
     return holds, {"deep": result.deep, "shallow": str(result.shallow), "shallow_float": shallow}

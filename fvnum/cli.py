@@ -12,7 +12,8 @@ import os
 import sys
 
 from fvsym._emit import add_format_argument, emit
-from fvsym._validate import check_node_list, int_arg, number_arg, parse_int_list
+from fvsym._validate import check_node_list, parse_int_list
+from fvsym.cli import int_arg, number_arg
 
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
 
@@ -109,12 +110,12 @@ def _number(text):
 def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
-    from .optimum import bounds
+    from .bounds import bounds
 
     prior = _tree(args, default_depth=3)
     if args.tokens is None and args.s2 != "1/100":
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
-    # priced whole before any work (fvnum.optimum.check_bounds_cost)
+    # priced whole before any work (fvnum.bounds.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,

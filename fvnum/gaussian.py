@@ -139,3 +139,87 @@ def optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
     _, weights = water_filling(spec.eigenvalues, B, tau)
     active = np.flatnonzero(weights > 0)
     return unit_rows(weights[active], B) @ spec.eigenvectors[:, active].T
+
+
+# --- Theorem G1, numerically -------------------------------------------------------------
+def deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8, method: str = "auto"):
+    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``);
+    the result (a ``fvsym.gaussian.DepthComparison``) has ``gap = deep - shallow`` and ``route`` says how
+    ``deep`` was found.
+
+    ``method="auto"``: ``"symbolic"`` when ``tau`` or the covariance is symbolic, else ``"numeric"``.
+    ``"symbolic"``: exact, :func:`fvsym.gaussian.deep_shallow_gap`. ``"numeric"``, as follows.
+
+    ``shallow``: the exact water-filling optimum (a fixed ``B x D`` design). ``deep``: the Bellman
+    recursion over Gaussian beliefs. The posterior covariance after a reading does not depend on the
+    value read, so the recursion is a deterministic dynamic programme over ``P`` and the optimal
+    policy is a fixed sequence ``w_1 .. w_B``; it is found here by minimising ``tr P_B`` over the
+    sequence, ``P`` evolving by rank-one updates, with BFGS (scipy) from ``n_starts`` random starts
+    drawn from ``seed``. This uses no water-filling, so the two are independent computations of the
+    same number.
+    """
+    from fvsym import gaussian
+    from fvsym._validate import check_choice, check_int, check_tau
+
+    gauss = gaussian._as_gaussian(prior)
+    C = gauss.cov
+    B = check_int(budget, "budget", minimum=0)
+    n_starts = check_int(n_starts, "n_starts", minimum=1)
+    t = check_tau(tau)
+    method = check_choice(method, "method", ("auto", "symbolic", "numeric"))
+    numeric = t.is_number and all(x.is_number for x in C)
+    if method == "numeric" and not numeric:
+        raise ValueError("method 'numeric' needs a numeric covariance and tau; use 'symbolic'")
+    if method == "symbolic" or not numeric:
+        return gaussian.deep_shallow_gap(gauss, B, t)
+    from scipy.optimize import minimize
+
+    shallow = gaussian.water_filling(gauss.eigenvalues, B, t).loss
+    C_np = np.array(C.evalf(), dtype=float)
+    if B == 0:
+        return gaussian.DepthComparison(float(np.trace(C_np)), shallow, "numeric", False, "nothing read")
+    rng = np.random.default_rng(seed)
+    best = np.inf
+    for _ in range(n_starts):
+        x0 = rng.standard_normal(B * C.rows)
+        res = minimize(
+            _sequential_trace, x0, args=(C_np, B, float(t) ** 2), jac=True, method="BFGS",
+            options={"gtol": 1e-12, "maxiter": 5000},
+        )
+        best = min(best, float(res.fun))
+    return gaussian.DepthComparison(best, shallow, "numeric", False, f"BFGS over the sequence, {n_starts} starts")
+
+
+def _sequential_trace(params, C, n_layers: int, tau2: float):
+    """``tr P_B`` after ``B`` successive rank-one updates and its gradient in the raw row vectors.
+
+    ``P <- P - P w w^T P / (w^T P w + tau^2)`` with ``w = v / |v|``; gradients by a backward pass:
+    with ``G = d tr P_B / d P_l``, ``u = P w`` and ``delta = w^T u + tau^2``,
+    ``d/dw = (2/delta) ((u^T G u / delta) u - P G u)`` and
+    ``G_{l-1} = G - (G u w^T + w u^T G) / delta + (u^T G u / delta^2) w w^T``.
+    """
+    D = C.shape[0]
+    V = params.reshape(n_layers, D)
+    norms = np.linalg.norm(V, axis=1)
+    tape, P = [], C
+    floor = 1e-14 * max(np.trace(C), 1.0)
+    for v, n in zip(V, norms):
+        w = v / n
+        u = P @ w
+        delta = w @ u + tau2
+        tape.append((P, w, u, delta))
+        if delta > floor:
+            P = P - np.outer(u, u) / delta
+    value = float(np.trace(P))
+    G = np.eye(D)
+    grad = np.zeros_like(V)
+    for l in range(n_layers - 1, -1, -1):
+        P, w, u, delta = tape[l]
+        if delta <= floor:
+            continue
+        Gu = G @ u
+        q = u @ Gu
+        g_w = (2 / delta) * ((q / delta) * u - P @ Gu)
+        grad[l] = (g_w - (w @ g_w) * w) / norms[l]
+        G = G - (np.outer(Gu, w) + np.outer(w, Gu)) / delta + (q / delta**2) * np.outer(w, w)
+    return value, grad.ravel()

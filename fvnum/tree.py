@@ -128,17 +128,6 @@ def coordinate_losses(spec: TreeSpec, nodes, readings, tau: float, leaves) -> np
     return out
 
 
-def dense_losses(spec: TreeSpec, W, phi, tau: float, leaves, tol: float = 1e-9) -> np.ndarray:
-    W = np.asarray(W, dtype=float)
-    W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
-    out = np.zeros(phi.shape[0])
-    _kernels._tree_dense_decode(
-        W, np.ascontiguousarray(phi, dtype=float), float(tau), tol, spec.scales,
-        np.ascontiguousarray(leaves, dtype=np.int64), out, np.zeros((0, spec.dim)),
-    )
-    return out
-
-
 S2_FLOOR = 1e-9  # the tokens decoder's smallest s2, in units of |theta|^2 (see tokens_law)
 
 

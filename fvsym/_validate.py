@@ -1,5 +1,6 @@
 """Argument checks shared by every public entry point of the three packages (fvsym, fvnum, bridges):
-one-line ValueErrors naming the bad value.
+one-line ValueErrors naming the bad value. Standard library only (sympy inside the functions that build
+sympy numbers).
 
 - numbers: :func:`parse_fraction` (the one number parser: ``1/2``, ``0.3``, ``1e-3``; bounded length
   and exponent, so no input can hang the parser; every float from ``5e-324`` to ``1.8e308`` parses),
@@ -8,18 +9,15 @@ one-line ValueErrors naming the bad value.
   and sympy numbers alike; an exact number of more than ``MAX_DIGITS`` digits is refused in the
   project's words (Python's own "Exceeds the limit (4300 digits)" never reaches the user), and so is a
   derived result too long to print (:func:`check_printable`);
-- the command line: :func:`number_arg` and :func:`int_arg` are argparse ``type=`` functions built on
-  the same checks, so every ``fv`` command parses numbers the same way;
-- resources: :func:`available_memory` (from the OS), :func:`check_memory` and :func:`check_time`
-  refuse, before any work, a job that would not fit, naming the limit and the largest size that fits.
+- designs: :func:`check_node_list` (heap node numbers of a tree).
 
-sympy is imported only by the functions that build sympy numbers.
+The command line's argparse types are in :mod:`fvsym.cli` (:func:`~fvsym.cli.number_arg`,
+:func:`~fvsym.cli.int_arg`, built on these checks); the time cap and the memory probes in
+:mod:`fvnum.resources`.
 """
 from __future__ import annotations
 
 import math
-import os
-import time
 import re
 from fractions import Fraction
 
@@ -302,214 +300,6 @@ def parse_int_list(text, name: str, minimum: int | None = None, maximum: int | N
     return out
 
 
-# --- argparse types -----------------------------------------------------------------------------------
-def number_arg(name: str, *, exact: bool = False, low: float = -math.inf, high: float = math.inf,
-               open_low: bool = False, open_high: bool = False):
-    """An argparse ``type=``: parses with :func:`parse_fraction` and checks the range; returns a float,
-    or with ``exact`` the validated text (an exact rational such as ``1/2`` stays exact)."""
-    import argparse
-
-    def parse(text):
-        try:
-            value = parse_fraction(text, name)
-            check_real(value, name, low, high, open_low=open_low, open_high=open_high, shown=str(text).strip(),
-                       float_in_range=not exact)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return str(text).strip() if exact else float(value)
-
-    parse.__name__ = "number"
-    return parse
-
-
-def int_arg(name: str, minimum: int | None = None, maximum: int | None = None):
-    """An argparse ``type=`` for integers in ``[minimum, maximum]`` (at most 19 digits)."""
-    import argparse
-
-    def parse(text):
-        t = str(text).strip()
-        if not re.fullmatch(r"[+-]?\d{1,19}", t):
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {_short(text)}")
-        v = int(t)
-        if minimum is not None and v < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {v}")
-        if maximum is not None and v > maximum:
-            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {v}")
-        return v
-
-    parse.__name__ = "integer"
-    return parse
-
-
-# --- resources ----------------------------------------------------------------------------------------
-DEFAULT_MAX_SECONDS = 3600.0
-DEFAULT_LONG_SECONDS = 86400.0  # the default cap of the commands that train (train, compare, studies, sweeps)
-_max_seconds: list[tuple[float, float]] = []  # (cap, monotonic start) of the command running now
-
-
-def max_seconds() -> float:
-    """The time cap of one command: ``fv --max-seconds S``, else env ``FV_MAX_SECONDS``, else the
-    command's default (one hour; a day for the commands that train)."""
-    if _max_seconds:
-        return _max_seconds[-1][0]
-    return _env_seconds() or DEFAULT_MAX_SECONDS
-
-
-def _env_seconds():
-    env = os.environ.get("FV_MAX_SECONDS")
-    return check_real(env, "FV_MAX_SECONDS", 0, open_low=True) if env else None
-
-
-class time_limit:
-    """``with time_limit(s): ...``: the cap that :func:`check_time` applies inside the block, and the
-    deadline (counted from the block's start) that :func:`time_over` watches. ``s`` None: env
-    ``FV_MAX_SECONDS``, else ``default`` (else :data:`DEFAULT_MAX_SECONDS`)."""
-
-    def __init__(self, seconds, default=None):
-        self.seconds = None if seconds is None else check_real(seconds, "max_seconds", 0, open_low=True)
-        self.default = default
-
-    def __enter__(self):
-        cap = self.seconds if self.seconds is not None else (_env_seconds() or self.default or DEFAULT_MAX_SECONDS)
-        _max_seconds.append((float(cap), time.monotonic()))
-        return self
-
-    def __exit__(self, *exc):
-        _max_seconds.pop()
-        return False
-
-
-def seconds_used() -> float:
-    """Seconds since the running command's :class:`time_limit` began (0 outside one)."""
-    return time.monotonic() - _max_seconds[-1][1] if _max_seconds else 0.0
-
-
-def seconds_left() -> float:
-    """Seconds the running command has left under its cap (its whole cap outside a :class:`time_limit`)."""
-    return max_seconds() - seconds_used()
-
-
-class _Over:
-    """``over()``: the seconds the running command is past its cap, or None while it is within it."""
-
-    def __init__(self, cap: float, start: float):
-        self.cap, self.start = cap, start
-
-    def __call__(self):
-        late = time.monotonic() - self.start - self.cap
-        return late if late > 0 else None
-
-    def message(self, what: str) -> str:
-        return (f"{what} after {format_seconds(time.monotonic() - self.start)}, past the limit of "
-                f"{format_seconds(self.cap)} (fv --max-seconds S raises it)")
-
-
-def time_over():
-    """A watch on the running command's deadline (``over()`` is None while within the cap, else the
-    seconds past it; ``over.message(what)`` the one-line report), or None outside a :class:`time_limit`
-    (the Python API has no deadline)."""
-    return _Over(*_max_seconds[-1]) if _max_seconds else None
-
-
-def check_deadline(what: str) -> None:
-    """Raise a one-line ``ValueError`` if the running command is past its cap (between units of work)."""
-    over = time_over()
-    if over is not None and over() is not None:
-        raise ValueError(over.message(what) + "; finished work is kept: run again to resume")
-
-
-def available_memory() -> int:
-    """Bytes this process may still allocate: the OS's available memory (psutil if installed, else
-    ``os.sysconf``), no more than the address-space limit ``RLIMIT_AS`` if one is set."""
-    avail = None
-    try:
-        import psutil
-
-        avail = int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - psutil is optional
-        try:
-            avail = _meminfo_available()
-        except OSError:
-            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            avail = min(avail, max(soft - _address_space_used(), 0))
-    except (ImportError, OSError, ValueError):
-        pass
-    return int(avail)
-
-
-def _meminfo_available() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    raise OSError("no MemAvailable in /proc/meminfo")
-
-
-def _address_space_used() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1024 or unit == "PB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.3g} PB"  # pragma: no cover
-
-
-def format_seconds(s: float) -> str:
-    if s < 120:
-        return f"{s:.3g} s"
-    if s < 7200:
-        return f"{s / 60:.3g} min"
-    return f"{s / 3600:.3g} h" if s < 1e7 else f"{s / 3.15e7:.2g} years"
-
-
-def largest_fitting(name: str, values, fits) -> str:
-    """``"; the largest {name} that fits is V"`` for the largest ``V`` of the increasing ``values`` with
-    ``fits(V)``, or ``"; no {name} fits"``."""
-    best = None
-    for v in values:
-        if fits(v):
-            best = v
-        else:
-            break
-    return f"; the largest {name} that fits is {best}" if best is not None else f"; no {name} fits"
-
-
-def check_memory(what: str, need: float, hint: str = "") -> None:
-    """Refuse (one-line ValueError) a job that needs ``need`` bytes when less is available."""
-    avail = available_memory()
-    if need > avail:
-        raise ValueError(f"{what} needs about {format_bytes(need)} of memory, more than the "
-                         f"{format_bytes(avail)} available{hint}")
-
-
-def check_time(what: str, seconds: float, hint: str = "") -> None:
-    """Refuse a job estimated to take longer than :func:`max_seconds` (``fv --max-seconds S`` raises it)."""
-    cap = max_seconds()
-    if seconds > cap:
-        raise ValueError(f"{what} would take about {format_seconds(seconds)}, over the limit of "
-                         f"{format_seconds(cap)} (fv --max-seconds S raises it){hint}")
-
-
-def fits_memory(need: float) -> bool:
-    return need <= available_memory()
-
-
-def fits_time(seconds: float) -> bool:
-    return seconds <= max_seconds()
-
-
 # --- designs and readings -------------------------------------------------------------------------------
 def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[int]:
     """A list of heap node numbers in ``minimum..maximum`` (ints only: no strings, floats or bools)."""
@@ -527,64 +317,3 @@ def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[i
     return out
 
 
-def check_tree_readings(depth: int, scales, nodes, phi, rtol: float = 1e-9) -> None:
-    """Noiseless (``tau = 0``) readings ``phi`` (n, B) of coordinate ``nodes`` (n, B; 0 = no reading) of a
-    tree prior must be produced by some leaf: each reading is ``0`` (the path avoids the node) or
-    ``+-a_k`` (it passes, sign = the branch), and together they must leave at least one leaf.
-    One-line ValueError naming the first impossible sample. ``O(B K)`` per sample."""
-    import numpy as np
-
-    scales = np.asarray(scales, dtype=float)
-    nodes = np.asarray(nodes)
-    phi = np.asarray(phi, dtype=float)
-    for i in range(phi.shape[0]):
-        on, zeros = {}, set()
-        for n, x in zip(nodes[i].tolist(), phi[i].tolist()):
-            if n == 0:
-                continue
-            a = scales[int(n).bit_length() - 1]
-            if abs(x) <= rtol * a:
-                zeros.add(int(n))
-            elif abs(abs(x) - a) <= rtol * a:
-                s = 1 if x > 0 else -1
-                if on.get(int(n), s) != s:
-                    raise ValueError(f"readings of sample {i} are impossible without noise: node {n} read both signs")
-                on[int(n)] = s
-            else:
-                raise ValueError(f"reading {x!r} of node {n} (sample {i}) is impossible without noise (tau = 0): "
-                                 f"it must be 0 or +-{a:g}")
-        if not _tree_consistent(depth, on, zeros):
-            raise ValueError(f"readings of sample {i} are impossible without noise (tau = 0): no leaf of the tree "
-                             f"produces them")
-
-
-def _tree_consistent(depth: int, on: dict, zeros: set) -> bool:
-    region = 1  # the subtree the path must end in
-    if on:
-        deepest = max(on, key=lambda n: n.bit_length())
-        for n, s in on.items():  # every passed node is an ancestor of the deepest, on the right branch
-            shift = deepest.bit_length() - n.bit_length()
-            if deepest >> shift != n:
-                return False
-            below = 2 * n + (0 if s > 0 else 1)
-            if shift and deepest >> (shift - 1) != below:
-                return False
-        region = 2 * deepest + (0 if on[deepest] > 0 else 1)
-        for z in zeros:  # a zero on the forced path is impossible
-            shift = region.bit_length() - z.bit_length()
-            if shift >= 1 and region >> shift == z:
-                return False
-    if region.bit_length() > depth:  # a single leaf: nothing below to exclude
-        return True
-    inside = {z for z in zeros if z.bit_length() >= region.bit_length()
-              and z >> (z.bit_length() - region.bit_length()) == region}
-
-    def covered(n):  # every leaf below n is excluded by a zero reading
-        if n in inside:
-            return True
-        if n.bit_length() >= depth or not any(z.bit_length() > n.bit_length()
-                                              and z >> (z.bit_length() - n.bit_length()) == n for z in inside):
-            return False
-        return covered(2 * n) and covered(2 * n + 1)
-
-    return not covered(region)

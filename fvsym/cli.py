@@ -14,16 +14,22 @@ optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with 
 
 ``--alpha`` and ``--tau`` take exact rationals (``1/2``) or decimals (``0.3``, read exactly as 3/10).
 Handlers import the derivations lazily; nothing here loads numba or torch.
+
+This is fvsym's command-line layer, above the rest of fvsym (nothing in fvsym imports it): the one fvsym
+module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and the
+resource guards of :mod:`fvnum.resources` (standard library only).
 """
 from __future__ import annotations
 
+import math
+import re
+
 import sympy as sp
 
+from fvnum.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+
 from ._emit import to_json
-from ._validate import (
-    check_alpha, check_int, check_memory, check_printable, check_tau, check_time, fits_memory, fits_time,
-    int_arg, largest_fitting, number_arg,
-)
+from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction
 from .priors import MAX_DEPTH
 
 # optimal_nonadaptive_coordinate: the one name per class (fv mc has optimal_nonadaptive_unit too); every
@@ -35,12 +41,51 @@ _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller
 SCALES_HELP = "general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), instead of --alpha"
 
 
+# --- argparse types: every fv command parses numbers the same way --------------------------------------
+def number_arg(name: str, *, exact: bool = False, low: float = -math.inf, high: float = math.inf,
+               open_low: bool = False, open_high: bool = False):
+    """An argparse ``type=``: parses with :func:`parse_fraction` and checks the range; returns a float,
+    or with ``exact`` the validated text (an exact rational such as ``1/2`` stays exact)."""
+    import argparse
+
+    def parse(text):
+        try:
+            value = parse_fraction(text, name)
+            check_real(value, name, low, high, open_low=open_low, open_high=open_high, shown=str(text).strip(),
+                       float_in_range=not exact)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return str(text).strip() if exact else float(value)
+
+    parse.__name__ = "number"
+    return parse
+
+
+def int_arg(name: str, minimum: int | None = None, maximum: int | None = None):
+    """An argparse ``type=`` for integers in ``[minimum, maximum]`` (at most 19 digits)."""
+    import argparse
+
+    def parse(text):
+        t = str(text).strip()
+        if not re.fullmatch(r"[+-]?\d{1,19}", t):
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {_short(text)}")
+        v = int(t)
+        if minimum is not None and v < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {v}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+
+
 # --- inputs shared by the tree and Gaussian commands (fv derive, fv mc, fv bounds) -------------------------
 def parse_number_list(text, name: str) -> list[str]:
     """``"1,1/2,0.3"`` -> ``["1", "1/2", "0.3"]`` (each item read exactly by ``parse_fraction``); an empty
     item or a non-number is a one-line ValueError naming ``name``."""
-    from ._validate import parse_fraction
-
     items = [item.strip() for item in str(text).split(",")]
     for item in items:
         if not item:
@@ -85,7 +130,6 @@ def load_covariance(path) -> list:
         return [[repr(float(x)) for x in row] for row in arr.tolist()]
     if p.suffix not in (".csv", ".txt"):
         raise ValueError(f"--cov {p.name}: a covariance file must end in .npy, .csv or .txt")
-    from ._validate import parse_fraction
 
     rows = []
     for i, line in enumerate(p.read_text().splitlines(), start=1):
@@ -111,15 +155,9 @@ def covariance_of(cov, eigenvalues, dim=None):
         if cov not in (None, "isotropic"):
             raise ValueError(f"give --cov or --eigenvalues, not both (got --cov {cov})")
         return "isotropic", parse_number_list(eigenvalues, "--eigenvalues")
-    if cov is None or cov in ("isotropic", "matched") or cov in _old_covariance_names():
+    if cov is None or cov in ("isotropic", "matched"):
         return cov, None
     return load_covariance(cov), None
-
-
-def _old_covariance_names():
-    from .gaussian import _OLD_COVARIANCES
-
-    return tuple(_OLD_COVARIANCES)
 
 
 def register(subparsers) -> None:

@@ -2,8 +2,8 @@
 water-filling, the optimal unit-class design, and Theorem G1 (no advantage of depth).
 
 Everything is exact for exact inputs (integers, Rationals, strings such as ``"1/2"``) and symbolic
-where a Symbol is passed. Only :func:`depth_advantage` computes numbers; it imports numpy and scipy
-inside the function, so importing this module loads sympy only.
+where a Symbol is passed; this module loads sympy only (the numeric check of Theorem G1 by BFGS is
+:func:`fvnum.gaussian.deep_shallow_gap`).
 
 Water-filling, derived. With weight ``s_i`` on the eigen-direction of ``c_i`` the loss is
 ``sum_i c_i / (1 + s_i c_i / tau^2)``. Each term is convex in ``s_i``, and the reduction
@@ -34,14 +34,10 @@ from .priors import GaussianPrior, TreePrior
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
 COVARIANCES = ("matched", "isotropic")  # THEORY.md section 5: the matched Gaussian of the tree, or I_D
-_OLD_COVARIANCES = {"tree": "matched"}  # spellings users may have scripted -> the name of record
 
 
 def check_covariance(cov) -> str:
-    """One of ``COVARIANCES``; an old spelling (``tree``) gets a one-line error naming the new one."""
-    if isinstance(cov, str) and cov in _OLD_COVARIANCES:
-        raise ValueError(f"cov {cov!r} is now called {_OLD_COVARIANCES[cov]!r} (the matched Gaussian of the tree "
-                         f"prior, THEORY.md section 5)")
+    """One of ``COVARIANCES`` (one-line ValueError naming them otherwise)."""
     return check_choice(cov, "cov", COVARIANCES)
 
 
@@ -67,7 +63,8 @@ class DepthComparison:
     """Theorem G1: optimal losses of the deep (``L = B, d = 1``) and shallow (``L = 1, d = B``) systems.
 
     ``shallow`` is the exact water-filling optimum. ``deep`` comes from the route named in ``route``:
-    ``"numeric"``: a float, numerical optimisation (BFGS) of the sequential (Bellman) problem;
+    ``"numeric"``: a float, numerical optimisation (BFGS) of the sequential (Bellman) problem
+    (:func:`fvnum.gaussian.deep_shallow_gap`);
     ``"symbolic"``: exact (sympy), from the identity "deep sequential posterior = shallow stacked
     posterior" checked to simplify to zero (``identity_checked``) and the trace of the sequential
     posterior of an optimal design. ``gap = deep - shallow`` (zero by Theorem G1).
@@ -133,13 +130,7 @@ def posterior_covariance(cov, W, tau) -> sp.Matrix:
     GaussianPrior, a TreePrior (its covariance) or a symmetric PSD matrix; ``W`` is ``k x D``
     (``k = 0`` allowed); ``tau >= 0`` a number or a Symbol. Exact for exact inputs.
     """
-    C = _covariance(cov)
-    W = _design(W, C.rows)
-    t = check_tau(tau)
-    if W.rows == 0:
-        return C
-    CW = C * W.T
-    P = C - CW * _gain(C, W, t) * CW.T
+    P = stacked_posterior(cov, W, tau)
     return P.applyfunc(lambda x: x if x.is_Rational else sp.simplify(x))
 
 
@@ -359,43 +350,6 @@ def optimal_design(prior, budget, tau) -> sp.Matrix:
 
 
 # --- Theorem G1 --------------------------------------------------------------------------
-def _sequential_trace(params, C, n_layers: int, tau2: float):
-    """``tr P_B`` after ``B`` successive rank-one updates and its gradient in the raw row vectors.
-
-    ``P <- P - P w w^T P / (w^T P w + tau^2)`` with ``w = v / |v|``; gradients by a backward pass:
-    with ``G = d tr P_B / d P_l``, ``u = P w`` and ``delta = w^T u + tau^2``,
-    ``d/dw = (2/delta) ((u^T G u / delta) u - P G u)`` and
-    ``G_{l-1} = G - (G u w^T + w u^T G) / delta + (u^T G u / delta^2) w w^T``.
-    """
-    import numpy as np
-
-    D = C.shape[0]
-    V = params.reshape(n_layers, D)
-    norms = np.linalg.norm(V, axis=1)
-    tape, P = [], C
-    floor = 1e-14 * max(np.trace(C), 1.0)
-    for v, n in zip(V, norms):
-        w = v / n
-        u = P @ w
-        delta = w @ u + tau2
-        tape.append((P, w, u, delta))
-        if delta > floor:
-            P = P - np.outer(u, u) / delta
-    value = float(np.trace(P))
-    G = np.eye(D)
-    grad = np.zeros_like(V)
-    for l in range(n_layers - 1, -1, -1):
-        P, w, u, delta = tape[l]
-        if delta <= floor:
-            continue
-        Gu = G @ u
-        q = u @ Gu
-        g_w = (2 / delta) * ((q / delta) * u - P @ Gu)
-        grad[l] = (g_w - (w @ g_w) * w) / norms[l]
-        G = G - (np.outer(Gu, w) + np.outer(w, Gu)) / delta + (q / delta**2) * np.outer(w, w)
-    return value, grad.ravel()
-
-
 def sequential_posterior(cov, W, tau) -> sp.Matrix:
     """Posterior covariance of the deep system: the rows of ``W`` read one per layer (width 1), each
     a rank-one Bayes update ``P <- P - P w w^T P / (w^T P w + tau^2)`` (THEORY.md section 3 for a
@@ -416,7 +370,8 @@ def sequential_posterior(cov, W, tau) -> sp.Matrix:
 
 def stacked_posterior(cov, W, tau) -> sp.Matrix:
     """Posterior covariance of the shallow system, every row of ``W`` read in one layer:
-    ``C - C W^T (W C W^T + tau^2 I)^-1 W C`` (unsimplified; see :func:`posterior_covariance`)."""
+    ``C - C W^T (W C W^T + tau^2 I)^-1 W C``, unsimplified (:func:`posterior_covariance` is this,
+    simplified entry by entry)."""
     C = _covariance(cov)
     W = _design(W, C.rows)
     t = check_tau(tau)
@@ -475,54 +430,14 @@ def _deep_shallow_symbolic(gauss: GaussianPrior, B: int, t) -> DepthComparison:
     return DepthComparison(deep, shallow, "symbolic", checked, detail)
 
 
-def deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8,
-                     method: str = "auto") -> DepthComparison:
-    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``);
-    the result's ``gap`` is ``deep - shallow`` and ``route`` says how ``deep`` was found.
-
-    ``method="auto"``: ``"symbolic"`` when ``tau`` or the covariance is symbolic, else ``"numeric"``.
-    ``"symbolic"``: exact, see :func:`g1_identity` and :class:`DepthComparison`.
-    ``"numeric"``, as follows.
-
-    ``shallow``: the exact water-filling optimum (a fixed ``B x D`` design). ``deep``: the Bellman
-    recursion over Gaussian beliefs. The posterior covariance after a reading does not depend on the
-    value read, so the recursion is a deterministic dynamic programme over ``P`` and the optimal
-    policy is a fixed sequence ``w_1 .. w_B``; it is found here by minimising ``tr P_B`` over the
-    sequence, ``P`` evolving by rank-one updates, with BFGS from ``n_starts`` random starts drawn
-    from ``seed`` (numpy/scipy, imported here). This uses no water-filling, so the two are
-    independent computations of the same number.
-    """
+def deep_shallow_gap(prior, budget, tau) -> DepthComparison:
+    """Theorem G1, exactly: the deep optimum (``L = B`` layers of width 1) equals the shallow one
+    (``L = 1``); the result's ``gap`` is ``deep - shallow`` (route ``"symbolic"``, see :func:`g1_identity`
+    and :class:`DepthComparison`). Symbolic ``tau`` or covariance allowed. The independent numeric check
+    (BFGS over the sequence of rows) is :func:`fvnum.gaussian.deep_shallow_gap`."""
     gauss = _as_gaussian(prior)
-    C = gauss.cov
     B = check_int(budget, "budget", minimum=0)
-    n_starts = check_int(n_starts, "n_starts", minimum=1)
-    t = check_tau(tau)
-    method = check_choice(method, "method", ("auto", "symbolic", "numeric"))
-    numeric = t.is_number and all(x.is_number for x in C)
-    if method == "numeric" and not numeric:
-        raise ValueError("method 'numeric' needs a numeric covariance and tau; use 'symbolic'")
-    if method == "symbolic" or not numeric:
-        return _deep_shallow_symbolic(gauss, B, t)
-    import numpy as np
-    from scipy.optimize import minimize
-
-    shallow = water_filling(gauss.eigenvalues, B, t).loss
-    C_np = np.array(C.evalf(), dtype=float)
-    if B == 0:
-        return DepthComparison(float(np.trace(C_np)), shallow, "numeric", False, "nothing read")
-    rng = np.random.default_rng(seed)
-    best = np.inf
-    for _ in range(n_starts):
-        x0 = rng.standard_normal(B * C.rows)
-        res = minimize(
-            _sequential_trace, x0, args=(C_np, B, float(t) ** 2), jac=True, method="BFGS",
-            options={"gtol": 1e-12, "maxiter": 5000},
-        )
-        best = min(best, float(res.fun))
-    return DepthComparison(best, shallow, "numeric", False, f"BFGS over the sequence, {n_starts} starts")
-
-
-depth_advantage = deep_shallow_gap  # the earlier name
+    return _deep_shallow_symbolic(gauss, B, check_tau(tau))
 
 
 # --- the API behind `fv derive gaussian-loss` --------------------------------------------
@@ -615,7 +530,6 @@ __all__ = [
     "WaterFilling",
     "check_covariance",
     "deep_shallow_gap",
-    "depth_advantage",
     "design_loss",
     "g1_identity",
     "gaussian_loss",

@@ -250,7 +250,7 @@ def _make_prior(depth: int, alpha, scales) -> TreePrior:
     return TreePrior(depth, _alpha if alpha is None else check_alpha(alpha))
 
 
-def _formula(name: str, expr, source: str) -> Formula:
+def _tree_formula(name: str, expr, source: str) -> Formula:
     expr = sp.simplify(sp.sympify(expr))
     params = tuple(sorted(expr.free_symbols, key=str))
     return Formula(name, expr, params, source)
@@ -307,14 +307,14 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
             expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
         else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
             expr = sum(squared_scales(prior)[budget:], sp.Integer(0))
-        return _formula(name, sp.simplify(expr), SOURCE + " (path strategy)")
+        return _tree_formula(name, sp.simplify(expr), SOURCE + " (path strategy)")
     if strategy == "top_levels":
         j = (budget + 1).bit_length() - 1
         if prior.alpha is not None and budget == 2**j - 1:
             expr = _residual_loss(_j + 1).subs({_K: depth, _j: j, _alpha: prior.alpha})
         else:
             expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
-        return _formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
+        return _tree_formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
     L, d = _layers_width(strategy, budget, layers, width)
     if scales is not None and not prior.is_numeric:
         raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
@@ -330,7 +330,7 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         loss, _ = bellman.optimal_nonadaptive(prior, budget)
     else:
         loss = bellman.solve(prior, L, d).loss
-    return _formula(name, loss, f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
+    return _tree_formula(name, loss, f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
 
 
 __all__ = [

@@ -69,7 +69,7 @@ BAD = [
     (["derive", "gaussian-loss", "--cov", "matched", "--depth", "0", "--budget", "2"], "depth"),
     (["derive", "gaussian-loss", "--cov", "matched", "--dim", "5", "--depth", "3", "--budget", "2"], "5"),
     (["derive", "gaussian-loss", "--cov", "wishart", "--dim", "5", "--budget", "2"], "wishart"),
-    (["derive", "gaussian-loss", "--cov", "tree", "--depth", "3", "--budget", "2"], "now called 'matched'"),
+    (["derive", "gaussian-loss", "--cov", "tree", "--depth", "3", "--budget", "2"], "no such covariance file 'tree'"),
     (["derive", "volume", "--depth", "3"], "volume"),
 ]
 

@@ -204,3 +204,47 @@ def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
     expected = sorted(_modules(pkg))
     assert sorted(lines["imported"].split(",")) == expected
     assert lines["failed"] == "", lines["failed"]
+
+
+# --- fvsym is pure math: sympy and the standard library ------------------------------------------------------
+# fvsym.cli is fvsym's command-line layer (``fv derive``): nothing in fvsym imports it, and it alone may use
+# argparse and the resource guards of fvnum.resources (standard library only, loaded without numba).
+FVSYM_CLI_LAYER = ("cli",)
+HEAVY = ("numpy", "scipy", "numba", "torch", "argparse")
+PURE = """
+import importlib, sys
+importlib.import_module(sys.argv[1])
+print(",".join(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(_modules("fvsym")) + ["__init__"])
+def test_fvsym_modules_load_neither_numeric_nor_command_line_libraries(name):
+    module = "fvsym" if name == "__init__" else f"fvsym.{name}"
+    banned = [m for m in HEAVY if not (name in FVSYM_CLI_LAYER and m == "argparse")]
+    proc = subprocess.run([sys.executable, "-c", PURE, module, ",".join(banned)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"importing {module} loads {proc.stdout.strip()}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    names = set()
+    for node in _module_level(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_fvsym_imports_sympy_and_the_standard_library_only():
+    """At module level every fvsym module imports sympy, the standard library and fvsym itself; the CLI
+    layer also fvnum.resources. Nothing in fvsym imports the CLI layer."""
+    allowed = set(sys.stdlib_module_names) | {"sympy", "fvsym"}
+    for name, path in _modules("fvsym").items():
+        extra = {"fvnum.resources"} if name in FVSYM_CLI_LAYER else set()
+        bad = {m for m in _top_level_imports(path) if m.split(".")[0] not in allowed and m not in extra}
+        assert not bad, f"fvsym.{name} imports {sorted(bad)}"
+    graph = import_graph("fvsym", deep=True)
+    assert not {name for name, targets in graph.items() if set(FVSYM_CLI_LAYER) & targets}, graph

@@ -87,3 +87,31 @@ def test_noiseless_gaussian_optimum():
     W, est = optimal_nonadaptive_unit(prior, 3, 0.0, samples=2000, seed=3)
     within5(est, np.sort(spec.eigenvalues)[: spec.dim - 3].sum())  # the D - B smallest eigenvalues
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
+
+
+# --- Theorem G1, numerically (BFGS over the sequence of rows) against the exact water-filling ---------------
+@given(c=st.lists(st.fractions(min_value=0, max_value=4, max_denominator=6), min_size=1, max_size=4),
+       budget=st.integers(1, 4), tau=st.sampled_from([sp.Integer(0), sp.Rational(1, 4), sp.Rational(1, 2), sp.Integer(2)]))
+def test_deep_equals_shallow(c, budget, tau):
+    result = G.deep_shallow_gap(GaussianPrior(sp.diag(*[sp.Rational(x.numerator, x.denominator) for x in c])), budget, tau, seed=0, n_starts=4)
+    shallow = float(result.shallow)
+    assert result.deep == pytest.approx(shallow, rel=1e-8, abs=1e-12)
+
+
+def test_deep_equals_shallow_for_a_correlated_covariance_and_is_seeded():
+    C = sp.Matrix([[2, 1, 1], [1, 3, 0], [1, 0, 1]])
+    a = G.deep_shallow_gap(C, 2, sp.Rational(1, 3), seed=7)
+    b = G.deep_shallow_gap(C, 2, sp.Rational(1, 3), seed=7)
+    assert a == b
+    assert a.deep == pytest.approx(float(a.shallow), rel=1e-8)
+    assert G.deep_shallow_gap(C, 0, 1).deep == pytest.approx(6)
+
+
+def test_deep_shallow_gap_routes():
+    exact = G.deep_shallow_gap(GaussianPrior.isotropic(2), 2, sp.Rational(1, 2), method="symbolic")
+    assert exact.route == "symbolic" and exact.deep == exact.shallow == sp.Rational(2, 5) and exact.gap == 0
+    numeric = G.deep_shallow_gap(GaussianPrior.isotropic(2), 2, sp.Rational(1, 2))
+    assert numeric.route == "numeric" and abs(numeric.gap) < 1e-8 and numeric.to_dict()["route"] == "numeric"
+    assert G.deep_shallow_gap(GaussianPrior.isotropic(2), 2, sp.Symbol("tau", positive=True)).route == "symbolic"
+    with pytest.raises(ValueError, match="numeric"):
+        G.deep_shallow_gap(GaussianPrior.isotropic(2), 2, sp.Symbol("tau", positive=True), method="numeric")

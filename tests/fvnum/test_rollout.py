@@ -178,7 +178,7 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     import time
 
     from fvnum.limits import check_mc
-    from fvsym._validate import time_limit
+    from fvnum.resources import time_limit
 
     from ..test_limits import fv, one_line_error
 

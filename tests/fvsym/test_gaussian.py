@@ -13,7 +13,6 @@ from scipy.optimize import minimize
 from fvsym import GaussianPrior, TreePrior
 from fvsym import symbols as S
 from fvsym.gaussian import (
-    depth_advantage,
     design_loss,
     gaussian_loss,
     isotropic_loss,
@@ -217,23 +216,6 @@ def test_optimal_design_of_zero_budget_is_empty():
 
 
 # --- Theorem G1 ----------------------------------------------------------------------------
-@given(c=st.lists(st.fractions(min_value=0, max_value=4, max_denominator=6), min_size=1, max_size=4),
-       budget=st.integers(1, 4), tau=taus)
-def test_deep_equals_shallow(c, budget, tau):
-    result = depth_advantage(GaussianPrior(sp.diag(*c)), budget, tau, seed=0, n_starts=4)
-    shallow = float(result.shallow)
-    assert result.deep == pytest.approx(shallow, rel=1e-8, abs=1e-12)
-
-
-def test_deep_equals_shallow_for_a_correlated_covariance_and_is_seeded():
-    C = sp.Matrix([[2, 1, 1], [1, 3, 0], [1, 0, 1]])
-    a = depth_advantage(C, 2, R(1, 3), seed=7)
-    b = depth_advantage(C, 2, R(1, 3), seed=7)
-    assert a == b
-    assert a.deep == pytest.approx(float(a.shallow), rel=1e-8)
-    assert depth_advantage(C, 0, 1).deep == pytest.approx(6)
-
-
 # --- gaussian_loss (the API behind `fv derive gaussian-loss`) --------------------------------
 def test_gaussian_loss_tree_equals_design_loss_of_optimal_design():
     tree = TreePrior(2, "1/2")
@@ -260,7 +242,7 @@ def test_gaussian_loss_symbolic_alpha_and_tau_agree_with_numbers():
         (dict(dim=None, budget=2), "needs dim"),
         (dict(dim=5, budget=2, cov="wishart"), "unknown cov 'wishart'"),
         (dict(dim=5, budget=2, alpha="1/2"), "only to cov 'matched'"),
-        (dict(dim=None, budget=2, cov="tree", depth=3), "cov 'tree' is now called 'matched'"),
+        (dict(dim=None, budget=2, cov="tree", depth=3), "unknown cov 'tree'; choose one of matched, isotropic"),
         (dict(dim=6, budget=2, cov="matched", depth=3), "2\\^depth - 1 = 7"),
         (dict(dim=None, budget=2, cov="matched"), "needs depth"),
         (dict(dim=None, budget=2, cov="matched", depth=3, alpha="3/2"), "alpha must lie in"),
@@ -314,13 +296,8 @@ def test_deep_shallow_gap_is_zero_for_symbolic_tau(prior, budget):
             assert sp.simplify(result.deep.subs(S.tau, t) - water_filling(gauss.eigenvalues, budget, t).loss) == 0
 
 
-def test_deep_shallow_gap_routes_and_alias():
+def test_deep_shallow_gap_is_exact_at_numbers():
     from fvsym import gaussian
 
-    assert gaussian.depth_advantage is gaussian.deep_shallow_gap
-    exact = gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, R(1, 2), method="symbolic")
+    exact = gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, R(1, 2))
     assert exact.route == "symbolic" and exact.deep == exact.shallow == R(2, 5) and exact.gap == 0
-    numeric = gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, R(1, 2))
-    assert numeric.route == "numeric" and abs(numeric.gap) < 1e-8 and numeric.to_dict()["route"] == "numeric"
-    with pytest.raises(ValueError, match="numeric"):
-        gaussian.deep_shallow_gap(GaussianPrior.isotropic(2), 2, S.tau, method="numeric")

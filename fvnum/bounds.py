@@ -7,7 +7,7 @@ policy the engine finds.
   policy under noise beats it; ``upper`` = the Monte Carlo loss of the best of several adaptive
   policies (path, greedy one-step lookahead, rollout over greedy, the noiseless Bellman policy, and the
   exact noisy policy where it is solved), chosen on one stream of common random numbers (``SELECT``)
-  and re-estimated on another (``EVAL``); ``exact`` = the exact noisy optimum of ``fvnum.bellman``
+  and re-estimated on another (``EVAL``); ``exact`` = the exact noisy optimum of ``fvnum.noisy_bellman``
   where the tree is small enough (gaussian channel; for ``tokens`` at its effective ``tau``), else None.
   Every candidate's ``EVAL`` estimate is kept, with the paired difference of ``rollout`` against
   ``path`` and ``greedy_coordinate`` on the same samples. Where the exact optimum is solved the bracket
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _chunks
+from . import _chunks, _solver_module
 from .channels import make_channel
 from .estimate import Estimate
 from .gaussian import GaussSpec
@@ -130,14 +130,14 @@ class BoundsPlan:
 
 def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: int, threads: int) -> float:
     """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples."""
-    from . import bellman
+    from . import noisy_bellman
     from .limits import mc_cost
     from .strategies import rollout_seconds
 
     if name == "rollout":
         return rollout_seconds(spec.depth, budget, samples, threads)
     if name == "optimal":
-        return bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
+        return noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
     return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                    tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]
 
@@ -145,12 +145,12 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
 def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
                 candidates=None, exact=None, threads=None) -> BoundsPlan:
     """The plan of :func:`bounds` (see :class:`BoundsPlan`). The exact recursion is solved where
-    ``fvnum.bellman.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
+    ``fvnum.noisy_bellman.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
     Once the optimum is known exactly (solved, or ``tau = 0``), default candidates priced above
     ``CHEAP_SECONDS`` are skipped (the cheapest one is always sampled); named ``candidates`` are sampled."""
-    from fvsym._validate import max_seconds
+    from .resources import max_seconds
 
-    from . import bellman
+    from . import noisy_bellman
     from ._chunks import default_threads
 
     threads = default_threads() if threads is None else max(1, int(threads))
@@ -161,14 +161,14 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     elif exact is not None:
         solve = bool(exact)
     else:
-        solve = bellman.exact_feasible(spec, budget, tau=tau)
+        solve = noisy_bellman.exact_feasible(spec, budget, tau=tau)
         if not solve and budget > 3:
             skipped["exact"] = "not solved: the exact recursion is solved for budget <= 3"
         elif not solve:
             skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
-                                f"large (work {bellman.work(spec, budget, tau=tau):.2g} > {bellman.MAX_WORK:.0g})")
+                                f"large (work {noisy_bellman.work(spec, budget, tau=tau):.2g} > {noisy_bellman.MAX_WORK:.0g})")
     if solve:
-        seconds["exact"] = bellman.solve_seconds(spec, budget, tau, threads)
+        seconds["exact"] = noisy_bellman.solve_seconds(spec, budget, tau, threads)
         if exact is None and seconds["exact"] > max_seconds() / 2:
             solve = False
             skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "
@@ -217,7 +217,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
                         tokens=channel.kind == "tokens", samples=samples, threads=threads)[0]
                 for name in ("path", "greedy_coordinate"))
     recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
-    memory = chunk + recorded + (8.0 * 3 * bellman.CHUNK_FLOATS if solve else 0.0)
+    memory = chunk + recorded + (8.0 * 3 * noisy_bellman.CHUNK_FLOATS if solve else 0.0)
     return BoundsPlan(solve, tuple(sample), skipped, seconds, memory)
 
 
@@ -225,7 +225,7 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
                       candidates=None, exact=None, threads=None) -> BoundsPlan:
     """Refuse (one-line ValueError) a :func:`bounds` whose plan is priced over the memory or the time cap,
     naming the largest ``samples`` that fits; returns the plan otherwise."""
-    from fvsym._validate import check_memory, check_time, fits_time, format_seconds
+    from .resources import check_memory, check_time, fits_time, format_seconds
 
     def plan(n):
         return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,
@@ -259,8 +259,8 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
     policies tried for the upper bound (default ``BOUND_CANDIDATES``, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
-    exact recursion (default: where ``fvnum.bellman.exact_feasible`` and within the time cap)."""
-    from . import bellman
+    exact recursion (default: where ``fvnum.noisy_bellman.exact_feasible`` and within the time cap)."""
+    from . import noisy_bellman
 
     spec = numeric_prior(prior)
     if not isinstance(spec, TreeSpec):
@@ -278,7 +278,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     if channel.tau == 0:  # the noiseless optimum is exact and attained
         exact_value, exact_how = lower, "noiseless Bellman optimum"
     elif plan.solve:
-        solved = bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
+        solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
         exact_value, exact_how = solved.value, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
@@ -348,3 +348,6 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     best = min(scores, key=lambda k: scores[k].value)
     est = simulate(spec, channel, policies[best], budget, samples=samples, seed=seed, threads=threads)[0]
     return (best, est, scores) if return_all else (best, est)
+
+
+_solver_module(__name__)  # fvnum.bounds(...) calls bounds()

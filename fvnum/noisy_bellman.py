@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _solver_module
 from .channels import make_channel
 from .strategies import Policy
 from .tree import TreeSpec, numeric_prior
@@ -501,3 +501,6 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
            f"on one lattice of readings per depth")
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
     return NoisyBellman(value, budget, channel.tau, first, points[:budget], how, quad, pol)
+
+
+_solver_module(__name__)  # fvnum.noisy_bellman(...) calls noisy_bellman()
