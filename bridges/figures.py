@@ -138,8 +138,10 @@ def probes(path, probes: dict) -> list[Path]:
 
 
 SCALING_THEORY = {  # theory row -> (label, colour, line style)
-    "path": ("path (adaptive)", "C0", "-"),
-    "best_adaptive": ("best adaptive policy found", "C2", "-"),
+    "best_adaptive_keyed": ("A's prediction: best adaptive policy found, weighted keys", "C0", "-"),
+    "best_nonadaptive_keyed": ("B's prediction: best one-layer design found, weighted keys", "C1", "-"),
+    "path": ("path (adaptive, linear keys)", "C9", "-."),
+    "best_adaptive": ("best adaptive policy found, linear keys", "C2", "-."),
     "top_levels": ("top levels (one layer)", "C1", "--"),
     "best_nonadaptive_coordinate": ("best coordinate design (one layer)", "C3", "--"),
     "best_nonadaptive_unit": ("best unit design (one layer)", "C5", "--"),
