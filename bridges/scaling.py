@@ -101,7 +101,11 @@ def train_row(run: RunConfig) -> dict:
     from .train import train
 
     result = train(run, progress=False)
-    return {"key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
+    from .compare import audit_dict
+
+    # the audit reads the trained model, so it is part of the run's cell: a study whose run folders are gone
+    # (only its cells kept, as in docs/scaling/) still has every finished run's audit
+    return {"audit": audit_dict(result, seed=run.train.seed), "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
             "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
@@ -178,7 +182,8 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
         f"steps = {cfg.steps_per_budget} x budget")
     rows = _run_cells(cfg, store, runs, log)
-    rows = [{**row, "audit": _audit_cell(store, run, cfg.seed)} for row, run in zip(rows, runs)]
+    rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
+            for row, run in zip(rows, runs)]
     log(f"audits of {len(rows)} runs done")
     keyed = None
     if cfg.keyed is not None:
