@@ -14,8 +14,7 @@ import sys
 from fvsym._validate import number_arg, time_limit
 
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
-# ``bridges.sweep`` runs the other commands by their parsers, so it is a layer above them, not one of them.
-COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.sweep")
+COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 
 class _Parser(argparse.ArgumentParser):
