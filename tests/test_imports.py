@@ -174,18 +174,6 @@ def test_the_command_line_is_a_layer_on_top():
         assert not imported & {"argparse", "fvnum.cli"}, name
 
 
-def test_a_circle_in_bridges_fails_the_deep_check(tmp_path, monkeypatch):
-    """The deep check sees a circle closed by a deferred import (as scaling -> commands -> scaling once was)."""
-    pkg = tmp_path / "bridges"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "commands.py").write_text("def f():\n    from .scaling import run\n")
-    (pkg / "scaling.py").write_text("def run():\n    from .commands import f\n")
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert find_cycle(import_graph("bridges", deep=False)) is None
-    assert find_cycle(import_graph("bridges", deep=True)) == ["commands", "scaling", "commands"]
-
-
 def test_the_engine_holds_no_command_line_code():
     """``bridges.engine`` (cells, clusters, deadlines) imports neither the CLI modules nor argparse, so the
     studies that use it (sweep, reproduce, scaling) do not pull the command line in with it."""
