@@ -17,21 +17,18 @@ training folders in ``out/train``): an interrupted study resumes where it stoppe
 """
 from __future__ import annotations
 
-import csv
-import io
+import shlex
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .store import RunStore, write_atomic, write_json
+from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from .store import RunStore, csv_text, write_atomic, write_json
 
 STUDY_STEPS_PER_BUDGET = 1000  # the study's step rule (the recipe's 5000 x budget is for one configuration)
 
 KIND = "scaling"
-ADAPTIVE_THEORY = ("path", "best_adaptive")
-NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "top_levels_linear")
-LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
-# the theory row each model is held against is chosen in fvnum (fvnum.theory.prediction_row)
+# the law each model and theory row should follow (fvnum.theory.predicted_law) and the theory row each model is
+# held against (fvnum.theory.prediction_row) are chosen in fvnum
 
 
 @dataclass(frozen=True)
@@ -39,8 +36,8 @@ class ScalingConfig:
     """Defaults: the study of the training issue (about 70 minutes on 2 CPU cores, one run per core: docs/scaling)."""
 
     out: str = "runs/scaling"
-    depth: int = 6
-    alpha: float = 0.5
+    depth: int | None = None  # None: 6, or the number of scales
+    alpha: float | None = None  # None: 0.5 unless scales are given
     n_tokens: int = 128
     s2: float = 0.01
     budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
@@ -55,10 +52,10 @@ class ScalingConfig:
     scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
-    budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
+    scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
 
     def __post_init__(self):
-        DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
+        study_tree(self, 6)
         budgets = tuple(int(b) for b in self.budgets)
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
@@ -73,7 +70,12 @@ class ScalingConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
     def data(self) -> DataConfig:
-        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)
+        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,
+                          scales=self.scales)
+
+    @property
+    def tree(self) -> str:
+        return tree_label(self.alpha, self.scales)
 
     def steps(self, budget: int) -> int:
         """The stated rule: ``steps_per_budget x budget`` for every model."""
@@ -89,7 +91,6 @@ class ScalingConfig:
 
 def train_row(run: RunConfig) -> dict:
     """Train one run (resuming its folder) and return its row of ``scaling.json``; a cell of the study."""
-    from .commands import train_command_line
     from .train import train
 
     result = train(run, progress=False)
@@ -97,13 +98,7 @@ def train_row(run: RunConfig) -> dict:
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
             "steps_per_s": result.steps_per_s, "precision": result.precision,
-            "command": train_command_line(run)}
-
-
-def theory_rows(data: DataConfig, budget: int, samples: int, search_samples: int, seed: int) -> list[dict]:
-    from .compare import theory_losses
-
-    return theory_losses(data, budget, samples=samples, seed=seed, search_samples=search_samples)
+            "command": shlex.join(["fv", "train", *run.to_argv()])}
 
 
 def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
@@ -112,9 +107,7 @@ def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) 
     the rows in ``runs`` order."""
     from .engine import SYNCHRONOUS, Cell, run_cells
 
-    from .reproduce import run_cell_config
-
-    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run_cell_config(run)) for run in runs]
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config()) for run in runs]
     scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
     results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     return [results[cell.key] for cell in cells]
@@ -138,13 +131,13 @@ def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
 def _cell_key(run: RunConfig) -> str:
     from .store import config_key
 
-    from .reproduce import run_cell_config
-
-    return f"run-{run.key()}-{config_key(run_cell_config(run))}"
+    return f"run-{run.key()}-{config_key(run.cell_config())}"
 
 
 def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     """The whole study: train (skipping finished runs), theory per budget, fits, outputs."""
+    from .compare import theory_losses
+
     start = time.time()
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
@@ -158,8 +151,8 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     for b in cfg.budgets:
         config = {"data": cfg.data().to_dict(), "budget": b, "samples": cfg.samples,
                   "search_samples": cfg.search_samples, "seed": cfg.seed}
-        theory[b], cached = store.cell("theory", config, lambda b=b: theory_rows(
-            cfg.data(), b, cfg.samples, cfg.search_samples, cfg.seed))
+        theory[b], cached = store.cell("theory", config, lambda b=b: theory_losses(
+            cfg.data(), b, samples=cfg.samples, seed=cfg.seed, search_samples=cfg.search_samples))
         log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
     fits = fit_study(rows, theory)
     written = write_outputs(cfg, store.folder, rows, theory, fits)
@@ -171,41 +164,37 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
 # --- fits --------------------------------------------------------------------------------------------
 def fit_study(rows: list[dict], theory: dict[int, list[dict]]) -> dict:
     """Both laws for every model (seeds as points) and for every theory row, and which fits better."""
+    from fvnum.theory import predicted_law
+
     from .fits import compare_laws
 
     out = {"models": {}, "theory": {}}
     for model in sorted({r["model"] for r in rows}):
         pts = [(r["budget"], r["loss"]) for r in rows if r["model"] == model]
         if len({b for b, _ in pts}) >= 2 and len(pts) >= 3:
-            out["models"][model] = {"predicted": LAW_OF_MODEL[model], **compare_laws(*zip(*pts))}
+            out["models"][model] = {"predicted": predicted_law(model), **compare_laws(*zip(*pts))}
     names = sorted({t["name"] for ts in theory.values() for t in ts})
     for name in names:
         pts = [(b, t["value"]) for b, ts in theory.items() for t in ts if t["name"] == name and t["value"] > 1e-8]
         if len(pts) >= 3:
-            predicted = "exponential" if name in ADAPTIVE_THEORY else "power" if name in NONADAPTIVE_THEORY else None
-            out["theory"][name] = {"predicted": predicted, **compare_laws(*zip(*pts))}
+            out["theory"][name] = {"predicted": predicted_law(name), **compare_laws(*zip(*pts))}
     return out
 
 
 # --- outputs -----------------------------------------------------------------------------------------
-def _csv(rows: list[dict]) -> str:
-    cols = ["model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
-            "steps_per_s", "precision", "key", "command"]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+CSV_COLUMNS = ("model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
+               "steps_per_s", "precision", "key", "command")
 
 
 def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
     from . import figures
 
-    config = {k: v for k, v in asdict(cfg).items() if k not in ("budgets_", "progress")}  # progress: display only
+    config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only
+              and not (k == "scales" and v is None)}  # scales only where given: studies by alpha read as before
     written = [
         write_json(folder / "scaling.json", {"config": config, "runs": rows,
                                              "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),
-        write_atomic(folder / "scaling.csv", _csv(rows)),
+        write_atomic(folder / "scaling.csv", csv_text(rows, CSV_COLUMNS)),
     ]
     written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
     written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits)))
@@ -249,7 +238,7 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
     names = sorted({n for vs in value.values() for n in vs})
     lines = [
         "# Scaling study: loss against budget", "",
-        f"Tree prior, depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
+        f"Tree prior, depth {cfg.depth}, {cfg.tree}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
         f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {_count(cfg.seeds, 'seed')} each, trained with "
         f"the recipe (docs/training.md) for {cfg.steps_per_budget} x budget steps. Training time summed over the "
         f"{len(rows)} runs: {total_wall / 60:.0f} minutes ({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
