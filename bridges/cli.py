@@ -15,8 +15,7 @@ from fvnum.resources import time_limit
 from fvsym.cli import number_arg
 
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
-# ``bridges.sweep`` runs the other commands by their parsers, so it is a layer above them, not one of them.
-COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.sweep")
+COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 
 class _Parser(argparse.ArgumentParser):

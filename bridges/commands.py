@@ -1,27 +1,24 @@
-"""``fv`` subcommands of the torch side: ``fv train`` (more, such as ``compare``, register here too).
+"""``fv`` subcommands of the torch side: ``fv train``, ``compare``, ``reproduce``, ``scaling``, ``audit``, ``sweep``.
 
-``add_run_arguments`` / ``config_from_args`` turn command-line options into a ``RunConfig`` and are
-shared by every subcommand that trains. Handlers import torch lazily (``fv --help`` must stay light).
+The options of one run are generated from ``bridges.config.RUN_OPTIONS`` (``add_run_arguments``) and read
+back by ``RunConfig.from_options`` (``config_from_args``); those of the studies from their config
+dataclasses' defaults. Handlers import torch lazily (``fv --help`` must stay light). This is the top layer:
+no module of the packages imports it.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import re
 
 from fvsym._emit import add_format_argument, emit
-from fvsym.cli import SCALES_HELP, parse_number_list
+from fvsym.cli import int_arg, number_arg
 from fvsym._validate import parse_int_list
 from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
-from fvsym.cli import int_arg, number_arg
 
 from .config import (
-    MAX_DEPTH, COVARIANCES, MODELS, PRECISIONS, PRIORS, READOUTS, RECIPE_BATCH, RECIPE_LR, RECIPE_STEPS_PER_BUDGET,
-    SCHEDULES, TRAIN_LOSSES, DataConfig, ModelConfig, RunConfig, TrainConfig,
+    DEFAULT_SAMPLES, MAX_THREADS, RECIPE_STEPS_PER_BUDGET, RENAMED_OPTIONS, RUN_OPTIONS, Option, RunConfig,
 )
 
-DEFAULT_OUT = "runs"
-MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))
 WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
 
@@ -31,8 +28,9 @@ def register(subparsers) -> None:
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_reproduce(subparsers)
-    _register_scaling(subparsers)  # fv sweep registers itself (bridges.sweep, a layer above these commands)
+    _register_scaling(subparsers)
     _register_audit(subparsers)
+    _register_sweep(subparsers)
 
 
 class _Renamed(argparse.Action):
@@ -47,91 +45,40 @@ class _Renamed(argparse.Action):
         parser.error(f"{option_string} is now {self.new}{why}")
 
 
+def _arg_type(option: Option):
+    """``option.parse`` as an argparse ``type=`` (its one-line message kept)."""
+    def parse(text):
+        try:
+            return option.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = option.kind
+    return parse
+
+
+_GROUPS = {"data": "data (THEORY.md section 1)", "model": "model (THEORY.md section 7)", "train": "training"}
+
+
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
-    """Options that define one run (data, model, training)."""
-    d, m, t = DataConfig(), ModelConfig(), TrainConfig()
-    g = p.add_argument_group("data (THEORY.md section 1)")
-    g.add_argument("--prior", choices=PRIORS, default=d.prior)
-    g.add_argument("--cov", choices=COVARIANCES, default=None, help="gaussian prior only (default matched)")
-    g.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None, metavar="K",
-                   help=f"tree depth, D = 2^K - 1 (default {d.depth}, or the number of --scales)")
-    g.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=None,
-                   help=f"scale ratio in (0, 1), e.g. 1/2 (default {d.alpha})")
-    g.add_argument("--scales", default=None, metavar="a1,..,aK", help=SCALES_HELP + " (tree or --cov matched)")
-    g.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("n_tokens (--tokens)", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
-    g.add_argument("--s2", type=number_arg("--s2", low=0, high=1e100), default=d.s2, help=f"label noise variance (default {d.s2})")
-    g = p.add_argument_group("model (THEORY.md section 7)")
-    g.add_argument("--model", choices=MODELS, required=model_required, default=None if model_required else m.model)
-    g.add_argument("--budget", type=int_arg("--budget", 1), default=m.budget, metavar="B", help=f"workspace slots (default {m.budget})")
-    g.add_argument("--mlp-width", type=int_arg("--mlp-width", 1, 2**20), default=m.mlp_width,
-                   help=f"hidden size of the MLPs (default {m.mlp_width})")
-    g.add_argument("--width", action=_Renamed, new="--mlp-width", help=argparse.SUPPRESS,
-                   why="--width is d, the channels per layer, which the model fixes (A: 1; B, C: the budget)")
-    g.add_argument("--hidden-layers", type=int_arg("--hidden-layers", 1, 1000), default=m.hidden_layers,
-                   help=f"MLP hidden layers (default {m.hidden_layers})")
-    g.add_argument("--readout", choices=READOUTS, default=m.readout)
-    g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int_arg("--steps", 1), default=t.steps,
-                   help="training steps (default: the recipe, "
-                   + ", ".join(f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)")
-    g.add_argument("--batch", type=int_arg("--batch", 1), default=t.batch, help="contexts per step (default: the recipe, "
-                   + ", ".join(f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")")
-    g.add_argument("--lr", type=number_arg("--lr", low=0, high=1e6, open_low=True), default=t.lr, help="peak Adam learning rate (default: the recipe, "
-                   + ", ".join(f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")")
-    g.add_argument("--warmup", type=int_arg("--warmup", 0), default=t.warmup, help=f"linear warm-up steps (default {t.warmup})")
-    g.add_argument("--schedule", choices=SCHEDULES, default=t.schedule)
-    g.add_argument("--loss", choices=TRAIN_LOSSES, default=t.loss,
-                   help="training objective: theta = ||theta_hat - theta||^2 (default for decoding readouts), "
-                   "query = (y_hat - <theta, x_q>)^2 (default for the generic readout)")
-    g.add_argument("--precision", choices=PRECISIONS, default=t.precision,
-                   help=f"key MLPs in bfloat16 autocast or float32 (default {t.precision}: bf16 where native)")
-    g.add_argument("--grad-clip", type=number_arg("--grad-clip", low=0, high=1e100), default=t.grad_clip,
-                   help=f"max global gradient norm, 0 disables (default {t.grad_clip:g})")
-    g.add_argument("--eval-every", type=int_arg("--eval-every", 1), default=t.eval_every, help=f"default {t.eval_every}")
-    g.add_argument("--eval-batches", type=int_arg("--eval-batches", 1, 10**6), default=t.eval_batches, help=f"default {t.eval_batches}")
-    g.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=t.seed, help=f"default {t.seed}")
-    g.add_argument("--device", default=t.device, help="torch device (default cpu)")
-    g.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=t.threads, help=f"torch CPU threads (default {t.threads})")
-    g.add_argument("--checkpoint-every", type=int_arg("--checkpoint-every", 1), default=t.checkpoint_every, help=f"default {t.checkpoint_every}")
-    g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                   help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})")
+    """The options that define one run (data, model, training), generated from ``bridges.config.RUN_OPTIONS``."""
+    groups = {}
+    for o in RUN_OPTIONS:
+        if o.section not in groups:
+            groups[o.section] = p.add_argument_group(_GROUPS[o.section])
+        kw = dict(choices=o.choices) if o.kind == "choice" else dict(type=_arg_type(o))
+        if o.dest == "model":
+            kw.update(required=model_required, default=None if model_required else o.default)
+        else:
+            kw["default"] = o.default
+        groups[o.section].add_argument(o.flag, *o.aliases, dest=o.dest, metavar=o.metavar, help=o.help or None, **kw)
+    for old, (new, why) in RENAMED_OPTIONS.items():
+        p.add_argument(old, action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
-    scales = None if args.scales is None else tuple(parse_number_list(args.scales, "--scales"))
-    if scales is not None and args.alpha is not None:
-        raise ValueError(f"give --alpha or --scales, not both (got --alpha {args.alpha!r})")
-    if scales is not None and args.depth is not None and len(scales) != args.depth:
-        raise ValueError(f"--scales needs depth = {args.depth} entries (one a_k per level), got {len(scales)}")
-    depth = args.depth if args.depth is not None else DataConfig().depth if scales is None else len(scales)
-    data = DataConfig(prior=args.prior, depth=depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                      cov=args.cov, scales=scales)
-    model = ModelConfig(model=args.model or ModelConfig().model, budget=args.budget, mlp_width=args.mlp_width, hidden_layers=args.hidden_layers,
-                        readout=args.readout)
-    train = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-                        loss=args.loss, precision=args.precision, grad_clip=args.grad_clip, eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed,
-                        device=args.device, threads=args.threads, out=args.out, checkpoint_every=args.checkpoint_every)
-    return RunConfig(data, model, train)
-
-
-def train_command_line(cfg: RunConfig) -> str:
-    """The ``fv train`` command that reproduces ``cfg`` exactly (every option that enters the key spelled
-    out, so later changes of the defaults do not change what it runs)."""
-    d, m, t = cfg.data, cfg.model, cfg.train
-    parts = ["fv train", f"--model {m.model}", f"--prior {d.prior}"]
-    if d.cov is not None:
-        parts.append(f"--cov {d.cov}")
-    tree = f"--alpha {d.alpha!r}" if d.scales is None else f"--scales {','.join(d.scales)}"
-    parts += [f"--depth {d.depth}", tree, f"--tokens {d.n_tokens}", f"--s2 {d.s2!r}",
-              f"--budget {m.budget}", f"--mlp-width {m.mlp_width}", f"--hidden-layers {m.hidden_layers}",
-              f"--readout {m.readout}", f"--steps {t.steps}", f"--batch {t.batch}", f"--lr {t.lr!r}",
-              f"--warmup {t.warmup}", f"--schedule {t.schedule}", f"--loss {t.loss}", f"--precision {t.precision}",
-              f"--grad-clip {t.grad_clip!r}", f"--eval-every {t.eval_every}", f"--eval-batches {t.eval_batches}",
-              f"--seed {t.seed}"]
-    if t.out:
-        parts.append(f"--out {t.out}")
-    return " ".join(parts)
+    return RunConfig.from_options(vars(args))
 
 
 def _register_train(subparsers) -> None:
@@ -214,7 +161,8 @@ def _register_compare(subparsers) -> None:
     p.set_defaults(model=None)  # one run: A; --grid: A, B and C
     p.add_argument("--grid", action="store_true", help="run the experiment grid instead of one run (--model: "
                    "only that model's cells)")
-    p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=20_000, help="Monte Carlo samples per theory number (default 20000)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=DEFAULT_SAMPLES,
+                   help=f"Monte Carlo samples per theory number (default {DEFAULT_SAMPLES})")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
@@ -234,7 +182,7 @@ def compare_command(args: argparse.Namespace) -> int:
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
-                              progress=not args.quiet, alpha=DataConfig().alpha if args.alpha is None else args.alpha, n_tokens=args.tokens, s2=args.s2,
+                              progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                               device=args.device, models=args.model or "ABC")
         from .cost import compare_grid_seconds
 
@@ -277,23 +225,13 @@ def _grid_options(args) -> None:
     """``fv compare --grid`` trains its own grid (tree and Gaussian priors, depths 4 and 6, the recipe):
     ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
     ignored, so they are refused in one line naming them."""
-    defaults = {a.dest: a.default for a in _run_parser()._actions}
-    ignored = [f"--{name.replace('_', '-')}" for name in ("prior", "cov", "depth", "scales", "budget", "mlp_width",
-                                                          "hidden_layers", "readout", "batch", "lr", "warmup",
-                                                          "schedule", "loss", "precision", "grad_clip", "eval_every",
-                                                          "eval_batches", "threads", "checkpoint_every")
-               if getattr(args, name) != defaults[name]]
+    taken = ("model", "alpha", "tokens", "s2", "steps", "seed", "device", "out")  # what the grid reads
+    ignored = [o.flag for o in RUN_OPTIONS if o.dest not in taken and getattr(args, o.dest) != o.default]
     if ignored:
         raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
                          f"recipe) and does not take {', '.join(ignored)}; leave "
                          f"{'it' if len(ignored) == 1 else 'them'} out, or run fv compare without --grid (or fv "
                          "sweep) for other runs")
-
-
-def _run_parser():
-    p = argparse.ArgumentParser(add_help=False)
-    add_run_arguments(p, model_required=False)
-    return p
 
 
 def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True) -> float:
@@ -374,22 +312,33 @@ def _register_reproduce(subparsers) -> None:
 
 
 def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
-    """The options ``fv reproduce`` and ``fv scaling`` share, with the defaults of their config ``d``."""
+    """The options ``fv reproduce`` and ``fv scaling`` share, with the defaults of their config ``d``; the
+    tree by ``--alpha`` or by ``--scales`` as in ``fv train`` (``--depth`` then follows the scales)."""
+    tree = {o.dest: o for o in RUN_OPTIONS if o.dest in ("depth", "alpha", "scales", "tokens")}
     p.add_argument("--out", default=d.out, metavar="DIR", help=f"{out_help} (default {d.out})")
-    p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=d.depth, help=f"{depth_help} (default {d.depth})")
-    p.add_argument("--alpha", type=number_arg("--alpha", **_UNIT), default=d.alpha, help=f"e.g. 1/2 (default {d.alpha})")
-    p.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("--tokens", 1), default=d.n_tokens, metavar="N", help=f"context length (default {d.n_tokens})")
+    p.add_argument("--depth", type=_arg_type(tree["depth"]), default=None, metavar="K",
+                   help=f"{depth_help} (default {d.depth}, or the number of --scales)")
+    p.add_argument("--alpha", type=_arg_type(tree["alpha"]), default=None, help=f"e.g. 1/2 (default {d.alpha})")
+    p.add_argument("--scales", type=_arg_type(tree["scales"]), default=None, metavar="a1,..,aK",
+                   help=tree["scales"].help)
+    p.add_argument("--tokens", "--n-tokens", dest="tokens", type=_arg_type(tree["tokens"]), default=d.n_tokens,
+                   metavar="N", help=f"context length (default {d.n_tokens})")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=d.samples, help=f"Monte Carlo samples per theory number (default {d.samples})")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=d.seed, help=f"first seed (default {d.seed})")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _tree_of(args) -> dict:
+    """``depth``, ``alpha`` and ``scales`` of a study config from its options (None: the config's default)."""
+    return {k: getattr(args, k) for k in ("depth", "alpha", "scales") if getattr(args, k) is not None}
+
+
 def reproduce_command(args: argparse.Namespace) -> int:
     from .reproduce import ReproduceConfig, reproduce
 
     check_workers(args.workers)
-    cfg = ReproduceConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens,
+    cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
     from .cost import reproduce_seconds
@@ -455,7 +404,7 @@ def scaling_command(args: argparse.Namespace) -> int:
     from .scaling import ScalingConfig, run
 
     check_workers(args.workers)
-    cfg = ScalingConfig(out=args.out, depth=args.depth, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
+    cfg = ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
                         search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
@@ -477,4 +426,49 @@ def scaling_command(args: argparse.Namespace) -> int:
                      f"[{r['ci'][0]:.3g}, {r['ci'][1]:.3g}], e = {e['value']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]")
     lines.append(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png, fig_decay.png")
     emit({"folder": result["folder"], "fits": result["fits"]}, args.format, lines)
+    return 0
+
+
+def _register_sweep(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep", help="a grid of fv train, compare or mc runs on a Dask cluster (local by default)",
+        description="Run every combination of the [grid] options of a TOML spec (command = train | compare | "
+        "mc, [base] options, [grid] lists of values) on dask.distributed: a local cluster of --workers processes, "
+        "or the running cluster at --scheduler. Writes DIR/results.csv and DIR/results.json (one row per cell); "
+        "finished cells are kept in DIR/cells, so a re-run computes only what is missing. Training checkpoints "
+        "go to DIR/train (on a cluster, DIR must be on a file system every worker sees).",
+    )
+    p.add_argument("spec", metavar="SPEC.toml", help="the sweep spec")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (results, cells, checkpoints)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="a running Dask scheduler, tcp://host:8786, or its --scheduler-file "
+                   "(default: start a local cluster; 'synchronous': run in this process)")
+    p.add_argument("--workers", type=int_arg("--workers", 1, MAX_THREADS), default=None, metavar="N",
+                   help="worker processes of the local cluster (default: the number of cores)")
+    add_format_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    p.set_defaults(func=sweep_command, default_max_seconds=DEFAULT_LONG_SECONDS)
+
+
+def sweep_command(args) -> int:
+    import sys
+
+    from .sweep import COMMANDS, run
+
+    check_workers(args.workers)
+    quiet = args.quiet or args.format == "json"
+    log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
+    try:
+        result = run(args.spec, out=args.out, scheduler=args.scheduler, workers=args.workers,
+                     progress=not args.quiet, log=log)
+    except RuntimeError as exc:  # a cell whose worker kept dying: one line, finished cells kept
+        print(f"fv sweep: error: {exc}", file=sys.stderr)
+        return 1
+    column = COMMANDS[result.command].column
+    names = [k for k in result.rows[0] if k not in (column, "stderr", "n", "key")]
+    lines = [" ".join(f"{n:>10}" for n in names) + f" {column:>12} {'stderr':>10} {'n':>8}  key"]
+    for r in result.rows:
+        lines.append(" ".join(f"{str(r[n]):>10}" for n in names) + f" {r[column]:12.6g} {r['stderr']:10.2g} "
+                     f"{r['n']:8d}  {r['key']}")
+    emit(result.to_dict(), args.format, lines)
     return 0

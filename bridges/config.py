@@ -6,8 +6,13 @@ short, stable name for the experiment (results and checkpoints are stored under 
 ignores the fields that only say *where and how fast* a run executes (``out``, ``device``, ``threads``,
 ``checkpoint_every``), so the same experiment keeps its key on another machine.
 
+``RUN_OPTIONS`` is the one table of a run's fields as command-line options (``--tokens`` is
+``data.n_tokens``): ``fv train`` and ``fv compare`` build their parsers from it, ``fv sweep`` builds its
+cells' configurations from it (``RunConfig.from_options``), and ``RunConfig.to_argv()`` writes the options
+that give the same configuration back.
+
 This module imports nothing heavier than the standard library and the shared checks of
-``fvsym._validate`` (``fv --help`` must not load torch).
+``fvsym._validate`` (``fv --help`` must not load torch), and no command-line code (no argparse).
 """
 from __future__ import annotations
 
@@ -15,9 +20,11 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 
-from fvsym._validate import check_choice, check_int, check_real, plain_error
+from fvsym._validate import _short, check_choice, check_int, check_real, plain_error
 
 PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
@@ -27,6 +34,7 @@ SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
 PRECISIONS = ("auto", "bf16", "fp32")
 MAX_DEPTH = 16
+MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))  # torch threads of a run, or local worker processes: more only cost memory
 # The training recipe (docs/training.md): the defaults of every run, by model. Peak learning rate (Model C,
 # linear keys and a bilinear readout, has a quartic loss surface and needs the larger rate), batch and steps
 # per unit of budget (Model A, still improving where B and C have converged, takes twice the steps at half
@@ -42,6 +50,8 @@ def recipe_steps(budget: int, model: str = "A") -> int:
     """Training steps of the recipe: ``RECIPE_STEPS_PER_BUDGET[model] x budget`` (a layer of Model A, a
     channel of B and C)."""
     return RECIPE_STEPS_PER_BUDGET[model] * budget
+
+
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
 
@@ -73,6 +83,26 @@ def _tree_scales(depth: int, scales) -> tuple[str, ...]:
         if not a.is_Rational:
             raise ValueError(f"scales must be rational numbers such as 1/3, got a_{k} = {a}")
     return tuple(str(a) for a in prior.scales)
+
+
+def tree_label(alpha, scales) -> str:
+    """``alpha 0.5`` or ``scales 1, 1/2, 1/3``: how a report names the tree of a study."""
+    return f"alpha {alpha}" if scales is None else "scales " + ", ".join(scales)
+
+
+def study_tree(cfg, default_depth: int) -> None:
+    """Normalise the tree fields ``depth``, ``alpha``, ``scales`` of a study configuration (a frozen dataclass)
+    as ``DataConfig`` does: ``alpha`` 0.5 unless ``scales`` are given, ``depth`` the number of scales or
+    ``default_depth``; the scales as exact strings. ValueError (one line) on bad or conflicting values."""
+    if cfg.scales is not None and cfg.alpha is not None:
+        raise ValueError(f"give alpha or scales, not both (got alpha={cfg.alpha!r} and scales)")
+    if cfg.scales is not None and (isinstance(cfg.scales, (str, bytes)) or not hasattr(cfg.scales, "__len__")):
+        raise ValueError(f"scales must be a sequence of numbers such as (1, 1/2, 1/3), got {cfg.scales!r}")
+    depth = cfg.depth if cfg.depth is not None else default_depth if cfg.scales is None else len(cfg.scales)
+    data = DataConfig(depth=depth, alpha=cfg.alpha, n_tokens=cfg.n_tokens, s2=cfg.s2, scales=cfg.scales)  # validates
+    _set(cfg, "depth", data.depth)
+    _set(cfg, "alpha", data.alpha)
+    _set(cfg, "scales", data.scales)
 
 
 def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __post_init__
@@ -256,6 +286,40 @@ class RunConfig:
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
 
+    def to_argv(self) -> list[str]:
+        """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
+        spelled out (later changes of the defaults do not change what they run): ``RunConfig.from_options``
+        of them, or the command line ``fv train <argv>``, is this configuration again. ``out`` None is
+        ``--out ''`` (no run folder)."""
+        argv = []
+        for option in RUN_OPTIONS:
+            value = getattr(getattr(self, option.section), option.field)
+            if value is None:
+                if option.default is None:  # not given reads as None: cov of a tree, alpha beside scales
+                    continue
+                value = ""
+            argv += [option.flag, option.text(value)]
+        return argv
+
+    @classmethod
+    def from_options(cls, values: dict) -> "RunConfig":
+        """The configuration of parsed options ``{dest: value}`` (``Option.parse``, or an argparse namespace's
+        ``vars``); options left out take their defaults (``Option.default``); other keys are ignored. Depth
+        follows the scales when only they are given; ``out`` ``''`` is no run folder. ValueError on bad values."""
+        v = {o.dest: values.get(o.dest, o.default) for o in RUN_OPTIONS}
+        scales = None if v["scales"] is None else tuple(v["scales"])
+        if scales is not None and v["alpha"] is not None:
+            raise ValueError(f"give --alpha or --scales, not both (got --alpha {v['alpha']!r})")
+        if scales is not None and v["depth"] is not None and len(scales) != v["depth"]:
+            raise ValueError(f"--scales needs depth = {v['depth']} entries (one a_k per level), got {len(scales)}")
+        v["depth"] = v["depth"] if v["depth"] is not None else DataConfig().depth if scales is None else len(scales)
+        v["scales"], v["out"] = scales, v["out"] or None
+        sections = {"data": {}, "model": {}, "train": {}}
+        for o in RUN_OPTIONS:
+            if v[o.dest] is not None or _FIELD_DEFAULTS[o.section, o.field] is None:  # None: the field's default
+                sections[o.section][o.field] = v[o.dest]
+        return cls(DataConfig(**sections["data"]), ModelConfig(**sections["model"]), TrainConfig(**sections["train"]))
+
     def to_dict(self) -> dict:
         return {"format": FORMAT, "data": self.data.to_dict(), "model": dataclasses.asdict(self.model),
                 "train": dataclasses.asdict(self.train)}
@@ -304,6 +368,14 @@ class RunConfig:
         d = self.to_dict()
         d["train"] = {k: v for k, v in d["train"].items() if k not in _NOT_IN_KEY}
         return d
+
+    def cell_config(self) -> dict:
+        """What keys a cell of this run in a run store (``fv reproduce``, ``fv scaling``): ``key_dict()`` and,
+        off the CPU, the device (numbers from another device are other numbers; CPU cells keep their keys)."""
+        config = self.key_dict()
+        if self.train.device != "cpu":
+            config["device"] = self.train.device
+        return config
 
     def key(self) -> str:
         """Short stable key: a readable prefix and 10 hex digits of the SHA-256 of ``key_dict()``,
@@ -356,3 +428,131 @@ class RunConfig:
                 if a[section].get(k) != b[section].get(k):
                     out.append(f"{section}.{k}: {a[section].get(k)!r} vs {b[section].get(k)!r}")
         return out
+
+
+# --- a run's fields as command-line options ----------------------------------------------------------
+DEFAULT_OUT = "runs"  # the run folders of fv train and fv compare: DEFAULT_OUT/<key>/
+DEFAULT_SAMPLES = 20_000  # Monte Carlo samples per theory number of fv compare (and its sweep cells)
+KINDS = ("int", "real", "choice", "text", "numbers")
+_INT = re.compile(r"[+-]?\d{1,19}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of a run as a command-line option: ``flag`` (or one of its ``aliases``) sets
+    ``section.field``. ``kind``: ``int`` or ``real`` (exact rationals such as ``1/2`` read, within
+    ``low``..``high``), ``choice`` (one of ``choices``), ``text``, ``numbers`` (comma-separated exact numbers).
+    ``parse`` reads the option's text (one-line ValueError naming ``label``); ``text`` writes a value back."""
+
+    flag: str
+    section: str
+    field: str
+    kind: str
+    help: str = ""
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple = ()
+    aliases: tuple = ()
+    label: str | None = None
+    metavar: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS or self.section not in ("data", "model", "train"):
+            raise ValueError(f"option {self.flag}: kind {self.kind!r} or section {self.section!r} is unknown")
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def names(self) -> tuple:
+        """Every spelling as a name without dashes: ``tokens``, ``n_tokens``."""
+        return tuple(f[2:].replace("-", "_") for f in (self.flag, *self.aliases))
+
+    @property
+    def default(self):
+        """The value the option reads when it is not given: the field's default, except ``depth`` (None:
+        the config's default, or the number of scales) and ``out`` (:data:`DEFAULT_OUT`)."""
+        return _OPTION_DEFAULTS.get(self.dest, _FIELD_DEFAULTS[self.section, self.field])
+
+    def parse(self, text):
+        name = self.label or self.flag
+        if self.kind == "int":
+            t = str(text).strip()
+            if not _INT.fullmatch(t):
+                raise ValueError(f"{name} must be an integer, got {_short(text)}")
+            return check_int(int(t), name, -math.inf if self.low is None else self.low, self.high)
+        if self.kind == "real":
+            low, high = (-math.inf if self.low is None else self.low), (math.inf if self.high is None else self.high)
+            return check_real(str(text), name, low, high, open_low=self.open_low, open_high=self.open_high,
+                              shown=str(text).strip())
+        if self.kind == "choice":
+            return check_choice(text, name, self.choices)
+        if self.kind == "numbers":
+            from fvsym.cli import parse_number_list  # sympy: loaded only when scales are given
+
+            return tuple(parse_number_list(text, name))
+        return str(text)
+
+    def text(self, value) -> str:
+        """``value`` as this option's text (``parse(text(v)) == v``; a float by its ``repr``)."""
+        if self.kind == "numbers":
+            return ",".join(str(v) for v in value)
+        return repr(value) if isinstance(value, float) else str(value)
+
+
+_UNIT = dict(low=0, high=1, open_low=True, open_high=True)
+RUN_OPTIONS = (
+    Option("--prior", "data", "prior", "choice", choices=PRIORS),
+    Option("--cov", "data", "cov", "choice", "gaussian prior only (default matched)", choices=COVARIANCES),
+    Option("--depth", "data", "depth", "int", f"tree depth, D = 2^K - 1 (default {DataConfig().depth}, or the "
+           "number of --scales)", low=1, high=MAX_DEPTH, metavar="K"),
+    Option("--alpha", "data", "alpha", "real", "scale ratio in (0, 1), e.g. 1/2 (default 0.5)", **_UNIT),
+    Option("--scales", "data", "scales", "numbers", "general tree scales a_1 >= .. >= a_K > 0, comma-separated "
+           "(e.g. 1,1/2,1/3), instead of --alpha (tree or --cov matched)", metavar="a1,..,aK"),
+    Option("--tokens", "data", "n_tokens", "int", f"context length (default {DataConfig().n_tokens})", low=1,
+           aliases=("--n-tokens",), label="n_tokens (--tokens)", metavar="N"),
+    Option("--s2", "data", "s2", "real", f"label noise variance (default {DataConfig().s2})", low=0, high=1e100),
+    Option("--model", "model", "model", "choice", choices=MODELS),
+    Option("--budget", "model", "budget", "int", f"workspace slots (default {ModelConfig().budget})", low=1,
+           metavar="B"),
+    Option("--mlp-width", "model", "mlp_width", "int", f"hidden size of the MLPs (default {ModelConfig().mlp_width})",
+           low=1, high=2**20),
+    Option("--hidden-layers", "model", "hidden_layers", "int",
+           f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
+    Option("--readout", "model", "readout", "choice", choices=READOUTS),
+    Option("--steps", "train", "steps", "int", "training steps (default: the recipe, " + ", ".join(
+        f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)", low=1),
+    Option("--batch", "train", "batch", "int", "contexts per step (default: the recipe, " + ", ".join(
+        f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")", low=1),
+    Option("--lr", "train", "lr", "real", "peak Adam learning rate (default: the recipe, " + ", ".join(
+        f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")", low=0, high=1e6, open_low=True),
+    Option("--warmup", "train", "warmup", "int", f"linear warm-up steps (default {RECIPE_WARMUP})", low=0),
+    Option("--schedule", "train", "schedule", "choice", choices=SCHEDULES),
+    Option("--loss", "train", "loss", "choice", "training objective: theta = ||theta_hat - theta||^2 (default for "
+           "decoding readouts), query = (y_hat - <theta, x_q>)^2 (default for the generic readout)",
+           choices=TRAIN_LOSSES),
+    Option("--precision", "train", "precision", "choice", "key MLPs in bfloat16 autocast or float32 (default auto: "
+           "bf16 where native)", choices=PRECISIONS),
+    Option("--grad-clip", "train", "grad_clip", "real", "max global gradient norm, 0 disables (default 1)",
+           low=0, high=1e100),
+    Option("--eval-every", "train", "eval_every", "int", f"default {RECIPE_EVAL_EVERY}", low=1),
+    Option("--eval-batches", "train", "eval_batches", "int", f"default {TrainConfig().eval_batches}", low=1,
+           high=10**6),
+    Option("--seed", "train", "seed", "int", "default 0", low=0, high=2**63 - 1),
+    Option("--device", "train", "device", "text", "torch device (default cpu)"),
+    Option("--threads", "train", "threads", "int", "torch CPU threads (default 1)", low=1, high=MAX_THREADS),
+    Option("--checkpoint-every", "train", "checkpoint_every", "int", f"default {TrainConfig().checkpoint_every}",
+           low=1),
+    Option("--out", "train", "out", "text", f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR"),
+)
+RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes
+# old spellings refused with one line naming the new one: {old flag: (new flag, why)}
+RENAMED_OPTIONS = {"--width": ("--mlp-width", "--width is d, the channels per layer, which the model fixes "
+                                              "(A: 1; B, C: the budget)")}
+_FIELD_DEFAULTS = {(section, f.name): f.default for section, kind in (("data", DataConfig), ("model", ModelConfig),
+                                                                     ("train", TrainConfig))
+                   for f in dataclasses.fields(kind)}
+_OPTION_DEFAULTS = {"depth": None, "out": DEFAULT_OUT}

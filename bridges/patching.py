@@ -168,8 +168,9 @@ def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts:
 
 
 # --- the table -------------------------------------------------------------------------------------
-def _mean_se(v: np.ndarray) -> tuple[float, float]:
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
+def _mean_se(v: np.ndarray) -> Estimate:
+    """The mean of per-context losses with its standard error (sample standard deviation / sqrt(n))."""
+    return Estimate(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size))
 
 
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
@@ -190,13 +191,25 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
     loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
     for a, l in enumerate(layers):
         for b, j in enumerate(depths):
-            loss[a, b], err[a, b] = _mean_se(runs[(l, j)])
-            eff[a, b], eff_err[a, b] = _mean_se(runs[(l, j)] - base)
-    value, se = _mean_se(base)
+            cell, effect = _mean_se(runs[(l, j)]), _mean_se(runs[(l, j)] - base)
+            loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
+    unpatched = _mean_se(base)
     return PatchingTable(
-        loss, err, Estimate(value, se, n), np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
-        depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
+        loss, err, unpatched, np.full(len(depths), unpatched.value), np.full(len(depths), unpatched.stderr), n,
+        "model", layers, depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
     )
+
+
+def table_from_dict(d: dict) -> PatchingTable:
+    """The ``PatchingTable`` of its ``to_dict()`` (a stored table, theory or model), to lay it out again."""
+    arrays = {k: None if d.get(k) is None else np.asarray(d[k], dtype=float)
+              for k in ("loss", "stderr", "unpatched_by_depth", "unpatched_stderr_by_depth", "effect", "effect_stderr")}
+    u = d["unpatched"]
+    return PatchingTable(arrays["loss"], arrays["stderr"], Estimate(u["value"], u["stderr"], u["n"], u.get("how", "mc"),
+                                                                    u.get("decoder")),
+                         arrays["unpatched_by_depth"], arrays["unpatched_stderr_by_depth"], d["n"], d["strategy"],
+                         tuple(d["layers"]), tuple(d["depths"]), metric=d.get("metric", "theta"),
+                         effect=arrays["effect"], effect_stderr=arrays["effect_stderr"], decoder=d.get("decoder"))
 
 
 def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,

@@ -7,27 +7,28 @@ configuration, written atomically). Re-running skips finished cells, so an inter
 """
 from __future__ import annotations
 
-import csv
-import io
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig
-from .store import RunStore, with_checksum, write_atomic, write_json
+from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from .store import RunStore, csv_text, with_checksum, write_atomic, write_json
 
 KIND = "reproduce"
+
+
 @dataclass(frozen=True)
 class ReproduceConfig:
     """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
 
     Training runs go through the engine of ``bridges.engine``: a local Dask cluster of ``workers`` processes
     (default: the number of cores), or the running cluster at ``scheduler``. With one local worker (or one
-    run to train) they train in this process."""
+    run to train) they train in this process. The tree: ``alpha`` (default 0.5) or general ``scales`` (then
+    ``depth`` is their number; not with ``full``, whose grid has two depths), as in ``DataConfig``."""
 
     out: str = "runs/reproduce"
-    depth: int = 4
-    alpha: float = 0.5
+    depth: int | None = None  # None: 4, or the number of scales
+    alpha: float | None = None  # None: 0.5 unless scales are given
     n_tokens: int = 128
     s2: float = 0.01
     train_budget: int = 3
@@ -41,9 +42,13 @@ class ReproduceConfig:
     progress: bool = True
     device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
     models: str = "ABC"  # the models of the training grid
+    scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
 
     def __post_init__(self):
-        DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
+        if self.full and self.scales is not None:
+            raise ValueError(f"scales give one depth (K = {len(self.scales)}) and the full grid has depths 4 and 6; "
+                             "give alpha with full, or scales without it")
+        study_tree(self, 4)
         for name in ("steps", "samples", "workers", "train_budget", "scaling_steps_per_budget"):
             if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -56,7 +61,18 @@ class ReproduceConfig:
 
     def data(self, prior: str, depth: int | None = None) -> DataConfig:
         return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
-                          s2=self.s2, cov="matched" if prior == "gaussian" else None)
+                          s2=self.s2, cov="matched" if prior == "gaussian" else None, scales=self.scales)
+
+    @property
+    def tree(self) -> str:
+        return tree_label(self.alpha, self.scales)
+
+    def to_dict(self) -> dict:
+        """The fields (``scales`` only where given, so results by alpha read as before)."""
+        d = asdict(self)
+        if d["scales"] is None:
+            del d["scales"]
+        return d
 
 
 # --- grid ------------------------------------------------------------------------------------------
@@ -80,15 +96,6 @@ def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
     return runs
 
 
-def run_cell_config(run: RunConfig) -> dict:
-    """What keys a cell of one training run: the run's key fields and, off the CPU, its device (numbers
-    from another device are other numbers; CPU cells keep the keys they always had)."""
-    config = run.key_dict()
-    if run.train.device != "cpu":
-        config["device"] = run.train.device
-    return config
-
-
 def train_cell(run: dict) -> dict:
     """One training cell (on a worker): train ``RunConfig.from_dict(run)``, resuming its checkpoint."""
     from .train import train
@@ -102,10 +109,11 @@ def train_cell(run: dict) -> dict:
 def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
     import fvnum
+    from fvnum.channels import make_channel
+    from fvnum.theory import gaussian_optimum
     from fvsym.tree import tree_loss
 
-    from .compare import gaussian_optimum
-    from .data import fv_prior
+    from .data import data_channel, fv_prior
 
     rows = []
     K = cfg.depth
@@ -113,27 +121,30 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     for B in budgets:
         for prior_name in ("tree", "gaussian"):
             data = cfg.data(prior_name)
-            noiseless = replace(data, n_tokens=10**12, s2=0.0)  # tau -> 0 for the Gaussian optimum
-            base = {"prior": prior_name, "depth": K, "alpha": cfg.alpha, "budget": B}
+            prior = fv_prior(data)
+            base = {"prior": prior_name, "depth": K, "alpha": cfg.alpha, "budget": B,
+                    **({"scales": list(cfg.scales)} if cfg.scales is not None else {})}
             jobs = []
             if prior_name == "tree":
                 for strategy in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
                     if strategy == "path" and B > K:
                         continue
                     jobs.append((dict(base, strategy=strategy, noise="none"), lambda s=strategy: _exact(
-                        tree_loss(K, B, s, alpha=repr(cfg.alpha)))))
+                        tree_loss(K, B, s, alpha=None if cfg.scales else repr(cfg.alpha), scales=cfg.scales))))
                     if strategy == "optimal_nonadaptive":
                         kw = dict(measurement="coordinate", search_samples=2000)
                     else:
                         kw = {}
                     noisy = "bellman_noiseless" if strategy == "optimal" else strategy  # optimal is exact only when small
                     jobs.append((dict(base, strategy=noisy, noise=f"N={cfg.n_tokens}"), lambda s=noisy, kw=kw:
-                                 fvnum.loss_mc(fv_prior(data), s, B, tokens=cfg.n_tokens, s2=cfg.s2,
+                                 fvnum.loss_mc(prior, s, B, tokens=cfg.n_tokens, s2=cfg.s2,
                                                samples=cfg.samples, seed=cfg.seed, **kw).to_dict()))
             jobs.append((dict(base, strategy="gaussian_optimum", noise="none"),
-                         lambda: {"value": gaussian_optimum(noiseless, B), "stderr": 0.0, "how": "exact"}))
-            jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),
-                         lambda: {"value": gaussian_optimum(data, B), "stderr": 0.0, "how": "exact"}))
+                         lambda: {"value": gaussian_optimum(prior, B, make_channel(prior, tau=0)), "stderr": 0.0,
+                                  "how": "exact"}))
+            jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),  # gaussian channel, same tau
+                         lambda: {"value": gaussian_optimum(prior, B, data_channel(data)), "stderr": 0.0,
+                                  "how": "exact"}))
             for key, fn in jobs:
                 result, _ = store.cell("theory", key, fn)
                 rows.append({**key, **result})
@@ -160,7 +171,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     if todo and not in_process:
         log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
         absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
-        cells = [Cell.keyed("train", run_cell_config(r), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
+        cells = [Cell.keyed("train", r.cell_config(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
                  for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     from .compare import theory_losses
@@ -176,7 +187,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
 
-        table, cached = store.cell("compare", run_cell_config(run), work)
+        table, cached = store.cell("compare", run.cell_config(), work)
         if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
             from .compare import AUDIT_SIZES, audit_dict
 
@@ -197,7 +208,7 @@ def _cores() -> int:
 def _cell_key(name: str, run: RunConfig) -> str:
     from .store import config_key
 
-    return f"{name}-{config_key({'name': name, **run_cell_config(run)})}"
+    return f"{name}-{config_key({'name': name, **run.cell_config()})}"
 
 
 def _load_model(run: RunConfig):
@@ -221,7 +232,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
                                                                "seed": cfg.seed},
                                            lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
     if "A" in runs:
-        out["patching_A"], _ = store.cell("patching_model", {"run": run_cell_config(runs["A"]), "n": n,
+        out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].cell_config(), "n": n,
                                                              "seed": cfg.seed},
                                           lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
                                                                      seed=cfg.seed).to_dict())
@@ -230,7 +241,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     probes["theory path"], _ = store.cell("probes_theory", {"data": data.to_dict(), "budget": B, "n": 4 * n, "seed": cfg.seed},
                                           lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
     for name, run in runs.items():
-        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run_cell_config(run), "n": 4 * n, "seed": cfg.seed},
+        probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.cell_config(), "n": 4 * n, "seed": cfg.seed},
                                                lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
                                                                                 seed=cfg.seed))
     out["probes"] = probes
@@ -239,25 +250,14 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
 
 
 # --- outputs ---------------------------------------------------------------------------------------
-def _csv(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    cols = sorted({k for r in rows for k in r if not isinstance(r[k], (list, dict))})
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
-
-
 def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
     from . import figures
     from .compare import to_markdown
 
     written = [
-        write_json(folder / "results.json", with_checksum({"config": asdict(cfg), "theory_curves": curves, "training": tables, **extra})),
-        write_atomic(folder / "theory_curves.csv", _csv(curves)),
-        write_atomic(folder / "training.csv", _csv([
+        write_json(folder / "results.json", with_checksum({"config": cfg.to_dict(), "theory_curves": curves, "training": tables, **extra})),
+        write_atomic(folder / "theory_curves.csv", csv_text(curves)),
+        write_atomic(folder / "training.csv", csv_text([
             {"key": t["key"], "model": t["model"], "prior": t["prior"], "depth": t["depth"], "budget": t["budget"],
              "seed": t["seed"], "loss": t["trained"]["loss"], "stderr": t["trained"]["stderr"],
              **{f"theory_{r['name']}": r["value"] for r in t["theory"]}} for t in tables])),
@@ -272,10 +272,11 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
 
 def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     from .compare import prediction_checks
+    from .patching import table_from_dict
 
     lines = [
         "# fv reproduce: report", "",
-        f"Depth {cfg.depth}, alpha {cfg.alpha}, N {cfg.n_tokens} tokens, s2 {cfg.s2}; training budget "
+        f"Depth {cfg.depth}, {cfg.tree}, N {cfg.n_tokens} tokens, s2 {cfg.s2}; training budget "
         f"{cfg.train_budget}, {cfg.steps or 'recipe'} steps per run, seed {cfg.seed}{', full grid' if cfg.full else ''}.", "",
         "## Loss against budget", "", "![loss vs budget](fig_loss_vs_budget.png)", "",
         "Exact values (`noise = none`) come from `fvsym`; Monte Carlo values at the noise of N tokens from `fvnum` "
@@ -301,8 +302,9 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     if extra.get("patching_theory"):
         lines += ["## Key patching (THEORY.md section 8)", "", "![patching](fig_patching.png)", "",
                   "Loss with layer l's keys patched from a donor whose path first differs at depth j.", "",
-                  "Theory (path strategy):", "", _patching_md(extra["patching_theory"]), "",
-                  "Trained Model A:", "", _patching_md(extra["patching_A"]), ""]
+                  "Theory (path strategy):", "", table_from_dict(extra["patching_theory"]).to_markdown(), ""]
+        if extra.get("patching_A"):
+            lines += ["Trained Model A:", "", table_from_dict(extra["patching_A"]).to_markdown(), ""]
     if extra.get("probes"):
         lines += ["## Function-vector probes (THEORY.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
@@ -319,14 +321,6 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
             lines.append(f"| {name} | " + " | ".join(f"{a:.2f}" for a, _, _ in p["final_prefix"]) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def _patching_md(t: dict) -> str:
-    head = "| layer \\ j | " + " | ".join(str(j) for j in t["depths"]) + " |"
-    sep = "|---" * (len(t["depths"]) + 1) + "|"
-    body = [f"| {l} | " + " | ".join(f"{t['loss'][a][b]:.4f} ± {t['stderr'][a][b]:.1g}" for b in range(len(t["depths"])))
-            + " |" for a, l in enumerate(t["layers"])]
-    return "\n".join([head, sep, *body])
 
 
 def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:

@@ -17,24 +17,20 @@ training folders in ``out/train``): an interrupted study resumes where it stoppe
 """
 from __future__ import annotations
 
-import csv
-import io
+import shlex
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from fvnum.laws import DEFAULT_CUT
 
-from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .store import RunStore, write_atomic, write_json
+from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from .store import RunStore, csv_text, write_atomic, write_json
 
 STUDY_STEPS_PER_BUDGET = 1000  # the study's step rule (the recipe's 5000 x budget is for one configuration)
 
 KIND = "scaling"
-ADAPTIVE_THEORY = ("path", "best_adaptive", "best_adaptive_keyed")
-NONADAPTIVE_THEORY = ("top_levels", "best_nonadaptive_coordinate", "best_nonadaptive_unit", "best_nonadaptive_keyed",
-                      "top_levels_linear")
-LAW_OF_MODEL = {"A": "exponential", "B": "power", "C": "power"}  # what the theory predicts for each model
-# the theory row each model is held against is chosen in fvnum (fvnum.theory.prediction_row)
+# the law each model and theory row should follow (fvnum.theory.predicted_law) and the theory row each model is
+# held against (fvnum.theory.prediction_row) are chosen in fvnum
 
 
 @dataclass(frozen=True)
@@ -42,8 +38,8 @@ class ScalingConfig:
     """Defaults: the study of the training issue (about 70 minutes on 2 CPU cores, one run per core: docs/scaling)."""
 
     out: str = "runs/scaling"
-    depth: int = 6
-    alpha: float = 0.5
+    depth: int | None = None  # None: 6, or the number of scales
+    alpha: float | None = None  # None: 0.5 unless scales are given
     n_tokens: int = 128
     s2: float = 0.01
     budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
@@ -60,10 +56,10 @@ class ScalingConfig:
     device: str = "cpu"
     keyed: str | None = "weighted"  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
     cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
-    budgets_: tuple[int, ...] = field(init=False, repr=False, default=())
+    scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
 
     def __post_init__(self):
-        DataConfig(depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)  # validates
+        study_tree(self, 6)
         budgets = tuple(int(b) for b in self.budgets)
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
@@ -78,7 +74,12 @@ class ScalingConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
     def data(self) -> DataConfig:
-        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2)
+        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,
+                          scales=self.scales)
+
+    @property
+    def tree(self) -> str:
+        return tree_label(self.alpha, self.scales)
 
     def steps(self, budget: int, model: str = "A") -> int:
         """The stated rule: the recipe's steps of each model (``bridges.config.recipe_steps``: A 5000, B and C
@@ -97,7 +98,6 @@ class ScalingConfig:
 
 def train_row(run: RunConfig) -> dict:
     """Train one run (resuming its folder) and return its row of ``scaling.json``; a cell of the study."""
-    from .commands import train_command_line
     from .train import train
 
     result = train(run, progress=False)
@@ -110,7 +110,7 @@ def train_row(run: RunConfig) -> dict:
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
             "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
             "history": [[h[0], h[2]] for h in result.history],
-            "command": train_command_line(run)}
+            "command": shlex.join(["fv", "train", *run.to_argv()])}
 
 
 def _keyed_rows(cfg: ScalingConfig) -> dict:
@@ -142,9 +142,7 @@ def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) 
     the rows in ``runs`` order."""
     from .engine import SYNCHRONOUS, Cell, run_cells
 
-    from .reproduce import run_cell_config
-
-    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run_cell_config(run)) for run in runs]
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config()) for run in runs]
     scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
     results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     return [results[cell.key] for cell in cells]
@@ -168,9 +166,7 @@ def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
 def _cell_key(run: RunConfig) -> str:
     from .store import config_key
 
-    from .reproduce import run_cell_config
-
-    return f"run-{run.key()}-{config_key(run_cell_config(run))}"
+    return f"run-{run.key()}-{config_key(run.cell_config())}"
 
 
 def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
@@ -216,11 +212,12 @@ def fit_study(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAUL
     ``fvnum.regime.FLOOR``), and both unweighted fits over every budget (``compare_laws``, for the record)."""
     from fvnum.laws import compare_laws, law_test, local_decay
     from fvnum.regime import FLOOR
+    from fvnum.theory import predicted_law
 
     out = {"cut": cut, "models": {}, "theory": {}}
     for model in sorted({r["model"] for r in rows}):
         pts = [(r["budget"], r["loss"]) for r in rows if r["model"] == model]
-        entry = {"predicted": LAW_OF_MODEL[model]}
+        entry = {"predicted": predicted_law(model)}
         if len({b for b, _ in pts}) >= 2 and len(pts) >= 3:
             entry.update(compare_laws(*zip(*pts)))
         try:
@@ -238,8 +235,7 @@ def fit_study(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAUL
                if t["name"] == name and t["value"] > 1e-8]
         if len(pts) < 3:
             continue
-        predicted = "exponential" if name in ADAPTIVE_THEORY else "power" if name in NONADAPTIVE_THEORY else None
-        entry = {"predicted": predicted, **compare_laws([p[0] for p in pts], [p[1] for p in pts])}
+        entry = {"predicted": predicted_law(name), **compare_laws([p[0] for p in pts], [p[1] for p in pts])}
         try:
             entry["test"] = law_test([p[0] for p in pts], [p[1] for p in pts], stderr=[p[2] for p in pts],
                                      cut=cut, floor=FLOOR).to_dict()
@@ -272,24 +268,19 @@ def convergence(rows: list[dict]) -> list[dict]:
 
 
 # --- outputs -----------------------------------------------------------------------------------------
-def _csv(rows: list[dict]) -> str:
-    cols = ["model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
-            "steps_per_s", "precision", "key", "command"]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+CSV_COLUMNS = ("model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
+               "steps_per_s", "precision", "key", "command")
 
 
 def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
     from . import figures
 
-    config = {k: v for k, v in asdict(cfg).items() if k not in ("budgets_", "progress")}  # progress: display only
+    config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only
+              and not (k == "scales" and v is None)}  # scales only where given: studies by alpha read as before
     written = [
         write_json(folder / "scaling.json", {"config": config, "runs": rows,
                                              "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),
-        write_atomic(folder / "scaling.csv", _csv(rows)),
+        write_atomic(folder / "scaling.csv", csv_text(rows, CSV_COLUMNS)),
     ]
     written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
     written += figures.decay(folder / "fig_decay.png", fits, cfg)
@@ -359,11 +350,6 @@ def _law_section(cfg, fits, held) -> list[str]:
     return lines
 
 
-def _prior_words(cfg) -> str:
-    scales = getattr(cfg, "scales", None)
-    return f"alpha {cfg.alpha}" if not scales else "scales " + ", ".join(str(a) for a in scales)
-
-
 def _steps_words(cfg) -> str:
     if cfg.steps_per_budget is not None:
         return f"{cfg.steps_per_budget} x budget steps"
@@ -428,7 +414,7 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
     names = sorted({n for vs in value.values() for n in vs})
     lines = [
         "# Scaling study: loss against budget", "",
-        f"Tree prior, depth {cfg.depth}, {_prior_words(cfg)}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
+        f"Tree prior, depth {cfg.depth}, {cfg.tree}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
         f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {_count(cfg.seeds, 'seed')} each, trained with "
         f"the recipe (docs/training.md) for {_steps_words(cfg)}. The regime was chosen by the theory before training "
         f"([regime.md](regime.md)). Training time summed over the {len(rows)} runs: {total_wall / 60:.0f} minutes "

@@ -142,6 +142,23 @@ def write_json(path, obj) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
 
 
+def csv_text(rows: list[dict], columns=None, *, lineterminator: str = "\r\n") -> str:
+    """``rows`` as CSV text with a header: the given ``columns`` (other keys left out), or every key whose
+    values are scalars, sorted; ``""`` for no rows without columns."""
+    import csv
+    import io
+
+    if columns is None:
+        if not rows:
+            return ""
+        columns = sorted({k for r in rows for k in r if not isinstance(r[k], (list, dict))})
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator=lineterminator)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
 def _jsonable(x):
     try:
         import numpy as np

@@ -1,4 +1,4 @@
-"""``fv sweep``: a grid of ``fv train``, ``fv compare`` or ``fv mc`` runs on a ``dask.distributed`` cluster.
+"""Sweeps: a grid of ``fv train``, ``fv compare`` or ``fv mc`` cells on a ``dask.distributed`` cluster.
 
 A spec is TOML (or the same dict in Python)::
 
@@ -11,40 +11,37 @@ A spec is TOML (or the same dict in Python)::
     budget = [2, 3]
     seed = [0, 1, 2]
 
-Every cell is parsed by the command's own ``argparse`` parser (so a new or renamed option of ``fv train``
-works here unchanged), checked, and keyed by a hash of its full configuration (defaults included) before
-any work starts. ``run(spec, out=DIR)`` computes the missing cells and writes ``DIR/results.csv`` and
+A cell of ``train`` or ``compare`` is a ``RunConfig`` built from the options by the table that generates
+those commands' options (``bridges.config.RUN_OPTIONS``; ``compare`` also takes ``samples``); a cell of
+``mc`` is parsed by ``fv mc``'s own parser (``fvnum.cli``), so a new or renamed option works here unchanged.
+Every cell is checked and keyed by a hash of its full configuration (defaults included) before any work
+starts. ``run(spec, out=DIR)`` computes the missing cells and writes ``DIR/results.csv`` and
 ``DIR/results.json`` (one row per cell: the grid values, ``loss`` (train, compare) or ``value`` (mc),
 ``stderr``, ``n`` and the cell ``key``). Finished cells are kept in ``DIR/cells/`` (the run store of
 ``bridges.store``), so a re-run computes only what is missing. Training checkpoints go to ``DIR/train``.
 
 The cells run on the engine of ``bridges.engine`` (``Cell``, ``run_cells``, ``cluster``; re-exported here):
-a local Dask cluster of ``--workers`` processes, the running cluster at ``--scheduler``, or this process
-(``synchronous``).
+a local Dask cluster of ``workers`` processes, the running cluster at ``scheduler``, or this process
+(``synchronous``). The command ``fv sweep`` is in ``bridges.commands``.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
-import csv
 import io
 import itertools
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fvsym._emit import add_format_argument, emit
-from fvsym._validate import plain_error
-from fvnum.resources import DEFAULT_LONG_SECONDS
-from fvsym.cli import int_arg
+from fvsym._validate import check_int, parse_fraction, plain_error
 
+from .config import DEFAULT_SAMPLES, RENAMED_OPTIONS, RUN_OPTION_NAMES, RunConfig
 from .engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run_cells, scheduler_address
-from .store import RunStore, with_checksum, write_atomic, write_json
-
-MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))
+from .store import RunStore, csv_text, with_checksum, write_atomic, write_json
 
 __all__ = [
     "COMMANDS", "CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "plan", "run",
@@ -58,36 +55,106 @@ RESULTS_FORMAT = "fv-sweep-1"
 # --- the commands a sweep runs ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Command:
-    """How ``fv sweep`` runs one ``fv`` command: options it sets itself, what keys a cell, what it reports."""
+    """How a sweep runs one ``fv`` command: options it sets itself, what keys a cell, what it reports."""
 
     name: str
     reserved: tuple  # options the sweep sets or that make no sense in a cell
-    execution: tuple  # options that change how a cell runs, not its numbers (left out of the key)
     column: str  # "loss" or "value"
-
-    def config(self, args) -> dict:
-        """The cell's full configuration (what its key hashes); raises ValueError on values the command rejects."""
-        if self.name == "mc":
-            _check_mc(args)
-            return {"options": {k: v for k, v in sorted(vars(args).items())
-                                if k not in ("func", "command", *self.reserved, *self.execution)}}
-        from .commands import config_from_args
-
-        run = config_from_args(args)  # validates every field of the run
-        config = {"run": run.key_dict()}
-        if run.train.device != "cpu":  # numbers from another device are other numbers (CPU keys as before)
-            config["device"] = run.train.device
-        if self.name == "compare":
-            config["samples"] = args.samples
-        return config
 
 
 COMMANDS = {
-    "train": _Command("train", ("out", "quiet", "no_resume"), ("device", "threads", "checkpoint_every"), "loss"),
-    "compare": _Command("compare", ("out", "quiet", "grid", "jobs", "workers", "scheduler"),
-                        ("device", "threads", "checkpoint_every"), "loss"),
-    "mc": _Command("mc", ("format", "progress"), ("threads",), "value"),
+    "train": _Command("train", ("out", "quiet", "no_resume"), "loss"),
+    "compare": _Command("compare", ("out", "quiet", "grid", "jobs", "workers", "scheduler"), "loss"),
+    "mc": _Command("mc", ("format", "progress"), "value"),
 }
+_MC_EXECUTION = ("threads",)  # options of fv mc that change how a cell runs, not its numbers (not in the key)
+
+
+def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[dict, int | None]:
+    """The parsed run options (for ``RunConfig.from_options``) and, for compare, the samples of one train or
+    compare cell; ValueError naming the spec key of an unknown, reserved or bad option."""
+    values, samples = {"out": out}, DEFAULT_SAMPLES if command == "compare" else None
+    for name, value in options.items():
+        key, flag = f"{tables[name]}.{name}", "--" + name.replace("_", "-")
+        if name in COMMANDS[command].reserved:
+            raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
+        if flag in RENAMED_OPTIONS:
+            new, why = RENAMED_OPTIONS[flag]
+            raise ValueError(f"spec {key}: {flag} is now {new} ({why})")
+        option = RUN_OPTION_NAMES.get(name)
+        if option is None and not (command == "compare" and name == "samples"):
+            raise ValueError(f"spec {key}: fv {command} has no option {flag}")
+        if isinstance(value, bool):
+            raise ValueError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
+        text = repr(value) if isinstance(value, float) else str(value)
+        try:
+            if option is None:
+                samples = _samples(text)
+            else:
+                values[option.dest] = option.parse(text)
+        except ValueError as exc:
+            raise ValueError(f"spec {key} = {value!r}: fv {command} rejects it ({exc})") from None
+    if "model" not in values:
+        raise ValueError(f"spec: fv {command} needs model; set it in [base] or [grid]")
+    return values, samples
+
+
+def _samples(text: str) -> int:
+    if not re.fullmatch(r"\s*\d{1,19}\s*", text):
+        raise ValueError(f"--samples must be an integer, got {text!r}")
+    return check_int(int(text), "--samples", 2, 10**10)
+
+
+def _run_key_config(command: str, run: RunConfig, samples: int | None) -> dict:
+    """What keys a train or compare cell: the run's key fields (``out``, ``threads``, ``checkpoint_every``
+    left out: they change how a cell runs, not its numbers), its device off the CPU, compare's samples."""
+    config = {"run": run.key_dict()}
+    if run.train.device != "cpu":  # numbers from another device are other numbers (CPU keys as before)
+        config["device"] = run.train.device
+    if command == "compare":
+        config["samples"] = samples
+    return config
+
+
+class _Refusing(argparse.ArgumentParser):
+    """A parser that raises ValueError instead of exiting, and takes options by their full names only."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **{**kw, "allow_abbrev": False})
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+def _mc_parser() -> argparse.ArgumentParser:
+    """``fv mc``'s own parser (``fvnum.cli.register``), raising ValueError instead of exiting."""
+    from fvnum.cli import register
+
+    sub = _Refusing(add_help=False).add_subparsers(parser_class=_Refusing)
+    register(sub)
+    return sub.choices["mc"]
+
+
+def _mc_argv(options: dict, tables: dict) -> list[str]:
+    """The command line of one mc cell; ValueError naming the spec key of a reserved option or a switch."""
+    argv = []
+    for name, value in options.items():
+        key, flag = f"{tables[name]}.{name}", "--" + name.replace("_", "-")
+        if name in COMMANDS["mc"].reserved:
+            raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
+        if name == "help":
+            raise ValueError(f"spec {key}: fv mc has no option {flag}")
+        if isinstance(value, bool):  # every option of fv mc a spec may set takes a value
+            raise ValueError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
+        argv.append(f"{flag}={value!r}" if isinstance(value, float) else f"{flag}={value}")
+    return argv
+
+
+def _mc_config(args) -> dict:
+    """The mc cell's full configuration (what its key hashes): every parsed option but those of execution."""
+    _check_mc(args)
+    return {"options": {k: v for k, v in sorted(vars(args).items())
+                        if k not in ("func", "command", *COMMANDS["mc"].reserved, *_MC_EXECUTION)}}
 
 
 def _check_mc(args) -> None:
@@ -111,50 +178,32 @@ def _check_mc(args) -> None:
     for name, low in (("samples", 2), ("seed", 0), ("budget", 1)):
         if getattr(args, name) < low:
             raise ValueError(f"{name} must be >= {low}, got {getattr(args, name)}")
-    try:
-        from fvnum.cli import _prior
-    except ImportError:  # pragma: no cover  (fvnum reorganised: the command checks the prior itself)
-        return
-    _prior(args)  # depth, alpha
+    from fvnum.cli import prior_of
+
+    prior_of(args)  # depth, alpha
 
 
-def _subparser(command: str):
-    """The ``fv <command>`` parser itself (built by ``bridges.cli``), raising ValueError instead of exiting."""
-    import argparse
-
-    from .cli import build_parser
-
-    parser = build_parser()
-    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    p = sub.choices[command]
-
-    def error(message):
-        raise ValueError(message)
-
-    p.error = error
-    return p
-
-
-def run_command(command: str, argv: list[str]) -> dict:
-    """One cell of a sweep: ``fv <command> <argv>`` run in this process; its result as a dict with
-    ``loss`` (train, compare) or ``value`` (mc), ``stderr`` and ``n``."""
-    args = _subparser(command).parse_args(list(argv))
+def run_command(command: str, argv: list[str] | None = None, *, run: dict | None = None,
+                samples: int | None = None) -> dict:
+    """One cell of a sweep, in this process: ``fv mc <argv>`` (its result), or the training run ``run``
+    (``RunConfig.to_dict``) of ``fv train`` or ``fv compare`` (compared with the theory at ``samples``);
+    a dict with ``loss`` (train, compare) or ``value`` (mc), ``stderr`` and ``n``."""
     if command == "mc":
+        args = _mc_parser().parse_args(list(argv))
         args.format, args.progress = "json", False
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             args.func(args)
         return json.loads(out.getvalue())
-    from .commands import config_from_args
     from .train import train
 
-    result = train(config_from_args(args), progress=False)
+    result = train(RunConfig.from_dict(run), progress=False)
     summary = {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "metric": result.metric,
                "steps": result.steps, "run_key": result.config.key(), "run_dir": result.run_dir}
     if command == "compare":
         from .compare import compare
 
-        summary["table"] = compare(result, samples=args.samples, seed=args.seed)
+        summary["table"] = compare(result, samples=samples, seed=result.config.train.seed)
     return summary
 
 
@@ -240,31 +289,13 @@ def _scalar(value, key: str, where: str) -> None:
         raise ValueError(f"{where}: {key} must be a number, a string or a boolean, got {value!r}")
 
 
-def _argv(parser, command: str, options: dict, tables: dict) -> list[str]:
-    """The command line of one cell; ValueError naming the spec key of an unknown or reserved option."""
-    argv = []
-    for name, value in options.items():
-        key = f"{tables[name]}.{name}"
-        if name in COMMANDS[command].reserved:
-            raise ValueError(f"spec {key}: --{name.replace('_', '-')} is set by fv sweep, not by the spec")
-        flag = "--" + name.replace("_", "-")
-        action = parser._option_string_actions.get(flag)
-        if action is None or flag in ("--help",):
-            raise ValueError(f"spec {key}: fv {command} has no option {flag}")
-        if action.nargs == 0:  # a switch such as --quiet
-            if not isinstance(value, bool):
-                raise ValueError(f"spec {key}: {flag} is a switch; give true or false, got {value!r}")
-            if value == (action.const is not False):
-                argv.append(flag)
-            continue
-        if isinstance(value, bool):
-            raise ValueError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
-        argv.append(f"{flag}={value!r}" if isinstance(value, float) else f"{flag}={value}")
-    return argv
-
-
 def _explain(message: str, command: str, options: dict, tables: dict) -> str:
-    """An argparse or configuration error as one line naming the spec key behind it."""
+    """An error of ``fv mc``'s parser as one line naming the spec key behind it."""
+    unknown = re.search(r"unrecognized arguments: (--[\w-]+)", message)
+    if unknown:
+        name = _option_name(unknown.group(1)[2:])
+        if name in options:
+            return f"spec {tables[name]}.{name}: fv {command} has no option {unknown.group(1)}"
     flag = re.search(r"argument (--[\w-]+)", message)
     if flag:
         name = _option_name(flag.group(1)[2:])
@@ -293,27 +324,32 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
         sizes = " x ".join(str(len(v)) for v in spec.grid.values())
         raise ValueError(f"spec: the grid has {n_cells:,} cells ({sizes}), more than fv sweep takes ({MAX_CELLS:,}); "
                          "split it into several sweeps")
-    command = COMMANDS[spec.command]
-    parser = _subparser(spec.command)
     tables = {**{k: "base" for k in spec.base}, **{k: "grid" for k in spec.grid}}
-    fixed = {"out": str(Path(out).resolve() / "train")} if spec.command in ("train", "compare") else {}
-    if spec.command == "mc" and "threads" not in tables:
-        fixed["threads"] = 1  # one process per core: numba uses one thread in each
+    train_out = str(Path(out).resolve() / "train")
+    parser = _mc_parser() if spec.command == "mc" else None
     cells, points, seconds = [], [], 0.0
     for point in spec.points():
         options = {**spec.base, **point}
-        argv = _argv(parser, spec.command, options, tables)
-        argv += [f"--{k}={v}" for k, v in fixed.items()]
+        if spec.command == "mc":
+            argv = _mc_argv(options, tables) + ([] if "threads" in tables else ["--threads=1"])  # numba: 1 per process
+            try:
+                args = parser.parse_args(argv)
+            except ValueError as exc:
+                raise ValueError(_explain(str(exc), spec.command, options, tables)) from None
+        else:
+            values, samples = _run_options(spec.command, options, tables, train_out)
         try:
-            args = parser.parse_args(argv)
-        except ValueError as exc:
-            raise ValueError(_explain(str(exc), spec.command, options, tables)) from None
-        try:
-            config = command.config(args)
-            seconds += _cell_check(spec.command, args)
+            if spec.command == "mc":
+                config, payload = _mc_config(args), {"command": "mc", "argv": argv}
+                seconds += _mc_cell_seconds(args)
+            else:
+                run = RunConfig.from_options(values)
+                config = _run_key_config(spec.command, run, samples)
+                payload = {"command": spec.command, "run": run.to_dict(), "samples": samples}
+                seconds += _train_cell_seconds(run, samples)
         except ValueError as exc:
             raise ValueError(_blame(str(exc), spec, point, options, tables)) from None
-        cells.append(Cell.keyed(spec.command, config, run_command, {"command": spec.command, "argv": argv}))
+        cells.append(Cell.keyed(spec.command, config, run_command, payload))
         points.append(point)
     from fvnum.resources import check_time
 
@@ -327,18 +363,14 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def _cell_check(command: str, args) -> float:
-    """The run-time checks of one cell of ``fv <command>`` (what the command itself refuses when it starts,
-    memory and time guards included); returns the cell's estimated seconds."""
-    if command == "mc":
-        return _mc_cell_seconds(args)
-    from .commands import config_from_args
+def _train_cell_seconds(run: RunConfig, samples: int | None) -> float:
+    """The run-time checks of a train or compare cell (memory and time guards, what the command refuses when
+    it starts); returns the cell's estimated seconds."""
     from .cost import check_train_time, theory_table_seconds
 
-    run = config_from_args(args).check_resources()
-    seconds = check_train_time(run)
-    if command == "compare":
-        seconds += theory_table_seconds(run.data, run.model.budget, args.samples, 2000)
+    seconds = check_train_time(run.check_resources())
+    if samples is not None:
+        seconds += theory_table_seconds(run.data, run.model.budget, samples, 2000)
     return seconds
 
 
@@ -346,21 +378,21 @@ def _mc_cell_seconds(args) -> float:
     """``fv mc``'s checks before its Monte Carlo: the prior, the budget against the tree, the channel, the
     design, the resource guard (``fvnum.limits``); and the estimated seconds."""
     from fvnum.channels import make_channel
-    from fvnum.cli import _check_options, _number, _prior
+    from fvnum.cli import check_mc_options, prior_of
     from fvnum.limits import check_loss_mc_args, mc_cost
     from fvnum.registry import build_policy
     from fvnum.simulate import check_budget
     from fvnum.tree import TreeSpec, numeric_prior
 
-    _check_options(args)
-    prior = _prior(args)
+    check_mc_options(args)
+    prior = prior_of(args)
     spec = numeric_prior(prior)
     design = parse_design(args.design) if args.design is not None else None
     tree = isinstance(spec, TreeSpec)
     check_loss_mc_args(spec, args.strategy, args.budget, design=design, tokens=args.tokens is not None,
                        samples=args.samples, threads=args.threads, search_samples=4000)
-    channel = make_channel(spec, _number(args.tau) if args.tau is not None else None, args.tokens,
-                           _number(args.s2) if args.s2 is not None else 0.01)
+    channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None, args.tokens,
+                           float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01)
     if args.strategy in ("path", "top_levels", "fixed"):  # policies that cost nothing to build: their checks
         build_policy(prior, spec, channel, args.strategy, args.budget, design=design, layers=args.layers,
                      width=args.width)
@@ -447,56 +479,8 @@ def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool
 
 
 def _write(folder: Path, spec: Spec, rows: list[dict], details: list[dict]) -> list[Path]:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
     return [
-        write_atomic(folder / "results.csv", buf.getvalue()),
+        write_atomic(folder / "results.csv", csv_text(rows, list(rows[0]), lineterminator="\n")),
         write_json(folder / "results.json", with_checksum({"format": RESULTS_FORMAT, "spec": spec.to_dict(),
                                                            "rows": [{**r, "result": d} for r, d in zip(rows, details)]})),
     ]
-
-
-def register(subparsers) -> None:
-    """``fv sweep`` (called by ``bridges.cli.build_parser``)."""
-    p = subparsers.add_parser(
-        "sweep", help="a grid of fv train, compare or mc runs on a Dask cluster (local by default)",
-        description="Run every combination of the [grid] options of a TOML spec (command = train | compare | "
-        "mc, [base] options, [grid] lists of values) on dask.distributed: a local cluster of --workers processes, "
-        "or the running cluster at --scheduler. Writes DIR/results.csv and DIR/results.json (one row per cell); "
-        "finished cells are kept in DIR/cells, so a re-run computes only what is missing. Training checkpoints "
-        "go to DIR/train (on a cluster, DIR must be on a file system every worker sees).",
-    )
-    p.add_argument("spec", metavar="SPEC.toml", help="the sweep spec")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (results, cells, checkpoints)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="a running Dask scheduler, tcp://host:8786, or its --scheduler-file "
-                   "(default: start a local cluster; 'synchronous': run in this process)")
-    p.add_argument("--workers", type=int_arg("--workers", 1, MAX_THREADS), default=None, metavar="N",
-                   help="worker processes of the local cluster (default: the number of cores)")
-    add_format_argument(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar or messages")
-    p.set_defaults(func=sweep_command, default_max_seconds=DEFAULT_LONG_SECONDS)
-
-
-def sweep_command(args) -> int:
-    from .commands import check_workers
-
-    check_workers(args.workers)
-    quiet = args.quiet or args.format == "json"
-    log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
-    try:
-        result = run(args.spec, out=args.out, scheduler=args.scheduler, workers=args.workers,
-                     progress=not args.quiet, log=log)
-    except RuntimeError as exc:  # a cell whose worker kept dying: one line, finished cells kept
-        print(f"fv sweep: error: {exc}", file=sys.stderr)
-        return 1
-    column = COMMANDS[result.command].column
-    names = [k for k in result.rows[0] if k not in (column, "stderr", "n", "key")]
-    lines = [" ".join(f"{n:>10}" for n in names) + f" {column:>12} {'stderr':>10} {'n':>8}  key"]
-    for r in result.rows:
-        lines.append(" ".join(f"{str(r[n]):>10}" for n in names) + f" {r[column]:12.6g} {r['stderr']:10.2g} "
-                     f"{r['n']:8d}  {r['key']}")
-    emit(result.to_dict(), args.format, lines)
-    return 0

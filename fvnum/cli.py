@@ -134,7 +134,7 @@ def _bounds(args) -> int:
     return 0
 
 
-def _check_options(args) -> None:
+def check_mc_options(args) -> None:
     """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored."""
     if args.strategy == "fixed" and args.design is None:
         raise ValueError("--strategy fixed needs --design n1,n2,...")
@@ -167,7 +167,9 @@ def _tree(args, default_depth: int):
     return tree_prior_of(depth, alpha, args.scales)
 
 
-def _prior(args):
+def prior_of(args):
+    """The prior of ``fv mc``'s options (``--prior``, ``--depth``, ``--alpha`` or ``--scales``, ``--cov``,
+    ``--eigenvalues``, ``--dim``); also what ``fv sweep`` checks an mc cell by."""
     from fvsym.cli import covariance_of
     from fvsym.priors import GaussianPrior
 
@@ -197,7 +199,7 @@ def _mc(args) -> int:
     from .limits import check_mc
     from .tree import numeric_prior
 
-    _check_options(args)
+    check_mc_options(args)
     from .registry import resolve_strategy
 
     if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
@@ -211,10 +213,10 @@ def _mc(args) -> int:
         args.cov = "matched" if args.cov is None else check_covariance(args.cov)
     design = None
     if args.design is not None:
-        design = check_node_list(parse_int_list(args.design, "--design"), "design", _prior(args).dim)
+        design = check_node_list(parse_int_list(args.design, "--design"), "design", prior_of(args).dim)
     tau = _number(args.tau)
     s2 = _number(args.s2) if args.s2 is not None else 0.01
-    prior = _prior(args)
+    prior = prior_of(args)
     spec = numeric_prior(prior)
     check_mc(spec, budget=args.budget, strategy=resolve_strategy(args.strategy, args.measurement)[0],
              tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)

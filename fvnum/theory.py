@@ -85,6 +85,65 @@ def prediction_row(model: str, names) -> str | None:
     return next((n for n in PREDICTION_OF_MODEL[model] if n in names), None)
 
 
+# The law of loss against budget each model, and each theory row, should follow (THEORY.md section 6): depth
+# (adaptive: Model A, the adaptive rows) decays exponentially, loss ~ c r^B; one layer (non-adaptive: Models B
+# and C, the non-adaptive rows) as a power, loss ~ c B^-e.
+PREDICTED_LAW = {
+    "A": "exponential", "B": "power", "C": "power",
+    "path": "exponential", "best_adaptive": "exponential", "best_adaptive_keyed": "exponential",
+    "top_levels": "power", "best_nonadaptive_coordinate": "power", "best_nonadaptive_unit": "power",
+    "best_nonadaptive_keyed": "power", "top_levels_linear": "power",
+}
+
+
+def predicted_law(name: str) -> str | None:
+    """``exponential`` or ``power``: the law a model (A, B, C) or a theory row should follow against the
+    budget (:data:`PREDICTED_LAW`); None for a row the theory makes no such prediction for."""
+    return PREDICTED_LAW.get(name)
+
+
+# The predictions of THEORY.md section 7 on the trained grid (seed means): tree prior, A at most TREE_A_RATIO
+# times B and C, C within TREE_C_TOLERANCE of the exact linear top-levels theory; matched Gaussian, every model
+# within GAUSSIAN_TOLERANCE of the optimum and A / B within GAUSSIAN_A_OVER_B.
+TREE_A_RATIO = 0.6
+TREE_C_TOLERANCE = 0.2
+GAUSSIAN_TOLERANCE = 0.15
+GAUSSIAN_A_OVER_B = (0.85, 1.15)
+
+
+def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory: dict) -> list[dict]:
+    """The predictions of THEORY.md section 7 checked on one cell of the grid: ``losses`` maps each model
+    (A, B, C) to its trained loss (seeds averaged), ``theory`` each row name to its value. Returns
+    ``{prediction, measured, holds}`` dicts; none when a model is missing. The matched Gaussian's optimum is
+    the best linear non-adaptive loss of the models' tokens channel (``best_linear_nonadaptive``), or, for
+    tables without that row, the gaussian channel's (``gaussian_optimum``)."""
+    a, b, c = (losses.get(m) for m in MODELS)
+    if None in (a, b, c):
+        return []
+    if prior == "tree":
+        cell = f"tree K{depth} B{budget}"
+        checks = [{"prediction": f"{cell}: A <= {TREE_A_RATIO:g} x {m}", "measured": f"A/{m} = {a / v:.3f}",
+                   "holds": a <= TREE_A_RATIO * v} for m, v in (("B", b), ("C", c))]
+        lin = theory.get("top_levels_linear")
+        if lin:
+            checks.append({"prediction": f"{cell}: C within {TREE_C_TOLERANCE:.0%} of linear top-levels theory",
+                           "measured": f"C / theory = {c / lin:.3f}", "holds": abs(c / lin - 1) <= TREE_C_TOLERANCE})
+        return checks
+    cell = f"Gaussian K{depth} B{budget}"
+    bar = "best_linear_nonadaptive" if theory.get("best_linear_nonadaptive") else "gaussian_optimum"
+    opt = theory.get(bar)
+    if not opt:
+        return []
+    where = "tokens channel" if bar == "best_linear_nonadaptive" else "gaussian channel"
+    lo, hi = GAUSSIAN_A_OVER_B
+    checks = [{"prediction": f"{cell}: {m} within {GAUSSIAN_TOLERANCE:.0%} of the optimum ({where})",
+               "measured": f"{m} / optimum = {v / opt:.3f}", "holds": abs(v / opt - 1) <= GAUSSIAN_TOLERANCE}
+              for m, v in zip(MODELS, (a, b, c))]
+    checks.append({"prediction": f"{cell}: A / B in [{lo}, {hi}]", "measured": f"A/B = {a / b:.3f}",
+                   "holds": lo <= a / b <= hi})
+    return checks
+
+
 def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = None) -> dict:
     """``role``, ``models``, ``class`` and ``keys`` of the row ``name`` in a table whose rows are ``names``."""
     role, klass, family = ROW_KINDS.get(name, ("reference", "unit", "linear"))
@@ -511,6 +570,6 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 __all__ = [
     "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "describe_rows", "keyed_curves", "gaussian_optimum", "lmmse", "prediction_row", "prior_covariance",
-    "row_kind", "top_levels_rows",
+    "comparison_table", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
+    "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
 ]

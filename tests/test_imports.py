@@ -14,14 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
-# Packages whose function-level imports must not form circles either. bridges still has one, outside the engine
-# and the sweep: reproduce <-> scaling (reproduce imports scaling's rows, scaling imports reproduce.run_cell_config),
-# and scaling -> commands (train_command_line) closes commands -> {cost, reproduce, scaling} -> commands. The check
-# runs on bridges as a strict xfail, so it fails (XPASS) the day that circle is gone and this mark must go.
-DEEP = ("fvsym", "fvnum", "fvnum._kernels", pytest.param("bridges", marks=pytest.mark.xfail(
-    strict=True, reason="known circle: reproduce <-> scaling, and scaling -> commands.train_command_line")))
+# Packages whose function-level imports must not form circles either (every package: the deep check).
+DEEP = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
 # Modules of bridges that must stay out of every circle, deferred imports included.
-OUT_OF_CIRCLES = ("engine", "sweep", "cli", "store", "progress", "config")
+OUT_OF_CIRCLES = ("engine", "sweep", "cli", "commands", "store", "progress", "config")
+# The command-line layer of bridges: no other module of bridges imports these, deferred imports included.
+CLI_MODULES = ("cli", "commands", "sweep")
 
 
 def _modules(pkg: str) -> dict[str, Path]:
@@ -159,6 +157,21 @@ def test_engine_sweep_and_cli_lie_on_no_circle_even_through_deferred_imports():
     graph = import_graph("bridges", deep=True)
     assert set(OUT_OF_CIRCLES) <= set(graph)
     assert not in_cycles(graph) & set(OUT_OF_CIRCLES), sorted(in_cycles(graph))
+
+
+def test_the_command_line_is_a_layer_on_top():
+    """Nothing below the command line imports it: no module of bridges outside ``CLI_MODULES`` imports one of
+    them, ``fvnum.cli`` or argparse (deferred imports included); ``commands`` and ``sweep`` import ``bridges.cli``
+    never, nor ``sweep`` ``commands``."""
+    graph = import_graph("bridges", deep=True)
+    below = {m: sorted(graph[m] & set(CLI_MODULES)) for m in graph if m not in CLI_MODULES}
+    assert not any(below.values()), {m: v for m, v in below.items() if v}
+    assert "cli" not in graph["commands"] and "cli" not in graph["sweep"] and "commands" not in graph["sweep"]
+    for name in set(graph) - set(CLI_MODULES):
+        tree = ast.parse((ROOT / "bridges" / f"{name}.py").read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & {"argparse", "fvnum.cli"}, name
 
 
 def test_the_engine_holds_no_command_line_code():

@@ -8,14 +8,22 @@ import pytest
 import torch
 
 from bridges.compare import (
-    AUDIT_SAMPLES, compare, gaussian_optimum, learned_routing, prediction_checks, seed_summary, summary_markdown,
+    AUDIT_SAMPLES, compare, learned_routing, prediction_checks, seed_summary, summary_markdown,
     theory_losses, to_markdown,
 )
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.data import data_channel, fv_prior
 from bridges.models import lmmse, path_model, top_levels_design
 from bridges.train import train
 
 torch.set_num_threads(1)
+
+
+def gaussian_optimum(data: DataConfig, budget: int) -> float:
+    """``fvnum.theory.gaussian_optimum`` of the prior of ``data`` at the effective noise of its tokens."""
+    from fvnum.theory import gaussian_optimum as optimum
+
+    return optimum(fv_prior(data), budget, data_channel(data))
 
 
 def test_trained_model_c_reaches_the_linear_theory():

@@ -7,11 +7,19 @@ matched Gaussian prior (C/opt = 1.033), and A/B = 0.579, C/linear = 1.000 on the
 import pytest
 import torch
 
-from bridges.compare import gaussian_optimum, prediction_checks, theory_losses
+from bridges.compare import prediction_checks, theory_losses
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.data import data_channel, fv_prior
 from bridges.train import train
 
 torch.set_num_threads(1)
+
+
+def gaussian_optimum(data: DataConfig, budget: int) -> float:
+    """``fvnum.theory.gaussian_optimum`` of the prior of ``data`` at the effective noise of its tokens."""
+    from fvnum.theory import gaussian_optimum as optimum
+
+    return optimum(fv_prior(data), budget, data_channel(data))
 
 
 def _cell(prior: str, models: str, tmp_path) -> list[dict]:

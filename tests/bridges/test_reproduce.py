@@ -119,3 +119,54 @@ def test_kill_9_after_the_first_piece_keeps_it(tmp_path):
     assert {p: (out / "cells" / p).stat().st_mtime_ns for p in kept} == kept  # reused, not rewritten
     cached = [line for line in logs if line.strip().startswith("compared") and "(cached)" in line]
     assert len(cached) == len(kept) and len(again["training"]) == 6
+
+
+# --- the tree by --scales, as in fv train -----------------------------------------------------------------
+@pytest.mark.parametrize("command,module,fn", [("reproduce", "reproduce", "reproduce"), ("scaling", "scaling", "run")])
+def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monkeypatch, tmp_path):
+    import importlib
+
+    seen = []
+
+    def fake(cfg, log=print):  # the study itself, replaced: what the command builds is checked
+        seen.append(cfg)
+        return {"folder": str(tmp_path), "written": [], "fits": {"models": {}}}
+
+    monkeypatch.setattr(importlib.import_module(f"bridges.{module}"), fn, fake)
+    assert main([command, "--out", str(tmp_path / "o"), "--scales", "1,1/2,1/3", "--quiet", "--workers", "1"]) == 0
+    (cfg,) = seen
+    assert (cfg.depth, cfg.alpha, cfg.scales) == (3, None, ("1", "1/2", "1/3"))
+    data = cfg.data("tree") if command == "reproduce" else cfg.data()
+    assert data.scales == ("1", "1/2", "1/3") and data.depth == 3
+    assert main([command, "--out", str(tmp_path / "o"), "--alpha", "1/3", "--quiet", "--workers", "1"]) == 0
+    assert (seen[-1].alpha, seen[-1].scales, seen[-1].depth) == (1 / 3, None, 4 if command == "reproduce" else 6)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--scales", "1,1/2", "--alpha", "1/2"], "give alpha or scales, not both"),
+    (["--scales", "1,1/2", "--depth", "3"], "scales"),
+    (["--scales", "1,2"], "scales"),
+    (["--scales", "1,1/2", "--full"], "full grid has depths 4 and 6"),
+])
+def test_bad_scales_of_a_study_are_one_line(argv, match, tmp_path, capsys):
+    assert main(["reproduce", "--out", str(tmp_path / "o"), "--quiet", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err, err
+
+
+def test_theory_curves_by_scales_equal_those_by_the_same_alpha(tmp_path):
+    """alpha = 1/4 is the scales (1, 1/2): every theory curve (exact, Monte Carlo with the same seed, the
+    Gaussian optimum) is the same number."""
+    from bridges.reproduce import theory_curves
+    from bridges.store import RunStore
+
+    small = dict(depth=2, samples=200, train_budget=1, workers=1, progress=False)
+    by_alpha = theory_curves(ReproduceConfig(out=str(tmp_path / "a"), alpha=0.25, **small),
+                             RunStore(tmp_path / "a", "reproduce"), lambda *a: None)
+    by_scales = theory_curves(ReproduceConfig(out=str(tmp_path / "s"), scales=("1", "1/2"), **small),
+                              RunStore(tmp_path / "s", "reproduce"), lambda *a: None)
+    assert [r["scales"] for r in by_scales] == [["1", "1/2"]] * len(by_alpha)
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("alpha", "scales", "exact")} for r in rows]  # noqa: E731
+    assert strip(by_scales) == strip(by_alpha)
+    noiseless = [r for r in by_alpha if r["strategy"] == "gaussian_optimum" and r["noise"] == "none"]
+    assert {r["budget"]: r["value"] for r in noiseless if r["prior"] == "gaussian"}[3] == 0.0  # exact at tau = 0

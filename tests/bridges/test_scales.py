@@ -6,7 +6,8 @@ import sympy as sp
 import torch
 
 from bridges.cli import main as fv
-from bridges.commands import _run_parser, config_from_args, train_command_line
+from bridges.cli import build_parser
+from bridges.commands import config_from_args
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import ContextSampler, data_channel, fv_prior
 from bridges.store import config_key
@@ -70,19 +71,24 @@ def test_scales_equal_to_the_powers_of_alpha_give_the_same_data(prior, cov):
     ca, cb = a.sample(64, a.generator(3, 0, 7)), b.sample(64, b.generator(3, 0, 7))
     for name in ("x", "y", "x_q", "theta", "noise"):
         assert torch.equal(getattr(ca, name), getattr(cb, name)), name
-    from bridges.compare import gaussian_optimum  # the theory side reads the same prior
+    from fvnum.theory import gaussian_optimum  # the theory side reads the same prior
 
-    assert gaussian_optimum(by_scales, 2) == gaussian_optimum(by_alpha, 2)
+    assert gaussian_optimum(fv_prior(by_scales), 2, data_channel(by_scales)) == \
+        gaussian_optimum(fv_prior(by_alpha), 2, data_channel(by_alpha))
 
 
 # --- fv train / fv compare --------------------------------------------------------------------------------
+def _compare_options(argv):  # the run options of fv compare (--model optional), parsed by the fv parser
+    return config_from_args(build_parser().parse_args(["compare", *argv]))
+
+
 def test_run_options_read_scales_and_infer_the_depth():
-    cfg = config_from_args(_run_parser().parse_args(["--scales", "1,1/2,1/3"]))
+    cfg = _compare_options(["--scales", "1,1/2,1/3"])
     assert cfg.data.depth == 3 and cfg.data.scales == ("1", "1/2", "1/3") and cfg.data.alpha is None
-    assert "--scales 1,1/2,1/3" in train_command_line(cfg) and "--alpha" not in train_command_line(cfg)
-    again = config_from_args(_run_parser().parse_args(train_command_line(cfg).split()[2:]))
-    assert again.key() == cfg.key()
-    assert config_from_args(_run_parser().parse_args([])).key() == RunConfig().key()  # defaults as before
+    argv = cfg.to_argv()
+    assert argv[argv.index("--scales") + 1] == "1,1/2,1/3" and "--alpha" not in argv
+    assert _compare_options(argv) == cfg
+    assert _compare_options([]).key() == RunConfig().key()  # defaults as before
 
 
 def test_fv_train_with_scales(tmp_path, capsys):
