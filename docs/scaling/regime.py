@@ -1,6 +1,6 @@
 """The scaling study's regime, chosen by the theory before training (docs/scaling/regime.md).
 
-Command: ``PYTHONPATH=. python docs/scaling/regime.py [--cheap] [--only=KEY]``. Step 1 (about a minute): ``path`` and
+Command: ``PYTHONPATH=. python docs/scaling/regime.py [--cheap] [--only=KEY] [--table]``. Step 1 (about a minute): ``path`` and
 ``top_levels`` under the tokens channel over a grid of depth, alpha and N, budgets 1..6, each curve's law test
 (``fvnum.laws.law_test``, cut 2) at two relative floors: 1% (the theory's own precision) and 3% (about the
 relative error of a 3-seed mean of trained models, the precision the study will have). Step 2 (``--cheap``
@@ -58,6 +58,9 @@ def compute(cell: dict, keyed: bool) -> dict:
 
 def main() -> None:
     cells = json.load(open(OUT)) if os.path.exists(OUT) else {}
+    if "--table" in sys.argv:  # the scan as Markdown (the table of regime.md)
+        print(markdown(cells))
+        return
     only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]
     plan = [(c, False) for c in GRID] + ([] if "--cheap" in sys.argv else [(c, True) for c in SHORTLIST])
     plan = [(c, k) for c, k in plan if not only or key(c, k) in only]
