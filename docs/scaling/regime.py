@@ -74,10 +74,6 @@ def main() -> None:
         save(k, cells[k])
 
 
-if __name__ == "__main__":
-    main()
-
-
 def markdown(cells: dict) -> str:
     """The scan as tables (regime.md's data part): one row per cell, the verdict of each curve at both floors."""
     names = ("path", "top_levels", "best_adaptive_keyed", "best_nonadaptive_keyed")
@@ -96,3 +92,8 @@ def markdown(cells: dict) -> str:
         lines.append(f"| {k} | " + " | ".join(row) + f" | {'yes' if sep['separating'] else 'no'} | "
                      f"{sep['separation']:.1f} |")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
+
