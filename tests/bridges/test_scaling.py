@@ -122,3 +122,12 @@ def test_report_divides_each_model_by_the_theory_it_is_held_against():
                              {"models": {}, "theory": {}})
     assert "| budget | A / best_adaptive | C / top_levels_linear |" in report
     assert "| 1 | 0.75 | 1.00 |" in report and "| 2 | 0.50 |  |" in report
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_scaling_on_a_gpu_records_the_device(tmp_path):
+    out = tmp_path / "gpu"
+    assert main(["scaling", "--out", str(out), *TINY, "--device", "cuda"]) == 0
+    study = json.loads((out / "scaling.json").read_text())
+    assert {r["device"] for r in study["runs"]} == {"cuda"} and study["config"]["device"] == "cuda"
+    assert "Device: cuda" in (out / "report.md").read_text()
