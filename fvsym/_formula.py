@@ -10,45 +10,49 @@ from sympy.logic.boolalg import BooleanFunction
 
 @dataclass(frozen=True)
 class Formula:
-    """A derived quantity of the theory.
+    """A derived quantity of the theory: a sympy expression with its parameters, their domain and the
+    section of THEORY.md it implements.
 
-    Attributes
-    ----------
-    name : short identifier, e.g. ``"path_loss"``.
-    expr : the sympy expression (simplify it, take series, substitute).
-    params : the free symbols, in the order the numeric views take them.
-    source : which section of THEORY.md (or derivation step) it implements.
+    **Views.** `f.expr` is the sympy expression; `f(*values)` evaluates it with numpy (cached lambdify,
+    broadcasting; by position in `params` order or by name); `f.exact(**values)` substitutes exactly and
+    returns a sympy number; `f.subs(**values)` fixes some parameters and returns a Formula; `f.numba` is an
+    njit-compiled scalar function for kernels (unchecked); `f.latex` and `_repr_latex_` (a notebook shows
+    the formula); `f.to_dict()`.
 
-    constraints : relations among the params that the formula needs besides each symbol's own
-        domain, e.g. ``(B <= K,)`` for the path strategy.
-    pieces : for an optimum that is piecewise in ``alpha``, its pieces with their policies
-        (``bellman.AlphaPiece``); empty otherwise.
+    **Domain.** Every param ranges over `fvsym._symbols.DOMAINS` (`0 < alpha < 1`, `tau >= 0`, integers
+    `K >= 1`, `B >= 0`, ...) and the `constraints` must hold. `f(...)`, `f.exact` and `f.subs` refuse values
+    outside with a one-line ValueError naming them, and name every missing parameter; `f.domain` and
+    `f.conditions` show the domain.
 
-    Domain: every param ranges over ``_symbols.DOMAINS`` (``0 < alpha < 1``, ``tau >= 0``, integers
-    ``K >= 1``, ``B >= 0``, ...) and the ``constraints`` must hold. ``f(...)``, ``f.exact`` and
-    ``f.subs`` refuse values outside with a one-line ValueError; ``f.domain`` and ``f.conditions``
-    show it, and ``f.limit`` takes limits under it (``alpha`` in (0, 1) included, which sympy's
-    assumptions cannot express).
+    **In a REPL, use the Formula's verbs rather than sympy's on `f.expr`** (`help(Formula)` says it; the
+    tutorial "Derive and take limits in a REPL" shows each trap):
 
-    Views: ``f(*values)`` evaluates with numpy (cached lambdify), ``f.numba`` is an
-    njit-compiled scalar function usable inside kernels (unchecked), ``f.latex`` / ``_repr_latex_``,
-    ``f.exact(**values)`` substitutes exactly and returns a sympy number (or expression).
-
-    In a REPL, prefer the Formula's own verbs to sympy's on ``f.expr``: the symbols carry assumptions
-    (``K`` is a positive integer), so ``f.expr.subs(sp.Symbol("K"), 6)`` matches nothing; use
-    ``f.subs(K=6)`` (by name) or ``f.symbols["K"]``. sympy cannot assume ``alpha < 1``, so
-    ``sp.limit(f.expr, K, sp.oo)`` fails ("depends on the sign of sign(log(alpha))"): use
-    ``f.limit("K", sp.oo)``. ``sp.series`` in ``alpha`` at 0 is wrong while an exponent is symbolic
-    (``alpha**B`` is not ``O(alpha**4)`` for ``B < 4``): ``f.series`` refuses that case.
+    - limits: `f.limit("K", sp.oo)`. `sp.limit(f.expr, K, sp.oo)` raises sympy's own
+      `NotImplementedError: Result depends on the sign of sign(log(alpha))`: a sympy symbol can be
+      assumed `alpha > 0` but not `alpha < 1` (its assumptions have no upper bounds). `f.limit` takes
+      the limit under the domain, writing `alpha = exp(-c)` with `c > 0`.
+    - substitution: `f.subs(K=6)` or `f.symbols["K"]`. The symbols carry assumptions (`K` is a positive
+      integer), so `f.expr.subs(sp.Symbol("K"), 6)` matches nothing and silently returns `f.expr`.
+    - series: `f.subs(K=4, B=2).series("alpha", 0, 4)`. `sp.series(f.expr, alpha, 0, 4)` is wrong while an
+      exponent is symbolic (`alpha**B` is not `O(alpha**4)` for `B < 4`); `f.series` refuses that case.
     """
 
     name: str
+    """Short identifier, e.g. `"path_loss"`."""
     expr: sp.Expr
+    """The sympy expression (for limits, substitution and series use `limit`, `subs`, `series`)."""
     params: tuple[sp.Symbol, ...]
+    """The free symbols, in the order the numeric views take them; by name: `symbols`."""
     source: str
+    """Which section of THEORY.md (or derivation step) it implements."""
     doc: str = field(default="", compare=False)
+    """A sentence on what the quantity is, where the deriving function gives one."""
     constraints: tuple = ()
+    """Relations among the params that the formula needs besides each symbol's own domain, e.g.
+    `(B <= K,)` for the path strategy."""
     pieces: tuple = field(default=(), compare=False)
+    """For an optimum that is piecewise in `alpha`: its pieces with their policies
+    (`fvsym.bellman.AlphaPiece`); empty otherwise."""
 
     def __post_init__(self):
         extra = self.expr.free_symbols - set(self.params)
@@ -127,8 +131,10 @@ class Formula:
                 self._refuse(f"needs {' and '.join(map(str, self.constraints))}", {"values": "arrays"})
 
     def limit(self, symbol, point, direction: str = "+"):
-        """``lim_{symbol -> point} expr`` under the domain: ``alpha`` in (0, 1) is written
-        ``exp(-c)`` with ``c > 0`` for the limit (sympy cannot assume ``alpha < 1``), then mapped back."""
+        """``lim_{symbol -> point} expr`` under the domain, e.g. ``path_loss().limit("K", sp.oo)`` is
+        ``-alpha**B/(alpha - 1)``. Use it instead of ``sp.limit(f.expr, ...)``, which raises "Result depends
+        on the sign of sign(log(alpha))" for a limit in ``K`` or ``B``: sympy cannot assume ``alpha < 1``.
+        Here ``alpha`` in (0, 1) is written ``exp(-c)`` with ``c > 0`` for the limit, then mapped back."""
         from ._symbols import alpha
 
         found = self._param(symbol)

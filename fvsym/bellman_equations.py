@@ -4,6 +4,7 @@ expression for a small tree (``unroll``, ``unrolled_size``); behind ``fv derive 
 from __future__ import annotations
 
 import itertools
+import textwrap
 
 import sympy as sp
 
@@ -14,6 +15,7 @@ from .priors import check_tree_prior as _check_prior
 
 
 MAX_WRITTEN_WIDTH = 4  # the sum over the 3^d reading outcomes is written out term by term
+WHERE_WIDTH = 56  # characters of a definition's text per LaTeX row
 
 
 def _J(l: int):
@@ -49,10 +51,19 @@ class Recursion(tuple):
 
     @property
     def latex(self) -> str:
-        """The equations as one ``aligned`` block, the definitions as text rows after them."""
-        rows = [rf"{sp.latex(e.lhs)} &= {sp.latex(e.rhs)}" for e in self]
-        rows += [rf"&\text{{where }} {latex} \text{{: {_latex_text(meaning)}}}" for latex, meaning in self._where_latex()]
-        return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+        """The equations as one ``aligned`` block, the definitions as text rows after them, from the left
+        edge and wrapped (MathJax does not wrap a row)."""
+        names = {sp.Symbol("optimal_loss"): r"\mathrm{optimal\ loss}"}  # not optimal with subscript loss
+        rows = [rf"{sp.latex(e.lhs, symbol_names=names)} &= {sp.latex(e.rhs)}" for e in self]
+        equations = "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+        where = []
+        for latex, meaning in self._where_latex():
+            first, *more = textwrap.wrap(meaning, WHERE_WIDTH) or [""]
+            where.append(rf"&\text{{where }} {latex} \text{{: {_latex_text(first)}}}")
+            where += [rf"&\qquad \text{{{_latex_text(line)}}}" for line in more]
+        if not where:
+            return equations
+        return "\\begin{aligned}\n&" + equations + " \\\\\n" + " \\\\\n".join(where) + "\n\\end{aligned}"
 
     def _where_latex(self):
         return [(_WHERE_LATEX.get(name, rf"\mathrm{{{name}}}"), meaning) for name, meaning in self.where]

@@ -1,5 +1,6 @@
 """Readable objects (issue 20 item 4): reprs that say what a result is, to_dict everywhere, to_frame for
 tables (pandas optional), LaTeX for formulas and recursions, policies as decision trees."""
+import re
 import sys
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import sympy as sp
 
 from fvsym import TreePrior, bellman
+from fvsym.bellman_equations import WHERE_WIDTH
 from fvsym.tree import path_design
 
 
@@ -22,6 +24,19 @@ def test_recursion_is_a_tuple_of_equations_with_its_definitions_and_latex():
     assert latex.startswith("$\\displaystyle \\begin{aligned}") and "\\text{where } N_{1}(S)" in latex
     assert bellman.recursion_latex(r) == r.latex
     assert r.to_dict()["where"][0]["symbol"] == "N_1(S)"
+
+
+def test_recursion_latex_fits_a_page():
+    """MathJax does not wrap: every definition row holds at most WHERE_WIDTH characters of text, the rest on
+    continuation rows, and the optimum is named in words (not ``optimal`` with subscript ``loss``)."""
+    for r in (bellman.recursion(TreePrior(3), 2, 1), bellman.recursion(TreePrior(2, "1/2"), 2, 1, tau="1/5")):
+        rows = r.latex.split(" \\\\\n")
+        unescape = lambda t: re.sub(r"\\([_{}])", r"\1", t).replace("\\textbackslash ", "\\")
+        assert "\\mathrm{optimal\\ loss} &= " in r.latex and "optimal_{loss}" not in r.latex
+        texts = [t for row in rows for t in re.findall(r"\\text\{((?:[^{}]|\\[{}])*)\}", row) if t != "where "]
+        assert texts and max(len(unescape(t)) for t in texts) <= WHERE_WIDTH + 2  # ": " + a wrapped line
+        shown = " ".join(unescape(t) for t in texts).split()
+        assert shown == " ".join(": " + meaning for _, meaning in r.where).split()  # in full, in order
 
 
 def test_policy_node_and_solution_print_as_decision_trees():

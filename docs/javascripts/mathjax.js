@@ -1,6 +1,9 @@
 // MathJax configuration for pymdownx.arithmatex (generic mode) and the tutorials' LaTeX outputs.
+// textmacros: \_ \{ \} inside \text{..} print as _ { } (the recursions' definitions are text rows).
 window.MathJax = {
+  loader: { load: ["[tex]/textmacros"] },
   tex: {
+    packages: { "[+]": ["textmacros"] },
     inlineMath: [["\\(", "\\)"], ["$", "$"]],
     displayMath: [["\\[", "\\]"], ["$$", "$$"]],
     processEscapes: true,

@@ -47,8 +47,9 @@ except ValueError as err:
 
 # %%
 print(f.expr.subs(sp.Symbol("K"), 6) == f.expr)  # the trap: nothing happened
+print(f.symbols["K"], f.symbols["K"].assumptions0["integer"])  # the real symbol: an integer
 g = f.subs(K=6)
-g, f.symbols["K"].assumptions0["integer"]
+g
 
 # %% [markdown]
 # ## Limits under the domain

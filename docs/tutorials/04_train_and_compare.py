@@ -29,31 +29,26 @@ result
 #
 # `compare` computes the theory side with `fvnum.theory.comparison_table` (Monte Carlo rows with their
 # standard errors, exact rows from `fvsym` or the exact linear theory) and lays it out beside the
-# trained loss, with the routing the model learned.
+# trained loss, with the routing the model learned and the audit of its readings (`bridges.audit`: the
+# Bayes loss on the model's own readings, and the decoder gap, model minus Bayes). `to_markdown` writes
+# it as Markdown; `Markdown(...)` shows it as a table here.
 
 # %%
+from IPython.display import Markdown
+
 table = compare(result, samples=2000, seed=0, search_samples=300, dense=False)
-print(to_markdown(table))
+Markdown(to_markdown(table))
 
 # %% [markdown]
 # ## The audit
 #
-# <!-- AUDIT: when `bridges.audit` lands, replace this cell's fallback by `bridges.audit(result)`. -->
-# `bridges.audit(result)` checks a trained run against the theory row it is held to (role, models,
-# class, channel, keys). Where this version of the project has it, the cell below runs it; otherwise it
-# says so.
+# `bridges.audit.audit(result)` measures the trained model against the Bayes decoder on its own
+# readings: the gap says how much of the loss is the readout's rather than the routing's.
 
 # %%
-try:
-    from bridges import audit  # a function of bridges, or its module bridges/audit.py
-except ImportError:
-    audit = None
-audit = getattr(audit, "audit", audit)  # the module's function of the same name
-if callable(audit):
-    report = audit(result)
-    print(report)
-else:
-    print("bridges.audit is not in this version of the project: the comparison table above is the check.")
+from bridges.audit import audit
+
+audit(result)
 
 # %% [markdown]
 # ## The trained point on the theory's curves
