@@ -19,7 +19,6 @@ not depend on ``n_contexts`` (whole chunks) nor on which depths are asked for.
 """
 from __future__ import annotations
 
-import math
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
@@ -168,10 +167,6 @@ def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts:
 
 
 # --- the table -------------------------------------------------------------------------------------
-def _mean_se(v: np.ndarray) -> tuple[float, float]:
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
-
-
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
                        depths=None) -> PatchingTable:
     """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
@@ -190,11 +185,12 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
     loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
     for a, l in enumerate(layers):
         for b, j in enumerate(depths):
-            loss[a, b], err[a, b] = _mean_se(runs[(l, j)])
-            eff[a, b], eff_err[a, b] = _mean_se(runs[(l, j)] - base)
-    value, se = _mean_se(base)
+            cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
+            loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
+    unpatched = Estimate.of(base)
+    value, se = unpatched.value, unpatched.stderr
     return PatchingTable(
-        loss, err, Estimate(value, se, n), np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
+        loss, err, unpatched, np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
         depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
     )
 
