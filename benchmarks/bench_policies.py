@@ -56,8 +56,12 @@ while True:
 out = {"samples_per_s": n / spent, "n": n, "seconds": spent, "value": est.value, "stderr": est.stderr}
 if a.get("losses"):  # per-sample losses on fixed draws, for a paired comparison between checkouts
     import numpy as np
-    _, fv = loss_mc(prior, a["strategy"], a["budget"], tau=a["tau"], samples=a["loss_samples"], seed=0, threads=1,
-                    return_phi=True)
+    import inspect
+    kw = dict(tau=a["tau"], samples=a["loss_samples"], seed=0, threads=1)
+    if "record" in inspect.signature(loss_mc).parameters:  # the readings ride on the Estimate
+        fv = loss_mc(prior, a["strategy"], a["budget"], record=True, **kw).function_vectors
+    else:  # an implementation from before: (Estimate, FunctionVectors)
+        _, fv = loss_mc(prior, a["strategy"], a["budget"], return_phi=True, **kw)
     np.save(a["losses"], fv.loss)
 print(json.dumps(out))
 """

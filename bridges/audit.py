@@ -29,7 +29,6 @@ Theory comes from ``fvnum``; this module runs the model and lays the numbers out
 """
 from __future__ import annotations
 
-import math
 import sys
 import types
 from dataclasses import dataclass, replace
@@ -289,18 +288,14 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     finally:
         model.train(was_training)
     own, bayes = np.concatenate(own), np.concatenate(bayes)
-    return Audit(key, name, data, B, L, "theta" if model.decodes else "query", _estimate(own), _estimate(bayes),
-                 _estimate(own - bayes), _stein(np.concatenate(rows), L, d, data.depth), decoder, samples,
+    return Audit(key, name, data, B, L, "theta" if model.decodes else "query", Estimate.of(own), Estimate.of(bayes),
+                 Estimate.of(own - bayes), _stein(np.concatenate(rows), L, d, data.depth), decoder, samples,
                  token_sample, len(thetas) if tree else n_latents, seed)
 
 
 def _mlp_width(model: WorkspaceModel) -> int:
     lin = model.layers[0].keys.token_linear
     return lin.out_features if lin is not None else 1
-
-
-def _estimate(values: np.ndarray) -> Estimate:
-    return Estimate(float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size)), int(values.size))
 
 
 def _stein(rows: np.ndarray, L: int, d: int, depth: int) -> tuple:

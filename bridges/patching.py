@@ -19,7 +19,6 @@ not depend on ``n_contexts`` (whole chunks) nor on which depths are asked for.
 """
 from __future__ import annotations
 
-import math
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
@@ -168,11 +167,6 @@ def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts:
 
 
 # --- the table -------------------------------------------------------------------------------------
-def _mean_se(v: np.ndarray) -> Estimate:
-    """The mean of per-context losses with its standard error (sample standard deviation / sqrt(n))."""
-    return Estimate(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size))
-
-
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
                        depths=None) -> PatchingTable:
     """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
@@ -191,12 +185,13 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
     loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
     for a, l in enumerate(layers):
         for b, j in enumerate(depths):
-            cell, effect = _mean_se(runs[(l, j)]), _mean_se(runs[(l, j)] - base)
+            cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
             loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
-    unpatched = _mean_se(base)
+    unpatched = Estimate.of(base)
+    value, se = unpatched.value, unpatched.stderr
     return PatchingTable(
-        loss, err, unpatched, np.full(len(depths), unpatched.value), np.full(len(depths), unpatched.stderr), n,
-        "model", layers, depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
+        loss, err, unpatched, np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
+        depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
     )
 
 

@@ -155,7 +155,7 @@ def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) 
 
 def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int = 4096, seed: int = 0) -> dict:
     """``probe_layers`` (with the shuffled control) on the function vectors ``Phi_l`` of a theory strategy
-    (``fvnum.loss_mc(..., return_phi=True)`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
+    (``fvnum.loss_mc(..., record=True).function_vectors`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
     Adds ``"n"`` (samples) and ``"layers"`` (L of the strategy)."""
     from fvnum import loss_mc
     from fvnum.tree import numeric_prior
@@ -165,8 +165,8 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
 
     check_tree_data(data_cfg)
     prior = fv_prior(data_cfg)
-    _, fv = loss_mc(prior, strategy, budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
-                    return_phi=True)
+    fv = loss_mc(prior, strategy, budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
+                 record=True).function_vectors
     L = fv.phi.shape[1]
     signs = numeric_prior(prior).signs(fv.leaves)
     out = probe_layers([fv.Phi(l) for l in range(1, L + 1)], signs, seed=seed, control=True)

@@ -20,9 +20,9 @@ import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
+from fvnum.estimate import Estimate
 from fvsym._validate import plain_error
 
 from ._malloc import keep_freed_memory
@@ -47,12 +47,6 @@ class TimeCapReached(ValueError):
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-class LossEstimate(NamedTuple):
-    value: float  # mean loss per context
-    stderr: float  # standard error of the mean over contexts
-    n: int  # number of contexts
 
 
 @dataclass(frozen=True)
@@ -110,9 +104,10 @@ def context_losses(model: WorkspaceModel, c: Contexts, kind: str) -> torch.Tenso
 
 @torch.no_grad()
 def evaluate(model: WorkspaceModel, sampler: ContextSampler, *, n_batches: int, batch: int = EVAL_BATCH,
-             seed: int = EVAL_SEED) -> LossEstimate:
+             seed: int = EVAL_SEED) -> Estimate:
     """Held-out loss in units of ``E||theta_hat - theta||^2`` on ``n_batches`` seeded batches of ``batch``
-    contexts; with the defaults every model of a data configuration sees the same contexts."""
+    contexts (an Estimate: mean per context, its standard error over the ``n`` contexts); with the defaults
+    every model of a data configuration sees the same contexts."""
     was_training = model.training
     model.eval()
     kind = "theta" if model.decodes else "query"
@@ -123,7 +118,7 @@ def evaluate(model: WorkspaceModel, sampler: ContextSampler, *, n_batches: int, 
     model.train(was_training)
     n = losses.numel()
     stderr = float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")
-    return LossEstimate(float(losses.mean()), stderr, n)
+    return Estimate(float(losses.mean()), stderr, n, "mc: held-out contexts")
 
 
 def lr_factor(step: int, steps: int, warmup: int, schedule: str) -> float:
@@ -233,7 +228,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             extra = dict(history=[list(r) for r in history], train_s=train_s, wall_s=wall(), window=list(window))
             save_checkpoint(ckpt_path, cfg, step=step, model=model, optimizer=optimizer, extra=extra)
 
-    def eval_row() -> LossEstimate:
+    def eval_row() -> Estimate:
         est = evaluate(model, sampler, n_batches=tc.eval_batches)
         train_loss = window[0] / window[1] if window[1] else None
         window[:] = [0.0, 0]

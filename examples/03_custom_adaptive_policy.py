@@ -85,14 +85,14 @@ class Config:
 
 def _estimate(prior, strategy: str, cfg: Config, tau: float):
     """(Estimate, per-sample losses) of one strategy at noise ``tau``."""
-    kw = dict(tau=tau, samples=cfg.samples, seed=cfg.seed, return_phi=True)
+    kw = dict(tau=tau, samples=cfg.samples, seed=cfg.seed, record=True)
     if strategy == "confident_path":
         scales = [float(a) for a in prior.scales]
-        est, fv = loss_mc(prior, "policy", cfg.budget, policy=confident_path(scales, tau, cfg.confidence),
-                          layers=cfg.budget, width=1, **kw)
+        est = loss_mc(prior, "policy", cfg.budget, policy=confident_path(scales, tau, cfg.confidence),
+                      layers=cfg.budget, width=1, **kw)
     else:
-        est, fv = loss_mc(prior, strategy, cfg.budget, **kw)
-    return est, fv.loss
+        est = loss_mc(prior, strategy, cfg.budget, **kw)
+    return est, est.function_vectors.loss
 
 
 def _figure(rows: list[dict], cfg: Config) -> bytes:

@@ -7,7 +7,7 @@ from types import ModuleType
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
 _EXPORTS = {
-    "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate",
+    "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate", "SearchResult": "estimate",
     "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
     "best_adaptive": "bounds", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
     "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
@@ -62,12 +62,10 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
     import numpy as np
 
     from . import gaussian, tree
-    from .channels import make_channel
-
     from .limits import check_posterior_args
+    from .simulate import check_inputs
 
-    spec = tree.numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
+    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
     t = channel.tau
     design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
@@ -91,7 +89,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 __all__ = [
     "Bounds", "Channel", "KeyedResult", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
-    "STRATEGIES", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
+    "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "lmmse", "loss_mc", "make_channel", "noisy_bellman",
     "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
     "posterior_mean", "tau_of_tokens",

@@ -21,18 +21,14 @@ policy the engine finds.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass, field, replace
 
 from . import _chunks, _solver_module
-from .channels import make_channel
-from .estimate import Estimate
+from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
 from .registry import build_policy
-from .simulate import check_budget, check_samples, check_seed, simulate
-from .tree import TreeSpec, numeric_prior
+from .simulate import check_inputs, check_samples, simulate
+from .tree import TreeSpec
 
 BOUND_CANDIDATES = ("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal")
 CHEAP_SECONDS = 1.0  # where the exact optimum is solved, default candidates priced above this are not sampled
@@ -64,8 +60,8 @@ class Bounds:
             "upper": {"value": self.upper.value, "stderr": self.upper.stderr, "n": self.upper.n,
                       "policy": self.policy},
             "exact": self.exact, "exact_how": self.exact_how,
-            "candidates": {k: v.as_dict() for k, v in self.candidates.items()},
-            "differences": {k: v.as_dict() for k, v in self.differences.items()},
+            "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
+            "differences": {k: v.to_dict() for k, v in self.differences.items()},
             "skipped": dict(self.skipped),
             **self.inputs,
         }
@@ -100,11 +96,6 @@ def noiseless_lower(prior, spec: TreeSpec, budget: int) -> tuple[float, str]:
         return float(spec.second_moment), "no reading: the prior's second moment"
     loss = bellman.solve(prior, min(budget, spec.dim), 1).loss
     return float(loss), "noiseless Bellman optimum (fvsym.bellman.solve), a lower bound under any noise (Blackwell)"
-
-
-def _paired(a: np.ndarray, b: np.ndarray) -> Estimate:
-    d = np.asarray(a) - np.asarray(b)
-    return Estimate(float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), int(d.size))
 
 
 @dataclass(frozen=True)
@@ -262,12 +253,9 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     exact recursion (default: where ``fvnum.noisy_bellman.exact_feasible`` and within the time cap)."""
     from . import noisy_bellman
 
-    spec = numeric_prior(prior)
-    if not isinstance(spec, TreeSpec):
-        raise ValueError("bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples, seed = check_samples(samples), check_seed(seed)
-    budget = check_budget(budget)
+    spec, channel, samples, seed, budget = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
+        tree="bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")
     if budget < 1:
         raise ValueError(f"bounds need budget >= 1, got {budget}")
     plan = check_bounds_cost(spec, channel, budget, samples=samples, select_samples=select_samples,
@@ -291,16 +279,17 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
         raise ValueError(f"no candidate policy applies to budget {budget} (candidates {candidates})")
     n_select = check_samples(min(samples, select_samples))
     scores = {name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
-                             purpose=_chunks.SELECT)[0] for name, pol in policies.items()}
+                             purpose=_chunks.SELECT) for name, pol in policies.items()}
     best = min(scores, key=lambda k: scores[k].value)
     runs = {name: simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads, record=True,
                            progress=progress) for name, pol in policies.items()}
-    found = {name: r[0] for name, r in runs.items()}
     diffs = {}
     if "rollout" in runs:
         for other in ("path", "greedy_coordinate", "bellman_noiseless"):
             if other in runs:
-                diffs[f"rollout - {other}"] = _paired(runs["rollout"][1].loss, runs[other][1].loss)
+                diffs[f"rollout - {other}"] = Estimate.of(runs["rollout"].function_vectors.loss
+                                                          - runs[other].function_vectors.loss)
+    found = {name: replace(est, function_vectors=None) for name, est in runs.items()}
     inputs = {"prior": "tree", "depth": spec.depth, "scales": [float(a) for a in spec.scales], "budget": budget,
               "channel": channel.kind, "tau": channel.tau, "tokens": channel.n_tokens if channel.kind == "tokens"
               else None, "s2": channel.s2 if channel.kind == "tokens" else None, "measurement": "coordinate",
@@ -309,7 +298,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
 
 
 def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
-                  candidates=None, select_samples: int = 2000, return_all: bool = False, threads=None):
+                  candidates=None, select_samples: int = 2000, threads=None) -> SearchResult:
     """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
     Candidates (tree prior): ``path`` (when ``B <= K``), ``bellman_noiseless`` (the noiseless Bellman
     policy of ``fvsym`` run under noise), ``greedy_coordinate`` and ``greedy_dense`` (add ``rollout``
@@ -317,16 +306,15 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     (stream ``SELECT``); the winner is re-estimated on ``samples`` samples of the ``EVAL`` stream.
     Gaussian prior: the water-filling design (``"optimal"``; by Theorem G1 nothing adaptive beats it).
     Cost is dominated by ``greedy_dense`` (milliseconds a sample at depth 6); leave it out with
-    ``candidates`` when that is too slow. Returns ``(name, Estimate)``, or ``(name, Estimate, {name:
-    Estimate})`` with ``return_all``."""
-    spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples, seed = check_samples(samples), check_seed(seed)
-    budget = check_budget(budget)
+    ``candidates`` when that is too slow. Returns a ``SearchResult``: ``name`` (the winner), ``estimate``
+    (its ``EVAL`` loss), ``policy``, and ``candidates`` (every candidate's ``SELECT`` Estimate)."""
+    spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
+                                                        seed=seed, budget=budget)
     if isinstance(spec, GaussSpec):
         pol = build_policy(prior, spec, channel, "optimal", budget)
-        est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)[0]
-        return ("optimal", est, {"optimal": est}) if return_all else ("optimal", est)
+        est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)
+        return SearchResult("optimal", est, "water-filling design (by Theorem G1 no adaptive policy beats it)",
+                            pol.design, pol, {"optimal": est})
     names = ADAPTIVE_CANDIDATES if candidates is None else tuple(candidates)
     policies = {}
     for name in names:
@@ -342,12 +330,15 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     n_select = check_samples(min(samples, select_samples))
     scores = {
         name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
-                       purpose=_chunks.SELECT)[0]
+                       purpose=_chunks.SELECT)
         for name, pol in policies.items()
     }
     best = min(scores, key=lambda k: scores[k].value)
-    est = simulate(spec, channel, policies[best], budget, samples=samples, seed=seed, threads=threads)[0]
-    return (best, est, scores) if return_all else (best, est)
+    est = simulate(spec, channel, policies[best], budget, samples=samples, seed=seed, threads=threads)
+    how = (f"the best of {len(policies)} adaptive candidates on {n_select} common samples, re-estimated on "
+           f"{samples} fresh samples")
+    pol = policies[best]
+    return SearchResult(best, est, how, None if pol.adaptive else pol.design, pol, scores)
 
 
 _solver_module(__name__)  # fvnum.bounds(...) calls bounds()

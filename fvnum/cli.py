@@ -255,5 +255,5 @@ def _mc(args) -> int:
     what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
     lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}",
              f"  decoder: {est.decoder}"]
-    emit({**est.as_dict(), **inputs}, args.format, lines)
+    emit({**est.to_dict(), **inputs}, args.format, lines)
     return 0

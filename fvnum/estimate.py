@@ -1,9 +1,12 @@
-"""`Estimate`: a Monte Carlo number with its standard error (THEORY.md section 4), and the exact,
-order-fixed pooling of per-chunk statistics that makes results independent of the thread count."""
+"""The result types of fvnum: `Estimate`, a Monte Carlo number with its standard error (THEORY.md
+section 4); `SearchResult`, what a search for a good design or policy found; `NodeValues`, one value per
+tree node; and the exact, order-fixed pooling of per-chunk statistics that makes results independent of
+the thread count."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +17,9 @@ class Estimate:
 
     ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise;
     ``decoder``, for a loss, which decoder produced it (``fvnum.channels.decoder_of``: ``"exact: ..."`` or
-    ``"approximate: ..."``), None where not applicable.
+    ``"approximate: ..."``), None where not applicable. ``function_vectors``: the readings of every
+    sample (``fvnum.simulate.FunctionVectors``) when they were recorded (``loss_mc(..., record=True)``),
+    else None; not part of equality or of ``to_dict()``.
     """
 
     value: float
@@ -22,6 +27,15 @@ class Estimate:
     n: int
     how: str = "mc"
     decoder: str | None = None
+    function_vectors: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, values, how: str = "mc") -> "Estimate":
+        """The mean of per-sample ``values`` with its standard error (sample standard deviation / sqrt(n))."""
+        v = np.asarray(values, dtype=float).ravel()
+        if v.size < 2:
+            raise ValueError(f"an estimate needs at least 2 samples, got {v.size}")
+        return cls(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size), how)
 
     def z(self, exact: float) -> float:
         """``(value - exact) / stderr``; ``0`` when both agree exactly with no spread, else ``inf``."""
@@ -36,12 +50,51 @@ class Estimate:
             out["decoder"] = self.decoder
         return out
 
-    # Deprecated spelling, kept only while callers outside this change (fvnum/bounds.py, fvnum/cli.py)
-    # still use it: the project's one name is ``to_dict``.
-    as_dict = to_dict
-
     def __str__(self) -> str:
         return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"
+
+
+@dataclass(frozen=True, eq=False)
+class SearchResult:
+    """What a search found: the one result type of every search of fvnum (design searches, the best
+    adaptive policy), as a solver returns one result object.
+
+    ``name``: the strategy name of the design or of the winning policy; ``estimate``: its loss on fresh
+    samples (stream ``EVAL``, so the selection does not bias it); ``how``: how it was found; ``design``:
+    the design of a non-adaptive result, node numbers (B,) (coordinate class) or unit rows (B, D), None
+    for an adaptive policy; ``policy``: the Policy object (``fvnum.simulate.simulate`` runs it);
+    ``candidates``: ``{name: Estimate}`` of the policies compared, on the selection stream (``SELECT``),
+    for a search among named policies, else empty."""
+
+    name: str
+    estimate: Estimate
+    how: str
+    design: Any = None
+    policy: Any = field(default=None, repr=False)
+    candidates: dict = field(default_factory=dict)
+
+    @property
+    def value(self) -> float:
+        """The loss found (``estimate.value``)."""
+        return self.estimate.value
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "estimate": self.estimate.to_dict(), "how": self.how,
+                "design": None if self.design is None else np.asarray(self.design).tolist(),
+                "candidates": {k: v.to_dict() for k, v in self.candidates.items()}}
+
+    def __repr__(self) -> str:
+        lines = [f"SearchResult({self.name}: loss {self.estimate}; {self.how})"]
+        if self.design is not None:
+            d = np.asarray(self.design)
+            lines.append("  design: nodes " + ", ".join(map(str, d.tolist())) if d.dtype.kind in "iu"
+                         else f"  design: {d.shape[0]} unit rows\n{np.array2string(d, precision=3)}")
+        if self.candidates:
+            lines.append("  candidates compared:")
+        lines += [f"    {name:18s} {est}" for name, est in self.candidates.items()]
+        return "\n".join(lines)
+
+    __str__ = __repr__
 
 
 def to_frame(records, what: str = "this table"):

@@ -8,6 +8,7 @@ sample by sample in batches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -73,34 +74,16 @@ def design_loss(spec: GaussSpec, W, tau: float) -> float:
     return float(np.trace(C) - np.trace(np.linalg.pinv(W @ CW + tau**2 * np.eye(W.shape[0]), hermitian=True) @ CW.T @ CW))
 
 
-def water_filling(eigenvalues, budget: int, tau: float) -> tuple[float, np.ndarray]:
-    """Rank-constrained water-filling (numeric twin of ``fvsym.gaussian.water_filling``): the optimal
-    weights ``s_i`` (aligned with ``eigenvalues``) and the loss ``sum_i c_i / (1 + s_i c_i / tau^2)``.
-    With the top ``j`` directions active, ``nu = (B + tau^2 S_j) / j``, ``s_i = nu - tau^2 / c_i``;
-    the largest feasible ``j <= min(B, D+)`` is optimal."""
-    c = np.asarray(eigenvalues, dtype=float)
-    order = np.argsort(-c, kind="stable")
-    cs = c[order]
-    B = int(budget)
-    weights = np.zeros(c.size)
-    n_pos = int(np.count_nonzero(cs > 1e-300))  # below: 1 / c overflows, and the direction holds nothing
-    if B == 0 or n_pos == 0:
-        if n_pos == 0 and B > 0:
-            weights[order[: min(B, c.size)]] = B / min(B, c.size)
-        return float(cs.sum()), weights
-    J = min(B, n_pos)
-    inv = np.cumsum(1.0 / cs[:J])
-    t2 = tau**2
-    for j in range(J, 0, -1):
-        gap = j / cs[j - 1] - inv[j - 1]
-        if t2 * gap <= B * (1 + 1e-12):
-            # s_i = nu - t2 / c_i with nu = (B + t2 S_j) / j, summed so that B survives a huge t2
-            s = np.maximum(B / j + t2 * (inv[j - 1] / j - 1.0 / cs[:j]), 0.0)
-            weights[order[:j]] = s
-            break
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        terms = np.where(weights > 0, c / (1 + weights * c / t2) if tau > 0 else 0.0, c)
-    return float(terms.sum()), weights
+@lru_cache(maxsize=256)
+def water_filling_weights(eigenvalues: tuple, budget: int, tau: float) -> np.ndarray:
+    """The optimal weights ``s_i`` (aligned with ``eigenvalues``, floats) of rank-constrained water-filling,
+    solved exactly by ``fvsym.gaussian.water_filling`` (each float read exactly) and rounded once; cached,
+    read-only."""
+    from fvsym.gaussian import water_filling
+
+    weights = np.array([float(w) for w in water_filling(eigenvalues, int(budget), float(tau)).weights])
+    weights.flags.writeable = False
+    return weights
 
 
 def unit_rows(weights, n_rows: int) -> np.ndarray:
@@ -136,7 +119,7 @@ def optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
     B = int(budget)
     if B == 0:
         return np.zeros((0, spec.dim))
-    _, weights = water_filling(spec.eigenvalues, B, tau)
+    weights = water_filling_weights(tuple(float(c) for c in spec.eigenvalues), B, float(tau))
     active = np.flatnonzero(weights > 0)
     return unit_rows(weights[active], B) @ spec.eigenvectors[:, active].T
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _kernels, _solver_module
-from .channels import make_channel
+from .simulate import check_inputs
 from .strategies import Policy
-from .tree import TreeSpec, numeric_prior
+from .tree import TreeSpec
 
 POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1, 2, 3 layers remain
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
@@ -470,10 +470,9 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
 
     from ._chunks import default_threads
 
-    spec = numeric_prior(prior)
-    if not isinstance(spec, TreeSpec):
-        raise ValueError("the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
+    spec, channel, *_ = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel,
+        tree="the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
     budget = check_int(budget, "budget", 0, 3)
     from .limits import check_resolution
 

@@ -24,13 +24,11 @@ import numpy as np
 from fvsym._validate import _short
 
 from . import _chunks
-from .channels import decoder_of, make_channel, token_statistics
+from .channels import decoder_of, token_statistics
 from .estimate import Estimate, Moments, pool
 from .registry import build_policy
-from .simulate import (
-    Draws, blocks, check_samples, check_seed, run_policy,
-)
-from .tree import TreeSpec, numeric_prior
+from .simulate import Draws, blocks, check_inputs, run_policy
+from .tree import TreeSpec
 
 
 @dataclass(frozen=True)
@@ -194,11 +192,9 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
 
 def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
            n_tokens=None, channel=None):
-    spec = numeric_prior(prior)
-    if not isinstance(spec, TreeSpec):
-        raise ValueError("key patching needs a tree prior (divergence depth of two leaves)")
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples, seed = check_samples(samples), check_seed(seed)
+    spec, channel, samples, seed, _ = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed,
+        tree="key patching needs a tree prior (divergence depth of two leaves)")
     pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
                        seed=seed, threads=threads)
     return spec, channel, pol, samples, seed

@@ -130,12 +130,9 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         if measurement not in MEASUREMENTS:
             raise ValueError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
         check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
-        if measurement == "unit":
-            W, _ = optimal_nonadaptive_unit(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
-            return FixedDesign(W, "optimal_nonadaptive")
-        nodes, _ = optimal_nonadaptive_coordinate(spec, budget, channel.tau, samples=samples, seed=seed,
-                                                  threads=threads, allow_repeat=False)
-        return FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive")
+        search = optimal_nonadaptive_unit if measurement == "unit" else optimal_nonadaptive_coordinate
+        found = search(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
+        return FixedDesign(found.design, "optimal_nonadaptive")
     check_budget(budget)
     _deep_only(strategy, budget, layers, width)
     check_resolution(spec, f"strategy {strategy!r}")
@@ -213,7 +210,7 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
 
 def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
             design=None, policy=None,
-            layers=None, width=None, samples: int = 100_000, seed: int = 0, return_phi: bool = False,
+            layers=None, width=None, samples: int = 100_000, seed: int = 0, record: bool = False,
             measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
@@ -229,25 +226,23 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
     ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
     (``fvnum.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
-    Returns an ``Estimate``; with ``return_phi`` also the ``FunctionVectors`` of every sample.
+    Returns an ``Estimate``; with ``record`` its ``function_vectors`` (``FunctionVectors``) hold the
+    readings of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
-    from .channels import make_channel
-    from .simulate import check_budget, check_samples, check_seed, simulate
-    from .tree import numeric_prior
-
     from .limits import check_loss_mc_args
+    from .simulate import check_inputs, check_samples, simulate
+    from .tree import numeric_prior
 
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric_prior(prior)
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
     check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
                        threads=threads, search_samples=search_samples)
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples = check_samples(samples)
-    seed = check_seed(seed)
-    budget = check_budget(budget)  # a plain int from here on (numpy, sympy or Fraction integers given)
+    # budget: a plain int from here on (numpy, sympy or Fraction integers given)
+    spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
+                                                        seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if strategy == "optimal" and channel.tau > 0:
@@ -255,12 +250,12 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
                        width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
                        threads=threads)
-    est, fv = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=return_phi,
-                       threads=threads, progress=progress)
+    est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=record, threads=threads,
+                   progress=progress)
     if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN
         raise ValueError(f"the Monte Carlo loss of {strategy!r} came out {est.value} +- {est.stderr} (floating point "
                          f"failed at tau = {channel.tau:.3g}, scales or variances {_span(spec)}); please report it")
-    return (est, fv) if return_phi else est
+    return est
 
 
 def _span(spec) -> str:

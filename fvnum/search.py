@@ -3,7 +3,7 @@
 Every search optimises a Monte Carlo loss on one fixed set of samples (common random numbers, stream
 ``SEARCH`` of the seed), picks among its candidates on a second independent set (``SELECT``), and
 reports the winner's loss on a third (``EVAL``, the stream ``loss_mc`` uses), so the reported Estimate
-is not biased by the selection.
+is not biased by the selection. Each returns a ``fvnum.estimate.SearchResult`` (design, estimate, how).
 
 - :func:`optimal_nonadaptive_unit`: unit-class design, L-BFGS on the exact gradient of the Monte Carlo
   loss (``_kernels._tree_dense_value_grad``) from several starts (top levels, random orthonormal rows,
@@ -19,11 +19,11 @@ from functools import lru_cache
 import numpy as np
 
 from . import _chunks, _kernels
-from .channels import make_channel
+from .estimate import SearchResult
 from .gaussian import GaussSpec
 from .gaussian import design_loss as gaussian_design_loss
 from .gaussian import optimal_design as gaussian_optimal_design
-from .simulate import check_budget, check_samples, check_seed, decode_losses, draw, read, simulate
+from .simulate import check_inputs, decode_losses, draw, read, simulate
 from .strategies import FixedDesign, Rows
 from .tree import TreeSpec, numeric_prior
 
@@ -70,26 +70,26 @@ def _start_designs(spec, budget, restarts, rng):
 
 def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
                              samples: int = 4000,
-                             seed: int = 0, restarts: int = 4, maxiter: int = 200, threads=None):
+                             seed: int = 0, restarts: int = 4, maxiter: int = 200, threads=None) -> SearchResult:
     """Best non-adaptive unit-class design (``L = 1``, ``d = B``) found by optimising the Monte Carlo loss
-    with common random numbers. Returns ``(W, Estimate)``: ``W`` (B, D) with unit rows and its loss on
-    ``samples`` fresh samples (under the channel given: ``tau``, or ``tokens`` decoded at ``tau(N)``).
-    Gaussian prior: the water-filling design (exactly optimal). Tree prior at ``tau = 0``: any generic
-    row separates the ``2^K`` leaves, so a random design is optimal (loss 0)."""
+    with common random numbers. Returns a ``SearchResult``: ``design`` ``W`` (B, D) with unit rows and
+    ``estimate`` its loss on ``samples`` fresh samples (under the channel given: ``tau``, or ``tokens``
+    decoded at ``tau(N)``). Gaussian prior: the water-filling design (exactly optimal). Tree prior at
+    ``tau = 0``: any generic row separates the ``2^K`` leaves, so a random design is optimal (loss 0)."""
     from scipy.optimize import minimize
 
-    spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples, seed = check_samples(samples), check_seed(seed)
-    budget = check_budget(budget)
+    spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
+                                                        seed=seed, budget=budget)
     if isinstance(spec, GaussSpec):
         W = gaussian_optimal_design(spec, budget, channel.tau)
-        return W, simulate(spec, channel, FixedDesign(W), budget, samples=samples, seed=seed, threads=threads)[0]
+        how = "water-filling (the unit class's exact optimum, adaptive or not: Theorem G1)"
+        return _found(spec, channel, FixedDesign(W, "optimal_nonadaptive_unit"), budget, samples, seed, threads, how)
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
     if budget == 0:
-        W = np.zeros((0, spec.dim))
+        W, how = np.zeros((0, spec.dim)), "nothing to read (budget 0)"
     elif channel.tau == 0:
         W = _start_designs(spec, budget, 3, rng)[-1]
+        how = "a random design: at tau = 0 any generic row separates the leaves (loss 0)"
     else:
         leaves, noise = spec.sample(samples, rng), rng.standard_normal((samples, budget))
         shape = (budget, spec.dim)
@@ -114,10 +114,17 @@ def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.
             W = found[int(np.argmin(scores))]
         else:
             W = found[0]
+        how = (f"L-BFGS on the Monte Carlo loss of {samples} common samples from {len(found)} "
+               f"start{'s' if len(found) != 1 else ''}" + (f", the best chosen on {samples} independent samples"
+                                                           if len(found) > 1 else "") + " (a local optimum)")
     W = np.ascontiguousarray(W)
-    est = simulate(spec, channel, FixedDesign(W, "optimal_nonadaptive"), budget, samples=samples, seed=seed,
-                   threads=threads)[0]
-    return W, est
+    return _found(spec, channel, FixedDesign(W, "optimal_nonadaptive_unit"), budget, samples, seed, threads, how)
+
+
+def _found(spec, channel, design: FixedDesign, budget: int, samples: int, seed: int, threads, how: str) -> SearchResult:
+    """The ``SearchResult`` of a design found: its loss on ``samples`` fresh samples (stream ``EVAL``)."""
+    est = simulate(spec, channel, design, budget, samples=samples, seed=seed, threads=threads)
+    return SearchResult(design.name, est, how, design.design, design)
 
 
 # --- coordinate class ------------------------------------------------------------------------------
@@ -160,48 +167,50 @@ def coordinate_classes(depth: int, budget: int) -> list:
 def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
                                    channel=None, samples: int = 4000,
                                    seed: int = 0, allow_repeat: bool = False, max_exhaustive: int = 3000,
-                                   screen_samples: int = 1000, keep: int = 8, threads=None):
-    """Best non-adaptive coordinate design of ``budget`` distinct nodes under noise. Returns
-    ``(nodes, Estimate)``. Exhaustive over symmetry classes when they are at most ``max_exhaustive``
-    (each screened on ``screen_samples`` CRN samples, the best ``keep`` compared on ``samples``), else
-    greedy forward selection and single-swap local search on ``samples`` CRN samples. With
-    ``allow_repeat`` (gaussian channel) the local search may also read a node more than once.
-    Gaussian prior: the same searches on the exact loss of each design."""
+                                   screen_samples: int = 1000, keep: int = 8, threads=None) -> SearchResult:
+    """Best non-adaptive coordinate design of ``budget`` distinct nodes under noise. Returns a
+    ``SearchResult`` (``design``: the node numbers (B,), sorted). Exhaustive over symmetry classes when
+    they are at most ``max_exhaustive`` (each screened on ``screen_samples`` CRN samples, the best ``keep``
+    compared on ``samples``), else greedy forward selection and single-swap local search on ``samples``
+    CRN samples. With ``allow_repeat`` (gaussian channel) the local search may also read a node more than
+    once. Gaussian prior: the same searches on the exact loss of each design."""
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
-    samples, seed = check_samples(samples), check_seed(seed)
-    budget = check_budget(budget, None if allow_repeat else spec.dim,
-                          f"at most D = {spec.dim} distinct nodes")
+    spec, channel, samples, seed, budget = check_inputs(
+        spec, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
+        max_budget=None if allow_repeat else spec.dim, why=f"at most D = {spec.dim} distinct nodes")
     if budget == 0:
-        nodes = ()
+        nodes, how = (), "nothing to read (budget 0)"
+    elif isinstance(spec, GaussSpec):
+        eye = np.eye(spec.dim)
+        cost = lambda nodes_: gaussian_design_loss(spec, eye[np.asarray(nodes_) - 1], channel.tau)  # noqa: E731
+        nodes = _local_search(spec.dim, budget, cost, allow_repeat)
+        how = "greedy forward selection and single swaps on the exact loss of each design"
     else:
-        if isinstance(spec, GaussSpec):
-            eye = np.eye(spec.dim)
-            cost = lambda nodes_: gaussian_design_loss(spec, eye[np.asarray(nodes_) - 1], channel.tau)  # noqa: E731
-            nodes = _local_search(spec.dim, budget, cost, allow_repeat)
+        def evaluator(n_eval, purpose):
+            rng = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+            draws = draw(spec, channel, n_eval, budget, rng)
+
+            def cost(nodes_):
+                rows = Rows(np.asarray(nodes_, dtype=np.int64), True, True)
+                phi = read(spec, channel, draws, rows, 0)
+                return float(decode_losses(spec, channel, draws, [rows], phi).mean())
+
+            return cost
+
+        classes = count_classes(spec.depth, budget)
+        if not allow_repeat and classes <= max_exhaustive:
+            n_screen = min(samples, screen_samples)
+            screen = evaluator(n_screen, _chunks.SEARCH)
+            ranked = sorted(coordinate_classes(spec.depth, budget), key=screen)[:keep]
+            select = evaluator(samples, _chunks.SELECT)
+            nodes = min(ranked, key=select)
+            how = (f"exhaustive over the {classes} symmetry classes on {n_screen} common samples, the best "
+                   f"{len(ranked)} compared on {samples} independent samples")
         else:
-            def evaluator(n_eval, purpose):
-                rng = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
-                draws = draw(spec, channel, n_eval, budget, rng)
-
-                def cost(nodes_):
-                    rows = Rows(np.asarray(nodes_, dtype=np.int64), True, True)
-                    phi = read(spec, channel, draws, rows, 0)
-                    return float(decode_losses(spec, channel, draws, [rows], phi).mean())
-
-                return cost
-
-            if not allow_repeat and count_classes(spec.depth, budget) <= max_exhaustive:
-                screen = evaluator(min(samples, screen_samples), _chunks.SEARCH)
-                ranked = sorted(coordinate_classes(spec.depth, budget), key=screen)[:keep]
-                select = evaluator(samples, _chunks.SELECT)
-                nodes = min(ranked, key=select)
-            else:
-                nodes = _local_search(spec.dim, budget, evaluator(samples, _chunks.SEARCH), allow_repeat)
-    nodes = tuple(int(x) for x in nodes)
+            nodes = _local_search(spec.dim, budget, evaluator(samples, _chunks.SEARCH), allow_repeat)
+            how = f"greedy forward selection and single swaps on {samples} common samples (a local optimum)"
     design = FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive_coordinate")
-    est = simulate(spec, channel, design, budget, samples=samples, seed=seed, threads=threads)[0]
-    return nodes, est
+    return _found(spec, channel, design, budget, samples, seed, threads, how)
 
 
 @lru_cache(maxsize=None)

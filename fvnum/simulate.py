@@ -12,18 +12,19 @@ strategies of the same budget, which makes their differences precise.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from fvsym._validate import _short, integer_value
 
 from . import _chunks
-from .channels import Channel, decoder_of, token_statistics
+from .channels import Channel, decoder_of, make_channel, token_statistics
 from .estimate import Moments, pool
 from .gaussian import GaussSpec
 from .gaussian import posterior_mean as gaussian_posterior_mean
 from .strategies import PathPolicy, Policy, Rows, Run, check_rows
-from .tree import TreeSpec, posterior_losses
+from .tree import TreeSpec, numeric_prior, posterior_losses
 
 MAX_SAMPLES = 10**10
 
@@ -61,6 +62,36 @@ def check_seed(seed) -> int:
     if n is None or n < 0:
         raise ValueError(f"seed must be an integer >= 0, got {_short(seed)}")
     return n
+
+
+_UNCHECKED = object()  # an input the entry point does not take
+
+
+class Inputs(NamedTuple):
+    """The checked inputs of an entry point of fvnum: ``spec`` (``TreeSpec`` or ``GaussSpec``), ``channel``,
+    and the plain ints ``samples``, ``seed`` and ``budget`` (None where the entry point takes none)."""
+
+    spec: object
+    channel: Channel
+    samples: int | None
+    seed: int | None
+    budget: int | None
+
+
+def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None, *, samples=_UNCHECKED,
+                 seed=_UNCHECKED, budget=_UNCHECKED, max_budget=None, why: str = "", tree: str | None = None) -> Inputs:
+    """The preamble every entry point of fvnum shares, in one order: the numeric prior
+    (``fvnum.tree.numeric_prior``; with ``tree``, anything but a tree prior is refused with that message),
+    the channel (``fvnum.channels.make_channel`` of ``tau`` / ``tokens`` / ``n_tokens`` / ``channel``), then
+    ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why`` saying why), each where given."""
+    spec = numeric_prior(prior)
+    if tree is not None and not isinstance(spec, TreeSpec):
+        raise ValueError(tree)
+    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
+    samples = None if samples is _UNCHECKED else check_samples(samples)
+    seed = None if seed is _UNCHECKED else check_seed(seed)
+    budget = None if budget is _UNCHECKED else check_budget(budget, max_budget, why)
+    return Inputs(spec, channel, samples, seed, budget)
 
 
 def check_design(design, spec, budget: int) -> np.ndarray:
@@ -221,7 +252,8 @@ def run_path(spec: TreeSpec, channel: Channel, draws: Draws, budget: int, *, don
 # --- the public estimator -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FunctionVectors:
-    """What ``loss_mc(..., return_phi=True)`` returns next to the Estimate (THEORY.md section 9).
+    """The readings of every sample, ``Estimate.function_vectors`` of ``loss_mc(..., record=True)`` (THEORY.md
+    section 9).
 
     ``phi`` (n, L, d): the readings of every layer, so ``Phi_l = phi[:, :l].reshape(n, l * d)``;
     ``nodes`` (n, L, d): the nodes read (coordinate policies), else None; ``rows`` (L, d, D): the design
@@ -273,7 +305,7 @@ def blocks(spec, channel: Channel, pol: Policy, budget: int, factor: int = 1) ->
 
 def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, seed: int, record=False,
              threads=None, progress=False, purpose=_chunks.EVAL):
-    """Estimate (and, with ``record``, FunctionVectors) of a Policy object."""
+    """The Estimate of a Policy object; with ``record``, its ``function_vectors`` hold every sample's readings."""
 
     def chunk(sizes, rngs):
         draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
@@ -293,9 +325,9 @@ def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, 
                                threads=threads, progress=progress)
     est = replace(pool(p[0] for p in parts).estimate(), decoder=decoder_of(spec, channel))
     if not record:
-        return est, None
+        return est
     cat = lambda i: None if parts[0][1][i] is None else np.concatenate([p[1][i] for p in parts])  # noqa: E731
     rows = None
     if not pol.adaptive and np.asarray(pol.design).dtype.kind not in "iu":
         rows = np.asarray(pol.design)[None]
-    return est, FunctionVectors(cat(0), cat(1), cat(2), rows, cat(3), cat(4))
+    return replace(est, function_vectors=FunctionVectors(cat(0), cat(1), cat(2), rows, cat(3), cat(4)))

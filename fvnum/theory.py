@@ -521,9 +521,10 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         # the greedy dense policy costs milliseconds a sample at depth 6: its search uses fewer samples
         few = dict(_mc_kw(channel), samples=min(samples, 4 * search_samples), seed=seed,
                    select_samples=min(1000, search_samples))
-        name, est = best_adaptive(prior, B, **few)
-        rows.append(TheoryRow.mc("best_adaptive", est, f"best adaptive policy found: {name} ({linear_keys}; an "
-                                 f"upper bound on the linear-key adaptive optimum)", ch, policy=name))
+        found = best_adaptive(prior, B, **few)
+        rows.append(TheoryRow.mc("best_adaptive", found.estimate, f"best adaptive policy found: {found.name} "
+                                 f"({linear_keys}; an upper bound on the linear-key adaptive optimum)", ch,
+                                 policy=found.name))
         br = bounds(prior, B, **few,
                     candidates=("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal"))
         rows.append(TheoryRow.exact("optimum_lower", br.lower,
@@ -536,11 +537,11 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
             rows.append(TheoryRow.exact("optimum_exact", br.exact, f"noisy adaptive optimum of the coordinate class "
                                         f"with linear keys under the gaussian channel: {br.exact_how}", "gaussian"))
         rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate", ch))
-        nodes, est = optimal_nonadaptive_coordinate(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
-        rows.append(TheoryRow.mc("best_nonadaptive_coordinate", est, "non-adaptive, coordinate (searched)", ch,
-                                 design=tuple(int(n) for n in nodes)))
+        found = optimal_nonadaptive_coordinate(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
+        rows.append(TheoryRow.mc("best_nonadaptive_coordinate", found.estimate, "non-adaptive, coordinate (searched)",
+                                 ch, design=tuple(int(n) for n in found.design)))
         if dense:
-            _, est = optimal_nonadaptive_unit(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
+            est = optimal_nonadaptive_unit(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed).estimate
             rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive unit design found ({linear_keys}; "
                                      f"an upper bound on the linear-key non-adaptive optimum)", ch))
     else:

@@ -31,10 +31,8 @@ from fvnum.resources import check_memory, check_time, fits_memory, fits_time, la
 from ._emit import to_json
 from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction
 from .priors import MAX_DEPTH
-
-# optimal_nonadaptive_coordinate: the one name per class (fv mc has optimal_nonadaptive_unit too); every
-# strategy here is of the coordinate class, and optimal_nonadaptive stays as its old spelling
-STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive_coordinate", "optimal_nonadaptive", "fixed")
+from .strategy_names import CLASS_NAMED
+from .strategy_names import DERIVE as STRATEGIES
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
 _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
@@ -238,6 +236,7 @@ def _tree_loss(args) -> int:
         return _fixed_design_loss(args)
     if args.budget is None:
         raise ValueError(f"--strategy {args.strategy} needs --budget B")
+    args.strategy = CLASS_NAMED.get(args.strategy, args.strategy)  # noiseless exact: the coordinate class
     if args.scales is not None:
         return _tree_loss_scales(args)
     if args.depth is None:
@@ -245,8 +244,6 @@ def _tree_loss(args) -> int:
     depth = check_int(args.depth, "depth", minimum=1)
     budget = check_int(args.budget, "budget", minimum=0)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
-    if args.strategy == "optimal_nonadaptive_coordinate":  # noiseless exact: the coordinate class
-        args.strategy = "optimal_nonadaptive"
     if args.strategy in ("path", "top_levels") and (args.layers is not None or args.width is not None):
         raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))

@@ -24,8 +24,7 @@ from ._validate import _short, check_alpha, check_choice, check_int
 from .bellman import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
-
-STRATEGIES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
+from .strategy_names import TREE_LOSS as STRATEGIES
 SOURCE = "THEORY.md §6"
 
 _alpha, _K, _B, _j, _k = _symbols.alpha, _symbols.depth, _symbols.budget, _symbols.levels, _symbols.k

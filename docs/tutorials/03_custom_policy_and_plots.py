@@ -88,12 +88,12 @@ fig
 # ## The difference on the same samples
 #
 # Every strategy above ran on the same random numbers (same seed, same budget), so the difference of two
-# strategies has a paired standard error from the per-sample losses (`return_phi=True` returns them).
+# strategies has a paired standard error from the per-sample losses (`record=True` keeps them in the Estimate's `function_vectors`).
 
 # %%
 B = 4
-a, fa = fvnum.loss_mc(prior, "policy", B, policy=confident_path(scales, TAU), layers=B, width=1, tau=TAU,
-                      samples=SAMPLES, seed=1, return_phi=True)
-b, fb = fvnum.loss_mc(prior, "path", B, tau=TAU, samples=SAMPLES, seed=1, return_phi=True)
-d = fa.loss - fb.loss
+a = fvnum.loss_mc(prior, "policy", B, policy=confident_path(scales, TAU), layers=B, width=1, tau=TAU,
+                 samples=SAMPLES, seed=1, record=True)
+b = fvnum.loss_mc(prior, "path", B, tau=TAU, samples=SAMPLES, seed=1, record=True)
+d = a.function_vectors.loss - b.function_vectors.loss
 print(f"confident_path - path at B = {B}: {d.mean():+.4f} +- {d.std(ddof=1) / math.sqrt(d.size):.4f} (paired)")

@@ -96,23 +96,24 @@ def test_rereading_a_node_under_tokens_changes_nothing():
     equal sample by sample; with other seeds they agree within 3 standard errors. Likewise a unit row read
     twice, or a row in the span of the rows read."""
     prior = TreePrior(3, "1/2")
-    runs = [loss_mc(prior, "fixed", len(d), design=d, tokens=16, samples=20_000, seed=0, return_phi=True)
+    runs = [loss_mc(prior, "fixed", len(d), design=d, tokens=16, samples=20_000, seed=0, record=True)
             for d in ([2], [2, 2], [2, 2, 2, 2])]
-    for est, fv in runs[1:]:
-        np.testing.assert_allclose(fv.loss, runs[0][1].loss, rtol=1e-12, atol=1e-15)
+    for est in runs[1:]:
+        np.testing.assert_allclose(est.function_vectors.loss, runs[0].function_vectors.loss, rtol=1e-12, atol=1e-15)
     other = [loss_mc(prior, "fixed", len(d), design=d, tokens=16, samples=20_000, seed=s)
              for s, d in ((1, [2]), (2, [2, 2]), (3, [2, 2, 2, 2]))]
     for a in other:
         for b in other:
             assert abs(a.value - b.value) <= 3 * math.hypot(a.stderr, b.stderr)
-    assert runs[0][0].decoder == EXACT_TOKENS
+    assert runs[0].decoder == EXACT_TOKENS
     rng = np.random.default_rng(0)
     W = rng.standard_normal((2, 7))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     w3 = (W[0] - 2 * W[1]) / np.linalg.norm(W[0] - 2 * W[1])
-    base = loss_mc(prior, "fixed", 2, design=W, tokens=16, samples=4000, seed=4, return_phi=True)[1].loss
+    base = loss_mc(prior, "fixed", 2, design=W, tokens=16, samples=4000, seed=4, record=True).function_vectors.loss
     for design in (np.vstack([W, W[:1]]), np.vstack([W, w3])):
-        again = loss_mc(prior, "fixed", 3, design=design, tokens=16, samples=4000, seed=4, return_phi=True)[1].loss
+        again = loss_mc(prior, "fixed", 3, design=design, tokens=16, samples=4000, seed=4,
+                        record=True).function_vectors.loss
         np.testing.assert_allclose(again, base, rtol=1e-9, atol=1e-12)
 
 
@@ -123,8 +124,9 @@ def test_reading_every_node_is_observing_the_statistic():
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)
     Q = np.linalg.qr(np.random.default_rng(1).standard_normal((7, 7)))[0]
-    _, coord = loss_mc(prior, "fixed", 7, design=list(range(1, 8)), tokens=8, samples=3000, seed=5, return_phi=True)
-    _, unit = loss_mc(prior, "fixed", 7, design=Q, tokens=8, samples=3000, seed=5, return_phi=True)
+    coord = loss_mc(prior, "fixed", 7, design=list(range(1, 8)), tokens=8, samples=3000, seed=5,
+                    record=True).function_vectors
+    unit = loss_mc(prior, "fixed", 7, design=Q, tokens=8, samples=3000, seed=5, record=True).function_vectors
     np.testing.assert_allclose(unit.loss, coord.loss, rtol=1e-8, atol=1e-10)
     S = coord.phi[:, 0, :]  # the readings of nodes 1..7 are S
     ref = R.tokens_posterior_mean(np.eye(7)[None], S[:300], *tokens_law(spec, make_channel(spec, tokens=8)),

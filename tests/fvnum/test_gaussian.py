@@ -47,12 +47,15 @@ def test_decoder_equals_precision_form():
                                R.gaussian_posterior_mean(spec.cov, W[:1], phi, 0.4), rtol=1e-10, atol=1e-12)
 
 
-@given(st.lists(st.integers(1, 9), min_size=1, max_size=5), st.integers(0, 7), st.sampled_from(["0", "1/3", "2"]))
-def test_water_filling_matches_fvsym(eigs, budget, tau):
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=5), st.integers(1, 7), st.sampled_from(["0", "1/3", "2"]))
+def test_optimal_design_of_any_spectrum_attains_fvsym_water_filling(eigs, budget, tau):
+    """The numeric design is built on fvsym's exact water-filling: unit rows whose exact loss is its optimum."""
+    spec = G.GaussSpec.from_cov(np.diag(np.array(eigs, dtype=float)))
     exact = fg.water_filling(tuple(sp.Integer(e) for e in eigs), budget, sp.Rational(tau))
-    loss, weights = G.water_filling(np.array(eigs, dtype=float), budget, float(sp.Rational(tau)))
-    assert abs(loss - float(exact.loss)) < 1e-9
-    np.testing.assert_allclose(weights, [float(w) for w in exact.weights], atol=1e-9)
+    W = G.optimal_design(spec, budget, float(sp.Rational(tau)))
+    assert W.shape == (budget, len(eigs))
+    np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
+    assert abs(G.design_loss(spec, W, float(sp.Rational(tau))) - float(exact.loss)) < 1e-9
 
 
 @pytest.mark.parametrize("budget,tau", [(3, 0.3), (5, 0.5), (20, 0.3), (4, 0.0)])
@@ -60,7 +63,7 @@ def test_optimal_design_reaches_water_filling(budget, tau):
     spec = numeric_prior(GaussianPrior.matched(TreePrior(4, "1/2")))
     W = G.optimal_design(spec, budget, tau)
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
-    wf, _ = G.water_filling(spec.eigenvalues, budget, tau)
+    wf = float(fg.water_filling(tuple(spec.eigenvalues.tolist()), budget, tau).loss)
     assert abs(G.design_loss(spec, W, tau) - wf) < 1e-9
 
 
@@ -84,7 +87,8 @@ def test_optimal_strategy_mc_matches_water_filling_and_G1():
 def test_noiseless_gaussian_optimum():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
     spec = numeric_prior(prior)
-    W, est = optimal_nonadaptive_unit(prior, 3, 0.0, samples=2000, seed=3)
+    found = optimal_nonadaptive_unit(prior, 3, 0.0, samples=2000, seed=3)
+    W, est = found.design, found.estimate
     within5(est, np.sort(spec.eigenvalues)[: spec.dim - 3].sum())  # the D - B smallest eigenvalues
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
 

@@ -21,7 +21,7 @@ def _losses(depth, alpha, budget, tau, names, samples, seed=0):
     out = {}
     for name in names:
         pol = build_policy(prior, spec, channel, name, budget, seed=seed, threads=1)
-        out[name] = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=1, record=True)[1].loss
+        out[name] = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=1, record=True).function_vectors.loss
     return out
 
 
@@ -53,8 +53,8 @@ def test_one_candidate_is_the_greedy_policy():
     channel = make_channel(spec, 0.4, None, 0.01)
     roll = RolloutPolicy(spec, 0.4, 3, n_cand=1, first_rollouts=64)
     greedy = GreedyCoordinate(spec, 0.4, 3)
-    a = simulate(spec, channel, roll, 3, samples=300, seed=2, threads=1, record=True)[1].loss
-    b = simulate(spec, channel, greedy, 3, samples=300, seed=2, threads=1, record=True)[1].loss
+    a = simulate(spec, channel, roll, 3, samples=300, seed=2, threads=1, record=True).function_vectors.loss
+    b = simulate(spec, channel, greedy, 3, samples=300, seed=2, threads=1, record=True).function_vectors.loss
     assert np.array_equal(a, b)
 
 
@@ -97,7 +97,8 @@ def test_tokens_channel_reads_no_node_twice():
     """Under the tokens channel a repeated reading is the same statistic: the rollout, like greedy, never repeats."""
     from fvnum import loss_mc
 
-    est, fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, tokens=40, samples=200, seed=1, return_phi=True, threads=1)
+    fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, tokens=40, samples=200, seed=1, record=True,
+                 threads=1).function_vectors
     nodes = fv.nodes[:, :, 0]
     assert all(len(set(row)) == len(row) for row in nodes.tolist())
 

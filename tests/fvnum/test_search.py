@@ -7,6 +7,7 @@ import pytest
 from fvnum import best_adaptive, loss_mc, optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
 from fvnum.search import coordinate_classes, count_classes
 from fvsym import bellman
+from fvsym import gaussian as fg
 from fvsym import tree as ftree
 from fvsym.priors import GaussianPrior, TreePrior
 
@@ -53,22 +54,30 @@ def test_symmetry_classes_are_complete_and_distinct(depth, budget):
 
 def test_coordinate_search_finds_the_noiseless_optimum():
     loss, _ = bellman.optimal_nonadaptive(PRIOR, 3)
-    nodes, est = optimal_nonadaptive_coordinate(PRIOR, 3, 0.0, samples=4000, seed=1)
+    found = optimal_nonadaptive_coordinate(PRIOR, 3, 0.0, samples=4000, seed=1)
+    nodes, est = tuple(found.design.tolist()), found.estimate
     exact = float(ftree.coordinate_design_loss(PRIOR, nodes))
     assert exact <= float(loss) + 5 * est.stderr
     assert abs(est.value - exact) <= 5 * est.stderr + 1e-12
+    assert found.name == "optimal_nonadaptive_coordinate" and found.value == est.value
+    assert found.design.dtype.kind == "i" and list(nodes) == sorted(nodes) and "exhaustive over the" in found.how
+    assert found.to_dict()["design"] == list(nodes) and found.to_dict()["estimate"] == est.to_dict()
+    assert "design: nodes " + ", ".join(map(str, nodes)) in repr(found)
+    assert loss_mc(PRIOR, "fixed", 3, design=nodes, tau=0.0, samples=4000, seed=1) == est  # its policy, re-run
 
 
 def test_coordinate_search_local_search_branch():
     """Forced off the exhaustive branch: greedy + swaps still reaches a good design at tau = 0."""
     loss, _ = bellman.optimal_nonadaptive(PRIOR, 2)
-    nodes, est = optimal_nonadaptive_coordinate(PRIOR, 2, 0.0, samples=4000, seed=2, max_exhaustive=0)
-    assert float(ftree.coordinate_design_loss(PRIOR, nodes)) <= float(loss) + 5 * est.stderr
+    found = optimal_nonadaptive_coordinate(PRIOR, 2, 0.0, samples=4000, seed=2, max_exhaustive=0)
+    assert "greedy forward selection" in found.how
+    assert float(ftree.coordinate_design_loss(PRIOR, found.design.tolist())) <= float(loss) + 5 * found.estimate.stderr
 
 
 def test_unit_design_beats_coordinate_designs_under_noise():
-    W, est = optimal_nonadaptive_unit(PRIOR, 3, 0.3, samples=3000, seed=3, restarts=2, maxiter=60)
-    assert W.shape == (3, 15)
+    found = optimal_nonadaptive_unit(PRIOR, 3, 0.3, samples=3000, seed=3, restarts=2, maxiter=60)
+    W, est = found.design, found.estimate
+    assert W.shape == (3, 15) and found.policy.design is W and "L-BFGS" in found.how
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
     top = loss_mc(PRIOR, "top_levels", 3, tau=0.3, samples=3000, seed=3)  # same samples (EVAL stream)
     assert est.value < top.value - 5 * (est.stderr + top.stderr)
@@ -78,29 +87,32 @@ def test_unit_design_beats_coordinate_designs_under_noise():
 
 def test_gaussian_unit_search_is_water_filling():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
-    W, est = optimal_nonadaptive_unit(prior, 2, 0.5, samples=3000, seed=4)
+    W = optimal_nonadaptive_unit(prior, 2, 0.5, samples=3000, seed=4).design
     from fvnum import gaussian as G
     from fvnum.tree import numeric_prior
 
     spec = numeric_prior(prior)
-    assert abs(G.design_loss(spec, W, 0.5) - G.water_filling(spec.eigenvalues, 2, 0.5)[0]) < 1e-12
+    exact = fg.water_filling(tuple(spec.eigenvalues.tolist()), 2, 0.5).loss
+    assert abs(G.design_loss(spec, W, 0.5) - float(exact)) < 1e-12
 
 
 def test_best_adaptive_dense_lookahead_beats_path():
     """THEORY.md section 7 (prototype): at the noise of N = 128 tokens, dense adaptive reads are far
     better than the path strategy on the depth-4 tree with budget 3."""
     tau = 0.12
-    name, est, scores = best_adaptive(PRIOR, 3, tau, samples=600, seed=5, return_all=True)
+    found = best_adaptive(PRIOR, 3, tau, samples=600, seed=5)
+    name, est, scores = found.name, found.estimate, found.candidates
     assert set(scores) == {"path", "bellman_noiseless", "greedy_coordinate", "greedy_dense"}
-    assert name == min(scores, key=lambda k: scores[k].value)
+    assert name == min(scores, key=lambda k: scores[k].value) == found.policy.name
+    assert found.design is None and set(found.to_dict()["candidates"]) == set(scores)
     path = scores["path"]
     assert est.value < path.value - 5 * (est.stderr + path.stderr)
 
 
 def test_best_adaptive_gaussian_is_water_filling():
-    name, est = best_adaptive(GaussianPrior.isotropic(3), 2, 0.5, samples=2000, seed=6)
-    assert name == "optimal"
-    assert abs(est.z(3 - 2 / (1 + 0.25))) < 5  # isotropic, B <= D: D - B / (1 + tau^2)
+    found = best_adaptive(GaussianPrior.isotropic(3), 2, 0.5, samples=2000, seed=6)
+    assert found.name == "optimal" and found.design.shape == (2, 3)
+    assert abs(found.estimate.z(3 - 2 / (1 + 0.25))) < 5  # isotropic, B <= D: D - B / (1 + tau^2)
 
 
 def test_search_bad_input():

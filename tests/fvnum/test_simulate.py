@@ -113,7 +113,11 @@ def test_policy_returning_bad_rows_is_a_clear_error(bad, match):
 
 
 def test_function_vectors():
-    est, fv = loss_mc(PRIOR, "path", 3, tau=0, samples=200, seed=5, return_phi=True)
+    est = loss_mc(PRIOR, "path", 3, tau=0, samples=200, seed=5, record=True)
+    fv = est.function_vectors
+    assert est == loss_mc(PRIOR, "path", 3, tau=0, samples=200, seed=5)  # recording changes no number
+    assert loss_mc(PRIOR, "path", 3, tau=0, samples=200, seed=5).function_vectors is None
+    assert "function_vectors" not in est.to_dict()
     assert fv.phi.shape == (200, 3, 1) and fv.nodes.shape == (200, 3, 1) and fv.leaves.shape == (200,)
     assert fv.Phi(2).shape == (200, 2)
     spec = numeric_prior(PRIOR)
@@ -121,7 +125,7 @@ def test_function_vectors():
     np.testing.assert_array_equal(np.sign(fv.phi[:, :, 0]), spec.signs(fv.leaves)[:, :3])
     np.testing.assert_array_equal(fv.nodes[:, :, 0], spec.path_nodes(fv.leaves)[:, :3])
     assert fv.loss.mean() == pytest.approx(est.value, rel=1e-12)
-    _, g = loss_mc(GaussianPrior.isotropic(3), "top_levels", 2, tau=0.1, samples=50, seed=5, return_phi=True)
+    g = loss_mc(GaussianPrior.isotropic(3), "top_levels", 2, tau=0.1, samples=50, seed=5, record=True).function_vectors
     assert g.theta.shape == (50, 3) and g.leaves is None
 
 
