@@ -176,7 +176,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
     log(f"output folder: {store.folder}")
     runs = cfg.runs(str(store.folder / "train"))
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
-        f"steps = {cfg.steps_per_budget} x budget")
+        f"steps: {_steps_words(cfg)}")
     rows = _run_cells(cfg, store, runs, log)
     rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
             for row, run in zip(rows, runs)]
