@@ -491,7 +491,7 @@ class Option:
         if self.kind == "choice":
             return check_choice(text, name, self.choices)
         if self.kind == "numbers":
-            from fvsym.cli import parse_number_list  # sympy: loaded only when scales are given
+            from fvsym._validate import parse_number_list  # sympy: loaded only when scales are given
 
             return tuple(parse_number_list(text, name))
         return str(text)

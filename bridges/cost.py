@@ -15,7 +15,7 @@ bfloat16 is emulated: priced 4 times float32.
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
-``fvnum.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.cli.tree_loss_cost``).
+``fvnum.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.costs.tree_loss_cost``).
 Runs whose folder already holds a finished result cost nothing.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
 
 
 def _solve(depth: int, budget: int) -> float:
-    from fvsym.cli import tree_loss_cost
+    from fvsym.costs import tree_loss_cost
 
     return tree_loss_cost(depth, budget, "optimal", False)[1]
 
@@ -138,7 +138,7 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int) -
 
 def theory_curves_seconds(cfg) -> float:
     """``bridges.reproduce.theory_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
-    from fvsym.cli import tree_loss_cost
+    from fvsym.costs import tree_loss_cost
 
     K = cfg.depth
     tree, gauss = cfg.data("tree"), cfg.data("gaussian")

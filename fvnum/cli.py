@@ -13,11 +13,10 @@ import sys
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, parse_int_list
-from fvsym.cli import int_arg, number_arg
+from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
 
-SCALES_HELP = "general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), instead of --alpha"
 
 MAX_DEPTH = 30
 MAX_SAMPLES = 10**10

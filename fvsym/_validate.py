@@ -317,3 +317,13 @@ def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[i
     return out
 
 
+def parse_number_list(text, name: str) -> list[str]:
+    """``"1,1/2,0.3"`` -> ``["1", "1/2", "0.3"]`` (each item read exactly by ``parse_fraction``); an empty
+    item or a non-number is a one-line ValueError naming ``name``."""
+    items = [item.strip() for item in str(text).split(",")]
+    for item in items:
+        if not item:
+            raise ValueError(f"{name} must be comma-separated numbers such as 1,1/2,1/4, got {str(text)[:60]!r} "
+                             "(an empty item)")
+        parse_fraction(item, name)
+    return items

@@ -29,7 +29,8 @@ import sympy as sp
 from fvnum.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
 from ._emit import to_json
-from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction
+from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
+from .costs import UNROLL_SECONDS_PER_NODE, tree_loss_cost
 from .priors import MAX_DEPTH
 from .strategy_names import CLASS_NAMED
 from .strategy_names import DERIVE as STRATEGIES
@@ -81,18 +82,6 @@ def int_arg(name: str, minimum: int | None = None, maximum: int | None = None):
 
 
 # --- inputs shared by the tree and Gaussian commands (fv derive, fv mc, fv bounds) -------------------------
-def parse_number_list(text, name: str) -> list[str]:
-    """``"1,1/2,0.3"`` -> ``["1", "1/2", "0.3"]`` (each item read exactly by ``parse_fraction``); an empty
-    item or a non-number is a one-line ValueError naming ``name``."""
-    items = [item.strip() for item in str(text).split(",")]
-    for item in items:
-        if not item:
-            raise ValueError(f"{name} must be comma-separated numbers such as 1,1/2,1/4, got {str(text)[:60]!r} "
-                             "(an empty item)")
-        parse_fraction(item, name)
-    return items
-
-
 def tree_prior_of(depth, alpha, scales):
     """The ``TreePrior`` of ``--depth`` with ``--alpha`` or ``--scales`` (text); ``depth=None`` with scales:
     the number of scales."""
@@ -456,35 +445,6 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
 
 
 # --- resource guards ----------------------------------------------------------------------------------
-# Measured on one slow shared core (solve and optimal_nonadaptive at alpha = 1/2): the adaptive solver
-# took 0.13 s at depth 8, budget 3, about D^2 times that per depth and D/25 times per unit of budget
-# (depth 7: 0.19, 0.96, 4.75 s at budgets 4, 5, 6), with about 100 MB per second of work; the one-layer
-# table of optimal_nonadaptive, built up to the budget asked for, took 0.04 s at depth 10, budget 3, about
-# 3 times that per depth and 2.6 times per unit of budget (0.69 s at depth 10, budget 6).
-def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layers=None, width=None):
-    """``(bytes, seconds)`` estimated for ``fv derive tree-loss`` (numeric alpha; symbolic alpha has
-    its own depth limit in ``bellman``)."""
-    D = 2**depth - 1
-    base = 150e6
-    if strategy == "path":
-        return base, 0.01
-    if strategy == "top_levels":
-        closed = (budget + 1) & budget == 0 and not symbolic
-        return base + (0 if closed else 200.0 * D * depth), 0.01 if closed else 2e-5 * D * depth
-    if strategy == "optimal_nonadaptive":
-        seconds = 0.04 * 3.0 ** (depth - 10) * 2.6 ** (budget - 3) + 2e-6 * D
-        return base + 2e8 * seconds + 200.0 * D * depth, seconds
-    b = budget if layers is None or width is None else layers * width
-    seconds = 0.13 * (D / 255) ** 2 * (D / 25) ** max(b - 3, 0)
-    return base + 1e8 * seconds, seconds
-
-
-# Measured (numeric alpha, depths 3 to 6, 2 to 4 layers, a busy 2-core machine): building the unrolled
-# expression, evaluating and printing it took 40 to 300 microseconds per node of the expression written out
-# (``bellman.unrolled_size``); simplifying it for symbolic alpha 2 to 8 ms per node.
-UNROLL_SECONDS_PER_NODE = {False: 5e-4, True: 2e-2}
-
-
 def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool) -> None:
     """Refuse, before building it, an unrolled recursion whose expression would take longer than the cap
     (one line: the estimate, the cap, the most layers that fit)."""
