@@ -233,7 +233,7 @@ def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
         else:
             _kernels._tree_coord_decode(nodes, phi, float(channel.tau), spec.scales, leaves, out_loss, out_mean)
     else:
-        W = design.astype(float)
+        W = design.astype(float, copy=False)
         W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
         if n_tok > 0:
             V, z = row_span(W, phi)

@@ -41,6 +41,7 @@ from .coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _
 from .gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
 
 EXP_FLOOR = -708.0  # leaf weights below exp(EXP_FLOOR) of the largest are set to 0 (they add < 1e-307)
+ONE_PASS_COND = 8.0  # row spans: one Gram-Schmidt pass up to this condition bound, two above
 _REASSOC = {"reassoc", "contract"}  # sums in any order (SIMD), fused multiply-adds: rounding only
 _LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # ln 2 = hi + lo, k hi exact
 
@@ -463,7 +464,8 @@ def _chain_loss(leaf, nodes, readings, tau, n_tok, sigma2, scales, w):
 @njit(cache=True, nogil=True, fastmath=_REASSOC)
 def _row_span_qr(W, phi, V, z, ok, cond_max):
     """Orthonormal rows ``V[s]`` (B, D) of the span of each sample's rows ``W[s]`` (n, B, D) and the readings
-    ``z[s] = V[s] S`` of ``phi[s] = W[s] S`` in them, by Gram-Schmidt twice (orthogonal to rounding) and
+    ``z[s] = V[s] S`` of ``phi[s] = W[s] S`` in them, by modified Gram-Schmidt (once where the bound below
+    is at most ``ONE_PASS_COND``, so the rows are orthogonal to about 1e-15; else twice) and
     ``R^T z = phi`` (``W = R^T V``, ``R`` upper triangular). ``ok[s]`` is set where the rows are surely of
     full rank and well conditioned: ``|R|_F |R^-1|_F <= cond_max`` bounds ``sigma_max / sigma_min``, so an
     SVD keeps every row and finds the same span and readings; elsewhere ``ok[s] = False`` and the caller
@@ -472,51 +474,56 @@ def _row_span_qr(W, phi, V, z, ok, cond_max):
     Rm = np.zeros((B, B))
     Ri = np.zeros((B, B))
     for s in range(n):
-        good = True
-        fro = 0.0
-        for b in range(B):
-            for j in range(B):
-                Rm[j, b] = 0.0
-            for d in range(D):
-                V[s, b, d] = W[s, b, d]
-            for _ in range(2):
-                for j in range(b):
-                    c = 0.0
-                    for d in range(D):
-                        c += V[s, j, d] * V[s, b, d]
-                    Rm[j, b] += c
-                    for d in range(D):
-                        V[s, b, d] -= c * V[s, j, d]
-            nrm = 0.0
-            for d in range(D):
-                nrm += V[s, b, d] * V[s, b, d]
-            nrm = math.sqrt(nrm)
-            Rm[b, b] = nrm
-            if not nrm > 0.0:
-                good = False
-                break
-            for d in range(D):
-                V[s, b, d] /= nrm
-            for j in range(b + 1):
-                fro += Rm[j, b] * Rm[j, b]
-        if good:  # |R^-1|_F: R^-1 column by column (back substitution)
-            ifro = 0.0
-            for c in range(B):
-                for j in range(B - 1, -1, -1):
-                    v = 1.0 if j == c else 0.0
-                    for t in range(j + 1, B):
-                        v -= Rm[j, t] * Ri[t, c]
-                    v /= Rm[j, j]
-                    Ri[j, c] = v
-                    ifro += v * v
-            good = math.sqrt(fro * ifro) <= cond_max
-        ok[s] = good
-        if good:
-            for b in range(B):  # forward substitution: R^T z = phi
-                v = phi[s, b]
-                for j in range(b):
-                    v -= Rm[j, b] * z[s, j]
-                z[s, b] = v / Rm[b, b]
+        for passes in range(1, 3):  # one Gram-Schmidt pass where that is well conditioned, else two
+            good = True
+            fro = 0.0
+            for b in range(B):
+                for j in range(B):
+                    Rm[j, b] = 0.0
+                for d in range(D):
+                    V[s, b, d] = W[s, b, d]
+                for _ in range(passes):
+                    for j in range(b):
+                        c = 0.0
+                        for d in range(D):
+                            c += V[s, j, d] * V[s, b, d]
+                        Rm[j, b] += c
+                        for d in range(D):
+                            V[s, b, d] -= c * V[s, j, d]
+                nrm = 0.0
+                for d in range(D):
+                    nrm += V[s, b, d] * V[s, b, d]
+                nrm = math.sqrt(nrm)
+                Rm[b, b] = nrm
+                if not nrm > 0.0:
+                    good = False
+                    break
+                for d in range(D):
+                    V[s, b, d] /= nrm
+                for j in range(b + 1):
+                    fro += Rm[j, b] * Rm[j, b]
+            if good:  # |R^-1|_F: R^-1 column by column (back substitution)
+                ifro = 0.0
+                for c in range(B):
+                    for j in range(B - 1, -1, -1):
+                        v = 1.0 if j == c else 0.0
+                        for t in range(j + 1, B):
+                            v -= Rm[j, t] * Ri[t, c]
+                        v /= Rm[j, j]
+                        Ri[j, c] = v
+                        ifro += v * v
+                cond = math.sqrt(fro * ifro)
+                good = cond <= cond_max
+                if passes == 1 and cond > ONE_PASS_COND:
+                    continue  # orthogonal only to about 1e-16 cond: again, with two passes
+            ok[s] = good
+            if good:
+                for b in range(B):  # forward substitution: R^T z = phi
+                    v = phi[s, b]
+                    for j in range(b):
+                        v -= Rm[j, b] * z[s, j]
+                    z[s, b] = v / Rm[b, b]
+            break
 
 
 @njit(cache=True, nogil=True)
