@@ -38,7 +38,7 @@ from .simulate import check_budget, check_samples, check_seed
 from .tree import TreeSpec, numeric_prior
 
 FAMILIES = ("linear", "weighted")
-NODE_STEP = 0.75  # adaptive search: quadrature nodes at most this many narrowest standard deviations apart
+NODE_STEP = 0.5  # adaptive search: quadrature nodes at most this many narrowest standard deviations apart
 GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
 STEP = 0.25  # t-quadrature step of the optimisers (error ~ exp(-pi^2 / step) ~ 1e-17)
 
@@ -413,6 +413,29 @@ def _next_rows_torch(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, 
     return torch.cat(new_rows)[back], torch.cat(new_phi)[back]
 
 
+def _lookahead_state(tree, geo, rows, mean, L, alpha, logw, N, node_step, torch):
+    """The arguments ``st`` of ``fvnum._kernels.keyed`` for the samples' current state (rows read, their
+    law per leaf from :func:`_posterior_state`) and each sample's number of live leaves."""
+    from ._kernels import keyed as KK
+
+    spec = tree.spec
+    M = spec.n_leaves
+    m_, g_, H = (np.ascontiguousarray(v.detach().numpy(), dtype=float) for v in geo)
+    gd = g_[tree.depth_of]
+    R = rows.detach().numpy()
+    hz = np.ascontiguousarray(R[:, :, tree.paths] * tree.values @ H.T)  # H za, (n, l, M, K)
+    lw = np.ascontiguousarray(logw.detach().numpy())
+    keep = lw > lw.max(1, keepdims=True) - KK.LIVE_DROP
+    live = np.ascontiguousarray(np.argsort(~keep, axis=1, kind="stable"), dtype=np.int64)
+    P = torch.cholesky_inverse(L).numpy()
+    heap_scales = np.concatenate([[0.0], spec.scales[spec.node_depths(np.arange(1, M)) - 1]])
+    st = (np.ascontiguousarray(R * gd), gd, np.ascontiguousarray(tree.paths, dtype=np.int64),
+          np.ascontiguousarray(tree.values, dtype=float), m_, H, hz, np.ascontiguousarray(mean.numpy()),
+          np.ascontiguousarray(alpha.numpy()), np.ascontiguousarray(P), lw, live, float((spec.scales**2).sum()),
+          float(N), heap_scales, float(node_step))
+    return st, keep.sum(1).astype(np.int64)
+
+
 def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps, chunk, grid, torch, screen=None,
                node_step=0.0):
     """The next layer's rows and readings (``fvnum._kernels.keyed``): per sample, its own live leaves
@@ -421,30 +444,15 @@ def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps,
     from ._kernels import keyed as KK
 
     screen = steps if screen is None else screen
-
     spec = tree.spec
-    n, M, K, D = rows.shape[0], spec.n_leaves, spec.depth, spec.dim
-    m_, g_, H = (np.ascontiguousarray(v.detach().numpy(), dtype=float) for v in geo)
-    gd = g_[tree.depth_of]
-    R = rows.detach().numpy()
-    za = R[:, :, tree.paths] * tree.values  # (n, l, M, K)
-    hz = np.ascontiguousarray(za @ H.T)
-    lw = logw.detach().numpy()
-    keep = lw > lw.max(1, keepdims=True) - KK.LIVE_DROP
-    n_live = keep.sum(1)
-    live = np.ascontiguousarray(np.argsort(~keep, axis=1, kind="stable"), dtype=np.int64)
-    P = torch.cholesky_inverse(L).numpy()
-    paths = np.ascontiguousarray(tree.paths, dtype=np.int64)
-    vals = np.ascontiguousarray(tree.values, dtype=float)
-    st = (np.ascontiguousarray(R * gd), gd, paths, vals, m_, H, hz, np.ascontiguousarray(mean.numpy()),
-          np.ascontiguousarray(alpha.numpy()), np.ascontiguousarray(P), np.ascontiguousarray(lw), live,
-          float((spec.scales**2).sum()), float(N), np.concatenate([[0.0], spec.scales[spec.node_depths(np.arange(1, M)) - 1]]),
-          float(node_step))
+    n, K, D = rows.shape[0], spec.depth, spec.dim
+    st, n_live = _lookahead_state(tree, geo, rows, mean, L, alpha, logw, N, node_step, torch)
+    paths, vals, lw = st[2], st[3], st[10]
     U0 = np.zeros((n, 3, D))
-    KK._power_starts(np.ascontiguousarray(lw), paths, vals, fixed.numpy(), U0)
+    KK._power_starts(lw, paths, vals, fixed.numpy(), U0)
     out_w, out_phi = np.zeros((n, D)), np.zeros(n)
-    wk = KK.work_arrays(int(n_live.max()), K, R.shape[1], D)
-    KK._adam_rows(U0, n_live.astype(np.int64), np.ascontiguousarray(lt.numpy(), dtype=np.int64),
+    wk = KK.work_arrays(int(n_live.max()), K, rows.shape[1], D)
+    KK._adam_rows(U0, n_live, np.ascontiguousarray(lt.numpy(), dtype=np.int64),
                   np.ascontiguousarray(xcol.numpy()), int(steps), int(screen), 0.05, int(grid), st, wk, out_w, out_phi)
     return torch.from_numpy(out_w), torch.from_numpy(out_phi)
 
@@ -461,8 +469,9 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     by quadrature on at most ``grid`` nodes, no farther apart than ``node_step`` standard deviations of the
     narrowest live density (``0``: always ``grid`` nodes; default :data:`NODE_STEP`, for ``engine = "torch"``
     0: the reference takes neither ``screen`` nor ``node_step``). The defaults (25 steps, ``node_step =
-    0.75``, a trapezoid error below 1e-13 relative) give the losses of 40 steps on 128 nodes
-    within a fraction of their standard error, paired on the same samples (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
+    0.5``: the objective within about 1e-5 relative of 128 nodes' at a fraction of the nodes) give the
+    losses of 40 steps on 128 nodes within their standard error, paired on the same samples
+    (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
     autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
     from .channels import _check_s2, _check_tokens
 
