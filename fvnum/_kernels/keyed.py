@@ -93,18 +93,12 @@ def _leaf_back(w, s, m, j, gcm, gcv, st, wk, gw):
         gw[paths[m, k]] += g * vals[m, k]
 
 
-@njit(cache=True, nogil=True)
-def _mixture(s, n_live, grid, want, st, wk):
-    """Expected loss after the reading (module docstring) from the live leaves' ``(cm, cv)`` in ``wk[6]``,
-    ``wk[7]``; with ``want``, its derivatives in ``cm`` and ``cv`` into ``wk[8]``, ``wk[9]``. At each node
-    only the leaves whose density is within ``exp(-DENSITY_DROP)`` of the largest there are summed (the
-    rest change the sums by less than 1e-17 relative)."""
-    rgd, gd, paths, vals, mg, H, hz, mean, alpha, P, logw, live, a2, N = st[:14]
-    cm, cv, gcm, gcv, isd, nj, num = wk[6], wk[7], wk[8], wk[9], wk[10], wk[11], wk[16]
-    S0, S1, S2, cst, act, mass = wk[17], wk[18], wk[19], wk[20], wk[21], wk[22]
-    anode = st[14]
-    K = paths.shape[1]
-    M = anode.shape[0]
+@njit(cache=True, nogil=True, inline="always")
+def _mixture_nodes(s, n_live, grid, st, wk):
+    """The quadrature's ``(lo, hi, nodes)``, the prior term ``sum_m p_m |theta|^2`` and per leaf ``1 / sd``
+    and ``log p_m - log sd - log(2 pi) / 2`` (``wk[10]``, ``wk[20]``); clears the gradient sums."""
+    logw, live, a2 = st[10], st[11], st[12]
+    cv, cm, isd, cst = wk[7], wk[6], wk[10], wk[20]
     lmax = -np.inf
     for j in range(n_live):
         lmax = max(lmax, logw[s, live[s, j]])
@@ -121,11 +115,27 @@ def _mixture(s, n_live, grid, want, st, wk):
             lo = min(lo, cm[j] - 10.0 * sd)
             hi = max(hi, cm[j] + 10.0 * sd)
             sdmin = min(sdmin, sd)
-        S0[j] = 0.0
-        S1[j] = 0.0
-        S2[j] = 0.0
+        wk[17][j] = 0.0
+        wk[18][j] = 0.0
+        wk[19][j] = 0.0
     if node_step > 0:  # nodes no farther apart than node_step of the narrowest density, at most grid of them
         grid = min(grid, max(MIN_NODES, int(math.ceil((hi - lo) / (node_step * sdmin))) + 1))
+    return lo, hi, grid, prior
+
+
+@njit(cache=True, nogil=True)
+def _mixture(s, n_live, grid, want, st, wk):
+    """Expected loss after the reading (module docstring) from the live leaves' ``(cm, cv)`` in ``wk[6]``,
+    ``wk[7]``; with ``want``, its derivatives in ``cm`` and ``cv`` into ``wk[8]``, ``wk[9]``. At each node
+    only the leaves whose density is within ``exp(-DENSITY_DROP)`` of the largest there are summed (the
+    rest change the sums by less than 1e-17 relative)."""
+    paths, vals, live = st[2], st[3], st[11]
+    cm, cv, gcm, gcv, isd, nj, num = wk[6], wk[7], wk[8], wk[9], wk[10], wk[11], wk[16]
+    S0, S1, S2, cst, act, mass = wk[17], wk[18], wk[19], wk[20], wk[21], wk[22]
+    anode = st[14]
+    K = paths.shape[1]
+    M = anode.shape[0]
+    lo, hi, grid, prior = _mixture_nodes(s, n_live, grid, st, wk)
     dphi = (hi - lo) / (grid - 1)
     total = 0.0
     for g in range(grid):
