@@ -38,6 +38,7 @@ from .simulate import check_budget, check_samples, check_seed
 from .tree import TreeSpec, numeric_prior
 
 FAMILIES = ("linear", "weighted")
+NODE_STEP = 0.5  # adaptive search: quadrature nodes at most this many narrowest standard deviations apart
 GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
 STEP = 0.25  # t-quadrature step of the optimisers (error ~ exp(-pi^2 / step) ~ 1e-17)
 
@@ -244,16 +245,21 @@ def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, 
             leaves = torch.tensor(spec.sample(samples, r))
             xi = torch.tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
             th = torch.tensor(tree.thetas, dtype=torch.float64)
+            eye = torch.eye(budget, dtype=torch.float64)
 
             def loss(x):
                 W, lq = _unpack(x, budget, D, family)
                 mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
                 L = torch.linalg.cholesky(cov)
                 phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
-                r_ = phi[:, None, :] - mean[None]  # (n, M, k)
-                white = torch.linalg.solve_triangular(L[None].expand(samples, -1, -1, -1), r_[..., None],
-                                                      upper=False)[..., 0]
-                ll = -0.5 * (white**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+                # (phi - mean_m)^T Sigma_m^-1 (phi - mean_m) for every sample and leaf by two matrix products
+                # (with Sigma_m^-1 from the Cholesky factor once per leaf), not a solve per sample and leaf
+                Li = torch.linalg.solve_triangular(L, eye.expand_as(L), upper=False)
+                Pm = Li.transpose(-1, -2) @ Li  # (M, k, k)
+                Pmu = (Pm @ mean[..., None])[..., 0]  # (M, k)
+                quad = (phi[:, :, None] * phi[:, None, :]).reshape(samples, -1) @ Pm.reshape(Pm.shape[0], -1).T
+                quad = quad - 2.0 * phi @ Pmu.T + (mean * Pmu).sum(-1)
+                ll = -0.5 * quad - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
                 post = torch.softmax(ll, dim=1)
                 return ((post @ th - th[leaves]) ** 2).sum(-1).mean()
 
@@ -371,14 +377,112 @@ def _starts(tree, logw, torch, fixed):
     return out / torch.clamp(torch.linalg.norm(out, dim=-1, keepdim=True), min=1e-300)
 
 
+def _next_rows_torch(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps, chunk, grid, torch):
+    """The next layer's rows and readings by autograd (the reference of :func:`_next_rows`): chunks of
+    samples that share their most probable leaf, each chunk's mixtures over the leaves alive in any of its
+    samples (posterior above 1e-12 of the sample's largest), Adam on the sum of the chunk's objectives."""
+    samples = rows.shape[0]
+    new_rows, new_phi = [], []
+    order = torch.argsort(logw.argmax(1), stable=True)
+    for a in range(0, samples, chunk):
+        sl = order[a : a + chunk]
+        live = (logw[sl] > logw[sl].max(1, keepdim=True).values - 27.6).any(0)
+        sub = tree.thetas[live.numpy()]
+        with torch.no_grad():
+            U0 = _starts(tree, logw[sl], torch, fixed)
+        U = U0.clone().requires_grad_(True)
+        opt = torch.optim.Adam([U], lr=0.05)
+        for _ in range(steps):
+            w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
+            cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
+            loss = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch, grid)
+            opt.zero_grad()
+            loss.sum().backward()
+            opt.step()
+        with torch.no_grad():
+            w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
+            cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
+            best = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch,
+                                grid).argmin(1)
+            idx = torch.arange(best.shape[0])
+            new_rows.append(w[idx, best])
+            n_idx = lt[sl]
+            mu_t, var_t = cm[idx, best, n_idx], cv[idx, best, n_idx]
+            new_phi.append(mu_t + torch.sqrt(var_t) * xcol[sl])
+    back = torch.argsort(order)
+    return torch.cat(new_rows)[back], torch.cat(new_phi)[back]
+
+
+def _lookahead_state(tree, geo, rows, mean, L, alpha, logw, N, node_step, torch):
+    """The arguments ``st`` of ``fvnum._kernels.keyed`` for the samples' current state (rows read, their
+    law per leaf from :func:`_posterior_state`) and each sample's number of live leaves."""
+    from ._kernels import keyed as KK
+
+    spec = tree.spec
+    M = spec.n_leaves
+    m_, g_, H = (np.ascontiguousarray(v.detach().numpy(), dtype=float) for v in geo)
+    gd = g_[tree.depth_of]
+    R = rows.detach().numpy()
+    hz = np.ascontiguousarray(R[:, :, tree.paths] * tree.values @ H.T)  # H za, (n, l, M, K)
+    lw = np.ascontiguousarray(logw.detach().numpy())
+    keep = lw > lw.max(1, keepdims=True) - KK.LIVE_DROP
+    live = np.ascontiguousarray(np.argsort(~keep, axis=1, kind="stable"), dtype=np.int64)
+    P = torch.cholesky_inverse(L).numpy()
+    heap_scales = np.concatenate([[0.0], spec.scales[spec.node_depths(np.arange(1, M)) - 1]])
+    st = (np.ascontiguousarray(R * gd), gd, np.ascontiguousarray(tree.paths, dtype=np.int64),
+          np.ascontiguousarray(tree.values, dtype=float), m_, H, hz, np.ascontiguousarray(mean.numpy()),
+          np.ascontiguousarray(alpha.numpy()), np.ascontiguousarray(P), lw, live, float((spec.scales**2).sum()),
+          float(N), heap_scales, float(node_step))
+    return st, keep.sum(1).astype(np.int64)
+
+
+def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps, chunk, grid, torch, screen=None,
+               node_step=0.0):
+    """The next layer's rows and readings (``fvnum._kernels.keyed``): per sample, its own live leaves
+    (posterior above 1e-12 of its largest), the objective's gradient written out, Adam from the three starts
+    of :func:`_starts`; ``chunk`` is not used (the reference's batching)."""
+    from ._kernels import keyed as KK
+
+    screen = steps if screen is None else screen
+    spec = tree.spec
+    n, K, D = rows.shape[0], spec.depth, spec.dim
+    st, n_live = _lookahead_state(tree, geo, rows, mean, L, alpha, logw, N, node_step, torch)
+    paths, vals, lw = st[2], st[3], st[10]
+    U0 = np.zeros((n, 3, D))
+    KK._power_starts(lw, paths, vals, fixed.numpy(), U0)
+    out_w, out_phi = np.zeros((n, D)), np.zeros(n)
+    wk = KK.work_arrays(int(n_live.max()), K, rows.shape[1], D)
+    KK._adam_rows(U0, n_live, np.ascontiguousarray(lt.numpy(), dtype=np.int64),
+                  np.ascontiguousarray(xcol.numpy()), int(steps), int(screen), 0.05, int(grid), st, wk, out_w, out_phi)
+    return torch.from_numpy(out_w), torch.from_numpy(out_phi)
+
+
 def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                          samples: int = 2000, seed: int = 0, first: KeyedResult | None = None, steps: int = 40,
-                          chunk: int = 200, grid: int = 128) -> list:
+                          samples: int = 2000, seed: int = 0, first: KeyedResult | None = None, steps: int = 25,
+                          chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
+                          node_step: float | None = None) -> list:
     """The greedy keyed policy (module docstring) run to ``max_budget`` layers on ``samples`` samples (stream
     ``EVAL``); returns one :class:`KeyedResult` per budget ``1..max_budget`` (the loss after that many
     layers, same samples). ``first``: the layer-1 design (default: :func:`best_nonadaptive_keyed` at
-    budget 1, whose ``Q`` every layer uses)."""
+    budget 1, whose ``Q`` every layer uses). Each later layer's row: ``steps`` Adam steps from each of
+    three starts (``screen < steps``: all starts for ``screen`` steps, then only the best), the lookahead
+    by quadrature on at most ``grid`` nodes, no farther apart than ``node_step`` standard deviations of the
+    narrowest live density (``0``: always ``grid`` nodes; default :data:`NODE_STEP`, for ``engine = "torch"``
+    0: the reference takes neither ``screen`` nor ``node_step``). The defaults (25 steps, ``node_step =
+    0.5``: the objective within about 1e-5 relative of 128 nodes' at a fraction of the nodes) give the
+    losses of 40 steps on 128 nodes within their standard error, paired on the same samples
+    (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
+    autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
     from .channels import _check_s2, _check_tokens
+
+    if engine not in ("numba", "torch"):
+        raise ValueError(f"engine must be 'numba' or 'torch', got {engine!r}")
+    if engine == "torch" and (screen not in (None, steps) or node_step not in (None, 0)):
+        raise ValueError(f"the torch reference runs every start the whole way on {grid} nodes; got screen={screen!r}, "
+                         f"node_step={node_step!r}")
+    node_step = (NODE_STEP if engine == "numba" else 0.0) if node_step is None else float(node_step)
+    if not node_step >= 0:
+        raise ValueError(f"node_step must be >= 0 (0: always grid nodes), got {node_step!r}")
 
     torch = _torch()
     family = check_family(family)
@@ -421,38 +525,11 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
                                first.c, N, s2, what))
         if layer + 1 == max_budget:
             break
-        new_rows, new_phi = [], []
-        # chunks of samples that share their most probable leaf: each chunk's mixtures need only the leaves
-        # alive in it (posterior above 1e-12 of the sample's largest)
-        order = torch.argsort(logw.argmax(1), stable=True)
-        for a in range(0, samples, chunk):
-            sl = order[a : a + chunk]
-            live = (logw[sl] > logw[sl].max(1, keepdim=True).values - 27.6).any(0)
-            sub = tree.thetas[live.numpy()]
-            with torch.no_grad():
-                U0 = _starts(tree, logw[sl], torch, fixed)
-            U = U0.clone().requires_grad_(True)
-            opt = torch.optim.Adam([U], lr=0.05)
-            for _ in range(steps):
-                w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
-                cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
-                loss = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch, grid)
-                opt.zero_grad()
-                loss.sum().backward()
-                opt.step()
-            with torch.no_grad():
-                w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
-                cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
-                best = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch,
-                                    grid).argmin(1)
-                idx = torch.arange(best.shape[0])
-                new_rows.append(w[idx, best])
-                n_idx = lt[sl]
-                mu_t, var_t = cm[idx, best, n_idx], cv[idx, best, n_idx]
-                new_phi.append(mu_t + torch.sqrt(var_t) * xi[sl, layer + 1])
-        back = torch.argsort(order)
-        rows = torch.cat([rows, torch.cat(new_rows)[back][:, None, :]], dim=1)
-        phi = torch.cat([phi, torch.cat(new_phi)[back][:, None]], dim=1)
+        args = (tree, geo, rows, mean, L, alpha, logw, lt, xi[:, layer + 1], fixed, N, steps, chunk, grid, torch)
+        new_w, new_phi = _next_rows_torch(*args) if engine == "torch" else _next_rows(*args, screen=screen,
+                                                                                     node_step=node_step)
+        rows = torch.cat([rows, new_w[:, None, :]], dim=1)
+        phi = torch.cat([phi, new_phi[:, None]], dim=1)
     return out
 
 

@@ -148,17 +148,35 @@ def row_span(W, phi, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     ``m = n``; ``r = min(B, D)``, zero rows past each sample's rank) and the readings ``z`` (n, r) in it:
     ``z = V S`` for readings ``phi = W S``, by the SVD ``W = U diag(sigma) V`` (directions with
     ``sigma <= tol * max sigma`` dropped: a repeated row, or one in the span of others, adds nothing;
-    readings off the span of ``W`` are projected on it, least squares)."""
+    readings off the span of ``W`` are projected on it, least squares). Rows of each sample's own that are
+    surely of full rank and well conditioned take Gram-Schmidt instead (``_kernels.tokens._row_span_qr``:
+    the same span and readings in another basis, at a fraction of the SVD's cost)."""
     W = np.asarray(W, dtype=float)
     phi = np.asarray(phi, dtype=float)
     m, B, D = W.shape
     if B == 0:
         return np.zeros((m, 0, D)), np.zeros((phi.shape[0], 0))
+    if m > 1 and B <= D:  # rows of each sample's own: Gram-Schmidt where well conditioned, the SVD elsewhere
+        V, z, ok = np.zeros((m, B, D)), np.zeros((m, B)), np.zeros(m, dtype=np.bool_)
+        _kernels.tokens._row_span_qr(np.ascontiguousarray(W), np.ascontiguousarray(phi), V, z, ok, 1e-3 / tol)
+        if not ok.all():
+            bad = ~ok
+            V[bad], z[bad] = _row_span_svd(W[bad], phi[bad], tol)
+        return V, z
+    return _row_span_svd(W, phi, tol)
+
+
+def _row_span_svd(W, phi, tol):
+    m = W.shape[0]
     U, sig, Vt = np.linalg.svd(W, full_matrices=False)  # (m, B, r), (m, r), (m, r, D)
     keep = sig > tol * np.maximum(sig.max(axis=1, keepdims=True), np.finfo(float).tiny)
     A = U * np.where(keep, 1.0 / np.where(keep, sig, 1.0), 0.0)[:, None, :]  # phi -> z, (m, B, r)
-    z = phi @ A[0] if m == 1 else np.einsum("nbr,nb->nr", A, phi)
-    return np.ascontiguousarray(Vt * keep[..., None]), np.ascontiguousarray(z)
+    if m == 1:
+        z = np.zeros((phi.shape[0], A.shape[2]))
+        _kernels.tokens._readings_in_basis(np.ascontiguousarray(phi), np.ascontiguousarray(A[0]), z)
+    else:
+        z = np.ascontiguousarray(np.einsum("nbr,nb->nr", A, phi))
+    return np.ascontiguousarray(Vt * keep[..., None]), z
 
 
 _GIG_TABLES: OrderedDict = OrderedDict()  # lam -> table of the Bessel part of J (``_kernels.tokens._gig_t``)
@@ -204,7 +222,7 @@ def _decode(spec: TreeSpec, channel, design, phi, leaves, want_mean: bool):
         else:
             _kernels._tree_coord_decode(nodes, phi, float(channel.tau), spec.scales, leaves, out_loss, out_mean)
     else:
-        W = design.astype(float)
+        W = design.astype(float, copy=False)
         W = np.ascontiguousarray(W[None] if W.ndim == 2 else W)
         if n_tok > 0:
             V, z = row_span(W, phi)

@@ -38,10 +38,11 @@ from numba import njit
 
 from .common import LOG2, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses
 from .coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
-from .dense import _leaf_projections
 from .gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
 
 EXP_FLOOR = -708.0  # leaf weights below exp(EXP_FLOOR) of the largest are set to 0 (they add < 1e-307)
+ONE_PASS_COND = 8.0  # row spans: one Gram-Schmidt pass up to this condition bound, two above
+_REASSOC = {"reassoc", "contract"}  # sums in any order (SIMD), fused multiply-adds: rounding only
 _LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # ln 2 = hi + lo, k hi exact
 
 
@@ -190,9 +191,40 @@ def _exp_weights(mass, nl, mx, ebits, scale):
     return total
 
 
+_SQRT2 = 1.4142135623730951
+_MANT = (1 << 52) - 1
+_ONE_BITS = 1023 << 52
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _tokens_leaf_loglik(YT, zs, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, built, w, mass):
-    """Leaf log-likelihoods (up to a constant) into ``mass[2^K:]`` given the readings ``zs`` (r,) in the
+def _log_pass(x, out, xi, mbits, mant, nl):
+    """``out[i] = log(x[i])`` for ``nl`` positive normal ``x`` (``xi``: the int64 view of ``x``; ``mbits``
+    and ``mant``: an int64 work array of length ``nl`` and its float64 view). ``x = 2^e m`` read off the
+    bits, ``m`` moved into ``[sqrt(1/2), sqrt(2))``, ``log m = 2 atanh(t)``, ``t = (m - 1) / (m + 1)``,
+    ``|t| < 0.172``, by its series to ``t^23`` (truncation below 1e-18; within a few ulp of libm's, tested):
+    in passes without branches or calls (SIMD), unlike libm's ``log`` in a loop."""
+    for i in range(nl):
+        b = xi[i]
+        mbits[i] = (b & _MANT) | _ONE_BITS
+        out[i] = ((b >> 52) & 0x7FF) - 1023
+    for i in range(nl):
+        m = mant[i]
+        big = m > _SQRT2
+        m = m * 0.5 if big else m
+        e = out[i] + 1.0 if big else out[i]
+        t = (m - 1.0) / (m + 1.0)
+        t2 = t * t
+        t4 = t2 * t2
+        t8 = t4 * t4
+        p = ((2.0 + t2 * (2.0 / 3.0)) + t4 * (2.0 / 5.0 + t2 * (2.0 / 7.0))) + t8 * (
+            (2.0 / 9.0 + t2 * (2.0 / 11.0)) + t4 * (2.0 / 13.0 + t2 * (2.0 / 15.0))) + (t8 * t8) * (
+            (2.0 / 17.0 + t2 * (2.0 / 19.0)) + t4 * (2.0 / 21.0 + t2 * (2.0 / 23.0)))
+        out[i] = (e * _LN2_HI + t * p) + e * _LN2_LO
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tokens_leaf_loglik(YT, z, s, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, built, w, mass):
+    """Leaf log-likelihoods (up to a constant) into ``mass[2^K:]`` given the readings ``z[s]`` (r,) in the
     basis whose leaf projections are ``YT`` (r, 2^K), with ``ginv``, ``asc``, ``lead`` of the leaves (see
     ``_tokens_dense_decode``); returns their maximum. ``T`` from ``tab`` when ``use_tab`` (cells built
     here on first use; ``built = [lo, hi]``: every cell in between is built), else exactly. In passes over
@@ -202,11 +234,11 @@ def _tokens_leaf_loglik(YT, zs, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, b
     r, nl = YT.shape
     zz = 0.0
     for b in range(r):
-        zz += zs[b] * zs[b]
+        zz += z[s, b] * z[s, b]
     for i in range(nl):
         qs[i] = 0.0
     for b in range(r):
-        zb = zs[b]
+        zb = z[s, b]
         for i in range(nl):
             qs[i] += YT[b, i] * zb
     for i in range(nl):
@@ -251,31 +283,53 @@ def _tokens_leaf_loglik(YT, zs, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, b
     return mx
 
 
-@njit(cache=True, nogil=True)
-def _tokens_rows(Vs, scales, n_tok, sigma2, P, Y, rows):
-    """What depends on the rows only: their rank ``rk`` (returned), and per leaf ``YT`` (r, 2^K) the
-    projections ``y = V theta_m``, ``ginv = 1 / (sigma2 - p)``, ``asc = alpha = N sigma2 ginv`` and ``lead =
-    (lam - 1/2) log(1 - p / sigma2)``, ``p = |y|^2``, in ``rows = (YT, ginv, asc, lead)``."""
+@njit(cache=True, nogil=True, fastmath=_REASSOC, inline="always")
+def _tokens_rows(V, sv, scales, n_tok, sigma2, R, rows, lw):
+    """What depends on the rows ``V[sv]`` only: their rank ``rk`` (returned), and per leaf the projections ``y = V
+    theta_m`` (``YT``, (r, 2^K)), ``ginv = 1 / (sigma2 - p)``, ``asc = alpha = N sigma2 ginv`` and ``lead =
+    (lam - 1/2) log(1 - p / sigma2)``, ``p = |y|^2``, in ``rows = (YT, ginv, asc, lead)``. The projections
+    top-down over the heap (``R[:, c]`` (r, 2^K): the partial sum of the path down to node ``c``; leaf ``i``
+    is ``c = 2^K + i``, in ``YT[:, i]``), in passes along contiguous memory: O(2^K r). ``lw``: the work
+    arrays of ``_log_pass``."""
     YT, ginv, asc, lead = rows
-    r, D = Vs.shape
-    _leaf_projections(Vs, scales, P, Y)
+    r, D = V.shape[1], V.shape[2]
+    K = scales.shape[0]
+    nl = 1 << K
     rk = 0
     for b in range(r):
         nrm = 0.0
         for d in range(D):
-            nrm += Vs[b, d] * Vs[b, d]
+            nrm += V[sv, b, d] * V[sv, b, d]
         if nrm > 0.5:
             rk += 1
+        R[b, 1] = 0.0
+        for k in range(1, K):
+            a = scales[k - 1]
+            for n in range(1 << (k - 1), 1 << k):
+                w = a * V[sv, b, n - 1]
+                R[b, 2 * n] = R[b, n] + w
+                R[b, 2 * n + 1] = R[b, n] - w
+        a = scales[K - 1]
+        for n in range(nl >> 1, nl):  # the last level: the leaves
+            w = a * V[sv, b, n - 1]
+            YT[b, 2 * n - nl] = R[b, n] + w
+            YT[b, 2 * n + 1 - nl] = R[b, n] - w
     lam = 0.5 * (n_tok - rk)
-    for i in range(Y.shape[0]):
-        p = 0.0
-        for b in range(r):
-            p += Y[i, b] * Y[i, b]
-            YT[b, i] = Y[i, b]
+    for i in range(nl):
+        ginv[i] = 0.0
+    for b in range(r):
+        for i in range(nl):
+            y = YT[b, i]
+            ginv[i] += y * y
+    for i in range(nl):
+        p = ginv[i]
         g = 1.0 / (sigma2 - p)
         ginv[i] = g
         asc[i] = n_tok * sigma2 * g
-        lead[i] = (lam - 0.5) * math.log1p(-p / sigma2)
+        lw[2][i] = (sigma2 - p) / sigma2  # 1 - p / sigma2 >= s2 / sigma2 > 0
+    _log_pass(lw[2], lead, lw[3], lw[0], lw[1], nl)
+    for i in range(nl):
+        lead[i] *= lam - 0.5
     return rk
 
 
@@ -307,7 +361,9 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves,
     D = (1 << K) - 1
     nl = 1 << K
     r = V.shape[1]
-    P, Y = np.zeros((K + 1, r)), np.zeros((nl, r))
+    R = np.zeros((r, nl))
+    lbits, lx = np.zeros(nl, dtype=np.int64), np.zeros(nl)
+    lw = (lbits, lbits.view(np.float64), lx, lx.view(np.int64))
     rows = (np.zeros((r, nl)), np.zeros(nl), np.zeros(nl), np.zeros(nl))
     xs = np.zeros(nl)
     w = (np.zeros(nl), xs, xs.view(np.int64), np.zeros(nl), np.zeros(nl, dtype=np.int64))
@@ -321,7 +377,7 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves,
     ti = -1
     for s in range(z.shape[0]):
         if s == 0 or V.shape[0] > 1:
-            rk = _tokens_rows(V[s if V.shape[0] > 1 else 0], scales, n_tok, sigma2, P, Y, rows)
+            rk = _tokens_rows(V, s if V.shape[0] > 1 else 0, scales, n_tok, sigma2, R, rows, lw)
             t_prev = ti
             ti = tab_of_rank[rk] if rk < tab_of_rank.shape[0] else -1
             if s == 0 or ti != t_prev:
@@ -332,7 +388,7 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves,
         if rk == 0:  # nothing read: the prior
             mass[nl:] = 0.0
         else:
-            mx = _tokens_leaf_loglik(rows[0], z[s], rows[1], rows[2], rows[3], n_tok, n_tok / sigma2,
+            mx = _tokens_leaf_loglik(rows[0], z, s, rows[1], rows[2], rows[3], n_tok, n_tok / sigma2,
                                      0.5 * (n_tok - rk), tab, ti >= 0, built, w, mass)
         _leaf_mean(mass, mx, scales, eb, mean)
         if out_mean.shape[0] > 0:
@@ -403,3 +459,81 @@ def _chain_loss(leaf, nodes, readings, tau, n_tok, sigma2, scales, w):
     for k in range(L, K):
         loss += scales[k] * scales[k]
     return loss
+
+
+@njit(cache=True, nogil=True, fastmath=_REASSOC)
+def _row_span_qr(W, phi, V, z, ok, cond_max):
+    """Orthonormal rows ``V[s]`` (B, D) of the span of each sample's rows ``W[s]`` (n, B, D) and the readings
+    ``z[s] = V[s] S`` of ``phi[s] = W[s] S`` in them, by modified Gram-Schmidt (once where the bound below
+    is at most ``ONE_PASS_COND``, so the rows are orthogonal to about 1e-15; else twice) and
+    ``R^T z = phi`` (``W = R^T V``, ``R`` upper triangular). ``ok[s]`` is set where the rows are surely of
+    full rank and well conditioned: ``|R|_F |R^-1|_F <= cond_max`` bounds ``sigma_max / sigma_min``, so an
+    SVD keeps every row and finds the same span and readings; elsewhere ``ok[s] = False`` and the caller
+    uses the SVD (``fvnum.tree.row_span``)."""
+    n, B, D = W.shape
+    Rm = np.zeros((B, B))
+    Ri = np.zeros((B, B))
+    for s in range(n):
+        for passes in range(1, 3):  # one Gram-Schmidt pass where that is well conditioned, else two
+            good = True
+            fro = 0.0
+            for b in range(B):
+                for j in range(B):
+                    Rm[j, b] = 0.0
+                for d in range(D):
+                    V[s, b, d] = W[s, b, d]
+                for _ in range(passes):
+                    for j in range(b):
+                        c = 0.0
+                        for d in range(D):
+                            c += V[s, j, d] * V[s, b, d]
+                        Rm[j, b] += c
+                        for d in range(D):
+                            V[s, b, d] -= c * V[s, j, d]
+                nrm = 0.0
+                for d in range(D):
+                    nrm += V[s, b, d] * V[s, b, d]
+                nrm = math.sqrt(nrm)
+                Rm[b, b] = nrm
+                if not nrm > 0.0:
+                    good = False
+                    break
+                for d in range(D):
+                    V[s, b, d] /= nrm
+                for j in range(b + 1):
+                    fro += Rm[j, b] * Rm[j, b]
+            if good:  # |R^-1|_F: R^-1 column by column (back substitution)
+                ifro = 0.0
+                for c in range(B):
+                    for j in range(B - 1, -1, -1):
+                        v = 1.0 if j == c else 0.0
+                        for t in range(j + 1, B):
+                            v -= Rm[j, t] * Ri[t, c]
+                        v /= Rm[j, j]
+                        Ri[j, c] = v
+                        ifro += v * v
+                cond = math.sqrt(fro * ifro)
+                good = cond <= cond_max
+                if passes == 1 and cond > ONE_PASS_COND:
+                    continue  # orthogonal only to about 1e-16 cond: again, with two passes
+            ok[s] = good
+            if good:
+                for b in range(B):  # forward substitution: R^T z = phi
+                    v = phi[s, b]
+                    for j in range(b):
+                        v -= Rm[j, b] * z[s, j]
+                    z[s, b] = v / Rm[b, b]
+            break
+
+
+@njit(cache=True, nogil=True)
+def _readings_in_basis(phi, A, z):
+    """``z[s] = A^T phi[s]`` for readings ``phi`` (n, B) of shared rows and ``A`` (B, r) (``fvnum.tree.row_span``):
+    one pass, without the overhead of a matrix product this thin."""
+    B, r = A.shape
+    for s in range(phi.shape[0]):
+        for j in range(r):
+            v = 0.0
+            for b in range(B):
+                v += phi[s, b] * A[b, j]
+            z[s, j] = v
