@@ -23,7 +23,7 @@ GRID = [dict(depth=k, alpha=a, n_tokens=n) for k in (7, 8, 9, 10) for a in (0.4,
 GRID += [dict(depth=k, alpha=0.5, n_tokens=n, tail=True) for k in (7, 8) for n in (128, 256, 512)]
 SHORTLIST = [dict(depth=7, alpha=0.6, n_tokens=64), dict(depth=7, alpha=0.5, n_tokens=128),
              dict(depth=7, alpha=0.5, n_tokens=256, tail=True)]
-KEYED_SAMPLES = 500
+KEYED_SAMPLES = 1000
 
 
 def key(cell: dict, keyed: bool) -> str:

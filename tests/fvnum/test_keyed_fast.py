@@ -83,6 +83,7 @@ def test_fast_search_equals_the_reference_run():
         assert abs(a.estimate.value - b.estimate.value) <= 1e-7 * max(1.0, b.estimate.value)
 
 
+@pytest.mark.slow  # about a minute: the torch reference at the defaults' sample count
 def test_fast_defaults_agree_with_the_reference_within_noise():
     """The defaults (25 steps, adaptive nodes) against the reference's 40 steps on 128 nodes, depth 4."""
     prior = TreePrior(4, "1/2")
