@@ -33,7 +33,6 @@ _EXPORTS = {
     "ReproduceConfig": "reproduce",
     "ScalingConfig": "scaling",
     "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
-    "LawFit": "fits", "fit_law": "fits",
 }
 
 # Names that are also submodules (``train``, ``compare``, ``reproduce``, ``taps``) are not exported: the

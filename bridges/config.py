@@ -90,16 +90,18 @@ def tree_label(alpha, scales) -> str:
     return f"alpha {alpha}" if scales is None else "scales " + ", ".join(scales)
 
 
-def study_tree(cfg, default_depth: int) -> None:
+def study_tree(cfg, default_depth: int, default_alpha: float | None = None) -> None:
     """Normalise the tree fields ``depth``, ``alpha``, ``scales`` of a study configuration (a frozen dataclass)
-    as ``DataConfig`` does: ``alpha`` 0.5 unless ``scales`` are given, ``depth`` the number of scales or
-    ``default_depth``; the scales as exact strings. ValueError (one line) on bad or conflicting values."""
+    as ``DataConfig`` does: ``alpha`` ``default_alpha`` (None: DataConfig's 0.5) unless ``scales`` are given,
+    ``depth`` the number of scales or ``default_depth``; the scales as exact strings. ValueError (one line) on
+    bad or conflicting values."""
     if cfg.scales is not None and cfg.alpha is not None:
         raise ValueError(f"give alpha or scales, not both (got alpha={cfg.alpha!r} and scales)")
     if cfg.scales is not None and (isinstance(cfg.scales, (str, bytes)) or not hasattr(cfg.scales, "__len__")):
         raise ValueError(f"scales must be a sequence of numbers such as (1, 1/2, 1/3), got {cfg.scales!r}")
     depth = cfg.depth if cfg.depth is not None else default_depth if cfg.scales is None else len(cfg.scales)
-    data = DataConfig(depth=depth, alpha=cfg.alpha, n_tokens=cfg.n_tokens, s2=cfg.s2, scales=cfg.scales)  # validates
+    alpha = default_alpha if cfg.alpha is None and cfg.scales is None else cfg.alpha
+    data = DataConfig(depth=depth, alpha=alpha, n_tokens=cfg.n_tokens, s2=cfg.s2, scales=cfg.scales)  # validates
     _set(cfg, "depth", data.depth)
     _set(cfg, "alpha", data.alpha)
     _set(cfg, "scales", data.scales)

@@ -26,7 +26,7 @@ from fvnum.laws import DEFAULT_CUT
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from .store import RunStore, csv_text, write_atomic, write_json
 
-STUDY_STEPS_PER_BUDGET = 1000  # the study's step rule (the recipe's 5000 x budget is for one configuration)
+STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
 
 KIND = "scaling"
 # the law each model and theory row should follow (fvnum.theory.predicted_law) and the theory row each model is
@@ -35,12 +35,13 @@ KIND = "scaling"
 
 @dataclass(frozen=True)
 class ScalingConfig:
-    """Defaults: the study of the training issue (about 70 minutes on 2 CPU cores, one run per core: docs/scaling)."""
+    """Defaults: the regime the theory chose before training (docs/scaling/regime.md): depth 7, alpha 0.6,
+    N 64, budgets 1..6, Models A, B, C with 3 seeds at the recipe's steps (many hours on 2 CPU cores; resumable)."""
 
     out: str = "runs/scaling"
-    depth: int | None = None  # None: 6, or the number of scales
-    alpha: float | None = None  # None: 0.5 unless scales are given
-    n_tokens: int = 128
+    depth: int | None = None  # None: STUDY_DEPTH, or the number of scales
+    alpha: float | None = None  # None: STUDY_ALPHA unless scales are given
+    n_tokens: int = 64
     s2: float = 0.01
     budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     models: str = "ABC"
@@ -59,7 +60,7 @@ class ScalingConfig:
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
 
     def __post_init__(self):
-        study_tree(self, 6)
+        study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
         budgets = tuple(int(b) for b in self.budgets)
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")

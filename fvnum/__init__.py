@@ -16,6 +16,7 @@ _EXPORTS = {
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
     "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed", "KeyedResult": "keyed",
+    "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
 }
 
 
@@ -87,10 +88,10 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "KeyedResult", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "KeyedResult", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
-    "effective_tau2", "lmmse", "loss_mc", "make_channel", "noisy_bellman",
+    "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",
     "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
     "posterior_mean", "tau_of_tokens",
 ]

@@ -133,13 +133,15 @@ def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monke
         return {"folder": str(tmp_path), "written": [], "fits": {"models": {}}}
 
     monkeypatch.setattr(importlib.import_module(f"bridges.{module}"), fn, fake)
-    assert main([command, "--out", str(tmp_path / "o"), "--scales", "1,1/2,1/3", "--quiet", "--workers", "1"]) == 0
+    small = ["--budgets", "1-2", "--seeds", "1"] if command == "scaling" else []  # within the default time cap
+    assert main([command, "--out", str(tmp_path / "o"), "--scales", "1,1/2,1/3", "--quiet", "--workers", "1",
+                 *small]) == 0
     (cfg,) = seen
     assert (cfg.depth, cfg.alpha, cfg.scales) == (3, None, ("1", "1/2", "1/3"))
     data = cfg.data("tree") if command == "reproduce" else cfg.data()
     assert data.scales == ("1", "1/2", "1/3") and data.depth == 3
-    assert main([command, "--out", str(tmp_path / "o"), "--alpha", "1/3", "--quiet", "--workers", "1"]) == 0
-    assert (seen[-1].alpha, seen[-1].scales, seen[-1].depth) == (1 / 3, None, 4 if command == "reproduce" else 6)
+    assert main([command, "--out", str(tmp_path / "o"), "--alpha", "1/3", "--quiet", "--workers", "1", *small]) == 0
+    assert (seen[-1].alpha, seen[-1].scales, seen[-1].depth) == (1 / 3, None, 4 if command == "reproduce" else 7)
 
 
 @pytest.mark.parametrize("argv,match", [
