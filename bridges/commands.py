@@ -396,6 +396,8 @@ def _register_scaling(subparsers) -> None:
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: write the outputs of the runs finished so far (the report says how many)")
     add_format_argument(p)
     p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
@@ -412,9 +414,10 @@ def scaling_command(args: argparse.Namespace) -> int:
                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut)
     from .cost import scaling_seconds
 
-    _check_study(f"fv scaling of {len(cfg.runs(''))} runs", scaling_seconds, cfg, steps="steps_per_budget", depth=False)
+    price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds
+    _check_study(f"fv scaling of {len(cfg.runs(''))} runs", price, cfg, steps="steps_per_budget", depth=False)
     quiet = args.quiet or args.format == "json"
-    result = run(cfg, log=(lambda *a: None) if quiet else print)
+    result = run(cfg, log=(lambda *a: None) if quiet else print, train=not args.report_only)
     lines = []
     for model, entry in result["fits"]["models"].items():
         t = entry.get("test")

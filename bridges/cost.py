@@ -193,10 +193,10 @@ def compare_grid_seconds(cfg) -> float:
             + sum(theory_table_seconds(r.data, r.model.budget, cfg.samples, 2000) for r in tables.values()))
 
 
-def scaling_seconds(cfg) -> float:
-    """Upper estimate of ``fv scaling`` (a ``ScalingConfig``)."""
+def scaling_seconds(cfg, *, train: bool = True) -> float:
+    """Upper estimate of ``fv scaling`` (a ``ScalingConfig``); ``train=False``: its theory and outputs only."""
     runs = cfg.runs(str(Path(cfg.out) / "train"))
-    seconds = runs_seconds(runs, cfg.workers)
+    seconds = runs_seconds(runs, cfg.workers) if train else 0.0
     seconds += sum(theory_table_seconds(cfg.data(), b, cfg.samples, cfg.search_samples) for b in cfg.budgets)
     return seconds + 15.0
 

@@ -1,19 +1,21 @@
 """``fv scaling``: loss against budget for trained Models A, B, C beside the theory, with fitted laws.
 
-The study (the training issue): tree prior of depth 6, alpha 0.5, N = 128 tokens, budgets 1..6, Models
-A, B, C with 3 seeds each, trained with the recipe of ``bridges.config`` but with the study's own step
-rule, ``steps_per_budget x budget`` steps (default 1000 x budget; the recipe's steps for all 54 runs would
-take hours). Beside them, at the same noise and channel (``tokens``), the theory rows of
-``bridges.compare.theory_losses``: ``path``, the best adaptive policy found, ``top_levels``, the best
-coordinate and unit non-adaptive designs, and the linear theory.
+The study (docs/scaling/): the regime the theory chose before training (docs/scaling/regime.md: tree prior of
+depth 7, alpha 0.6, N = 64 tokens, budgets 1..6), Models A, B, C with 3 seeds each, trained with the recipe of
+``bridges.config`` (its steps per model, A 5000 and B, C 2500 x budget, or ``steps_per_budget x budget`` for
+every model). Beside them, at the same noise and channel (``tokens``), the theory rows of
+``fvnum.theory.comparison_table`` (the prediction rows of A and B under the ``keyed`` key family,
+``fvnum.theory.keyed_curves``; ``path``, the best adaptive policy found, ``top_levels``, the best coordinate
+and unit non-adaptive designs, and the linear theory of Model C).
 
 Outputs in ``out``: ``scaling.json`` (config, one row per run with the exact ``fv train`` command that
-reproduces it, the theory rows, the fits), ``scaling.csv``, ``fig_scaling.png`` and ``report.md`` with the
-fitted laws (``fvnum.laws``): the rate ``r`` of ``loss ~ c r^B`` for A and the adaptive theory, the
-exponent ``e`` of ``loss ~ c B^-e`` for B and the non-adaptive theory, each with a 95% interval, and
-for every model which law fits better, and the audit of every trained model's readings (``fv audit``: the
-loss its measurements allow). Runs, audits and theory rows are cells of a ``RunStore`` (``out/cells``,
-training folders in ``out/train``): an interrupted study resumes where it stopped.
+reproduces it, its held-out curve and its audit, the theory rows, the fits), ``scaling.csv``,
+``fig_scaling.png``, ``fig_decay.png`` and ``report.md``: trained over predicted, the law test of
+``fvnum.laws`` (rate ``r`` of ``loss ~ c r^B``, exponent ``e`` of ``loss ~ c B^-e``, 95% intervals, a verdict
+that can say ``can't tell``), the local decay per budget, whether each run is trained out, the audit of every
+trained model's readings (``fv audit``) and the CPU time. Runs, audits and theory rows are cells of a
+``RunStore`` (``out/cells``, training folders in ``out/train``): an interrupted study resumes where it stopped,
+and ``run(cfg, train=False)`` (``fv scaling --report-only``) writes the report of the runs finished so far.
 """
 from __future__ import annotations
 
@@ -170,15 +172,25 @@ def _cell_key(run: RunConfig) -> str:
     return f"run-{run.key()}-{config_key(run.cell_config())}"
 
 
-def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
-    """The whole study: train (skipping finished runs), theory per budget, fits, outputs."""
+def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> dict:
+    """The whole study: train (skipping finished runs), theory per budget, fits, outputs. ``train=False``:
+    no training, the outputs cover the runs finished so far (the report says how many of how many)."""
     start = time.time()
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     runs = cfg.runs(str(store.folder / "train"))
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
         f"steps: {_steps_words(cfg)}")
-    rows = _run_cells(cfg, store, runs, log)
+    if train:
+        rows = _run_cells(cfg, store, runs, log)
+    else:
+        found = [(store.get(_cell_key(run)), run) for run in runs]
+        runs = [run for cell, run in found if cell is not None]
+        rows = [cell["result"] for cell, _ in found if cell is not None]
+        log(f"report only: {len(rows)} of {len(found)} runs finished, no training")
+        if not rows:
+            raise ValueError(f"{store.folder} has no finished run of this study yet; run fv scaling without "
+                             "--report-only to train")
     rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
             for row, run in zip(rows, runs)]
     log(f"audits of {len(rows)} runs done")
@@ -197,7 +209,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print) -> dict:
             cfg, b, given))
         log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
     fits = fit_study(rows, theory, cfg.cut)
-    written = write_outputs(cfg, store.folder, rows, theory, fits)
+    written = write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return {"folder": str(store.folder), "runs": rows, "theory": theory, "fits": fits,
             "written": [str(p) for p in written]}
@@ -273,7 +285,7 @@ CSV_COLUMNS = ("model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_
                "steps_per_s", "precision", "key", "command")
 
 
-def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
+def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits, planned: int | None = None) -> list:
     from . import figures
 
     config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only
@@ -285,7 +297,7 @@ def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits) -> list:
     ]
     written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
     written += figures.decay(folder / "fig_decay.png", fits, cfg)
-    written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits)))
+    written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits, planned)))
     return written
 
 
@@ -408,7 +420,8 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
+def report_markdown(cfg: ScalingConfig, rows, theory, fits, planned: int | None = None) -> str:
+    """The report; ``planned`` (the study's number of runs) marks a report of fewer finished runs as partial."""
     budgets = list(cfg.budgets)
     total_wall = sum(r["wall_seconds"] for r in rows)
     value = {b: {t["name"]: t["value"] for t in theory.get(b, [])} for b in budgets}  # theory row values
@@ -420,6 +433,9 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits) -> str:
         f"the recipe (docs/training.md) for {_steps_words(cfg)}. The regime was chosen by the theory before training "
         f"([regime.md](regime.md)). Training time summed over the {len(rows)} runs: {total_wall / 60:.0f} minutes "
         f"({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
+        *([] if planned is None or len(rows) >= planned else [
+            "", f"**Partial report: {len(rows)} of {planned} runs finished** (`fv scaling --report-only`); the "
+            "study resumes with `fv scaling` and the same options."]),
         "", "![loss against budget](fig_scaling.png)", "",
         "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; "
         + ("one seed per point. " if cfg.seeds == 1 else "mean ± standard deviation over seeds (min .. max). ")

@@ -131,3 +131,19 @@ def test_scaling_on_a_gpu_records_the_device(tmp_path):
     study = json.loads((out / "scaling.json").read_text())
     assert {r["device"] for r in study["runs"]} == {"cuda"} and study["config"]["device"] == "cuda"
     assert "Device: cuda" in (out / "report.md").read_text()
+
+
+def test_report_only_covers_the_finished_runs_and_trains_nothing(tmp_path, capsys):
+    out = tmp_path / "study"
+    one_budget = [a if a != "1-2" else "1" for a in TINY]
+    assert main(["scaling", "--out", str(out), *one_budget]) == 0  # budget 1 trained
+    cells = sorted(p.name for p in (out / "cells").iterdir() if p.name.startswith("run-"))
+    assert main(["scaling", "--out", str(out), *TINY, "--report-only"]) == 0  # budgets 1-2 asked, 1 done
+    assert sorted(p.name for p in (out / "cells").iterdir() if p.name.startswith("run-")) == cells
+    study = json.loads((out / "scaling.json").read_text())
+    assert {r["budget"] for r in study["runs"]} == {1} and len(study["runs"]) == 3 * 2
+    assert set(study["theory"]) == {"1", "2"}
+    assert "**Partial report: 6 of 12 runs finished**" in (out / "report.md").read_text()
+    empty = tmp_path / "empty"
+    assert main(["scaling", "--out", str(empty), *TINY, "--report-only"]) == 2
+    assert "no finished run of this study yet" in capsys.readouterr().err
