@@ -463,14 +463,28 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits, planned: int | None 
                   "keys, C the exact linear theory of one layer); the row's name where it changes with the budget.",
                   "", "| budget | " + " | ".join(f"{m} / {_one_name(bs)}" for m, bs in held.items()) + " |",
                   "|---" * (1 + len(held)) + "|"]
+        from fvnum.regime import AGREEMENT, agrees
+
+        inside = {m: [] for m in held}
         for b in budgets:
             cells = []
             for m, rows_of in held.items():
                 s, name = _summary(rows, m, b), rows_of[b]
                 ref = value[b].get(name) if name else None
                 shown = "" if _one_name(rows_of) != "prediction" else f" ({name})"
-                cells.append(f"{s[0] / ref:.2f}{shown}" if s is not None and ref else "")
+                if s is None or not ref:
+                    cells.append("")
+                    continue
+                ok = agrees(m, s[0] / ref)
+                inside[m].append((b, s[0] / ref, ok))
+                cells.append(f"{s[0] / ref:.2f}{shown}" + ("" if ok else " **out**"))
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
+        lines += ["", "Asked of every budget: " + "; ".join(
+            f"{m} / prediction in [{AGREEMENT[m][0]:g}, {AGREEMENT[m][1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`)."]
+        for m, got in inside.items():
+            out = [f"B {b}: {r:.2f}" for b, r, ok in got if not ok]
+            lines.append(f"- Model {m}: inside at {sum(ok for *_, ok in got)} of {len(got)} budgets"
+                         + (f"; outside at {', '.join(out)}." if out else "."))
     audited = [r for r in rows if r.get("audit")]
     if audited:
         lines += ["", "## Audit of the models' readings", "",

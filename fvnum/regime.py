@@ -21,6 +21,18 @@ from .laws import DEFAULT_CUT, law_test
 ADAPTIVE = ("path", "best_adaptive_keyed")
 ONE_LAYER = ("top_levels", "best_nonadaptive_keyed")
 FLOOR = 0.01  # relative model error allowed to every theory point (exact values have stderr 0)
+# The agreement the study asks of each model at every budget: trained seed mean over its prediction row
+# (fvnum.theory.prediction_row) inside this band. A and B are held to searched rows (the best policy or design
+# found under their key family), C to its exact linear theory.
+AGREEMENT = {"A": (0.8, 1.25), "B": (0.8, 1.25), "C": (0.95, 1.05)}
+
+
+def agrees(model: str, ratio: float) -> bool:
+    """Whether trained / predicted ``ratio`` of ``model`` lies in its band of :data:`AGREEMENT`."""
+    if model not in AGREEMENT:
+        raise ValueError(f"model must be one of {', '.join(AGREEMENT)}, got {model!r}")
+    lo, hi = AGREEMENT[model]
+    return lo <= ratio <= hi
 
 
 @dataclass(frozen=True)
@@ -155,4 +167,4 @@ def choose(regimes) -> Regime | None:
     return min(good, key=lambda r: (r.n_tokens, r.depth, -r.separation))
 
 
-__all__ = ["ADAPTIVE", "ONE_LAYER", "Regime", "assess", "choose", "scan", "theory_curves"]
+__all__ = ["ADAPTIVE", "AGREEMENT", "agrees", "ONE_LAYER", "Regime", "assess", "choose", "scan", "theory_curves"]

@@ -121,7 +121,9 @@ def test_report_divides_each_model_by_the_theory_it_is_held_against():
     report = report_markdown(ScalingConfig(budgets=(1, 2), models="AC", seeds=1), rows, theory,
                              {"models": {}, "theory": {}})
     assert "| budget | A / best_adaptive | C / top_levels_linear |" in report
-    assert "| 1 | 0.75 | 1.00 |" in report and "| 2 | 0.50 |  |" in report
+    assert "| 1 | 0.75 **out** | 1.00 |" in report and "| 2 | 0.50 **out** |  |" in report
+    assert "- Model A: inside at 0 of 2 budgets; outside at B 1: 0.75, B 2: 0.50." in report
+    assert "- Model C: inside at 1 of 1 budgets." in report
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
