@@ -6,6 +6,7 @@ deferred into functions, so no circle is hidden behind a late import), and a dyn
 every module of a package *first*, in a fresh interpreter with none of the package loaded, so a circle
 that only bites in some import order shows up as an ImportError."""
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -225,20 +226,67 @@ def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
 FVSYM_CLI_LAYER = ("cli",)
 HEAVY = ("numpy", "scipy", "numba", "torch", "argparse")
 PURE = """
-import importlib, sys
-importlib.import_module(sys.argv[1])
-print(",".join(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
+import importlib, importlib.abc, json, sys
+heavy, cli_layer, names = sys.argv[1].split(","), sys.argv[2].split(","), sys.argv[3].split(",")
+loaded = [m for m in heavy if m in sys.modules]  # the interpreter's own start-up (never expected)
+attempts = []
+
+
+class Refuse(importlib.abc.MetaPathFinder):  # every import of a banned library is refused and recorded, so each
+    allowed = ()  # module's check starts clean (a library once loaded could not be unloaded)
+
+    def find_spec(self, fullname, path=None, target=None):
+        top = fullname.split(".")[0]
+        if top in heavy and top not in self.allowed:
+            attempts.append(top)
+            raise ImportError(f"{top} is refused by the purity check")
+        return None
+
+
+refuse = Refuse()
+sys.meta_path.insert(0, refuse)
+found = {"": loaded}
+for name in names:
+    for key in [k for k in sys.modules if k == "fvsym" or k.startswith("fvsym.")]:
+        del sys.modules[key]
+    refuse.allowed = ("argparse",) if name in cli_layer else ()
+    attempts.clear()
+    try:
+        importlib.import_module("fvsym" if name == "__init__" else "fvsym." + name)
+    except ImportError:
+        pass  # the refused import is recorded
+    found[name] = sorted(set(attempts))
+print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("name", sorted(_modules("fvsym")) + ["__init__"])
-def test_fvsym_modules_load_neither_numeric_nor_command_line_libraries(name):
-    module = "fvsym" if name == "__init__" else f"fvsym.{name}"
-    banned = [m for m in HEAVY if not (name in FVSYM_CLI_LAYER and m == "argparse")]
-    proc = subprocess.run([sys.executable, "-c", PURE, module, ",".join(banned)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+def test_fvsym_modules_load_neither_numeric_nor_command_line_libraries():
+    """Each fvsym module, imported first with the fvsym package cleared, asks for none of HEAVY (argparse
+    is allowed to the CLI layer): one interpreter for all, every import of a banned library refused and
+    recorded (a loaded library cannot be unloaded, so refusing keeps each module's check independent)."""
+    names = sorted(_modules("fvsym")) + ["__init__"]
+    proc = subprocess.run([sys.executable, "-c", PURE, ",".join(HEAVY), ",".join(FVSYM_CLI_LAYER), ",".join(names)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "", f"importing {module} loads {proc.stdout.strip()}"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found.pop("") == [], "the interpreter loaded a banned library before any fvsym module"
+    assert sorted(found) == sorted(names)
+    bad = {name: libs for name, libs in found.items() if libs}
+    assert not bad, f"fvsym modules that load banned libraries: {bad}"
+
+
+def test_the_purity_check_catches_a_module_that_loads_numpy(tmp_path):
+    """The check has teeth: a module of a fake fvsym package that imports numpy is named."""
+    fake = tmp_path / "fvsym"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "clean.py").write_text("import math\n")
+    (fake / "dirty.py").write_text("import numpy\n")
+    proc = subprocess.run([sys.executable, "-c", PURE, ",".join(HEAVY), "cli", "clean,dirty,__init__"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["dirty"] == ["numpy"] and found["clean"] == [] and found["__init__"] == []
 
 
 def _top_level_imports(path: Path) -> set[str]:
