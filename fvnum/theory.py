@@ -428,39 +428,38 @@ def _mc_kw(channel: Channel) -> dict:
     return {"tau": channel.tau}
 
 
-def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int) -> list:
-    """The rows under the key family ``family`` (``fvnum.keyed``: ``best_nonadaptive_keyed``, and
-    ``best_adaptive_keyed`` where it exists): tokens channel only (the key channel is the tokens' one)."""
-    import importlib
+def _keyed_row(found) -> TheoryRow:
+    """The TheoryRow of a keyed search's result (``fvnum.keyed``: a ``SearchResult`` with its ``keys``)."""
+    est, family = found.estimate, found.keys.name
+    return TheoryRow(found.name, float(est.value), float(est.stderr), "exact" if est.stderr == 0 else f"mc n={est.n}",
+                     f"{found.how}: the best found within the {family} key family, an upper bound on that family's "
+                     f"optimum, not a bound on any trained model", "tokens", keys=family)
 
+
+def _check_keyed_channel(channel: Channel) -> Channel:
+    channel = _check_channel(channel)
     if channel.kind != "tokens":
         raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
-    try:
-        keyed = importlib.import_module(".keyed", __package__)
-    except ModuleNotFoundError:
-        raise ValueError("keyed rows need fvnum.keyed (best_nonadaptive_keyed / best_adaptive_keyed)") from None
-    rows = []
-    for name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
-        fn = getattr(keyed, name, None)
-        if fn is None or (name == "best_adaptive_keyed" and not getattr(keyed, "has_adaptive_search", bool)(prior)):
-            continue
-        found = fn(prior, budget, family, n_tokens=channel.n_tokens, s2=channel.s2, samples=samples, seed=seed)
-        rows.append(TheoryRow(name, float(found.estimate.value), float(found.estimate.stderr),
-                              "exact" if found.estimate.stderr == 0 else f"mc n={found.estimate.n}",
-                              f"{found.what} ({found.family} keys)", "tokens", keys=found.family))
-    return rows
+    return channel
+
+
+def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int) -> list:
+    """The rows under the key family ``family`` at one budget (:func:`keyed_curves` at ``[budget]``)."""
+    return keyed_curves(prior, [budget], channel, family, samples=samples, seed=seed)[int(budget)]
 
 
 def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, samples: int = 2000,
                  seed: int = 0) -> dict:
-    """The rows of :func:`keyed_rows` at every budget of ``budgets`` at once (``{budget: [TheoryRow, ..]}``):
-    the greedy adaptive keyed policy is run once to the largest budget (its loss after ``B`` layers is the
-    row at ``B``, on the same samples), the one-layer design is searched per budget."""
-    from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed, has_adaptive_search
+    """The rows under the key family ``family`` (``fvnum.keyed``: ``best_adaptive_keyed`` where it exists, the
+    tree prior, and ``best_nonadaptive_keyed``) at every budget of ``budgets`` at once
+    (``{budget: [TheoryRow, ..]}``; tokens channel only: the key channel is the tokens' one): the greedy
+    adaptive keyed policy is run once to the largest budget (its loss after ``B`` layers is the row at ``B``,
+    on the same samples), the one-layer design is searched per budget. Each row is the best found within
+    the family: an upper bound on the family's optimum, a bound on no trained model."""
+    from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed, check_family, has_adaptive_search
 
-    channel = _check_channel(channel)
-    if channel.kind != "tokens":
-        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+    channel = _check_keyed_channel(channel)
+    family = check_family(family)
     budgets = sorted({int(b) for b in budgets})
     kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=seed)
     one = {1: best_nonadaptive_keyed(prior, 1, family, **kw)} if 1 in budgets or has_adaptive_search(prior) else {}
@@ -469,13 +468,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
             one[b] = best_nonadaptive_keyed(prior, b, family, samples=samples, **kw)
     adaptive = (adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)
                 if has_adaptive_search(prior) else None)
-
-    def row(found):
-        return TheoryRow(found.name, float(found.estimate.value), float(found.estimate.stderr),
-                         "exact" if found.estimate.stderr == 0 else f"mc n={found.estimate.n}",
-                         f"{found.what} ({found.family} keys)", "tokens", keys=found.family)
-
-    return {b: ([row(adaptive[b - 1])] if adaptive is not None else []) + [row(one[b])] for b in budgets}
+    return {b: ([_keyed_row(adaptive[b - 1])] if adaptive is not None else []) + [_keyed_row(one[b])] for b in budgets}
 
 
 def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
