@@ -33,9 +33,8 @@ from . import _chunks
 from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
 from .keyed_adaptive import NODE_STEP, adaptive_keyed_losses, best_adaptive_keyed, has_adaptive_search
-from .keyed_tree import (FAMILIES, GRID, STEP, _geometry, _torch, _Tree, check_family, keys_of, mixture_loss,
-                         tree_law)
-from .keys import posterior_mean, quadrature_nodes, weighted_law, weighted_moments
+from .keyed_tree import GRID, STEP, _geometry, _torch, _Tree, keys_of, mixture_loss, tree_law
+from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
 from .simulate import check_inputs
 from .tree import TreeSpec
 

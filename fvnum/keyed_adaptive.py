@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import _geometry, _torch, _Tree, _tree_mean, _tree_second, check_family, log_q_of, mixture_loss, tree_law
+from .keyed_tree import _geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, tree_law
+from .keys import check_family
 from .simulate import check_inputs
 from .tree import TreeSpec, numeric_prior
 

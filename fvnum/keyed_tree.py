@@ -13,15 +13,8 @@ import numpy as np
 from .keys import LinearKeys, WeightedKeys, quadrature_nodes, weighted_moments
 from .tree import TreeSpec
 
-FAMILIES = ("linear", "weighted")
 GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
 STEP = 0.25  # t-quadrature step of the optimisers (error ~ exp(-pi^2 / step) ~ 1e-17)
-
-
-def check_family(family) -> str:
-    if family not in FAMILIES:
-        raise ValueError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}")
-    return family
 
 
 def _torch():
