@@ -201,7 +201,7 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
                                      keys=types.SimpleNamespace(name=family))
 
     fake = types.ModuleType("fvnum.keyed")
-    fake.check_family, fake.has_adaptive_search = (lambda f: f), (lambda prior: True)
+    fake.check_family, fake.has_adaptive_search, fake.gaussian_keyed = (lambda f: f), (lambda prior: True), None
     fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
     fake.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
     monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
