@@ -163,6 +163,7 @@ def _register_compare(subparsers) -> None:
                    "only that model's cells)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per theory number (default {DEFAULT_SAMPLES})")
+    _add_keyed_argument(p, "weighted")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
@@ -177,13 +178,13 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.grid:
         check_workers(args.workers)
         _grid_options(args)
-        from .compare import prediction_checks, to_markdown
+        from .compare import grid_markdown, prediction_checks
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                              device=args.device, models=args.model or "ABC")
+                              device=args.device, models=args.model or "ABC", keyed=args.keyed)
         from .cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
@@ -191,13 +192,7 @@ def compare_command(args: argparse.Namespace) -> int:
         tables = training(cfg, store, print)
         checks = prediction_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
-        from .compare import seed_summary, summary_markdown
-
-        md = ["# Experiment grid: trained models beside the theory", "", summary_markdown(seed_summary(tables)), ""]
-        md += ["| prediction | measured | holds |", "|---|---|---|"]
-        md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
-        md += [""] + [to_markdown(t) for t in tables]
-        write_atomic(store.folder / "table.md", "\n".join(md) + "\n")
+        write_atomic(store.folder / "table.md", grid_markdown(tables, checks))
         lines = [f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}" for c in checks]
         lines.append(f"tables: {store.folder / 'table.md'} and table.json")
         emit({"runs": tables, "predictions": checks, "folder": str(store.folder)}, args.format, lines)
@@ -213,7 +208,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from .train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
-    table = compare(result, samples=args.samples, seed=args.seed)
+    table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed)
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)
     write_atomic(folder / "compare.md", to_markdown(table))
@@ -307,6 +302,7 @@ def _register_reproduce(subparsers) -> None:
     p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6)")
     p.add_argument("--budget", type=int_arg("--budget", 1), default=d.train_budget, help=f"training budget (default {d.train_budget})")
     p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
+    _add_keyed_argument(p, d.keyed)
     add_format_argument(p)
     p.set_defaults(func=reproduce_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
@@ -329,6 +325,15 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _add_keyed_argument(p: argparse.ArgumentParser, default: str | None) -> None:
+    """``--keyed weighted|none``: the key family of the prediction rows of A and B (``fvnum.keyed``: the best
+    found within the family, an upper bound on its optimum, not a bound on a trained model; none: the
+    linear-key rows)."""
+    p.add_argument("--keyed", choices=("weighted", "none"), default=default or "none",
+                   help=f"key family of the prediction rows of A and B (default {default or 'none'}; the best found "
+                   "within the family, an upper bound on its optimum, not a bound on a trained model; none: linear keys)")
+
+
 def _tree_of(args) -> dict:
     """``depth``, ``alpha`` and ``scales`` of a study config from its options (None: the config's default)."""
     return {k: getattr(args, k) for k in ("depth", "alpha", "scales") if getattr(args, k) is not None}
@@ -340,7 +345,8 @@ def reproduce_command(args: argparse.Namespace) -> int:
     check_workers(args.workers)
     cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
-                          workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet)
+                          workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
+                          keyed=args.keyed)
     from .cost import reproduce_seconds
 
     _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)
@@ -388,8 +394,7 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--steps-per-budget", type=int_arg("--steps-per-budget", 1), default=d.steps_per_budget,
                    help="training steps per unit of budget for every model (default: the recipe's, A 5000, B and C "
                    "2500)")
-    p.add_argument("--keyed", choices=("weighted", "none"), default=d.keyed or "none",
-                   help=f"key family of the prediction rows of A and B (default {d.keyed}; none: linear keys)")
+    _add_keyed_argument(p, d.keyed)
     p.add_argument("--cut", type=int_arg("--cut", 1), default=d.cut,
                    help=f"first budget of the law test (default {d.cut}: after the dense first reading)")
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,

@@ -22,22 +22,51 @@ from .models import WorkspaceModel, key_rows
 from .taps import record
 
 
+KEYED = "weighted"  # the key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
+
+
+def check_keyed(keyed) -> str | None:
+    """``keyed`` as the comparisons take it: a key family (``fvnum.keys.FAMILIES``) or None (``"none"``
+    too: the linear-key rows are then the predictions of A and B)."""
+    from fvnum.keys import check_family
+
+    return check_family(keyed, optional=True)
+
+
+def keyed_curves(data: DataConfig, budgets, keyed: str | None = KEYED, *, search_samples: int = 2_000,
+                 seed: int = 0) -> dict:
+    """The keyed rows of ``data`` at every budget at once (``fvnum.theory.keyed_curves``: the adaptive
+    policy is run once to the largest budget), as ``{str(budget): [row dicts]}`` (the layout of a run
+    store's cell); ``{}`` without a key family."""
+    from fvnum.theory import keyed_curves as curves
+
+    keyed = check_keyed(keyed)
+    if keyed is None:
+        return {}
+    found = curves(fv_prior(data), budgets, data_channel(data), keyed, samples=search_samples, seed=seed)
+    return {str(b): [r.to_dict() for r in rows] for b, rows in found.items()}
+
+
 def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
-                 search_samples: int = 2_000, dense: bool = True):
+                 search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED, keyed_rows=None):
     """The ``fvnum.theory.ComparisonTable`` for the prior of ``data`` under the channel the models see
-    (``tokens`` with ``N`` and ``s2`` of ``data``)."""
+    (``tokens`` with ``N`` and ``s2`` of ``data``). ``keyed``: the key family whose best rows found are the
+    predictions of A and B (default weighted; None or ``"none"``: the linear-key rows); ``keyed_rows``: those
+    rows computed beforehand (:func:`keyed_curves` at this budget)."""
     from fvnum.theory import comparison_table
 
     return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
-                            search_samples=search_samples, dense=dense)
+                            search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
+                            keyed_rows_given=keyed_rows)
 
 
 def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
-                  search_samples: int = 2_000, dense: bool = True) -> list[dict]:
+                  search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED,
+                  keyed_rows=None) -> list[dict]:
     """The rows of :func:`theory_table` as JSON-able dicts ``{name, value, stderr, how, what, channel, ..}``
     (the layout of the comparison tables and the run store)."""
-    return theory_table(data, budget, samples=samples, seed=seed, search_samples=search_samples,
-                        dense=dense).to_dict()["rows"]
+    return theory_table(data, budget, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                        keyed=keyed, keyed_rows=keyed_rows).to_dict()["rows"]
 
 
 @torch.no_grad()
@@ -139,15 +168,17 @@ def audit_dict(result, *, seed: int = 0) -> dict:
 
 
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
-            theory: list | None = None, audit: bool = True) -> dict:
+            theory: list | None = None, audit: bool = True, keyed: str | None = KEYED) -> dict:
     """The comparison table of one trained run (a ``bridges.train.TrainResult`` with its model); ``audit``
-    adds the audit of the model's own readings (``table["audit"]``)."""
+    adds the audit of the model's own readings (``table["audit"]``); ``keyed``: the key family of the
+    prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given)."""
     from fvnum.theory import describe_rows
 
     cfg = result.config
     data, B = cfg.data, cfg.model.budget
     if theory is None:
-        theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense)
+        theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                               keyed=keyed)
     theory = describe_rows(theory)
     table = {
         "key": cfg.key(), "model": cfg.model.model, "prior": data.prior, "depth": data.depth, "budget": B,
@@ -288,3 +319,17 @@ def summary_markdown(summary: list[dict]) -> str:
         lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | {r['mean']:.4f} ± "
                      f"{r['spread']:.2g} ({r['n_seeds']}) | {pred} | {ratio} | {bayes} | {gap} |")
     return "\n".join(lines) + "\n"
+
+
+def grid_markdown(tables: list[dict], checks: list[dict]) -> str:
+    """The experiment grid's ``table.md`` (``fv compare --grid``): the seed summary (trained / prediction
+    per model), the prediction checks, then every run's table."""
+    md = ["# Experiment grid: trained models beside the theory", "",
+          "Each model beside its one prediction row (A: the best adaptive policy found for its keys, B: the best "
+          "one-layer design found, C: the exact linear theory). A keyed row is the best found within its key "
+          "family: an upper bound on that family's optimum, not a bound on a trained model.", "",
+          summary_markdown(seed_summary(tables)), ""]
+    md += ["| prediction | measured | holds |", "|---|---|---|"]
+    md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
+    md += [""] + [to_markdown(t) for t in tables]
+    return "\n".join(md) + "\n"

@@ -15,6 +15,7 @@ from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, Train
 from .store import RunStore, csv_text, with_checksum, write_atomic, write_json
 
 KIND = "reproduce"
+SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class ReproduceConfig:
     device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
     models: str = "ABC"  # the models of the training grid
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
+    keyed: str | None = "weighted"  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
 
     def __post_init__(self):
         if self.full and self.scales is not None:
@@ -58,6 +60,9 @@ class ReproduceConfig:
             raise ValueError(f"models must be distinct letters of ABC, got {self.models!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
+        from fvnum.keys import check_family
+
+        object.__setattr__(self, "keyed", check_family(self.keyed, optional=True))
 
     def data(self, prior: str, depth: int | None = None) -> DataConfig:
         return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
@@ -174,20 +179,39 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         cells = [Cell.keyed("train", r.cell_config(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
                  for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
-    from .compare import theory_losses
+    from .compare import keyed_curves, theory_losses
+
+    def keyed_rows(data):  # once per data configuration, every budget of the grid at once (a cell)
+        if cfg.keyed is None:
+            return {}
+        budgets = sorted({r.model.budget for r in runs if r.data == data})
+        n = min(SEARCH_SAMPLES, cfg.samples)  # a study of few samples searches on as few
+        found, cached = store.cell("keyed", {"data": data.to_dict(), "budgets": budgets, "family": cfg.keyed,
+                                             "samples": n, "seed": cfg.seed},
+                                   lambda: keyed_curves(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed))
+        if not cached:
+            log(f"  keyed theory rows ({cfg.keyed} keys) of {tree_label(data.alpha, data.scales)} {data.prior} "
+                f"K{data.depth}, budgets {budgets} done")
+        return found
+
+    def theory_rows(run):  # shared by every model and seed of a (data, budget) cell
+        config = {"data": run.data.to_dict(), "budget": run.model.budget, "samples": cfg.samples, "seed": cfg.seed,
+                  **({"keyed": cfg.keyed} if cfg.keyed is not None else {})}  # linear keys: the cells stored before
+        rows, _ = store.cell("theory_table", config, lambda: theory_losses(
+            run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=SEARCH_SAMPLES,
+            keyed=cfg.keyed, keyed_rows=keyed_rows(run.data).get(str(run.model.budget))))
+        return rows
 
     tables = []
     for run in runs:
-        def theory(run=run):  # shared by every model and seed of a (data, budget) cell
-            return theory_losses(run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=2000)
-
         def work(run=run):
-            rows, _ = store.cell("theory_table", {"data": run.data.to_dict(), "budget": run.model.budget,
-                                                  "samples": cfg.samples, "seed": cfg.seed}, theory)
             result = train(run, progress=cfg.progress and in_process)
-            return compare(result, samples=cfg.samples, seed=cfg.seed, theory=rows)
+            return compare(result, samples=cfg.samples, seed=cfg.seed, theory=theory_rows(run))
 
         table, cached = store.cell("compare", run.cell_config(), work)
+        # the theory rows of the current settings (a compare cell keeps the trained model's numbers; its theory
+        # is the theory cell's, so a change of key family recomputes the theory cells only, no training)
+        table = {**table, "theory": theory_rows(run)}
         if "audit" not in table:  # compare cells stored before the audit existed: the audit as its own cell
             from .compare import AUDIT_SIZES, audit_dict
 

@@ -33,7 +33,9 @@ def save():
 
 def record(key, result, t0, **extra):
     rows[key] = {**result.to_dict(), "seconds": round(time.time() - t0, 1), **extra}
-    rows[key].pop("rows", None) if result.budget > 1 or result.layers > 1 else None
+    if result.design is None or len(result.design) > 1:  # the rows of a larger design are stored apart
+        rows[key].pop("design", None)
+        rows[key]["keys"].pop("W", None)
     print(key, result.estimate, rows[key]["seconds"], "s", flush=True)
     save()
 
@@ -51,8 +53,8 @@ def tree_study(depth, budgets, tag):
             if prev is not None:  # the previous budget's design with one more row, same Q
                 rng = np.random.default_rng(B)
                 new = rng.standard_normal((1, prior.n_nodes))
-                start = (np.vstack([prev.rows, new / np.linalg.norm(new)]),
-                         None if prev.q is None else np.log(prev.q[[2**k - 1 for k in range(depth)]]))
+                start = (np.vstack([prev.design, new / np.linalg.norm(new)]),
+                         None if prev.keys.name == "linear" else np.log(prev.keys.Q[[2**k - 1 for k in range(depth)]]))
             # budget 1 is cheap (exact quadrature): more starts; larger budgets: the chained start and
             # random ones (tree depth 4: eight in all; depth 6: three)
             restarts = 4 if B == 1 else (8 if depth <= 4 else 3)
@@ -60,8 +62,9 @@ def tree_study(depth, budgets, tag):
                                        restarts=restarts, **NA)
             extra = {}
             if B == 1:
-                extra["tokens_check"] = tokens_loss_mc(prior, r, samples=2000 if QUICK else 20000, seed=SEED).to_dict()
-            rows[key + " design"] = {"rows": r.rows.tolist()}
+                extra["tokens_check"] = tokens_loss_mc(prior, r, n_tokens=N, s2=S2, samples=2000 if QUICK else 20000,
+                                                       seed=SEED).to_dict()
+            rows[key + " design"] = {"rows": r.design.tolist()}
             record(key, r, t0, **extra)
             prev = r
         key = f"{tag} {fam} adaptive"
@@ -69,8 +72,9 @@ def tree_study(depth, budgets, tag):
             continue
         t0 = time.time()
         first = best_nonadaptive_keyed(prior, 1, fam, n_tokens=N, s2=S2, seed=SEED)
-        for r in adaptive_keyed_losses(prior, max(budgets), fam, n_tokens=N, s2=S2, seed=SEED, first=first, **AD):
-            record(f"{key} B{r.budget}", r, t0)
+        for b, r in enumerate(adaptive_keyed_losses(prior, max(budgets), fam, n_tokens=N, s2=S2, seed=SEED, first=first,
+                                                    **AD), start=1):
+            record(f"{key} B{b}", r, t0)
 
 
 def gaussian_cell(depth, B, tag, **kw):
@@ -98,6 +102,7 @@ def table():
         r = rows.get(key)
         if r is None:
             return "n/a"
+        r = r.get("estimate", r)  # SearchResult.to_dict nests the loss; rows stored before held it flat
         return f"{r['value']:.4f}" + (f" ± {r['stderr']:.4f}" if r["stderr"] > 0 else " (exact)")
 
     out = ["| B | trained A (3 seeds) | A recipe (1 seed) | trained B (3 seeds) | adaptive, linear | adaptive, weighted "

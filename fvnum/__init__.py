@@ -15,7 +15,7 @@ _EXPORTS = {
     "make_channel": "channels", "effective_tau2": "channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
-    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed", "KeyedResult": "keyed",
+    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
 }
 
@@ -88,7 +88,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "KeyedResult", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",

@@ -64,7 +64,9 @@ class SearchResult:
     the design of a non-adaptive result, node numbers (B,) (coordinate class) or unit rows (B, D), None
     for an adaptive policy; ``policy``: the Policy object (``fvnum.simulate.simulate`` runs it);
     ``candidates``: ``{name: Estimate}`` of the policies compared, on the selection stream (``SELECT``),
-    for a search among named policies, else empty."""
+    for a search among named policies, else empty; ``keys``: for a search under a key family
+    (``fvnum.keyed``), the keys found (a ``fvnum.keys`` family object with its parameters: a design's keys,
+    or an adaptive policy's first-layer key), else None (the linear keys of the tokens channel)."""
 
     name: str
     estimate: Estimate
@@ -72,6 +74,7 @@ class SearchResult:
     design: Any = None
     policy: Any = field(default=None, repr=False)
     candidates: dict = field(default_factory=dict)
+    keys: Any = field(default=None, repr=False)
 
     @property
     def value(self) -> float:
@@ -81,10 +84,13 @@ class SearchResult:
     def to_dict(self) -> dict:
         return {"name": self.name, "estimate": self.estimate.to_dict(), "how": self.how,
                 "design": None if self.design is None else np.asarray(self.design).tolist(),
-                "candidates": {k: v.to_dict() for k, v in self.candidates.items()}}
+                "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
+                **({} if self.keys is None else {"keys": self.keys.to_dict()})}
 
     def __repr__(self) -> str:
         lines = [f"SearchResult({self.name}: loss {self.estimate}; {self.how})"]
+        if self.keys is not None:
+            lines.append(f"  keys: {self.keys!r}")
         if self.design is not None:
             d = np.asarray(self.design)
             lines.append("  design: nodes " + ", ".join(map(str, d.tolist())) if d.dtype.kind in "iu"

@@ -28,6 +28,18 @@ import numpy as np
 from fvsym._validate import check_int, check_real
 
 MAX_CHUNK = 1 << 22  # entries of the (n_x, M) projection matrix held at once
+FAMILIES = ("linear", "weighted")  # the key families the keyed searches (fvnum.keyed) run over
+
+
+def check_family(family, *, optional: bool = False) -> str | None:
+    """A key family of :data:`FAMILIES`; with ``optional``, also None or ``"none"`` (no key family: the
+    linear-key rows of the tokens channel), returned as None."""
+    if optional and (family is None or family == "none"):
+        return None
+    if family not in FAMILIES:
+        extra = " (or none)" if optional else ""
+        raise ValueError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}{extra}")
+    return family
 
 
 @dataclass(frozen=True)
@@ -390,6 +402,6 @@ class LearnedKeys(KeyFamily):
         return f"LearnedKeys({getattr(self.fn, '__name__', type(self.fn).__name__)}, D={self.dim}, n={self.n_samples})"
 
 
-__all__ = ["KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "WeightedKeys", "law_from_key_values",
+__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "WeightedKeys", "check_family", "law_from_key_values",
            "log_likelihoods", "posterior_mean", "posterior_weights", "quadrature_nodes", "weighted_law",
            "weighted_moments"]

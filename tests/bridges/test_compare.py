@@ -49,7 +49,7 @@ def test_gaussian_optimum_is_water_filling_at_the_effective_noise():
 
 def test_theory_rows_are_ordered_as_the_theory_says():
     data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=128)
-    rows = {r["name"]: r for r in theory_losses(data, 2, samples=4000, search_samples=500, dense=False)}
+    rows = {r["name"]: r for r in theory_losses(data, 2, samples=4000, search_samples=500, dense=False, keyed=None)}
     second_moment = 1 + 0.5 + 0.25
     for r in rows.values():
         assert 0 <= r["value"] <= second_moment
@@ -72,11 +72,11 @@ def test_theory_rows_are_the_fvnum_table_of_the_models_channel():
     from bridges.data import data_channel, fv_prior
 
     data = DataConfig(prior="gaussian", depth=3, n_tokens=64)
-    table = theory_table(data, 2, samples=1000, seed=2)
+    table = theory_table(data, 2, samples=1000, seed=2, keyed=None)
     channel = data_channel(data)
     assert table.channel == channel and channel.kind == "tokens" and channel.n_tokens == 64
     assert table.to_dict() == comparison_table(fv_prior(data), 2, channel, samples=1000, seed=2).to_dict()
-    assert theory_losses(data, 2, samples=1000, seed=2) == table.to_dict()["rows"]
+    assert theory_losses(data, 2, samples=1000, seed=2, keyed="none") == table.to_dict()["rows"]
 
 
 def test_learned_routing_of_the_hand_built_path_model_is_the_path():
@@ -147,6 +147,15 @@ def test_no_trained_model_of_the_grid_beats_a_row_called_a_bound_or_an_optimum()
             assert trained["loss"] >= r["value"] - slack, (t["key"], r["name"], trained["loss"], r["value"])
             checked += 1
     assert checked >= 5  # Model C against the best linear loss in every cell
+    # the keyed rows are the predictions of A and B, say they bound no trained model, and are not beaten beyond noise
+    for t, rows in _grid_cells():
+        if t["model"] == "C":
+            continue
+        (pred,) = [r for r in rows if r["role"] == "prediction" and t["model"] in r["models"]]
+        assert pred["name"] in ("best_adaptive_keyed", "best_nonadaptive_keyed") and pred["keys"] == "weighted"
+        assert "upper bound on that family's optimum, not a bound on any trained model" in pred["what"]
+        slack = 2 * math.hypot(t["trained"]["stderr"], pred["stderr"]) + 0.01 * pred["value"]
+        assert t["trained"]["loss"] >= pred["value"] - slack, (t["key"], pred["name"], t["trained"]["loss"], pred["value"])
     a = next(t for t, _ in _grid_cells() if (t["model"], t["prior"], t["depth"]) == ("A", "tree", 4))
     lower = next(r for r in a["theory"] if r["name"] == "optimum_lower")
     assert a["trained"]["loss"] < lower["value"] / 10  # why optimum_lower names no model
@@ -159,12 +168,17 @@ def test_seed_summary_aggregates_seeds_beside_the_prediction():
     losses = [t["trained"]["loss"] for t in tables if (t["prior"], t["depth"], t["model"]) == ("tree", 6, "B")]
     assert b["n_seeds"] == 2 and b["mean"] == pytest.approx(sum(losses) / 2)
     assert b["spread"] == pytest.approx(abs(losses[0] - losses[1]) / math.sqrt(2))
-    assert b["prediction"] == "best_nonadaptive_unit" and b["ratio"] == pytest.approx(b["mean"] / b["prediction_value"])
+    assert b["prediction"] == "best_nonadaptive_keyed" and b["ratio"] == pytest.approx(b["mean"] / b["prediction_value"])
+    # the keyed rows (weighted keys) are the predictions of A and B in every cell: trained / prediction reported
+    for (prior, depth, budget, model), r in summary.items():
+        want = {"A": "best_adaptive_keyed" if prior == "tree" else "best_nonadaptive_keyed",
+                "B": "best_nonadaptive_keyed", "C": "top_levels_linear"}[model]
+        assert r["prediction"] == want and r["ratio"] == pytest.approx(r["mean"] / r["prediction_value"]), (prior, model)
     # stored tables named the water-filling row optimal_mc: read under its name, it is no optimum under tokens
-    assert summary[("gaussian", 4, 3, "A")]["prediction"] == "water_filling_mc"
-    assert summary[("tree", 4, 3, "C")]["prediction"] == "top_levels_linear"
+    gaussian = {r["name"]: r for r in _grid_cells()[-1][1]}
+    assert "water_filling_mc" in gaussian and gaussian["water_filling_mc"]["renamed_from"] == "optimal_mc"
     md = summary_markdown(seed_summary(tables))
-    assert "| tree | 6 | 4 | B | " in md and "(2) | best_nonadaptive_unit" in md
+    assert "| tree | 6 | 4 | B | " in md and "(2) | best_nonadaptive_keyed" in md
 
 
 def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
@@ -172,7 +186,7 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     cfg = RunConfig(data, ModelConfig(model="B", budget=2),
                     TrainConfig(steps=3, warmup=1, eval_every=3, eval_batches=1))
     result = train(cfg, progress=False)
-    theory = theory_losses(data, 2, samples=500, search_samples=100)
+    theory = theory_losses(data, 2, samples=500, search_samples=100, keyed=None)
     table = compare(result, theory=theory)
     assert table["audit"]["model"] == "B" and table["audit"]["bayes_on_readings"]["n"] == AUDIT_SAMPLES
     assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])

@@ -40,6 +40,14 @@ def test_writes_report_figures_and_numbers(tiny_run):
     data = json.loads((out / "results.json").read_text())
     assert {t["model"] for t in data["training"]} == {"A", "B", "C"}
     assert {t["prior"] for t in data["training"]} == {"tree", "gaussian"}
+    # the keyed rows (weighted keys, the default) are the predictions of A and B
+    from bridges.compare import prediction_of
+
+    want = {("tree", "A"): "best_adaptive_keyed", ("tree", "B"): "best_nonadaptive_keyed",
+            ("gaussian", "A"): "best_nonadaptive_keyed", ("gaussian", "B"): "best_nonadaptive_keyed"}
+    for t in data["training"]:
+        if t["model"] != "C":
+            assert prediction_of(t)["name"] == want[t["prior"], t["model"]] and prediction_of(t)["keys"] == "weighted"
     # exact noiseless curve values are fvsym's: path at depth 2, budget 1, alpha 1/2 loses alpha = 1/2
     path = [r for r in data["theory_curves"] if r["strategy"] == "path" and r["noise"] == "none" and r["budget"] == 1]
     assert path[0]["exact"] == "1/2"

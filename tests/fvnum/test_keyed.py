@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from fvnum.keyed import (_Tree, _geometry, _next_law, _posterior_state, adaptive_keyed_losses,
-                         best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law)
+from fvnum.keyed import adaptive_keyed_losses, best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
+from fvnum.keyed_adaptive import _next_law, _posterior_state
+from fvnum.keyed_tree import _geometry, _Tree
 from fvnum.keys import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights
 from fvnum.tree import TreeSpec
 from fvsym.priors import GaussianPrior, TreePrior
@@ -67,15 +68,15 @@ def test_keyed_searches_at_budget_one_and_two():
     wtd = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=30)
     logp = np.full(8, -np.log(8))
     for r in (lin, wtd):  # the reported loss is the exact loss of the design found
-        law = r.keys().law(TREE.thetas, n_tokens=N, s2=S2)
+        law = r.keys.law(TREE.thetas, n_tokens=N, s2=S2)
         assert abs(r.estimate.value - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)) < 1e-9
     top = LinearKeys(np.eye(7)[:1]).law(TREE.thetas, n_tokens=N, s2=S2)
     assert lin.estimate.value < mixture_loss(top.mean[:, 0], top.cov[:, 0, 0], logp, TREE.thetas)
     out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=200, steps=5, first=wtd)
-    assert [r.budget for r in out] == [1, 2]
+    assert [r.name for r in out] == ["best_adaptive_keyed"] * 2 and ["L = 1" in out[0].how, "L = 2" in out[1].how] == [True] * 2
     assert abs(out[0].estimate.value - wtd.estimate.value) <= 5 * out[0].estimate.stderr
     assert out[1].estimate.value < out[0].estimate.value
-    assert "adaptive" in out[1].what and out[1].to_dict()["keys"] == "weighted"
+    assert "adaptive" in out[1].how and out[1].to_dict()["keys"]["keys"] == "weighted" and out[1].design is None
 
 
 def test_gaussian_cell_and_bad_inputs():

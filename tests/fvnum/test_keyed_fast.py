@@ -1,12 +1,13 @@
 """The adaptive keyed search's Numba kernel (fvnum/_kernels/keyed.py) against the torch autograd reference
-of fvnum/keyed.py: the lookahead objective and its gradient to 1e-9, whole runs, and the defaults' losses."""
+of fvnum/keyed_adaptive.py: the lookahead objective and its gradient to 1e-9, whole runs, and the defaults' losses."""
 import numpy as np
 import pytest
 import torch
 
 from fvnum._kernels import keyed as KK
-from fvnum.keyed import (NODE_STEP, _Tree, _geometry, _lookahead_state, _next_law, _posterior_state, adaptive_keyed_losses,
-                         best_nonadaptive_keyed, mixture_loss)
+from fvnum.keyed import NODE_STEP, adaptive_keyed_losses, best_nonadaptive_keyed, mixture_loss
+from fvnum.keyed_adaptive import _lookahead_state, _next_law, _posterior_state
+from fvnum.keyed_tree import _geometry, _Tree
 from fvnum.tree import TreeSpec
 from fvsym.priors import TreePrior
 

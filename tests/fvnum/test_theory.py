@@ -196,12 +196,14 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
 
     from fvnum.estimate import Estimate
 
-    def found(value):
-        return lambda prior, budget, family, **kw: types.SimpleNamespace(
-            estimate=Estimate(value, 0.001, kw["samples"]), what="searched", family=family)
+    def found(name, value, family):
+        return types.SimpleNamespace(name=name, estimate=Estimate(value, 0.001, 100), how="searched",
+                                     keys=types.SimpleNamespace(name=family))
 
     fake = types.ModuleType("fvnum.keyed")
-    fake.best_nonadaptive_keyed, fake.best_adaptive_keyed = found(0.3), found(0.2)
+    fake.check_family, fake.has_adaptive_search, fake.gaussian_keyed = (lambda f: f), (lambda prior: True), None
+    fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
+    fake.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
     monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
     prior = TreePrior(2, "1/2")
     table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,

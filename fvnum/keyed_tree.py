@@ -1,0 +1,131 @@
+"""The tree prior under a key family (:mod:`fvnum.keys`), the pieces both keyed searches share
+(:mod:`fvnum.keyed`, the one-layer design; :mod:`fvnum.keyed_adaptive`, the adaptive policy): the leaves as
+atoms, the per-depth moments of weighted keys (``Q`` diagonal with one value per tree depth, ``c = 1``),
+the law of the readings of any rows on every leaf (:func:`tree_law`, numpy or torch), the exact loss of one
+reading by quadrature (:func:`mixture_loss`) and the key family object of a design found
+(:func:`keys_of`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .keys import LinearKeys, WeightedKeys, quadrature_nodes, weighted_moments
+from .tree import TreeSpec
+
+GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
+STEP = 0.25  # t-quadrature step of the optimisers (error ~ exp(-pi^2 / step) ~ 1e-17)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+# --- the tree prior: structure of the laws ---------------------------------------------------------
+class _Tree:
+    """Leaves of the tree as atoms: ``thetas`` (M, D), path nodes (M, K) (0-based), path values (M, K),
+    and the depth of every node (D,)."""
+
+    def __init__(self, spec: TreeSpec):
+        leaves = np.arange(spec.n_leaves)
+        self.spec = spec
+        self.thetas = spec.thetas(leaves)
+        self.paths = spec.path_nodes(leaves) - 1
+        self.values = spec.scales * spec.signs(leaves)
+        self.depth_of = spec.node_depths(np.arange(1, spec.dim + 1)) - 1
+        self.counts = 2.0 ** np.arange(spec.depth)
+
+
+def _geometry(tree: _Tree, lq, s2, xp, step=STEP):
+    """Per-depth moments of weighted keys with ``q_k = exp(lq_k)`` and ``c = 1`` (``lq`` None: linear keys):
+    ``m`` (K,), ``g`` (K,) the diagonal of ``G`` (the same for every leaf) and ``Hbar`` (K, K)."""
+    a2 = xp.asarray(tree.spec.scales**2) if xp is np else xp.tensor(tree.spec.scales**2, dtype=xp.float64)
+    if lq is None:
+        ones = a2 * 0 + 1.0
+        Hbar = ones[:, None] * ones[None, :]
+        return ones, Hbar @ a2 + s2, Hbar
+    t, wt = quadrature_nodes(1.0, step)
+    counts = tree.counts
+    if xp is not np:
+        t, wt, counts = (xp.tensor(v, dtype=xp.float64) for v in (t, wt, counts))
+    S, w2, m, h = weighted_moments(xp.exp(lq), 1.0, t, wt, xp, counts)
+    Hbar = (S * w2[:, None]).T @ S  # (K, K)
+    return m, Hbar @ a2 + s2 * h, Hbar
+
+
+def _tree_second(tree: _Tree, geo, A, B, xp):
+    """``E[((theta.x)^2 + s2) f_a f_b]`` for every leaf: rows ``A`` (..., i, D), ``B`` (..., j, D) ->
+    (..., M, i, j)."""
+    m, g, Hbar = geo
+    gd = g[tree.depth_of]  # (D,)
+    common = (A * gd) @ B.swapaxes(-1, -2) if xp is np else (A * gd) @ B.transpose(-1, -2)  # (..., i, j)
+    za = A[..., tree.paths] * (tree.values if xp is np else xp.tensor(tree.values))  # (..., i, M, K)
+    zb = B[..., tree.paths] * (tree.values if xp is np else xp.tensor(tree.values))
+    cross = xp.einsum("...imk,kl,...jml->...mij", za, Hbar, zb)
+    return common[..., None, :, :] + 2.0 * cross
+
+
+def _tree_mean(tree: _Tree, geo, A, xp):
+    """(..., M, i) ``E[phi | leaf]`` of rows ``A`` (..., i, D)."""
+    m = geo[0]
+    z = A[..., tree.paths] * (tree.values if xp is np else xp.tensor(tree.values))  # (..., i, M, K)
+    out = (z * m).sum(-1)  # (..., i, M)
+    return out.swapaxes(-1, -2) if xp is np else out.transpose(-1, -2)
+
+
+def tree_law(tree: _Tree, geo, W, n_tokens, xp=np):
+    """``(mean (..., M, k), cov (..., M, k, k))`` of rows ``W`` (..., k, D) on the tree's leaves."""
+    mean = _tree_mean(tree, geo, W, xp)
+    second = _tree_second(tree, geo, W, W, xp)
+    return mean, (second - mean[..., :, None] * mean[..., None, :]) / n_tokens
+
+
+# --- exact loss of one reading by quadrature -------------------------------------------------------
+def mixture_loss(mean, var, logw, thetas, xp=np, grid: int = GRID):
+    """Expected loss after one reading whose law given atom ``m`` is ``N(mean_m, var_m)``, under
+    belief weights ``exp(logw)`` (normalised; all (..., M)) over atoms ``thetas`` (M, D):
+    ``sum_m p_m |theta_m|^2 - int |sum_m p_m N_m(phi) theta_m|^2 / sum_m p_m N_m(phi) dphi``, the integral
+    by the trapezoid rule on ``grid`` nodes over the live atoms' means +- 10 standard deviations."""
+    th = thetas if xp is np else xp.as_tensor(thetas, dtype=xp.float64)
+    p = xp.exp(logw)
+    sd = xp.sqrt(var)
+    live = p > 1e-10 * (p.max(-1, keepdims=True) if xp is np else p.max(-1, keepdim=True).values)
+    big = 1e300
+    if xp is np:
+        lo = np.where(live, mean - 10 * sd, big).min(-1)
+        hi = np.where(live, mean + 10 * sd, -big).max(-1)
+        u = np.linspace(0.0, 1.0, grid)
+    else:
+        with xp.no_grad():
+            lo = xp.where(live, mean - 10 * sd, xp.full_like(mean, big)).min(-1).values
+            hi = xp.where(live, mean + 10 * sd, xp.full_like(mean, -big)).max(-1).values
+        u = xp.linspace(0.0, 1.0, grid, dtype=xp.float64)
+    phi = lo[..., None] + (hi - lo)[..., None] * u  # (..., G)
+    dphi = (hi - lo) / (grid - 1)
+    z = (phi[..., :, None] - mean[..., None, :]) / sd[..., None, :]
+    logd = logw[..., None, :] - 0.5 * z**2 - xp.log(sd)[..., None, :] - 0.5 * math.log(2 * math.pi)  # (..., G, M)
+    top = logd.max(-1, keepdims=True) if xp is np else logd.max(-1, keepdim=True).values
+    n = xp.exp(logd - top)
+    num = n @ th  # (..., G, D)
+    ratio = (num**2).sum(-1) / n.sum(-1) * xp.exp(top[..., 0])
+    prior = (p * (th**2).sum(-1)).sum(-1)
+    return prior - ratio.sum(-1) * dphi
+
+
+def keys_of(tree: _Tree, W, lq):
+    """The key family object of rows ``W`` (k, D) with per-depth ``log q`` ``lq`` (K,) (None: linear keys),
+    ``c = 1``: :class:`~fvnum.keys.LinearKeys` or :class:`~fvnum.keys.WeightedKeys` (``Q`` its diagonal)."""
+    if lq is None:
+        return LinearKeys(W)
+    return WeightedKeys(W, np.exp(lq)[tree.depth_of], 1.0)
+
+
+def log_q_of(tree: _Tree, keys):
+    """The per-depth ``log q`` (K,) of weighted keys on the tree (None for linear keys): the inverse of
+    :func:`keys_of`."""
+    if keys.name == "linear":
+        return None
+    q = np.diag(keys.Q) if keys.Q.ndim == 2 else keys.Q
+    return np.log(q[[int(np.argmax(tree.depth_of == k)) for k in range(tree.spec.depth)]])
