@@ -36,7 +36,8 @@ CHILD = r"""
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from fvnum.keyed import adaptive_keyed_losses, best_nonadaptive_keyed
+from fvnum.keyed import best_nonadaptive_keyed
+from fvnum.keyed_adaptive import adaptive_keyed_losses
 from fvsym.priors import TreePrior
 a = json.loads(sys.argv[1])
 kw = dict(n_tokens=128, s2=0.01, seed=0)

@@ -15,7 +15,7 @@ _EXPORTS = {
     "make_channel": "channels", "effective_tau2": "channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
-    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed",
+    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed_adaptive",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
 }
 

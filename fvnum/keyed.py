@@ -14,7 +14,7 @@ one-layer design, ``keys`` the key family object found):
   it directly; for ``B > 1`` it optimises a Monte Carlo loss on common random numbers (stream ``SEARCH``),
   picks among restarts on ``SELECT`` and reports the winner on ``EVAL``. On a Gaussian prior:
   :func:`gaussian_keyed`.
-- :func:`best_adaptive_keyed` / :func:`adaptive_keyed_losses` (:mod:`fvnum.keyed_adaptive`): ``d = 1``,
+- ``best_adaptive_keyed`` / ``adaptive_keyed_losses`` (in :mod:`fvnum.keyed_adaptive`, which builds on this module): ``d = 1``,
   ``L = B``, a greedy one-step lookahead (tree prior only).
 
 A row found by a search is the best *found* within its family: an achievable loss, so an upper bound on the
@@ -32,7 +32,6 @@ import numpy as np
 from . import _chunks
 from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
-from .keyed_adaptive import NODE_STEP, adaptive_keyed_losses, best_adaptive_keyed, has_adaptive_search
 from .keyed_tree import GRID, STEP, _geometry, _torch, _Tree, keys_of, mixture_loss, tree_law
 from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
 from .simulate import check_inputs
@@ -304,6 +303,5 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "NODE_STEP", "STEP", "adaptive_keyed_losses", "best_adaptive_keyed",
-           "best_nonadaptive_keyed", "check_family", "gaussian_keyed", "has_adaptive_search", "mixture_loss",
+__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "gaussian_keyed", "mixture_loss",
            "tokens_loss_mc", "tree_law"]

@@ -118,7 +118,8 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
     curves = {"path": [loss_mc(prior, "path", b, **kw) for b in budgets],
               "top_levels": [loss_mc(prior, "top_levels", b, **kw) for b in budgets]}
     if keyed:
-        from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed
+        from .keyed import best_nonadaptive_keyed
+        from .keyed_adaptive import adaptive_keyed_losses
 
         first = best_nonadaptive_keyed(prior, 1, n_tokens=n_tokens, s2=s2, seed=seed)
         found = adaptive_keyed_losses(prior, max(budgets), n_tokens=n_tokens, s2=s2, samples=keyed_samples,

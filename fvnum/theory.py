@@ -475,7 +475,8 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
     Carlo loss is dominated by rare confusions of leaves, and a search on 2000 samples fits their noise —
     tree depth 4, budget 3: 0.0233 on its own samples, 0.039 on fresh ones; on 8000, 0.034). Each row is
     the best found within the family: an upper bound on the family's optimum, a bound on no trained model."""
-    from .keyed import adaptive_keyed_losses, best_nonadaptive_keyed, check_family, gaussian_keyed, has_adaptive_search
+    from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed
+    from .keyed_adaptive import adaptive_keyed_losses, has_adaptive_search
 
     channel = _check_keyed_channel(channel)
     family = check_family(family)

@@ -1,4 +1,4 @@
-"""The greedy keyed policy's row search (``fvnum.keyed.adaptive_keyed_losses``): per sample, the next key
+"""The greedy keyed policy's row search (``fvnum.keyed_adaptive.adaptive_keyed_losses``): per sample, the next key
 direction ``w`` minimising the expected loss after its reading, by Adam on the sphere from three starts,
 with the objective and its exact gradient written out (the reference differentiates the same formulas
 with torch autograd; ``tests/fvnum/test_keyed_fast.py`` holds the two together).

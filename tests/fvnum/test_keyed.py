@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from fvnum.keyed import adaptive_keyed_losses, best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
+from fvnum.keyed_adaptive import adaptive_keyed_losses
+from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
 from fvnum.keyed_adaptive import _next_law, _posterior_state
 from fvnum.keyed_tree import _geometry, _Tree
 from fvnum.keys import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from fvnum._kernels import keyed as KK
-from fvnum.keyed import NODE_STEP, adaptive_keyed_losses, best_nonadaptive_keyed, mixture_loss
+from fvnum.keyed import best_nonadaptive_keyed, mixture_loss
+from fvnum.keyed_adaptive import NODE_STEP, adaptive_keyed_losses
 from fvnum.keyed_adaptive import _lookahead_state, _next_law, _posterior_state
 from fvnum.keyed_tree import _geometry, _Tree
 from fvnum.tree import TreeSpec

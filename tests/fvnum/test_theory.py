@@ -201,10 +201,13 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
                                      keys=types.SimpleNamespace(name=family))
 
     fake = types.ModuleType("fvnum.keyed")
-    fake.check_family, fake.has_adaptive_search, fake.gaussian_keyed = (lambda f: f), (lambda prior: True), None
+    fake.check_family, fake.gaussian_keyed = (lambda f: f), None
     fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
-    fake.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
+    adaptive = types.ModuleType("fvnum.keyed_adaptive")
+    adaptive.has_adaptive_search = lambda prior: True
+    adaptive.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
     monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
+    monkeypatch.setitem(sys.modules, "fvnum.keyed_adaptive", adaptive)
     prior = TreePrior(2, "1/2")
     table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,
                              keyed="weighted")
