@@ -1,7 +1,8 @@
 """``fv`` subcommands of the torch side: ``fv train``, ``compare``, ``reproduce``, ``scaling``, ``audit``, ``sweep``.
 
-The options of one run are generated from ``bridges.config.RUN_OPTIONS`` (``add_run_arguments``) and read
-back by ``RunConfig.from_options`` (``config_from_args``); those of the studies from their config
+The options of one run are generated from ``bridges.config.RUN_OPTIONS`` (``add_run_arguments``, through
+``add_options``, the argparse reader of every ``bridges.options.Option``) and read back by
+``RunConfig.from_options`` (``config_from_args``); those of the studies from their config
 dataclasses' defaults. Handlers import torch lazily (``fv --help`` must stay light). This is the top layer:
 no module of the packages imports it.
 """
@@ -15,9 +16,8 @@ from fvsym.cli import int_arg, number_arg
 from fvsym._validate import parse_int_list
 from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
-from .config import (
-    DEFAULT_SAMPLES, MAX_THREADS, RECIPE_STEPS_PER_BUDGET, RENAMED_OPTIONS, RUN_OPTIONS, Option, RunConfig,
-)
+from .config import DEFAULT_SAMPLES, MAX_THREADS, RECIPE_STEPS_PER_BUDGET, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
+from .options import Option
 
 WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
@@ -60,18 +60,26 @@ def _arg_type(option: Option):
 _GROUPS = {"data": "data (THEORY.md section 1)", "model": "model (THEORY.md section 7)", "train": "training"}
 
 
+def add_options(p: argparse.ArgumentParser, options, groups: dict | None = None, required: tuple = ()) -> None:
+    """An argparse option per :class:`bridges.options.Option` (its flag and aliases, ``dest``, default, help,
+    metavar; choices shown as argparse choices, every other kind read by ``Option.parse``), in the argument
+    group ``groups[option.section]`` where ``groups`` names one (``{section: title}``); the options whose
+    ``dest`` is in ``required`` must be given (no default)."""
+    made = {}
+    for o in options:
+        where = p
+        if groups and o.section in groups:
+            if o.section not in made:
+                made[o.section] = p.add_argument_group(groups[o.section])
+            where = made[o.section]
+        kw = dict(choices=o.choices) if o.kind == "choice" else dict(type=_arg_type(o))
+        kw["required"], kw["default"] = (True, None) if o.dest in required else (False, o.default)
+        where.add_argument(o.flag, *o.aliases, dest=o.dest, metavar=o.metavar, help=o.help or None, **kw)
+
+
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     """The options that define one run (data, model, training), generated from ``bridges.config.RUN_OPTIONS``."""
-    groups = {}
-    for o in RUN_OPTIONS:
-        if o.section not in groups:
-            groups[o.section] = p.add_argument_group(_GROUPS[o.section])
-        kw = dict(choices=o.choices) if o.kind == "choice" else dict(type=_arg_type(o))
-        if o.dest == "model":
-            kw.update(required=model_required, default=None if model_required else o.default)
-        else:
-            kw["default"] = o.default
-        groups[o.section].add_argument(o.flag, *o.aliases, dest=o.dest, metavar=o.metavar, help=o.help or None, **kw)
+    add_options(p, RUN_OPTIONS, _GROUPS, required=("model",) if model_required else ())
     for old, (new, why) in RENAMED_OPTIONS.items():
         p.add_argument(old, action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
 

@@ -6,7 +6,8 @@ short, stable name for the experiment (results and checkpoints are stored under 
 ignores the fields that only say *where and how fast* a run executes (``out``, ``device``, ``threads``,
 ``checkpoint_every``), so the same experiment keeps its key on another machine.
 
-``RUN_OPTIONS`` is the one table of a run's fields as command-line options (``--tokens`` is
+``RUN_OPTIONS`` is the one table of a run's fields as command-line options, generated from the fields of
+``DataConfig``, ``ModelConfig`` and ``TrainConfig`` by ``bridges.options.options_of`` (``--tokens`` is
 ``data.n_tokens``): ``fv train`` and ``fv compare`` build their parsers from it, ``fv sweep`` builds its
 cells' configurations from it (``RunConfig.from_options``), and ``RunConfig.to_argv()`` writes the options
 that give the same configuration back.
@@ -21,10 +22,11 @@ import hashlib
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 
-from fvsym._validate import _short, check_choice, check_int, check_real, plain_error
+from fvsym._validate import check_choice, check_int, check_real, plain_error
+
+from .options import options_of
 
 PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
@@ -432,123 +434,52 @@ class RunConfig:
         return out
 
 
-# --- a run's fields as command-line options ----------------------------------------------------------
+# --- a run's fields as command-line options (bridges.options) -------------------------------------------
 DEFAULT_OUT = "runs"  # the run folders of fv train and fv compare: DEFAULT_OUT/<key>/
 DEFAULT_SAMPLES = 20_000  # Monte Carlo samples per theory number of fv compare (and its sweep cells)
-KINDS = ("int", "real", "choice", "text", "numbers")
-_INT = re.compile(r"[+-]?\d{1,19}")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One field of a run as a command-line option: ``flag`` (or one of its ``aliases``) sets
-    ``section.field``. ``kind``: ``int`` or ``real`` (exact rationals such as ``1/2`` read, within
-    ``low``..``high``), ``choice`` (one of ``choices``), ``text``, ``numbers`` (comma-separated exact numbers).
-    ``parse`` reads the option's text (one-line ValueError naming ``label``); ``text`` writes a value back."""
-
-    flag: str
-    section: str
-    field: str
-    kind: str
-    help: str = ""
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-    open_high: bool = False
-    choices: tuple = ()
-    aliases: tuple = ()
-    label: str | None = None
-    metavar: str | None = None
-
-    def __post_init__(self):
-        if self.kind not in KINDS or self.section not in ("data", "model", "train"):
-            raise ValueError(f"option {self.flag}: kind {self.kind!r} or section {self.section!r} is unknown")
-
-    @property
-    def dest(self) -> str:
-        return self.flag[2:].replace("-", "_")
-
-    @property
-    def names(self) -> tuple:
-        """Every spelling as a name without dashes: ``tokens``, ``n_tokens``."""
-        return tuple(f[2:].replace("-", "_") for f in (self.flag, *self.aliases))
-
-    @property
-    def default(self):
-        """The value the option reads when it is not given: the field's default, except ``depth`` (None:
-        the config's default, or the number of scales) and ``out`` (:data:`DEFAULT_OUT`)."""
-        return _OPTION_DEFAULTS.get(self.dest, _FIELD_DEFAULTS[self.section, self.field])
-
-    def parse(self, text):
-        name = self.label or self.flag
-        if self.kind == "int":
-            t = str(text).strip()
-            if not _INT.fullmatch(t):
-                raise ValueError(f"{name} must be an integer, got {_short(text)}")
-            return check_int(int(t), name, -math.inf if self.low is None else self.low, self.high)
-        if self.kind == "real":
-            low, high = (-math.inf if self.low is None else self.low), (math.inf if self.high is None else self.high)
-            return check_real(str(text), name, low, high, open_low=self.open_low, open_high=self.open_high,
-                              shown=str(text).strip())
-        if self.kind == "choice":
-            return check_choice(text, name, self.choices)
-        if self.kind == "numbers":
-            from fvsym._validate import parse_number_list  # sympy: loaded only when scales are given
-
-            return tuple(parse_number_list(text, name))
-        return str(text)
-
-    def text(self, value) -> str:
-        """``value`` as this option's text (``parse(text(v)) == v``; a float by its ``repr``)."""
-        if self.kind == "numbers":
-            return ",".join(str(v) for v in value)
-        return repr(value) if isinstance(value, float) else str(value)
-
-
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
 RUN_OPTIONS = (
-    Option("--prior", "data", "prior", "choice", choices=PRIORS),
-    Option("--cov", "data", "cov", "choice", "gaussian prior only (default matched)", choices=COVARIANCES),
-    Option("--depth", "data", "depth", "int", f"tree depth, D = 2^K - 1 (default {DataConfig().depth}, or the "
-           "number of --scales)", low=1, high=MAX_DEPTH, metavar="K"),
-    Option("--alpha", "data", "alpha", "real", "scale ratio in (0, 1), e.g. 1/2 (default 0.5)", **_UNIT),
-    Option("--scales", "data", "scales", "numbers", "general tree scales a_1 >= .. >= a_K > 0, comma-separated "
-           "(e.g. 1,1/2,1/3), instead of --alpha (tree or --cov matched)", metavar="a1,..,aK"),
-    Option("--tokens", "data", "n_tokens", "int", f"context length (default {DataConfig().n_tokens})", low=1,
-           aliases=("--n-tokens",), label="n_tokens (--tokens)", metavar="N"),
-    Option("--s2", "data", "s2", "real", f"label noise variance (default {DataConfig().s2})", low=0, high=1e100),
-    Option("--model", "model", "model", "choice", choices=MODELS),
-    Option("--budget", "model", "budget", "int", f"workspace slots (default {ModelConfig().budget})", low=1,
-           metavar="B"),
-    Option("--mlp-width", "model", "mlp_width", "int", f"hidden size of the MLPs (default {ModelConfig().mlp_width})",
-           low=1, high=2**20),
-    Option("--hidden-layers", "model", "hidden_layers", "int",
-           f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
-    Option("--readout", "model", "readout", "choice", choices=READOUTS),
-    Option("--steps", "train", "steps", "int", "training steps (default: the recipe, " + ", ".join(
-        f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)", low=1),
-    Option("--batch", "train", "batch", "int", "contexts per step (default: the recipe, " + ", ".join(
-        f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")", low=1),
-    Option("--lr", "train", "lr", "real", "peak Adam learning rate (default: the recipe, " + ", ".join(
-        f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")", low=0, high=1e6, open_low=True),
-    Option("--warmup", "train", "warmup", "int", f"linear warm-up steps (default {RECIPE_WARMUP})", low=0),
-    Option("--schedule", "train", "schedule", "choice", choices=SCHEDULES),
-    Option("--loss", "train", "loss", "choice", "training objective: theta = ||theta_hat - theta||^2 (default for "
-           "decoding readouts), query = (y_hat - <theta, x_q>)^2 (default for the generic readout)",
-           choices=TRAIN_LOSSES),
-    Option("--precision", "train", "precision", "choice", "key MLPs in bfloat16 autocast or float32 (default auto: "
-           "bf16 where native)", choices=PRECISIONS),
-    Option("--grad-clip", "train", "grad_clip", "real", "max global gradient norm, 0 disables (default 1)",
-           low=0, high=1e100),
-    Option("--eval-every", "train", "eval_every", "int", f"default {RECIPE_EVAL_EVERY}", low=1),
-    Option("--eval-batches", "train", "eval_batches", "int", f"default {TrainConfig().eval_batches}", low=1,
-           high=10**6),
-    Option("--seed", "train", "seed", "int", "default 0", low=0, high=2**63 - 1),
-    Option("--device", "train", "device", "text", "torch device (default cpu)"),
-    Option("--threads", "train", "threads", "int", "torch CPU threads (default 1)", low=1, high=MAX_THREADS),
-    Option("--checkpoint-every", "train", "checkpoint_every", "int", f"default {TrainConfig().checkpoint_every}",
-           low=1),
-    Option("--out", "train", "out", "text", f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR"),
+    *options_of(
+        DataConfig, section="data", none=False,
+        prior=dict(choices=PRIORS),
+        cov=dict(help="gaussian prior only (default matched)", choices=COVARIANCES),
+        depth=dict(help=f"tree depth, D = 2^K - 1 (default {DataConfig().depth}, or the number of --scales)", low=1,
+                   high=MAX_DEPTH, metavar="K", default=None),  # None: the config's default, or the number of scales
+        alpha=dict(help="scale ratio in (0, 1), e.g. 1/2 (default 0.5)", **_UNIT),
+        scales=dict(kind="numbers", help="general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), "
+                    "instead of --alpha (tree or --cov matched)", metavar="a1,..,aK"),
+        n_tokens=dict(flag="--tokens", help=f"context length (default {DataConfig().n_tokens})", low=1,
+                      aliases=("--n-tokens",), label="n_tokens (--tokens)", metavar="N"),
+        s2=dict(help=f"label noise variance (default {DataConfig().s2})", low=0, high=1e100)),
+    *options_of(
+        ModelConfig, section="model", none=False,
+        model=dict(choices=MODELS),
+        budget=dict(help=f"workspace slots (default {ModelConfig().budget})", low=1, metavar="B"),
+        mlp_width=dict(help=f"hidden size of the MLPs (default {ModelConfig().mlp_width})", low=1, high=2**20),
+        hidden_layers=dict(help=f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
+        readout=dict(choices=READOUTS)),
+    *options_of(
+        TrainConfig, section="train", none=False,
+        steps=dict(help="training steps (default: the recipe, " + ", ".join(
+            f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)", low=1),
+        batch=dict(help="contexts per step (default: the recipe, " + ", ".join(
+            f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")", low=1),
+        lr=dict(help="peak Adam learning rate (default: the recipe, " + ", ".join(
+            f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")", low=0, high=1e6, open_low=True),
+        warmup=dict(help=f"linear warm-up steps (default {RECIPE_WARMUP})", low=0),
+        schedule=dict(choices=SCHEDULES),
+        loss=dict(help="training objective: theta = ||theta_hat - theta||^2 (default for decoding readouts), "
+                  "query = (y_hat - <theta, x_q>)^2 (default for the generic readout)", choices=TRAIN_LOSSES),
+        precision=dict(help="key MLPs in bfloat16 autocast or float32 (default auto: bf16 where native)",
+                       choices=PRECISIONS),
+        grad_clip=dict(help="max global gradient norm, 0 disables (default 1)", low=0, high=1e100),
+        eval_every=dict(help=f"default {RECIPE_EVAL_EVERY}", low=1),
+        eval_batches=dict(help=f"default {TrainConfig().eval_batches}", low=1, high=10**6),
+        seed=dict(help="default 0", low=0, high=2**63 - 1),
+        device=dict(help="torch device (default cpu)"),
+        threads=dict(help="torch CPU threads (default 1)", low=1, high=MAX_THREADS),
+        checkpoint_every=dict(help=f"default {TrainConfig().checkpoint_every}", low=1),
+        out=dict(help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR", default=DEFAULT_OUT)),
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes
 # old spellings refused with one line naming the new one: {old flag: (new flag, why)}
@@ -557,4 +488,3 @@ RENAMED_OPTIONS = {"--width": ("--mlp-width", "--width is d, the channels per la
 _FIELD_DEFAULTS = {(section, f.name): f.default for section, kind in (("data", DataConfig), ("model", ModelConfig),
                                                                      ("train", TrainConfig))
                    for f in dataclasses.fields(kind)}
-_OPTION_DEFAULTS = {"depth": None, "out": DEFAULT_OUT}

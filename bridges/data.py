@@ -1,9 +1,9 @@
 """Contexts of THEORY.md section 1, sampled in torch on the fly from seeded generators.
 
-One source of truth: the scales ``a_k``, the covariances and the heap-path convention come from
-``fvsym.priors.TreePrior`` / ``GaussianPrior`` (their sympy numbers are evaluated to floats once and
-cached); nothing here re-types a prior. Tree leaves: signs ``s in {+1, -1}^K``, path ``n_1 = 1``,
-``n_{k+1} = 2 n_k`` if ``s_k = +1`` else ``2 n_k + 1``; node ``n`` is coordinate ``n - 1`` of theta.
+One source of truth: the scales ``a_k`` and the covariances come from ``fvsym.priors.TreePrior`` /
+``GaussianPrior`` (their sympy numbers are evaluated to floats once and cached), the heap-path rule from
+``fvsym.heap`` (on tensors); nothing here re-types a prior. Tree leaves: signs ``s in {+1, -1}^K``, path
+``n_1 = 1``, ``n_{k+1} = 2 n_k + [s_k = -1]``; node ``n`` is coordinate ``n - 1`` of theta.
 
 Randomness: every draw takes a ``torch.Generator``; ``step_generator(seed, stream, step)`` makes the
 generator of one training step (or one held-out batch) from a ``numpy.random.SeedSequence``, so a step's
@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from fvsym.heap import child
 from fvsym.priors import GaussianPrior, TreePrior
 
 from .config import DataConfig
@@ -83,15 +84,16 @@ def path_nodes(signs: torch.Tensor) -> torch.Tensor:
     n = torch.ones(signs.shape[0], dtype=torch.long, device=signs.device)  # (batch,)
     for k in range(signs.shape[1]):
         nodes[:, k] = n
-        n = 2 * n + (signs[:, k] < 0).long()
+        n = child(n, signs[:, k])
     return nodes
 
 
 def leaf_index(signs: torch.Tensor) -> torch.Tensor:
     """Leaf index (fvsym convention: bit k from the top is 1 iff ``s_k = -1``), (batch, K) -> (batch,)."""
-    K = signs.shape[1]
-    weights = 2 ** torch.arange(K - 1, -1, -1, device=signs.device)  # (K,)
-    return ((signs < 0).long() * weights).sum(1)
+    index = torch.zeros(signs.shape[0], dtype=torch.long, device=signs.device)  # (batch,)
+    for k in range(signs.shape[1]):
+        index = child(index, signs[:, k])
+    return index
 
 
 @dataclass(frozen=True)

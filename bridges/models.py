@@ -19,6 +19,8 @@ from typing import Callable, NamedTuple
 import torch
 from torch import nn
 
+from fvsym.heap import child, sign
+
 from .config import DataConfig, ModelConfig, RunConfig
 from .data import ContextSampler, data_channel, fv_prior, path_nodes
 from .taps import Tap
@@ -111,7 +113,8 @@ class LinearKeys(nn.Module):
 class PathKeys(nn.Module):
     """The ``path`` policy as a key function of layer ``layer`` (1-based, ``d = 1``): decode the path from
     the signs of the workspace slots written so far (``s_hat_k = sign(phi_k)``, a tie counts as +1),
-    ``n_1 = 1``, ``n_{k+1} = 2 n_k + [s_hat_k = -1]``, and read ``k_i = <e_{n_l}, x_i>``. No parameters."""
+    ``n_1 = 1``, ``n_{k+1} = 2 n_k + [s_hat_k = -1]`` (``fvsym.heap.child``), and read ``k_i = <e_{n_l}, x_i>``.
+    No parameters."""
 
     token_linear = None
 
@@ -122,7 +125,7 @@ class PathKeys(nn.Module):
     def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         n = torch.ones(p.shape[0], dtype=torch.long, device=p.device)  # (batch,) node n_1 = 1
         for k in range(self.layer - 1):
-            n = 2 * n + (p[:, k] < 0).long()
+            n = child(n, p[:, k])
         if int(n.max()) > x.shape[-1]:
             raise ValueError(f"path layer {self.layer} runs past the leaves of a tree with D = {x.shape[-1]}")
         idx = (n - 1).view(-1, 1, 1).expand(-1, x.shape[1], 1)  # (batch, N, 1)
@@ -328,7 +331,7 @@ def _sign_decoder(data: DataConfig) -> Callable[[torch.Tensor], torch.Tensor]:
 
     def decode(p: torch.Tensor) -> torch.Tensor:
         B = p.shape[1]
-        signs = torch.where(p < 0, -1, 1).to(torch.int8)  # (batch, B) s_hat, tie -> +1
+        signs = sign(p).to(torch.int8)  # (batch, B) s_hat, tie -> +1
         full = torch.cat([signs, signs.new_ones(p.shape[0], data.depth - B)], 1)  # (batch, K) padded
         theta = sampler.theta_from_signs(full).to(p)  # (batch, D)
         mask = torch.zeros_like(theta)  # (batch, D)

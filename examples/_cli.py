@@ -1,9 +1,10 @@
-"""Plumbing shared by the examples: ``--key=value`` overrides read from a frozen ``Config`` dataclass,
+"""Plumbing shared by the examples: ``--field=value`` overrides read from a frozen ``Config`` dataclass,
 the run folder, and atomic outputs (``config.json``, ``results.json`` written last, optional figures).
 
 An example ends with ``sys.exit(_cli.run(main, Config))``. ``run`` parses ``sys.argv[1:]``: every field
 of ``Config`` is an option ``--field=value`` (``--field value`` works too; ``-`` and ``_`` are the same),
-converted by the field's annotation: ``int``, ``float``, ``str``, ``bool`` (``true``/``false``/``1``/``0``),
+made by ``bridges.options.options_of`` (the mechanism that makes the options of ``fv train``): read by the
+field's annotation, ``int``, ``float`` (``1/2`` reads too), ``str``, ``bool`` (``true``/``false``/``1``/``0``),
 ``X | None`` (``none``) and ``tuple[X, ...]`` (comma-separated, e.g. ``--taus=0.1,0.3``). ``--help`` lists
 the fields with their defaults. Bad input (an unknown option, a value of the wrong type, a ``ValueError``
 from the Config or the example) prints one line and exits with code 2.
@@ -11,16 +12,16 @@ from the Config or the example) prints one line and exits with code 2.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import time
-import types
-import typing
 from pathlib import Path
 
+from bridges.options import config_of, options_of
+from bridges.options import usage as options_usage
 from bridges.store import check_writable, write_atomic, write_json
 
 RUNS = Path("runs") / "examples"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def default_out(name: str) -> str:
@@ -29,70 +30,14 @@ def default_out(name: str) -> str:
 
 
 # --- parsing ---------------------------------------------------------------------------------------
-def _convert(text: str, kind, name: str):
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if text.strip().lower() == "none" and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _convert(text, inner, name)
-    if origin is tuple:
-        inner = args[0]
-        return tuple(_convert(part.strip(), inner, name) for part in text.split(",") if part.strip())
-    if kind is bool:
-        low = text.strip().lower()
-        if low not in _TRUE + _FALSE:
-            raise ValueError(f"--{name} takes true or false, got {text!r}")
-        return low in _TRUE
-    if kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            raise ValueError(f"--{name} takes {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-    if kind is str:
-        return text
-    raise TypeError(f"Config field {name} has an annotation the parser does not know: {kind!r}")  # a bug in the example
-
-
-def _type_name(kind) -> str:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in args)
-    if origin is tuple:
-        return f"{_type_name(args[0])},..."
-    return "none" if kind is type(None) else kind.__name__
-
-
 def usage(config_cls, prog: str) -> str:
-    hints = typing.get_type_hints(config_cls)
-    lines = [f"usage: python {prog} [--field=value ...]", "", (config_cls.__doc__ or "").strip(), "", "fields:"]
-    for f in dataclasses.fields(config_cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        if isinstance(default, tuple):
-            default = ",".join(map(str, default))
-        lines.append(f"  --{f.name}=<{_type_name(hints[f.name])}>  (default {default})")
-    return "\n".join(lines)
+    """The ``--help`` of an example: its Config's docstring and every field as an option, with its default."""
+    return options_usage(options_of(config_cls), f"python {prog}", inspect.cleandoc(config_cls.__doc__ or ""))
 
 
 def parse(config_cls, argv: list[str]):
     """A ``config_cls`` instance from ``--field=value`` arguments (raises ``ValueError`` on bad input)."""
-    hints = typing.get_type_hints(config_cls)
-    names = [f.name for f in dataclasses.fields(config_cls)]
-    values, args = {}, list(argv)
-    while args:
-        arg = args.pop(0)
-        if not arg.startswith("--") or arg == "--":
-            raise ValueError(f"unexpected argument {arg!r}; options look like --field=value")
-        key, sep, text = arg[2:].partition("=")
-        key = key.replace("-", "_")
-        if key not in names:
-            raise ValueError(f"unknown option --{key}; the options are {', '.join('--' + n for n in names)}")
-        if not sep:
-            if not args:
-                raise ValueError(f"option --{key} needs a value (--{key}=value)")
-            text = args.pop(0)
-        values[key] = _convert(text, hints[key], key)
-    return config_cls(**values)
+    return config_of(config_cls, options_of(config_cls), argv)
 
 
 def run(main, config_cls, argv: list[str] | None = None, *, ok=None) -> int:

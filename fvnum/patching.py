@@ -18,9 +18,11 @@ takes one given pair of leaves and averages over the channel noise only.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
+from fvsym import heap
 from fvsym._validate import _short
 
 from . import _chunks
@@ -184,7 +186,7 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
         signs = [int(x) for x in leaf]
         if len(signs) != spec.depth or any(x not in (1, -1) for x in signs):
             raise ValueError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
-        return sum(1 << (spec.depth - 1 - k) for k, x in enumerate(signs) if x < 0)
+        return functools.reduce(heap.child, signs, 0)  # index <- 2 index + [s_k < 0], k = 1..K
     if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
         raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
     return int(leaf)

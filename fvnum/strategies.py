@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym import heap
 from fvsym._validate import _short
 
 from . import _kernels
@@ -216,7 +217,7 @@ class PathPolicy(Policy):
         return state[:, None]
 
     def update(self, layer, state, rows, phi_layer):
-        return 2 * rows.nodes(phi_layer.shape[0])[:, 0] + (phi_layer[:, 0] < 0)
+        return heap.child(rows.nodes(phi_layer.shape[0])[:, 0], phi_layer[:, 0])
 
     def work_floats(self, spec, budget):
         return 0

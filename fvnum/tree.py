@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fvsym.heap import leaf_bit, path_node
+
 from . import _kernels
 
 
@@ -54,22 +56,19 @@ class TreeSpec:
         leaves = np.asarray(leaves, dtype=np.int64)[:, None]
         nodes = np.asarray(nodes, dtype=np.int64)
         k = np.maximum(self.node_depths(nodes), 1)
-        on = (((leaves >> (K - k + 1)) | (1 << (k - 1))) == nodes) & (nodes > 0)
-        sign = 1.0 - 2.0 * ((leaves >> (K - k)) & 1)
+        on = (path_node(leaves, K, k) == nodes) & (nodes > 0)
+        sign = 1.0 - 2.0 * leaf_bit(leaves, K, k)
         return np.where(on, self.scales[k - 1] * sign, 0.0)
 
     def path_nodes(self, leaves) -> np.ndarray:
         """(n, K): the path nodes ``n_1..n_K`` of each leaf."""
         K = self.depth
-        k = np.arange(1, K + 1)
-        leaves = np.asarray(leaves, dtype=np.int64)[:, None]
-        return (leaves >> (K - k + 1)) | (1 << (k - 1))
+        return path_node(np.asarray(leaves, dtype=np.int64)[:, None], K, np.arange(1, K + 1))
 
     def signs(self, leaves) -> np.ndarray:
         """(n, K): the signs ``s_1..s_K`` of each leaf."""
         K = self.depth
-        k = np.arange(1, K + 1)
-        return 1 - 2 * ((np.asarray(leaves, dtype=np.int64)[:, None] >> (K - k)) & 1)
+        return 1 - 2 * leaf_bit(np.asarray(leaves, dtype=np.int64)[:, None], K, np.arange(1, K + 1))
 
     def thetas(self, leaves) -> np.ndarray:
         """(n, D) dense latents."""

@@ -1,9 +1,9 @@
 """Priors over the latent context theta (THEORY.md sections 5 and 6), symbolic in their parameters.
 
-Heap numbering of the tree: internal nodes ``n = 1 .. 2^K - 1``, root 1, children ``2n`` (sign +1)
-and ``2n + 1`` (sign -1). Node ``n`` has depth ``k(n) = floor(log2 n) + 1`` and direction ``e_n``,
-which is coordinate ``n - 1`` of theta. Leaf ``i`` (``0 <= i < 2^K``) is the sign vector whose
-``k``-th most significant bit is 1 exactly when ``s_k = -1``.
+Heap numbering of the tree (``fvsym.heap``, the one text of the rule): internal nodes ``n = 1 .. 2^K - 1``,
+root 1, children ``2n`` (sign +1) and ``2n + 1`` (sign -1). Node ``n`` has depth ``k(n) = floor(log2 n) + 1``
+and direction ``e_n``, which is coordinate ``n - 1`` of theta. Leaf ``i`` (``0 <= i < 2^K``) is the sign
+vector whose ``k``-th most significant bit is 1 exactly when ``s_k = -1``.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from functools import cached_property
 import sympy as sp
 
 from . import _symbols
+from .heap import child, leaf_bit
 from ._validate import _short, check_alpha, check_int, to_exact
 
 MAX_DEPTH = 30
@@ -90,14 +91,13 @@ class TreePrior:
 
     def leaf_signs(self, index: int) -> tuple[int, ...]:
         index = check_int(index, "leaf index", minimum=0, maximum=self.n_leaves - 1)
-        K = self.depth
-        return tuple(-1 if (index >> (K - 1 - k)) & 1 else 1 for k in range(K))
+        return tuple(1 - 2 * leaf_bit(index, self.depth, k) for k in range(1, self.depth + 1))
 
     def leaf_index(self, signs) -> int:
         self._check_signs(signs)
         index = 0
         for s in signs:
-            index = 2 * index + (1 if s < 0 else 0)
+            index = child(index, int(s))
         return index
 
     def leaves(self) -> list[tuple[int, ...]]:
@@ -110,7 +110,7 @@ class TreePrior:
         nodes, n = [], 1
         for s in signs:
             nodes.append(n)
-            n = 2 * n + (1 if s < 0 else 0)
+            n = child(n, int(s))
         return tuple(nodes)
 
     def theta(self, signs) -> dict[int, sp.Expr]:

@@ -72,9 +72,10 @@ def test_cli_parses_every_field_type_and_rejects_bad_input(load, tmp_path, capsy
                                  f"--out={tmp_path}"])
     assert (cfg.taus, cfg.figure, cfg.budget, cfg.alpha, cfg.out) == ((0.1, 0.2), False, 3, 0.25, str(tmp_path))
     assert cfg.samples == ex.Config().samples  # untouched fields keep their defaults
-    for argv, message in ((["--nope=1"], "unknown option --nope"), (["--budget=two"], "--budget takes an integer"),
-                          (["--figure=maybe"], "--figure takes true or false"), (["budget=2"], "unexpected argument"),
-                          (["--budget=9"], "budget must lie in 1..depth")):
+    assert _cli.parse(ex.Config, ["--alpha=1/4"]).alpha == 0.25  # numbers read as everywhere in fv (exact rationals)
+    for argv, message in ((["--nope=1"], "unknown option --nope"), (["--budget=two"], "--budget must be an integer"),
+                          (["--figure=maybe"], "--figure must be true or false"), (["--taus=0.1,,0.2"], "empty item"),
+                          (["budget=2"], "unexpected argument"), (["--budget=9"], "budget must lie in 1..depth")):
         with pytest.raises(ValueError, match=message):
             _cli.parse(ex.Config, argv)
         assert _cli.run(ex.main, ex.Config, argv) == 2

@@ -13,14 +13,16 @@ numpy twin in ``_reference.py``; tests hold them equal.
 - ``rollout``: one-step rollout over the greedy step (approximate noisy Bellman);
 - ``bellman``: the exact noisy Bellman recursion over leaf weights.
 
-Tree conventions (THEORY.md section 6): heap nodes ``1 .. D = 2^K - 1``; node ``n`` has depth
-``k = bitlen(n)``; leaf ``i`` takes sign ``s_k = -1`` iff bit ``K - k`` of ``i`` is set; its depth-``k``
-path node is ``(i >> (K - k + 1)) | (1 << (k - 1))``; in heap numbering leaf ``i`` is node ``2^K + i``.
+Tree conventions (THEORY.md section 6; ``fvsym.heap`` states them once and ``common`` compiles its functions):
+heap nodes ``1 .. D = 2^K - 1``; node ``n`` has depth ``k = bitlen(n)``; leaf ``i`` takes sign ``s_k = -1`` iff
+bit ``K - k`` of ``i`` is set; its depth-``k`` path node is ``(i >> (K - k + 1)) | (1 << (k - 1))``; a path
+read through noise goes on to ``2 n + [phi < 0]``; in heap numbering leaf ``i`` is node ``2^K + i``.
 A node number ``0`` in a reading list means "no reading" (an idle channel) and is skipped.
 """
 from .bellman import _belief_loss, _class_weights, _dp_children, _dp_last, _dp_last_at, _dp_last_min, _posterior_at
 from .common import (
-    LOG2, MASS_TOL, NEG_INF, TAU0_FALLBACK, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses, _theta_at,
+    LOG2, MASS_TOL, NEG_INF, TAU0_FALLBACK, _bitlen, _child, _lae, _leaf_bit, _path_node, _signed_scale,
+    _subtree_masses, _theta_at,
 )
 from .coord import (
     _coord_done, _coord_loss, _coord_mean_at, _coord_pass, _coord_posterior, _coord_reset, _coord_scratch,
@@ -39,10 +41,10 @@ from .rollout import MARGIN, _greedy_next, _rollout_rows
 
 __all__ = [
     "LOG2", "MASS_TOL", "MARGIN", "NEG_INF", "TAU0_FALLBACK",
-    "_belief_loss", "_bitlen", "_class_weights", "_closure_sums", "_coord_done", "_coord_loss", "_coord_mean_at",
+    "_belief_loss", "_bitlen", "_child", "_class_weights", "_closure_sums", "_coord_done", "_coord_loss", "_coord_mean_at",
     "_coord_pass", "_coord_posterior", "_coord_reset", "_coord_scratch", "_dense_objective", "_dense_scratch",
     "_dp_children", "_dp_last", "_dp_last_at", "_dp_last_min", "_greedy_candidates", "_greedy_coord_rows", "_greedy_coord_scores",
-    "_greedy_dense_rows", "_greedy_next", "_greedy_pick", "_greedy_scratch", "_greedy_step", "_lae", "_leaf_loglik",
+    "_greedy_dense_rows", "_greedy_next", "_greedy_pick", "_greedy_scratch", "_greedy_step", "_lae", "_leaf_bit", "_leaf_loglik",
     "_leaf_paths", "_leaf_posterior", "_leaf_projections", "_node_gram", "_node_score", "_path_node",
     "_posterior_at", "_posterior_norm2", "_rollout_rows", "_sample_leaf", "_signed_scale", "_subtree_masses",
     "_theta_at", "_tree_coord_decode", "_tree_dense_decode", "_tree_dense_value_grad", "_tree_greedy_sim",

@@ -1,12 +1,15 @@
 """Constants and small helpers shared by every kernel (inlined by numba): tree arithmetic of THEORY.md
-section 6 (``_bitlen``, ``_path_node``, ``_signed_scale``, ``_theta_at``), ``log(e^a + e^b)``, and
-the posterior mass of every heap node from leaf masses."""
+section 6 (``_bitlen``; ``_child``, ``_path_node`` and ``_leaf_bit``, the functions of ``fvsym.heap``
+compiled; ``_signed_scale``, ``_theta_at``), ``log(e^a + e^b)``, and the posterior mass of every heap node
+from leaf masses."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 from numba import njit
+
+from fvsym import heap
 
 LOG2 = math.log(2.0)
 NEG_INF = -np.inf
@@ -35,16 +38,17 @@ def _lae(a, b):
     return b + math.log1p(math.exp(a - b))
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _path_node(leaf, K, k):
-    """The depth-``k`` node on the path of leaf ``leaf`` (heap numbering)."""
-    return (leaf >> (K - k + 1)) | (1 << (k - 1))
+# the heap rule of fvsym.heap, compiled: the next path node after a sign or reading, a leaf's depth-k path
+# node, and its bit [s_k = -1]
+_child = njit(cache=True, nogil=True, inline="always")(heap.child)
+_path_node = njit(cache=True, nogil=True, inline="always")(heap.path_node)
+_leaf_bit = njit(cache=True, nogil=True, inline="always")(heap.leaf_bit)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _signed_scale(leaf, K, k, scales):
     """``a_k s_k`` of leaf ``leaf``: its coordinate at its depth-``k`` path node."""
-    return -scales[k - 1] if (leaf >> (K - k)) & 1 else scales[k - 1]
+    return -scales[k - 1] if _leaf_bit(leaf, K, k) else scales[k - 1]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .common import _theta_at
+from .common import _child, _theta_at
 from .coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
 from .tokens import _chain_loss, _tokens_posterior
 
@@ -50,7 +50,7 @@ def _tree_path_sim(leaves, noise, stat, tau, n_tok, sigma2, scales, donors, dsta
                         dr = dstat[s, dnode - 1]
                     else:
                         dr = _theta_at(donors[s], dnode, K, scales) + tau * noise[s, l]
-                    dnode = 2 * dnode + (1 if dr < 0 else 0)
+                    dnode = _child(dnode, dr)
             if tokens:
                 r = stat[s, act - 1]
             else:
@@ -58,7 +58,7 @@ def _tree_path_sim(leaves, noise, stat, tau, n_tok, sigma2, scales, donors, dsta
             out_phi[s, l] = r
             out_nodes[s, l] = node
             actual[l] = act
-            node = 2 * node + (1 if r < 0 else 0)
+            node = _child(node, r)
         if not general:
             out_loss[s] = _chain_loss(leaf, out_nodes[s], out_phi[s], tau, n_tok, sigma2, scales, w)
             continue

@@ -33,7 +33,8 @@ def test_bad_batch_is_one_line(batch):
 # --- one table of options: parsing, building a config and to_argv read the same fields ------------------
 import dataclasses  # noqa: E402
 
-from bridges.config import RUN_OPTIONS, Option  # noqa: E402
+from bridges.config import RUN_OPTIONS  # noqa: E402
+from bridges.options import Option  # noqa: E402
 
 ROUND_TRIP = [
     RunConfig(),
