@@ -136,7 +136,7 @@ def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monke
 
     seen = []
 
-    def fake(cfg, log=print):  # the study itself, replaced: what the command builds is checked
+    def fake(cfg, log=print, **_):  # the study itself, replaced: what the command builds is checked
         seen.append(cfg)
         return {"folder": str(tmp_path), "written": [], "fits": {"models": {}}}
 
