@@ -211,7 +211,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from .cost import check_seconds, theory_table_seconds, train_seconds
 
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
-                  train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000))
+                  train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed))
     from .compare import compare, to_markdown
     from .train import run_dir, train
 

@@ -15,7 +15,8 @@ bfloat16 is emulated: priced 4 times float32.
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
-``fvnum.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.costs.tree_loss_cost``).
+``fvnum.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.costs.tree_loss_cost``,
+the keyed rows by ``fvnum.limits.keyed_cost``).
 Runs whose folder already holds a finished result cost nothing.
 """
 from __future__ import annotations
@@ -117,16 +118,29 @@ def _solve(depth: int, budget: int) -> float:
     return tree_loss_cost(depth, budget, "optimal", False)[1]
 
 
-def theory_table_seconds(data, budget: int, samples: int, search_samples: int) -> float:
+def keyed_seconds(data, budgets, samples: int, keyed) -> float:
+    """``bridges.compare.keyed_curves`` (``fvnum.theory.keyed_curves``) at ``budgets`` on ``samples``
+    samples (``fvnum.limits.keyed_cost``); nothing without a key family (``keyed`` None or ``"none"``)."""
+    from fvnum.limits import keyed_cost
+
+    if keyed in (None, "none"):
+        return 0.0
+    tree = data.prior == "tree"
+    return keyed_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budgets=budgets, samples=samples)
+
+
+def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:
     """``bridges.compare.theory_losses`` (``fvnum.theory.comparison_table``): every Monte Carlo row, the
-    candidate policies of ``best_adaptive`` and of the bracket, the design searches."""
+    candidate policies of ``best_adaptive`` and of the bracket, the design searches, and the keyed rows of
+    ``keyed`` (a key family; None: computed beforehand, or none)."""
     B = budget
+    seconds = keyed_seconds(data, [B], search_samples, keyed)
     if data.prior != "tree":
-        return _mc(data, B, "optimal", samples) + 1e-7 * data.dim**3 + 1.0
+        return seconds + _mc(data, B, "optimal", samples) + 1e-7 * data.dim**3 + 1.0
     K = data.depth
     few, select = min(samples, 4 * search_samples), min(1000, search_samples)
     adaptive = [s for s in ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense") if s != "path" or B <= K]
-    seconds = _mc(data, B, "path", samples) if B <= K else 0.0
+    seconds += _mc(data, B, "path", samples) if B <= K else 0.0
     seconds += sum(_mc(data, B, s, select) for s in adaptive) + max(_mc(data, B, s, few) for s in adaptive)
     bracket = [s for s in ("path", "greedy_coordinate", "rollout", "bellman_noiseless") if s != "path" or B <= K]
     seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 2 * _solve(K, B)
@@ -171,8 +185,7 @@ def reproduce_seconds(cfg) -> float:
     train_out = str(Path(cfg.out) / "train")
     runs = grid(cfg, train_out)
     seconds = theory_curves_seconds(cfg) + runs_seconds(runs, cfg.workers)
-    tables = {(r.data.prior, r.data.depth, r.model.budget): r for r in runs}
-    seconds += sum(theory_table_seconds(r.data, r.model.budget, cfg.samples, 2000) for r in tables.values())
+    seconds += _tables_seconds(runs, cfg)
     seconds += _probes_seconds(cfg.data("tree"), cfg.train_budget, cfg.samples)
     if cfg.full:
         from .scaling import ScalingConfig
@@ -183,14 +196,25 @@ def reproduce_seconds(cfg) -> float:
     return seconds + 15.0  # report, figures
 
 
+def _tables_seconds(runs, cfg) -> float:
+    """The theory of a grid of runs (``bridges.reproduce.training``): one table per (data, budget), the keyed
+    rows once per data configuration at all its budgets."""
+    from .reproduce import SEARCH_SAMPLES
+
+    tables = {(r.data, r.model.budget) for r in runs}
+    seconds = sum(theory_table_seconds(data, budget, cfg.samples, SEARCH_SAMPLES) for data, budget in tables)
+    for data in {d for d, _ in tables}:
+        seconds += keyed_seconds(data, [b for d, b in tables if d == data], min(SEARCH_SAMPLES, cfg.samples),
+                                 cfg.keyed)
+    return seconds
+
+
 def compare_grid_seconds(cfg) -> float:
     """Upper estimate of ``fv compare --grid`` (its ``ReproduceConfig``: the training grid and its tables)."""
     from .reproduce import grid
 
     runs = grid(cfg, str(Path(cfg.out) / "train"))
-    tables = {(r.data.prior, r.data.depth, r.model.budget): r for r in runs}
-    return (runs_seconds(runs, cfg.workers) + 5.0
-            + sum(theory_table_seconds(r.data, r.model.budget, cfg.samples, 2000) for r in tables.values()))
+    return runs_seconds(runs, cfg.workers) + 5.0 + _tables_seconds(runs, cfg)
 
 
 def scaling_seconds(cfg, *, train: bool = True) -> float:
@@ -198,7 +222,7 @@ def scaling_seconds(cfg, *, train: bool = True) -> float:
     runs = cfg.runs(str(Path(cfg.out) / "train"))
     seconds = runs_seconds(runs, cfg.workers) if train else 0.0
     seconds += sum(theory_table_seconds(cfg.data(), b, cfg.samples, cfg.search_samples) for b in cfg.budgets)
-    return seconds + 15.0
+    return seconds + keyed_seconds(cfg.data(), cfg.budgets, cfg.search_samples, cfg.keyed) + 15.0
 
 
 def check_seconds(what: str, seconds: float, hint: str = "") -> None:
@@ -206,5 +230,5 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     check_time(what, seconds, hint)
 
 
-__all__ = ["check_seconds", "check_train_time", "compare_grid_seconds", "reproduce_seconds", "scaling_seconds",
+__all__ = ["check_seconds", "check_train_time", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]

@@ -103,6 +103,36 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
         check_time(f"{what} with {samples} samples", seconds, time_hint + extra)
 
 
+# fvnum.keyed's searches (docs/benchmarks/2026-12-02-keyed.md, CPU seconds on the shared 2-core machine):
+# the greedy adaptive policy 4.1 s for 300 samples to 4 layers at depth 6 and 39 s for 1000 samples to 6
+# layers at depth 7, under KEYED_ADAPTIVE s per sample, layer, leaf and coordinate; the one-layer tree search
+# 5.7 s on 2000 samples at depth 6, budget 4, under KEYED_DESIGN s per sample and budget times (1 + 2^K / 64);
+# the Gaussian one 69 s (depth 4, budget 3: 11^3 nodes, 2000 samples, 40 evaluations) and 438 s (depth 6,
+# budget 4: 9^4 nodes, 1000 samples, 25 evaluations), KEYED_GAUSSIAN s per node, sample, evaluation and
+# coordinate; each search at least KEYED_SEARCH_S (two starts of up to 200 L-BFGS steps through torch: 6 to
+# 10 s at depth 4 on a loaded machine, whatever the samples).
+KEYED_ADAPTIVE, KEYED_DESIGN, KEYED_GAUSSIAN, KEYED_SEARCH_S = 1e-6, 1e-3, 5e-8, 10.0
+
+
+def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
+    """Seconds (an upper estimate) of ``fvnum.theory.keyed_curves`` at ``budgets`` on ``samples`` samples:
+    the adaptive keyed policy once to the largest budget (tree prior), the one-layer search at every budget."""
+    from .theory import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+
+    budgets = sorted({max(int(b), 1) for b in budgets})
+    if not budgets:
+        return 0.0
+    if tree:
+        leaves, design_samples = 2**depth, DESIGN_SAMPLES_PER_SAMPLE * samples
+        seconds = KEYED_SEARCH_S + KEYED_ADAPTIVE * samples * budgets[-1] * leaves * dim
+        return seconds + sum(KEYED_SEARCH_S + KEYED_DESIGN * design_samples * b * (1 + leaves / 64) for b in budgets)
+    seconds = 0.0
+    for b in budgets:
+        kw = gaussian_design_settings(b, samples)
+        seconds += KEYED_SEARCH_S + KEYED_GAUSSIAN * kw["nodes"] ** b * kw["samples"] * kw["maxiter"] * dim
+    return seconds
+
+
 def seconds_cap() -> float:
     from .resources import max_seconds
 

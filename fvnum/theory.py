@@ -455,12 +455,12 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
 DESIGN_SAMPLES_PER_SAMPLE = 4  # the one-layer keyed search's samples per sample of the adaptive policy's
 
 
-def _gaussian_design_kw(budget: int, samples: int) -> dict:
+def gaussian_design_settings(budget: int, samples: int) -> dict:
     """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its quadrature decoder costs
     ``nodes^B`` per sample and Powell evaluation, so from budget 4 on it runs on 9 nodes a coordinate, 25
     evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour)."""
     if budget <= 3:
-        return dict(samples=samples)
+        return dict(samples=samples, nodes=11, maxiter=60)
     return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
 
 
@@ -488,7 +488,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
     for b in budgets:
         if b not in one:
             one[b] = (best_nonadaptive_keyed(prior, b, family, samples=design_samples, **kw) if tree
-                      else gaussian_keyed(prior, b, family, **_gaussian_design_kw(b, samples), **kw))
+                      else gaussian_keyed(prior, b, family, **gaussian_design_settings(b, samples), **kw))
     adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw) if tree else None
     return {b: ([_keyed_row(adaptive[b - 1])] if adaptive is not None else []) + [_keyed_row(one[b])] for b in budgets}
 
@@ -586,6 +586,6 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 __all__ = [
     "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
+    "comparison_table", "describe_rows", "gaussian_design_settings", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
     "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
 ]

@@ -249,3 +249,24 @@ def test_progress_off_a_terminal_has_no_carriage_returns(tmp_path, capsys):
             bar.update(1)
     lines = buf.getvalue().splitlines()
     assert "\r" not in buf.getvalue() and lines[-1].startswith("cells: 3/3 cells")
+
+
+def test_the_keyed_rows_are_priced_once_per_data_configuration():
+    """A study's price counts the keyed rows (``fvnum.limits.keyed_cost``) only where a key family is asked for,
+    once per data configuration, and the price bounds a real small search."""
+    import dataclasses
+    import time
+
+    from bridges.compare import keyed_curves
+    from bridges.config import DataConfig
+    from bridges.cost import keyed_seconds, scaling_seconds
+    from bridges.scaling import ScalingConfig
+
+    cfg = ScalingConfig(out="unused", depth=4, budgets=(1, 2), models="C", seeds=1, samples=500, search_samples=200)
+    extra = scaling_seconds(cfg, train=False) - scaling_seconds(dataclasses.replace(cfg, keyed=None), train=False)
+    assert extra == pytest.approx(keyed_seconds(cfg.data(), [1, 2], 200, "weighted")) and extra > 0
+    assert keyed_seconds(cfg.data(), [1, 2], 200, "none") == keyed_seconds(cfg.data(), [1, 2], 200, None) == 0.0
+    data = DataConfig(depth=3)
+    start = time.perf_counter()
+    keyed_curves(data, [1, 2], "weighted", search_samples=100)
+    assert time.perf_counter() - start < keyed_seconds(data, [1, 2], 100, "weighted")
