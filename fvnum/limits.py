@@ -103,6 +103,19 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
         check_time(f"{what} with {samples} samples", seconds, time_hint + extra)
 
 
+# The sizes of the keyed searches in a comparison (fvnum.theory.keyed_curves), and their price.
+DESIGN_SAMPLES_PER_SAMPLE = 4  # the one-layer keyed search's samples per sample of the adaptive policy's
+
+
+def gaussian_design_settings(budget: int, samples: int) -> dict:
+    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its quadrature decoder costs
+    ``nodes^B`` per sample and Powell evaluation, so from budget 4 on it runs on 9 nodes a coordinate, 25
+    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour)."""
+    if budget <= 3:
+        return dict(samples=samples, nodes=11, maxiter=60)
+    return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
+
+
 # fvnum.keyed's searches (docs/benchmarks/2026-12-02-keyed.md, CPU seconds on the shared 2-core machine):
 # the greedy adaptive policy 4.1 s for 300 samples to 4 layers at depth 6 and 39 s for 1000 samples to 6
 # layers at depth 7, under KEYED_ADAPTIVE s per sample, layer, leaf and coordinate; the one-layer tree search
@@ -117,8 +130,6 @@ KEYED_ADAPTIVE, KEYED_DESIGN, KEYED_GAUSSIAN, KEYED_SEARCH_S = 1e-6, 1e-3, 5e-8,
 def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
     """Seconds (an upper estimate) of ``fvnum.theory.keyed_curves`` at ``budgets`` on ``samples`` samples:
     the adaptive keyed policy once to the largest budget (tree prior), the one-layer search at every budget."""
-    from .theory import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
-
     budgets = sorted({max(int(b), 1) for b in budgets})
     if not budgets:
         return 0.0

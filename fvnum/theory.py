@@ -34,6 +34,7 @@ from fvsym._validate import _short
 
 from .channels import Channel, effective_tau2
 from .estimate import Estimate
+from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
@@ -452,18 +453,6 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
     return keyed_curves(prior, [budget], channel, family, samples=samples, seed=seed)[int(budget)]
 
 
-DESIGN_SAMPLES_PER_SAMPLE = 4  # the one-layer keyed search's samples per sample of the adaptive policy's
-
-
-def gaussian_design_settings(budget: int, samples: int) -> dict:
-    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its quadrature decoder costs
-    ``nodes^B`` per sample and Powell evaluation, so from budget 4 on it runs on 9 nodes a coordinate, 25
-    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour)."""
-    if budget <= 3:
-        return dict(samples=samples, nodes=11, maxiter=60)
-    return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
-
-
 def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, samples: int = 2000,
                  seed: int = 0, design_samples: int | None = None) -> dict:
     """The rows under the key family ``family`` (``fvnum.keyed``: ``best_adaptive_keyed`` where it exists, the
@@ -471,7 +460,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
     (``{budget: [TheoryRow, ..]}``; tokens channel only: the key channel is the tokens' one): the greedy
     adaptive keyed policy is run once to the largest budget (its loss after ``B`` layers is the row at ``B``,
     on the same samples, ``samples`` of them), the one-layer design is searched per budget on
-    ``design_samples`` common samples (default :data:`DESIGN_SAMPLES_PER_SAMPLE` x ``samples``: its Monte
+    ``design_samples`` common samples (default :data:`fvnum.limits.DESIGN_SAMPLES_PER_SAMPLE` x ``samples``: its Monte
     Carlo loss is dominated by rare confusions of leaves, and a search on 2000 samples fits their noise —
     tree depth 4, budget 3: 0.0233 on its own samples, 0.039 on fresh ones; on 8000, 0.034). Each row is
     the best found within the family: an upper bound on the family's optimum, a bound on no trained model."""
@@ -586,6 +575,6 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 __all__ = [
     "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "describe_rows", "gaussian_design_settings", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
+    "comparison_table", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
     "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
 ]
