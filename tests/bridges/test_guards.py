@@ -253,11 +253,10 @@ def test_progress_off_a_terminal_has_no_carriage_returns(tmp_path, capsys):
 
 def test_the_keyed_rows_are_priced_once_per_data_configuration():
     """A study's price counts the keyed rows (``fvnum.limits.keyed_cost``) only where a key family is asked for,
-    once per data configuration, and the price bounds a real small search."""
+    once per data configuration, and grows with the samples, the budgets and the tree (its constants are
+    measured in docs/benchmarks/2026-12-02-keyed.md; a timed test would measure the machine's load)."""
     import dataclasses
-    import time
 
-    from bridges.compare import keyed_curves
     from bridges.config import DataConfig
     from bridges.cost import keyed_seconds, scaling_seconds
     from bridges.scaling import ScalingConfig
@@ -266,7 +265,9 @@ def test_the_keyed_rows_are_priced_once_per_data_configuration():
     extra = scaling_seconds(cfg, train=False) - scaling_seconds(dataclasses.replace(cfg, keyed=None), train=False)
     assert extra == pytest.approx(keyed_seconds(cfg.data(), [1, 2], 200, "weighted")) and extra > 0
     assert keyed_seconds(cfg.data(), [1, 2], 200, "none") == keyed_seconds(cfg.data(), [1, 2], 200, None) == 0.0
-    data = DataConfig(depth=3)
-    start = time.perf_counter()
-    keyed_curves(data, [1, 2], "weighted", search_samples=100)
-    assert time.perf_counter() - start < keyed_seconds(data, [1, 2], 100, "weighted")
+    small = keyed_seconds(DataConfig(depth=4), [1, 2], 200, "weighted")
+    assert small < keyed_seconds(DataConfig(depth=4), [1, 2], 400, "weighted")
+    assert small < keyed_seconds(DataConfig(depth=4), [1, 2, 3], 200, "weighted")
+    assert small < keyed_seconds(DataConfig(depth=5), [1, 2], 200, "weighted")
+    gaussian = DataConfig(prior="gaussian", depth=4)
+    assert 0 < keyed_seconds(gaussian, [2], 200, "weighted") < keyed_seconds(gaussian, [3], 200, "weighted")
