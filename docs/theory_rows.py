@@ -90,10 +90,11 @@ def gaussian_cell(depth, B, tag, **kw):
 
 def table():
     """The markdown tables of docs/theory.md section 11 from theory_rows.json and the trained means of
-    docs/scaling (scaling.json: 3 seeds, 1000 x budget steps; recipe_A: 1 seed, 5000 x budget steps)."""
+    the previous scaling study, docs/scaling/previous (scaling.json: 3 seeds, 1000 x budget steps; recipe_A:
+    1 seed, 5000 x budget steps)."""
     here = os.path.dirname(OUT)
-    runs = json.load(open(os.path.join(here, "scaling", "scaling.json")))["runs"]
-    recipe = json.load(open(os.path.join(here, "scaling", "recipe_A", "scaling.json")))["runs"]
+    runs = json.load(open(os.path.join(here, "scaling", "previous", "scaling.json")))["runs"]
+    recipe = json.load(open(os.path.join(here, "scaling", "previous", "recipe_A", "scaling.json")))["runs"]
 
     def mean(rs, model, B):
         v = [r["loss"] for r in rs if r["model"] == model and r["budget"] == B]
