@@ -121,9 +121,10 @@ def _solve(depth: int, budget: int) -> float:
 def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     """``bridges.compare.keyed_curves`` (``fvnum.theory.keyed_curves``) at ``budgets`` on ``samples``
     samples (``fvnum.limits.keyed_cost``); nothing without a key family (``keyed`` None or ``"none"``)."""
+    from fvnum.keys import check_family
     from fvnum.limits import keyed_cost
 
-    if keyed in (None, "none"):
+    if check_family(keyed, optional=True) is None:
         return 0.0
     tree = data.prior == "tree"
     return keyed_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budgets=budgets, samples=samples)
@@ -199,13 +200,12 @@ def reproduce_seconds(cfg) -> float:
 def _tables_seconds(runs, cfg) -> float:
     """The theory of a grid of runs (``bridges.reproduce.training``): one table per (data, budget), the keyed
     rows once per data configuration at all its budgets."""
-    from .reproduce import SEARCH_SAMPLES
+    from .reproduce import SEARCH_SAMPLES, keyed_search_samples
 
     tables = {(r.data, r.model.budget) for r in runs}
     seconds = sum(theory_table_seconds(data, budget, cfg.samples, SEARCH_SAMPLES) for data, budget in tables)
     for data in {d for d, _ in tables}:
-        seconds += keyed_seconds(data, [b for d, b in tables if d == data], min(SEARCH_SAMPLES, cfg.samples),
-                                 cfg.keyed)
+        seconds += keyed_seconds(data, [b for d, b in tables if d == data], keyed_search_samples(cfg), cfg.keyed)
     return seconds
 
 

@@ -18,6 +18,12 @@ KIND = "reproduce"
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
 
 
+def keyed_search_samples(cfg) -> int:
+    """The samples of a grid's keyed searches (``keyed_curves``): ``SEARCH_SAMPLES``, or as few as the study's
+    ``samples`` where those are fewer."""
+    return min(SEARCH_SAMPLES, cfg.samples)
+
+
 @dataclass(frozen=True)
 class ReproduceConfig:
     """Defaults: about 10 minutes on 2 CPU cores. ``full`` runs the grid of the training issue.
@@ -185,7 +191,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         if cfg.keyed is None:
             return {}
         budgets = sorted({r.model.budget for r in runs if r.data == data})
-        n = min(SEARCH_SAMPLES, cfg.samples)  # a study of few samples searches on as few
+        n = keyed_search_samples(cfg)
         found, cached = store.cell("keyed", {"data": data.to_dict(), "budgets": budgets, "family": cfg.keyed,
                                              "samples": n, "seed": cfg.seed},
                                    lambda: keyed_curves(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed))
