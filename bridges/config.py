@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from fvsym._validate import check_choice, check_int, check_real, plain_error
@@ -56,6 +57,7 @@ def recipe_steps(budget: int, model: str = "A") -> int:
 
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
+_KEY = re.compile(r"[ABC]-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
@@ -221,6 +223,11 @@ class TrainConfig:
     natively (``bridges.precision``) and the model has MLP keys.
     ``grad_clip`` (max global gradient norm; 0 disables). Held-out evaluation every ``eval_every`` steps on
     ``eval_batches`` x 256 fixed contexts. ``out``: run folder root, or None for no files.
+    ``init_from``: the key of a finished Model A run in the same ``out`` at a smaller budget ``b`` (same data
+    and MLP sizes) whose weights start this one (the curriculum, ``bridges.models.grow``): layers ``1..b``
+    and the readout start as the trained ones, the readout blind to the new slots, so training begins at the
+    smaller model's loss; the new layers start fresh. None (the default) starts from random weights; it is
+    left out of the configuration's dictionary and key, so runs without it keep their keys.
     """
 
     steps: int | None = None
@@ -238,6 +245,7 @@ class TrainConfig:
     threads: int = 1
     out: str | None = None
     checkpoint_every: int = 200
+    init_from: str | None = None
 
     def __post_init__(self):
         if self.steps is not None:
@@ -261,6 +269,9 @@ class TrainConfig:
         if self.out is not None and not isinstance(self.out, str):
             _set(self, "out", str(self.out))
         _int(self.checkpoint_every, "checkpoint_every", 1)
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not _KEY.fullmatch(self.init_from)):
+            raise ValueError(f"init_from must be the key of a run folder such as A-tree-K7-B3-N64-s0-7594e7fc4c, "
+                             f"got {self.init_from!r:.80}")
 
 
 @dataclass(frozen=True)
@@ -289,6 +300,12 @@ class RunConfig:
             )
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
+        if self.train.init_from is not None:
+            if self.model.model != "A":
+                raise ValueError(f"init_from grows Model A by layers; model {self.model.model} has one layer")
+            if self.train.out is None:
+                raise ValueError(f"init_from needs a run folder root (out): the run {self.train.init_from} "
+                                 "is looked up there")
 
     def to_argv(self) -> list[str]:
         """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
@@ -325,8 +342,11 @@ class RunConfig:
         return cls(DataConfig(**sections["data"]), ModelConfig(**sections["model"]), TrainConfig(**sections["train"]))
 
     def to_dict(self) -> dict:
+        train = dataclasses.asdict(self.train)
+        if train["init_from"] is None:  # runs without a curriculum keep the dictionaries (and keys) they had
+            del train["init_from"]
         return {"format": FORMAT, "data": self.data.to_dict(), "model": dataclasses.asdict(self.model),
-                "train": dataclasses.asdict(self.train)}
+                "train": train}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
@@ -479,6 +499,8 @@ RUN_OPTIONS = (
         device=dict(help="torch device (default cpu)"),
         threads=dict(help="torch CPU threads (default 1)", low=1, high=MAX_THREADS),
         checkpoint_every=dict(help=f"default {TrainConfig().checkpoint_every}", low=1),
+        init_from=dict(help="Model A only: start from the finished run KEY in --out at a smaller budget "
+                       "(its layers and readout; the new layers fresh), the curriculum", metavar="KEY"),
         out=dict(help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR", default=DEFAULT_OUT)),
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes

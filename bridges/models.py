@@ -288,6 +288,33 @@ def build_model(cfg: RunConfig | tuple[DataConfig, ModelConfig]) -> WorkspaceMod
     return model
 
 
+def grow(source: WorkspaceModel, target: WorkspaceModel) -> WorkspaceModel:
+    """Start Model A ``target`` (budget ``B``) from the trained Model A ``source`` (budget ``b < B``), in place:
+    layers ``1..b`` and the readout take the source's weights, every weight that reads the workspace is the
+    source's on slots ``1..b`` and zero on the new slots ``b+1..B``, and layers ``b+1..B`` keep their fresh
+    weights. Layer ``l <= b`` sees the same workspace as in the source (slots ``>= l`` are still empty) and
+    the readout is blind to the new slots, so ``target`` computes exactly ``source``'s function until
+    training moves the new weights: the curriculum of ``TrainConfig.init_from``."""
+    if source.width != 1 or target.width != 1:
+        raise ValueError(f"grow takes Model A (one channel per layer), got d = {source.width} and {target.width}")
+    if source.budget >= target.budget or source.dim != target.dim:
+        raise ValueError(f"grow needs a smaller source of the same dimension: budget {source.budget} -> "
+                         f"{target.budget}, D {source.dim} -> {target.dim}")
+    b, mine = source.budget, target.state_dict()
+    with torch.no_grad():
+        for name, weight in source.state_dict().items():
+            new = mine.get(name)
+            if new is None or new.shape[:-1] != weight.shape[:-1] or new.shape[-1] < weight.shape[-1]:
+                raise ValueError(f"the source's weight {name} {tuple(weight.shape)} does not fit the target "
+                                 f"({None if new is None else tuple(new.shape)}): other MLP sizes or readout")
+            if new.shape == weight.shape:
+                new.copy_(weight)
+            else:  # reads the workspace: the source's slots 1..b, zero on the new ones
+                new.zero_()
+                new[..., :b] = weight
+    return target
+
+
 def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_samples: int = 1024,
              seed: int = 0) -> torch.Tensor:
     """What layer ``layer`` (1-based) measures given the workspace before it: the Stein rows

@@ -209,6 +209,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         ck = usable_checkpoint(ckpt_path, cfg, map_location=device, log=_say)  # damaged files set aside
     torch.manual_seed(tc.seed)
     model = build_model(cfg).to(device)
+    if ck is None and tc.init_from is not None:
+        _grow_from(cfg, model, device)
     optimizer = _adam(model, tc.lr, device)
     sampler = ContextSampler(cfg.data, device)
     step, history, train_s, wall_s, window = 0, [], 0.0, 0.0, [0.0, 0]
@@ -318,6 +320,33 @@ def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
              f"{set_aside(path, 'stale').name}; resuming from the last good checkpoint")
         return None
     return replace(result, model=model, run_dir=str(folder), checkpoint=str(folder / "checkpoint.pt"))
+
+
+def _grow_from(cfg: RunConfig, model: WorkspaceModel, device) -> None:
+    """Start ``model`` from the finished run ``cfg.train.init_from`` in the same ``out`` (``grow``); a
+    one-line ValueError when that run is missing, unfinished, or not a smaller Model A of the same data."""
+    from .models import grow
+
+    key = cfg.train.init_from
+    folder = Path(cfg.train.out) / key
+    if not (folder / "result.json").is_file():
+        raise ValueError(f"init_from: no finished run {key} in {cfg.train.out} (train it there first)")
+    source = load_result(folder / "result.json")
+    s, m = source.config, cfg.model
+    if source.config.key() != key:
+        raise ValueError(f"init_from: {folder} holds the run {source.config.key()}, not {key}")
+    problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
+        ("model", s.model.model, "A"), ("mlp_width", s.model.mlp_width, m.mlp_width),
+        ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout))
+        if a != b]
+    if s.data.to_dict() != cfg.data.to_dict():
+        problems.append("other data (" + "; ".join(cfg.differences(s)[:2]) + ")")
+    if not s.model.budget < m.budget:
+        problems.append(f"budget {s.model.budget} is not below {m.budget}")
+    if problems:
+        raise ValueError(f"init_from: run {key} cannot start this one: " + ", ".join(problems))
+    small, _, _ = load_model(folder, s, device=device)
+    grow(small, model)
 
 
 def _adam(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
