@@ -13,7 +13,7 @@ _EXPORTS = {
     # data, models, training
     "ContextSampler": "data", "Contexts": "data", "data_channel": "data", "fv_prior": "data",
     "step_generator": "data",
-    "WorkspaceModel": "models", "build_model": "models", "key_rows": "models", "linear_model": "models",
+    "WorkspaceModel": "models", "build_model": "models", "grow": "models", "key_rows": "models", "linear_model": "models",
     "lmmse": "models", "path_model": "models", "top_levels_model": "models",
     "TrainResult": "train", "evaluate": "train", "load_result": "train",
     "load_checkpoint": "checkpoint", "load_model": "checkpoint", "save_checkpoint": "checkpoint",
