@@ -3,9 +3,11 @@
 Command: ``PYTHONPATH=. python docs/scaling/model_a.py [--out=DIR] [--only=NAME] [--table]``. Three attempts
 at seed 0, each against the study's recipe (5000 x budget steps, MLP width 64, no curriculum):
 
-- ``longer``: budgets 4 and 5 with twice the recipe's steps (40000, 50000);
+- ``longer``: budget 4 with twice the recipe's steps (40000), budget 5 with 1.5 times (37500: what fitted
+  the session);
 - ``wider``: budget 4 with router and readout MLPs of width 128 (20000 steps);
-- ``deeper``: budget 4 with three hidden layers in those MLPs instead of two (20000 steps);
+- ``deeper``: budget 4 with three hidden layers in those MLPs instead of two (20000 steps); ``deeper-slow``:
+  the same at a peak learning rate of 0.002 instead of the recipe's 0.005;
 - ``curriculum``: budgets 4, 5, 6, each started from the finished run one budget below
   (``TrainConfig.init_from``, ``bridges.models.grow``), 10000 steps each; the chain starts from the study's
   own budget-3 run (copied from docs/scaling/study/train when it is there, else trained again: same key).
@@ -44,8 +46,9 @@ def attempts(out: str) -> dict:
     for b in (4, 5, 6):
         prev = config(b, out, steps=CURRICULUM_STEPS, init_from=prev.key())
         chain.append(prev)
-    return {"longer": [config(b, out, steps=2 * recipe_steps(b, "A")) for b in (4, 5)], "wider": [config(4, out, mlp_width=128)],
-            "deeper": [config(4, out, hidden_layers=3)], "curriculum": chain}
+    return {"longer": [config(b, out, steps=int(f * recipe_steps(b, "A"))) for b, f in ((4, 2), (5, 1.5))], "wider": [config(4, out, mlp_width=128)],
+            "deeper": [config(4, out, hidden_layers=3)], "deeper-slow": [config(4, out, hidden_layers=3, lr=0.002)],
+            "curriculum": chain}
 
 
 def study_source(out: str) -> None:
@@ -77,7 +80,7 @@ def entry(name: str, result) -> dict:
            "history": [(h[0], h[2]) for h in result.history]}
     (conv,) = convergence([row])
     return {"attempt": name, "budget": b, "key": c.key(), "steps": result.steps, "mlp_width": c.model.mlp_width,
-            "hidden_layers": c.model.hidden_layers,
+            "hidden_layers": c.model.hidden_layers, "lr": c.train.lr,
             "init_from": c.train.init_from, "loss": result.loss, "stderr": result.stderr,
             "start_loss": result.history[0][2], "change_last_20": conv["change"],
             "converged": conv["converged"], "train_seconds": result.train_seconds,
@@ -95,16 +98,18 @@ def save(name: str, e: dict) -> None:
 
 def table() -> str:
     cells = json.load(open(OUT))
-    lines = ["| attempt | budget | steps | MLP | loss | trained / prediction | / study mean | last 20% | "
-             "CPU-min |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| attempt | budget | steps | MLP | lr | loss | trained / prediction | / study mean | last 20% | "
+             "minutes |", "|---|---|---|---|---|---|---|---|---|---|"]
     for e in sorted(cells.values(), key=lambda e: (e["attempt"], e["budget"])):
         lines.append(f"| {e['attempt']} | {e['budget']} | {e['steps']} | {e['hidden_layers']} x {e['mlp_width']} | "
+                     f"{e['lr']:g} | "
                      f"{e['loss']:.4f} ± {e['stderr']:.4f} | {e['trained_over_prediction']:.2f} | "
                      f"{e['over_study_mean']:.2f} | {e['change_last_20']:.1%} | {e['train_seconds'] / 60:.0f} |")
     return "\n".join(lines)
 
 
-MARKERS = {"longer": ("s", "C1"), "wider": ("D", "C2"), "deeper": ("v", "C4"), "curriculum": ("^", "C3")}
+MARKERS = {"longer": ("s", "C1"), "wider": ("D", "C2"), "deeper": ("v", "C4"), "deeper-slow": ("<", "C5"),
+           "curriculum": ("^", "C3")}
 
 
 def figure(path: str = os.path.join(HERE, "fig_model_a.png")) -> str:
