@@ -29,7 +29,7 @@ from ._malloc import keep_freed_memory
 from .checkpoint import DamagedCheckpoint, load_model, restore, save_checkpoint, set_aside, usable_checkpoint
 from .config import RunConfig
 from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
-from .models import WorkspaceModel, build_model
+from .models import WorkspaceModel, build_model, grow
 from .precision import describe
 from .store import write_atomic
 
@@ -325,16 +325,13 @@ def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
 def _grow_from(cfg: RunConfig, model: WorkspaceModel, device) -> None:
     """Start ``model`` from the finished run ``cfg.train.init_from`` in the same ``out`` (``grow``); a
     one-line ValueError when that run is missing, unfinished, or not a smaller Model A of the same data."""
-    from .models import grow
-
     key = cfg.train.init_from
     folder = Path(cfg.train.out) / key
     if not (folder / "result.json").is_file():
         raise ValueError(f"init_from: no finished run {key} in {cfg.train.out} (train it there first)")
-    source = load_result(folder / "result.json")
-    s, m = source.config, cfg.model
-    if source.config.key() != key:
-        raise ValueError(f"init_from: {folder} holds the run {source.config.key()}, not {key}")
+    s, m = load_result(folder / "result.json").config, cfg.model
+    if s.key() != key:
+        raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, "A"), ("mlp_width", s.model.mlp_width, m.mlp_width),
         ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout))
