@@ -36,6 +36,7 @@ READOUTS = ("decode", "generic")
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
 PRECISIONS = ("auto", "bf16", "fp32")
+INIT_POLICIES = ("path",)  # theory policies Model A's routers can be distilled from (bridges.distil)
 MAX_DEPTH = 16
 MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))  # torch threads of a run, or local worker processes: more only cost memory
 # The training recipe (docs/training.md): the defaults of every run, by model. Peak learning rate (Model C,
@@ -228,6 +229,10 @@ class TrainConfig:
     and the readout start as the trained ones, the readout blind to the new slots, so training begins at the
     smaller model's loss; the new layers start fresh. None (the default) starts from random weights; it is
     left out of the configuration's dictionary and key, so runs without it keep their keys.
+    ``init_policy``: Model A only, a theory policy of ``INIT_POLICIES`` (``path``) distilled into the routers
+    before training (``bridges.distil``: key regression on the policy's contexts, then the readout fitted
+    with the routers frozen); the held-out loss at step 0 is the distilled model's. None (the default) is
+    left out of the dictionary and key, as ``init_from`` is.
     """
 
     steps: int | None = None
@@ -246,6 +251,7 @@ class TrainConfig:
     out: str | None = None
     checkpoint_every: int = 200
     init_from: str | None = None
+    init_policy: str | None = None
 
     def __post_init__(self):
         if self.steps is not None:
@@ -272,6 +278,8 @@ class TrainConfig:
         if self.init_from is not None and (not isinstance(self.init_from, str) or not _KEY.fullmatch(self.init_from)):
             raise ValueError(f"init_from must be the key of a run folder such as A-tree-K7-B3-N64-s0-7594e7fc4c, "
                              f"got {self.init_from!r:.80}")
+        if self.init_policy is not None:
+            _choice(self.init_policy, "init_policy", INIT_POLICIES)
 
 
 @dataclass(frozen=True)
@@ -306,6 +314,15 @@ class RunConfig:
             if self.train.out is None:
                 raise ValueError(f"init_from needs a run folder root (out): the run {self.train.init_from} "
                                  "is looked up there")
+        if self.train.init_policy is not None:
+            if self.model.model != "A":
+                raise ValueError(f"init_policy distils a policy into Model A's routers; model {self.model.model} "
+                                 "has one layer")
+            if self.train.init_from is not None:
+                raise ValueError("give init_from or init_policy, not both")
+            if self.data.prior != "tree" or self.model.budget > self.data.depth:
+                raise ValueError(f"init_policy {self.train.init_policy!r} needs the tree prior and budget <= depth "
+                                 f"(got prior {self.data.prior!r}, budget {self.model.budget}, depth {self.data.depth})")
 
     def to_argv(self) -> list[str]:
         """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
@@ -343,8 +360,9 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         train = dataclasses.asdict(self.train)
-        if train["init_from"] is None:  # runs without a curriculum keep the dictionaries (and keys) they had
-            del train["init_from"]
+        for name in ("init_from", "init_policy"):
+            if train[name] is None:  # runs without a curriculum or a distilled start keep their dictionaries and keys
+                del train[name]
         return {"format": FORMAT, "data": self.data.to_dict(), "model": dataclasses.asdict(self.model),
                 "train": train}
 
@@ -501,6 +519,8 @@ RUN_OPTIONS = (
         checkpoint_every=dict(help=f"default {TrainConfig().checkpoint_every}", low=1),
         init_from=dict(help="Model A only: start from the finished run KEY in --out at a smaller budget "
                        "(its layers and readout; the new layers fresh), the curriculum", metavar="KEY"),
+        init_policy=dict(help="Model A only: start from the theory policy POLICY distilled into the routers "
+                         "(bridges.distil)", choices=INIT_POLICIES, metavar="POLICY"),
         out=dict(help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR", default=DEFAULT_OUT)),
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes

@@ -211,6 +211,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     model = build_model(cfg).to(device)
     if ck is None and tc.init_from is not None:
         _grow_from(cfg, model, device)
+    elif ck is None and tc.init_policy is not None:
+        _distil_into(cfg, model, device, folder)
     optimizer = _adam(model, tc.lr, device)
     sampler = ContextSampler(cfg.data, device)
     step, history, train_s, wall_s, window = 0, [], 0.0, 0.0, [0.0, 0]
@@ -344,6 +346,16 @@ def _grow_from(cfg: RunConfig, model: WorkspaceModel, device) -> None:
         raise ValueError(f"init_from: run {key} cannot start this one: " + ", ".join(problems))
     small, _, _ = load_model(folder, s, device=device)
     grow(small, model)
+
+
+def _distil_into(cfg: RunConfig, model: WorkspaceModel, device, folder: Path | None) -> None:
+    """Start ``model`` from ``cfg.train.init_policy`` distilled into its routers (``bridges.distil``); what
+    the distillation reached goes to ``distil.json`` in the run folder."""
+    from .distil import DistilConfig, distil
+
+    result = distil(model, cfg.data, DistilConfig(teacher=cfg.train.init_policy, seed=cfg.train.seed), device=device)
+    if folder is not None:
+        write_atomic(folder / "distil.json", json.dumps(result.to_dict(), indent=2) + "\n")
 
 
 def _adam(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
