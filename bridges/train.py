@@ -241,7 +241,9 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
 
     end = tc.steps if stop_at is None else stop_at
     if step == 0 and not history:
-        eval_row()  # the untrained model, for reference
+        eval_row()  # the untrained (or distilled) model, for reference
+        if tc.init_policy is not None:
+            checkpoint()  # the distilled start is kept: a resumed run does not distil again
     bar = _progress(cfg, step, progress)
     running = None
     from fvnum.resources import time_over

@@ -82,3 +82,17 @@ def test_training_starts_from_the_distilled_model(tmp_path, monkeypatch):
     assert result.history[0][2] == pytest.approx(stored["loss"], rel=1e-9)
     fresh = train(RunConfig(DATA, ModelConfig("A", 2), TrainConfig(steps=20, eval_every=10)), progress=False)
     assert result.history[0][2] < fresh.history[0][2]
+
+
+def test_the_distilled_start_is_checkpointed(tmp_path, monkeypatch):
+    """stop_at=0 keeps the distilled model; the resumed run starts from it without distilling again."""
+    import bridges.distil as D
+
+    monkeypatch.setattr(D, "DistilConfig", lambda **kw: DistilConfig(key_steps=30, readout_steps=10, **kw))
+    cfg = RunConfig(DATA, ModelConfig("A", 2), TrainConfig(steps=10, eval_every=5, init_policy="path",
+                                                           out=str(tmp_path)))
+    start = train(cfg, progress=False, stop_at=0)
+    assert not start.finished and start.steps == 0 and (tmp_path / cfg.key() / "checkpoint.pt").exists()
+    monkeypatch.setattr(D, "distil", lambda *a, **k: pytest.fail("distilled again on resume"))
+    done = train(cfg, progress=False)
+    assert done.finished and done.history[0] == start.history[0]

@@ -1,0 +1,161 @@
+"""Representation or optimisation: Model A started from the ``path`` policy in the scaling study's cell
+(docs/scaling/distil.md).
+
+Command: ``PYTHONPATH=. python docs/scaling/distil.py [--phase=start|finetune] [--budgets=4,5,6] [--seeds=0,1,2]
+[--out=DIR] [--table]``.
+
+For every budget and seed, the study's Model A configuration (tree depth 7, alpha 0.6, N 64, MLPs 2 x 64, the
+recipe: 5000 x budget steps) with ``init_policy = "path"`` (``bridges.distil``):
+
+- ``start``: the distillation alone (``train(cfg, stop_at=0)``: the distilled model is checkpointed, its
+  held-out loss is the run's step-0 row), its key fidelity per layer, and ``fv audit`` of the distilled model:
+  the loss its own readings allow under the exact Bayes decoder, beside the teacher's (``path`` with the exact
+  Bayes decoder, audited the same way) and beside the distilled model's own readout;
+- ``finetune``: the same runs trained on with the recipe from the distilled start (resumed from the step-0
+  checkpoint), the loss after fine-tuning beside from-scratch A (the study's runs) and A's prediction.
+
+Runs live in ``DIR/<key>/`` (default docs/scaling/distil/train, git-ignored) and resume after interruption;
+every finished piece is added to docs/scaling/distil.json at once (atomically). ``--table`` prints the table
+of distil.md from distil.json without computing anything.
+"""
+import json
+import os
+import sys
+
+from bridges.audit import audit_model
+from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.distil import teacher_model
+from bridges.store import write_atomic
+from bridges.train import train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "distil.json")
+STUDY = json.load(open(os.path.join(HERE, "scaling.json")))
+DATA = DataConfig(prior="tree", depth=STUDY["config"]["depth"], alpha=STUDY["config"]["alpha"],
+                  n_tokens=STUDY["config"]["n_tokens"], s2=STUDY["config"]["s2"])
+AUDIT_SAMPLES = 1000
+
+
+def config(budget: int, seed: int, out: str) -> RunConfig:
+    return RunConfig(DATA, ModelConfig("A", budget, mlp_width=64, hidden_layers=2),
+                     TrainConfig(seed=seed, out=out, init_policy="path"))
+
+
+def theory(budget: int, name: str) -> dict:
+    (row,) = [r for r in STUDY["theory"][str(budget)] if r["name"] == name]
+    return {"name": row["name"], "value": row["value"], "stderr": row["stderr"]}
+
+
+def prediction(budget: int) -> dict:
+    (row,) = [r for r in STUDY["theory"][str(budget)] if r["role"] == "prediction" and "A" in r["models"]]
+    return theory(budget, row["name"])
+
+
+def study_losses(budget: int) -> list:
+    return [r["loss"] for r in STUDY["runs"] if r["model"] == "A" and r["budget"] == budget]
+
+
+def _est(e) -> dict:
+    return {"value": e.value, "stderr": e.stderr}
+
+
+def load() -> dict:
+    return json.load(open(OUT)) if os.path.exists(OUT) else {}
+
+
+def save(name: str, entry: dict) -> None:
+    cells = load()
+    cells[name] = {**cells.get(name, {}), **entry}
+    write_atomic(OUT, json.dumps(cells, indent=1, allow_nan=False) + "\n")
+
+
+def teacher_audit(budget: int) -> None:
+    name = f"teacher-B{budget}"
+    if name in load():
+        return
+    a = audit_model(teacher_model(DATA, budget), DATA, samples=AUDIT_SAMPLES, name="path")
+    save(name, {"budget": budget, "bayes_on_readings": _est(a.bayes_on_readings), "path_row": theory(budget, "path")})
+    print(f"teacher path B{budget}: Bayes on its readings {a.bayes_on_readings.value:.4f} "
+          f"(theory row {theory(budget, 'path')['value']:.4f})", flush=True)
+
+
+def start(budget: int, seed: int, out: str) -> None:
+    name = f"B{budget}-s{seed}"
+    if "distilled" in load().get(name, {}):
+        return
+    cfg = config(budget, seed, out)
+    result = train(cfg, progress=False, stop_at=0)
+    distilled = json.load(open(os.path.join(out, cfg.key(), "distil.json")))
+    a = audit_model(result.model, DATA, samples=AUDIT_SAMPLES, key=cfg.key(), name="A distilled from path")
+    save(name, {"budget": budget, "seed": seed, "key": cfg.key(), "command": "fv train " + " ".join(cfg.to_argv()),
+                "distilled": {"loss": result.history[0][2], "stderr": result.history[0][3],
+                              "fidelity_forced": distilled["fidelity_forced"],
+                              "fidelity_own": distilled["fidelity_own"], "seconds": distilled["seconds"],
+                              "audit_loss": _est(a.loss), "bayes_on_readings": _est(a.bayes_on_readings),
+                              "decoder_gap": _est(a.decoder_gap)},
+                "prediction": prediction(budget), "path_row": theory(budget, "path"),
+                "study": study_losses(budget)})
+    print(f"{name}: distilled {result.history[0][2]:.4f}, Bayes on its readings {a.bayes_on_readings.value:.4f}; "
+          f"fidelity {', '.join(f'{f:.3g}' for f in distilled['fidelity_own'])}", flush=True)
+
+
+def finetune(budget: int, seed: int, out: str) -> None:
+    name = f"B{budget}-s{seed}"
+    if "finetuned" in load().get(name, {}):
+        return
+    cfg = config(budget, seed, out)
+    result = train(cfg, progress=False)
+    save(name, {"finetuned": {"loss": result.loss, "stderr": result.stderr, "steps": result.steps,
+                              "train_seconds": result.train_seconds,
+                              "history": [[h[0], h[2]] for h in result.history]}})
+    pred = prediction(budget)["value"]
+    print(f"{name}: fine-tuned {result.loss:.4f} = {result.loss / pred:.2f} x prediction", flush=True)
+
+
+def table() -> str:
+    cells = load()
+    lines = ["| budget | seed | key fidelity by layer (own workspaces) | distilled | Bayes on its readings | "
+             "path (Bayes) | fine-tuned | from scratch (study) | prediction | fine-tuned / prediction |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in sorted(cells.items()):
+        if name.startswith("teacher"):
+            continue
+        d, f = e["distilled"], e.get("finetuned")
+        teacher = cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings")
+        study = e["study"]
+        ratio = "—" if f is None else f"{f['loss'] / e['prediction']['value']:.2f}"
+        tuned = "(to run)" if f is None else f"{f['loss']:.4f} ± {f['stderr']:.4f}"
+        path = "—" if teacher is None else f"{teacher['value']:.4f}"
+        bayes = d["bayes_on_readings"]
+        lines.append(
+            f"| {e['budget']} | {e['seed']} | {', '.join(f'{x:.2g}' for x in d['fidelity_own'])} | "
+            f"{d['loss']:.4f} | {bayes['value']:.4f} ± {bayes['stderr']:.4f} | {path} | {tuned} | "
+            f"{sum(study) / len(study):.4f} | {e['prediction']['value']:.4f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
+    unknown = set(opts) - {"phase", "budgets", "seeds", "out", "table"}
+    if unknown:
+        print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if "table" in opts:
+        print(table())
+        return 0
+    out = opts.get("out", os.path.join(HERE, "distil", "train"))
+    os.makedirs(out, exist_ok=True)
+    budgets = [int(b) for b in opts.get("budgets", "4,5,6").split(",")]
+    seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
+    phases = [opts["phase"]] if "phase" in opts else ["start", "finetune"]
+    for phase in phases:
+        for budget in budgets:
+            if phase == "start":
+                teacher_audit(budget)
+            for seed in seeds:
+                (start if phase == "start" else finetune)(budget, seed, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
