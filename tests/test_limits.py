@@ -7,7 +7,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -63,12 +62,10 @@ def _cap_memory():  # 3 GB of address space: the refused sizes need terabytes
 
 @pytest.mark.parametrize("argv", [REFUSED[0], REFUSED[3]], ids=["derive", "mc"])
 def test_refused_in_a_subprocess_under_a_memory_cap(argv):
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "bridges.cli", *argv], capture_output=True, text=True, cwd=ROOT,
                           timeout=300, preexec_fn=_cap_memory)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "fits" in proc.stderr
-    assert time.monotonic() - start < 300
 
 
 def test_optimal_nonadaptive_builds_only_the_budget_asked():
