@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 
+from fvnum.cli import strict_options
 from fvnum.resources import time_limit
 from fvsym.cli import number_arg
 
@@ -19,8 +20,39 @@ COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every ``fv`` parser: options by their full names only, each given once (``fvnum.cli.strict_options``),
+    errors in one line."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **{**kw, "allow_abbrev": False})
+        strict_options(self)
+
     def error(self, message):  # one line, exit code 2 (argparse's convention)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with an unrecognized option named by the subcommand that refused it and, where it is
+        the start of some, the full names (``--dep``: ``--depth``)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self
+            while parser._subparsers is not None:  # down to the subcommand that was parsed
+                sub = next(a for a in parser._subparsers._group_actions if isinstance(a, argparse._SubParsersAction))
+                name = getattr(parsed, sub.dest, None) if sub.dest is not argparse.SUPPRESS else None
+                if name not in sub.choices:
+                    break
+                parser = sub.choices[name]
+            flags = [f for a in parser._actions for f in a.option_strings if a.help is not argparse.SUPPRESS]
+            hints = []
+            for extra in extras:
+                word = extra.split("=", 1)[0]
+                full = [f for f in flags if word.startswith("--") and f.startswith(word)]
+                if full:
+                    hints.append(f"{word}: {' or '.join(full[:5])}?")
+            shown = " ".join(extras)
+            shown = shown if len(shown) <= 80 else shown[:60] + "..." + shown[-10:]
+            parser.error(f"unrecognized arguments: {shown}" + (f" (options take their full names; {'; '.join(hints[:3])})" if hints else ""))
+        return parsed
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -139,9 +139,9 @@ def _register_audit(subparsers) -> None:
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
     p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
                    help="size of the fixed token sample the keys are evaluated on (default 8192)")
-    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
-                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
-                   "prior uses its 2^K leaves)")
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=None,
+                   help="runs of a Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; "
+                   "refused for a tree run, whose decoder uses its 2^K leaves, exactly)")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)
     p.set_defaults(func=audit_command)
@@ -150,8 +150,13 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
 
-    result = audit(load_run(args.run_dir), samples=args.samples, token_sample=args.token_sample,
-                   n_latents=args.latents, seed=args.seed)
+    run = load_run(args.run_dir)
+    if args.latents is not None and run.config.data.prior != "gaussian":
+        raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
+                         f"prior is {run.config.data.prior}, whose decoder uses its 2^K leaves exactly: got --latents "
+                         f"{args.latents}")
+    result = audit(run, samples=args.samples, token_sample=args.token_sample,
+                   n_latents=512 if args.latents is None else args.latents, seed=args.seed)
     emit(result.to_dict(), args.format, result.lines())
     return 0
 
