@@ -191,7 +191,7 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.grid:
         check_workers(args.workers)
         _grid_options(args)
-        from .compare import grid_markdown, prediction_checks
+        from .compare import grid_markdown, prediction_checks, seed_summary
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
@@ -208,7 +208,8 @@ def compare_command(args: argparse.Namespace) -> int:
         write_atomic(store.folder / "table.md", grid_markdown(tables, checks))
         lines = [f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}" for c in checks]
         lines.append(f"tables: {store.folder / 'table.md'} and table.json")
-        emit({"runs": tables, "predictions": checks, "folder": str(store.folder)}, args.format, lines)
+        emit({"runs": tables, "predictions": checks, "summary": seed_summary(tables), "folder": str(store.folder)},
+             args.format, lines)
         return 0
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
@@ -217,11 +218,12 @@ def compare_command(args: argparse.Namespace) -> int:
 
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
                   train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed))
-    from .compare import compare, to_markdown
+    from .compare import beside_of, compare, to_markdown
     from .train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
     table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed)
+    table["beside_prediction"] = beside_of(table)  # ratio, or the difference where the prediction is 0 within its SE
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)
     write_atomic(folder / "compare.md", to_markdown(table))
