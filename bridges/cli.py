@@ -21,18 +21,18 @@ COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 class _Parser(argparse.ArgumentParser):
     """Every ``fv`` parser: options by their full names only, each given once (``fvnum.cli.strict_options``),
-    errors in one line."""
+    errors in one line; an abbreviated option is named with the full names it starts (``--dep``: ``--depth``)."""
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **{**kw, "allow_abbrev": False})
         strict_options(self)
 
-    def error(self, message):  # one line, exit code 2 (argparse's convention)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def parse_known_args(self, args=None, namespace=None):
+        self._fv_argv = list(sys.argv[1:] if args is None else args)  # for the hints of error()
+        return super().parse_known_args(args, namespace)
 
     def parse_args(self, args=None, namespace=None):
-        """argparse's, with an unrecognized option named by the subcommand that refused it and, where it is
-        the start of some, the full names (``--dep``: ``--depth``)."""
+        """argparse's, with unrecognized arguments reported by the subcommand that was parsed."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = self
@@ -42,17 +42,27 @@ class _Parser(argparse.ArgumentParser):
                 if name not in sub.choices:
                     break
                 parser = sub.choices[name]
-            flags = [f for a in parser._actions for f in a.option_strings if a.help is not argparse.SUPPRESS]
-            hints = []
-            for extra in extras:
-                word = extra.split("=", 1)[0]
-                full = [f for f in flags if word.startswith("--") and f.startswith(word)]
-                if full:
-                    hints.append(f"{word}: {' or '.join(full[:5])}?")
             shown = " ".join(extras)
-            shown = shown if len(shown) <= 80 else shown[:60] + "..." + shown[-10:]
-            parser.error(f"unrecognized arguments: {shown}" + (f" (options take their full names; {'; '.join(hints[:3])})" if hints else ""))
+            parser.error(f"unrecognized arguments: {shown if len(shown) <= 80 else shown[:60] + '...' + shown[-10:]}")
         return parsed
+
+    def error(self, message):  # one line, exit code 2 (argparse's convention)
+        self.exit(2, f"{self.prog}: error: {message}{self._abbreviations()}\n")
+
+    def _abbreviations(self) -> str:
+        """`` (options take their full names; --dep: --depth?)`` for the words of this parser's arguments that
+        start some of its options without being one (argparse would have guessed them); else ``""``."""
+        flags = [f for a in self._actions for f in a.option_strings if a.help is not argparse.SUPPRESS]
+        commands = {name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+        hints = []
+        for word in getattr(self, "_fv_argv", []):
+            if word in commands:  # the rest belongs to the subcommand
+                break
+            word = str(word).split("=", 1)[0]
+            full = [f for f in flags if word.startswith("--") and f.startswith(word) and f != word]
+            if full and word not in flags and len(hints) < 3:
+                hints.append(f"{word}: {' or '.join(full[:5])}?")
+        return f" (options take their full names; {'; '.join(hints)})" if hints else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
