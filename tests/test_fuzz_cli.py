@@ -176,3 +176,32 @@ def test_sweep_cells_parse_fv_mc_with_the_same_checks():
     with pytest.raises(ValueError, match="unrecognized arguments: --dep"):
         parser.parse_args(["--dep=3", "--tau=1/2"])
     assert parser.parse_args(["--depth=4", "--tau=1/2"]).depth == 4  # the parser is reused cell after cell
+
+
+@pytest.mark.parametrize("prior", ["tree", "gaussian"])
+def test_fv_audit_latents_apply_to_gaussian_runs_only(monkeypatch, prior):
+    """``--latents`` (the prior draws of the Gaussian decoder) on a tree run, whose decoder uses its 2^K
+    leaves, is refused in one line; on a Gaussian run it is passed on (default 512 when not given)."""
+    from types import SimpleNamespace
+
+    import bridges.audit
+
+    run = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(prior=prior)))
+    taken = []
+
+    class Done:
+        def to_dict(self):
+            return {"n_latents": taken[-1]}
+
+        def lines(self):
+            return [f"n_latents {taken[-1]}"]
+
+    monkeypatch.setattr(bridges.audit, "load_run", lambda folder: run)
+    monkeypatch.setattr(bridges.audit, "audit", lambda result, **kw: taken.append(kw["n_latents"]) or Done())
+    code, out, err = fv("audit", "runs/x", "--latents", "64")
+    if prior == "tree":
+        assert "--latents applies to runs of a Gaussian prior" in _one_line(code, err) and not taken
+    else:
+        assert code == 0 and taken == [64], err
+    code, out, err = fv("audit", "runs/x")
+    assert code == 0 and taken[-1] == 512, err
