@@ -15,6 +15,7 @@ from fvnum.cli import strict_options
 from fvnum.resources import time_limit
 from fvsym.cli import number_arg
 
+GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
@@ -28,8 +29,15 @@ class _Parser(argparse.ArgumentParser):
         strict_options(self)
 
     def parse_known_args(self, args=None, namespace=None):
+        """argparse's; the namespace also says which options were given (``GIVEN``: their dests), since a
+        default cannot (``--mlp-width 64`` is the default and still does not apply to Model C)."""
         self._fv_argv = list(sys.argv[1:] if args is None else args)  # for the hints of error()
-        return super().parse_known_args(args, namespace)
+        parsed, extras = super().parse_known_args(args, namespace)
+        dests = {flag: a.dest for a in self._actions for flag in a.option_strings}
+        words = (str(w).split("=", 1)[0] for w in self._fv_argv)
+        given = {dests[w] for w in words if w in dests}  # a subcommand's, copied up by argparse, and these
+        setattr(parsed, GIVEN, frozenset(getattr(parsed, GIVEN, frozenset()) | given))
+        return parsed, extras
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, with unrecognized arguments reported by the subcommand that was parsed."""

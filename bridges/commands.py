@@ -84,9 +84,28 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
         p.add_argument(old, action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
 
 
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the option of ``dest`` was given on the command line (``fv``'s parser records it; a namespace
+    from elsewhere gives none)."""
+    return dest in getattr(args, "_given", ())
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
-    return RunConfig.from_options(vars(args))
+    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values; an
+    option given that does not apply to the model or prior chosen: ValueError naming it)."""
+    cfg = RunConfig.from_options(vars(args))
+    if cfg.model.model == "C":
+        for dest in ("mlp_width", "hidden_layers", "readout"):
+            if given(args, dest):
+                flag = "--" + dest.replace("_", "-")
+                raise ValueError(f"{flag} applies to Models A and B (their MLP keys and readout); Model C has linear "
+                                 f"keys and the bilinear readout: got --model C {flag} {getattr(args, dest)}")
+    if cfg.data.prior == "gaussian" and cfg.data.cov == "isotropic":
+        for dest in ("alpha", "scales"):
+            if given(args, dest):
+                raise ValueError(f"--{dest} applies to a tree (--prior tree, or --prior gaussian --cov matched), "
+                                 f"not to --cov isotropic (unit variances; --depth sets D = 2^depth - 1)")
+    return cfg
 
 
 def _register_train(subparsers) -> None:
@@ -236,7 +255,8 @@ def _grid_options(args) -> None:
     ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
     ignored, so they are refused in one line naming them."""
     taken = ("model", "alpha", "tokens", "s2", "steps", "seed", "device", "out")  # what the grid reads
-    ignored = [o.flag for o in RUN_OPTIONS if o.dest not in taken and getattr(args, o.dest) != o.default]
+    ignored = [o.flag for o in RUN_OPTIONS
+               if o.dest not in taken and (given(args, o.dest) or getattr(args, o.dest) != o.default)]
     if ignored:
         raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
                          f"recipe) and does not take {', '.join(ignored)}; leave "

@@ -128,7 +128,7 @@ def fv(*argv):
 MC = ["mc", "--samples", "200", "--budget", "2", "--tau", "1/2"]
 NOT_APPLYING = [
     (["--prior", "gaussian", "--cov", "isotropic", "--alpha", "0.3"], "--alpha applies to a tree"),
-    (["--prior", "gaussian", "--cov", "isotropic", "--scales", "1,1/2"], "--scales applies to a tree"),
+    (["--prior", "gaussian", "--cov", "isotropic", "--scales", "1,1/2"], "scales apply to the tree prior"),
     (["--prior", "gaussian", "--cov", "isotropic", "--dim", "5", "--depth", "3"], "--depth applies to a tree"),
     (["--prior", "gaussian", "--eigenvalues", "1,1/2", "--depth", "3"], "--depth applies to a tree"),
     (["--prior", "gaussian", "--eigenvalues", "1,1/2", "--cov", "isotropic"], "--cov applies without --eigenvalues"),
@@ -205,3 +205,24 @@ def test_fv_audit_latents_apply_to_gaussian_runs_only(monkeypatch, prior):
         assert code == 0 and taken == [64], err
     code, out, err = fv("audit", "runs/x")
     assert code == 0 and taken[-1] == 512, err
+
+
+RUN_NOT_APPLYING = [
+    (["--model", "C", "--mlp-width", "64"], "--mlp-width applies to Models A and B"),  # the default, still refused
+    (["--model", "C", "--hidden-layers", "1"], "--hidden-layers applies to Models A and B"),
+    (["--model", "C", "--readout", "decode"], "--readout applies to Models A and B"),
+    (["--model", "A", "--prior", "gaussian", "--cov", "isotropic", "--alpha", "0.3"], "--alpha applies to a tree"),
+    (["--model", "B", "--prior", "gaussian", "--cov", "isotropic", "--scales", "1,1/2"], "scales apply to the tree prior"),
+]
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+@pytest.mark.parametrize("extra, message", RUN_NOT_APPLYING, ids=[" ".join(e) for e, _ in RUN_NOT_APPLYING])
+def test_fv_train_refuses_a_run_option_that_does_not_apply(tmp_path, command, extra, message):
+    code, out, err = fv(command, *extra, "--out", tmp_path / "runs", "--steps", 1)
+    assert message in _one_line(code, err) and not (tmp_path / "runs").exists()
+
+
+def test_fv_compare_grid_refuses_a_run_option_given_at_its_default(tmp_path):
+    code, out, err = fv("compare", "--grid", "--mlp-width", 64, "--out", tmp_path / "g")
+    assert "does not take --mlp-width" in _one_line(code, err) and not (tmp_path / "g").exists()
