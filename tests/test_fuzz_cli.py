@@ -128,7 +128,7 @@ def fv(*argv):
 MC = ["mc", "--samples", "200", "--budget", "2", "--tau", "1/2"]
 NOT_APPLYING = [
     (["--prior", "gaussian", "--cov", "isotropic", "--alpha", "0.3"], "--alpha applies to a tree"),
-    (["--prior", "gaussian", "--cov", "isotropic", "--scales", "1,1/2"], "scales apply to the tree prior"),
+    (["--prior", "gaussian", "--cov", "isotropic", "--scales", "1,1/2"], "--scales applies to a tree"),
     (["--prior", "gaussian", "--cov", "isotropic", "--dim", "5", "--depth", "3"], "--depth applies to a tree"),
     (["--prior", "gaussian", "--eigenvalues", "1,1/2", "--depth", "3"], "--depth applies to a tree"),
     (["--prior", "gaussian", "--eigenvalues", "1,1/2", "--cov", "isotropic"], "--cov applies without --eigenvalues"),
