@@ -238,8 +238,10 @@ def _check_gaussian_options(args) -> None:
         why = ("the coordinate-class search is for the tree prior; a Gaussian prior's optimum is the water-filling "
                "design of the unit class" if args.strategy == "optimal_nonadaptive_coordinate" else
                "it is adaptive; on a Gaussian prior adaptivity does not help, THEORY.md Theorem G1")
-        raise ValueError(f"--strategy {args.strategy} applies to --prior tree only ({why}); on a Gaussian prior the "
-                         f"strategies are {', '.join(GAUSSIAN_STRATEGIES)} (optimal: water-filling)")
+        named = ("--strategy " if "strategy" in getattr(args, "_given", ("strategy",)) else
+                 "fv mc's default strategy, ")  # fv's parser records the options given
+        raise ValueError(f"{named}{args.strategy} applies to --prior tree only ({why}); on a Gaussian prior give "
+                         f"--strategy {' | '.join(GAUSSIAN_STRATEGIES)} (optimal: water-filling)")
     if args.measurement == "coordinate":
         raise ValueError("--measurement coordinate applies to --prior tree only (a Gaussian prior's optimum is the "
                          "water-filling design of the unit class)")
