@@ -222,7 +222,13 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     assert table["audit"]["model"] == "B" and table["audit"]["bayes_on_readings"]["n"] == AUDIT_SAMPLES
     assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])
     md = to_markdown(table)
-    assert "Audit of its readings: Bayes on them" in md and "Trained / prediction" in md
+    from bridges.compare import beside_of
+
+    b = beside_of(table)  # a ratio, or the difference where the prediction is 0 within its error
+    assert b["prediction"] == "best_nonadaptive_unit" and b["difference"] == pytest.approx(
+        table["trained"]["loss"] - b["prediction_value"])
+    beside = "Trained / prediction" if b["ratio"] is not None else "Trained - prediction"
+    assert "Audit of its readings: Bayes on them" in md and f"{beside} (best_nonadaptive_unit)" in md
 
 
 def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
