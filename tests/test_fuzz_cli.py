@@ -226,3 +226,8 @@ def test_fv_train_refuses_a_run_option_that_does_not_apply(tmp_path, command, ex
 def test_fv_compare_grid_refuses_a_run_option_given_at_its_default(tmp_path):
     code, out, err = fv("compare", "--grid", "--mlp-width", 64, "--out", tmp_path / "g")
     assert "does not take --mlp-width" in _one_line(code, err) and not (tmp_path / "g").exists()
+
+
+def test_fv_scaling_report_only_refuses_where_to_train(tmp_path):
+    code, out, err = fv("scaling", "--report-only", "--workers", 2, "--out", tmp_path / "s")
+    assert "--workers applies to training" in _one_line(code, err) and not (tmp_path / "s").exists()
