@@ -208,7 +208,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from .store import RunStore, write_atomic, write_json
 
     if args.grid:
-        check_workers(args.workers)
+        check_workers(args.workers, args.scheduler)
         _grid_options(args)
         from .compare import grid_markdown, prediction_checks, seed_summary
         from .reproduce import ReproduceConfig, training
@@ -300,8 +300,12 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     return seconds
 
 
-def check_workers(workers) -> None:
-    """Refuse more local training processes than the memory holds (one line, the largest count that fits)."""
+def check_workers(workers, scheduler=None) -> None:
+    """Refuse more local training processes than the memory holds (one line, the largest count that fits),
+    and a count of local processes beside a running cluster (``--scheduler``), whose own workers train."""
+    if workers is not None and scheduler is not None:
+        raise ValueError("--workers sizes the local Dask cluster; with --scheduler the running cluster's own workers "
+                         "train: give one of them")
     if workers is None or workers <= 1:
         return
     if not fits_memory(workers * WORKER_BYTES):
@@ -377,7 +381,7 @@ def _tree_of(args) -> dict:
 def reproduce_command(args: argparse.Namespace) -> int:
     from .reproduce import ReproduceConfig, reproduce
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
@@ -445,7 +449,7 @@ def _register_scaling(subparsers) -> None:
 def scaling_command(args: argparse.Namespace) -> int:
     from .scaling import ScalingConfig, run
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     for dest in ("workers", "scheduler"):  # where the runs train; --report-only trains none
         if args.report_only and given(args, dest):
             raise ValueError(f"--{dest} applies to training; fv scaling --report-only trains nothing (it reports the "
@@ -502,7 +506,7 @@ def sweep_command(args) -> int:
 
     from .sweep import COMMANDS, run
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     quiet = args.quiet or args.format == "json"
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
     try:
