@@ -20,6 +20,17 @@ GIVEN = "_given"  # the namespace attribute holding the dests of the options giv
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 
+MAX_ERROR = 400  # characters of an error line's message; a longer one (a value of megabytes) is abridged
+
+
+def abridged(message: str) -> str:
+    """``message`` on one line of at most about :data:`MAX_ERROR` characters: its start and end, and its size."""
+    message = " ".join(str(message).split("\n"))
+    if len(message) <= MAX_ERROR:
+        return message
+    return f"{message[:MAX_ERROR - 100]} ... {message[-60:]} ({len(message)} characters)"
+
+
 class _Parser(argparse.ArgumentParser):
     """Every ``fv`` parser: options by their full names only, each given once (``fvnum.cli.strict_options``),
     errors in one line; an abbreviated option is named with the full names it starts (``--dep``: ``--depth``)."""
@@ -55,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message):  # one line, exit code 2 (argparse's convention)
-        self.exit(2, f"{self.prog}: error: {message}{self._abbreviations()}\n")
+        self.exit(2, f"{self.prog}: error: {abridged(message)}{self._abbreviations()}\n")
 
     def _abbreviations(self) -> str:
         """`` (options take their full names; --dep: --depth?)`` for the words of this parser's arguments that
@@ -110,11 +121,11 @@ def main(argv=None) -> int:
         return 0
     except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
             ConnectionError) as exc:
-        print(f"fv {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fv {args.command}: error: {abridged(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a read-only or full file system: one line naming the file
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"fv {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(f"fv {args.command}: error: {abridged(f'{exc.strerror or exc}{where}')}", file=sys.stderr)
         return 2
     except (MemoryError, OverflowError, RecursionError) as exc:  # a guard missed a size: still one line
         what = ("out of memory" if isinstance(exc, MemoryError) else "a number is too large"

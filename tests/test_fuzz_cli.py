@@ -237,3 +237,11 @@ def test_fv_scaling_report_only_refuses_where_to_train(tmp_path):
 def test_workers_beside_a_scheduler_are_refused_before_anything_is_written(tmp_path, command):
     code, out, err = fv(*command, "--scheduler", "tcp://127.0.0.1:1", "--workers", 2, "--out", tmp_path / "o")
     assert "--workers sizes the local Dask cluster" in _one_line(code, err) and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv", [["mc", "--strategy", "x" * 10**6], ["mc", "--tau", "1", "--prior", "gaussian",
+                                                                         "--cov", "y" * 10**6, "--strategy", "optimal"]])
+def test_an_error_line_with_a_huge_value_is_abridged(argv):
+    code, out, err = fv(*argv)
+    line = _one_line(code, err)
+    assert len(line) < 600 and not out, len(line)
