@@ -91,21 +91,10 @@ def given(args: argparse.Namespace, dest: str) -> bool:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values; an
-    option given that does not apply to the model or prior chosen: ValueError naming it)."""
-    cfg = RunConfig.from_options(vars(args))
-    if cfg.model.model == "C":
-        for dest in ("mlp_width", "hidden_layers", "readout"):
-            if given(args, dest):
-                flag = "--" + dest.replace("_", "-")
-                raise ValueError(f"{flag} applies to Models A and B (their MLP keys and readout); Model C has linear "
-                                 f"keys and the bilinear readout: got --model C {flag} {getattr(args, dest)}")
-    if cfg.data.prior == "gaussian" and cfg.data.cov == "isotropic":
-        for dest in ("alpha", "scales"):
-            if given(args, dest):
-                raise ValueError(f"--{dest} applies to a tree (--prior tree, or --prior gaussian --cov matched), "
-                                 f"not to --cov isotropic (unit variances; --depth sets D = 2^depth - 1)")
-    return cfg
+    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values). Every
+    field is an option, whether or not the model uses it (``--mlp-width`` of Model C): it is part of the run's
+    key, and ``RunConfig.to_argv`` spells every field, so its command line must be taken back."""
+    return RunConfig.from_options(vars(args))
 
 
 def _register_train(subparsers) -> None:
