@@ -439,10 +439,6 @@ def scaling_command(args: argparse.Namespace) -> int:
     from .scaling import ScalingConfig, run
 
     check_workers(args.workers, args.scheduler)
-    for dest in ("workers", "scheduler"):  # where the runs train; --report-only trains none
-        if args.report_only and given(args, dest):
-            raise ValueError(f"--{dest} applies to training; fv scaling --report-only trains nothing (it reports the "
-                             "finished runs): leave it out")
     cfg = ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,

@@ -224,11 +224,6 @@ def test_fv_compare_grid_refuses_a_run_option_given_at_its_default(tmp_path):
     assert "does not take --mlp-width" in _one_line(code, err) and not (tmp_path / "g").exists()
 
 
-def test_fv_scaling_report_only_refuses_where_to_train(tmp_path):
-    code, out, err = fv("scaling", "--report-only", "--workers", 2, "--out", tmp_path / "s")
-    assert "--workers applies to training" in _one_line(code, err) and not (tmp_path / "s").exists()
-
-
 @pytest.mark.parametrize("command", [["reproduce"], ["scaling"], ["compare", "--grid"], ["sweep", "spec.toml"]])
 def test_workers_beside_a_scheduler_are_refused_before_anything_is_written(tmp_path, command):
     code, out, err = fv(*command, "--scheduler", "tcp://127.0.0.1:1", "--workers", 2, "--out", tmp_path / "o")
