@@ -11,16 +11,77 @@ import importlib
 import os
 import sys
 
+from fvnum.cli import strict_options
 from fvnum.resources import time_limit
 from fvsym.cli import number_arg
 
+GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
 
 
+MAX_ERROR = 400  # characters of an error line's message; a longer one (a value of megabytes) is abridged
+
+
+def abridged(message: str) -> str:
+    """``message`` on one line of at most about :data:`MAX_ERROR` characters: its start and end, and its size."""
+    message = " ".join(str(message).split("\n"))
+    if len(message) <= MAX_ERROR:
+        return message
+    return f"{message[:MAX_ERROR - 100]} ... {message[-60:]} ({len(message)} characters)"
+
+
 class _Parser(argparse.ArgumentParser):
+    """Every ``fv`` parser: options by their full names only, each given once (``fvnum.cli.strict_options``),
+    errors in one line; an abbreviated option is named with the full names it starts (``--dep``: ``--depth``)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **{**kw, "allow_abbrev": False})
+        strict_options(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's; the namespace also says which options were given (``GIVEN``: their dests), since a
+        default cannot (``--mlp-width 64`` is the default and still does not apply to Model C)."""
+        self._fv_argv = list(sys.argv[1:] if args is None else args)  # for the hints of error()
+        parsed, extras = super().parse_known_args(args, namespace)
+        dests = {flag: a.dest for a in self._actions for flag in a.option_strings}
+        words = (str(w).split("=", 1)[0] for w in self._fv_argv)
+        given = {dests[w] for w in words if w in dests}  # a subcommand's, copied up by argparse, and these
+        setattr(parsed, GIVEN, frozenset(getattr(parsed, GIVEN, frozenset()) | given))
+        return parsed, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with unrecognized arguments reported by the subcommand that was parsed."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self
+            while parser._subparsers is not None:  # down to the subcommand that was parsed
+                sub = next(a for a in parser._subparsers._group_actions if isinstance(a, argparse._SubParsersAction))
+                name = getattr(parsed, sub.dest, None) if sub.dest is not argparse.SUPPRESS else None
+                if name not in sub.choices:
+                    break
+                parser = sub.choices[name]
+            shown = " ".join(extras)
+            parser.error(f"unrecognized arguments: {shown if len(shown) <= 80 else shown[:60] + '...' + shown[-10:]}")
+        return parsed
+
     def error(self, message):  # one line, exit code 2 (argparse's convention)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {abridged(message)}{self._abbreviations()}\n")
+
+    def _abbreviations(self) -> str:
+        """`` (options take their full names; --dep: --depth?)`` for the words of this parser's arguments that
+        start some of its options without being one (argparse would have guessed them); else ``""``."""
+        flags = [f for a in self._actions for f in a.option_strings if a.help is not argparse.SUPPRESS]
+        commands = {name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+        hints = []
+        for word in getattr(self, "_fv_argv", []):
+            if word in commands:  # the rest belongs to the subcommand
+                break
+            word = str(word).split("=", 1)[0]
+            full = [f for f in flags if word.startswith("--") and f.startswith(word) and f != word]
+            if full and word not in flags and len(hints) < 3:
+                hints.append(f"{word}: {' or '.join(full[:5])}?")
+        return f" (options take their full names; {'; '.join(hints)})" if hints else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +121,11 @@ def main(argv=None) -> int:
         return 0
     except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
             ConnectionError) as exc:
-        print(f"fv {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fv {args.command}: error: {abridged(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a read-only or full file system: one line naming the file
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"fv {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(f"fv {args.command}: error: {abridged(f'{exc.strerror or exc}{where}')}", file=sys.stderr)
         return 2
     except (MemoryError, OverflowError, RecursionError) as exc:  # a guard missed a size: still one line
         what = ("out of memory" if isinstance(exc, MemoryError) else "a number is too large"

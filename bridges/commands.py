@@ -84,8 +84,16 @@ def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True
         p.add_argument(old, action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
 
 
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the option of ``dest`` was given on the command line (``fv``'s parser records it; a namespace
+    from elsewhere gives none)."""
+    return dest in getattr(args, "_given", ())
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values)."""
+    """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values). Every
+    field is an option, whether or not the model uses it (``--mlp-width`` of Model C): it is part of the run's
+    key, and ``RunConfig.to_argv`` spells every field, so its command line must be taken back."""
     return RunConfig.from_options(vars(args))
 
 
@@ -139,9 +147,9 @@ def _register_audit(subparsers) -> None:
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
     p.add_argument("--token-sample", type=int_arg("--token-sample", 2, 10**7), default=8192,
                    help="size of the fixed token sample the keys are evaluated on (default 8192)")
-    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=512,
-                   help="Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; the tree "
-                   "prior uses its 2^K leaves)")
+    p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=None,
+                   help="runs of a Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; "
+                   "refused for a tree run, whose decoder uses its 2^K leaves, exactly)")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)
     p.set_defaults(func=audit_command)
@@ -150,8 +158,13 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
 
-    result = audit(load_run(args.run_dir), samples=args.samples, token_sample=args.token_sample,
-                   n_latents=args.latents, seed=args.seed)
+    run = load_run(args.run_dir)
+    if args.latents is not None and run.config.data.prior != "gaussian":
+        raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
+                         f"prior is {run.config.data.prior}, whose decoder uses its 2^K leaves exactly: got --latents "
+                         f"{args.latents}")
+    result = audit(run, samples=args.samples, token_sample=args.token_sample,
+                   n_latents=512 if args.latents is None else args.latents, seed=args.seed)
     emit(result.to_dict(), args.format, result.lines())
     return 0
 
@@ -184,9 +197,9 @@ def compare_command(args: argparse.Namespace) -> int:
     from .store import RunStore, write_atomic, write_json
 
     if args.grid:
-        check_workers(args.workers)
+        check_workers(args.workers, args.scheduler)
         _grid_options(args)
-        from .compare import grid_markdown, prediction_checks
+        from .compare import grid_markdown, prediction_checks, seed_summary
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
@@ -203,7 +216,8 @@ def compare_command(args: argparse.Namespace) -> int:
         write_atomic(store.folder / "table.md", grid_markdown(tables, checks))
         lines = [f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}" for c in checks]
         lines.append(f"tables: {store.folder / 'table.md'} and table.json")
-        emit({"runs": tables, "predictions": checks, "folder": str(store.folder)}, args.format, lines)
+        emit({"runs": tables, "predictions": checks, "summary": seed_summary(tables), "folder": str(store.folder)},
+             args.format, lines)
         return 0
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
@@ -212,11 +226,12 @@ def compare_command(args: argparse.Namespace) -> int:
 
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
                   train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed))
-    from .compare import compare, to_markdown
+    from .compare import beside_of, compare, to_markdown
     from .train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
     table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed)
+    table["beside_prediction"] = beside_of(table)  # ratio, or the difference where the prediction is 0 within its SE
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)
     write_atomic(folder / "compare.md", to_markdown(table))
@@ -229,7 +244,8 @@ def _grid_options(args) -> None:
     ``--model`` (one model or several, e.g. AC) picks its models; the other options of one run would be
     ignored, so they are refused in one line naming them."""
     taken = ("model", "alpha", "tokens", "s2", "steps", "seed", "device", "out")  # what the grid reads
-    ignored = [o.flag for o in RUN_OPTIONS if o.dest not in taken and getattr(args, o.dest) != o.default]
+    ignored = [o.flag for o in RUN_OPTIONS
+               if o.dest not in taken and (given(args, o.dest) or getattr(args, o.dest) != o.default)]
     if ignored:
         raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
                          f"recipe) and does not take {', '.join(ignored)}; leave "
@@ -273,8 +289,12 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     return seconds
 
 
-def check_workers(workers) -> None:
-    """Refuse more local training processes than the memory holds (one line, the largest count that fits)."""
+def check_workers(workers, scheduler=None) -> None:
+    """Refuse more local training processes than the memory holds (one line, the largest count that fits),
+    and a count of local processes beside a running cluster (``--scheduler``), whose own workers train."""
+    if workers is not None and scheduler is not None:
+        raise ValueError("--workers sizes the local Dask cluster; with --scheduler the running cluster's own workers "
+                         "train: give one of them")
     if workers is None or workers <= 1:
         return
     if not fits_memory(workers * WORKER_BYTES):
@@ -350,7 +370,7 @@ def _tree_of(args) -> dict:
 def reproduce_command(args: argparse.Namespace) -> int:
     from .reproduce import ReproduceConfig, reproduce
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
@@ -418,7 +438,7 @@ def _register_scaling(subparsers) -> None:
 def scaling_command(args: argparse.Namespace) -> int:
     from .scaling import ScalingConfig, run
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     cfg = ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
                         steps_per_budget=args.steps_per_budget, samples=args.samples,
@@ -471,7 +491,7 @@ def sweep_command(args) -> int:
 
     from .sweep import COMMANDS, run
 
-    check_workers(args.workers)
+    check_workers(args.workers, args.scheduler)
     quiet = args.quiet or args.format == "json"
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
     try:

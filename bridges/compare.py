@@ -196,6 +196,30 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     return table
 
 
+NEAR_ZERO_SE = 3  # a prediction within this many of its standard errors of 0 is 0 within its error
+
+
+def beside_prediction(loss: float, loss_se: float, prediction: float, prediction_se: float | None) -> dict:
+    """How a trained loss stands beside its prediction, the one rule of every table (``fv compare``, the grid,
+    ``fv reproduce``'s report, their JSON, the examples): ``difference`` = loss - prediction with
+    ``difference_se`` (both standard errors combined: independent estimates), always; ``ratio`` = loss /
+    prediction only where the prediction is clearly above 0 (more than :data:`NEAR_ZERO_SE` of its standard
+    errors; an exact prediction has none), else None: a ratio to a prediction that is 0 within its error
+    means nothing (``near_zero`` says so)."""
+    se = float(prediction_se or 0.0)
+    near_zero = not (prediction > 0 and prediction > NEAR_ZERO_SE * se)
+    return {"difference": loss - prediction, "difference_se": float(np.hypot(loss_se or 0.0, se)),
+            "ratio": None if near_zero else loss / prediction, "near_zero": bool(near_zero)}
+
+
+def beside_text(b: dict) -> str:
+    """:func:`beside_prediction` as table text: the ratio (``1.234``), or where the prediction is 0 within its
+    error the difference with its standard error (``difference +0.015 ± 0.00031``)."""
+    if b["ratio"] is not None:
+        return f"{b['ratio']:.3f}"
+    return f"difference {b['difference']:+.2g} ± {b['difference_se']:.2g}"
+
+
 def prediction_of(table: dict) -> dict | None:
     """The theory row (a dict) the table's model is held to, or None."""
     from fvnum.theory import describe_rows, prediction_row
@@ -205,8 +229,24 @@ def prediction_of(table: dict) -> dict | None:
     return None if name is None else rows[name]
 
 
+def beside_of(table: dict) -> dict | None:
+    """One run's table: its trained loss beside its prediction row (:func:`prediction_of`), as
+    ``{prediction, prediction_value, prediction_stderr, ratio, difference, difference_se, near_zero}``
+    (:func:`beside_prediction`); None for a model held to no row."""
+    pred = prediction_of(table)
+    if pred is None:
+        return None
+    t = table["trained"]
+    return {"prediction": pred["name"], "prediction_value": pred["value"], "prediction_stderr": pred.get("stderr"),
+            **beside_prediction(t["loss"], t["stderr"], pred["value"], pred.get("stderr"))}
+
+
+def _se(stderr) -> str:
+    return f" ± {stderr:.1g}" if stderr else ""
+
+
 def to_markdown(table: dict) -> str:
-    """One run's table as Markdown: the trained model, trained / prediction, the audit, every theory row with
+    """One run's table as Markdown: the trained model beside its prediction (:func:`beside_prediction`), the audit, every theory row with
     what it is (role, models, class, keys, channel), the learned routing."""
     from fvnum.theory import describe_rows
 
@@ -216,10 +256,14 @@ def to_markdown(table: dict) -> str:
         f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})",
         "",
     ]
-    pred = prediction_of(table)
-    if pred is not None:
-        lines += [f"Trained / prediction ({pred['name']}): **{t['loss'] / pred['value']:.3f}**"
-                  if pred["value"] > 0 else f"Prediction: {pred['name']} = 0", ""]
+    b = beside_of(table)
+    if b is not None:
+        if b["ratio"] is not None:
+            lines += [f"Trained / prediction ({b['prediction']}): **{beside_text(b)}**", ""]
+        else:
+            lines += [f"Trained - prediction ({b['prediction']}): **{b['difference']:+.2g} ± {b['difference_se']:.2g}**"
+                      f" (the prediction, {b['prediction_value']:.4g}{_se(b['prediction_stderr'])}, is 0 within "
+                      f"{NEAR_ZERO_SE} standard errors: no ratio)", ""]
     if table.get("audit"):
         a = table["audit"]
         ba, gap = a["bayes_on_readings"], a["decoder_gap"]
@@ -282,8 +326,10 @@ def prediction_checks(tables: list[dict]) -> list[dict]:
 
 def seed_summary(tables: list[dict]) -> list[dict]:
     """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds),
-    ``n_seeds``, the ``prediction`` row (name, value) and ``ratio`` = mean / prediction, and the mean of the
-    audits' ``bayes_on_readings`` where every seed has one."""
+    ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
+    mean - prediction, ``difference_se``, and ``ratio`` = mean / prediction, None where the prediction is 0
+    within its error: :func:`beside_prediction`), and the mean of the audits' ``bayes_on_readings`` where
+    every seed has one."""
     import statistics
 
     groups: dict = {}
@@ -298,7 +344,8 @@ def seed_summary(tables: list[dict]) -> list[dict]:
                "spread": statistics.stdev(losses) if len(losses) > 1 else 0.0, "n_seeds": len(losses),
                "prediction": None if pred is None else pred["name"],
                "prediction_value": None if pred is None else pred["value"],
-               "ratio": mean / pred["value"] if pred is not None and pred["value"] > 0 else None}
+               "prediction_stderr": None if pred is None else pred.get("stderr"),
+               **_beside_mean(ts, mean, pred)}
         audits = [t["audit"] for t in ts if t.get("audit")]
         if audits and len(audits) == len(ts):
             row["bayes_on_readings"] = statistics.mean(a["bayes_on_readings"]["value"] for a in audits)
@@ -307,13 +354,25 @@ def seed_summary(tables: list[dict]) -> list[dict]:
     return out
 
 
+def _beside_mean(tables: list[dict], mean: float, pred: dict | None) -> dict:
+    """``ratio``, ``difference`` and ``difference_se`` of the seeds' mean loss (its standard error from the
+    runs' own: sqrt(sum se^2) / n) beside the prediction (:func:`beside_prediction`); None without one."""
+    if pred is None:
+        return {"ratio": None, "difference": None, "difference_se": None}
+    se = float(np.sqrt(sum((t["trained"].get("stderr") or 0.0) ** 2 for t in tables))) / len(tables)
+    b = beside_prediction(mean, se, pred["value"], pred.get("stderr"))
+    return {k: b[k] for k in ("ratio", "difference", "difference_se")}
+
+
 def summary_markdown(summary: list[dict]) -> str:
-    """:func:`seed_summary` as a Markdown table."""
+    """:func:`seed_summary` as a Markdown table: each model's mean beside its prediction as a ratio, or where the
+    prediction is 0 within its error as the difference (trained - prediction) with its standard error."""
     lines = ["| prior | depth | budget | model | trained: mean ± spread (n seeds) | prediction | trained / prediction "
-             "| Bayes on its readings | decoder gap |", "|---|---|---|---|---|---|---|---|---|"]
+             "(or the difference) | Bayes on its readings | decoder gap |", "|---|---|---|---|---|---|---|---|---|"]
     for r in summary:
-        pred = "" if r["prediction"] is None else f"{r['prediction']} {r['prediction_value']:.4f}"
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        pred = "" if r["prediction"] is None else (f"{r['prediction']} {r['prediction_value']:.4f}"
+                                                   f"{_se(r.get('prediction_stderr'))}")
+        ratio = "" if r.get("difference") is None else beside_text(r)
         bayes = f"{r['bayes_on_readings']:.4f}" if "bayes_on_readings" in r else ""
         gap = f"{r['decoder_gap']:+.4f}" if "decoder_gap" in r else ""
         lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | {r['mean']:.4f} ± "
@@ -322,8 +381,8 @@ def summary_markdown(summary: list[dict]) -> str:
 
 
 def grid_markdown(tables: list[dict], checks: list[dict]) -> str:
-    """The experiment grid's ``table.md`` (``fv compare --grid``): the seed summary (trained / prediction
-    per model), the prediction checks, then every run's table."""
+    """The experiment grid's ``table.md`` (``fv compare --grid``): the seed summary (each model beside its
+    prediction), the prediction checks, then every run's table."""
     md = ["# Experiment grid: trained models beside the theory", "",
           "Each model beside its one prediction row (A: the best adaptive policy found for its keys, B: the best "
           "one-layer design found, C: the exact linear theory). A keyed row is the best found within its key "

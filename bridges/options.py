@@ -166,7 +166,7 @@ def options_of(cls, *, section: str | None = None, none: bool = True, **spec) ->
 def read_argv(options, argv: list[str]) -> dict:
     """``{dest: value}`` of the options given in ``argv`` as ``--flag=value`` or ``--flag value`` (``-`` and
     ``_`` alike, aliases too). ValueError (one line) on an unknown option, a stray argument, a missing or
-    bad value."""
+    bad value, an option given twice."""
     by_name = {name: o for o in options for name in o.names}
     values, args = {}, list(argv)
     while args:
@@ -181,6 +181,8 @@ def read_argv(options, argv: list[str]) -> dict:
             if not args:
                 raise ValueError(f"option {option.flag} needs a value ({option.flag}=value)")
             text = args.pop(0)
+        if option.dest in values:
+            raise ValueError(f"option {option.flag} is given twice: give each option once")
         values[option.dest] = option.parse(text)
     return values
 

@@ -65,7 +65,7 @@ class Config:
 
 
 def main(cfg: Config) -> dict:
-    from bridges.compare import compare, to_markdown
+    from bridges.compare import beside_of, compare, to_markdown
     from bridges.train import train
 
     clock = _cli.Clock()
@@ -80,7 +80,7 @@ def main(cfg: Config) -> dict:
     markdown = to_markdown(table)
     print()
     print(markdown)
-    results = {"table": table, "run_key": run.key(), "run_dir": result.run_dir, "train_seconds": train_s,
+    results = {"table": table, "beside_prediction": beside_of(table), "run_key": run.key(), "run_dir": result.run_dir, "train_seconds": train_s,
                "history": [list(row) for row in result.history], "seconds": clock()}
     folder = _cli.save(cfg, results, {"comparison.md": markdown})
     print(f"wrote {folder}/ (comparison.md, config.json, results.json; training run in {result.run_dir}) "

@@ -8,6 +8,7 @@ Numba and numpy load inside the handler only, so other ``fv`` commands stay ligh
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -27,6 +28,55 @@ def max_threads() -> int:
     return max(8, 4 * (os.cpu_count() or 1))
 
 
+# --- every option once, by its full name -----------------------------------------------------------------
+_ONCE_KINDS = (None, "store", "store_const", "store_true", "store_false")  # "append" and "count" may repeat
+
+
+def strict_options(parser) -> None:
+    """Options of ``parser`` (and of its argument groups, which share its registry) given twice are refused
+    in one line (``--depth is given twice (3, then 4): give each option once``), an alias counting as its
+    option (``--tokens 3 --n-tokens 4``); a prefix is no option (``allow_abbrev`` off). Call it before the
+    options are added: it swaps argparse's store actions for ones that remember the namespaces they wrote
+    into (``append`` and ``count`` actions, meant to repeat, are left as they are)."""
+    parser.allow_abbrev = False
+    for kind in _ONCE_KINDS:
+        base = parser._registry_get("action", kind, None)
+        if base is not None and not getattr(base, "_fv_once", False):
+            parser.register("action", kind, _once(base))
+
+
+@functools.cache
+def _once(base):
+    """``base`` (an argparse store action) refusing a second write into the same namespace."""
+    import weakref
+
+    class Once(base):
+        _fv_once = True
+
+        def __call__(self, parser, namespace, values, option_string=None, _base=base):
+            if self.option_strings:  # {id(namespace): (weak reference, flag, value)} of this option
+                written = self.__dict__.setdefault("_fv_written", {})
+                ref, flag, first = written.get(id(namespace), (lambda: None, None, None))
+                if ref() is namespace:
+                    again = "is given twice" if flag == option_string else f"repeats {flag}"
+                    shown = "" if self.nargs == 0 else f" ({_brief(first)}, then {_brief(values)})"
+                    parser.error(f"{option_string} {again}{shown}: give each option once")
+                if len(written) > 64:  # forget the namespaces of earlier parses
+                    for key in [k for k, (r, _, _) in written.items() if r() is None]:
+                        del written[key]
+                written[id(namespace)] = (weakref.ref(namespace), option_string, values)
+            return _base.__call__(self, parser, namespace, values, option_string)
+
+    Once.__name__ = f"Once{base.__name__}"
+    return Once
+
+
+def _brief(text) -> str:
+    """An option's text in an error line, abridged (a 10 MB value prints as its ends)."""
+    text = str(text)
+    return text if len(text) <= 40 else f"{text[:25]}...{text[-10:]} ({len(text)} characters)"
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "mc", help="Monte Carlo loss of a strategy under a noisy channel (Bayes decoder; see the decoder field)",
@@ -37,6 +87,7 @@ def register(subparsers) -> None:
         "prior it is an approximation (the gaussian channel's decoder at tau(N)). The output's decoder field "
         "says which (docs/decoders.md).",
     )
+    strict_options(p)  # also where fv sweep builds this parser with a class of its own
     p.add_argument("--prior", choices=("tree", "gaussian"), default="tree")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (D = 2^K - 1; default 4, or the number of --scales)")
@@ -71,6 +122,7 @@ def register(subparsers) -> None:
         "it), upper = the Monte Carlo loss of the best adaptive policy found; exact = the exact noisy "
         "recursion where the tree is small enough (else null).",
     )
+    strict_options(b)
     b.add_argument("--prior", choices=("tree",), default="tree")
     b.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (default 3, or the number of --scales)")
@@ -133,8 +185,13 @@ def _bounds(args) -> int:
     return 0
 
 
+# strategies of fv mc on a Gaussian prior: non-adaptive ones (adaptivity does not help there, Theorem G1)
+GAUSSIAN_STRATEGIES = ("top_levels", "fixed", "optimal", "optimal_nonadaptive", "optimal_nonadaptive_unit")
+
+
 def check_mc_options(args) -> None:
-    """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored."""
+    """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored (nor
+    echoed): each ValueError names the option, the value given and what it applies to."""
     if args.strategy == "fixed" and args.design is None:
         raise ValueError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":
@@ -142,12 +199,10 @@ def check_mc_options(args) -> None:
     if args.prior == "tree":
         for opt in ("cov", "dim", "eigenvalues"):
             if getattr(args, opt) is not None:
-                raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} {getattr(args, opt)}")
-    elif args.dim is not None and args.cov != "isotropic":
-        raise ValueError("--dim applies to --cov isotropic (the matched Gaussian has D = 2^depth - 1)")
-    elif (args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched")) and (
-            args.scales is not None or args.alpha is not None):
-        raise ValueError("--alpha and --scales apply to a tree (or --cov matched), not to a given covariance")
+                raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
+                                 f"{_brief(getattr(args, opt))}")
+    else:
+        _check_gaussian_options(args)
     if args.s2 is not None and args.tokens is None:
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
     if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
@@ -155,6 +210,44 @@ def check_mc_options(args) -> None:
     if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
         raise ValueError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
                          f"got --strategy {args.strategy}")
+
+
+def _check_gaussian_options(args) -> None:
+    """``fv mc --prior gaussian``: the options of the covariance chosen (``--cov matched``: a tree's
+    ``--depth`` and ``--alpha`` or ``--scales``; ``isotropic``: ``--dim`` or ``--depth``; a file or
+    ``--eigenvalues``: none of them) and the strategies that apply to a Gaussian prior."""
+    given = args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched")
+    what = ("--eigenvalues" if args.eigenvalues is not None else f"--cov {_brief(args.cov)}") if given else (
+        f"--cov {args.cov or 'matched'}")
+    if args.eigenvalues is not None and args.cov is not None:
+        raise ValueError(f"--cov applies without --eigenvalues (the eigenvalues give the covariance), got --cov "
+                         f"{_brief(args.cov)} --eigenvalues {_brief(args.eigenvalues)}")
+    if args.cov == "isotropic" or given:
+        for opt in ("alpha", "scales"):
+            if getattr(args, opt) is not None:
+                raise ValueError(f"--{opt} applies to a tree (--prior tree, or --prior gaussian --cov matched), "
+                                 f"not to {what}: got --{opt} {_brief(getattr(args, opt))}")
+    if args.depth is not None and (given or args.dim is not None):
+        raise ValueError(f"--depth applies to a tree (--cov matched, or --cov isotropic without --dim: D = 2^depth - "
+                         f"1), not to {what}{' --dim ' + str(args.dim) if args.dim is not None else ''}: got "
+                         f"--depth {args.depth}")
+    if args.dim is not None and args.cov != "isotropic":
+        raise ValueError("--dim applies to --cov isotropic (the matched Gaussian has D = 2^depth - 1; a covariance "
+                         f"file or --eigenvalues gives its own D), got {what} --dim {args.dim}")
+    if args.strategy not in GAUSSIAN_STRATEGIES:
+        why = ("the coordinate-class search is for the tree prior; a Gaussian prior's optimum is the water-filling "
+               "design of the unit class" if args.strategy == "optimal_nonadaptive_coordinate" else
+               "it is adaptive; on a Gaussian prior adaptivity does not help, THEORY.md Theorem G1")
+        named = ("--strategy " if "strategy" in getattr(args, "_given", ("strategy",)) else
+                 "fv mc's default strategy, ")  # fv's parser records the options given
+        raise ValueError(f"{named}{args.strategy} applies to --prior tree only ({why}); on a Gaussian prior give "
+                         f"--strategy {' | '.join(GAUSSIAN_STRATEGIES)} (optimal: water-filling)")
+    if args.measurement == "coordinate":
+        raise ValueError("--measurement coordinate applies to --prior tree only (a Gaussian prior's optimum is the "
+                         "water-filling design of the unit class)")
+    if args.layers is not None or args.width is not None:
+        raise ValueError("--layers and --width apply to --prior tree only (a Gaussian prior's optimum, water-filling, "
+                         "is one layer)")
 
 
 def _tree(args, default_depth: int):
@@ -187,8 +280,8 @@ def prior_of(args):
 
 def _alpha_shown(args):
     """The alpha a result was computed at (None for general scales or a covariance of its own)."""
-    if args.scales is not None or args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched"):
-        return None
+    if args.scales is not None or args.eigenvalues is not None or args.cov not in (None, "matched"):
+        return None  # general scales, an isotropic Gaussian, a covariance of its own
     return args.alpha or "1/2"
 
 

@@ -5,8 +5,10 @@ the project's words; never a traceback, never a hang (each call under an alarm a
 
 Values come from the extreme ranges: subnormal and huge floats and their texts (``1e-320``, ``5e-324``,
 ``1.7976931348623157e308``, ``inf``, ``nan``, ``-0``), alpha next to 0 and 1, numpy scalar types, Fractions
-and sympy numbers, rationals with thousands of digits; and from damaged run configurations, training results
-and sweep specs (truncated, bytes flipped, numbers replaced by extreme ones).
+and sympy numbers, rationals with thousands of digits; from damaged run configurations, training results
+and sweep specs (truncated, bytes flipped, numbers replaced by extreme ones); and from the option classes
+of issue 32 (options that do not apply to the prior, covariance or strategy, options given twice, options
+abbreviated: each refused in one line naming it; tests/test_fuzz_cli.py tries every option of every command).
 
 Example counts follow the hypothesis profile of ``tests/conftest.py``: the default (``dev``, ``ci``) keeps
 this file well under 30 s; ``HYPOTHESIS_PROFILE=thorough`` runs 20 times more, and the ``slow``-marked tests
@@ -245,6 +247,67 @@ def test_fv_unknown_vectors_refused_or_fine(argv):
     if argv and argv[0] in ("train", "compare", "reproduce", "scaling") and "--out" not in argv:
         argv = [*argv, "--out", "/nonexistent-parent-\0"]  # never trains: the folder is refused
     check(argv) if argv else None
+
+
+# --- options: ones that do not apply, given twice, abbreviated (issue 32 item 4) -----------------------------
+# valid, quick vectors, and for each the options that do not apply to it (the extra words, the flag named)
+OPTION_BASES = [
+    (["mc", "--samples", "200", "--depth", "3", "--budget", "2", "--tau", "1/2", "--strategy", "path"],
+     [(["--dim", "7"], "--dim"), (["--cov", "matched"], "--cov"), (["--eigenvalues", "1,1"], "--eigenvalues"),
+      (["--design", "1,2"], "--design"), (["--layers", "2"], "--layers"), (["--measurement", "unit"], "--measurement"),
+      (["--s2", "1/10"], "--s2")]),
+    (["mc", "--samples", "200", "--prior", "gaussian", "--cov", "isotropic", "--dim", "3", "--budget", "2", "--tau",
+      "1/2", "--strategy", "optimal"],
+     [(["--alpha", "1/2"], "--alpha"), (["--scales", "1,1/2"], "--scales"), (["--depth", "2"], "--depth"),
+      (["--layers", "1"], "--layers"), (["--measurement", "coordinate"], "--measurement"), (["--s2", "1/10"], "--s2")]),
+    (["mc", "--samples", "200", "--prior", "gaussian", "--eigenvalues", "1,1/2", "--budget", "1", "--tokens", "16",
+      "--strategy", "top_levels"],
+     [(["--depth", "2"], "--depth"), (["--alpha", "0.3"], "--alpha"), (["--cov", "isotropic"], "--cov"),
+      (["--dim", "2"], "--dim"), (["--width", "1"], "--width")]),
+    (["mc", "--samples", "200", "--prior", "gaussian", "--budget", "2", "--tau", "1/2", "--strategy", "top_levels"],
+     [(["--dim", "5"], "--dim"), (["--strategy", "path"], "--strategy"), (["--measurement", "unit"], "--measurement")]),
+    (["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "path", "--alpha", "1/2"],
+     [(["--width", "3"], "--width"), (["--design", "1,2"], "--design"), (["--scales", "1,1/2,1/4"], "--scales")]),
+    (["bounds", "--depth", "2", "--budget", "2", "--tau", "1/2", "--samples", "200"], [(["--s2", "1/10"], "--s2")]),
+]
+
+
+@st.composite
+def option_mutants(draw):
+    """A valid vector of OPTION_BASES changed in one way: an option that does not apply added, an option of
+    it given again, or an option of it abbreviated; with the words the refusal names."""
+    base, not_applying = draw(st.sampled_from(OPTION_BASES))
+    argv = list(base)
+    flags = [i for i, word in enumerate(argv) if word.startswith("--")]
+    how = draw(st.sampled_from(["not applying", "twice", "abbreviated"]))
+    if how == "not applying":
+        extra, flag = draw(st.sampled_from(not_applying))
+        if flag == "--strategy":  # a second --strategy would be a repeat: replace the base's
+            i = argv.index("--strategy")
+            argv[i + 1] = extra[1]
+            return argv, ["--strategy path applies to --prior tree only"]
+        at = draw(st.sampled_from([*flags, len(argv)]))  # before one of its options, or at the end
+        return argv[:at] + extra + argv[at:], [flag]
+    i = draw(st.sampled_from(flags))
+    flag, value = argv[i], argv[i + 1]
+    if how == "twice":
+        at = draw(st.sampled_from([*flags, len(argv)]))  # the same value again, anywhere (a bad one: refused first)
+        return argv[:at] + [flag, value] + argv[at:], [f"{flag} is given twice"]
+    prefix = draw(st.integers(3, len(flag) - 1).map(lambda n: flag[:n]))
+    if any(f == prefix for f in argv[i:i + 1] + ["--tau", "--dim", "--cov", "--s2", "--seed"]):
+        return argv + [flag, value], [f"{flag} is given twice"]
+    argv[i] = prefix
+    return argv, ["options take their full names", f"{prefix}: "]
+
+
+@examples(24)
+@given(option_mutants())
+def test_options_that_do_not_apply_repeat_or_abbreviate_are_refused(mutant):
+    argv, named = mutant
+    code, out, err = run(argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err and not out, (argv, code, err)
+    assert all(word in lines[0] for word in named), (argv, lines[0])
 
 
 # --- the Python API -----------------------------------------------------------------------------------------

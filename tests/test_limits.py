@@ -7,7 +7,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -40,8 +39,8 @@ REFUSED = [
     ["derive", "tree-loss", "--depth", "30", "--budget", "3", "--strategy", "optimal", "--alpha", "1/2"],
     ["mc", "--depth", "30", "--tau", "0.1", "--samples", "100"],
     ["mc", "--depth", "30", "--tau", "0.1", "--samples", "100", "--strategy", "greedy_coordinate"],
-    ["mc", "--prior", "gaussian", "--cov", "isotropic", "--dim", "100000", "--tau", "0.1"],
-    ["mc", "--prior", "gaussian", "--cov", "matched", "--depth", "12", "--tau", "0.1"],
+    ["mc", "--prior", "gaussian", "--cov", "isotropic", "--dim", "100000", "--tau", "0.1", "--strategy", "optimal"],
+    ["mc", "--prior", "gaussian", "--cov", "matched", "--depth", "12", "--tau", "0.1", "--strategy", "optimal"],
     ["bounds", "--depth", "30", "--tau", "0.5"],
     ["train", "--model", "A", "--tokens", "10000000", "--out", ""],
     ["compare", "--model", "A", "--tokens", "10000000", "--out", ""],
@@ -63,12 +62,10 @@ def _cap_memory():  # 3 GB of address space: the refused sizes need terabytes
 
 @pytest.mark.parametrize("argv", [REFUSED[0], REFUSED[3]], ids=["derive", "mc"])
 def test_refused_in_a_subprocess_under_a_memory_cap(argv):
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "bridges.cli", *argv], capture_output=True, text=True, cwd=ROOT,
                           timeout=300, preexec_fn=_cap_memory)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "fits" in proc.stderr
-    assert time.monotonic() - start < 300
 
 
 def test_optimal_nonadaptive_builds_only_the_budget_asked():

@@ -36,7 +36,7 @@ PAGES = [
     "index", "theory",
     "tutorials/01_derive_and_limits", "tutorials/02_theorem_with_hypothesis",
     "tutorials/03_custom_policy_and_plots", "tutorials/04_train_and_compare", "tutorials/05_key_patching",
-    "architecture", "api-tour", "noisy-optimum", "sweeps", "errors-and-limits", "limits", "decoders", "audit", "numbers",
+    "architecture", "api-tour", "noisy-optimum", "sweeps", "errors-and-limits", "decoders", "audit",
     "training", "benchmarks",
     "reference/fvsym", "reference/fvnum", "reference/bridges",
 ]

@@ -173,12 +173,43 @@ def test_seed_summary_aggregates_seeds_beside_the_prediction():
     for (prior, depth, budget, model), r in summary.items():
         want = {"A": "best_adaptive_keyed" if prior == "tree" else "best_nonadaptive_keyed",
                 "B": "best_nonadaptive_keyed", "C": "top_levels_linear"}[model]
-        assert r["prediction"] == want and r["ratio"] == pytest.approx(r["mean"] / r["prediction_value"]), (prior, model)
+        assert r["prediction"] == want, (prior, model)
+        assert r["difference"] == pytest.approx(r["mean"] - r["prediction_value"]) and r["difference_se"] > 0
+        if (prior, depth, model) == ("tree", 4, "A"):  # 0.00053 +- 0.00027: 0 within 3 SE, so no ratio
+            assert r["ratio"] is None and r["prediction_value"] < 3 * r["prediction_stderr"]
+        else:
+            assert r["ratio"] == pytest.approx(r["mean"] / r["prediction_value"]), (prior, model)
     # stored tables named the water-filling row optimal_mc: read under its name, it is no optimum under tokens
     gaussian = {r["name"]: r for r in _grid_cells()[-1][1]}
     assert "water_filling_mc" in gaussian and gaussian["water_filling_mc"]["renamed_from"] == "optimal_mc"
     md = summary_markdown(seed_summary(tables))
     assert "| tree | 6 | 4 | B | " in md and "(2) | best_nonadaptive_keyed" in md
+    a = summary[("tree", 4, 3, "A")]
+    assert f"| difference {a['difference']:+.2g} ± {a['difference_se']:.2g} |" in md and "| 0.595 |" not in md
+
+
+@pytest.mark.parametrize("loss, loss_se, pred, pred_se, ratio", [
+    (0.06, 0.01, 0.05, 0.001, 1.2),        # clearly above 0: the ratio
+    (0.06, 0.01, 0.1, 0.0, 0.6),           # exact and positive: the ratio
+    (0.19, 0.002, 3.4e-8, 3e-8, None),     # example 04's default: 0 within its error (the ratio was 5.6e6)
+    (0.015, 0.001, 0.0004, 0.00014, None),  # 2.9 SE: still 0 within 3 SE
+    (0.015, 0.001, 0.0, 0.0, None),        # exactly 0
+    (0.015, 0.001, -0.001, 0.01, None),    # a Monte Carlo row below 0
+])
+def test_a_prediction_zero_within_its_error_gets_the_difference_not_a_ratio(loss, loss_se, pred, pred_se, ratio):
+    from bridges.compare import beside_prediction, beside_text
+
+    b = beside_prediction(loss, loss_se, pred, pred_se)
+    assert b["difference"] == pytest.approx(loss - pred) and b["difference_se"] == pytest.approx(math.hypot(loss_se, pred_se))
+    if ratio is None:
+        assert b["ratio"] is None and b["near_zero"] and beside_text(b).startswith("difference ")
+    else:
+        assert b["ratio"] == pytest.approx(ratio) and not b["near_zero"] and beside_text(b) == f"{ratio:.3f}"
+    md = to_markdown({"model": "A", "prior": "tree", "depth": 3, "budget": 2, "n_tokens": 128, "seed": 0, "tau": 0.1,
+                      "key": "k", "trained": {"loss": loss, "stderr": loss_se, "steps": 1, "wall_s": 1.0},
+                      "theory": [{"name": "best_adaptive_keyed", "value": pred, "stderr": pred_se, "how": "mc",
+                                  "what": "adaptive", "keys": "weighted"}]})
+    assert ("Trained / prediction" in md) == (ratio is not None) and ("Trained - prediction" in md) == (ratio is None)
 
 
 def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
@@ -191,7 +222,13 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     assert table["audit"]["model"] == "B" and table["audit"]["bayes_on_readings"]["n"] == AUDIT_SAMPLES
     assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])
     md = to_markdown(table)
-    assert "Audit of its readings: Bayes on them" in md and "Trained / prediction" in md
+    from bridges.compare import beside_of
+
+    b = beside_of(table)  # a ratio, or the difference where the prediction is 0 within its error
+    assert b["prediction"] == "best_nonadaptive_unit" and b["difference"] == pytest.approx(
+        table["trained"]["loss"] - b["prediction_value"])
+    beside = "Trained / prediction" if b["ratio"] is not None else "Trained - prediction"
+    assert "Audit of its readings: Bayes on them" in md and f"{beside} (best_nonadaptive_unit)" in md
 
 
 def test_one_name_per_measurement_class_and_the_class_always_said(capsys):

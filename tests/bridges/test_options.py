@@ -58,9 +58,12 @@ def test_bad_input_is_one_line_naming_the_option(argv, message):
 
 
 def test_read_argv_takes_both_spellings_and_builds_the_config():
-    cfg = config_of(Toy, options_of(Toy), ["--n_examples=2", "--n-examples", "3", "--taus", "1", "--workers=none"])
+    cfg = config_of(Toy, options_of(Toy), ["--n_examples=3", "--taus", "1", "--workers=none"])
     assert cfg == Toy(n_examples=3, taus=(1.0,), workers=None)
+    assert config_of(Toy, options_of(Toy), ["--n-examples", "3"]) == Toy(n_examples=3)
     assert config_of(Toy, options_of(Toy), []) == Toy()
+    with pytest.raises(ValueError, match="option --n-examples is given twice: give each option once"):
+        config_of(Toy, options_of(Toy), ["--n_examples=2", "--n-examples", "3"])  # no last-wins, spelt either way
 
 
 def test_spec_refines_orders_and_is_checked():

