@@ -280,12 +280,12 @@ def fields(*names: str, numbers=(), nested: dict | None = None, optional: dict |
     return check
 
 
-def rows(*names: str, numbers=()):
-    """The shape of a non-empty list of objects with the fields ``names`` (a table of rows)."""
+def rows(*names: str, numbers=(), empty: bool = False):
+    """The shape of a list of objects with the fields ``names`` (a table of rows), non-empty unless ``empty``."""
     row = fields(*names, numbers=numbers)
 
     def check(obj, where="result"):
-        if not isinstance(obj, list) or not obj:
+        if not isinstance(obj, list) or not (obj or empty):
             return f"has {'an empty list' if obj == [] else _kind(obj)} where a list of rows is expected at {where}"
         for i, r in enumerate(obj):
             problem = row(r, f"{where}[{i}]")
@@ -314,10 +314,10 @@ ESTIMATE = fields("value", "stderr", "n", numbers=("value",))
 
 
 def result_problem(result, shape=None) -> str | None:
-    """Why ``result`` (as read back from JSON) cannot be a stored result, or None: not an object or a list,
-    empty, not of ``shape`` (:func:`fields`, :func:`rows`, :func:`each`), or a number out of range
-    (:func:`number_problem`)."""
-    if not isinstance(result, (dict, list)) or not result:
+    """Why ``result`` (as read back from JSON) cannot be a stored result, or None: not an object or a list
+    (or, without a ``shape``, an empty one), not of ``shape`` (:func:`fields`, :func:`rows`, :func:`each`), or
+    a number out of range (:func:`number_problem`)."""
+    if not isinstance(result, (dict, list)) or (shape is None and not result):
         return f"has {'an empty ' + ('object' if result == {} else 'list') if result in ({}, []) else _kind(result)} " \
                "as its result"
     if shape is not None:
