@@ -495,8 +495,8 @@ class RunStore:
         if not p.exists() and not p.is_symlink():
             return None
         try:
-            if not p.is_file():
-                return self._damaged(key, "is not a file")
+            if not p.is_file():  # a folder or a link to nothing: set aside, so that the cell can be written again
+                return self._damaged(key, f"is not a file (set aside as {set_aside(p).name})")
             found = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
             return self._damaged(key, "is not valid JSON")

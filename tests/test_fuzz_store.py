@@ -290,3 +290,13 @@ def test_a_full_disk_in_a_dask_cell_is_one_line_and_no_worker_traceback(tmp_path
     assert "Traceback" not in proc.stderr and "Compute Failed" not in proc.stderr, proc.stderr
     assert "no space left on the device while writing checkpoint.pt" in proc.stderr
     assert not list((tmp_path / "run" / "cells").glob("*.json"))
+
+
+def test_a_cell_that_is_a_folder_is_set_aside_and_written_again(tmp_path):
+    messages = []
+    store = RunStore(tmp_path / "run", "test", log=messages.append)
+    key = f"c-{config_key({'name': 'c', 'a': 1})}"
+    store.path(key).mkdir()
+    assert store.cell("c", {"a": 1}, lambda: {"value": 0.25}) == ({"value": 0.25}, False)
+    assert "set aside" in messages[0] and store.path(key).is_file()
+    assert store.path(key).with_name(f"{key}.json.corrupt-1").is_dir()
