@@ -258,7 +258,8 @@ def load_spec(spec) -> Spec:
         raise ValueError(f"a sweep spec is a TOML file or a dict, got {type(spec).__name__}")
     unknown = set(spec) - {"command", "base", "grid"}
     if unknown:
-        raise ValueError(f"{where}: unknown key {short_repr(sorted(unknown)[0])}; a spec has command, [base] and [grid]")
+        raise ValueError(f"{where}: unknown key {short_repr(sorted(unknown)[0])}; a spec has command, [base] and "
+                         "[grid]")
     command = spec.get("command")
     if command not in COMMANDS:
         raise ValueError(f"{where}: command = {short_repr(command)} is not one of {', '.join(COMMANDS)}")
@@ -295,7 +296,8 @@ def _scalar(value, key: str, where: str) -> None:
         raise ValueError(f"{where}: {abridge(key, 60)} must be a single value (lists of values go in [grid]), got "
                          f"{short_repr(value)}")
     if not isinstance(value, (bool, int, float, str)):
-        raise ValueError(f"{where}: {abridge(key, 60)} must be a number, a string or a boolean, got {short_repr(value)}")
+        raise ValueError(f"{where}: {abridge(key, 60)} must be a number, a string or a boolean, got "
+                         f"{short_repr(value)}")
 
 
 def _explain(message: str, command: str, options: dict, tables: dict) -> str:

@@ -190,7 +190,8 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DamagedResult(f"{path} is not a readable training result ({abridge(plain_error(exc), 100)})") from None
     if result.config.key() != key:
-        raise DamagedResult(f"{path} carries the key {abridge(key, 40)}, not its configuration's ({result.config.key()})")
+        raise DamagedResult(f"{path} carries the key {abridge(key, 40)}, not its configuration's "
+                            f"({result.config.key()})")
     if result.finished != (result.steps == result.config.train.steps) or result.steps > result.config.train.steps:
         raise DamagedResult(f"{path} says {result.steps} of {result.config.train.steps} steps, "
                             f"{'finished' if result.finished else 'unfinished'}")
@@ -383,10 +384,7 @@ def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
     path = folder / "result.json"
     try:
         result = load_result(path, cfg)
-    except DamagedResult as exc:
-        _say(f"{exc}: set aside as {set_aside(path).name}; the run is resumed from its checkpoint (or recomputed)")
-        return None
-    except ValueError as exc:  # the result of another configuration: not this run's, set aside as damaged
+    except ValueError as exc:  # damaged, or the result of another configuration (not this run's): set aside
         _say(f"{exc}: set aside as {set_aside(path).name}; the run is resumed from its checkpoint (or recomputed)")
         return None
     if not result.finished:
