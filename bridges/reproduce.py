@@ -12,17 +12,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
-from .store import ESTIMATE, RunStore, csv_text, each, fields, rows, with_checksum, write_atomic, write_json
+from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
+                    write_json)
 
 KIND = "reproduce"
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
 
 
 # what each kind of cell holds (checked when a cell is read and before it is stored, bridges.store)
-THEORY_ROWS = rows("name", "value", numbers=("value",))
-KEYED_ROWS = each(rows("name", "value", numbers=("value",), empty=True))  # {str(budget): rows}
-AUDIT = fields("loss", "bayes_on_readings", "decoder_gap", "samples", "decoder",
-               nested={"loss": ESTIMATE, "bayes_on_readings": ESTIMATE, "decoder_gap": ESTIMATE})
 SHAPES = {
     "theory": fields("value", "stderr", numbers=("value",)),
     "keyed": KEYED_ROWS,

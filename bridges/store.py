@@ -310,7 +310,12 @@ def each(shape):
     return check
 
 
-ESTIMATE = fields("value", "stderr", "n", numbers=("value",))
+ESTIMATE = fields("value", "stderr", "n", numbers=("value",))  # an Estimate's to_dict
+# the cells the studies share (fv reproduce, fv scaling, fv compare --grid)
+THEORY_ROWS = rows("name", "value", numbers=("value",))  # fvnum.theory rows, as bridges.compare lays them out
+KEYED_ROWS = each(rows("name", "value", numbers=("value",), empty=True))  # {str(budget): keyed rows}
+AUDIT = fields("loss", "bayes_on_readings", "decoder_gap", "samples", "decoder",  # bridges.compare.audit_dict
+               nested={"loss": ESTIMATE, "bayes_on_readings": ESTIMATE, "decoder_gap": ESTIMATE})
 
 
 def result_problem(result, shape=None) -> str | None:
