@@ -7,20 +7,21 @@ naming the file and the problem: corrupt or truncated, not a checkpoint, or anot
 
 Damage. Each save keeps the checkpoint it replaces as ``checkpoint.prev.pt``. :func:`usable_checkpoint`
 returns the newest checkpoint that loads and fits its model; a damaged file (truncated, empty, not an fv
-checkpoint, weights that do not fit: a :class:`DamagedCheckpoint`) is renamed ``NAME.corrupt-<n>`` (set
-aside, not deleted) and reported in one line, and training resumes from the previous checkpoint or starts
-from scratch. A checkpoint of another configuration is refused (the folder holds someone else's run).
+checkpoint, not a file at all (a folder), weights that do not fit or are not finite, an RNG state torch
+refuses: a :class:`DamagedCheckpoint`) is renamed ``NAME.corrupt-<n>`` (set aside, not deleted) and
+reported in one line, and training resumes from the previous checkpoint or starts from scratch. A
+checkpoint of another configuration is refused (the folder holds someone else's run). Weights that are not
+finite are never saved (:func:`save_checkpoint` refuses them).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import torch
 
 from .config import RunConfig
-from .store import atomic_write_bytes
+from .store import atomic_write_bytes, set_aside
 
 FORMAT = "fv-checkpoint-1"
 _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
@@ -30,7 +31,19 @@ _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 class DamagedCheckpoint(ValueError):
     """A checkpoint file that cannot be used: corrupt, truncated, empty, not an fv checkpoint, or holding
-    weights or state that do not fit its model."""
+    weights or state that do not fit its model, or weights that are not finite."""
+
+
+class NonFiniteWeights(ValueError):
+    """A model whose weights are not all finite (NaN or infinite): never saved as a checkpoint."""
+
+
+def nonfinite_weights(state: dict) -> str | None:
+    """The name of the first floating-point tensor of a state dict that is not finite everywhere, or None."""
+    for name, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return str(name)
+    return None
 
 
 def previous_path(path) -> Path:
@@ -39,20 +52,14 @@ def previous_path(path) -> Path:
     return path.with_name(f"{path.stem}.prev{path.suffix}")
 
 
-def set_aside(path, label: str = "corrupt") -> Path:
-    """Rename ``path`` to ``NAME.<label>-<n>`` (the first free ``n``) and return the new path."""
-    path = Path(path)
-    n = 1
-    while path.with_name(f"{path.name}.{label}-{n}").exists():
-        n += 1
-    target = path.with_name(f"{path.name}.{label}-{n}")
-    os.replace(path, target)
-    return target
-
-
 def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra: dict | None = None) -> Path:
     """Write a checkpoint of ``model`` and ``optimizer`` after ``step`` training steps. ``extra`` holds
-    plain values (numbers, strings, lists, dicts, tensors) such as the loss history."""
+    plain values (numbers, strings, lists, dicts, tensors) such as the loss history. Weights that are not
+    finite are refused (:class:`NonFiniteWeights`, one line), and the previous checkpoint is kept."""
+    bad = nonfinite_weights(model.state_dict())
+    if bad is not None:
+        raise NonFiniteWeights(f"the weights of {cfg.key()} became NaN or infinite ({bad}) at step {int(step)}; "
+                               f"not saved (the previous checkpoint is kept); try a lower lr than {cfg.train.lr:g}")
     payload = {
         "format": FORMAT,
         "key": cfg.key(),
@@ -71,6 +78,8 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
     """Read a checkpoint; with ``cfg``, refuse one written for another configuration."""
     path = Path(path)
     if not path.is_file():
+        if path.exists():
+            raise DamagedCheckpoint(f"checkpoint {path} is not a file")
         raise FileNotFoundError(f"no checkpoint file at {path}")
     try:
         ck = torch.load(path, map_location=map_location, weights_only=True)
@@ -99,11 +108,20 @@ def restore(ck: dict, model, optimizer=None) -> int:
         model.load_state_dict(ck["model"])
         if optimizer is not None:
             optimizer.load_state_dict(ck["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as exc:
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:120]
         raise DamagedCheckpoint(f"checkpoint does not fit this model ({first})") from None
-    torch.set_rng_state(ck["rng"].cpu())
+    _set_rng(ck["rng"])
     return int(ck["step"])
+
+
+def _set_rng(rng) -> None:
+    """``torch.set_rng_state(rng)``; a state torch refuses is a :class:`DamagedCheckpoint`."""
+    try:
+        torch.set_rng_state(rng.cpu())
+    except (RuntimeError, ValueError, TypeError, AttributeError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:120]
+        raise DamagedCheckpoint(f"checkpoint holds a damaged random-number state ({first})") from None
 
 
 def _size(path) -> int:
@@ -122,14 +140,22 @@ def _check_usable(ck: dict, cfg: RunConfig, path: Path) -> None:
 
     rng = ck["rng"]
     extra = ck.get("extra")
+    step = ck["step"]
     if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or not isinstance(extra, dict) \
-            or any(k not in extra for k in _EXTRA) or not 0 <= int(ck["step"]) <= cfg.train.steps:
+            or any(k not in extra for k in _EXTRA) or isinstance(step, bool) or not isinstance(step, int) \
+            or not 0 <= step <= cfg.train.steps:
         raise DamagedCheckpoint(f"checkpoint {path} lacks part of the training state")
+    if not isinstance(ck["model"], dict) or nonfinite_weights(ck["model"]) is not None:
+        raise DamagedCheckpoint(f"checkpoint {path} holds weights that are not finite"
+                                + ("" if not isinstance(ck["model"], dict) else f" ({nonfinite_weights(ck['model'])})"))
     model = build_model(cfg)
+    state = torch.get_rng_state()
     try:
-        restore({**ck, "rng": torch.get_rng_state()}, model, torch.optim.Adam(model.parameters()))
+        restore(ck, model, torch.optim.Adam(model.parameters()))  # the RNG state too: torch checks it
     except DamagedCheckpoint as exc:
         raise DamagedCheckpoint(f"{path}: {exc}") from None
+    finally:
+        torch.set_rng_state(state)
 
 
 def usable_checkpoint(path, cfg: RunConfig, *, map_location="cpu", log=None) -> dict | None:
@@ -141,7 +167,7 @@ def usable_checkpoint(path, cfg: RunConfig, *, map_location="cpu", log=None) -> 
     path = Path(path)
     notes = []
     for candidate in (path, previous_path(path)):
-        if not candidate.is_file():
+        if not candidate.exists():
             continue
         try:
             ck = load_checkpoint(candidate, cfg, map_location=map_location)
@@ -170,7 +196,13 @@ def load_model(path, cfg: RunConfig | None = None, *, device="cpu"):
     model = build_model(cfg).to(device)
     try:
         model.load_state_dict(ck["model"])
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:120]
-        raise ValueError(f"checkpoint {path} does not fit its model ({first})") from None
-    return model.eval(), cfg, int(ck["step"])
+        raise DamagedCheckpoint(f"checkpoint {path} does not fit its model ({first})") from None
+    bad = nonfinite_weights(ck["model"])
+    if bad is not None:
+        raise DamagedCheckpoint(f"checkpoint {path} holds weights that are not finite ({bad})")
+    step = ck["step"]
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise DamagedCheckpoint(f"checkpoint {path} lacks part of the training state (its step)")
+    return model.eval(), cfg, step

@@ -392,7 +392,7 @@ class RunConfig:
         return cls(**parts)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False)  # strict: every number is finite
 
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":

@@ -62,6 +62,7 @@ class Cell:
     kwargs: dict = field(default_factory=dict)
     name: str = "cell"
     config: dict | None = None
+    shape: Callable | None = field(default=None, compare=False, repr=False)  # what its result holds (store.fields)
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not _KEY.match(self.key):
@@ -76,37 +77,66 @@ class Cell:
             raise ValueError(f"cell {self.key}: kwargs must be JSON-able ({exc})") from None
 
     @classmethod
-    def keyed(cls, name: str, config: dict, fn: Callable, kwargs: dict | None = None) -> "Cell":
+    def keyed(cls, name: str, config: dict, fn: Callable, kwargs: dict | None = None, shape=None) -> "Cell":
         """The cell whose key is ``name-<hash of config>``, the key ``RunStore.cell(name, config, ...)``
         uses; ``kwargs`` default to ``config``."""
         key = f"{name}-{config_key({'name': name, **config})}"
-        return cls(key, fn, dict(config if kwargs is None else kwargs), name, config)
+        return cls(key, fn, dict(config if kwargs is None else kwargs), name, config, shape)
+
+
+# errors a cell reports as one line (the command's own errors): returned by the worker, not raised there, so
+# that no worker log prints a traceback where the command prints its one line
+_REPORTED = (ValueError, OSError, MemoryError, OverflowError, RecursionError)
 
 
 def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
-    """Run one cell (on a worker): its result made plain JSON, and where and how long it ran. ``deadline``
-    (``time.time()`` seconds): the command's time cap, which training inside the cell watches."""
+    """Run one cell (on a worker): its result made plain strict JSON (``store._normal``), and where and how
+    long it ran; or ``{"error": ...}``, the one-line error the cell raised (:func:`_raise_reported` raises it
+    again in the caller). ``deadline`` (``time.time()`` seconds): the command's time cap, which training
+    inside the cell watches."""
     from fvnum.resources import time_limit
 
+    from .store import _normal
+
     start = time.perf_counter()
-    if deadline is None:
-        result = fn(**kwargs)
-    else:
-        left = deadline - time.time()
-        if left <= 0:
-            raise ValueError("the command's time cap (fv --max-seconds) passed before this cell started; "
-                             "finished cells are kept: run again to resume")
-        with time_limit(left):
+    try:
+        if deadline is None:
             result = fn(**kwargs)
-    result = json.loads(json.dumps(result, default=_plain))
+        else:
+            left = deadline - time.time()
+            if left <= 0:
+                raise ValueError("the command's time cap (fv --max-seconds) passed before this cell started; "
+                                 "finished cells are kept: run again to resume")
+            with time_limit(left):
+                result = fn(**kwargs)
+        result = _normal(result)
+    except _REPORTED as exc:
+        return {"error": {"type": type(exc).__name__, "os": isinstance(exc, OSError),
+                          "value": isinstance(exc, ValueError), "errno": getattr(exc, "errno", None),
+                          "strerror": getattr(exc, "strerror", None), "filename": _text(getattr(exc, "filename", None)),
+                          "message": str(exc)}}
     return {"result": result, "host": socket.gethostname(), "pid": os.getpid(),
             "seconds": round(time.perf_counter() - start, 3)}
 
 
-def _plain(x):
-    from .store import _jsonable
+def _text(x):
+    return None if x is None else str(x)
 
-    return _jsonable(x)
+
+def _raise_reported(ran: dict) -> dict:
+    """``ran``, or the error its cell reported, raised again here (an ``OSError`` with its errno and file, a
+    ``ValueError``, or the error of its type)."""
+    error = ran.get("error")
+    if error is None:
+        return ran
+    if error["os"]:
+        if error["errno"] is not None and error["strerror"] is not None:
+            raise OSError(error["errno"], error["strerror"], *([error["filename"]] if error["filename"] else []))
+        raise OSError(error["message"])
+    if error["value"]:
+        raise ValueError(error["message"])
+    kind = {"MemoryError": MemoryError, "OverflowError": OverflowError, "RecursionError": RecursionError}
+    raise kind.get(error["type"], RuntimeError)(error["message"])
 
 
 def _check_address(address: str) -> None:
@@ -243,7 +273,7 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
     deadline = time.time() + seconds_left() if time_over() is not None else None  # the command's time cap
     results, todo = {}, []
     for key in order:
-        found = store.get(key) if store is not None else None
+        found = store.get(key, shape=by_key[key].shape) if store is not None else None
         if found is not None and "result" in found:
             results[key] = found["result"]
         else:
@@ -257,15 +287,16 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
                              enabled=progress) as bar:
             def done(cell: Cell, ran: dict) -> None:
                 if store is not None:
-                    store.put(cell.key, {"name": cell.name, "config": cell.config if cell.config is not None
-                                         else cell.kwargs, "result": ran["result"],
-                                         "ran": {k: ran[k] for k in ("host", "pid", "seconds")}})
+                    _guard(cell, lambda: store.put(
+                        cell.key, {"name": cell.name, "config": cell.config if cell.config is not None
+                                   else cell.kwargs, "result": ran["result"],
+                                   "ran": {k: ran[k] for k in ("host", "pid", "seconds")}}, shape=cell.shape))
                 results[cell.key] = ran["result"]
                 bar.update(1)
 
             if client is None:
                 for cell in todo:
-                    done(cell, _guard(cell, lambda cell=cell: _call(cell.fn, cell.kwargs, deadline)))
+                    done(cell, _guard(cell, lambda cell=cell: _raise_reported(_call(cell.fn, cell.kwargs, deadline))))
             else:
                 _run_on(client, todo, done, deadline)
     return {key: results[key] for key in order}
@@ -276,7 +307,8 @@ def _guard(cell: Cell, get):
     try:
         return get()
     except ValueError as exc:
-        raise ValueError(f"cell {cell.key}: {exc}") from None
+        text = str(exc)
+        raise ValueError(text if text.startswith(f"cell {cell.key}: ") else f"cell {cell.key}: {text}") from None
 
 
 def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> None:
@@ -289,7 +321,7 @@ def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> No
         for future in as_completed(futures):
             cell = futures[future]
             try:
-                ran = _guard(cell, future.result)
+                ran = _guard(cell, lambda: _raise_reported(future.result()))
             except KilledWorker:
                 raise RuntimeError(f"cell {cell.key}: its worker died on every try (out of memory?); "
                                    "finished cells are kept") from None

@@ -12,10 +12,28 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
-from .store import RunStore, csv_text, with_checksum, write_atomic, write_json
+from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
+                    write_json)
 
 KIND = "reproduce"
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
+
+
+# what each kind of cell holds (checked when a cell is read and before it is stored, bridges.store)
+SHAPES = {
+    "theory": fields("value", "stderr", numbers=("value",)),
+    "keyed": KEYED_ROWS,
+    "theory_table": THEORY_ROWS,
+    "compare": fields("key", "model", "prior", "depth", "budget", "n_tokens", "tau", "seed", numbers=("tau",),
+                      nested={"trained": fields("loss", "stderr", "n", "steps", "wall_s", numbers=("loss", "stderr")),
+                              "theory": THEORY_ROWS}, optional={"audit": AUDIT}),
+    "audit": AUDIT,
+    "patching_theory": fields("loss", "stderr", "unpatched", "n", "strategy", "layers", "depths",
+                              nested={"unpatched": ESTIMATE}),
+    "probes_theory": fields("prefix", "final_prefix"),
+    "train": fields("run_key", "loss", "stderr", "n", "steps", numbers=("loss", "stderr")),
+}
+SHAPES["patching_model"], SHAPES["probes_model"] = SHAPES["patching_theory"], SHAPES["probes_theory"]
 
 
 def keyed_search_samples(cfg) -> int:
@@ -157,7 +175,7 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
                          lambda: {"value": gaussian_optimum(prior, B, data_channel(data)), "stderr": 0.0,
                                   "how": "exact"}))
             for key, fn in jobs:
-                result, _ = store.cell("theory", key, fn)
+                result, _ = store.cell("theory", key, fn, SHAPES["theory"])
                 rows.append({**key, **result})
         log(f"theory curves: budget {B}/{budgets[-1]} done")
     return rows
@@ -177,13 +195,13 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
 
     train_out = str(store.folder / "train")
     runs = grid(cfg, train_out)
-    todo = [r for r in runs if store.get(_cell_key("compare", r)) is None]
+    todo = [r for r in runs if store.get(_cell_key("compare", r), shape=SHAPES["compare"]) is None]
     in_process = cfg.scheduler is None and (cfg.workers == 1 or len(todo) < 2 or _cores() < 2 and cfg.workers is None)
     if todo and not in_process:
         log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
         absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
-        cells = [Cell.keyed("train", r.cell_config(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()})
-                 for r in todo]
+        cells = [Cell.keyed("train", r.cell_config(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()},
+                            SHAPES["train"]) for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     from .compare import keyed_curves, theory_losses
 
@@ -194,7 +212,8 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         n = keyed_search_samples(cfg)
         found, cached = store.cell("keyed", {"data": data.to_dict(), "budgets": budgets, "family": cfg.keyed,
                                              "samples": n, "seed": cfg.seed},
-                                   lambda: keyed_curves(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed))
+                                   lambda: keyed_curves(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed),
+                                   SHAPES["keyed"])
         if not cached:
             log(f"  keyed theory rows ({cfg.keyed} keys) of {tree_label(data.alpha, data.scales)} {data.prior} "
                 f"K{data.depth}, budgets {budgets} done")
@@ -205,7 +224,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
                   **({"keyed": cfg.keyed} if cfg.keyed is not None else {})}  # linear keys: the cells stored before
         rows, _ = store.cell("theory_table", config, lambda: theory_losses(
             run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=SEARCH_SAMPLES,
-            keyed=cfg.keyed, keyed_rows=keyed_rows(run.data).get(str(run.model.budget))))
+            keyed=cfg.keyed, keyed_rows=keyed_rows(run.data).get(str(run.model.budget))), SHAPES["theory_table"])
         return rows
 
     tables = []
@@ -214,7 +233,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             result = train(run, progress=cfg.progress and in_process)
             return compare(result, samples=cfg.samples, seed=cfg.seed, theory=theory_rows(run))
 
-        table, cached = store.cell("compare", run.cell_config(), work)
+        table, cached = store.cell("compare", run.cell_config(), work, SHAPES["compare"])
         # the theory rows of the current settings (a compare cell keeps the trained model's numbers; its theory
         # is the theory cell's, so a change of key family recomputes the theory cells only, no training)
         table = {**table, "theory": theory_rows(run)}
@@ -222,7 +241,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
             from .compare import AUDIT_SIZES, audit_dict
 
             found, _ = store.cell("audit", {"run": run.key(), "sizes": AUDIT_SIZES, "seed": cfg.seed},
-                                  lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed))
+                                  lambda run=run: audit_dict(train(run, progress=False), seed=cfg.seed), SHAPES["audit"])
             table = {**table, "audit": found}
         tables.append(table)
         log(f"  compared {run.key()}: trained {table['trained']['loss']:.4f}" + (" (cached)" if cached else ""))
@@ -260,20 +279,21 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     out = {}
     out["patching_theory"], _ = store.cell("patching_theory", {"data": data.to_dict(), "budget": B, "samples": cfg.samples,
                                                                "seed": cfg.seed},
-                                           lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict())
+                                           lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict(),
+                                           SHAPES["patching_theory"])
     if "A" in runs:
         out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].cell_config(), "n": n,
                                                              "seed": cfg.seed},
                                           lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
-                                                                     seed=cfg.seed).to_dict())
+                                                                     seed=cfg.seed).to_dict(), SHAPES["patching_model"])
     log("patching tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": data.to_dict(), "budget": B, "n": 4 * n, "seed": cfg.seed},
-                                          lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed))
+                                          lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed), SHAPES["probes_theory"])
     for name, run in runs.items():
         probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.cell_config(), "n": 4 * n, "seed": cfg.seed},
                                                lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
-                                                                                seed=cfg.seed))
+                                                                                seed=cfg.seed), SHAPES["probes_model"])
     out["probes"] = probes
     log("probes done")
     return out

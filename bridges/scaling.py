@@ -26,13 +26,19 @@ from dataclasses import asdict, dataclass
 from fvnum.laws import DEFAULT_CUT
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
-from .store import RunStore, csv_text, write_atomic, write_json
+from .store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
 
 STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
 
 KIND = "scaling"
-# the law each model and theory row should follow (fvnum.theory.predicted_law) and the theory row each model is
-# held against (fvnum.theory.prediction_row) are chosen in fvnum
+
+
+# what each kind of cell of the study holds (checked when read and before it is stored, bridges.store)
+SHAPES = {
+    "run": fields("key", "model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "history",
+                  "command", numbers=("loss", "stderr", "wall_seconds"), optional={"audit": AUDIT}),
+    "audit": AUDIT, "keyed": KEYED_ROWS, "theory": THEORY_ROWS,
+}
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,9 @@ class ScalingConfig:
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
-        if not self.models or any(m not in "ABC" for m in self.models):
-            raise ValueError(f"models must be letters of ABC, got {self.models!r}")
+        if not isinstance(self.models, str) or not self.models or any(m not in "ABC" for m in self.models) \
+                or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct letters of ABC, got {self.models!r:.40}")
         for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads", "cut"):
             value = getattr(self, name)
             if value is None and name in ("workers", "steps_per_budget"):
@@ -145,7 +152,8 @@ def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) 
     the rows in ``runs`` order."""
     from .engine import SYNCHRONOUS, Cell, run_cells
 
-    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config()) for run in runs]
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config(), SHAPES["run"])
+             for run in runs]
     scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
     results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
     return [results[cell.key] for cell in cells]
@@ -162,7 +170,7 @@ def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
     from .train import run_dir
 
     config = {"run": run.key(), "sizes": AUDIT_SIZES, "seed": seed}
-    result, _ = store.cell("audit", config, lambda: audit_dict(str(run_dir(run)), seed=seed))
+    result, _ = store.cell("audit", config, lambda: audit_dict(str(run_dir(run)), seed=seed), SHAPES["audit"])
     return result
 
 
@@ -176,7 +184,13 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     """The whole study: train (skipping finished runs), theory per budget, fits, outputs. ``train=False``:
     no training, the outputs cover the runs finished so far (the report says how many of how many)."""
     start = time.time()
-    store = RunStore(cfg.out, KIND)
+    try:
+        store = RunStore(cfg.out, KIND, create=train)  # --report-only: nothing created in a folder without a study
+    except ValueError as exc:
+        if train or "holds no" not in str(exc):
+            raise
+        raise ValueError(f"{cfg.out} has no finished run of this study yet; run fv scaling without --report-only "
+                         "to train") from None
     log(f"output folder: {store.folder}")
     runs = cfg.runs(str(store.folder / "train"))
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
@@ -184,7 +198,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     if train:
         rows = _run_cells(cfg, store, runs, log)
     else:
-        found = [(store.get(_cell_key(run)), run) for run in runs]
+        found = [(store.get(_cell_key(run), shape=SHAPES["run"]), run) for run in runs]
         runs = [run for cell, run in found if cell is not None]
         rows = [cell["result"] for cell, _ in found if cell is not None]
         log(f"report only: {len(rows)} of {len(found)} runs finished, no training")
@@ -198,7 +212,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     if cfg.keyed is not None:
         config = {"data": cfg.data().to_dict(), "budgets": list(cfg.budgets), "family": cfg.keyed,
                   "samples": cfg.search_samples, "seed": cfg.seed}
-        keyed, cached = store.cell("keyed", config, lambda: _keyed_rows(cfg))
+        keyed, cached = store.cell("keyed", config, lambda: _keyed_rows(cfg), SHAPES["keyed"])
         log(f"keyed theory rows ({cfg.keyed} keys) done" + (" (cached)" if cached else ""))
     theory = {}
     for b in cfg.budgets:
@@ -206,7 +220,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
                   "search_samples": cfg.search_samples, "seed": cfg.seed, "keyed": cfg.keyed}
         given = None if keyed is None else keyed[str(b)]
         theory[b], cached = store.cell("theory", config, lambda b=b, given=given: _theory_rows(
-            cfg, b, given))
+            cfg, b, given), SHAPES["theory"])
         log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
     fits = fit_study(rows, theory, cfg.cut)
     written = write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))

@@ -6,19 +6,33 @@ work each) and whatever the caller writes beside them. A cell is written with a 
 finished cells. Temporary files of a writer that died (``.NAME.PID.*.tmp``) are removed by the next
 write of the same file.
 
-Integrity: every cell carries its key and a SHA-256 checksum of its content and key. A cell that is not
-JSON, has the wrong shape (e.g. ``{}``), another key, no checksum or a wrong one (a hand-edited value)
-is reported in one line on stderr and recomputed.
+Integrity: every cell carries its key and a SHA-256 checksum of its content and key, and is checked on
+read for its shape and range: a cell that is not JSON, has the wrong shape (``{}``, a string or null where
+a table is expected, a missing field: :func:`fields`, :func:`rows`, :func:`each` describe what a kind of
+cell holds), a number that is not finite or a negative loss, value, standard error or count
+(:func:`number_problem`), another key, no checksum or a wrong one (a hand-edited value) is reported in one
+line on stderr and recomputed. A computed result that would fail those checks is refused, not stored.
 
-One process at a time: ``RunStore`` takes an exclusive lock on ``DIR/.lock`` (released when the process
-ends); a second ``fv reproduce``, ``fv scaling``, ``fv sweep`` or ``fv compare --grid`` into the same
-folder stops with one line naming the process that holds it.
+Strict JSON: every JSON output (:func:`write_json`, cells) is written with ``allow_nan=False``, a number
+that is not finite written as ``null``.
+
+A folder is checked before anything is written in it: ``RunStore`` opens a folder that is new (absent or
+empty but for hidden files) or holds a ``manifest.json`` of this kind and version, and refuses any other
+without creating, truncating or locking anything there. A ``manifest.json`` that cannot be read (not JSON,
+not an fv manifest) beside a ``cells/`` folder is set aside (``manifest.json.corrupt-<n>``) and rebuilt,
+so the finished cells are kept (each carries its key and checksum).
+
+One process at a time: ``RunStore`` takes an exclusive lock on ``DIR/.fv-lock`` (a name of this project, so
+another program's ``.lock`` is never touched; released when the process ends); a second ``fv reproduce``,
+``fv scaling``, ``fv sweep`` or ``fv compare --grid`` into the same folder stops with one line naming the
+process that holds it.
 """
 from __future__ import annotations
 
 import errno
 import hashlib
 import json
+import math
 import os
 import stat
 import sys
@@ -101,6 +115,18 @@ def atomic_write_bytes(path, write, *, keep: Path | None = None) -> Path:
     return path
 
 
+def set_aside(path, label: str = "corrupt") -> Path:
+    """Rename ``path`` to ``NAME.<label>-<n>`` (the first free ``n``) and return the new path: a damaged file
+    is set aside, never deleted."""
+    path = Path(path)
+    n = 1
+    while os.path.lexists(path.with_name(f"{path.name}.{label}-{n}")):
+        n += 1
+    target = path.with_name(f"{path.name}.{label}-{n}")
+    os.replace(path, target)
+    return target
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -139,7 +165,8 @@ def write_atomic(path, data: bytes | str) -> Path:
 
 
 def write_json(path, obj) -> Path:
-    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    """Write ``obj`` as strict JSON (numbers that are not finite become ``null``), atomically."""
+    return write_atomic(path, json.dumps(_normal(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def csv_text(rows: list[dict], columns=None, *, lineterminator: str = "\r\n") -> str:
@@ -188,8 +215,136 @@ def check_writable(folder) -> Path:
 
 
 def _normal(value):
-    """``value`` as it reads back from JSON (numpy numbers become numbers, tuples lists)."""
-    return json.loads(json.dumps(value, default=_jsonable))
+    """``value`` as it reads back from strict JSON (numpy numbers become numbers, tuples lists, numbers that
+    are not finite ``None``)."""
+    return json.loads(json.dumps(value, default=_jsonable), parse_constant=lambda _: None)
+
+
+# --- what a result may hold ------------------------------------------------------------------------------
+NONNEGATIVE = frozenset({"loss", "stderr", "n", "n_eval", "steps", "tau", "seconds", "wall_s", "wall_seconds",
+                         "train_seconds", "steps_per_s", "samples", "accuracy", "chance", "n_test", "budget", "depth"})
+SIGNED = frozenset({"decoder_gap", "effect", "change", "history", "decay"})  # differences: any sign
+
+
+def number_problem(value, where: str = "result") -> str | None:
+    """The first number in ``value`` (nested dicts and lists) that cannot be a result, as words, or None: a
+    number that is not finite, or a negative one under a key of :data:`NONNEGATIVE` (and ``value``, a loss,
+    unless it is a difference under a key of :data:`SIGNED`)."""
+    stack = [(value, where, "free")]
+    while stack:
+        obj, path, mode = stack.pop()
+        if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+            continue
+        if isinstance(obj, (int, float)):
+            if isinstance(obj, float) and not math.isfinite(obj):
+                return f"has {obj} at {path}"
+            if mode == "nonneg" and obj < 0:
+                return f"has a negative number ({abridge(obj)}) at {path}"
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                child = ("signed" if k in SIGNED else "nonneg" if k in NONNEGATIVE
+                         else "nonneg" if k == "value" and mode != "signed" else mode)
+                stack.append((v, f"{path}.{abridge(k, 40)}", child))
+        elif isinstance(obj, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]", mode) for i, v in enumerate(obj))
+        else:
+            return f"has a {type(obj).__name__} at {path}"
+    return None
+
+
+def _kind(obj) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
+        type(obj), "a number" if isinstance(obj, (int, float)) else type(obj).__name__)
+
+
+def fields(*names: str, numbers=(), nested: dict | None = None, optional: dict | None = None):
+    """The shape of a result that is an object with the fields ``names``; ``numbers`` among them must be
+    numbers; ``nested`` (and ``optional``, where present) map fields to the shapes of their values."""
+    nested, optional = dict(nested or {}), dict(optional or {})
+
+    def check(obj, where="result"):
+        if not isinstance(obj, dict):
+            return f"has {_kind(obj)} where an object is expected at {where}"
+        missing = [n for n in (*names, *nested) if n not in obj]
+        if missing:
+            return f"lacks {where}.{missing[0]}"
+        for n in numbers:
+            if isinstance(obj[n], bool) or not isinstance(obj[n], (int, float)):
+                return f"has {_kind(obj[n])} where a number is expected at {where}.{n}"
+        for n, shape in [*nested.items(), *((n, s) for n, s in optional.items() if obj.get(n) is not None)]:
+            problem = shape(obj[n], f"{where}.{n}")
+            if problem:
+                return problem
+        return None
+
+    return check
+
+
+def rows(*names: str, numbers=(), empty: bool = False):
+    """The shape of a list of objects with the fields ``names`` (a table of rows), non-empty unless ``empty``."""
+    row = fields(*names, numbers=numbers)
+
+    def check(obj, where="result"):
+        if not isinstance(obj, list) or not (obj or empty):
+            return f"has {'an empty list' if obj == [] else _kind(obj)} where a list of rows is expected at {where}"
+        for i, r in enumerate(obj):
+            problem = row(r, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+
+    return check
+
+
+def each(shape):
+    """The shape of a non-empty object whose every value has ``shape`` (e.g. rows by budget)."""
+    def check(obj, where="result"):
+        if not isinstance(obj, dict) or not obj:
+            return f"has {'an empty object' if obj == {} else _kind(obj)} where an object is expected at {where}"
+        for k, v in obj.items():
+            problem = shape(v, f"{where}.{abridge(k, 40)}")
+            if problem:
+                return problem
+        return None
+
+    return check
+
+
+ESTIMATE = fields("value", "stderr", "n", numbers=("value",))  # an Estimate's to_dict
+# the cells the studies share (fv reproduce, fv scaling, fv compare --grid)
+THEORY_ROWS = rows("name", "value", numbers=("value",))  # fvnum.theory rows, as bridges.compare lays them out
+KEYED_ROWS = each(rows("name", "value", numbers=("value",), empty=True))  # {str(budget): keyed rows}
+AUDIT = fields("loss", "bayes_on_readings", "decoder_gap", "samples", "decoder",  # bridges.compare.audit_dict
+               nested={"loss": ESTIMATE, "bayes_on_readings": ESTIMATE, "decoder_gap": ESTIMATE})
+
+
+def result_problem(result, shape=None) -> str | None:
+    """Why ``result`` (as read back from JSON) cannot be a stored result, or None: not an object or a list
+    (or, without a ``shape``, an empty one), not of ``shape`` (:func:`fields`, :func:`rows`, :func:`each`), or
+    a number out of range (:func:`number_problem`)."""
+    if not isinstance(result, (dict, list)) or (shape is None and not result):
+        return f"has {'an empty ' + ('object' if result == {} else 'list') if result in ({}, []) else _kind(result)} " \
+               "as its result"
+    if shape is not None:
+        problem = shape(result, "result")
+        if problem:
+            return problem
+    return number_problem(result)
+
+
+def abridge(value, limit: int = 80) -> str:
+    """``value`` (a string as it is, anything else by its ``repr``) cut to about ``limit`` characters, saying
+    how long it was: what an error line shows of a value, so that a 10 MB input gives a short line."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    head = max(8, limit - 30)
+    return f"{text[:head]}... ({len(text):,} characters)"
+
+
+def short_repr(value, limit: int = 80) -> str:
+    """``repr(value)`` abridged (:func:`abridge`)."""
+    return abridge(repr(value), limit)
 
 
 def checksum(key: str, content) -> str:
@@ -211,16 +366,18 @@ def verify_checksum(record, name: str = "results") -> bool:
 
 
 _HELD: dict[str, int] = {}  # folders this process has locked -> the lock file's descriptor
+LOCK = ".fv-lock"  # the lock file of a run folder (a name of this project: another program's .lock is never touched)
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few lines; a larger file is not one (sized before it is read)
 
 
 def _lock(folder: Path, kind: str) -> None:
-    """Take ``folder/.lock`` (never through a symbolic link: a link there is refused in one line)."""
+    """Take ``folder/.fv-lock`` (never through a symbolic link: a link there is refused in one line)."""
     import fcntl
 
     where = str(folder.resolve())
     if where in _HELD:
         return
-    path = folder / ".lock"
+    path = folder / LOCK
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666 & ~_UMASK)
     except OSError as exc:
@@ -238,73 +395,132 @@ def _lock(folder: Path, kind: str) -> None:
             holder = os.read(fd, 200).decode(errors="replace").split()
         finally:
             os.close(fd)
-        who = f"process {holder[0]}" + (f" (fv {holder[1]})" if len(holder) > 1 else "") if holder else "another process"
+        who = (f"process {abridge(holder[0], 20)}" + (f" (fv {abridge(holder[1], 20)})" if len(holder) > 1 else "")
+               if holder else "another process")
         raise ValueError(f"{folder} is in use by {who}; wait for it to finish or choose another output folder") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} {kind}\n".encode())
     _HELD[where] = fd
 
 
+def _read_manifest(path: Path):
+    """The manifest's object, or a string saying why it is not one (sized before it is read)."""
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            return "is not a file"
+        if size > MAX_MANIFEST_BYTES:
+            return f"is {size:,} bytes, not a manifest"
+        found = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
+        return "is not valid JSON"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if not isinstance(found, dict):
+        return f"holds {_kind(found)}, not a manifest"
+    if found.get("format") != FORMAT or not {"kind", "version"} <= set(found):
+        return f"is not an fv run manifest (format {FORMAT!r} with kind and version)"
+    return found
+
+
 class RunStore:
     """A run folder with finished cells keyed by configuration hash.
 
     ``RunStore(folder, kind)`` creates the folder (or reopens one written by the same ``kind`` and
-    format version) and refuses, with a one-line error, a folder written by another version or kind,
-    or a non-empty folder that is not a run folder.
+    format version) and refuses, with a one-line error and before writing anything there, a folder written
+    by another version or kind, or a non-empty folder that is not a run folder. ``create=False``: open an
+    existing run folder only (``fv scaling --report-only``), refusing a new one without creating it. A
+    damaged ``manifest.json`` beside ``cells/`` is set aside and rebuilt (one line through ``log``).
     """
 
-    def __init__(self, folder, kind: str, *, log=None):
-        self.folder = check_writable(folder)
+    def __init__(self, folder, kind: str, *, log=None, create: bool = True):
+        folder = Path(folder)
         self.kind = kind
         self.log = log if log is not None else (lambda message: print(message, file=sys.stderr))
         self._reported: set[str] = set()
+        state = self._state(folder)  # checked before anything is created, truncated or locked
+        if state == "new" and not create:
+            raise ValueError(f"{folder} holds no fv {kind} run yet")
+        self.folder = check_writable(folder)
         _lock(self.folder, kind)
+        state = self._state(self.folder)  # again, now that no other fv process can change it
         manifest = self.folder / "manifest.json"
         expected = {"format": FORMAT, "version": FORMAT_VERSION, "kind": kind}
-        if manifest.exists():
-            try:
-                found = json.loads(manifest.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise ValueError(f"{manifest} is corrupt; choose a new output folder") from None
-            if {k: found.get(k) for k in expected} != expected:
-                raise ValueError(
-                    f"{self.folder} holds a run of another kind or version "
-                    f"({found.get('kind')}, format {found.get('version')}; this is {kind}, format "
-                    f"{FORMAT_VERSION}); choose a new output folder"
-                )
-        else:
-            visible = [p for p in self.folder.iterdir() if not p.name.startswith(".")]
-            if visible:
-                raise ValueError(f"{self.folder} is not empty and is not a run folder; choose a new output folder")
+        if state != "ours":
+            if state != "new":
+                aside = set_aside(manifest)
+                self.log(f"{manifest} {state}: set aside as {aside.name} and rebuilt; the finished cells in "
+                         f"{self.folder / 'cells'} are kept")
             write_json(manifest, expected)
         (self.folder / "cells").mkdir(exist_ok=True)
+
+    def _state(self, folder: Path) -> str:
+        """``ours`` (a run folder of this kind), ``new`` (absent, or empty but for hidden files), or why its
+        damaged manifest must be rebuilt (a ``cells/`` folder beside it); a one-line ValueError otherwise."""
+        if not folder.exists():
+            return "new" if not folder.is_symlink() else self._refuse_new(folder)
+        if not folder.is_dir():
+            raise NotADirectoryError(f"output folder {folder} exists and is not a folder")
+        manifest = folder / "manifest.json"
+        if manifest.exists() or manifest.is_symlink():
+            found = _read_manifest(manifest)
+            if isinstance(found, str):
+                if (folder / "cells").is_dir() and not manifest.is_symlink():
+                    return found
+                raise ValueError(f"{manifest} {found} and {folder} has no cells/ folder: it is not a run folder; "
+                                 "choose a new output folder")
+            expected = {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind}
+            if {k: found.get(k) for k in expected} != expected:
+                raise ValueError(
+                    f"{folder} holds a run of another kind or version "
+                    f"({abridge(found.get('kind'), 30)}, format {abridge(found.get('version'), 30)}; this is "
+                    f"{self.kind}, format {FORMAT_VERSION}); choose a new output folder")
+            return "ours"
+        try:
+            visible = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        except OSError as exc:
+            raise PermissionError(f"output folder {folder} cannot be read ({exc.strerror})") from None
+        if visible:
+            raise ValueError(f"{folder} is not empty and is not a run folder; choose a new output folder")
+        return "new"
+
+    @staticmethod
+    def _refuse_new(folder: Path) -> str:
+        raise ValueError(f"output folder {folder} is a dangling symbolic link; choose another output folder")
 
     def path(self, key: str) -> Path:
         return self.folder / "cells" / f"{key}.json"
 
-    def get(self, key: str, required=("result",)):
+    def get(self, key: str, required=("result",), shape=None):
         """The stored cell ``key`` (a dict), or None when it is absent, or damaged: not JSON, not an object
-        with the ``required`` fields, another key, no checksum or a wrong one. A damaged cell is reported
-        in one line (``log``) and will be recomputed."""
+        with the ``required`` fields, another key, no checksum or a wrong one, a ``result`` that is not of
+        ``shape`` or holds a number out of range (:func:`result_problem`). A damaged cell is reported in one
+        line (``log``) and will be recomputed."""
         p = self.path(key)
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             return None
         try:
+            if not p.is_file():  # a folder or a link to nothing: set aside, so that the cell can be written again
+                return self._damaged(key, f"is not a file (set aside as {set_aside(p).name})")
             found = json.loads(p.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
             return self._damaged(key, "is not valid JSON")
         except OSError as exc:
             return self._damaged(key, f"cannot be read ({exc.strerror})")
         if not isinstance(found, dict):
-            return self._damaged(key, f"is a JSON {type(found).__name__}, not a cell")
+            return self._damaged(key, f"is {_kind(found)}, not a cell")
         missing = [f for f in (*required, "key", "checksum") if f not in found]
         if missing:
             return self._damaged(key, f"lacks {', '.join(missing)}")
         if found["key"] != key:
-            return self._damaged(key, f"is the cell of key {found['key']!r}")
+            return self._damaged(key, f"is the cell of key {abridge(found['key'], 60)}")
         content = {k: v for k, v in found.items() if k not in ("key", "checksum")}
         if found["checksum"] != checksum(key, content):
             return self._damaged(key, "fails its checksum (edited or corrupted)")
+        if "result" in required:
+            problem = result_problem(found["result"], shape)
+            if problem:
+                return self._damaged(key, problem)
         return content
 
     def _damaged(self, key: str, why: str):
@@ -313,25 +529,32 @@ class RunStore:
             self.log(f"cell {self.path(key)} {why}; recomputing it")
         return None
 
-    def put(self, key: str, value: dict) -> Path:
-        """Store the cell ``key`` (a dict) with its key and checksum."""
+    def put(self, key: str, value: dict, shape=None) -> Path:
+        """Store the cell ``key`` (a dict) with its key and checksum; a ``result`` that :meth:`get` would
+        refuse (:func:`result_problem`) is a one-line ValueError and is not stored."""
         if not isinstance(value, dict):
             raise ValueError(f"a cell is a JSON object, got {type(value).__name__}")
         content = _normal(value)
+        if "result" in content:
+            problem = result_problem(content["result"], shape)
+            if problem:
+                raise ValueError(f"cell {key}: the computed result {problem} (numbers that are not finite are "
+                                 "stored as null); it is not stored")
         return write_json(self.path(key), {**content, "key": key, "checksum": checksum(key, content)})
 
-    def cell(self, name: str, config: dict, compute):
-        """Return the stored result of ``(name, config)``, computing and storing it if absent.
+    def cell(self, name: str, config: dict, compute, shape=None):
+        """Return the stored result of ``(name, config)``, computing and storing it if absent or damaged
+        (``shape``: what the result must hold, see :meth:`get`).
 
-        Returns ``(result, cached)``.
+        Returns ``(result, cached)``; a computed result comes back as it reads from the store.
         """
         key = f"{name}-{config_key({'name': name, **config})}"
-        found = self.get(key)
+        found = self.get(key, shape=shape)
         if found is not None:
             return found["result"], True
         from fvnum.resources import check_deadline
 
         check_deadline(f"fv {self.kind} stopped before cell {key}")  # past fv --max-seconds: stop between cells
         result = compute()
-        self.put(key, {"name": name, "config": config, "result": result})
-        return result, False
+        self.put(key, {"name": name, "config": config, "result": result}, shape=shape)
+        return _normal(result), False

@@ -41,7 +41,7 @@ from fvsym._validate import check_int, parse_fraction, plain_error
 
 from .config import DEFAULT_SAMPLES, RENAMED_OPTIONS, RUN_OPTION_NAMES, RunConfig
 from .engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run_cells, scheduler_address
-from .store import RunStore, csv_text, with_checksum, write_atomic, write_json
+from .store import RunStore, abridge, csv_text, fields, short_repr, with_checksum, write_atomic, write_json
 
 __all__ = [
     "COMMANDS", "CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "plan", "run",
@@ -50,6 +50,11 @@ __all__ = [
 
 KIND = "sweep"
 RESULTS_FORMAT = "fv-sweep-1"
+SHAPES = {  # what a cell of each command holds (checked when read and before it is stored, bridges.store)
+    "train": fields("loss", "stderr", "n", numbers=("loss", "stderr", "n")),
+    "compare": fields("loss", "stderr", "n", "table", numbers=("loss", "stderr", "n")),
+    "mc": fields("value", "stderr", "n", numbers=("value", "stderr", "n")),
+}
 
 
 # --- the commands a sweep runs ----------------------------------------------------------------------
@@ -75,7 +80,7 @@ def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[d
     compare cell; ValueError naming the spec key of an unknown, reserved or bad option."""
     values, samples = {"out": out}, DEFAULT_SAMPLES if command == "compare" else None
     for name, value in options.items():
-        key, flag = f"{tables[name]}.{name}", "--" + name.replace("_", "-")
+        key, flag = f"{tables[name]}.{abridge(name, 60)}", "--" + abridge(name.replace("_", "-"), 60)
         if name in COMMANDS[command].reserved:
             raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
         if flag in RENAMED_OPTIONS:
@@ -93,7 +98,8 @@ def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[d
             else:
                 values[option.dest] = option.parse(text)
         except ValueError as exc:
-            raise ValueError(f"spec {key} = {value!r}: fv {command} rejects it ({exc})") from None
+            raise ValueError(f"spec {abridge(key, 60)} = {short_repr(value)}: fv {command} rejects it "
+                             f"({abridge(str(exc), 200)})") from None
     if "model" not in values:
         raise ValueError(f"spec: fv {command} needs model; set it in [base] or [grid]")
     return values, samples
@@ -101,7 +107,7 @@ def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[d
 
 def _samples(text: str) -> int:
     if not re.fullmatch(r"\s*\d{1,19}\s*", text):
-        raise ValueError(f"--samples must be an integer, got {text!r}")
+        raise ValueError(f"--samples must be an integer, got {short_repr(text)}")
     return check_int(int(text), "--samples", 2, 10**10)
 
 
@@ -139,7 +145,7 @@ def _mc_argv(options: dict, tables: dict) -> list[str]:
     """The command line of one mc cell; ValueError naming the spec key of a reserved option or a switch."""
     argv = []
     for name, value in options.items():
-        key, flag = f"{tables[name]}.{name}", "--" + name.replace("_", "-")
+        key, flag = f"{tables[name]}.{abridge(name, 60)}", "--" + abridge(name.replace("_", "-"), 60)
         if name in COMMANDS["mc"].reserved:
             raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
         if name == "help":
@@ -168,7 +174,7 @@ def _check_mc(args) -> None:
         try:
             tau = Fraction(args.tau)
         except (ValueError, ZeroDivisionError):
-            raise ValueError(f"tau must be a number such as 0.3 or 3/10, got {args.tau!r}") from None
+            raise ValueError(f"tau must be a number such as 0.3 or 3/10, got {short_repr(args.tau)}") from None
         if tau < 0:
             raise ValueError(f"tau must be >= 0, got {args.tau}")
     if args.strategy == "fixed" and args.design is None:
@@ -252,27 +258,30 @@ def load_spec(spec) -> Spec:
         raise ValueError(f"a sweep spec is a TOML file or a dict, got {type(spec).__name__}")
     unknown = set(spec) - {"command", "base", "grid"}
     if unknown:
-        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r}; a spec has command, [base] and [grid]")
+        raise ValueError(f"{where}: unknown key {short_repr(sorted(unknown)[0])}; a spec has command, [base] and "
+                         "[grid]")
     command = spec.get("command")
     if command not in COMMANDS:
-        raise ValueError(f"{where}: command = {command!r} is not one of {', '.join(COMMANDS)}")
+        raise ValueError(f"{where}: command = {short_repr(command)} is not one of {', '.join(COMMANDS)}")
     tables = {}
     for table in ("base", "grid"):
         raw = spec.get(table, {})
         if not isinstance(raw, dict):
-            raise ValueError(f"{where}: {table} must be a table of options, got {raw!r}")
+            raise ValueError(f"{where}: {table} must be a table of options, got {short_repr(raw)}")
         tables[table] = {}
         for key, value in raw.items():
             name = _option_name(key)
             if name in tables[table] or (table == "grid" and name in tables["base"]):
-                raise ValueError(f"{where}: option {key!r} is given twice (in [base] and [grid], or spelled twice)")
+                raise ValueError(f"{where}: option {short_repr(key)} is given twice (in [base] and [grid], or spelled "
+                                 "twice)")
             if table == "grid":
                 if not isinstance(value, list) or not value:
-                    raise ValueError(f"{where}: grid.{key} must be a non-empty list of values, got {value!r}")
+                    raise ValueError(f"{where}: grid.{abridge(key, 60)} must be a non-empty list of values, got "
+                                     f"{short_repr(value)}")
                 for v in value:
                     _scalar(v, f"grid.{key}", where)
                 if len(set(map(repr, value))) != len(value):
-                    raise ValueError(f"{where}: grid.{key} repeats a value: {value!r}")
+                    raise ValueError(f"{where}: grid.{abridge(key, 60)} repeats a value: {short_repr(value)}")
                 value = tuple(value)
             else:
                 _scalar(value, f"base.{key}", where)
@@ -284,9 +293,11 @@ def load_spec(spec) -> Spec:
 
 def _scalar(value, key: str, where: str) -> None:
     if isinstance(value, (list, dict)):
-        raise ValueError(f"{where}: {key} must be a single value (lists of values go in [grid]), got {value!r}")
+        raise ValueError(f"{where}: {abridge(key, 60)} must be a single value (lists of values go in [grid]), got "
+                         f"{short_repr(value)}")
     if not isinstance(value, (bool, int, float, str)):
-        raise ValueError(f"{where}: {key} must be a number, a string or a boolean, got {value!r}")
+        raise ValueError(f"{where}: {abridge(key, 60)} must be a number, a string or a boolean, got "
+                         f"{short_repr(value)}")
 
 
 def _explain(message: str, command: str, options: dict, tables: dict) -> str:
@@ -300,12 +311,13 @@ def _explain(message: str, command: str, options: dict, tables: dict) -> str:
     if flag:
         name = _option_name(flag.group(1)[2:])
         if name in options:
-            return f"spec {tables[name]}.{name} = {options[name]!r}: fv {command} rejects it ({message})"
+            return (f"spec {tables[name]}.{abridge(name, 60)} = {short_repr(options[name])}: fv {command} rejects it "
+                    f"({abridge(message, 200)})")
     required = re.search(r"required: (--[\w-]+)", message)
     if required:
         name = _option_name(required.group(1)[2:])
         return f"spec: fv {command} needs {name}; set it in [base] or [grid]"
-    return f"spec: fv {command} rejects {message}"
+    return f"spec: fv {command} rejects {abridge(message, 200)}"
 
 
 MAX_CELLS = 10_000  # a larger grid is refused before it is built (split it into several sweeps)
@@ -349,14 +361,28 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
                 seconds += _train_cell_seconds(run, samples)
         except ValueError as exc:
             raise ValueError(_blame(str(exc), spec, point, options, tables)) from None
-        cells.append(Cell.keyed(spec.command, config, run_command, payload))
+        cells.append(Cell.keyed(spec.command, config, run_command, payload, SHAPES[spec.command]))
         points.append(point)
     from fvnum.resources import check_time
 
-    parallel = max(1, min(workers or _cpu_count(), _cpu_count()))
-    check_time(f"fv sweep of {len(cells)} cells on {parallel} worker{'s' if parallel > 1 else ''}",
-               seconds / parallel, "; fewer cells or smaller sizes fit")
+    check_time(f"fv sweep of {len(cells)} cells {priced_on(workers)}", seconds / _parallel(workers),
+               "; fewer cells or smaller sizes fit")
     return spec, cells, points
+
+
+def _parallel(workers: int | None) -> int:
+    """How many cells the price assumes run at once: the workers, at most one per core."""
+    return max(1, min(workers or _cpu_count(), _cpu_count()))
+
+
+def priced_on(workers: int | None) -> str:
+    """What the sweep's price assumes, in words (``--workers`` beyond the cores is said to be priced on the
+    cores: the extra workers share them)."""
+    n = _parallel(workers)
+    words = f"on {n} worker{'s' if n > 1 else ''}"
+    if workers is not None and workers > n:
+        words += f" (--workers {workers} priced on the {n} core{'s' if n > 1 else ''} that run them at once)"
+    return words
 
 
 def _cpu_count() -> int:
@@ -418,9 +444,10 @@ def _blame(message: str, spec: Spec, point: dict, options: dict, tables: dict) -
     for name in names:
         words = {name, name.replace("_", "-"), name.replace("_", " ")}
         if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", message) for w in words):
-            return f"spec {tables[name]}.{name} = {options[name]!r}: fv {spec.command} rejects it ({message})"
-    label = ", ".join(f"{k}={v!r}" for k, v in point.items())
-    return f"spec cell {label}: fv {spec.command} rejects it ({message})"
+            return (f"spec {tables[name]}.{abridge(name, 60)} = {short_repr(options[name])}: fv {spec.command} "
+                    f"rejects it ({abridge(message, 200)})")
+    label = abridge(", ".join(f"{abridge(k, 40)}={short_repr(v, 40)}" for k, v in point.items()), 200)
+    return f"spec cell {label}: fv {spec.command} rejects it ({abridge(message, 200)})"
 
 
 # --- fv sweep ------------------------------------------------------------------------------------------
@@ -457,13 +484,13 @@ def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool
     """Run a sweep (a TOML path, a dict or a ``Spec``) into the folder ``out``; see the module docstring."""
     start = time.perf_counter()
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        raise ValueError(f"workers must be an integer >= 1, got {short_repr(workers)}")
     spec, cells, points = plan(spec, out, workers=workers)  # every cell checked before anything is written
     if isinstance(scheduler, str) and scheduler != SYNCHRONOUS:
         scheduler_address(scheduler)  # a scheduler that does not answer: one line, before anything is written
     store = RunStore(out, KIND)
-    cached = sum(store.get(c.key) is not None for c in {c.key: c for c in cells}.values())
-    log(f"sweep of fv {spec.command}: {len(cells)} cells into {store.folder}")
+    cached = sum(store.get(c.key, shape=c.shape) is not None for c in {c.key: c for c in cells}.values())
+    log(f"sweep of fv {spec.command}: {len(cells)} cells into {store.folder}, priced {priced_on(workers)}")
     results = run_cells(cells, store, scheduler=scheduler, workers=workers, progress=progress, log=log)
     column = COMMANDS[spec.command].column
     rows = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -26,19 +27,26 @@ from fvnum.estimate import Estimate
 from fvsym._validate import plain_error
 
 from ._malloc import keep_freed_memory
-from .checkpoint import DamagedCheckpoint, load_model, restore, save_checkpoint, set_aside, usable_checkpoint
+from .checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
+                         usable_checkpoint)
 from .config import RunConfig
 from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
 from .models import WorkspaceModel, build_model, grow
 from .precision import describe
-from .store import write_atomic
+from .store import abridge, number_problem, verify_checksum, with_checksum, write_atomic, write_json
 
 RESULT_FORMAT = "fv-train-result-1"
 EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the training batch
 
 
 class TrainingDiverged(ValueError):
-    """The training loss became NaN or infinite."""
+    """The training loss, the held-out loss or the weights became NaN or infinite."""
+
+
+class DamagedResult(ValueError):
+    """A ``result.json`` that cannot be used: not JSON, not a training result, no checksum or a wrong one, a
+    key that is not its configuration's, or fields of the wrong type or range (a loss that is NaN, negative or
+    not a number)."""
 
 
 class TimeCapReached(ValueError):
@@ -88,7 +96,7 @@ class TrainResult:
     def from_dict(cls, d: dict) -> "TrainResult":
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
             raise ValueError(f"not a training result (format {RESULT_FORMAT!r})")
-        d = {k: v for k, v in d.items() if k not in ("format", "key")}
+        d = {k: v for k, v in d.items() if k not in ("format", "key", "checksum")}
         d["config"] = RunConfig.from_dict(d["config"])
         d["history"] = tuple(tuple(row) for row in d["history"])
         return cls(**d)
@@ -148,15 +156,74 @@ def run_dir(cfg: RunConfig) -> Path | None:
     return Path(cfg.train.out) / cfg.key() if cfg.train.out else None
 
 
+MAX_RESULT_BYTES = 256 << 20  # a result.json is kilobytes (its history); a larger file is not one
+
+
 def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
+    """The ``TrainResult`` stored in a run's ``result.json``, checked like a cell: its checksum, its own key
+    (that of its configuration), and every field of the right type and range (a finite, non-negative loss).
+    A damaged file is a one-line :class:`DamagedResult`; with ``cfg``, the result of another configuration
+    is a ``ValueError`` that says so."""
     path = Path(path)
     try:
-        result = TrainResult.from_dict(json.loads(path.read_text()))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable training result ({plain_error(exc)})") from None
-    if cfg is not None and result.config.key() != cfg.key():
-        raise ValueError(f"{path} holds the result of another configuration ({result.config.key()})")
+        size = path.stat().st_size
+        if not path.is_file():
+            raise DamagedResult(f"{path} is not a file")
+        if size > MAX_RESULT_BYTES:
+            raise DamagedResult(f"{path} is {size:,} bytes, not a training result")
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise DamagedResult(f"{path} is not a readable training result ({abridge(plain_error(exc), 100)})") from None
+    if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
+        raise DamagedResult(f"{path} is not a training result (format {RESULT_FORMAT!r})")
+    key = record.get("key")
+    if "checksum" not in record:
+        raise DamagedResult(f"{path} has no checksum (written before results were checksummed, or edited; the "
+                            "same fv train command checks the run and writes it again)")
+    if not isinstance(key, str) or not verify_checksum(record, key):
+        raise DamagedResult(f"{path} fails its checksum (edited or corrupted)")
+    problem = _result_problem(record)
+    if problem:
+        raise DamagedResult(f"{path} {problem}")
+    try:
+        result = TrainResult.from_dict(record)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DamagedResult(f"{path} is not a readable training result ({abridge(plain_error(exc), 100)})") from None
+    if result.config.key() != key:
+        raise DamagedResult(f"{path} carries the key {abridge(key, 40)}, not its configuration's "
+                            f"({result.config.key()})")
+    if result.finished != (result.steps == result.config.train.steps) or result.steps > result.config.train.steps:
+        raise DamagedResult(f"{path} says {result.steps} of {result.config.train.steps} steps, "
+                            f"{'finished' if result.finished else 'unfinished'}")
+    if cfg is not None and key != cfg.key():
+        raise ValueError(f"{path} holds the result of another configuration ({abridge(key, 40)})")
     return result
+
+
+_NUMBERS = {"loss": False, "stderr": False, "train_seconds": False, "wall_seconds": False, "steps_per_s": True}
+
+
+def _result_problem(record: dict) -> str | None:
+    """What is wrong with the fields of a training result (read back from JSON), or None."""
+    for name, optional in _NUMBERS.items():
+        v = record.get(name)
+        if v is None and optional:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"has {abridge(v, 40)} where its {name} (a number) is expected"
+    for name, low in (("n_eval", 1), ("steps", 0)):
+        v = record.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            return f"has {abridge(v, 40)} where its {name} (an integer >= {low}) is expected"
+    if not isinstance(record.get("finished"), bool) or record.get("metric") not in ("theta", "query"):
+        return "lacks its finished flag or its metric"
+    history = record.get("history")
+    if not isinstance(history, list) or not history or any(not isinstance(r, list) or len(r) != 5 for r in history):
+        return "has no history of evaluations"
+    for name in ("run_dir", "checkpoint", "precision"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            return f"has {abridge(record[name], 40)} where its {name} is expected"
+    return number_problem({k: v for k, v in record.items() if k != "config"}, "result.json")
 
 
 def train(cfg: RunConfig, *, progress: bool = True, resume: bool = True, stop_at: int | None = None) -> TrainResult:
@@ -186,8 +253,17 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     tc = cfg.train
     folder = run_dir(cfg)
     ckpt_path = folder / "checkpoint.pt" if folder else None
+    source = None
+    if tc.init_from is not None and not (folder and os.path.lexists(folder)):
+        source = _init_source(cfg)  # a refused --init-from leaves no run folder behind
     if folder:
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise NotADirectoryError(f"run folder {folder} exists and is not a folder")
         folder.mkdir(parents=True, exist_ok=True)
+        for name in ("checkpoint.pt", "checkpoint.prev.pt", "result.json", "config.json"):
+            path = folder / name
+            if os.path.lexists(path) and not path.is_file():  # a folder, a link to nothing, a device
+                _say(f"{path} is not a file: set aside as {set_aside(path).name}")
         if resume and (folder / "result.json").exists():
             stored = _stored_result(folder, cfg, device)
             if stored is not None:
@@ -195,9 +271,9 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         if (folder / "config.json").exists():
             try:
                 stored = RunConfig.from_json((folder / "config.json").read_text())
-            except (ValueError, UnicodeDecodeError) as exc:
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                 aside = set_aside(folder / "config.json")
-                _say(f"{folder / 'config.json'} is damaged ({str(exc)[:80]}): set aside as {aside.name}")
+                _say(f"{folder / 'config.json'} is damaged ({abridge(str(exc), 80)}): set aside as {aside.name}")
                 stored = cfg
             if stored.key() != cfg.key():
                 diffs = "; ".join(cfg.differences(stored)[:3])
@@ -210,7 +286,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     torch.manual_seed(tc.seed)
     model = build_model(cfg).to(device)
     if ck is None and tc.init_from is not None:
-        _grow_from(cfg, model, device)
+        _grow_from(cfg, model, device, source)
     elif ck is None and tc.init_policy is not None:
         _distil_into(cfg, model, device, folder)
     optimizer = _adam(model, tc.lr, device)
@@ -287,6 +363,11 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
     if history[-1][0] != step:  # stopped between evaluations: evaluate now (not part of the checkpoint)
         eval_row()
     _, _, value, stderr, _ = history[-1]
+    bad = nonfinite_weights(model.state_dict())
+    if bad is not None or not (math.isfinite(value) and math.isfinite(stderr)):
+        what = f"the weights ({bad})" if bad is not None else f"the held-out loss ({value})"
+        raise TrainingDiverged(f"{what} of {cfg.key()} became NaN or infinite at step {step}; no result is written "
+                               f"(try a lower lr than {tc.lr:g})")
     n_eval = tc.eval_batches * EVAL_BATCH
     result = TrainResult(
         config=cfg, loss=value, stderr=stderr, n_eval=n_eval, metric="theta" if model.decodes else "query",
@@ -296,20 +377,22 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         precision=describe(model.autocast), model=model.eval(),
     )
     if folder and result.finished:
-        write_atomic(folder / "result.json", json.dumps(result.to_dict(), indent=2) + "\n")
+        write_json(folder / "result.json", with_checksum(result.to_dict(), cfg.key()))
     return result
 
 
 def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
     """The stored result of a finished run with its model; None (and the damaged file set aside, in one
-    line) when ``result.json`` or the checkpoint cannot be used: training then resumes or starts over."""
+    line) when ``result.json`` or the checkpoint cannot be used: training then resumes (from the newest good
+    checkpoint) or starts over, and writes the result again."""
     path = folder / "result.json"
     try:
         result = load_result(path, cfg)
-    except ValueError as exc:
-        if "another configuration" in str(exc):
-            raise
-        _say(f"{exc}: set aside as {set_aside(path).name}; the run is recomputed")
+    except ValueError as exc:  # damaged, or the result of another configuration (not this run's): set aside
+        _say(f"{exc}: set aside as {set_aside(path).name}; the run is resumed from its checkpoint (or recomputed)")
+        return None
+    if not result.finished:
+        _say(f"{path} holds an unfinished run: set aside as {set_aside(path, 'stale').name}; resuming")
         return None
     try:
         model, _, step = load_model(folder, cfg, device=device)
@@ -326,14 +409,19 @@ def _stored_result(folder: Path, cfg: RunConfig, device) -> TrainResult | None:
     return replace(result, model=model, run_dir=str(folder), checkpoint=str(folder / "checkpoint.pt"))
 
 
-def _grow_from(cfg: RunConfig, model: WorkspaceModel, device) -> None:
-    """Start ``model`` from the finished run ``cfg.train.init_from`` in the same ``out`` (``grow``); a
-    one-line ValueError when that run is missing, unfinished, or not a smaller Model A of the same data."""
+def _init_source(cfg: RunConfig) -> RunConfig:
+    """The configuration of the finished run ``cfg.train.init_from`` in the same ``out``, checked to start
+    ``cfg`` (``grow``); a one-line ValueError when that run is missing, unfinished, or not a smaller Model A
+    of the same data."""
     key = cfg.train.init_from
     folder = Path(cfg.train.out) / key
     if not (folder / "result.json").is_file():
         raise ValueError(f"init_from: no finished run {key} in {cfg.train.out} (train it there first)")
-    s, m = load_result(folder / "result.json").config, cfg.model
+    try:
+        s = load_result(folder / "result.json").config
+    except ValueError as exc:
+        raise ValueError(f"init_from: {exc}") from None
+    m = cfg.model
     if s.key() != key:
         raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
@@ -346,7 +434,18 @@ def _grow_from(cfg: RunConfig, model: WorkspaceModel, device) -> None:
         problems.append(f"budget {s.model.budget} is not below {m.budget}")
     if problems:
         raise ValueError(f"init_from: run {key} cannot start this one: " + ", ".join(problems))
-    small, _, _ = load_model(folder, s, device=device)
+    return s
+
+
+def _grow_from(cfg: RunConfig, model: WorkspaceModel, device, source: RunConfig | None = None) -> None:
+    """Start ``model`` from the finished run ``cfg.train.init_from`` in the same ``out`` (``grow``; the
+    source checked by :func:`_init_source` unless given)."""
+    s = _init_source(cfg) if source is None else source
+    folder = Path(cfg.train.out) / cfg.train.init_from
+    try:
+        small, _, _ = load_model(folder, s, device=device)
+    except (DamagedCheckpoint, FileNotFoundError) as exc:
+        raise ValueError(f"init_from: {exc}") from None
     grow(small, model)
 
 

@@ -182,3 +182,200 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         atomic_write_bytes(path, failing)
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+# --- issue 32: damaged results and checkpoints of finished runs -------------------------------------------------
+def _edit_result(path, **changes):
+    """Rewrite ``result.json`` with ``changes`` (the checksum kept as it was: a hand edit), as raw JSON text
+    (``NaN`` written as the bare token Python's json writes)."""
+    import json
+
+    record = json.loads(path.read_text())
+    record.update(changes)
+    path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("change", [dict(loss=float("nan")), dict(loss=-5.0), dict(loss="abc"), dict(loss=None),
+                                    dict(key="A-tree-K3-B2-N16-s0-0123456789"), dict(checksum=None), dict(history=[]),
+                                    dict(stderr=float("inf"))],
+                         ids=["nan", "negative", "string", "null", "another-key", "no-checksum", "no-history", "inf"])
+def test_damaged_result_json_is_set_aside_and_the_run_resumed(tmp_path, uninterrupted, change):
+    """A finished run's result.json is checked like a cell: a loss that is NaN, negative or not a number, another
+    run's key, a missing checksum: set aside (one line) and the run resumed from its final checkpoint, the same
+    numbers coming back (before: NaN and -5.0 were returned as the result, "abc" failed to format)."""
+    import json
+
+    cfg = cfg_in(tmp_path, "C")
+    folder = tmp_path / cfg.key()
+    train(cfg, progress=False)
+    if change.get("checksum", 0) is None:
+        record = json.loads((folder / "result.json").read_text())
+        del record["checksum"]
+        (folder / "result.json").write_text(json.dumps(record))
+    else:
+        _edit_result(folder / "result.json", **change)
+    damaged = (folder / "result.json").read_text()
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert "result.json" in line and "set aside as result.json.corrupt-1" in line, line
+    assert json.loads(out)["loss"] == uninterrupted.loss
+    assert (folder / "result.json.corrupt-1").read_text() == damaged
+    stored = json.loads((folder / "result.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert stored["loss"] == uninterrupted.loss and "checksum" in stored
+
+
+def test_result_json_is_strict_json_with_a_checksum(tmp_path):
+    import json
+
+    from bridges.store import verify_checksum
+
+    cfg = cfg_in(tmp_path, "C", steps=6)
+    train(cfg, progress=False)
+    text = (tmp_path / cfg.key() / "result.json").read_text()
+    record = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in result.json"))
+    assert record["key"] == cfg.key() and verify_checksum(record, cfg.key())
+
+
+def test_result_of_another_run_is_not_taken(tmp_path, uninterrupted):
+    """A whole, checksummed result.json copied from another run folder is not this run's result."""
+    cfg = cfg_in(tmp_path, "C")
+    other = cfg_in(tmp_path, "C", seed=7, steps=6)
+    train(other, progress=False)
+    train(cfg, progress=False)
+    shutil.copy(tmp_path / other.key() / "result.json", tmp_path / cfg.key() / "result.json")
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and len(err.strip().splitlines()) == 1 and "another configuration" in err, err
+    import json
+
+    assert json.loads(out)["loss"] == uninterrupted.loss
+
+
+def test_finished_run_with_a_checkpoint_of_the_wrong_shape_is_recomputed(tmp_path, uninterrupted):
+    """docs: a checkpoint whose weights do not fit its model is set aside, not refused (before: 'does not fit
+    its model', exit 2)."""
+    cfg = cfg_in(tmp_path, "C")
+    path = tmp_path / cfg.key() / "checkpoint.pt"
+    train(cfg, progress=False)
+    ck = torch.load(path, weights_only=True)
+    name = next(iter(ck["model"]))
+    ck["model"][name] = torch.zeros(3, 3, 3)
+    torch.save(ck, path)
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "Traceback" not in err, err
+    assert "set aside as checkpoint.pt.corrupt-1" in err and len(err.strip().splitlines()) == 1, err
+    import json
+
+    assert json.loads(out)["loss"] == uninterrupted.loss
+    assert (path.parent / "result.json.stale-1").exists()
+
+
+def test_finished_run_with_non_finite_weights_is_recomputed(tmp_path, uninterrupted):
+    cfg = cfg_in(tmp_path, "C")
+    path = tmp_path / cfg.key() / "checkpoint.pt"
+    train(cfg, progress=False)
+    ck = torch.load(path, weights_only=True)
+    name = next(k for k, v in ck["model"].items() if v.is_floating_point())
+    ck["model"][name] = torch.full_like(ck["model"][name], float("nan"))
+    torch.save(ck, path)
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "not finite" in err and "corrupt-1" in err, err
+    import json
+
+    assert json.loads(out)["loss"] == uninterrupted.loss
+
+
+def test_weights_that_become_nan_never_make_a_finished_run(tmp_path, monkeypatch):
+    """The loss of the last step is finite, the step after it leaves NaN weights: one line, exit 2, no
+    result.json, and the checkpoint before is kept (before: written as finished)."""
+    import bridges.train as train_module
+
+    real = train_module._adam
+
+    def poisoned(model, lr, device):
+        opt = real(model, lr, device)
+        step = opt.step
+        calls = []
+
+        def step_then_nan(*a, **kw):
+            out = step(*a, **kw)
+            calls.append(1)
+            if len(calls) == 24:  # the last step of cfg_in
+                with torch.no_grad():
+                    next(model.parameters()).fill_(float("nan"))
+            return out
+
+        opt.step = step_then_nan
+        return opt
+
+    monkeypatch.setattr(train_module, "_adam", poisoned)
+    cfg = cfg_in(tmp_path, "C")
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "NaN or infinite" in err and "not saved" in err
+    folder = tmp_path / cfg.key()
+    assert not (folder / "result.json").exists()
+    assert load_checkpoint(folder / "checkpoint.pt", cfg)["step"] == 20  # the last good checkpoint is kept
+
+
+def test_no_result_from_a_model_whose_weights_became_nan_without_a_folder(monkeypatch):
+    import bridges.train as train_module
+
+    real = train_module._adam
+
+    def poisoned(model, lr, device):
+        opt = real(model, lr, device)
+        step = opt.step
+
+        def step_then_nan(*a, **kw):
+            out = step(*a, **kw)
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+            return out
+
+        opt.step = step_then_nan
+        return opt
+
+    monkeypatch.setattr(train_module, "_adam", poisoned)
+    with pytest.raises(ValueError, match="NaN or infinite") as info:
+        train(cfg_in(None, "C", steps=1, out=None), progress=False)
+    assert "\n" not in str(info.value)
+
+
+def test_damaged_rng_state_falls_back_to_the_previous_checkpoint(tmp_path, uninterrupted):
+    """An unfinished run whose checkpoint holds an RNG state torch refuses resumes from checkpoint.prev.pt
+    (before: a RuntimeError traceback from torch.set_rng_state)."""
+    cfg = cfg_in(tmp_path, "C")
+    path = tmp_path / cfg.key() / "checkpoint.pt"
+    train(cfg, progress=False, stop_at=10)
+    ck = torch.load(path, weights_only=True)
+    ck["rng"] = torch.zeros(7, dtype=torch.uint8)
+    torch.save(ck, path)
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert "random-number state" in line and "resuming from checkpoint.prev.pt at step 5" in line, line
+    import json
+
+    assert json.loads(out)["loss"] == uninterrupted.loss
+
+
+@pytest.mark.parametrize("name", ["checkpoint.pt", "result.json"])
+def test_a_folder_where_a_file_should_be_is_set_aside(tmp_path, uninterrupted, name):
+    """A finished run whose checkpoint.pt (or result.json) is a folder: set aside in one line and the run
+    finished again from checkpoint.prev.pt with the same numbers (before: result.json renamed, then an error)."""
+    import json
+
+    cfg = cfg_in(tmp_path, "C")
+    folder = tmp_path / cfg.key()
+    train(cfg, progress=False)
+    good = json.loads((folder / "result.json").read_text())
+    (folder / name).unlink()
+    (folder / name).mkdir()
+    (folder / name / "inside.txt").write_text("kept")
+    code, out, err = _fv(_cli_args(tmp_path))
+    assert code == 0 and "Traceback" not in err, err
+    assert json.loads(out)["loss"] == uninterrupted.loss == good["loss"]
+    assert (folder / f"{name}.corrupt-1" / "inside.txt").read_text() == "kept"
+    again = json.loads((folder / "result.json").read_text())
+    assert again["loss"] == good["loss"] and [r[:4] for r in again["history"]] == [r[:4] for r in good["history"]]

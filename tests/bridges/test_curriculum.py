@@ -73,6 +73,7 @@ def test_init_from_problems_are_one_line(tmp_path, capsys):
     for cfg, message in bad:
         with pytest.raises(ValueError, match=message.replace("(", r"\(")):
             train(cfg, progress=False)
+        assert not (tmp_path / cfg.key()).exists()  # a refused --init-from leaves no run folder behind
     with pytest.raises(ValueError, match="model B has one layer"):
         RunConfig(DATA, ModelConfig("B", 2), TrainConfig(out=str(tmp_path), init_from=source))
     with pytest.raises(ValueError, match="init_from must be the key"):

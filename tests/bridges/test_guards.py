@@ -127,12 +127,12 @@ def test_lock_never_follows_a_symlink(tmp_path):
     target.write_text("mine")
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / ".lock").symlink_to(target)
+    (folder / ".fv-lock").symlink_to(target)
     code, _, err, _ = fv("reproduce", "--out", folder, "--quiet")
     refused(code, err, "symbolic link")
     assert target.read_text() == "mine"
-    (folder / ".lock").unlink()
-    (folder / ".lock").symlink_to(tmp_path / "missing")  # a dangling link is not created through either
+    (folder / ".fv-lock").unlink()
+    (folder / ".fv-lock").symlink_to(tmp_path / "missing")  # a dangling link is not created through either
     code, _, err, _ = fv("reproduce", "--out", folder, "--quiet")
     refused(code, err, "symbolic link")
     assert not (tmp_path / "missing").exists()

@@ -46,6 +46,24 @@ def test_writes_report_figures_and_numbers(tiny_run):
     assert "fig_loss_vs_budget.png" in report and "Key patching" in report and "probes" in report
 
 
+def test_every_cell_and_output_passes_its_own_checks(tiny_run):
+    """The checks on read (shape and range of each kind of cell) accept every cell a real run writes, and its
+    JSON outputs are strict (no bare NaN)."""
+    from bridges.reproduce import SHAPES
+    from bridges.store import RunStore
+
+    out, _, _ = tiny_run
+    messages = []
+    store = RunStore(out, "reproduce", log=messages.append)
+    cells = sorted(p.stem for p in (out / "cells").glob("*.json"))
+    kinds = {key.split("-")[0] for key in cells}
+    assert {"theory", "keyed", "theory_table", "compare", "patching_theory", "probes_model"} <= kinds <= set(SHAPES)
+    for key in cells:
+        assert store.get(key, shape=SHAPES[key.split("-")[0]]) is not None, messages
+    assert messages == []
+    json.loads((out / "results.json").read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+
+
 def test_rerun_skips_finished_cells_and_recomputes_lost_ones(tiny_run):
     out, first, _ = tiny_run
     cells = sorted((out / "cells").glob("compare-*.json"))

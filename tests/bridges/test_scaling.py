@@ -55,7 +55,8 @@ def test_the_command_of_a_row_reproduces_its_configuration():
 @pytest.mark.parametrize("argv,match", [
     (["--budgets", "0-2"], "budgets must lie in"),
     (["--budgets", "a-b"], "--budgets must be a range"),
-    (["--budgets", "1-2", "--models", "AD"], "models must be letters"),
+    (["--budgets", "1-2", "--models", "AD"], "models must be distinct letters"),
+    (["--budgets", "1-2", "--models", "AA"], "models must be distinct letters of ABC, got 'AA'"),
     (["--budgets", "1-2", "--seeds", "0"], "seeds must be"),
 ])
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, match):
