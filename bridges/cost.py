@@ -109,7 +109,7 @@ def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
 
     tree = data.prior == "tree"
     return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
-                   tokens=True, samples=samples, threads=1, **kw)[1]
+                   tokens=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
 
 
 def _solve(depth: int, budget: int) -> float:
@@ -144,7 +144,8 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
     seconds += _mc(data, B, "path", samples) if B <= K else 0.0
     seconds += sum(_mc(data, B, s, select) for s in adaptive) + max(_mc(data, B, s, few) for s in adaptive)
     bracket = [s for s in ("path", "greedy_coordinate", "rollout", "bellman_noiseless") if s != "path" or B <= K]
-    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 2 * _solve(K, B)
+    # the exact noiseless solves: best_adaptive's bellman_noiseless, the bracket's lower bound and its candidate
+    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 3 * _solve(K, B)
     seconds += _mc(data, B, "top_levels", samples)
     seconds += _mc(data, B, "optimal_nonadaptive", search_samples, search_samples=search_samples)
     seconds += _mc(data, B, "optimal_nonadaptive", search_samples, dense_design=True, search_samples=search_samples)

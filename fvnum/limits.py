@@ -28,8 +28,12 @@ SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
 
 def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tokens: bool, samples: int,
-            threads: int, dense_design: bool = False, search_samples: int = 4000) -> tuple[float, float]:
-    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates)."""
+            threads: int, dense_design: bool = False, search_samples: int = 4000,
+            solve: bool = True) -> tuple[float, float]:
+    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates). ``solve``: include the exact
+    noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.costs.tree_loss_cost``) that the policies
+    ``bellman_noiseless`` and ``optimal`` (tree prior) build before sampling; False where the caller prices
+    the solves itself."""
     D, B = dim, max(int(budget), 1)
     coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
     per_sample = 2 + 6 * B + (depth if tree else 0)
@@ -57,6 +61,11 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     elif strategy in SEARCHING and not (tree and strategy == "rollout"):
         work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
     seconds = work / (RATE * max(1, threads))
+    if solve and tree and strategy in ("bellman_noiseless", "optimal") and budget >= 1:
+        from fvsym.costs import tree_loss_cost
+
+        solve_bytes, solve_seconds = tree_loss_cost(depth, min(B, dim), "optimal", False)
+        memory, seconds = max(memory, solve_bytes + BASE_BYTES / 2), seconds + solve_seconds
     if tree and strategy == "rollout":  # priced by the policy's own measured model (quadratic in the budget)
         from .strategies import rollout_seconds
 

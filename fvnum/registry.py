@@ -165,7 +165,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
+    solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
     return solved.policy
 
 
@@ -181,7 +181,7 @@ def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
     if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not noisy_bellman.exact_feasible(spec, budget, tau=channel.tau):
         return  # refused with its own message by optimal_policy
     threads = default_threads() if threads is None else int(threads)
-    solve = noisy_bellman.solve_seconds(spec, budget, channel.tau, threads)
+    solve = noisy_bellman.solve_seconds(spec, budget, channel.tau, threads, refine=False)
     total = solve + noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
     if not fits_time(total):
         per = (total - solve) / samples
