@@ -261,8 +261,9 @@ def check_noiseless_cost(spec: TreeSpec, budget: int, what: str) -> None:
         return noiseless_cost(_Depth(k), budget)
 
     what = f"{what}: its lower bound, the exact noiseless solve (fvsym.bellman.solve),"
-    check_memory(what, need, largest_fitting("depth", depths, lambda k: fits_memory(cost(k)[0])))
-    check_time(what, seconds, largest_fitting("depth", depths, lambda k: fits_time(cost(k)[1])))
+    hint = largest_fitting("depth", depths, lambda k: fits_memory(cost(k)[0]) and fits_time(cost(k)[1]))
+    check_memory(what, need, hint)
+    check_time(what, seconds, hint)
 
 
 class _Depth:
@@ -313,7 +314,13 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
     exact recursion (default: where ``fvnum.noisy_bellman.exact_feasible`` and within the time cap)."""
     from . import noisy_bellman
+    from .simulate import plain_scalars
 
+    from fvsym._validate import check_int
+
+    select_samples, threads = plain_scalars(select_samples=select_samples, threads=threads).values()
+    select_samples = check_int(select_samples, "select_samples", minimum=2, maximum=10**10)
+    threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
         prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
         tree="bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")

@@ -515,13 +515,16 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     spec, channel, *_ = check_inputs(
         prior, tau, tokens, s2, n_tokens, channel,
         tree="the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
-    budget = check_int(budget, "budget", 0, 3)
+    from .simulate import plain_scalar
+
+    budget = check_int(plain_scalar(budget, "budget"), "budget", 0, 3)
+    threads = plain_scalar(threads, "threads")
     from .limits import check_resolution
 
     check_resolution(spec, "the noisy Bellman recursion")
     if points is None:
         points = default_points(budget)
-    points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(points).tolist())
+    points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(plain_scalar(points, "points")).tolist())
     if len(points) < budget:
         raise ValueError(f"points needs one entry per layer, {budget}, got {points}")
     if channel.tau == 0:

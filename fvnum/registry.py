@@ -232,9 +232,13 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from .limits import check_loss_mc_args
-    from .simulate import check_inputs, check_samples, simulate
+    from .simulate import check_inputs, check_samples, plain_scalars, simulate
     from .tree import numeric_prior
 
+    # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
+    tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
+        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
+        width=width, search_samples=search_samples, threads=threads).values()
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric_prior(prior)
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
