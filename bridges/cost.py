@@ -2,16 +2,18 @@
 work starts (torch is not imported here: a refusal takes a fraction of a second).
 
 Training (``train_seconds``): a measured model of one optimisation step on one CPU thread, times
-``SAFETY``. Per token and layer of an MLP key, ``W (12.7 + 0.05 D + 0.2 W (H - 1))`` ns (``W`` the MLP
-width, ``H`` its hidden layers, ``D = 2^K - 1``); per token, 15 ns per coordinate of ``x`` (drawing the
-context, the value ``y``) and, for Model C's linear keys, ``2 D B`` ns; per step 6 ms plus 1.5 ms per layer
-(autograd, Adam, Python). Measured with 40 steps of A, B, C at depths 2 to 8, budgets 1 to 6, 16 to 512
-tokens, widths 16 to 256 and 1 or 2 hidden layers on this project's 2-core machine while it ran about 6
-other jobs (load average 6); the model lies 1.1 to 1.6 times above every measurement, and ``SAFETY = 2``
-covers a machine twice as busy again. Held-out evaluations (a forward pass, priced as half a step per context) and
+``SAFETY``. Per token and layer of an MLP key, ``W (NS_UNIT H + NS_MLP_D D) + NS_SQUARE W^2 (H - 1)`` ns (``W``
+the MLP width, ``H`` its hidden layers, ``D = 2^K - 1``: the elementwise work of every hidden unit and the
+``W x W`` products); per token, 15 ns per coordinate of ``x`` (drawing the context, the value ``y``) and, for
+Model C's linear keys, ``2 D B`` ns; per step ``STEP_S`` plus ``LAYER_S`` per module (layers and readout,
+times their hidden layers: autograd, Adam, Python). Refitted (issue 32) on 36 runs of A and B at widths 16 to
+1024, 1 to 1000 hidden layers and 16 or 64 tokens on this project's 2-core machine at load 4 to 5: the model
+lies within 0.3 to 1.6 times each measured step (the old one priced width 1024 seven times, 1000 hidden layers
+four times over), and ``SAFETY = 2`` covers a machine about twice as busy. Held-out evaluations (a forward pass, priced as half a step per context) and
 checkpoints are added; torch's import and the model's set-up are ``STARTUP`` seconds. More threads are
 assumed to gain nothing (on a busy machine they often do not). ``precision = bf16`` on a CPU without native
-bfloat16 is emulated: priced 4 times float32.
+bfloat16 is emulated: priced 4 times float32. Memory (``train_bytes``): the activations, the weights with
+their gradients and Adam's moments, and the interpreter.
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
@@ -28,12 +30,78 @@ from fvnum.resources import check_time, fits_time, max_seconds
 
 SAFETY = 2.0
 STARTUP = 10.0  # seconds: import torch, build the model, the first step's allocations
-NS_MLP, NS_MLP_D, NS_MLP_HIDDEN = 12.7, 0.05, 0.2  # per token, layer and unit of MLP width (see above)
+NS_UNIT, NS_MLP_D, NS_SQUARE = 5.0, 0.05, 0.025  # per token and layer: W H, W D and W^2 (H - 1) (see above)
 NS_TOKEN_D = 15.0  # per token and coordinate of x
 NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
-STEP_S, LAYER_S = 6e-3, 1.5e-3  # per optimisation step, and per layer of it
+STEP_S, LAYER_S = 14e-3, 0.4e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
 CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
 EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
+
+
+# --- memory ------------------------------------------------------------------------------------------
+BASE_BYTES = 300e6  # the interpreter and torch
+PARAM_BYTES = 16.0  # per parameter (float32): the weight, its gradient and Adam's two moments
+STATE_COPY_BYTES = 4.0  # per parameter: the checkpoint's serialised state dict, while it is written
+
+
+def n_parameters(cfg) -> int:
+    """The parameters of ``bridges.models.build_model(cfg)``, counted without torch: Model C ``d D + D B``;
+    Models A and B, per layer a key MLP ``[x, p] -> d`` and the readout's MLP (``decode``: ``p -> D``;
+    ``generic``: ``[x_q, p] -> 1``), each ``n_in W + W + n_shared W + (H - 1)(W^2 + W) + W n_out + n_out``."""
+    d, m = cfg.data, cfg.model
+    D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.width
+    if m.model == "C":
+        return width * D + D * B
+
+    def mlp(n_in, n_shared, n_out):
+        return n_in * W + W + n_shared * W + (H - 1) * (W * W + W) + W * n_out + n_out
+
+    readout = mlp(B, 0, D) if m.readout == "decode" else mlp(D, B, 1)
+    return m.layers * mlp(D, B, width) + readout
+
+
+def activation_bytes(cfg) -> float:
+    """The batch of contexts and the key MLPs' activations on every token of every layer (float32, kept for
+    the backward pass)."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    tokens = t.batch * d.n_tokens
+    per_token = 3 * (d.dim + 2) + 2 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
+    return 4.0 * tokens * per_token  # measured 5 to 11 bytes per hidden unit and token (8 priced)
+
+
+def train_bytes(cfg) -> float:
+    """Estimated peak memory of training ``cfg`` on the CPU: :func:`activation_bytes`, the parameters with
+    their gradients and Adam's moments (``PARAM_BYTES`` each, :func:`n_parameters`) and a checkpoint's copy,
+    and the interpreter with torch (``BASE_BYTES``)."""
+    return activation_bytes(cfg) + (PARAM_BYTES + STATE_COPY_BYTES) * n_parameters(cfg) + BASE_BYTES
+
+
+def check_train_memory(cfg, what: str | None = None) -> None:
+    """Refuse (one-line ValueError) a run whose training would not fit in the memory available, naming the
+    largest size that fits: ``--tokens N`` when the weights fit and the activations do not, else the largest
+    ``--mlp-width`` (or ``--hidden-layers``) at which the weights fit."""
+    from fvnum.resources import check_memory, fits_memory, largest_fitting
+
+    need = train_bytes(cfg)
+    if fits_memory(need):
+        return
+    weights_fit = fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=1))))
+    if weights_fit:
+        sizes = [2**k for k in range(0, 41) if 2**k < cfg.data.n_tokens]
+        hint = largest_fitting("--tokens N", sizes, lambda n: fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=n)))))
+    elif cfg.model.model == "C":
+        hint = "; the weights alone do not fit: a smaller depth"
+    else:
+        widths = [w for w in (2**k for k in range(0, 31)) if w < cfg.model.mlp_width]
+        hint = largest_fitting("--mlp-width", widths, lambda w: fits_memory(train_bytes(cfg.replace(model=dict(mlp_width=w)))))
+        if cfg.model.hidden_layers > 1:
+            layers = range(1, cfg.model.hidden_layers)
+            hint += largest_fitting("--hidden-layers", layers, lambda h: fits_memory(
+                train_bytes(cfg.replace(model=dict(hidden_layers=h))))).replace("; the largest", " (or the largest", 1)
+            hint += ")" if "(or" in hint else ""
+    d, t = cfg.data, cfg.train
+    check_memory(what or f"training {cfg.model.model} at depth {d.depth} with N = {d.n_tokens} tokens, batch "
+                 f"{t.batch}, {n_parameters(cfg):.3g} parameters (weights, gradients and Adam's moments)", need, hint)
 
 
 def step_seconds(cfg) -> float:
@@ -44,9 +112,10 @@ def step_seconds(cfg) -> float:
     if m.model == "C":
         per_token += NS_LINEAR_KEY * D * m.budget
     else:
-        per_token += m.layers * W * (NS_MLP + NS_MLP_D * D + NS_MLP_HIDDEN * W * (H - 1))
+        per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
     per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
-    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + STEP_S + LAYER_S * m.layers
+    modules = (m.layers + 1) * (H if m.model != "C" else 1)
+    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + STEP_S + LAYER_S * modules
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
         seconds *= 4.0
     return seconds
@@ -231,5 +300,5 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     check_time(what, seconds, hint)
 
 
-__all__ = ["check_seconds", "check_train_time", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
+__all__ = ["check_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]
