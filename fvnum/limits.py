@@ -61,6 +61,8 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     elif strategy in SEARCHING and not (tree and strategy == "rollout"):
         work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
     seconds = work / (RATE * max(1, threads))
+    if tree and strategy == "optimal_nonadaptive" and dense_design:  # the unit class's L-BFGS search
+        seconds = unit_search_seconds(depth, dim, B, samples, search_samples, threads)
     if solve and tree and strategy in ("bellman_noiseless", "optimal") and budget >= 1:
         from fvsym.costs import tree_loss_cost
 
@@ -69,13 +71,34 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     if tree and strategy == "rollout":  # priced by the policy's own measured model (quadratic in the budget)
         from .strategies import rollout_seconds
 
-        seconds = max(seconds, rollout_seconds(depth, B, samples, threads))
+        seconds = rollout_seconds(depth, B, samples, threads)
     return memory, seconds
 
 
+# The unit class's design search (fvnum.search.optimal_nonadaptive_unit): 4 starts of L-BFGS, each evaluation
+# the Monte Carlo loss and its gradient on search_samples common samples (the posterior over the 2^K leaves
+# of B readings, its mean in D coordinates), then the design's loss on the samples. Measured on 2 shared cores
+# at load 9 (one thread): depth 4, budget 3, 100,000 samples, 4000 searched: 5.0 s; depth 6, budget 4, 20,000
+# and 2000: 7.7 s; depth 8, budget 3, 20,000 and 1000: 13.4 s (the old price, 2^K B D per searched sample, was
+# 0.15 to 1.6 times that): about UNIT_EVAL_S of Python and scipy per evaluation whatever the size, which
+# dominates small trees.
+UNIT_EVALUATIONS = 400  # starts x evaluations of each (4 x up to 200; about 100 seen)
+UNIT_EVAL_S = 6e-3
+UNIT_NS = 0.5  # per searched sample, leaf and (B + D), per evaluation
+UNIT_EVAL_NS = 5.0  # per sample, leaf and (B + D), the final estimate
+
+
+def unit_search_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int) -> float:
+    """Upper price of ``loss_mc(..., 'optimal_nonadaptive_unit')`` on a tree (see the constants above)."""
+    leaves = 2.0**depth * (budget + dim)
+    search = UNIT_EVALUATIONS * (UNIT_EVAL_S + UNIT_NS * 1e-9 * search_samples * leaves)
+    return search + UNIT_EVAL_NS * 1e-9 * samples * leaves / max(1, threads)
+
+
 def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: int, threads: int | None,
-             design=None, search_samples: int = 4000) -> None:
-    """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap."""
+             design=None, search_samples: int = 4000, measurement: str | None = None) -> None:
+    """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap.
+    ``measurement``: the class of ``optimal_nonadaptive`` (``unit``, the default, searches dense rows)."""
     from ._chunks import default_threads
     from .tree import TreeSpec
 
@@ -90,6 +113,8 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
             dense = np.asarray(design).ndim == 2
         except (TypeError, ValueError):
             dense = False
+    if strategy == "optimal_nonadaptive" and measurement in (None, "unit"):
+        dense = True  # the unit class's search
 
     def cost(depth_=depth, samples_=samples):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
@@ -159,7 +184,8 @@ def seconds_cap() -> float:
     return max_seconds()
 
 
-def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples) -> None:
+def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples,
+                       measurement: str | None = None) -> None:
     """The checks ``loss_mc`` runs before any work: types and ranges of the arguments, the design's
     nodes, and the resource guard (:func:`check_mc`)."""
     import numpy as np
@@ -195,7 +221,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
             raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     check_mc(spec, budget=budget, strategy=strategy, tokens=tokens, samples=samples, threads=threads,
              design=design if design is not None and np.asarray(design, dtype=object).ndim == 2 else None,
-             search_samples=search_samples)
+             search_samples=search_samples, measurement=measurement)
 
 
 def check_posterior_args(spec, design, phi, tau: float):

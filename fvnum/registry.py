@@ -243,7 +243,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     spec = numeric_prior(prior)
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
     check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
-                       threads=threads, search_samples=search_samples)
+                       threads=threads, search_samples=search_samples, measurement=measurement)
     # budget: a plain int from here on (numpy, sympy or Fraction integers given)
     spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)
