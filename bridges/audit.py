@@ -160,10 +160,12 @@ def load_run(run_dir):
 # Measured (fv audit of Model A, tree, depth 4, and Model B, matched Gaussian, depth 4; 200 to 800 contexts,
 # token samples 2048 to 16384; the 2-core machine at load 4 to 5): 8.5 us per context and token for A (two
 # layers of keys re-evaluated, 16 leaves), 56 us for B (512 latents) plus 65 ms a context (the importance
-# sampler), about 4 s to start (torch, the run); peak RSS 330 to 455 MB. Per context and token the price counts
-# AUDIT_NS_KEY ns per multiply-add of the keys re-evaluated (layers 2..L) and AUDIT_NS_LAW ns per latent and
-# entry of its law (D + k + k^2), times AUDIT_SAFETY.
-AUDIT_NS_KEY, AUDIT_NS_LAW, AUDIT_CONTEXT_S, AUDIT_START_S, AUDIT_SAFETY = 0.62, 4.0, 0.065, 5.0, 1.5
+# sampler), about 4 s to start (torch, the run); peak RSS 330 to 455 MB; Model A with 100 hidden layers, 200
+# contexts on 2048 tokens: 41 s. Per context and token the price counts, for the keys re-evaluated (layers
+# 2..L), AUDIT_NS_KEY ns per unit of their first and last layers (W (D + B + d)) and AUDIT_NS_SQUARE ns per
+# multiply-add of their hidden W x W layers, and AUDIT_NS_LAW ns per latent and entry of its law
+# (D + k + k^2), times AUDIT_SAFETY.
+AUDIT_NS_KEY, AUDIT_NS_SQUARE, AUDIT_NS_LAW, AUDIT_CONTEXT_S, AUDIT_START_S, AUDIT_SAFETY = 2.4, 0.1, 4.0, 0.065, 5.0, 1.5
 AUDIT_BASE_BYTES = 350e6
 
 
@@ -172,7 +174,8 @@ def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, bud
                batch: int = 256) -> tuple[float, float]:
     """``(bytes, seconds)`` of :func:`audit_model` (upper estimates, see the constants above): memory = the
     keys of a batch on the token sample ``F`` (batch, n_x, B), the layers' token projections, the keys'
-    activations of one evaluation, the laws' chunks, the Stein rows and losses, and the interpreter."""
+    activations of one evaluation (three alive at once: no gradients are kept), the laws' chunks, the Stein
+    rows and losses, and the interpreter."""
     D, B, d, W, H, n_x = dim, budget, width, max(1, mlp_width), max(1, hidden_layers), token_sample
     k = B
     M = 2**depth if tree else n_latents
@@ -180,11 +183,11 @@ def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, bud
     from fvnum.keys import MAX_CHUNK
 
     memory = (AUDIT_BASE_BYTES + 8.0 * b * n_x * B + 4.0 * layers * W * n_x + 12.0 * n_x * D
-              + 4.0 * (H + 3) * max(_KEY_ENTRIES, n_x * max(W, D)) + 8.0 * MAX_CHUNK * (3 + k)
+              + 12.0 * max(_KEY_ENTRIES, n_x * max(W, D)) + 8.0 * MAX_CHUNK * (3 + k)
               + 16.0 * samples * B * D + 32.0 * samples + (8.0 * n_latents * (D + k + k * k) if not tree else 0))
-    key_units = max(layers - 1, 0) * (W * (D + B + d) + W * W * (H - 1))
+    keys = max(layers - 1, 0) * (AUDIT_NS_KEY * W * (D + B + d) + AUDIT_NS_SQUARE * W * W * (H - 1))
     law_units = M * (D + k + k * k) + k * D
-    seconds = samples * n_x * (AUDIT_NS_KEY * key_units + AUDIT_NS_LAW * law_units) * 1e-9
+    seconds = samples * n_x * (keys + AUDIT_NS_LAW * law_units) * 1e-9
     if not tree:
         seconds += samples * AUDIT_CONTEXT_S * n_latents / 512
     return memory, AUDIT_START_S + AUDIT_SAFETY * seconds

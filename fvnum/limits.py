@@ -4,7 +4,7 @@ arguments before any work, refused with one line naming the limit and the larges
 The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
 scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
-(``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
+(``1.5 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ BASE_BYTES = 300e6
 SCRATCH_FLOATS = 8  # D-sized float arrays per thread
 TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
+COORDINATE_OPS = 1.5  # per sample, reading and level of a coordinate strategy (was 4: path at depth 16 five times over)
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
 
@@ -44,13 +45,13 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     fixed = SCRATCH_FLOATS * D * max(1, threads) + (3 * D * D if not tree else 0)
     memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + BASE_BYTES
     if tree:
-        ops = B * depth * 4 if coordinate else (2**depth) * B * 2
+        ops = B * depth * COORDINATE_OPS if coordinate else (2**depth) * B * 2
         if strategy in ("greedy_coordinate", "rollout"):
             ops = 48 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
         if strategy == "rollout":  # n_cand (4) greedy continuations over n_rollouts (32) each, per sample
             ops *= 4 * 32
         if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
-            ops = 40 * 2**depth * depth * B  # (measured about 3 ms a sample at depth 6, budget 4)
+            ops = 100 * 2**depth * depth * B  # (measured 3 to 8 ms a sample at depth 6, budgets 3 and 4)
     else:
         ops = D * B * 4 + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
     if tokens:
@@ -63,6 +64,9 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     seconds = work / (RATE * max(1, threads))
     if tree and strategy == "optimal_nonadaptive" and dense_design:  # the unit class's L-BFGS search
         seconds = unit_search_seconds(depth, dim, B, samples, search_samples, threads)
+    elif tree and strategy == "optimal_nonadaptive":  # the coordinate class's search, then its design sampled
+        seconds = (coordinate_search_seconds(depth, dim, B, search_samples)
+                   + samples * (B * depth * COORDINATE_OPS) / (RATE * max(1, threads)))
     if solve and tree and strategy in ("bellman_noiseless", "optimal") and budget >= 1:
         from fvsym.costs import tree_loss_cost
 
@@ -73,6 +77,29 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
 
         seconds = rollout_seconds(depth, B, samples, threads)
     return memory, seconds
+
+
+# The coordinate class's design search (fvnum.search.optimal_nonadaptive_coordinate): every symmetry class of B
+# nodes screened on min(search_samples, 1000) samples and the best 8 on search_samples where the classes are at
+# most 3000, else greedy forward selection and swaps (about 3 B D designs on search_samples each). Measured on 2
+# shared cores at load 9 (one thread): depth 6, budget 4 (1938 classes, 2000 searched): 5.2 s; depth 8, budget 3
+# (1344 classes, 4000): 3.9 s (the old price, 2^K B D per searched sample, was 20 times that at depth 8): about
+# COORD_NS per sample, design and reading-depth pair, and COORD_DESIGN_S per design.
+COORD_NS, COORD_DESIGN_S = 150.0, 1e-3
+
+
+def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
+    from .search import count_classes
+
+    if budget == 0:
+        return 0.0
+    classes = count_classes(depth, min(budget, dim)) if budget <= dim else 10**9
+    if classes <= 3000:
+        designs, evaluated = classes + 8, classes * min(search_samples, 1000) + 8 * search_samples
+    else:
+        designs = 3 * budget * dim
+        evaluated = designs * search_samples
+    return evaluated * budget * depth * COORD_NS * 1e-9 + designs * COORD_DESIGN_S
 
 
 # The unit class's design search (fvnum.search.optimal_nonadaptive_unit): 4 starts of L-BFGS, each evaluation
