@@ -125,8 +125,8 @@ def cases(tmp: Path, quick: bool) -> list:
                     lambda: mc_price(depth, budget, strategy, samples, **kw), q)
 
     out = [
-        mc(16, 8, "path", 200_000, True), mc(20, 10, "path", 100_000),
-        mc(16, 8, "top_levels", 200_000),
+        mc(16, 8, "path", 1_000_000, True), mc(20, 10, "path", 300_000),
+        mc(16, 8, "top_levels", 1_000_000),
         mc(8, 4, "greedy_coordinate", 20_000, True), mc(12, 6, "greedy_coordinate", 5000),
         mc(4, 3, "rollout", 4000, True), mc(6, 4, "rollout", 2000), mc(3, 6, "rollout", 1500),
         mc(4, 3, "optimal_nonadaptive_unit", 100_000, True), mc(6, 4, "optimal_nonadaptive_unit", 20_000),
@@ -169,10 +169,10 @@ def cases(tmp: Path, quick: bool) -> list:
     import numpy as np
 
     cov = tmp / "cov.npy"
-    x = np.random.default_rng(0).standard_normal((400, 400))
-    np.save(cov, x @ x.T / 400 + np.eye(400))
-    out.append(Case("derive gaussian-loss cov 400x400 B20 (no time price)", "derive",
-                    ["derive", "gaussian-loss", "--cov", cov, "--dim", 400, "--budget", 20, "--tau", "1/2"],
+    x = np.random.default_rng(0).standard_normal((60, 60))
+    np.save(cov, x @ x.T / 60 + np.eye(60))
+    out.append(Case("derive gaussian-loss cov 60x60 B10 (no time price)", "derive",
+                    ["derive", "gaussian-loss", "--cov", cov, "--dim", 60, "--budget", 10, "--tau", "1/2"],
                     lambda: (None, None)))
 
     runs = tmp / "runs"

@@ -165,7 +165,7 @@ def load_run(run_dir):
 # 2..L), AUDIT_NS_KEY ns per unit of their first and last layers (W (D + B + d)) and AUDIT_NS_SQUARE ns per
 # multiply-add of their hidden W x W layers, and AUDIT_NS_LAW ns per latent and entry of its law
 # (D + k + k^2), times AUDIT_SAFETY.
-AUDIT_NS_KEY, AUDIT_NS_SQUARE, AUDIT_NS_LAW, AUDIT_CONTEXT_S, AUDIT_START_S, AUDIT_SAFETY = 2.4, 0.1, 4.0, 0.065, 5.0, 1.5
+AUDIT_NS_KEY, AUDIT_NS_SQUARE, AUDIT_NS_LAW, AUDIT_CONTEXT_S, AUDIT_START_S, AUDIT_SAFETY = 1.6, 0.1, 4.0, 0.065, 5.0, 1.5
 AUDIT_BASE_BYTES = 350e6
 
 

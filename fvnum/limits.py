@@ -4,7 +4,7 @@ arguments before any work, refused with one line naming the limit and the larges
 The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
 scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
-(``1.5 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
+(``0.6 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
@@ -23,8 +23,11 @@ MIN_CHUNK = 256
 BASE_BYTES = 300e6
 SCRATCH_FLOATS = 8  # D-sized float arrays per thread
 TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
+GAUSS_OPS = 0.5  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 times over at D 200, B 10)
+TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.7 times over at depth 12)
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
-COORDINATE_OPS = 1.5  # per sample, reading and level of a coordinate strategy (was 4: path at depth 16 five times over)
+COORDINATE_OPS = 0.6  # per sample, reading and level of a coordinate strategy (measured 10 to 36 ns per reading and
+# level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to 7 times over)
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
 
@@ -53,9 +56,9 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
         if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
             ops = 100 * 2**depth * depth * B  # (measured 3 to 8 ms a sample at depth 6, budgets 3 and 4)
     else:
-        ops = D * B * 4 + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
+        ops = D * B * GAUSS_OPS + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
     if tokens:
-        ops += 4 * D
+        ops += TOKENS_OPS * D
     work = samples * ops + (D**3 if not tree else 0)
     if tree and strategy == "greedy_dense":  # the shared first row: about 20 samples' work
         work += 20 * ops
@@ -85,7 +88,7 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
 # shared cores at load 9 (one thread): depth 6, budget 4 (1938 classes, 2000 searched): 5.2 s; depth 8, budget 3
 # (1344 classes, 4000): 3.9 s (the old price, 2^K B D per searched sample, was 20 times that at depth 8): about
 # COORD_NS per sample, design and reading-depth pair, and COORD_DESIGN_S per design.
-COORD_NS, COORD_DESIGN_S = 150.0, 1e-3
+COORD_NS, COORD_DESIGN_S = 110.0, 1e-3
 
 
 def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
