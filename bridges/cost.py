@@ -7,9 +7,11 @@ the MLP width, ``H`` its hidden layers, ``D = 2^K - 1``: the elementwise work of
 ``W x W`` products); per token, 15 ns per coordinate of ``x`` (drawing the context, the value ``y``) and, for
 Model C's linear keys, ``2 D B`` ns; per step ``STEP_S`` plus ``LAYER_S`` per module (layers and readout,
 times their hidden layers: autograd, Adam, Python). Refitted (issue 32) on 36 runs of A and B at widths 16 to
-1024, 1 to 1000 hidden layers and 16 or 64 tokens on this project's 2-core machine at load 4 to 5: the model
-lies within 0.3 to 1.6 times each measured step (the old one priced width 1024 seven times, 1000 hidden layers
-four times over), and ``SAFETY = 2`` covers a machine about twice as busy. Held-out evaluations (a forward pass, priced as half a step per context) and
+1024, 1 to 1000 hidden layers and 16 or 64 tokens on this project's 2-core machine at load 4 to 5 (the model
+lay within 0.3 to 1.6 times each step measured there; the old one priced width 1024 seven times, 1000 hidden
+layers four times over), then halved: a quiet machine runs the same steps 3 to 4 times faster
+(docs/benchmarks/2026-12-03-prices.md: whole ``fv train`` runs priced 1.5 to 2.5 times their quiet wall time).
+``SAFETY = 2`` covers a machine about twice as busy as the quiet one. Held-out evaluations (a forward pass, priced as half a step per context) and
 checkpoints are added; torch's import and the model's set-up are ``STARTUP`` seconds. More threads are
 assumed to gain nothing (on a busy machine they often do not). ``precision = bf16`` on a CPU without native
 bfloat16 is emulated: priced 4 times float32. Memory (``train_bytes``): the activations, the weights with
@@ -29,11 +31,11 @@ from pathlib import Path
 from fvnum.resources import check_time, fits_time, max_seconds
 
 SAFETY = 2.0
-STARTUP = 10.0  # seconds: import torch, build the model, the first step's allocations
-NS_UNIT, NS_MLP_D, NS_SQUARE = 5.0, 0.05, 0.025  # per token and layer: W H, W D and W^2 (H - 1) (see above)
+STARTUP = 3.0  # seconds: import torch, build the model, the first step's allocations (1.5 to 2.5 s measured, quiet)
+NS_UNIT, NS_MLP_D, NS_SQUARE = 2.5, 0.025, 0.0125  # per token and layer: W H, W D and W^2 (H - 1) (see above)
 NS_TOKEN_D = 15.0  # per token and coordinate of x
 NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
-STEP_S, LAYER_S = 14e-3, 0.4e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
+STEP_S, LAYER_S = 7e-3, 0.2e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
 CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
 EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
 

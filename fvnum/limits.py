@@ -4,7 +4,7 @@ arguments before any work, refused with one line naming the limit and the larges
 The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
 scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
-(``0.6 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
+(``0.3 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
@@ -23,11 +23,11 @@ MIN_CHUNK = 256
 BASE_BYTES = 300e6
 SCRATCH_FLOATS = 8  # D-sized float arrays per thread
 TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
-GAUSS_OPS = 0.5  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 times over at D 200, B 10)
+GAUSS_OPS = 0.2  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 to 45 times over at D 200, B 10)
 TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.7 times over at depth 12)
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
-COORDINATE_OPS = 0.6  # per sample, reading and level of a coordinate strategy (measured 10 to 36 ns per reading and
-# level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to 7 times over)
+COORDINATE_OPS = 0.3  # per sample, reading and level of a coordinate strategy (measured 8 to 36 ns per reading and
+# level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to 20 times over)
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
 
@@ -50,11 +50,11 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     if tree:
         ops = B * depth * COORDINATE_OPS if coordinate else (2**depth) * B * 2
         if strategy in ("greedy_coordinate", "rollout"):
-            ops = 48 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
+            ops = 36 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
         if strategy == "rollout":  # n_cand (4) greedy continuations over n_rollouts (32) each, per sample
             ops *= 4 * 32
         if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
-            ops = 100 * 2**depth * depth * B  # (measured 3 to 8 ms a sample at depth 6, budgets 3 and 4)
+            ops = 80 * 2**depth * depth * B  # (measured 2 to 8 ms a sample at depth 6, budgets 3 and 4)
     else:
         ops = D * B * GAUSS_OPS + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
     if tokens:
@@ -88,7 +88,7 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
 # shared cores at load 9 (one thread): depth 6, budget 4 (1938 classes, 2000 searched): 5.2 s; depth 8, budget 3
 # (1344 classes, 4000): 3.9 s (the old price, 2^K B D per searched sample, was 20 times that at depth 8): about
 # COORD_NS per sample, design and reading-depth pair, and COORD_DESIGN_S per design.
-COORD_NS, COORD_DESIGN_S = 110.0, 1e-3
+COORD_NS, COORD_DESIGN_S = 55.0, 0.5e-3
 
 
 def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
@@ -110,12 +110,13 @@ def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples:
 # of B readings, its mean in D coordinates), then the design's loss on the samples. Measured on 2 shared cores
 # at load 9 (one thread): depth 4, budget 3, 100,000 samples, 4000 searched: 5.0 s; depth 6, budget 4, 20,000
 # and 2000: 7.7 s; depth 8, budget 3, 20,000 and 1000: 13.4 s (the old price, 2^K B D per searched sample, was
-# 0.15 to 1.6 times that): about UNIT_EVAL_S of Python and scipy per evaluation whatever the size, which
-# dominates small trees.
+# 0.15 to 1.6 times that); on a quiet machine 3.5 times less (0.57 s and 2.2 s): about UNIT_EVAL_S of Python and
+# scipy per evaluation whatever the size, which dominates small trees. The constants price a quiet machine
+# about twice over, a machine at load 9 about half.
 UNIT_EVALUATIONS = 400  # starts x evaluations of each (4 x up to 200; about 100 seen)
-UNIT_EVAL_S = 6e-3
-UNIT_NS = 0.5  # per searched sample, leaf and (B + D), per evaluation
-UNIT_EVAL_NS = 5.0  # per sample, leaf and (B + D), the final estimate
+UNIT_EVAL_S = 2.5e-3
+UNIT_NS = 0.3  # per searched sample, leaf and (B + D), per evaluation
+UNIT_EVAL_NS = 3.0  # per sample, leaf and (B + D), the final estimate
 
 
 def unit_search_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int) -> float:

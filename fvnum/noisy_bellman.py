@@ -36,8 +36,9 @@ POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1,
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
 MAX_WORK = 3e10  # largest work (``work``) solved exactly
 LAST_OPS = 20  # operations per lattice point of the last layer (``_kernels._dp_last``)
-EXACT_RATE = 1.5e9  # work per second and thread priced: measured 1.8e9 to 5.4e9 on one quiet thread (depths 2 to 7,
-# budgets 1 to 3, default and refined points; docs/benchmarks/2026-12-03-prices.md), 0.7e9 to 2.1e9 at load 2.5
+EXACT_RATE = 2.5e9  # work per second and thread priced: measured 1.8e9 to 5.4e9 on one thread at load 5 (depths 2 to
+# 7, budgets 1 to 3, default and refined points), about 3 times more on a quiet machine, 0.7e9 to 2.1e9 at load 9
+# (docs/benchmarks/2026-12-03-prices.md)
 EXACT_OVERHEAD = 0.05  # seconds of tables and Python per solve
 CHUNK_FLOATS = 2**22
 

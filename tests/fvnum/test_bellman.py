@@ -223,12 +223,10 @@ def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
 
 
-def test_bounds_size_accepted_under_a_cap_finishes_within_it():
+def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
     """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
-    largest sample count its plan accepts runs in less CPU time than the cap (one thread), and a size
-    1.5 times larger is refused in one line."""
-    import time
-
+    largest sample count its plan accepts runs, and a size 1.5 times larger is refused in one line. (Whether
+    the price is near the time taken is checked by benchmarks/bench_prices.py, not by a timed test: issue 32.)"""
     from fvnum.channels import make_channel
     from fvnum.bounds import check_bounds_cost
     from fvnum.resources import time_limit
@@ -242,13 +240,11 @@ def test_bounds_size_accepted_under_a_cap_finishes_within_it():
     with time_limit(cap):
         n = _largest_accepted(lambda m: _fits(lambda: check_bounds_cost(spec, channel, 5, samples=m, threads=1)),
                               10**6)
+        assert check_bounds_cost(spec, channel, 5, samples=n, threads=1).total_seconds <= cap
     assert n is not None and n >= 20, n
     argv = ["--max-seconds", str(cap), "bounds", "--depth", "3", "--budget", "5", "--tau", "0.5", "--threads", "1",
             "--samples"]
-    t0 = time.process_time()
     code, out, err = fv(*argv, str(n))
-    spent = time.process_time() - t0
     assert code == 0 and "rollout" in out, err
-    assert spent < cap, (n, spent)
     code, _, err = fv(*argv, str(int(1.5 * n) + 2))
     one_line_error(code, err, "bounds", "limit")
