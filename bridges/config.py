@@ -412,16 +412,16 @@ class RunConfig:
         )
 
     def memory_bytes(self) -> float:
-        """Estimated peak memory of training this run on the CPU (``bridges.cost.train_bytes``: activations,
+        """Estimated peak memory of training this run on the CPU (``bridges.train_memory.train_bytes``: activations,
         weights with gradients and Adam's moments, the interpreter and torch)."""
-        from .cost import train_bytes
+        from .train_memory import train_bytes
 
         return train_bytes(self)
 
     def check_resources(self) -> "RunConfig":
         """Refuse (one-line ValueError naming the limit and the largest size that fits) a run whose training
-        would not fit in the memory available (``bridges.cost.check_train_memory``)."""
-        from .cost import check_train_memory
+        would not fit in the memory available (``bridges.train_memory.check_train_memory``)."""
+        from .train_memory import check_train_memory
 
         check_train_memory(self)
         return self

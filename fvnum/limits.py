@@ -9,6 +9,8 @@ for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservativ
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from fvsym._validate import _short
 from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
@@ -91,9 +93,25 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
 COORD_NS, COORD_DESIGN_S = 55.0, 0.5e-3
 
 
-def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
-    from .search import count_classes
+@lru_cache(maxsize=None)
+def count_classes(depth: int, budget: int) -> int:
+    """The symmetry classes of ``budget`` distinct nodes of a depth-``depth`` tree: the same count as
+    ``fvnum.search.count_classes`` (a test holds them equal), here so that the price imports no search (the
+    search imports the engine, which imports these guards)."""
+    if budget == 0:
+        return 1
+    if depth == 0 or budget > 2**depth - 1:
+        return 0
+    total = 0
+    for r in (0, 1):
+        rest = budget - r
+        for a in range(rest // 2 + 1):
+            left, right = count_classes(depth - 1, a), count_classes(depth - 1, rest - a)
+            total += left * right if a < rest - a else left * (left + 1) // 2
+    return total
 
+
+def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
     if budget == 0:
         return 0.0
     classes = count_classes(depth, min(budget, dim)) if budget <= dim else 10**9

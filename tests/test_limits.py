@@ -333,3 +333,14 @@ def test_a_command_past_its_cap_ends_within_it_plus_a_few_seconds():
     after_start = float(lines[0].split("stopped after ")[1].split(" s")[0])
     assert after_start < 2 + 2 + 3, lines[0]  # the cap, its grace, a few seconds; the wall clock is not asserted
     assert t_after > 2
+
+
+def test_the_coordinate_search_price_counts_the_classes_the_search_counts():
+    """``fvnum.limits.count_classes`` (the price's copy, no import of the search) equals the search's own."""
+    from fvnum.limits import count_classes
+    from fvnum.search import count_classes as searched, coordinate_classes
+
+    for depth in range(1, 9):
+        for budget in range(0, min(2**depth, 9)):
+            assert count_classes(depth, budget) == searched(depth, budget)
+    assert count_classes(4, 3) == len(coordinate_classes(4, 3))
