@@ -11,7 +11,7 @@ times their hidden layers: autograd, Adam, Python). Refitted (issue 32) on 36 ru
 lay within 0.3 to 1.6 times each step measured there; the old one priced width 1024 seven times, 1000 hidden
 layers four times over), then halved: a quiet machine runs the same steps 3 to 4 times faster
 (docs/benchmarks/2026-12-03-prices.md: whole ``fv train`` runs priced 1.5 to 2.5 times their quiet wall time).
-``SAFETY = 2`` covers a machine about twice as busy as the quiet one. Held-out evaluations (a forward pass, priced as half a step per context) and
+``SAFETY = 2`` covers a machine about twice as busy as the quiet one. Held-out evaluations (a forward pass, priced as a third of a step's arithmetic per context) and
 checkpoints are added; torch's import and the model's set-up are ``STARTUP`` seconds. More threads are
 assumed to gain nothing (on a busy machine they often do not). ``precision = bf16`` on a CPU without native
 bfloat16 is emulated: priced 4 times float32. Memory (``train_bytes``): the activations, the weights with
@@ -53,11 +53,16 @@ def step_seconds(cfg) -> float:
     else:
         per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
     per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
-    modules = (m.layers + 1) * (H if m.model != "C" else 1)
-    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + STEP_S + LAYER_S * modules
+    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
         seconds *= 4.0
     return seconds
+
+
+def overhead_seconds(cfg) -> float:
+    """The part of :func:`step_seconds` that does not grow with the batch: ``STEP_S`` and ``LAYER_S`` a module."""
+    m = cfg.model
+    return STEP_S + LAYER_S * (m.layers + 1) * (m.hidden_layers if m.model != "C" else 1)
 
 
 def train_seconds(cfg, *, done: int = 0) -> float:
@@ -66,7 +71,9 @@ def train_seconds(cfg, *, done: int = 0) -> float:
     steps = max(0, t.steps - done)
     step = step_seconds(cfg)
     n_evals = steps // t.eval_every + 2
-    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * step / 2
+    # a held-out batch is a forward pass: a third of a step's arithmetic, none of its per-step overhead (autograd,
+    # Adam), which is most of a deep narrow MLP's step (1000 hidden layers: the old half a step priced 4.4 times over)
+    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * max(step - overhead_seconds(cfg), 0.0) / 3
     saves = steps // t.checkpoint_every + 1 if t.out else 0
     return SAFETY * (steps * step + eval_s) + saves * CHECKPOINT_S + STARTUP
 
