@@ -156,6 +156,77 @@ def load_run(run_dir):
     return replace(result, model=model, run_dir=str(folder))
 
 
+# --- its price -------------------------------------------------------------------------------------
+# Measured (fv audit of Model A, tree, depth 4, and Model B, matched Gaussian, depth 4; 200 to 800 contexts,
+# token samples 2048 to 16384; the 2-core machine at load 4 to 5): 8.5 us per context and token for A (two
+# layers of keys re-evaluated, 16 leaves), 56 us for B (512 latents) plus 65 ms a context (the importance
+# sampler), about 4 s to start (torch, the run); peak RSS 330 to 455 MB; Model A with 100 hidden layers, 200
+# contexts on 2048 tokens: 41 s. Per context and token the price counts, for the keys re-evaluated (layers
+# 2..L), AUDIT_NS_KEY ns per unit of their first and last layers (W (D + B + d)) and AUDIT_NS_SQUARE ns per
+# multiply-add of their hidden W x W layers, and AUDIT_NS_LAW ns per latent and entry of its law
+# (D + k + k^2), times AUDIT_SAFETY.
+# On a quiet machine the same audits run 4 to 10 times faster (Model A, 400 contexts on 8192 tokens: 3.9 s,
+# 0.73 us per context and token): the constants price the quiet machine about 1.2 to 2 times over.
+AUDIT_NS_KEY, AUDIT_NS_SQUARE, AUDIT_NS_LAW, AUDIT_CONTEXT_S, AUDIT_START_S, AUDIT_SAFETY = 0.27, 0.017, 0.7, 0.012, 1.5, 1.5
+AUDIT_BASE_BYTES = 350e6
+
+
+def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, budget: int, mlp_width: int,
+               hidden_layers: int, samples: int, token_sample: int, n_latents: int = 512,
+               batch: int = 256) -> tuple[float, float]:
+    """``(bytes, seconds)`` of :func:`audit_model` (upper estimates, see the constants above): memory = the
+    keys of a batch on the token sample ``F`` (batch, n_x, B), the layers' token projections, the keys'
+    activations of one evaluation (three alive at once: no gradients are kept), the laws' chunks, the Stein
+    rows and losses, and the interpreter."""
+    D, B, d, W, H, n_x = dim, budget, width, max(1, mlp_width), max(1, hidden_layers), token_sample
+    k = B
+    M = 2**depth if tree else n_latents
+    b = min(batch, samples)
+    from fvnum.keys import MAX_CHUNK
+
+    memory = (AUDIT_BASE_BYTES + 8.0 * b * n_x * B + 4.0 * layers * W * n_x + 12.0 * n_x * D
+              + 12.0 * max(_KEY_ENTRIES, n_x * max(W, D)) + 8.0 * MAX_CHUNK * (3 + k)
+              + 16.0 * samples * B * D + 32.0 * samples + (8.0 * n_latents * (D + k + k * k) if not tree else 0))
+    keys = max(layers - 1, 0) * (AUDIT_NS_KEY * W * (D + B + d) + AUDIT_NS_SQUARE * W * W * (H - 1))
+    law_units = M * (D + k + k * k) + k * D
+    seconds = samples * n_x * (keys + AUDIT_NS_LAW * law_units) * 1e-9
+    if not tree:
+        seconds += samples * AUDIT_CONTEXT_S * n_latents / 512
+    return memory, AUDIT_START_S + AUDIT_SAFETY * seconds
+
+
+def check_audit_cost(what: str = "fv audit", **sizes) -> None:
+    """Refuse (one-line ValueError) an audit priced over the memory available or the time cap, naming the
+    largest ``token_sample`` (memory) or ``samples`` (time) that fits. ``sizes``: :func:`audit_cost`'s."""
+    from fvnum.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+
+    memory, seconds = audit_cost(**sizes)
+    n, n_x = sizes["samples"], sizes["token_sample"]
+    label = f"{what} of {n} contexts on a token sample of {n_x}"
+    if not fits_memory(memory):
+        xs = [2**j for j in range(1, 41) if 2**j < n_x]
+        hint = largest_fitting("token sample", xs, lambda x: fits_memory(audit_cost(**{**sizes, "token_sample": x})[0]))
+        check_memory(label, memory, hint)
+    if not fits_time(seconds):
+        lo, hi = 1, n  # the largest number of contexts that fits, by bisection (the price grows with it)
+        while hi - lo > max(1, lo // 100):
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits_time(audit_cost(**{**sizes, "samples": mid})[1]) else (lo, mid)
+        if lo >= 2 and fits_time(audit_cost(**{**sizes, "samples": lo})[1]):
+            hint = f"; at this token sample at most {lo} contexts (--samples) fit"
+        else:
+            xs = [2**j for j in range(1, 41) if 2**j < n_x]
+            hint = largest_fitting("token sample", xs, lambda x: fits_time(
+                audit_cost(**{**sizes, "samples": 2, "token_sample": x})[1])).replace("fits", "fits with 2 contexts")
+        check_time(label, seconds, hint)
+
+
+def _hidden_layers(model: WorkspaceModel) -> int:
+    keys = model.layers[0].keys
+    body = getattr(getattr(keys, "mlp", None), "body", None)
+    return sum(isinstance(m, torch.nn.Linear) for m in body) if body is not None else 1
+
+
 # --- the audit -------------------------------------------------------------------------------------
 def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: int = 512, seed: int = 0,
           batch: int = 256) -> Audit:
@@ -234,6 +305,9 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     batch = check_int(batch, "batch", 1, 10**6)
     L, d, B, D = model.n_layers, model.width, model.budget, model.dim
     tree = data.prior == "tree"
+    check_audit_cost(f"the audit of {name or 'a model'}", tree=tree, depth=data.depth, dim=D, layers=L, width=d,
+                     budget=B, mlp_width=_mlp_width(model), hidden_layers=_hidden_layers(model), samples=samples,
+                     token_sample=token_sample, n_latents=n_latents, batch=batch)
     thetas = _leaves(data) if tree else None  # (2^K, D)
     decoder = EXACT if tree else APPROXIMATE.format(n=n_latents)
     C = ContextSampler(data, dtype=torch.float64).cov.numpy()  # (D, D) prior covariance
@@ -323,4 +397,5 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_lines", "audit_model", "load_run"]
+__all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
+           "load_run"]

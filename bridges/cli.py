@@ -12,7 +12,7 @@ import os
 import sys
 
 from fvnum.cli import strict_options
-from fvnum.resources import time_limit
+from fvnum.resources import time_limit, watchdog
 from fvsym.cli import number_arg
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
@@ -106,14 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, watch=None) -> int:
+    """Run ``fv`` on ``argv`` (default: the command line). ``watch``: end the command in one line if it runs
+    past its cap (``fvnum.resources.watchdog``, an ``os._exit``); default on for the process's own command
+    line (``argv`` None), off for calls from Python (a test calling ``main([...])`` must not end its process)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse's errors (one line, code 2) and --help (code 0): returned, not raised
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
-        with time_limit(args.max_seconds, default=getattr(args, "default_max_seconds", None)):
+        with time_limit(args.max_seconds, default=getattr(args, "default_max_seconds", None)), \
+                watchdog(f"fv {args.command}", active=argv is None if watch is None else watch):
             return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (``fv ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

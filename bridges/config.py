@@ -430,26 +430,18 @@ class RunConfig:
         )
 
     def memory_bytes(self) -> float:
-        """Estimated peak memory of training this run on the CPU (float32): the batch of contexts, the
-        key MLPs' activations on every token of every layer (kept for the backward pass), the interpreter
-        and torch (about 300 MB)."""
-        d, m, t = self.data, self.model, self.train
-        tokens = t.batch * d.n_tokens
-        per_token = 3 * (d.dim + 2) + 4 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
-        return 4.0 * tokens * per_token + 300e6
+        """Estimated peak memory of training this run on the CPU (``bridges.train_memory.train_bytes``: activations,
+        weights with gradients and Adam's moments, the interpreter and torch)."""
+        from .train_memory import train_bytes
+
+        return train_bytes(self)
 
     def check_resources(self) -> "RunConfig":
-        """Refuse (one-line ValueError naming the limit and the largest context length that fits) a run
-        whose training would not fit in the memory available."""
-        from fvnum.resources import check_memory, fits_memory, largest_fitting
+        """Refuse (one-line ValueError naming the limit and the largest size that fits) a run whose training
+        would not fit in the memory available (``bridges.train_memory.check_train_memory``)."""
+        from .train_memory import check_train_memory
 
-        need = self.memory_bytes()
-        if not fits_memory(need):
-            sizes = [2**k for k in range(0, 41) if 2**k < self.data.n_tokens]
-            hint = largest_fitting("--tokens N", sizes, lambda n: fits_memory(
-                self.replace(data=dict(n_tokens=n)).memory_bytes()))
-            check_memory(f"training {self.model.model} at depth {self.data.depth} with N = {self.data.n_tokens} "
-                         f"tokens and batch {self.train.batch}", need, hint)
+        check_train_memory(self)
         return self
 
     def replace(self, **sections) -> "RunConfig":

@@ -2,16 +2,20 @@
 work starts (torch is not imported here: a refusal takes a fraction of a second).
 
 Training (``train_seconds``): a measured model of one optimisation step on one CPU thread, times
-``SAFETY``. Per token and layer of an MLP key, ``W (12.7 + 0.05 D + 0.2 W (H - 1))`` ns (``W`` the MLP
-width, ``H`` its hidden layers, ``D = 2^K - 1``); per token, 15 ns per coordinate of ``x`` (drawing the
-context, the value ``y``) and, for Model C's linear keys, ``2 D B`` ns; per step 6 ms plus 1.5 ms per layer
-(autograd, Adam, Python). Measured with 40 steps of A, B, C at depths 2 to 8, budgets 1 to 6, 16 to 512
-tokens, widths 16 to 256 and 1 or 2 hidden layers on this project's 2-core machine while it ran about 6
-other jobs (load average 6); the model lies 1.1 to 1.6 times above every measurement, and ``SAFETY = 2``
-covers a machine twice as busy again. Held-out evaluations (a forward pass, priced as half a step per context) and
+``SAFETY``. Per token and layer of an MLP key, ``W (NS_UNIT H + NS_MLP_D D) + NS_SQUARE W^2 (H - 1)`` ns (``W``
+the MLP width, ``H`` its hidden layers, ``D = 2^K - 1``: the elementwise work of every hidden unit and the
+``W x W`` products); per token, 15 ns per coordinate of ``x`` (drawing the context, the value ``y``) and, for
+Model C's linear keys, ``2 D B`` ns; per step ``STEP_S`` plus ``LAYER_S`` per module (layers and readout,
+times their hidden layers: autograd, Adam, Python). Refitted (issue 32) on 36 runs of A and B at widths 16 to
+1024, 1 to 1000 hidden layers and 16 or 64 tokens on this project's 2-core machine at load 4 to 5 (the model
+lay within 0.3 to 1.6 times each step measured there; the old one priced width 1024 seven times, 1000 hidden
+layers four times over), then halved: a quiet machine runs the same steps 3 to 4 times faster
+(docs/benchmarks/2026-12-03-prices.md: whole ``fv train`` runs priced 1.5 to 2.5 times their quiet wall time).
+``SAFETY = 2`` covers a machine about twice as busy as the quiet one. Held-out evaluations (a forward pass, priced as a third of a step's arithmetic per context) and
 checkpoints are added; torch's import and the model's set-up are ``STARTUP`` seconds. More threads are
 assumed to gain nothing (on a busy machine they often do not). ``precision = bf16`` on a CPU without native
-bfloat16 is emulated: priced 4 times float32.
+bfloat16 is emulated: priced 4 times float32. Memory (``train_bytes``): the activations, the weights with
+their gradients and Adam's moments, and the interpreter (``bridges.train_memory``, re-exported here).
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
@@ -26,12 +30,15 @@ from pathlib import Path
 
 from fvnum.resources import check_time, fits_time, max_seconds
 
+# the memory price of a run lives in a leaf module (bridges.config prices its runs with it); re-exported here
+from .train_memory import activation_bytes, check_train_memory, n_parameters, train_bytes  # noqa: F401
+
 SAFETY = 2.0
-STARTUP = 10.0  # seconds: import torch, build the model, the first step's allocations
-NS_MLP, NS_MLP_D, NS_MLP_HIDDEN = 12.7, 0.05, 0.2  # per token, layer and unit of MLP width (see above)
+STARTUP = 3.0  # seconds: import torch, build the model, the first step's allocations (1.5 to 2.5 s measured, quiet)
+NS_UNIT, NS_MLP_D, NS_SQUARE = 2.5, 0.025, 0.0125  # per token and layer: W H, W D and W^2 (H - 1) (see above)
 NS_TOKEN_D = 15.0  # per token and coordinate of x
 NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
-STEP_S, LAYER_S = 6e-3, 1.5e-3  # per optimisation step, and per layer of it
+STEP_S, LAYER_S = 7e-3, 0.2e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
 CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
 EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
 
@@ -44,12 +51,18 @@ def step_seconds(cfg) -> float:
     if m.model == "C":
         per_token += NS_LINEAR_KEY * D * m.budget
     else:
-        per_token += m.layers * W * (NS_MLP + NS_MLP_D * D + NS_MLP_HIDDEN * W * (H - 1))
+        per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
     per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
-    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + STEP_S + LAYER_S * m.layers
+    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
         seconds *= 4.0
     return seconds
+
+
+def overhead_seconds(cfg) -> float:
+    """The part of :func:`step_seconds` that does not grow with the batch: ``STEP_S`` and ``LAYER_S`` a module."""
+    m = cfg.model
+    return STEP_S + LAYER_S * (m.layers + 1) * (m.hidden_layers if m.model != "C" else 1)
 
 
 def train_seconds(cfg, *, done: int = 0) -> float:
@@ -58,7 +71,9 @@ def train_seconds(cfg, *, done: int = 0) -> float:
     steps = max(0, t.steps - done)
     step = step_seconds(cfg)
     n_evals = steps // t.eval_every + 2
-    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * step / 2
+    # a held-out batch is a forward pass: a third of a step's arithmetic, none of its per-step overhead (autograd,
+    # Adam), which is most of a deep narrow MLP's step (1000 hidden layers: the old half a step priced 4.4 times over)
+    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * max(step - overhead_seconds(cfg), 0.0) / 3
     saves = steps // t.checkpoint_every + 1 if t.out else 0
     return SAFETY * (steps * step + eval_s) + saves * CHECKPOINT_S + STARTUP
 
@@ -109,7 +124,7 @@ def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
 
     tree = data.prior == "tree"
     return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
-                   tokens=True, samples=samples, threads=1, **kw)[1]
+                   tokens=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
 
 
 def _solve(depth: int, budget: int) -> float:
@@ -144,7 +159,8 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
     seconds += _mc(data, B, "path", samples) if B <= K else 0.0
     seconds += sum(_mc(data, B, s, select) for s in adaptive) + max(_mc(data, B, s, few) for s in adaptive)
     bracket = [s for s in ("path", "greedy_coordinate", "rollout", "bellman_noiseless") if s != "path" or B <= K]
-    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 2 * _solve(K, B)
+    # the exact noiseless solves: best_adaptive's bellman_noiseless, the bracket's lower bound and its candidate
+    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 3 * _solve(K, B)
     seconds += _mc(data, B, "top_levels", samples)
     seconds += _mc(data, B, "optimal_nonadaptive", search_samples, search_samples=search_samples)
     seconds += _mc(data, B, "optimal_nonadaptive", search_samples, dense_design=True, search_samples=search_samples)
@@ -230,5 +246,5 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     check_time(what, seconds, hint)
 
 
-__all__ = ["check_seconds", "check_train_time", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
+__all__ = ["check_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]

@@ -38,10 +38,16 @@ ADAPTIVE_CANDIDATES = ("path", "bellman_noiseless", "greedy_coordinate", "greedy
 
 @dataclass(frozen=True)
 class Bounds:
-    """``lower`` (value, how) <= the noisy optimum <= ``upper`` (a Monte Carlo Estimate of ``policy``).
-    ``exact``: the exact noisy optimum where solved (else None). ``candidates``: every policy's
-    Estimate on the same samples; ``differences``: paired ``rollout - other`` Estimates; ``skipped``:
-    the candidates not sampled (and the exact solve, when not run), each with its reason."""
+    """``lower`` (value, how) <= the noisy optimum <= ``upper`` (an Estimate). Where the optimum is solved
+    (gaussian channel, or tau = 0) the bracket collapses onto it: ``lower`` = ``exact - exact_error`` (no less
+    than the noiseless optimum) and ``upper`` = ``Estimate(exact + exact_error, 0, n)`` (``how`` says so);
+    elsewhere ``lower`` is the noiseless optimum and ``upper`` the best policy's Monte Carlo Estimate.
+    ``exact``: the exact noisy optimum where solved (else None), ``exact_error`` its quadrature error
+    estimate (``fvnum.noisy_bellman.NoisyBellman.error``: the difference of a default and a refined solve; 0
+    at tau = 0). ``policy`` and ``best``: the best sampled policy and its Monte Carlo Estimate (what ``upper``
+    is when not solved). ``candidates``: every policy's Estimate on the same samples; ``differences``: paired
+    ``rollout - other`` Estimates; ``skipped``: the candidates not sampled (and the exact solve, when not
+    run), each with its reason."""
 
     lower: float
     lower_how: str
@@ -53,13 +59,23 @@ class Bounds:
     differences: dict = field(default_factory=dict)
     inputs: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
+    exact_error: float | None = None
+    best: Estimate | None = None
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether the bracket is the solved optimum +- its error (not the noiseless bound and a policy)."""
+        return self.best is not None and self.upper is not self.best
 
     def to_dict(self) -> dict:
+        best = self.best if self.best is not None else self.upper
         return {
             "lower": {"value": self.lower, "how": self.lower_how},
             "upper": {"value": self.upper.value, "stderr": self.upper.stderr, "n": self.upper.n,
-                      "policy": self.policy},
-            "exact": self.exact, "exact_how": self.exact_how,
+                      "policy": self.policy, "how": self.upper.how},
+            "exact": self.exact, "exact_error": self.exact_error, "exact_how": self.exact_how,
+            "collapsed": self.collapsed,
+            "best": {"policy": self.policy, **best.to_dict()},
             "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
             "differences": {k: v.to_dict() for k, v in self.differences.items()},
             "skipped": dict(self.skipped),
@@ -79,10 +95,27 @@ class Bounds:
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        best = self.best if self.best is not None else self.upper
+        if self.collapsed:
+            what = ("the exact noisy recursion, error from a refined quadrature" if self.inputs.get("tau", 1) != 0
+                    else "the noiseless Bellman optimum, exact at tau = 0")
+            return (f"optimum in [{self.lower:.6g}, {self.upper.value:.6g}]  (solved: {self.exact:.6g} +- "
+                    f"{self.exact_error:.2g}, {what}; best policy sampled: {self.policy}, {best.value:.6g} +- "
+                    f"{best.stderr:.2g}, mc n={best.n})")
         exact = "n/a" if self.exact is None else f"{self.exact:.6g}" + (
-            ", the optimum" if self.inputs.get("channel", "gaussian") == "gaussian" else "")
+            f" +- {self.exact_error:.2g}" if self.exact_error is not None else "")
         return (f"optimum in [{self.lower:.6g}, {self.upper.value:.6g} +- {self.upper.stderr:.2g}]  "
                 f"(lower: {self.lower_how}; upper: {self.policy}, mc n={self.upper.n}; exact: {exact})")
+
+
+def noiseless_cost(spec, budget: int) -> tuple[float, float]:
+    """``(bytes, seconds)``: the price of :func:`noiseless_lower` (one ``fvsym.bellman.solve``), the same
+    price ``fv derive tree-loss --strategy optimal`` checks (``fvsym.costs.tree_loss_cost``)."""
+    from fvsym.costs import tree_loss_cost
+
+    if budget == 0:
+        return 0.0, 0.0
+    return tree_loss_cost(spec.depth, min(int(budget), spec.dim), "optimal", False)
 
 
 def noiseless_lower(prior, spec: TreeSpec, budget: int) -> tuple[float, str]:
@@ -102,7 +135,9 @@ def noiseless_lower(prior, spec: TreeSpec, budget: int) -> tuple[float, str]:
 class BoundsPlan:
     """What :func:`bounds` will do, priced before any work: ``solve`` (run the exact recursion),
     ``sample`` (the candidates sampled, in order), ``skipped`` ({name: reason}), ``seconds`` (upper price
-    of each part: ``exact`` and every candidate, its ``SELECT`` and ``EVAL`` runs), ``bytes`` (memory)."""
+    of each part: ``noiseless`` (the lower bound's exact noiseless solve), ``exact`` (the noisy recursion) and
+    every candidate, its ``SELECT`` and ``EVAL`` runs), ``bytes`` (memory: the largest part, the Monte Carlo
+    chunks and records, the solves)."""
 
     solve: bool
     sample: tuple
@@ -112,7 +147,8 @@ class BoundsPlan:
 
     @property
     def total_seconds(self) -> float:
-        return (self.seconds.get("exact", 0.0) if self.solve else 0.0) + sum(self.seconds[n] for n in self.sample)
+        return (self.seconds.get("noiseless", 0.0) + (self.seconds.get("exact", 0.0) if self.solve else 0.0)
+                + sum(self.seconds[n] for n in self.sample))
 
     def to_dict(self) -> dict:
         return {"solve": self.solve, "sample": list(self.sample), "skipped": dict(self.skipped),
@@ -130,7 +166,7 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
     if name == "optimal":
         return noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
     return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
-                   tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]
+                   tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
 
 
 def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
@@ -147,6 +183,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     threads = default_threads() if threads is None else max(1, int(threads))
     tau = channel.tau
     skipped, seconds = {}, {}
+    solve_bytes, seconds["noiseless"] = noiseless_cost(spec, budget)
     if tau == 0:
         solve = False
     elif exact is not None:
@@ -208,8 +245,32 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
                         tokens=channel.kind == "tokens", samples=samples, threads=threads)[0]
                 for name in ("path", "greedy_coordinate"))
     recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
-    memory = chunk + recorded + (8.0 * 3 * noisy_bellman.CHUNK_FLOATS if solve else 0.0)
+    memory = max(chunk, solve_bytes) + recorded + (8.0 * 3 * noisy_bellman.CHUNK_FLOATS if solve else 0.0)
     return BoundsPlan(solve, tuple(sample), skipped, seconds, memory)
+
+
+def check_noiseless_cost(spec: TreeSpec, budget: int, what: str) -> None:
+    """Refuse (one line, naming the largest depth that fits at this budget) a bracket whose lower bound, the
+    exact noiseless solve (:func:`noiseless_cost`), would not fit in memory or in the time cap."""
+    from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+
+    need, seconds = noiseless_cost(spec, budget)
+    depths = range(max(1, (budget + 1).bit_length() - 1), spec.depth + 1)
+
+    def cost(k):
+        return noiseless_cost(_Depth(k), budget)
+
+    what = f"{what}: its lower bound, the exact noiseless solve (fvsym.bellman.solve),"
+    hint = largest_fitting("depth", depths, lambda k: fits_memory(cost(k)[0]) and fits_time(cost(k)[1]))
+    check_memory(what, need, hint)
+    check_time(what, seconds, hint)
+
+
+class _Depth:
+    """The sizes of a tree of depth ``depth`` that the prices read (``depth``, ``dim``)."""
+
+    def __init__(self, depth: int):
+        self.depth, self.dim = int(depth), 2 ** int(depth) - 1
 
 
 def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
@@ -227,8 +288,9 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
     for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
         check_mc(spec, budget=budget, strategy=name, tokens=channel.kind == "tokens", samples=samples,
                  threads=threads)
-    p = plan(samples)
     what = f"fv bounds at depth {spec.depth}, budget {budget}"
+    check_noiseless_cost(spec, budget, what)
+    p = plan(samples)
     check_memory(what, p.bytes)
     if not fits_time(p.total_seconds):
         lo, hi = 1, samples  # the largest sample count that fits, by bisection
@@ -252,7 +314,13 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
     exact recursion (default: where ``fvnum.noisy_bellman.exact_feasible`` and within the time cap)."""
     from . import noisy_bellman
+    from .simulate import plain_scalars
 
+    from fvsym._validate import check_int
+
+    select_samples, threads = plain_scalars(select_samples=select_samples, threads=threads).values()
+    select_samples = check_int(select_samples, "select_samples", minimum=2, maximum=10**10)
+    threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
         prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
         tree="bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")
@@ -261,13 +329,13 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     plan = check_bounds_cost(spec, channel, budget, samples=samples, select_samples=select_samples,
                              candidates=candidates, exact=exact, threads=threads)
     lower, lower_how = noiseless_lower(prior, spec, budget)
-    exact_value = exact_how = None
+    exact_value = exact_how = exact_error = None
     policies = {}
     if channel.tau == 0:  # the noiseless optimum is exact and attained
-        exact_value, exact_how = lower, "noiseless Bellman optimum"
+        exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
     elif plan.solve:
         solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
-        exact_value, exact_how = solved.value, solved.how + (
+        exact_value, exact_error, exact_how = solved.value, solved.error, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
         if "optimal" in plan.sample:
@@ -294,7 +362,17 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
               "channel": channel.kind, "tau": channel.tau, "tokens": channel.n_tokens if channel.kind == "tokens"
               else None, "s2": channel.s2 if channel.kind == "tokens" else None, "measurement": "coordinate",
               "layers": budget, "width": 1, "samples": samples, "seed": seed}
-    return Bounds(lower, lower_how, found[best], best, exact_value, exact_how, found, diffs, inputs, plan.skipped)
+    upper = found[best]
+    if exact_value is not None and (channel.kind == "gaussian" or channel.tau == 0):  # solved: the bracket collapses
+        err = float(exact_error or 0.0)
+        if exact_value - err > lower:
+            lower, lower_how = exact_value - err, "the solved optimum less its error estimate (refined quadrature)"
+        elif channel.tau == 0:
+            lower_how = "the noiseless Bellman optimum, the optimum at tau = 0"
+        upper = Estimate(exact_value + err, 0.0, upper.n,
+                         "exact" if channel.tau == 0 else "the solved optimum plus its error estimate")
+    return Bounds(lower, lower_how, upper, best, exact_value, exact_how, found, diffs, inputs, plan.skipped,
+                  exact_error, found[best])
 
 
 def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,

@@ -310,7 +310,8 @@ def _mc(args) -> int:
     s2 = _number(args.s2) if args.s2 is not None else 0.01
     prior = prior_of(args)
     spec = numeric_prior(prior)
-    check_mc(spec, budget=args.budget, strategy=resolve_strategy(args.strategy, args.measurement)[0],
+    strategy, klass = resolve_strategy(args.strategy, args.measurement)
+    check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
              tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
     channel = make_channel(spec, tau, args.tokens, s2)
     est = loss_mc(

@@ -4,10 +4,12 @@ arguments before any work, refused with one line naming the limit and the larges
 The estimates are deliberately simple upper bounds on what the engine allocates (eight ``D``-sized
 scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vectors per sample for
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
-(``B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
+(``0.3 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 from fvsym._validate import _short
 from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
@@ -23,13 +25,21 @@ MIN_CHUNK = 256
 BASE_BYTES = 300e6
 SCRATCH_FLOATS = 8  # D-sized float arrays per thread
 TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
+GAUSS_OPS = 0.2  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 to 45 times over at D 200, B 10)
+TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.7 times over at depth 12)
 COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
+COORDINATE_OPS = 0.3  # per sample, reading and level of a coordinate strategy (measured 8 to 36 ns per reading and
+# level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to 20 times over)
 SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
 
 
 def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tokens: bool, samples: int,
-            threads: int, dense_design: bool = False, search_samples: int = 4000) -> tuple[float, float]:
-    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates)."""
+            threads: int, dense_design: bool = False, search_samples: int = 4000,
+            solve: bool = True) -> tuple[float, float]:
+    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates). ``solve``: include the exact
+    noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.costs.tree_loss_cost``) that the policies
+    ``bellman_noiseless`` and ``optimal`` (tree prior) build before sampling; False where the caller prices
+    the solves itself."""
     D, B = dim, max(int(budget), 1)
     coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
     per_sample = 2 + 6 * B + (depth if tree else 0)
@@ -40,33 +50,104 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tok
     fixed = SCRATCH_FLOATS * D * max(1, threads) + (3 * D * D if not tree else 0)
     memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + BASE_BYTES
     if tree:
-        ops = B * depth * 4 if coordinate else (2**depth) * B * 2
+        ops = B * depth * COORDINATE_OPS if coordinate else (2**depth) * B * 2
         if strategy in ("greedy_coordinate", "rollout"):
-            ops = 48 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
+            ops = 36 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
         if strategy == "rollout":  # n_cand (4) greedy continuations over n_rollouts (32) each, per sample
             ops *= 4 * 32
         if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
-            ops = 40 * 2**depth * depth * B  # (measured about 3 ms a sample at depth 6, budget 4)
+            ops = 80 * 2**depth * depth * B  # (measured 2 to 8 ms a sample at depth 6, budgets 3 and 4)
     else:
-        ops = D * B * 4 + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
+        ops = D * B * GAUSS_OPS + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
     if tokens:
-        ops += 4 * D
+        ops += TOKENS_OPS * D
     work = samples * ops + (D**3 if not tree else 0)
     if tree and strategy == "greedy_dense":  # the shared first row: about 20 samples' work
         work += 20 * ops
     elif strategy in SEARCHING and not (tree and strategy == "rollout"):
         work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
     seconds = work / (RATE * max(1, threads))
+    if tree and strategy == "optimal_nonadaptive" and dense_design:  # the unit class's L-BFGS search
+        seconds = unit_search_seconds(depth, dim, B, samples, search_samples, threads)
+    elif tree and strategy == "optimal_nonadaptive":  # the coordinate class's search, then its design sampled
+        seconds = (coordinate_search_seconds(depth, dim, B, search_samples)
+                   + samples * (B * depth * COORDINATE_OPS) / (RATE * max(1, threads)))
+    if solve and tree and strategy in ("bellman_noiseless", "optimal") and budget >= 1:
+        from fvsym.costs import tree_loss_cost
+
+        solve_bytes, solve_seconds = tree_loss_cost(depth, min(B, dim), "optimal", False)
+        memory, seconds = max(memory, solve_bytes + BASE_BYTES / 2), seconds + solve_seconds
     if tree and strategy == "rollout":  # priced by the policy's own measured model (quadratic in the budget)
         from .strategies import rollout_seconds
 
-        seconds = max(seconds, rollout_seconds(depth, B, samples, threads))
+        seconds = rollout_seconds(depth, B, samples, threads)
     return memory, seconds
 
 
+# The coordinate class's design search (fvnum.search.optimal_nonadaptive_coordinate): every symmetry class of B
+# nodes screened on min(search_samples, 1000) samples and the best 8 on search_samples where the classes are at
+# most 3000, else greedy forward selection and swaps (about 3 B D designs on search_samples each). Measured on 2
+# shared cores at load 9 (one thread): depth 6, budget 4 (1938 classes, 2000 searched): 5.2 s; depth 8, budget 3
+# (1344 classes, 4000): 3.9 s (the old price, 2^K B D per searched sample, was 20 times that at depth 8): about
+# COORD_NS per sample, design and reading-depth pair, and COORD_DESIGN_S per design.
+COORD_NS, COORD_DESIGN_S = 55.0, 0.5e-3
+
+
+@lru_cache(maxsize=None)
+def count_classes(depth: int, budget: int) -> int:
+    """The symmetry classes of ``budget`` distinct nodes of a depth-``depth`` tree: the same count as
+    ``fvnum.search.count_classes`` (a test holds them equal), here so that the price imports no search (the
+    search imports the engine, which imports these guards)."""
+    if budget == 0:
+        return 1
+    if depth == 0 or budget > 2**depth - 1:
+        return 0
+    total = 0
+    for r in (0, 1):
+        rest = budget - r
+        for a in range(rest // 2 + 1):
+            left, right = count_classes(depth - 1, a), count_classes(depth - 1, rest - a)
+            total += left * right if a < rest - a else left * (left + 1) // 2
+    return total
+
+
+def coordinate_search_seconds(depth: int, dim: int, budget: int, search_samples: int) -> float:
+    if budget == 0:
+        return 0.0
+    classes = count_classes(depth, min(budget, dim)) if budget <= dim else 10**9
+    if classes <= 3000:
+        designs, evaluated = classes + 8, classes * min(search_samples, 1000) + 8 * search_samples
+    else:
+        designs = 3 * budget * dim
+        evaluated = designs * search_samples
+    return evaluated * budget * depth * COORD_NS * 1e-9 + designs * COORD_DESIGN_S
+
+
+# The unit class's design search (fvnum.search.optimal_nonadaptive_unit): 4 starts of L-BFGS, each evaluation
+# the Monte Carlo loss and its gradient on search_samples common samples (the posterior over the 2^K leaves
+# of B readings, its mean in D coordinates), then the design's loss on the samples. Measured on 2 shared cores
+# at load 9 (one thread): depth 4, budget 3, 100,000 samples, 4000 searched: 5.0 s; depth 6, budget 4, 20,000
+# and 2000: 7.7 s; depth 8, budget 3, 20,000 and 1000: 13.4 s (the old price, 2^K B D per searched sample, was
+# 0.15 to 1.6 times that); on a quiet machine 3.5 times less (0.57 s and 2.2 s): about UNIT_EVAL_S of Python and
+# scipy per evaluation whatever the size, which dominates small trees. The constants price a quiet machine
+# about twice over, a machine at load 9 about half.
+UNIT_EVALUATIONS = 400  # starts x evaluations of each (4 x up to 200; about 100 seen)
+UNIT_EVAL_S = 2.5e-3
+UNIT_NS = 0.3  # per searched sample, leaf and (B + D), per evaluation
+UNIT_EVAL_NS = 3.0  # per sample, leaf and (B + D), the final estimate
+
+
+def unit_search_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int) -> float:
+    """Upper price of ``loss_mc(..., 'optimal_nonadaptive_unit')`` on a tree (see the constants above)."""
+    leaves = 2.0**depth * (budget + dim)
+    search = UNIT_EVALUATIONS * (UNIT_EVAL_S + UNIT_NS * 1e-9 * search_samples * leaves)
+    return search + UNIT_EVAL_NS * 1e-9 * samples * leaves / max(1, threads)
+
+
 def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: int, threads: int | None,
-             design=None, search_samples: int = 4000) -> None:
-    """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap."""
+             design=None, search_samples: int = 4000, measurement: str | None = None) -> None:
+    """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap.
+    ``measurement``: the class of ``optimal_nonadaptive`` (``unit``, the default, searches dense rows)."""
     from ._chunks import default_threads
     from .tree import TreeSpec
 
@@ -81,6 +162,8 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
             dense = np.asarray(design).ndim == 2
         except (TypeError, ValueError):
             dense = False
+    if strategy == "optimal_nonadaptive" and measurement in (None, "unit"):
+        dense = True  # the unit class's search
 
     def cost(depth_=depth, samples_=samples):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
@@ -150,7 +233,8 @@ def seconds_cap() -> float:
     return max_seconds()
 
 
-def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples) -> None:
+def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples,
+                       measurement: str | None = None) -> None:
     """The checks ``loss_mc`` runs before any work: types and ranges of the arguments, the design's
     nodes, and the resource guard (:func:`check_mc`)."""
     import numpy as np
@@ -186,7 +270,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
             raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     check_mc(spec, budget=budget, strategy=strategy, tokens=tokens, samples=samples, threads=threads,
              design=design if design is not None and np.asarray(design, dtype=object).ndim == 2 else None,
-             search_samples=search_samples)
+             search_samples=search_samples, measurement=measurement)
 
 
 def check_posterior_args(spec, design, phi, tau: float):

@@ -36,7 +36,9 @@ POINTS = {1: (65,), 2: (49, 161), 3: (33, 65, 81)}  # per budget: points when 1,
 SPAN = 6.5  # each rule covers +-SPAN standard deviations of its class
 MAX_WORK = 3e10  # largest work (``work``) solved exactly
 LAST_OPS = 20  # operations per lattice point of the last layer (``_kernels._dp_last``)
-EXACT_RATE = 2.5e8  # work per second and thread priced: measured 0.7e9 to 2.1e9 (load 2.5), 3 to 4x less at load 9
+EXACT_RATE = 2.5e9  # work per second and thread priced: measured 1.8e9 to 5.4e9 on one thread at load 5 (depths 2 to
+# 7, budgets 1 to 3, default and refined points), about 3 times more on a quiet machine, 0.7e9 to 2.1e9 at load 9
+# (docs/benchmarks/2026-12-03-prices.md)
 EXACT_OVERHEAD = 0.05  # seconds of tables and Python per solve
 CHUNK_FLOATS = 2**22
 
@@ -259,6 +261,26 @@ def default_points(budget: int) -> tuple:
     return POINTS[min(max(budget, 1), 3)][:max(budget, 1)]
 
 
+def refined_points(points) -> tuple:
+    """The refined quadrature of ``points``: the lattice step halved (``2 (p - 1) + 1`` points per rule)."""
+    return tuple(2 * (int(p) - 1) + 1 for p in points)
+
+
+def coarser_points(points) -> tuple:
+    """The coarser quadrature of ``points``: the lattice step doubled (``(p - 1) // 2 + 1`` points, at least 3)."""
+    return tuple(max(3, (int(p) - 1) // 2 + 1) for p in points)
+
+
+def check_points(spec, budget: int, points, tau) -> tuple | None:
+    """The second quadrature :func:`noisy_bellman` solves for its error estimate: the refined one
+    (:func:`refined_points`) where it is feasible, else the coarser one (:func:`coarser_points`);
+    None for budget 0 (nothing to integrate)."""
+    if budget == 0:
+        return None
+    fine = refined_points(points)
+    return fine if exact_feasible(spec, budget, fine, tau) else coarser_points(points)
+
+
 def work(spec: TreeSpec, budget: int, points=None, tau=None, root: str = "prior") -> float:
     """Operations of the exact recursion (about one multiply-add each): the child beliefs of every level
     (a lattice point per node read, ``2^K`` weights each) and, per belief of the last level, each node's
@@ -295,10 +317,16 @@ def lattice_size(a: float, tau: float, points: int) -> int:
     return int(lattice(a, tau, points)[0].size)
 
 
-def solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None) -> float:
-    """Upper price of ``noisy_bellman``: ``work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``."""
+def solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None, refine: bool = True) -> float:
+    """Upper price of ``noisy_bellman``: ``work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``; with
+    ``refine`` (its default) the second quadrature of the error estimate (:func:`check_points`) too."""
     busy = max(1, int(threads))
-    return EXACT_OVERHEAD + work(spec, budget, points, tau) / (EXACT_RATE * busy)
+    points = default_points(budget) if points is None else tuple(points)
+    total = work(spec, budget, points, tau)
+    other = check_points(spec, budget, points, tau) if refine else None
+    if other is not None:
+        total += work(spec, budget, other, tau)
+    return EXACT_OVERHEAD + total / (EXACT_RATE * busy)
 
 
 def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, points=None) -> float:
@@ -417,7 +445,17 @@ class NoisyBellmanPolicy(Policy):
 class NoisyBellman:
     """The exact noisy optimum ``value`` = ``V_B(prior)`` of ``budget`` layers of width 1 at noise ``tau``
     and its ``policy`` (a Policy: ``fvnum.simulate.simulate`` runs it; ``next_node`` and ``q_values``
-    inspect it). ``how`` names the quadrature."""
+    inspect it). ``how`` names the quadrature.
+
+    ``error``: the estimated quadrature error of ``value``, from refinement: the recursion is solved on two
+    quadratures, ``points`` and the one of half its lattice step (``refined_points``); ``value`` is the
+    refined solve and ``error = |refined - default|``. The trapezoid rules' error falls at least like the step
+    squared (``O(h^2)`` at the kinks of the minimum, faster elsewhere), so the refined value's own error is
+    about a quarter of this difference or less: ``error`` is a conservative estimate (measured at depth 3,
+    budget 3, tau 0.5: default 0.233409, refined 0.233444, thrice refined 0.233448). Where the refined
+    quadrature is too large (``MAX_WORK``), ``value`` is the default solve and ``error`` its difference from
+    the coarser one (step doubled), again conservative. ``checked_points``: the second quadrature (None when
+    not refined: ``refine=False``, or budget 0, where ``error`` is 0 or None)."""
 
     value: float
     budget: int
@@ -427,6 +465,8 @@ class NoisyBellman:
     how: str
     quad: Quadrature = field(repr=False, compare=False)
     policy: NoisyBellmanPolicy = field(repr=False, compare=False)
+    error: float | None = None
+    checked_points: tuple | None = None
 
     def _belief(self, nodes, readings) -> np.ndarray:
         nodes = np.asarray(nodes, dtype=np.int64).reshape(1, -1)
@@ -457,15 +497,18 @@ class NoisyBellman:
         return int(self.quad.values(P, self.budget - l)[1][0])
 
     def to_dict(self) -> dict:
-        return {"value": self.value, "budget": self.budget, "tau": self.tau, "first_node": self.first_node,
-                "points": self.points, "how": self.how}
+        return {"value": self.value, "error": self.error, "budget": self.budget, "tau": self.tau,
+                "first_node": self.first_node, "points": self.points, "checked_points": self.checked_points,
+                "how": self.how}
 
 
 def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, points=None,
-                  threads=None) -> NoisyBellman:
+                  threads=None, refine: bool = True) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
     gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``).
-    ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``)."""
+    ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``).
+    ``refine`` (default): solve a second quadrature too and return the value with its ``error`` estimate
+    (see :class:`NoisyBellman`); False: one solve, ``error`` None (the policy alone, half the work or less)."""
     from fvsym._validate import check_int
 
     from ._chunks import default_threads
@@ -473,13 +516,16 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     spec, channel, *_ = check_inputs(
         prior, tau, tokens, s2, n_tokens, channel,
         tree="the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
-    budget = check_int(budget, "budget", 0, 3)
+    from .simulate import plain_scalar
+
+    budget = check_int(plain_scalar(budget, "budget"), "budget", 0, 3)
+    threads = plain_scalar(threads, "threads")
     from .limits import check_resolution
 
     check_resolution(spec, "the noisy Bellman recursion")
     if points is None:
         points = default_points(budget)
-    points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(points).tolist())
+    points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(plain_scalar(points, "points")).tolist())
     if len(points) < budget:
         raise ValueError(f"points needs one entry per layer, {budget}, got {points}")
     if channel.tau == 0:
@@ -496,10 +542,25 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     else:
         V, node = quad.values(uniform, budget, root_candidates(spec), threads=threads)
         value, first = float(V[0]), int(node[0])
-    how = (f"exact recursion, trapezoid rules of {'/'.join(map(str, points[:budget][::-1]))} points per reading class "
+    used = points[:budget]
+    how = (f"exact recursion, trapezoid rules of {'/'.join(map(str, used[::-1]))} points per reading class "
            f"on one lattice of readings per depth")
+    error = other = None
+    if budget == 0:
+        error = 0.0
+    elif refine:
+        other = check_points(spec, budget, used, channel.tau)
+        second = Quadrature(spec, channel.tau, other)
+        value2 = float(second.values(uniform, budget, root_candidates(spec), threads=threads)[0][0])
+        error = abs(value2 - value)
+        if other == refined_points(used):  # the refined solve is the value; the default solve checks it
+            how = (f"exact recursion, trapezoid rules of {'/'.join(map(str, other[::-1]))} points per reading class "
+                   f"on one lattice of readings per depth; error {error:.2g} = |this - the solve at half the points|")
+            value = value2
+        else:
+            how += f"; error {error:.2g} = |this - the solve at half the points| (a finer solve is over MAX_WORK)"
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
-    return NoisyBellman(value, budget, channel.tau, first, points[:budget], how, quad, pol)
+    return NoisyBellman(value, budget, channel.tau, first, used, how, quad, pol, error, other)
 
 
 _solver_module(__name__)  # fvnum.noisy_bellman(...) calls noisy_bellman()

@@ -165,7 +165,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
+    solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
     return solved.policy
 
 
@@ -181,7 +181,7 @@ def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
     if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not noisy_bellman.exact_feasible(spec, budget, tau=channel.tau):
         return  # refused with its own message by optimal_policy
     threads = default_threads() if threads is None else int(threads)
-    solve = noisy_bellman.solve_seconds(spec, budget, channel.tau, threads)
+    solve = noisy_bellman.solve_seconds(spec, budget, channel.tau, threads, refine=False)
     total = solve + noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
     if not fits_time(total):
         per = (total - solve) / samples
@@ -232,14 +232,18 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from .limits import check_loss_mc_args
-    from .simulate import check_inputs, check_samples, simulate
+    from .simulate import check_inputs, check_samples, plain_scalars, simulate
     from .tree import numeric_prior
 
+    # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
+    tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
+        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
+        width=width, search_samples=search_samples, threads=threads).values()
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric_prior(prior)
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
     check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
-                       threads=threads, search_samples=search_samples)
+                       threads=threads, search_samples=search_samples, measurement=measurement)
     # budget: a plain int from here on (numpy, sympy or Fraction integers given)
     spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)

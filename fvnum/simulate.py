@@ -67,6 +67,29 @@ def check_seed(seed) -> int:
 _UNCHECKED = object()  # an input the entry point does not take
 
 
+def plain_scalar(value, name: str):
+    """A torch scalar (a 0-d tensor, detached and moved to the CPU) as its Python number, so the checks
+    that follow read it like any number; a torch tensor of another shape is refused in one line. Anything
+    else is returned as it is (torch is never imported here)."""
+    if not (type(value).__module__ or "").startswith("torch") or not hasattr(value, "dim"):
+        return value
+    try:
+        dims = int(value.dim())
+    except Exception:  # noqa: BLE001 - a torch object that is no tensor: left to the checks
+        return value
+    if dims != 0:
+        raise ValueError(f"{name} must be a number, got a torch tensor of shape {tuple(value.shape)}")
+    try:
+        return value.detach().cpu().item()
+    except Exception:  # noqa: BLE001 - e.g. a meta tensor: it holds no value
+        raise ValueError(f"{name} must be a number, got a torch tensor without a value ({_short(value)})") from None
+
+
+def plain_scalars(**values) -> dict:
+    """:func:`plain_scalar` of every keyword (``name=value``), as a dict."""
+    return {name: plain_scalar(v, name) for name, v in values.items()}
+
+
 class Inputs(NamedTuple):
     """The checked inputs of an entry point of fvnum: ``spec`` (``TreeSpec`` or ``GaussSpec``), ``channel``,
     and the plain ints ``samples``, ``seed`` and ``budget`` (None where the entry point takes none)."""
@@ -87,6 +110,8 @@ def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=N
     spec = numeric_prior(prior)
     if tree is not None and not isinstance(spec, TreeSpec):
         raise ValueError(tree)
+    tau, tokens, s2, n_tokens, samples, seed, budget = plain_scalars(
+        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, samples=samples, seed=seed, budget=budget).values()
     channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     samples = None if samples is _UNCHECKED else check_samples(samples)
     seed = None if seed is _UNCHECKED else check_seed(seed)

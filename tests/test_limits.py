@@ -271,3 +271,73 @@ def test_stale_temporary_files_are_removed(tmp_path):
     mine.write_bytes(b"being written")
     write_atomic(tmp_path / "checkpoint.pt", b"whole")
     assert not stale.exists() and mine.exists() and (tmp_path / "checkpoint.pt").read_bytes() == b"whole"
+
+
+# --- issue 32 item 1: --max-seconds watched during work --------------------------------------------------------
+def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
+    """In-process, with the exit replaced: past the cap plus its grace the watchdog writes one line naming the
+    cap and how to raise it, then exits with code 2; a block that ends in time, an inactive watchdog and one
+    outside a time limit never fire."""
+    from fvnum import resources
+    from fvnum.resources import time_limit, watch_grace, watchdog
+
+    assert watch_grace(10) == 2.0 and watch_grace(3600) == 180.0  # within 10% or a few seconds of the cap
+    monkeypatch.setattr(resources, "WATCH_GRACE_S", 0.05)
+    codes, buf = [], io.StringIO()
+    with time_limit(0.1), watchdog("fv test", exit=codes.append, stream=buf) as dog:
+        deadline = time.monotonic() + 10
+        while not codes and time.monotonic() < deadline:
+            sum(range(10_000))  # Python work holding the GIL between switches
+    assert codes == [2] and dog.fired
+    lines = buf.getvalue().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fv test: error: stopped after")
+    assert "past the limit of 0.1 s" in lines[0] and "--max-seconds" in lines[0]
+    for dog in (watchdog("fv test", exit=codes.append, stream=buf, active=False), watchdog("fv t", exit=codes.append)):
+        with (time_limit(0.05) if not dog.active else contextlib.nullcontext()), dog:
+            time.sleep(0.3)
+        assert not dog.fired
+    with time_limit(5), watchdog("fv test", exit=codes.append, stream=buf) as dog:
+        pass
+    time.sleep(0.1)
+    assert not dog.fired and codes == [2]
+
+
+WATCHED = r"""
+import sys, time
+import fvnum.bounds as b
+def slow(*args):  # work the price did not see: pure Python, holding the GIL between switches
+    while True:
+        sum(range(10_000))
+b.noiseless_lower = slow
+from bridges.cli import main
+sys.exit(main(["--max-seconds", "2", "bounds", "--depth", "2", "--budget", "1", "--tau", "0.3", "--samples", "10",
+               "--threads", "1"], watch=True))
+"""
+
+
+def test_a_command_past_its_cap_ends_within_it_plus_a_few_seconds():
+    """``fv --max-seconds 2 bounds`` whose work runs forever (unpriced, simulated): the command line's watchdog
+    ends it with exit code 2 and one line within the cap plus a few seconds; an in-process call of ``main``
+    (tests, notebooks) installs none."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", WATCHED], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=ROOT)
+    t_after = time.monotonic() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("fv bounds: error: stopped after") and "past the limit of 2 s" in lines[0]
+    after_start = float(lines[0].split("stopped after ")[1].split(" s")[0])
+    assert after_start < 2 + 2 + 3, lines[0]  # the cap, its grace, a few seconds; the wall clock is not asserted
+    assert t_after > 2
+
+
+def test_the_coordinate_search_price_counts_the_classes_the_search_counts():
+    """``fvnum.limits.count_classes`` (the price's copy, no import of the search) equals the search's own."""
+    from fvnum.limits import count_classes
+    from fvnum.search import count_classes as searched, coordinate_classes
+
+    for depth in range(1, 9):
+        for budget in range(0, min(2**depth, 9)):
+            assert count_classes(depth, budget) == searched(depth, budget)
+    assert count_classes(4, 3) == len(coordinate_classes(4, 3))

@@ -175,3 +175,27 @@ def test_gaussian_prior_audit_of_linear_keys_is_near_the_linear_theory():
     assert a.decoder.startswith("approximate")
     assert a.loss.z(lmmse(data, W)[1]) == pytest.approx(0, abs=5)
     assert abs(a.decoder_gap.value) < 0.03 * a.loss.value + 5 * a.decoder_gap.stderr
+
+
+def test_fv_audit_is_priced_before_work(run_folder, capsys):
+    """Issue 32: ``fv --max-seconds 1 audit RUN --samples 10^7 --token-sample 10^7`` (tens of GB) is refused in
+    one line naming the largest token sample that fits, and a size over the time cap names the contexts that
+    fit; the size it names is accepted by the same price."""
+    from bridges.audit import audit_cost, check_audit_cost
+    from fvnum.resources import available_memory, time_limit
+
+    code = main(["--max-seconds", "1", "audit", str(run_folder), "--samples", "10000000", "--token-sample", "10000000"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "token sample" in err[0] and "largest" in err[0], err
+    code = main(["--max-seconds", "30", "audit", str(run_folder), "--samples", "1000000", "--token-sample", "512"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "contexts (--samples) fit" in err[0], err
+    most = int(err[0].rsplit("at most ", 1)[1].split()[0])
+    sizes = dict(tree=True, depth=3, dim=7, layers=2, width=1, budget=2, mlp_width=64, hidden_layers=2,
+                 token_sample=512)
+    with time_limit(30):
+        check_audit_cost(**sizes, samples=most)
+        with pytest.raises(ValueError):
+            check_audit_cost(**sizes, samples=2 * most + 2)
+    memory, _ = audit_cost(**{**sizes, "samples": 10**7, "token_sample": 10**7})
+    assert memory > 8.0 * 256 * 10**7 * 2 > available_memory() / 100  # the keys of one batch on the sample alone

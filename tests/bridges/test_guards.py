@@ -271,3 +271,32 @@ def test_the_keyed_rows_are_priced_once_per_data_configuration():
     assert small < keyed_seconds(DataConfig(depth=5), [1, 2], 200, "weighted")
     gaussian = DataConfig(prior="gaussian", depth=4)
     assert 0 < keyed_seconds(gaussian, [2], 200, "weighted") < keyed_seconds(gaussian, [3], 200, "weighted")
+
+
+# --- issue 32: the memory of training counts the weights, their gradients and Adam's moments -------------------
+@pytest.mark.parametrize("opts", [dict(model="A"), dict(model="A", hidden_layers=3, mlp_width=20, readout="generic"),
+                                  dict(model="B", depth=3, budget=4), dict(model="C", depth=5, budget=3),
+                                  dict(model="B", hidden_layers=1, mlp_width=7, readout="decode")])
+def test_n_parameters_counts_the_model_built(opts):
+    from bridges.config import RunConfig
+    from bridges.cost import n_parameters, train_bytes
+    from bridges.models import build_model
+
+    cfg = RunConfig.from_options(opts)
+    assert n_parameters(cfg) == sum(p.numel() for p in build_model(cfg).parameters())
+    assert train_bytes(cfg) >= 16 * n_parameters(cfg) and cfg.memory_bytes() == train_bytes(cfg)
+
+
+def test_weights_that_do_not_fit_are_refused_naming_the_width_that_fits():
+    """``fv train --mlp-width 30000`` (3.6e9 parameters: 58 GB with gradients and Adam's moments) is refused
+    before torch allocates anything, naming the largest --mlp-width whose training fits."""
+    from bridges.config import RunConfig
+    from bridges.cost import train_bytes
+    from fvnum.resources import fits_memory
+
+    code, _, err, seconds = fv("train", "--model", "A", "--mlp-width", "30000", "--tokens", "32", "--out", "")
+    line = refused(code, err, "parameters", "largest --mlp-width that fits is")
+    width = int(line.split("largest --mlp-width that fits is ")[1].split()[0])
+    cfg = RunConfig.from_options(dict(model="A", mlp_width=30000, tokens=32))
+    assert fits_memory(train_bytes(cfg.replace(model=dict(mlp_width=width))))
+    assert not fits_memory(train_bytes(cfg.replace(model=dict(mlp_width=2 * width))))

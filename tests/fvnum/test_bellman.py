@@ -66,7 +66,49 @@ def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
     assert res.exact == pytest.approx(solved.value)
     assert res.lower <= res.exact <= res.upper.value + 5 * res.upper.stderr
     d = res.to_dict()
-    assert set(d["lower"]) == {"value", "how"} and set(d["upper"]) == {"value", "stderr", "n", "policy"}
+    assert set(d["lower"]) == {"value", "how"} and set(d["upper"]) == {"value", "stderr", "n", "policy", "how"}
+
+
+def test_the_solved_value_carries_its_error_from_refinement():
+    """Issue 32 item 7: the solved value is the refined quadrature's, ``error`` = |refined - default|, and a
+    much finer solve (three times the points) lies within that error of it; budget 0 and ``refine=False``."""
+    from fvnum.noisy_bellman import default_points, refined_points
+
+    prior, tau = TreePrior(2, "1/2"), 0.3
+    solved = noisy_bellman(prior, 3, tau, threads=1)
+    default = noisy_bellman(prior, 3, tau, threads=1, refine=False)
+    fine = noisy_bellman(prior, 3, tau, threads=1, refine=False, points=refined_points(default_points(3)))
+    assert default.error is None and solved.checked_points == refined_points(solved.points)
+    assert solved.value == fine.value and solved.error == abs(fine.value - default.value) > 0
+    finest = noisy_bellman(prior, 3, tau, threads=1, refine=False, points=tuple(3 * (p - 1) + 1 for p in solved.points))
+    assert abs(finest.value - solved.value) <= solved.error
+    assert abs(finest.value - solved.value) < abs(finest.value - default.value)
+    assert solved.to_dict()["error"] == solved.error and "error" in solved.how
+    assert noisy_bellman(prior, 0, tau).error == 0
+
+
+def test_a_solved_bracket_collapses_onto_the_value_and_its_error():
+    """Issue 32 item 7: where the optimum is solved (gaussian channel), lower/upper = value -/+ error (not the
+    noiseless bound and a policy's Monte Carlo loss); the best sampled policy is still reported; under tokens
+    (a reference, not the optimum) the bracket stays open."""
+    import json
+
+    from ..test_limits import fv
+
+    res = bounds(PRIOR2, 2, tau=0.5, samples=500, seed=2, threads=1)
+    assert res.collapsed and res.exact_error is not None and res.exact_error > 0
+    assert res.lower == pytest.approx(res.exact - res.exact_error) and res.upper.stderr == 0
+    assert res.upper.value == pytest.approx(res.exact + res.exact_error)
+    assert res.best is res.candidates[res.policy]
+    assert str(res).startswith(f"optimum in [{res.lower:.6g}, {res.upper.value:.6g}]")
+    code, out, err = fv("bounds", "--depth", "2", "--budget", "2", "--tau", "1/2", "--samples", "300", "--threads", "1",
+                        "--format", "json")
+    d = json.loads(out)
+    assert code == 0 and d["collapsed"] and d["lower"]["value"] == pytest.approx(d["exact"] - d["exact_error"])
+    assert d["upper"]["value"] == pytest.approx(d["exact"] + d["exact_error"]) and d["best"]["policy"] in d["candidates"]
+    tok = bounds(PRIOR2, 2, tokens=64, samples=300, seed=2, threads=1)
+    assert not tok.collapsed and tok.upper is tok.best and tok.exact_error is not None
+    assert tok.lower == pytest.approx(float(bellman.solve(PRIOR2, 2, 1).loss))
 
 
 def test_optimal_under_noise_is_refused_where_not_solved():
@@ -161,7 +203,7 @@ def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
     for est in res.candidates.values():
         assert est.value + 5 * est.stderr >= res.exact - 1e-4
     d = res.to_dict()
-    assert set(d["upper"]) == {"value", "stderr", "n", "policy"} and set(d["skipped"]) == {"rollout", "optimal"}
+    assert set(d["upper"]) == {"value", "stderr", "n", "policy", "how"} and set(d["skipped"]) == {"rollout", "optimal"}
     named = bounds(PRIOR2, 3, tau=0.5, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "rollout"))
     assert set(named.candidates) == {"greedy_coordinate", "rollout"} and not named.skipped
 
@@ -181,12 +223,10 @@ def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
 
 
-def test_bounds_size_accepted_under_a_cap_finishes_within_it():
+def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
     """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
-    largest sample count its plan accepts runs in less CPU time than the cap (one thread), and a size
-    1.5 times larger is refused in one line."""
-    import time
-
+    largest sample count its plan accepts runs, and a size 1.5 times larger is refused in one line. (Whether
+    the price is near the time taken is checked by benchmarks/bench_prices.py, not by a timed test: issue 32.)"""
     from fvnum.channels import make_channel
     from fvnum.bounds import check_bounds_cost
     from fvnum.resources import time_limit
@@ -200,13 +240,11 @@ def test_bounds_size_accepted_under_a_cap_finishes_within_it():
     with time_limit(cap):
         n = _largest_accepted(lambda m: _fits(lambda: check_bounds_cost(spec, channel, 5, samples=m, threads=1)),
                               10**6)
+        assert check_bounds_cost(spec, channel, 5, samples=n, threads=1).total_seconds <= cap
     assert n is not None and n >= 20, n
     argv = ["--max-seconds", str(cap), "bounds", "--depth", "3", "--budget", "5", "--tau", "0.5", "--threads", "1",
             "--samples"]
-    t0 = time.process_time()
     code, out, err = fv(*argv, str(n))
-    spent = time.process_time() - t0
     assert code == 0 and "rollout" in out, err
-    assert spent < cap, (n, spent)
     code, _, err = fv(*argv, str(int(1.5 * n) + 2))
     one_line_error(code, err, "bounds", "limit")
