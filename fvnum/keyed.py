@@ -20,8 +20,11 @@ one-layer design, ``keys`` the key family object found):
 A row found by a search is the best *found* within its family: an achievable loss, so an upper bound on the
 family's optimum; it bounds no trained model (a model's keys may lie outside the family).
 
-The optimisers differentiate the formulas of :mod:`fvnum.keys` with torch (imported when called);
-everything else is numpy. The laws on the tree prior live in :mod:`fvnum.keyed_tree`.
+The one-layer search at ``B > 1`` (the slow part) takes its gradient written out: the per-sample work in the
+Numba kernel ``fvnum._kernels.keyed._one_layer_mc`` (numpy twin ``fvnum._reference.one_layer_mc``), the chain
+back to the rows and ``log q`` in numpy (:class:`_OneLayerMC`; the autograd reference :func:`_mc_loss_torch`,
+held equal in tests/fvnum/test_keyed_fast.py); at ``B = 1`` the quadrature loss is differentiated by torch
+autograd (small tensors, one thread). The laws on the tree prior live in :mod:`fvnum.keyed_tree`.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ import numpy as np
 from . import _chunks
 from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
-from .keyed_tree import GRID, STEP, _geometry, _torch, _Tree, keys_of, mixture_loss, tree_law
+from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
+                         one_thread, tree_law, tree_law_grad)
 from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
 from .simulate import check_inputs
 from .tree import TreeSpec
@@ -44,10 +48,9 @@ def _random_rows(rng, budget, dim, scale):
     return R / np.linalg.norm(R, axis=1, keepdims=True)
 
 
-def _minimize(fun_torch, x0, maxiter):
-    """L-BFGS (scipy) on a torch objective of a flat float64 vector, exact gradients by autograd."""
-    from scipy.optimize import minimize
-
+def _autograd(fun_torch):
+    """A numpy ``x -> (value, gradient)`` of a torch objective of a flat float64 vector (exact gradients by
+    autograd)."""
     torch = _torch()
 
     def fun(x):
@@ -55,6 +58,13 @@ def _minimize(fun_torch, x0, maxiter):
         val = fun_torch(xt)
         (grad,) = torch.autograd.grad(val, xt)
         return float(val.detach()), grad.numpy().astype(float)
+
+    return fun
+
+
+def _minimize(fun, x0, maxiter):
+    """L-BFGS (scipy) on ``fun: x -> (value, gradient)`` of a flat float64 vector."""
+    from scipy.optimize import minimize
 
     res = minimize(fun, np.asarray(x0, dtype=float), jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
     return res.x, float(res.fun)
@@ -72,9 +82,71 @@ def _pack(W, lq):
     return np.concatenate([np.asarray(W).ravel(), [] if lq is None else np.asarray(lq)])
 
 
+class _OneLayerMC:
+    """The Monte Carlo loss of a one-layer design on common random numbers and its exact gradient, without
+    autograd (:func:`_mc_loss_torch` is the autograd reference): ``samples`` leaves and standard normal draws
+    from stream ``purpose``; readings ``phi = mean_leaf + L_leaf xi`` from the keys' CLT law, decoded by the
+    exact Bayes posterior over the leaves. The per-sample work is the Numba kernel
+    ``fvnum._kernels.keyed._one_layer_mc`` (single-threaded, no temporaries of size samples x leaves); the
+    chain back to the rows and ``log q`` (``x``: the rows unnormalised, then for weighted keys the per-depth
+    ``log q``) is written out in :mod:`fvnum.keyed_tree` (:func:`~fvnum.keyed_tree.tree_law_grad`,
+    :func:`~fvnum.keyed_tree.geometry_grad`, :func:`~fvnum.keyed_tree.cholesky_grad`)."""
+
+    def __init__(self, tree, budget, family, N, s2, samples, seed, purpose):
+        r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+        self.leaves = np.ascontiguousarray(tree.spec.sample(samples, r), dtype=np.int64)
+        self.xi = r.standard_normal((samples, budget))
+        self.tree, self.budget, self.family, self.N, self.s2 = tree, budget, family, N, s2
+
+    def __call__(self, x):
+        from ._kernels.keyed import _one_layer_mc
+
+        tree, k, N = self.tree, self.budget, self.N
+        D, M = tree.spec.dim, tree.spec.n_leaves
+        U = x[: k * D].reshape(k, D)
+        norms = np.linalg.norm(U, axis=1, keepdims=True)
+        W = U / norms
+        lq = x[k * D :] if self.family == "weighted" else None
+        geo = _geometry(tree, lq, self.s2, np)
+        mean, cov = tree_law(tree, geo, W, N)
+        L = np.linalg.cholesky(cov)  # (M, k, k)
+        Linv = np.linalg.inv(L)
+        P = np.swapaxes(Linv, -1, -2) @ Linv  # Sigma_m^-1
+        hl = np.log(np.einsum("mii->mi", L)).sum(-1)  # half the log-determinant
+        g_mean, g_L, g_P, g_hl = np.zeros((M, k)), np.zeros((M, k, k)), np.zeros((M, k, k)), np.zeros(M)
+        value = _one_layer_mc(mean, L, P, hl, self.leaves, self.xi, tree.thetas, g_mean, g_L, g_P, g_hl)
+        G_cov = -P @ g_P @ P + 0.5 * g_hl[:, None, None] * P + cholesky_grad(L, g_L)
+        GW, Gm, Gg, GH = tree_law_grad(tree, geo, W, N, g_mean, G_cov)
+        GU = (GW - (GW * W).sum(1, keepdims=True) * W) / norms
+        if lq is None:
+            return float(value), GU.ravel()
+        return float(value), np.concatenate([GU.ravel(), geometry_grad(tree, lq, self.s2, Gm, Gg, GH)])
+
+def _mc_loss_torch(tree, budget, family, N, s2, samples, seed, purpose):
+    """The autograd reference of :class:`_OneLayerMC` (the same samples, the loss in torch)."""
+    torch = _torch()
+    spec, D = tree.spec, tree.spec.dim
+    r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+    leaves = torch.tensor(spec.sample(samples, r))
+    xi = torch.tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
+    th = torch.tensor(tree.thetas, dtype=torch.float64)
+
+    def loss(x):
+        W, lq = _unpack(x, budget, D, family)
+        mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
+        L = torch.linalg.cholesky(cov)
+        phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
+        r_ = phi[:, None, :] - mean[None]  # (n, M, k)
+        z = torch.linalg.solve_triangular(L[None].expand(samples, -1, -1, -1), r_[..., None], upper=False)[..., 0]
+        ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        post = torch.softmax(ll, dim=1)
+        return ((post @ th - th[leaves]) ** 2).sum(-1).mean()
+
+    return loss
+
+
 def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start):
     """Returns (W, lq) of the best one-layer design found."""
-    torch = _torch()
     spec, D = tree.spec, tree.spec.dim
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
     var = (spec.scales**2 / 2.0 ** np.arange(spec.depth))[tree.depth_of]
@@ -85,50 +157,29 @@ def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, 
     while len(starts) < max(1, restarts):
         starts.append((_random_rows(rng, budget, D, np.sqrt(var)), lq0 if family == "weighted" else None))
     if budget == 1:
+        torch = _torch()
         thetas = tree.thetas
         logw = torch.full((spec.n_leaves,), -math.log(spec.n_leaves), dtype=torch.float64)
 
-        def objective(x):
+        def objective_torch(x):
             W, lq = _unpack(x, 1, D, family)
             mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
             return mixture_loss(mean[:, 0], cov[:, 0, 0], logw, thetas, torch)
 
+        objective = _autograd(objective_torch)
         select = objective
-    else:
-        def crn(purpose):
-            r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
-            leaves = torch.tensor(spec.sample(samples, r))
-            xi = torch.tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
-            th = torch.tensor(tree.thetas, dtype=torch.float64)
-            eye = torch.eye(budget, dtype=torch.float64)
-
-            def loss(x):
-                W, lq = _unpack(x, budget, D, family)
-                mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
-                L = torch.linalg.cholesky(cov)
-                phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
-                # (phi - mean_m)^T Sigma_m^-1 (phi - mean_m) for every sample and leaf by two matrix products
-                # (with Sigma_m^-1 from the Cholesky factor once per leaf), not a solve per sample and leaf
-                Li = torch.linalg.solve_triangular(L, eye.expand_as(L), upper=False)
-                Pm = Li.transpose(-1, -2) @ Li  # (M, k, k)
-                Pmu = (Pm @ mean[..., None])[..., 0]  # (M, k)
-                quad = (phi[:, :, None] * phi[:, None, :]).reshape(samples, -1) @ Pm.reshape(Pm.shape[0], -1).T
-                quad = quad - 2.0 * phi @ Pmu.T + (mean * Pmu).sum(-1)
-                ll = -0.5 * quad - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
-                post = torch.softmax(ll, dim=1)
-                return ((post @ th - th[leaves]) ** 2).sum(-1).mean()
-
-            return loss
-
-        objective, select = crn(_chunks.SEARCH), crn(_chunks.SELECT)
+    else:  # the Monte Carlo loss and its gradient in numpy (_OneLayerMC)
+        objective = _OneLayerMC(tree, budget, family, N, s2, samples, seed, _chunks.SEARCH)
+        select = _OneLayerMC(tree, budget, family, N, s2, samples, seed, _chunks.SELECT)
     found = []
     for W0, l0 in starts:
         x, _ = _minimize(objective, _pack(W0, l0), maxiter)
         found.append(x)
-    scores = [float(select(torch.tensor(x, dtype=torch.float64))) for x in found]
-    x = torch.tensor(found[int(np.argmin(scores))], dtype=torch.float64)
-    W, lq = _unpack(x, budget, D, family)
-    return W.numpy().copy(), None if lq is None else lq.numpy().copy()
+    scores = [select(x)[0] for x in found]
+    x = found[int(np.argmin(scores))]
+    W = x[: budget * D].reshape(budget, D)
+    W = W / np.linalg.norm(W, axis=1, keepdims=True)
+    return W, (x[budget * D :].copy() if family == "weighted" else None)
 
 
 def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, seed):
@@ -160,7 +211,8 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
     if isinstance(spec, GaussSpec):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     tree = _Tree(spec)
-    W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
+    with one_thread():
+        W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
     keys = keys_of(tree, W, lq)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
     if budget == 1:

@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import _geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, tree_law
+from .keyed_tree import (_geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, one_thread,
+                         tree_law)
 from .keys import check_family
 from .simulate import check_inputs
 from .tree import TreeSpec, numeric_prior
@@ -147,6 +148,7 @@ def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps,
     return torch.from_numpy(out_w), torch.from_numpy(out_phi)
 
 
+@one_thread()
 def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
                           samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
                           chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
