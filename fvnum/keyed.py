@@ -227,27 +227,59 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 
 
 # --- Gaussian prior: one layer on the eigen-directions, decoded by quadrature ---------------------------
+GRID_POINTS = 6561  # decoder nodes per sample on a product grid (9^4); a larger grid gives way to IS_POINTS
+IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
+IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
+CHUNK_POINTS = 1 << 16  # (sample, node) pairs held at once: about CHUNK_POINTS * (6 B + 4 B^2) floats
+
+
+def decoder_nodes(budget: int, nodes: int) -> int:
+    """Nodes per sample of the Gaussian keyed decoder (:func:`_gaussian_losses`): ``nodes^B`` on a product
+    grid up to :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled ones."""
+    return nodes**budget if nodes**budget <= GRID_POINTS else IS_POINTS
+
+
+def _decoder_mesh(budget: int, nodes: int, width: float):
+    """``(points (G, B), log weights (G,) or None, label)`` of the decoder: a product grid on +- ``width``
+    (uniform weights), or scrambled Sobol normal points of spread :data:`IS_WIDTH` (fixed seed) with the
+    importance weights of their density."""
+    if nodes**budget <= GRID_POINTS:
+        u = np.linspace(-1.0, 1.0, nodes)
+        mesh = np.stack(np.meshgrid(*([u] * budget), indexing="ij"), -1).reshape(-1, budget)
+        return mesh * width, None, f"quadrature on {nodes}^{budget} nodes"
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    u = qmc.Sobol(budget, scramble=True, seed=20261203).random(IS_POINTS)
+    z = ndtri(np.clip(u, 1e-12, 1 - 1e-12))
+    return z * IS_WIDTH, 0.5 * (z**2).sum(1), (f"importance sampling on {IS_POINTS} Sobol nodes, as a "
+                                              f"{nodes}^{budget} grid would not fit in memory")
+
+
 def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: float = 7.0, chunk: int = 64):
     """Per-sample losses of keys ``e_1 .. e_B`` (eigenbasis, largest eigenvalues first) with ``Q = diag(q)``
     (``q`` None: linear keys), ``c = 1``, for latents ``truth`` (n, D) (eigenbasis) and standard normal
-    draws ``xi`` (n, B): readings from the keys' CLT law, decoded by quadrature of the posterior of the read
-    coordinates on a product grid (``nodes`` per coordinate, +- ``width`` posterior standard deviations of
-    the Gaussian approximation), the squares of the unread coordinates set to their prior mean in the
-    decoder's law. An unread coordinate enters the law only through its square, so its posterior mean is
-    0 by symmetry and it adds its prior variance."""
+    draws ``xi`` (n, B): readings from the keys' CLT law, decoded by the posterior mean of the read
+    coordinates on nodes around the Gaussian approximation of their posterior: a product grid (``nodes``
+    per coordinate, +- ``width`` posterior standard deviations) while ``nodes^B`` is at most
+    :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled nodes (self-normalised; a valid decoder, so
+    its loss is achievable, only less close to Bayes); the squares of the unread coordinates set to their
+    prior mean in the decoder's law. An unread coordinate enters the law only through its square, so its
+    posterior mean is 0 by symmetry and it adds its prior variance. Memory: at most :data:`CHUNK_POINTS`
+    (sample, node) pairs at once (``chunk`` samples, fewer on a large grid)."""
     D = vals.size
     t, wt = quadrature_nodes(1.0, STEP)
     S, w2, m, h = weighted_moments(np.zeros(D) if q is None else np.asarray(q, dtype=float), 1.0, t, wt)
     W = np.eye(D)[:budget]
     tl = weighted_law(W, S, w2, m, h, truth, N, s2)
     phi = tl[0] + (np.linalg.cholesky(tl[1]) @ xi[..., None])[..., 0]
-    # Gaussian approximation of each read coordinate's posterior: centre and width of the grid
+    # Gaussian approximation of each read coordinate's posterior: centre and width of the nodes
     noise = np.einsum("jj->j", weighted_law(W, S, w2, m, h, np.zeros((1, D)), N, s2, theta2=vals[None])[1][0])
     prec = m[:budget] ** 2 / noise + 1 / vals[:budget]
     centre = phi * (m[:budget] / noise) / prec  # (n, B)
-    half = width / np.sqrt(prec)
-    u = np.linspace(-1.0, 1.0, nodes)
-    mesh = np.stack(np.meshgrid(*([u] * budget), indexing="ij"), -1).reshape(-1, budget)  # (G, B)
+    half = 1.0 / np.sqrt(prec)
+    mesh, log_proposal, _ = _decoder_mesh(budget, nodes, width)  # (G, B), in units of half
+    chunk = max(1, min(int(chunk), CHUNK_POINTS // mesh.shape[0]))
     out = np.zeros(truth.shape[0])
     unread = vals[budget:].sum()
     H = (S * w2[:, None]).T @ S  # (D, D)
@@ -269,11 +301,38 @@ def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: 
         white = np.linalg.solve(L, r[..., None])[..., 0]
         logw = (-0.5 * (white**2).sum(-1) - np.log(np.einsum("gii->gi", L)).sum(-1)).reshape(n_, G_)
         logw -= 0.5 * (grid**2 / vals[:budget]).sum(-1)
+        if log_proposal is not None:
+            logw += log_proposal
         logw -= logw.max(1, keepdims=True)
         w = np.exp(logw)
         est = np.einsum("ng,ngb->nb", w, grid) / w.sum(1, keepdims=True)
         out[a : a + chunk] = ((est - truth[a : a + chunk, :budget]) ** 2).sum(1) + unread
     return out
+
+
+def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
+    """Bytes (an upper estimate) of the largest arrays :func:`fvnum.theory.keyed_curves` holds at once at
+    ``budgets`` on ``samples`` samples: on the tree prior the adaptive policy's laws per sample and leaf
+    (to the largest budget ``l``: the law, its Cholesky factor and inverse, ``H z``) or the one-layer
+    search's evaluation chunks; on a Gaussian prior the decoder's (sample, node) pairs of one chunk
+    (:data:`CHUNK_POINTS` at most, whatever the budget)."""
+    from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+
+    budgets = sorted({max(int(b), 1) for b in budgets})
+    if not budgets:
+        return 0.0
+    if tree:
+        M, l = 2**depth, budgets[-1]
+        adaptive = samples * M * (4 * l * l + 2 * l * depth + 4 * l + 8)
+        design = max(DESIGN_SAMPLES_PER_SAMPLE * samples * (l + 4), 2048 * M * (4 * l * l + 4 * l + 4))
+        return 8.0 * (adaptive + design + M * (dim + depth) * 4)
+    worst = 0.0
+    for b in budgets:
+        kw = gaussian_design_settings(b, samples)
+        G = decoder_nodes(b, kw["nodes"])
+        pairs = G * max(1, min(64, CHUNK_POINTS // G))
+        worst = max(worst, 2.0 * pairs * (6 * b + 4 * b * b) + 8.0 * kw["samples"] * dim)
+    return 8.0 * worst
 
 
 def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
@@ -316,15 +375,15 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
         lq = minimize(fun, np.log(first / 6.0), method="Powell", options={"maxfev": int(maxiter), "xtol": 1e-2}).x
     q = None if lq is None else np.exp(lq)[groups]
     truth, xi = draws(_chunks.EVAL)
-    est = Estimate.of(_gaussian_losses(vals, budget, q, n_tokens, s2, truth, xi, nodes),
-                      f"mc, quadrature decoder ({nodes}^{budget} nodes)")
+    decoder = _decoder_mesh(budget, nodes, 7.0)[2]
+    est = Estimate.of(_gaussian_losses(vals, budget, q, n_tokens, s2, truth, xi, nodes), f"mc, decoder: {decoder}")
     rows = vecs[:, :budget].T.copy()  # in the prior's coordinates
     if q is None:
         keys = LinearKeys(rows)
     else:
         Q = (vecs * q) @ vecs.T  # the eigenbasis' diagonal Q in the prior's coordinates
         keys = WeightedKeys(rows, 0.5 * (Q + Q.T), 1.0)
-    how = (f"non-adaptive, top-{budget} eigen-directions, {family} keys, near-Bayes decoder (quadrature) under "
+    how = (f"non-adaptive, top-{budget} eigen-directions, {family} keys, near-Bayes decoder ({decoder}) under "
            f"the keys' CLT law")
     return SearchResult("best_nonadaptive_keyed", est, how, rows, keys=keys)
 
@@ -355,5 +414,5 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "gaussian_keyed", "mixture_loss",
-           "tokens_loss_mc", "tree_law"]
+__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
+           "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]

@@ -108,12 +108,16 @@ DESIGN_SAMPLES_PER_SAMPLE = 4  # the one-layer keyed search's samples per sample
 
 
 def gaussian_design_settings(budget: int, samples: int) -> dict:
-    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its quadrature decoder costs
-    ``nodes^B`` per sample and Powell evaluation, so from budget 4 on it runs on 9 nodes a coordinate, 25
-    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour)."""
+    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its decoder costs ``nodes^B`` per
+    sample and Powell evaluation on a product grid, so at budget 4 it runs on 9 nodes a coordinate, 25
+    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour);
+    from budget 5 on (where ``9^B`` nodes would not fit: ``fvnum.keyed.GRID_POINTS``) the decoder's nodes are
+    importance-sampled (``fvnum.keyed.IS_POINTS``), on a quarter of the samples and 15 evaluations."""
     if budget <= 3:
         return dict(samples=samples, nodes=11, maxiter=60)
-    return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
+    if budget == 4:
+        return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
+    return dict(samples=max(2, samples // 4), nodes=9, maxiter=15)
 
 
 # fvnum.keyed's searches (docs/benchmarks/2026-12-02-keyed.md, CPU seconds on the shared 2-core machine):
