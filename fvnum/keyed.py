@@ -208,6 +208,8 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
     N, s2 = channel.n_tokens, channel.s2
     if budget < 1:
         raise ValueError(f"a keyed design needs budget >= 1, got {budget}")
+    if budget > spec.dim:
+        raise ValueError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
     if isinstance(spec, GaussSpec):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     tree = _Tree(spec)

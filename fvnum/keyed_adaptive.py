@@ -181,6 +181,11 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
         prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive keyed search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     N, s2 = channel.n_tokens, channel.s2
+    if not 1 <= max_budget <= spec.dim:
+        raise ValueError(f"the adaptive keyed policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+    if first is not None and not isinstance(first, SearchResult):
+        raise ValueError(f"first must be a SearchResult of best_nonadaptive_keyed at budget 1, got "
+                         f"{type(first).__name__}")
     if first is None:
         from .keyed import best_nonadaptive_keyed
 
