@@ -232,7 +232,8 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 GRID_POINTS = 6561  # decoder nodes per sample on a product grid (9^4); a larger grid gives way to IS_POINTS
 IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
 IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
-CHUNK_POINTS = 1 << 16  # (sample, node) pairs held at once: about CHUNK_POINTS * (6 B + 4 B^2) floats
+WORKING_SET = 32 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
+CHUNK_FLOATS = 1 << 23  # floats of one chunk of the decoder: (sample, node) pairs times (6 B + 4 B^2), 64 MiB
 
 
 def decoder_nodes(budget: int, nodes: int) -> int:
@@ -258,6 +259,11 @@ def _decoder_mesh(budget: int, nodes: int, width: float):
                                               f"{nodes}^{budget} grid would not fit in memory")
 
 
+def _chunk_samples(budget: int, nodes: int, chunk: int = 64) -> int:
+    """Samples per chunk of the Gaussian decoder: at most ``chunk``, about :data:`CHUNK_FLOATS` floats."""
+    return max(1, min(int(chunk), CHUNK_FLOATS // (nodes * (6 * budget + 4 * budget * budget))))
+
+
 def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: float = 7.0, chunk: int = 64):
     """Per-sample losses of keys ``e_1 .. e_B`` (eigenbasis, largest eigenvalues first) with ``Q = diag(q)``
     (``q`` None: linear keys), ``c = 1``, for latents ``truth`` (n, D) (eigenbasis) and standard normal
@@ -267,8 +273,8 @@ def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: 
     :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled nodes (self-normalised; a valid decoder, so
     its loss is achievable, only less close to Bayes); the squares of the unread coordinates set to their
     prior mean in the decoder's law. An unread coordinate enters the law only through its square, so its
-    posterior mean is 0 by symmetry and it adds its prior variance. Memory: at most :data:`CHUNK_POINTS`
-    (sample, node) pairs at once (``chunk`` samples, fewer on a large grid)."""
+    posterior mean is 0 by symmetry and it adds its prior variance. Memory: about :data:`CHUNK_FLOATS`
+    floats at once (``chunk`` samples, fewer on a large grid; one sample's nodes at the least)."""
     D = vals.size
     t, wt = quadrature_nodes(1.0, STEP)
     S, w2, m, h = weighted_moments(np.zeros(D) if q is None else np.asarray(q, dtype=float), 1.0, t, wt)
@@ -281,7 +287,7 @@ def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: 
     centre = phi * (m[:budget] / noise) / prec  # (n, B)
     half = 1.0 / np.sqrt(prec)
     mesh, log_proposal, _ = _decoder_mesh(budget, nodes, width)  # (G, B), in units of half
-    chunk = max(1, min(int(chunk), CHUNK_POINTS // mesh.shape[0]))
+    chunk = _chunk_samples(budget, mesh.shape[0], chunk)
     out = np.zeros(truth.shape[0])
     unread = vals[budget:].sum()
     H = (S * w2[:, None]).T @ S  # (D, D)
@@ -316,8 +322,8 @@ def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> 
     """Bytes (an upper estimate) of the largest arrays :func:`fvnum.theory.keyed_curves` holds at once at
     ``budgets`` on ``samples`` samples: on the tree prior the adaptive policy's laws per sample and leaf
     (to the largest budget ``l``: the law, its Cholesky factor and inverse, ``H z``) or the one-layer
-    search's evaluation chunks; on a Gaussian prior the decoder's (sample, node) pairs of one chunk
-    (:data:`CHUNK_POINTS` at most, whatever the budget)."""
+    search's evaluation chunks; on a Gaussian prior one chunk of the decoder (about :data:`CHUNK_FLOATS`
+    floats, twice for numpy's temporaries, whatever the budget while one sample's nodes fit in it)."""
     from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
 
     budgets = sorted({max(int(b), 1) for b in budgets})
@@ -327,14 +333,14 @@ def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> 
         M, l = 2**depth, budgets[-1]
         adaptive = samples * M * (4 * l * l + 2 * l * depth + 4 * l + 8)
         design = max(DESIGN_SAMPLES_PER_SAMPLE * samples * (l + 4), 2048 * M * (4 * l * l + 4 * l + 4))
-        return 8.0 * (adaptive + design + M * (dim + depth) * 4)
+        return 8.0 * (adaptive + design + M * (dim + depth) * 4) + WORKING_SET
     worst = 0.0
     for b in budgets:
         kw = gaussian_design_settings(b, samples)
         G = decoder_nodes(b, kw["nodes"])
-        pairs = G * max(1, min(64, CHUNK_POINTS // G))
+        pairs = G * _chunk_samples(b, G)
         worst = max(worst, 2.0 * pairs * (6 * b + 4 * b * b) + 8.0 * kw["samples"] * dim)
-    return 8.0 * worst
+    return 8.0 * worst + WORKING_SET
 
 
 def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
