@@ -232,7 +232,7 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 GRID_POINTS = 6561  # decoder nodes per sample on a product grid (9^4); a larger grid gives way to IS_POINTS
 IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
 IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
-WORKING_SET = 32 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
+WORKING_SET = 8 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
 CHUNK_FLOATS = 1 << 23  # floats of one chunk of the decoder: (sample, node) pairs times (6 B + 4 B^2), 64 MiB
 
 
