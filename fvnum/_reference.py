@@ -254,10 +254,12 @@ def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray
     return _posterior_mean(loglik, thetas)
 
 
-def one_layer_mc(mean, L, P, hl, leaves, xi, th):
+def one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals):
     """Numpy twin of ``fvnum._kernels.keyed._one_layer_mc``: ``(value, g_mean, g_L, g_P, g_hl)``."""
     n, k = xi.shape
-    M = th.shape[0]
+    M = paths.shape[0]
+    th = np.zeros((M, int(paths.max()) + 1))
+    np.put_along_axis(th, paths, vals, axis=1)
     phi = mean[leaves] + np.einsum("nij,nj->ni", np.tril(L)[leaves], xi)
     r = phi[:, None, :] - mean[None]  # (n, M, k)
     v = np.einsum("mij,nmj->nmi", P, r)

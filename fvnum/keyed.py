@@ -96,6 +96,8 @@ class _OneLayerMC:
         r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
         self.leaves = np.ascontiguousarray(tree.spec.sample(samples, r), dtype=np.int64)
         self.xi = r.standard_normal((samples, budget))
+        self.paths = np.ascontiguousarray(tree.paths, dtype=np.int64)
+        self.vals = np.ascontiguousarray(tree.values, dtype=float)
         self.tree, self.budget, self.family, self.N, self.s2 = tree, budget, family, N, s2
 
     def __call__(self, x):
@@ -114,7 +116,7 @@ class _OneLayerMC:
         P = np.swapaxes(Linv, -1, -2) @ Linv  # Sigma_m^-1
         hl = np.log(np.einsum("mii->mi", L)).sum(-1)  # half the log-determinant
         g_mean, g_L, g_P, g_hl = np.zeros((M, k)), np.zeros((M, k, k)), np.zeros((M, k, k)), np.zeros(M)
-        value = _one_layer_mc(mean, L, P, hl, self.leaves, self.xi, tree.thetas, g_mean, g_L, g_P, g_hl)
+        value = _one_layer_mc(mean, L, P, hl, self.leaves, self.xi, self.paths, self.vals, g_mean, g_L, g_P, g_hl)
         G_cov = -P @ g_P @ P + 0.5 * g_hl[:, None, None] * P + cholesky_grad(L, g_L)
         GW, Gm, Gg, GH = tree_law_grad(tree, geo, W, N, g_mean, G_cov)
         GU = (GW - (GW * W).sum(1, keepdims=True) * W) / norms

@@ -370,20 +370,26 @@ def _power_starts(logw, paths, vals, fixed, out):
 
 # --- the one-layer design's Monte Carlo loss (fvnum.keyed._OneLayerMC) ------------------------------
 @njit(cache=True, nogil=True)
-def _one_layer_mc(mean, L, P, hl, leaves, xi, th, g_mean, g_L, g_P, g_hl):
+def _one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals, g_mean, g_L, g_P, g_hl):
     """Mean loss of the exact Bayes decoder over the leaves for the readings ``phi_s = mean_l + L_l xi_s``
     (``l = leaves[s]``; the law of leaf ``m``: ``N(mean_m, Sigma_m)``, ``P_m`` its inverse, ``hl_m`` half its
-    log-determinant), and its gradient, added into ``g_mean`` (M, k), ``g_L`` (M, k, k) (lower triangle),
-    ``g_P`` (M, k, k) and ``g_hl`` (M,) (``P`` and ``hl`` taken as free variables). The numpy twin is
-    ``fvnum._reference.one_layer_mc``."""
+    log-determinant; leaf ``m``'s latent is ``vals[m]`` on the nodes ``paths[m]`` (0-based), zero elsewhere),
+    and its gradient, added into ``g_mean`` (M, k), ``g_L`` (M, k, k) (lower triangle), ``g_P`` (M, k, k) and
+    ``g_hl`` (M,) (``P`` and ``hl`` taken as free variables). Work per sample: O(M (k^2 + K)). The numpy twin
+    is ``fvnum._reference.one_layer_mc``."""
     n, k = xi.shape
-    M, D = th.shape
+    M, K = paths.shape
+    D = 0
+    for m in range(M):
+        for t in range(K):
+            if paths[m, t] + 1 > D:
+                D = paths[m, t] + 1
     phi = np.empty(k)
     r = np.empty((M, k))
     v = np.empty((M, k))
     post = np.empty(M)
     a = np.empty(M)
-    err = np.empty(D)
+    err = np.zeros(D)
     gphi = np.empty(k)
     total = 0.0
     scale = 2.0 / n
@@ -412,21 +418,22 @@ def _one_layer_mc(mean, L, P, hl, leaves, xi, th, g_mean, g_L, g_P, g_hl):
         for m in range(M):
             post[m] = math.exp(post[m] - top)
             z += post[m]
-        for d in range(D):
-            err[d] = -th[lf, d]
+        for t in range(K):
+            err[paths[lf, t]] -= vals[lf, t]
         for m in range(M):
             post[m] /= z
-            for d in range(D):
-                err[d] += post[m] * th[m, d]
+            for t in range(K):
+                err[paths[m, t]] += post[m] * vals[m, t]
         abar = 0.0
         for m in range(M):
             acc = 0.0
-            for d in range(D):
-                acc += err[d] * th[m, d]
+            for t in range(K):
+                acc += err[paths[m, t]] * vals[m, t]
             a[m] = scale * acc
             abar += post[m] * a[m]
         for d in range(D):
             total += err[d] * err[d]
+            err[d] = 0.0
         for i in range(k):
             gphi[i] = 0.0
         for m in range(M):

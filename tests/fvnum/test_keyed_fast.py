@@ -111,16 +111,17 @@ def test_one_layer_kernel_equals_its_numpy_twin():
     from fvnum._reference import one_layer_mc
 
     rng = np.random.default_rng(3)
-    M, k, D, n = 8, 3, 7, 300
+    M, k, n = 8, 3, 300
     mean = rng.standard_normal((M, k))
     A = rng.standard_normal((M, k, k))
     cov = A @ A.transpose(0, 2, 1) + np.eye(k)
     L, P = np.linalg.cholesky(cov), np.linalg.inv(cov)
     hl = np.log(np.einsum("mii->mi", L)).sum(-1)
-    leaves, xi, th = rng.integers(0, M, n), rng.standard_normal((n, k)), rng.standard_normal((M, D))
+    leaves, xi = rng.integers(0, M, n), rng.standard_normal((n, k))
+    paths, vals = _Tree(TreeSpec(3, np.ones(3))).paths, rng.standard_normal((M, 3))  # any values on the paths
     out = [np.zeros((M, k)), np.zeros((M, k, k)), np.zeros((M, k, k)), np.zeros(M)]
-    value = _one_layer_mc(mean, L, P, hl, leaves, xi, th, *out)
-    ref = one_layer_mc(mean, L, P, hl, leaves, xi, th)
+    value = _one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals, *out)
+    ref = one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals)
     assert abs(value - ref[0]) <= 1e-13 * abs(ref[0])
     for got, want in zip(out, ref[1:]):
         np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
