@@ -84,7 +84,9 @@ a = json.loads(sys.argv[1])
 def prior_of(kind, depth):
     if kind == "tree":
         return TreePrior(depth, "1/2")
-    return GaussianPrior.matched(TreePrior(depth, "1/2")) if kind == "matched" else GaussianPrior.isotropic(2**depth - 1)
+    if kind == "matched":
+        return GaussianPrior.matched(TreePrior(depth, "1/2"))
+    return GaussianPrior.isotropic(2**depth - 1)
 def run(kind, depth, budgets, samples, tokens):
     prior = prior_of(kind, depth)
     ch = make_channel(numeric_prior(prior), None, tokens, 0.01)
@@ -96,7 +98,8 @@ t0, w0 = time.process_time(), time.perf_counter()
 out = run(a["kind"], a["depth"], a["budgets"], a["samples"], a["tokens"])
 rows = [{"name": r.name, "budget": b, "value": r.value, "stderr": r.stderr} for b, rs in out.items() for r in rs]
 print(json.dumps({"seconds": time.process_time() - t0, "wall": time.perf_counter() - w0,
-                  "peak_bytes": 1024.0 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_bytes": 1024.0 * base,
+                  "peak_bytes": 1024.0 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "base_bytes": 1024.0 * base,
                   "rows": rows}))
 """
 
