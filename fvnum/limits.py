@@ -127,7 +127,7 @@ def gaussian_design_settings(budget: int, samples: int) -> dict:
 # gradient written out: fvnum._kernels.keyed._one_layer_mc) KEYED_SEARCH_S plus KEYED_DESIGN s per design
 # sample, leaf and (b^2 + D) (0.9 s at depth 3, budget 2 on 8000 samples; 9.3 s at depth 6, budget 2); the
 # greedy adaptive policy KEYED_ADAPTIVE s per sample, lookahead layer and leaf (0.74 s for 2000 samples to 2
-# layers at depth 3, 5.1 s at depth 6), plus KEYED_STATE per sample, layer and leaf; the Gaussian one
+# layers at depth 3, 5.1 s at depth 6), plus KEYED_STATE per sample, layer, leaf and coordinate; the Gaussian one
 # KEYED_GAUSSIAN s per decoder node, sample, evaluation and b^2 (4.6 s at depth 3, budget 2 on 2000 samples;
 # 21 s at depth 4, budget 3 on 500; 20 s at budget 7 of an isotropic D = 7, importance-sampled nodes).
 KEYED_SEARCH_S, KEYED_LEAF_S, KEYED_DESIGN, KEYED_ADAPTIVE, KEYED_STATE, KEYED_GAUSSIAN = 0.3, 0.01, 5e-7, 5e-5, 2e-7, 8e-8
