@@ -130,7 +130,8 @@ def gaussian_design_settings(budget: int, samples: int) -> dict:
 # layers at depth 3, 5.1 s at depth 6), plus KEYED_STATE per sample, layer, leaf and coordinate; the Gaussian one
 # KEYED_GAUSSIAN s per decoder node, sample, evaluation and b^2 (4.6 s at depth 3, budget 2 on 2000 samples;
 # 21 s at depth 4, budget 3 on 500; 20 s at budget 7 of an isotropic D = 7, importance-sampled nodes).
-KEYED_SEARCH_S, KEYED_LEAF_S, KEYED_DESIGN, KEYED_ADAPTIVE, KEYED_STATE, KEYED_GAUSSIAN = 0.3, 0.01, 5e-7, 5e-5, 2e-7, 8e-8
+KEYED_SEARCH_S, KEYED_LEAF_S, KEYED_DESIGN = 0.3, 0.01, 5e-7
+KEYED_ADAPTIVE, KEYED_STATE, KEYED_GAUSSIAN = 5e-5, 2e-7, 8e-8
 
 
 def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
