@@ -135,14 +135,21 @@ def _solve(depth: int, budget: int) -> float:
 
 def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     """``bridges.compare.keyed_curves`` (``fvnum.theory.keyed_curves``) at ``budgets`` on ``samples``
-    samples (``fvnum.limits.keyed_cost``); nothing without a key family (``keyed`` None or ``"none"``)."""
+    samples (``fvnum.limits.keyed_cost``); nothing without a key family (``keyed`` None or ``"none"``). Its
+    memory (``fvnum.keyed.keyed_memory``, bounded whatever the budget) is checked here too, before any
+    training, refused in one line where it does not fit."""
+    from fvnum.keyed import keyed_memory
     from fvnum.keys import check_family
     from fvnum.limits import keyed_cost
+    from fvnum.resources import check_memory
 
     if check_family(keyed, optional=True) is None:
         return 0.0
     tree = data.prior == "tree"
-    return keyed_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budgets=budgets, samples=samples)
+    size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
+    check_memory(f"the keyed rows at budget{'s' if len(set(budgets)) > 1 else ''} "
+                 f"{', '.join(str(b) for b in sorted(set(budgets)))}", keyed_memory(**size))
+    return keyed_cost(**{**size, "depth": data.depth if tree else 0})
 
 
 def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:

@@ -252,3 +252,27 @@ def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray
             log_j = np.log(2.0) + 0.5 * nu * np.log(beta / alpha) + np.log(kve(nu, y)) - y
             loglik[s, i] = log_j + a1 - 0.5 * np.log(lam).sum()
     return _posterior_mean(loglik, thetas)
+
+
+def one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals):
+    """Numpy twin of ``fvnum._kernels.keyed._one_layer_mc``: ``(value, g_mean, g_L, g_P, g_hl)``."""
+    n, k = xi.shape
+    M = paths.shape[0]
+    th = np.zeros((M, int(paths.max()) + 1))
+    np.put_along_axis(th, paths, vals, axis=1)
+    phi = mean[leaves] + np.einsum("nij,nj->ni", np.tril(L)[leaves], xi)
+    r = phi[:, None, :] - mean[None]  # (n, M, k)
+    v = np.einsum("mij,nmj->nmi", P, r)
+    ll = -0.5 * (r * v).sum(-1) - hl
+    post = np.exp(ll - ll.max(1, keepdims=True))
+    post /= post.sum(1, keepdims=True)
+    err = post @ th - th[leaves]
+    a = (2.0 / n) * err @ th.T
+    b = post * (a - (post * a).sum(1, keepdims=True))  # (n, M) d loss / d ll
+    gphi = -np.einsum("nm,nmi->ni", b, v)
+    onehot = np.zeros((n, M))
+    onehot[np.arange(n), leaves] = 1.0
+    g_mean = np.einsum("nm,nmi->mi", b, v) + onehot.T @ gphi
+    g_L = np.tril(np.einsum("nl,ni,nj->lij", onehot, gphi, xi))
+    g_P = -0.5 * np.einsum("nm,nmi,nmj->mij", b, r, r)
+    return float((err**2).sum(1).mean()), g_mean, g_L, g_P, -b.sum(0)

@@ -20,8 +20,11 @@ one-layer design, ``keys`` the key family object found):
 A row found by a search is the best *found* within its family: an achievable loss, so an upper bound on the
 family's optimum; it bounds no trained model (a model's keys may lie outside the family).
 
-The optimisers differentiate the formulas of :mod:`fvnum.keys` with torch (imported when called);
-everything else is numpy. The laws on the tree prior live in :mod:`fvnum.keyed_tree`.
+The one-layer search at ``B > 1`` (the slow part) takes its gradient written out: the per-sample work in the
+Numba kernel ``fvnum._kernels.keyed._one_layer_mc`` (numpy twin ``fvnum._reference.one_layer_mc``), the chain
+back to the rows and ``log q`` in numpy (:class:`_OneLayerMC`; the autograd reference :func:`_mc_loss_torch`,
+held equal in tests/fvnum/test_keyed_fast.py); at ``B = 1`` the quadrature loss is differentiated by torch
+autograd (small tensors, one thread). The laws on the tree prior live in :mod:`fvnum.keyed_tree`.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ import numpy as np
 from . import _chunks
 from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
-from .keyed_tree import GRID, STEP, _geometry, _torch, _Tree, keys_of, mixture_loss, tree_law
+from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
+                         one_thread, tree_law, tree_law_grad)
 from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
 from .simulate import check_inputs
 from .tree import TreeSpec
@@ -44,10 +48,9 @@ def _random_rows(rng, budget, dim, scale):
     return R / np.linalg.norm(R, axis=1, keepdims=True)
 
 
-def _minimize(fun_torch, x0, maxiter):
-    """L-BFGS (scipy) on a torch objective of a flat float64 vector, exact gradients by autograd."""
-    from scipy.optimize import minimize
-
+def _autograd(fun_torch):
+    """A numpy ``x -> (value, gradient)`` of a torch objective of a flat float64 vector (exact gradients by
+    autograd)."""
     torch = _torch()
 
     def fun(x):
@@ -55,6 +58,13 @@ def _minimize(fun_torch, x0, maxiter):
         val = fun_torch(xt)
         (grad,) = torch.autograd.grad(val, xt)
         return float(val.detach()), grad.numpy().astype(float)
+
+    return fun
+
+
+def _minimize(fun, x0, maxiter):
+    """L-BFGS (scipy) on ``fun: x -> (value, gradient)`` of a flat float64 vector."""
+    from scipy.optimize import minimize
 
     res = minimize(fun, np.asarray(x0, dtype=float), jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
     return res.x, float(res.fun)
@@ -72,9 +82,73 @@ def _pack(W, lq):
     return np.concatenate([np.asarray(W).ravel(), [] if lq is None else np.asarray(lq)])
 
 
+class _OneLayerMC:
+    """The Monte Carlo loss of a one-layer design on common random numbers and its exact gradient, without
+    autograd (:func:`_mc_loss_torch` is the autograd reference): ``samples`` leaves and standard normal draws
+    from stream ``purpose``; readings ``phi = mean_leaf + L_leaf xi`` from the keys' CLT law, decoded by the
+    exact Bayes posterior over the leaves. The per-sample work is the Numba kernel
+    ``fvnum._kernels.keyed._one_layer_mc`` (single-threaded, no temporaries of size samples x leaves); the
+    chain back to the rows and ``log q`` (``x``: the rows unnormalised, then for weighted keys the per-depth
+    ``log q``) is written out in :mod:`fvnum.keyed_tree` (:func:`~fvnum.keyed_tree.tree_law_grad`,
+    :func:`~fvnum.keyed_tree.geometry_grad`, :func:`~fvnum.keyed_tree.cholesky_grad`)."""
+
+    def __init__(self, tree, budget, family, N, s2, samples, seed, purpose):
+        r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+        self.leaves = np.ascontiguousarray(tree.spec.sample(samples, r), dtype=np.int64)
+        self.xi = r.standard_normal((samples, budget))
+        self.paths = np.ascontiguousarray(tree.paths, dtype=np.int64)
+        self.vals = np.ascontiguousarray(tree.values, dtype=float)
+        self.tree, self.budget, self.family, self.N, self.s2 = tree, budget, family, N, s2
+
+    def __call__(self, x):
+        from ._kernels.keyed import _one_layer_mc
+
+        tree, k, N = self.tree, self.budget, self.N
+        D, M = tree.spec.dim, tree.spec.n_leaves
+        U = x[: k * D].reshape(k, D)
+        norms = np.linalg.norm(U, axis=1, keepdims=True)
+        W = U / norms
+        lq = x[k * D :] if self.family == "weighted" else None
+        geo = _geometry(tree, lq, self.s2, np)
+        mean, cov = tree_law(tree, geo, W, N)
+        L = np.linalg.cholesky(cov)  # (M, k, k)
+        Linv = np.linalg.inv(L)
+        P = np.swapaxes(Linv, -1, -2) @ Linv  # Sigma_m^-1
+        hl = np.log(np.einsum("mii->mi", L)).sum(-1)  # half the log-determinant
+        g_mean, g_L, g_P, g_hl = np.zeros((M, k)), np.zeros((M, k, k)), np.zeros((M, k, k)), np.zeros(M)
+        value = _one_layer_mc(mean, L, P, hl, self.leaves, self.xi, self.paths, self.vals, g_mean, g_L, g_P, g_hl)
+        G_cov = -P @ g_P @ P + 0.5 * g_hl[:, None, None] * P + cholesky_grad(L, g_L)
+        GW, Gm, Gg, GH = tree_law_grad(tree, geo, W, N, g_mean, G_cov)
+        GU = (GW - (GW * W).sum(1, keepdims=True) * W) / norms
+        if lq is None:
+            return float(value), GU.ravel()
+        return float(value), np.concatenate([GU.ravel(), geometry_grad(tree, lq, self.s2, Gm, Gg, GH)])
+
+def _mc_loss_torch(tree, budget, family, N, s2, samples, seed, purpose):
+    """The autograd reference of :class:`_OneLayerMC` (the same samples, the loss in torch)."""
+    torch = _torch()
+    spec, D = tree.spec, tree.spec.dim
+    r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+    leaves = torch.tensor(spec.sample(samples, r))
+    xi = torch.tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
+    th = torch.tensor(tree.thetas, dtype=torch.float64)
+
+    def loss(x):
+        W, lq = _unpack(x, budget, D, family)
+        mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
+        L = torch.linalg.cholesky(cov)
+        phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
+        r_ = phi[:, None, :] - mean[None]  # (n, M, k)
+        z = torch.linalg.solve_triangular(L[None].expand(samples, -1, -1, -1), r_[..., None], upper=False)[..., 0]
+        ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        post = torch.softmax(ll, dim=1)
+        return ((post @ th - th[leaves]) ** 2).sum(-1).mean()
+
+    return loss
+
+
 def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start):
     """Returns (W, lq) of the best one-layer design found."""
-    torch = _torch()
     spec, D = tree.spec, tree.spec.dim
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
     var = (spec.scales**2 / 2.0 ** np.arange(spec.depth))[tree.depth_of]
@@ -85,50 +159,29 @@ def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, 
     while len(starts) < max(1, restarts):
         starts.append((_random_rows(rng, budget, D, np.sqrt(var)), lq0 if family == "weighted" else None))
     if budget == 1:
+        torch = _torch()
         thetas = tree.thetas
         logw = torch.full((spec.n_leaves,), -math.log(spec.n_leaves), dtype=torch.float64)
 
-        def objective(x):
+        def objective_torch(x):
             W, lq = _unpack(x, 1, D, family)
             mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
             return mixture_loss(mean[:, 0], cov[:, 0, 0], logw, thetas, torch)
 
+        objective = _autograd(objective_torch)
         select = objective
-    else:
-        def crn(purpose):
-            r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
-            leaves = torch.tensor(spec.sample(samples, r))
-            xi = torch.tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
-            th = torch.tensor(tree.thetas, dtype=torch.float64)
-            eye = torch.eye(budget, dtype=torch.float64)
-
-            def loss(x):
-                W, lq = _unpack(x, budget, D, family)
-                mean, cov = tree_law(tree, _geometry(tree, lq, s2, torch), W, N, torch)
-                L = torch.linalg.cholesky(cov)
-                phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
-                # (phi - mean_m)^T Sigma_m^-1 (phi - mean_m) for every sample and leaf by two matrix products
-                # (with Sigma_m^-1 from the Cholesky factor once per leaf), not a solve per sample and leaf
-                Li = torch.linalg.solve_triangular(L, eye.expand_as(L), upper=False)
-                Pm = Li.transpose(-1, -2) @ Li  # (M, k, k)
-                Pmu = (Pm @ mean[..., None])[..., 0]  # (M, k)
-                quad = (phi[:, :, None] * phi[:, None, :]).reshape(samples, -1) @ Pm.reshape(Pm.shape[0], -1).T
-                quad = quad - 2.0 * phi @ Pmu.T + (mean * Pmu).sum(-1)
-                ll = -0.5 * quad - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
-                post = torch.softmax(ll, dim=1)
-                return ((post @ th - th[leaves]) ** 2).sum(-1).mean()
-
-            return loss
-
-        objective, select = crn(_chunks.SEARCH), crn(_chunks.SELECT)
+    else:  # the Monte Carlo loss and its gradient in numpy (_OneLayerMC)
+        objective = _OneLayerMC(tree, budget, family, N, s2, samples, seed, _chunks.SEARCH)
+        select = _OneLayerMC(tree, budget, family, N, s2, samples, seed, _chunks.SELECT)
     found = []
     for W0, l0 in starts:
         x, _ = _minimize(objective, _pack(W0, l0), maxiter)
         found.append(x)
-    scores = [float(select(torch.tensor(x, dtype=torch.float64))) for x in found]
-    x = torch.tensor(found[int(np.argmin(scores))], dtype=torch.float64)
-    W, lq = _unpack(x, budget, D, family)
-    return W.numpy().copy(), None if lq is None else lq.numpy().copy()
+    scores = [select(x)[0] for x in found]
+    x = found[int(np.argmin(scores))]
+    W = x[: budget * D].reshape(budget, D)
+    W = W / np.linalg.norm(W, axis=1, keepdims=True)
+    return W, (x[budget * D :].copy() if family == "weighted" else None)
 
 
 def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, seed):
@@ -157,10 +210,13 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
     N, s2 = channel.n_tokens, channel.s2
     if budget < 1:
         raise ValueError(f"a keyed design needs budget >= 1, got {budget}")
+    if budget > spec.dim:
+        raise ValueError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
     if isinstance(spec, GaussSpec):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     tree = _Tree(spec)
-    W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
+    with one_thread():
+        W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
     keys = keys_of(tree, W, lq)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
     if budget == 1:
@@ -175,27 +231,65 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 
 
 # --- Gaussian prior: one layer on the eigen-directions, decoded by quadrature ---------------------------
+GRID_POINTS = 6561  # decoder nodes per sample on a product grid (9^4); a larger grid gives way to IS_POINTS
+IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
+IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
+WORKING_SET = 8 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
+CHUNK_FLOATS = 1 << 23  # floats of one chunk of the decoder: (sample, node) pairs times (6 B + 4 B^2), 64 MiB
+
+
+def decoder_nodes(budget: int, nodes: int) -> int:
+    """Nodes per sample of the Gaussian keyed decoder (:func:`_gaussian_losses`): ``nodes^B`` on a product
+    grid up to :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled ones."""
+    return nodes**budget if nodes**budget <= GRID_POINTS else IS_POINTS
+
+
+def _decoder_mesh(budget: int, nodes: int, width: float):
+    """``(points (G, B), log weights (G,) or None, label)`` of the decoder: a product grid on +- ``width``
+    (uniform weights), or scrambled Sobol normal points of spread :data:`IS_WIDTH` (fixed seed) with the
+    importance weights of their density."""
+    if nodes**budget <= GRID_POINTS:
+        u = np.linspace(-1.0, 1.0, nodes)
+        mesh = np.stack(np.meshgrid(*([u] * budget), indexing="ij"), -1).reshape(-1, budget)
+        return mesh * width, None, f"quadrature on {nodes}^{budget} nodes"
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    u = qmc.Sobol(budget, scramble=True, seed=20261203).random(IS_POINTS)
+    z = ndtri(np.clip(u, 1e-12, 1 - 1e-12))
+    return z * IS_WIDTH, 0.5 * (z**2).sum(1), (f"importance sampling on {IS_POINTS} Sobol nodes, as a "
+                                              f"{nodes}^{budget} grid would not fit in memory")
+
+
+def _chunk_samples(budget: int, nodes: int, chunk: int = 64) -> int:
+    """Samples per chunk of the Gaussian decoder: at most ``chunk``, about :data:`CHUNK_FLOATS` floats."""
+    return max(1, min(int(chunk), CHUNK_FLOATS // (nodes * (6 * budget + 4 * budget * budget))))
+
+
 def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: float = 7.0, chunk: int = 64):
     """Per-sample losses of keys ``e_1 .. e_B`` (eigenbasis, largest eigenvalues first) with ``Q = diag(q)``
     (``q`` None: linear keys), ``c = 1``, for latents ``truth`` (n, D) (eigenbasis) and standard normal
-    draws ``xi`` (n, B): readings from the keys' CLT law, decoded by quadrature of the posterior of the read
-    coordinates on a product grid (``nodes`` per coordinate, +- ``width`` posterior standard deviations of
-    the Gaussian approximation), the squares of the unread coordinates set to their prior mean in the
-    decoder's law. An unread coordinate enters the law only through its square, so its posterior mean is
-    0 by symmetry and it adds its prior variance."""
+    draws ``xi`` (n, B): readings from the keys' CLT law, decoded by the posterior mean of the read
+    coordinates on nodes around the Gaussian approximation of their posterior: a product grid (``nodes``
+    per coordinate, +- ``width`` posterior standard deviations) while ``nodes^B`` is at most
+    :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled nodes (self-normalised; a valid decoder, so
+    its loss is achievable, only less close to Bayes); the squares of the unread coordinates set to their
+    prior mean in the decoder's law. An unread coordinate enters the law only through its square, so its
+    posterior mean is 0 by symmetry and it adds its prior variance. Memory: about :data:`CHUNK_FLOATS`
+    floats at once (``chunk`` samples, fewer on a large grid; one sample's nodes at the least)."""
     D = vals.size
     t, wt = quadrature_nodes(1.0, STEP)
     S, w2, m, h = weighted_moments(np.zeros(D) if q is None else np.asarray(q, dtype=float), 1.0, t, wt)
     W = np.eye(D)[:budget]
     tl = weighted_law(W, S, w2, m, h, truth, N, s2)
     phi = tl[0] + (np.linalg.cholesky(tl[1]) @ xi[..., None])[..., 0]
-    # Gaussian approximation of each read coordinate's posterior: centre and width of the grid
+    # Gaussian approximation of each read coordinate's posterior: centre and width of the nodes
     noise = np.einsum("jj->j", weighted_law(W, S, w2, m, h, np.zeros((1, D)), N, s2, theta2=vals[None])[1][0])
     prec = m[:budget] ** 2 / noise + 1 / vals[:budget]
     centre = phi * (m[:budget] / noise) / prec  # (n, B)
-    half = width / np.sqrt(prec)
-    u = np.linspace(-1.0, 1.0, nodes)
-    mesh = np.stack(np.meshgrid(*([u] * budget), indexing="ij"), -1).reshape(-1, budget)  # (G, B)
+    half = 1.0 / np.sqrt(prec)
+    mesh, log_proposal, _ = _decoder_mesh(budget, nodes, width)  # (G, B), in units of half
+    chunk = _chunk_samples(budget, mesh.shape[0], chunk)
     out = np.zeros(truth.shape[0])
     unread = vals[budget:].sum()
     H = (S * w2[:, None]).T @ S  # (D, D)
@@ -217,11 +311,38 @@ def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: 
         white = np.linalg.solve(L, r[..., None])[..., 0]
         logw = (-0.5 * (white**2).sum(-1) - np.log(np.einsum("gii->gi", L)).sum(-1)).reshape(n_, G_)
         logw -= 0.5 * (grid**2 / vals[:budget]).sum(-1)
+        if log_proposal is not None:
+            logw += log_proposal
         logw -= logw.max(1, keepdims=True)
         w = np.exp(logw)
         est = np.einsum("ng,ngb->nb", w, grid) / w.sum(1, keepdims=True)
         out[a : a + chunk] = ((est - truth[a : a + chunk, :budget]) ** 2).sum(1) + unread
     return out
+
+
+def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
+    """Bytes (an upper estimate) of the largest arrays :func:`fvnum.theory.keyed_curves` holds at once at
+    ``budgets`` on ``samples`` samples: on the tree prior the adaptive policy's laws per sample and leaf
+    (to the largest budget ``l``: the law, its Cholesky factor and inverse, ``H z``) or the one-layer
+    search's evaluation chunks; on a Gaussian prior one chunk of the decoder (about :data:`CHUNK_FLOATS`
+    floats, twice for numpy's temporaries, whatever the budget while one sample's nodes fit in it)."""
+    from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+
+    budgets = sorted({max(int(b), 1) for b in budgets})
+    if not budgets:
+        return 0.0
+    if tree:
+        M, l = 2**depth, budgets[-1]
+        adaptive = samples * M * (4 * l * l + 2 * l * depth + 4 * l + 8)
+        design = max(DESIGN_SAMPLES_PER_SAMPLE * samples * (l + 4), 2048 * M * (4 * l * l + 4 * l + 4))
+        return 8.0 * (adaptive + design + M * (dim + depth) * 4) + WORKING_SET
+    worst = 0.0
+    for b in budgets:
+        kw = gaussian_design_settings(b, samples)
+        G = decoder_nodes(b, kw["nodes"])
+        pairs = G * _chunk_samples(b, G)
+        worst = max(worst, 2.0 * pairs * (6 * b + 4 * b * b) + 8.0 * kw["samples"] * dim)
+    return 8.0 * worst + WORKING_SET
 
 
 def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
@@ -264,15 +385,15 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
         lq = minimize(fun, np.log(first / 6.0), method="Powell", options={"maxfev": int(maxiter), "xtol": 1e-2}).x
     q = None if lq is None else np.exp(lq)[groups]
     truth, xi = draws(_chunks.EVAL)
-    est = Estimate.of(_gaussian_losses(vals, budget, q, n_tokens, s2, truth, xi, nodes),
-                      f"mc, quadrature decoder ({nodes}^{budget} nodes)")
+    decoder = _decoder_mesh(budget, nodes, 7.0)[2]
+    est = Estimate.of(_gaussian_losses(vals, budget, q, n_tokens, s2, truth, xi, nodes), f"mc, decoder: {decoder}")
     rows = vecs[:, :budget].T.copy()  # in the prior's coordinates
     if q is None:
         keys = LinearKeys(rows)
     else:
         Q = (vecs * q) @ vecs.T  # the eigenbasis' diagonal Q in the prior's coordinates
         keys = WeightedKeys(rows, 0.5 * (Q + Q.T), 1.0)
-    how = (f"non-adaptive, top-{budget} eigen-directions, {family} keys, near-Bayes decoder (quadrature) under "
+    how = (f"non-adaptive, top-{budget} eigen-directions, {family} keys, near-Bayes decoder ({decoder}) under "
            f"the keys' CLT law")
     return SearchResult("best_nonadaptive_keyed", est, how, rows, keys=keys)
 
@@ -303,5 +424,5 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "gaussian_keyed", "mixture_loss",
-           "tokens_loss_mc", "tree_law"]
+__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
+           "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]

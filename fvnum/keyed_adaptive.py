@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import _geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, tree_law
+from .keyed_tree import (_geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, one_thread,
+                         tree_law)
 from .keys import check_family
 from .simulate import check_inputs
 from .tree import TreeSpec, numeric_prior
@@ -147,6 +148,7 @@ def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps,
     return torch.from_numpy(out_w), torch.from_numpy(out_phi)
 
 
+@one_thread()
 def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
                           samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
                           chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
@@ -179,6 +181,11 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
         prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive keyed search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     N, s2 = channel.n_tokens, channel.s2
+    if not 1 <= max_budget <= spec.dim:
+        raise ValueError(f"the adaptive keyed policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+    if first is not None and not isinstance(first, SearchResult):
+        raise ValueError(f"first must be a SearchResult of best_nonadaptive_keyed at budget 1, got "
+                         f"{type(first).__name__}")
     if first is None:
         from .keyed import best_nonadaptive_keyed
 

@@ -7,6 +7,8 @@ reading by quadrature (:func:`mixture_loss`) and the key family object of a desi
 from __future__ import annotations
 
 import math
+import sys
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -21,6 +23,23 @@ def _torch():
     import torch
 
     return torch
+
+
+@contextmanager
+def one_thread():
+    """Torch on one thread while the keyed searches run (their tensors are small: on more threads torch's
+    intra-op pool costs more than it saves, 10x on a loaded 2-core machine), restored after; also a
+    decorator."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 # --- the tree prior: structure of the laws ---------------------------------------------------------
@@ -129,3 +148,58 @@ def log_q_of(tree: _Tree, keys):
         return None
     q = np.diag(keys.Q) if keys.Q.ndim == 2 else keys.Q
     return np.log(q[[int(np.argmax(tree.depth_of == k)) for k in range(tree.spec.depth)]])
+
+
+# --- gradients in numpy: the one-layer searches' objectives without autograd -----------------------
+def geometry_grad(tree: _Tree, lq, s2, Gm, Gg, GH, step=STEP):
+    """The gradient (K,) in ``lq`` of ``Gm.m + Gg.g + <GH, Hbar>`` for the geometry of :func:`_geometry`
+    (weighted keys; the derivative of ``weighted_moments`` written out: ``S = 1 / (1 + 2 t q)``, ``base =
+    wt e^-t prod_k S_k^(n_k / 2)``, ``w2 = t base``, ``m = base S``, ``h = w2 S``, ``Hbar = S^T diag(w2) S``,
+    ``g = Hbar a^2 + s2 h``)."""
+    t, wt = quadrature_nodes(1.0, step)
+    q = np.exp(np.asarray(lq, dtype=float))
+    a2, counts = tree.spec.scales**2, tree.counts
+    S = 1.0 / (1.0 + 2.0 * t[:, None] * q[None, :])  # (T, K)
+    base = wt * np.exp(-t + 0.5 * (np.log(S) * counts).sum(1))
+    w2 = base * t
+    GH = np.asarray(GH, dtype=float) + np.outer(Gg, a2)
+    Gh = s2 * np.asarray(Gg, dtype=float)
+    Gb = S @ Gm + t * (S @ Gh + ((S @ GH) * S).sum(1))  # (T,)
+    GS = base[:, None] * Gm + w2[:, None] * (Gh + S @ (GH + GH.T))  # (T, K)
+    tq = t[:, None] * q[None, :]
+    return (GS * (-2.0 * tq * S**2)).sum(0) + ((Gb * base)[:, None] * (-counts * tq * S)).sum(0)
+
+
+def tree_law_grad(tree: _Tree, geo, W, n_tokens, G_mean, G_cov):
+    """Backward of :func:`tree_law` for one design ``W`` (k, D) (numpy): given the gradients of a function of
+    ``mean`` (M, k) and ``cov`` (M, k, k) (``G_cov`` symmetric), returns ``(G_W (k, D), Gm, Gg, GH)``, the
+    gradients in ``W`` and in the geometry ``(m, g, Hbar)``."""
+    m, g, H = geo
+    D, K = W.shape[1], tree.spec.depth
+    gd = g[tree.depth_of]
+    z = W[:, tree.paths] * tree.values  # (k, M, K)
+    mean = (z * m).sum(-1).T  # (M, k)
+    Gs = G_cov / n_tokens  # gradient of the second moment (M, k, k), symmetric
+    Gmt = G_mean - 2.0 * (Gs @ mean[..., None])[..., 0]  # (M, k)
+    Gc = Gs.sum(0)  # (k, k) the part common to the leaves
+    GW = 2.0 * Gc @ (W * gd)
+    Gg = np.bincount(tree.depth_of, weights=((Gc @ W) * W).sum(0), minlength=K)
+    Hz = z @ H  # (k, M, K)
+    Gz = 4.0 * np.einsum("mij,jmk->imk", Gs, Hz) + Gmt.T[:, :, None] * m
+    GH = 2.0 * np.einsum("mij,imk,jml->kl", Gs, z, z)
+    Gm = np.einsum("mi,imk->k", Gmt, z)
+    flat = tree.paths.ravel()
+    for i in range(W.shape[0]):
+        GW[i] += np.bincount(flat, weights=(Gz[i] * tree.values).ravel(), minlength=D)
+    return GW, Gm, Gg, GH
+
+
+def cholesky_grad(L, G_L):
+    """The gradient in a symmetric matrix ``A = L L^T`` (batched) of a function of its Cholesky factor ``L``,
+    given its gradient ``G_L`` in ``L`` (lower triangle): ``L^-T Phi(L^T G_L) L^-1``, symmetrised (``Phi``:
+    the lower triangle with half the diagonal)."""
+    P = np.tril(np.swapaxes(L, -1, -2) @ G_L)
+    P[..., np.arange(L.shape[-1]), np.arange(L.shape[-1])] *= 0.5
+    Linv = np.linalg.inv(L)
+    A = np.swapaxes(Linv, -1, -2) @ P @ Linv
+    return 0.5 * (A + np.swapaxes(A, -1, -2))

@@ -191,39 +191,52 @@ DESIGN_SAMPLES_PER_SAMPLE = 4  # the one-layer keyed search's samples per sample
 
 
 def gaussian_design_settings(budget: int, samples: int) -> dict:
-    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its quadrature decoder costs
-    ``nodes^B`` per sample and Powell evaluation, so from budget 4 on it runs on 9 nodes a coordinate, 25
-    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour)."""
+    """The settings of ``fvnum.keyed.gaussian_keyed`` in a comparison: its decoder costs ``nodes^B`` per
+    sample and Powell evaluation on a product grid, so at budget 4 it runs on 9 nodes a coordinate, 25
+    evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour);
+    from budget 5 on (where ``9^B`` nodes would not fit: ``fvnum.keyed.GRID_POINTS``) the decoder's nodes are
+    importance-sampled (``fvnum.keyed.IS_POINTS``), on a quarter of the samples and 15 evaluations."""
     if budget <= 3:
         return dict(samples=samples, nodes=11, maxiter=60)
-    return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
+    if budget == 4:
+        return dict(samples=max(2, samples // 2), nodes=9, maxiter=25)
+    return dict(samples=max(2, samples // 4), nodes=9, maxiter=15)
 
 
-# fvnum.keyed's searches (docs/benchmarks/2026-12-02-keyed.md, CPU seconds on the shared 2-core machine):
-# the greedy adaptive policy 4.1 s for 300 samples to 4 layers at depth 6 and 39 s for 1000 samples to 6
-# layers at depth 7, under KEYED_ADAPTIVE s per sample, layer, leaf and coordinate; the one-layer tree search
-# 5.7 s on 2000 samples at depth 6, budget 4, under KEYED_DESIGN s per sample and budget times (1 + 2^K / 64);
-# the Gaussian one 69 s (depth 4, budget 3: 11^3 nodes, 2000 samples, 40 evaluations) and 438 s (depth 6,
-# budget 4: 9^4 nodes, 1000 samples, 25 evaluations), KEYED_GAUSSIAN s per node, sample, evaluation and
-# coordinate; each search at least KEYED_SEARCH_S (two starts of up to 200 L-BFGS steps through torch: 6 to
-# 10 s at depth 4 on a loaded machine, whatever the samples).
-KEYED_ADAPTIVE, KEYED_DESIGN, KEYED_GAUSSIAN, KEYED_SEARCH_S = 1e-6, 1e-3, 5e-8, 10.0
+# fvnum.keyed's searches (docs/benchmarks/2026-12-03-keyed.md: CPU seconds on the shared 2-core machine, one
+# thread, benchmarks/bench_keyed.py --prices checks the prices against a table of cases): the layer-1 search
+# (quadrature, torch autograd on small tensors) KEYED_SEARCH_S plus KEYED_LEAF_S per leaf (0.25 s at depth 3,
+# 0.7 s at depth 6); the one-layer Monte Carlo search at budget b (two starts of up to 200 L-BFGS steps, the
+# gradient written out: fvnum._kernels.keyed._one_layer_mc) KEYED_SEARCH_S plus KEYED_DESIGN s per design
+# sample, leaf and (b^2 + D) (0.9 s at depth 3, budget 2 on 8000 samples; 9.3 s at depth 6, budget 2); the
+# greedy adaptive policy KEYED_ADAPTIVE s per sample, lookahead layer and leaf (0.74 s for 2000 samples to 2
+# layers at depth 3, 5.1 s at depth 6), plus KEYED_STATE per sample, layer, leaf and coordinate; the Gaussian one
+# KEYED_GAUSSIAN s per decoder node, sample, evaluation and b^2 (4.6 s at depth 3, budget 2 on 2000 samples;
+# 21 s at depth 4, budget 3 on 500; 20 s at budget 7 of an isotropic D = 7, importance-sampled nodes).
+KEYED_SEARCH_S, KEYED_LEAF_S, KEYED_DESIGN = 0.3, 0.01, 5e-7
+KEYED_ADAPTIVE, KEYED_STATE, KEYED_GAUSSIAN = 5e-5, 2e-7, 8e-8
 
 
 def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
-    """Seconds (an upper estimate) of ``fvnum.theory.keyed_curves`` at ``budgets`` on ``samples`` samples:
-    the adaptive keyed policy once to the largest budget (tree prior), the one-layer search at every budget."""
+    """Seconds (an estimate within 3x of the measured, both ways, on the table of bench_keyed.py --prices) of
+    ``fvnum.theory.keyed_curves`` at ``budgets`` on ``samples`` samples: the adaptive keyed policy once to the
+    largest budget (tree prior), the one-layer search at every budget."""
     budgets = sorted({max(int(b), 1) for b in budgets})
     if not budgets:
         return 0.0
     if tree:
-        leaves, design_samples = 2**depth, DESIGN_SAMPLES_PER_SAMPLE * samples
-        seconds = KEYED_SEARCH_S + KEYED_ADAPTIVE * samples * budgets[-1] * leaves * dim
-        return seconds + sum(KEYED_SEARCH_S + KEYED_DESIGN * design_samples * b * (1 + leaves / 64) for b in budgets)
+        leaves, design_samples, last = 2**depth, DESIGN_SAMPLES_PER_SAMPLE * samples, budgets[-1]
+        seconds = KEYED_SEARCH_S + KEYED_LEAF_S * leaves  # layer 1
+        seconds += samples * leaves * (KEYED_ADAPTIVE * (last - 1) + KEYED_STATE * last * dim)
+        return seconds + sum(KEYED_SEARCH_S + KEYED_DESIGN * design_samples * leaves * (b * b + dim)
+                             for b in budgets if b > 1)
+    from .keyed import decoder_nodes
+
     seconds = 0.0
     for b in budgets:
         kw = gaussian_design_settings(b, samples)
-        seconds += KEYED_SEARCH_S + KEYED_GAUSSIAN * kw["nodes"] ** b * kw["samples"] * kw["maxiter"] * dim
+        nodes = decoder_nodes(b, kw["nodes"])
+        seconds += KEYED_SEARCH_S + KEYED_GAUSSIAN * nodes * kw["samples"] * (kw["maxiter"] + 1) * b * b
     return seconds
 
 

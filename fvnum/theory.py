@@ -464,15 +464,27 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
     Carlo loss is dominated by rare confusions of leaves, and a search on 2000 samples fits their noise —
     tree depth 4, budget 3: 0.0233 on its own samples, 0.039 on fresh ones; on 8000, 0.034). Each row is
     the best found within the family: an upper bound on the family's optimum, a bound on no trained model."""
-    from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed
+    from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
     from .keyed_adaptive import adaptive_keyed_losses, has_adaptive_search
+    from fvsym._validate import check_int
+
+    from .resources import check_memory
+    from .tree import numeric_prior
 
     channel = _check_keyed_channel(channel)
     family = check_family(family)
     design_samples = DESIGN_SAMPLES_PER_SAMPLE * samples if design_samples is None else design_samples
-    budgets = sorted({int(b) for b in budgets})
+    spec = numeric_prior(prior)
+    if isinstance(budgets, (str, bytes)) or not hasattr(budgets, "__iter__"):
+        raise ValueError(f"budgets must be a list of budgets, got {_short(budgets)}")
+    budgets = sorted({check_int(b, "budget", minimum=1, maximum=spec.dim) for b in budgets})
+    if not budgets:
+        raise ValueError("keyed rows need at least one budget, got none")
     kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=seed)
     tree = has_adaptive_search(prior)
+    check_memory(f"the {family} keyed rows at budgets {', '.join(map(str, budgets))}",
+                 keyed_memory(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budgets=budgets,
+                              samples=samples))
     one = {1: best_nonadaptive_keyed(prior, 1, family, **kw)} if tree else {}  # layer 1 of the adaptive policy
     for b in budgets:
         if b not in one:

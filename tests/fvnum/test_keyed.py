@@ -91,3 +91,64 @@ def test_gaussian_cell_and_bad_inputs():
         adaptive_keyed_losses(prior, 2, "linear")
     with pytest.raises(ValueError, match="at most D = 3"):
         gaussian_keyed(prior, 4, "linear")
+
+
+def test_importance_sampled_decoder_agrees_with_the_grid(monkeypatch):
+    """Where a product grid would not fit, the decoder's nodes are importance-sampled: on a cell where both
+    fit, the two decoders' losses agree (paired on the same samples, within 5 standard errors of the
+    differences, and within 1% of the loss)."""
+    import fvnum.keyed as K
+    from fvnum.tree import numeric_prior
+
+    vals = numeric_prior(GaussianPrior.matched(TreePrior(3, "1/2"))).eigenvalues
+    rng = np.random.default_rng(1)
+    truth, xi = rng.standard_normal((300, 7)) * np.sqrt(vals), rng.standard_normal((300, 3))
+    q = np.full(7, 0.3)
+    grid = K._gaussian_losses(vals, 3, q, 16, S2, truth, xi, 11)
+    monkeypatch.setattr(K, "GRID_POINTS", 1)
+    sampled = K._gaussian_losses(vals, 3, q, 16, S2, truth, xi, 11)
+    d = sampled - grid
+    assert abs(d.mean()) <= 5 * d.std(ddof=1) / np.sqrt(d.size) + 1e-12
+    assert abs(d.mean()) < 0.01 * grid.mean()
+    assert "importance sampling" in K._decoder_mesh(7, 9, 7.0)[2] and "11^3" in K._decoder_mesh(3, 11, 7.0)[2]
+
+
+CELL = """
+import resource, sys
+import numpy as np
+cap = 2 * 2**30
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+from fvsym.priors import GaussianPrior
+from fvnum.channels import make_channel
+from fvnum.tree import numeric_prior
+prior = GaussianPrior.isotropic(7)
+if sys.argv[1] == "cell":  # the keyed rows of fv compare --prior gaussian --cov isotropic --depth 3 --budget 7 --tokens 16
+    from fvnum.theory import keyed_curves
+    rows = keyed_curves(prior, [7], make_channel(numeric_prior(prior), tokens=16), "weighted", samples=2000)[7]
+    print(rows[0].value, rows[0].stderr)
+else:  # the same decoder on a few samples
+    from fvnum.keyed import _gaussian_losses
+    r = np.random.default_rng(0)
+    out = _gaussian_losses(np.ones(7), 7, np.full(7, 0.1), 16, 0.01, r.standard_normal((40, 7)), r.standard_normal((40, 7)), 9)
+    print(out.mean(), out.std() / np.sqrt(out.size))
+"""
+
+
+@pytest.mark.parametrize("what", ["decoder", pytest.param("cell", marks=pytest.mark.slow)])
+def test_the_budget_7_gaussian_cell_fits_in_two_gigabytes(what):
+    """Issue 32: a 9^7 product grid took 16 GiB; the decoder now fits, with the process's whole address space
+    (torch, numba, scipy included) capped at 2 GiB, and its price says so."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fvnum.keyed import keyed_memory
+
+    assert keyed_memory(tree=False, depth=3, dim=7, budgets=[7], samples=2000) < 256 * 2**20
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", CELL, what], env=env, capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    value, stderr = map(float, out.stdout.split())
+    assert 0 < value < 7 and stderr > 0  # 7: the prior's trace (nothing read)

@@ -104,3 +104,44 @@ def test_bad_engine_and_nodes():
         adaptive_keyed_losses(prior, 2, "weighted", engine="torch", node_step=0.75)
     with pytest.raises(ValueError, match="node_step must be"):
         adaptive_keyed_losses(prior, 2, "weighted", node_step=-1)
+
+
+def test_one_layer_kernel_equals_its_numpy_twin():
+    from fvnum._kernels.keyed import _one_layer_mc
+    from fvnum._reference import one_layer_mc
+
+    rng = np.random.default_rng(3)
+    M, k, n = 8, 3, 300
+    mean = rng.standard_normal((M, k))
+    A = rng.standard_normal((M, k, k))
+    cov = A @ A.transpose(0, 2, 1) + np.eye(k)
+    L, P = np.linalg.cholesky(cov), np.linalg.inv(cov)
+    hl = np.log(np.einsum("mii->mi", L)).sum(-1)
+    leaves, xi = rng.integers(0, M, n), rng.standard_normal((n, k))
+    paths, vals = _Tree(TreeSpec(3, np.ones(3))).paths, rng.standard_normal((M, 3))  # any values on the paths
+    out = [np.zeros((M, k)), np.zeros((M, k, k)), np.zeros((M, k, k)), np.zeros(M)]
+    value = _one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals, *out)
+    ref = one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals)
+    assert abs(value - ref[0]) <= 1e-13 * abs(ref[0])
+    for got, want in zip(out, ref[1:]):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("depth,budget,family", [(3, 2, "weighted"), (4, 3, "weighted"), (3, 3, "linear")])
+def test_one_layer_objective_and_gradient_equal_autograd(depth, budget, family):
+    """The one-layer search's Monte Carlo loss and its gradient written out (rows and log q) against torch
+    autograd on the same samples."""
+    from fvnum import _chunks
+    from fvnum.keyed import _mc_loss_torch, _OneLayerMC
+
+    spec = TreeSpec(depth, 0.5 ** (np.arange(depth) / 2))
+    tree = _Tree(spec)
+    rng = np.random.default_rng(depth + budget)
+    x = np.concatenate([rng.standard_normal(budget * spec.dim), rng.standard_normal(depth) - 2 if family == "weighted"
+                        else []])
+    value, grad = _OneLayerMC(tree, budget, family, 32, 0.01, 400, 0, _chunks.SEARCH)(x)
+    xt = torch.tensor(x, requires_grad=True)
+    vt = _mc_loss_torch(tree, budget, family, 32, 0.01, 400, 0, _chunks.SEARCH)(xt)
+    (gt,) = torch.autograd.grad(vt, xt)
+    assert abs(value - vt.item()) <= 1e-12 * abs(vt.item())
+    np.testing.assert_allclose(grad, gt.numpy(), rtol=1e-9, atol=1e-12 * np.abs(gt.numpy()).max())

@@ -202,6 +202,7 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
 
     fake = types.ModuleType("fvnum.keyed")
     fake.check_family, fake.gaussian_keyed = (lambda f: f), None
+    fake.keyed_memory = lambda **size: 0.0
     fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
     adaptive = types.ModuleType("fvnum.keyed_adaptive")
     adaptive.has_adaptive_search = lambda prior: True

@@ -1,0 +1,117 @@
+"""Hostile inputs to the keyed theory rows (fvnum.keyed, fvnum.keyed_adaptive, fvnum.theory.keyed_curves and
+the --keyed option of fv compare): each gets one clear line (a ValueError in the library, exit 2 from the
+CLI), refused before any search runs; the prices stay finite and positive on every size they accept."""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridges.cli import main
+from fvnum.channels import make_channel
+from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
+from fvnum.keyed_adaptive import adaptive_keyed_losses
+from fvnum.limits import keyed_cost
+from fvnum.theory import keyed_curves
+from fvsym.priors import GaussianPrior, TreePrior
+
+TREE = TreePrior(2, "1/2")  # D = 3
+GAUSS = GaussianPrior.matched(TREE)
+TOKENS = make_channel(TREE, tokens=16)
+
+
+def one_line(excinfo, *fragments):
+    msg = str(excinfo.value)
+    assert "\n" not in msg and 0 < len(msg) < 300, msg
+    for f in fragments:
+        assert f in msg, msg
+
+
+def fv(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+NOT_A_BUDGET = st.one_of(st.integers(max_value=0), st.integers(min_value=4, max_value=10**30), st.booleans(),
+                         st.floats(allow_nan=True).filter(lambda x: not (x == int(x) if np.isfinite(x) else False)),
+                         st.text(max_size=20), st.none(), st.just(sp.Rational(3, 2)), st.just(np.float64(0.5)))
+
+
+@given(NOT_A_BUDGET)
+def test_keyed_curves_refuse_a_bad_budget_in_one_line(budget):
+    with pytest.raises(ValueError) as e:
+        keyed_curves(TREE, [1, budget], TOKENS, "weighted", samples=50)
+    one_line(e, "budget")
+
+
+@given(NOT_A_BUDGET)
+def test_one_layer_search_refuses_a_bad_budget_in_one_line(budget):
+    with pytest.raises(ValueError) as e:
+        best_nonadaptive_keyed(TREE, budget, "weighted", n_tokens=16, samples=50)
+    one_line(e, "budget")
+
+
+@given(st.one_of(st.text(max_size=30), st.integers(), st.none(), st.just("none"), st.just("Weighted")))
+def test_unknown_families_are_refused(family):
+    with pytest.raises(ValueError) as e:
+        keyed_curves(TREE, [1], TOKENS, family, samples=50)
+    one_line(e, "key family")
+
+
+@pytest.mark.parametrize("call,fragment", [
+    (lambda: keyed_curves(TREE, [], TOKENS, "weighted", samples=50), "at least one budget"),
+    (lambda: keyed_curves(TREE, "12", TOKENS, "weighted", samples=50), "budget"),
+    (lambda: keyed_curves(TREE, 3, TOKENS, "weighted", samples=50), "budgets"),
+    (lambda: keyed_curves(TREE, [1], make_channel(TREE, tau=0.1), "weighted"), "tokens channel"),
+    (lambda: keyed_curves(TREE, [1], "tokens", "weighted"), "Channel"),
+    (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=1), "samples"),
+    (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=50, seed=-1), "seed"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, s2=float("nan")), "s2"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, n_tokens=0), "N"),
+    (lambda: best_nonadaptive_keyed("tree", 1), "prior"),
+    (lambda: gaussian_keyed(GAUSS, 4, "linear"), "at most D = 3"),
+    (lambda: gaussian_keyed(TREE, 1), "Gaussian prior"),
+    (lambda: adaptive_keyed_losses(GAUSS, 2), "tree prior"),
+    (lambda: adaptive_keyed_losses(TREE, 4), "D = 3"),
+    (lambda: adaptive_keyed_losses(TREE, 2, first="a design"), "SearchResult"),
+    (lambda: adaptive_keyed_losses(TREE, 2, engine="gpu"), "engine"),
+    (lambda: adaptive_keyed_losses(TREE, 2, node_step=-1.0), "node_step"),
+])
+def test_bad_arguments_get_one_line(call, fragment):
+    with pytest.raises(ValueError) as e:
+        call()
+    one_line(e, fragment)
+
+
+def test_sympy_and_numpy_scalars_are_numbers():
+    found = best_nonadaptive_keyed(TREE, np.int64(1), "weighted", n_tokens=sp.Integer(16), s2=sp.Rational(1, 100),
+                                   maxiter=3, restarts=1)
+    assert np.isfinite(found.estimate.value) and found.estimate.value >= 0
+
+
+@given(st.booleans(), st.integers(1, 12), st.lists(st.integers(1, 64), min_size=1, max_size=6),
+       st.integers(2, 10**6))
+def test_prices_are_finite_and_positive(tree, depth, budgets, samples):
+    dim = 2**depth - 1
+    budgets = [min(b, dim) for b in budgets]
+    size = dict(tree=tree, depth=depth, dim=dim, budgets=budgets, samples=samples)
+    seconds, memory = keyed_cost(**size), keyed_memory(**size)
+    assert np.isfinite(seconds) and seconds > 0 and np.isfinite(memory) and memory > 0
+    if not tree and max(budgets) <= 32:  # the Gaussian decoder works in chunks of bounded memory
+        assert memory - keyed_memory(**{**size, "budgets": [1]}) < 200 * 2**20
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["compare", "--model", "B", "--depth", "3", "--budget", "2", "--keyed", "mlp"], "--keyed"),
+    (["compare", "--model", "B", "--depth", "3", "--budget", "2", "--keyed"], "--keyed"),
+])
+def test_cli_refuses_bad_keyed_options(argv, fragment):
+    code, _, err = fv(*argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert fragment in lines[0], lines[0]
