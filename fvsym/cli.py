@@ -237,6 +237,8 @@ def _tree_loss(args) -> int:
         raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))
     check_tree_loss_cost(depth, budget, args.strategy, alpha, args.layers, args.width)
+    if args.policy and args.strategy == "top_levels":
+        check_design_listing_cost(budget)
     inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
               "layers": args.layers, "width": args.width, "measurement": "coordinate"}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
@@ -282,7 +284,7 @@ def _fixed_design_loss(args) -> int:
     nodes = check_node_list(parse_int_list(args.design, "--design"), "design", prior.n_nodes)
     if args.budget is not None and check_int(args.budget, "budget") != len(nodes):
         raise ValueError(f"--budget must equal the number of design nodes, {len(nodes)}, got {args.budget}")
-    check_tree_loss_cost(prior.depth, len(nodes), "top_levels", args.alpha or "1/2")  # the same O(D K) pass
+    check_tree_loss_cost(prior.depth, len(nodes), "fixed", args.alpha or "1/2")  # one O(D K) pass
     expr = sp.simplify(coordinate_design_loss(prior, nodes))
     params = tuple(sorted(expr.free_symbols, key=str))
     formula = Formula("tree_loss_fixed", expr, params, SOURCE + f" (fixed coordinate design {list(nodes)})")
@@ -457,6 +459,20 @@ def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool) -> None
     if not fits_time(need):
         best = largest_fitting("--layers", range(1, layers), lambda n: fits_time(seconds(n)))
         check_time(f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers", need, best)
+
+
+def check_design_listing_cost(budget: int) -> None:
+    """Refuse, before building it, a listed design (``--policy`` of top_levels: its ``B`` node numbers) that
+    would not fit in memory or in the time cap, naming the largest budget that fits."""
+    from fvnum.resources import available_memory, max_seconds
+
+    from .costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
+
+    what = f"listing the design of {budget} nodes (--policy)"
+    fit_memory = int(max(available_memory() - 150e6, 0) // per_byte)
+    check_memory(what, 150e6 + per_byte * budget, f"; the largest --budget with --policy that fits is {fit_memory}")
+    fit_time = int(max(max_seconds() - 1.0, 0) // per_second)
+    check_time(what, 1.0 + per_second * budget, f"; the largest --budget with --policy that fits is {fit_time}")
 
 
 def check_tree_loss_cost(depth, budget, strategy, alpha, layers=None, width=None) -> None:
