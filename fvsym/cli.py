@@ -97,42 +97,116 @@ def tree_prior_of(depth, alpha, scales):
     return TreePrior(len(values), scales=values)
 
 
+MAX_COV_LINE = 200_000  # characters of one row of a text covariance: 1023 numbers of up to ~195 characters
+
+
 def load_covariance(path) -> list:
     """A covariance matrix from a file: ``.npy`` (numpy, loaded here only) or ``.csv`` / ``.txt`` (rows of
-    numbers separated by commas or spaces; ``#`` comments). One-line errors for a missing file or bad rows."""
+    numbers separated by commas or spaces; ``#`` comments). Sized before it is read: a ``.npy`` by its header
+    (shape and dtype), a text file row by row (at most ``MAX_GAUSSIAN_DIM`` rows of bounded length). One-line
+    errors for a missing, empty, damaged or too large file; they never echo the file's content (the path may
+    be a link to another file)."""
     from pathlib import Path
 
+    from .priors import MAX_GAUSSIAN_DIM
+
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"--cov: no such covariance file {str(path)[:200]!r} (or give isotropic, matched)")
+    shown = _short_path(path)
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long, or holding a NUL byte
+        is_file = False
+    if not is_file:
+        raise ValueError(f"--cov: no such covariance file {shown} (or give isotropic, matched)")
     if p.suffix == ".npy":
-        import numpy as np
-
-        try:
-            arr = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise ValueError(f"--cov {p.name}: not a readable .npy array ({exc})") from None
-        if arr.ndim != 2 or arr.dtype.kind not in "iuf":
-            raise ValueError(f"--cov {p.name}: need a 2-d array of numbers, got shape {arr.shape}, dtype {arr.dtype}")
-        return [[repr(float(x)) for x in row] for row in arr.tolist()]
+        return _load_npy(p, shown, MAX_GAUSSIAN_DIM)
     if p.suffix not in (".csv", ".txt"):
-        raise ValueError(f"--cov {p.name}: a covariance file must end in .npy, .csv or .txt")
-
+        raise ValueError(f"--cov {shown}: a covariance file must end in .npy, .csv or .txt")
     rows = []
-    for i, line in enumerate(p.read_text().splitlines(), start=1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        items = [x for x in line.replace(",", " ").split()]
-        for x in items:
-            try:
-                parse_fraction(x, "covariance entry")
-            except ValueError:
-                raise ValueError(f"--cov {p.name}, line {i}: {x[:40]!r} is not a number") from None
-        rows.append(items)
+    try:
+        with open(p, "rb") as fh:
+            for i in range(1, 10**9):
+                raw = fh.readline(MAX_COV_LINE + 1)
+                if not raw:
+                    break
+                if len(raw) > MAX_COV_LINE:
+                    raise ValueError(f"--cov {shown}, line {i}: longer than {MAX_COV_LINE} characters")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ValueError(f"--cov {shown}, line {i}: not text (a .csv or .txt file holds rows of "
+                                     "numbers)") from None
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                items = line.replace(",", " ").split()
+                for j, x in enumerate(items, start=1):
+                    try:
+                        parse_fraction(x, "covariance entry")
+                    except ValueError:
+                        raise ValueError(f"--cov {shown}, line {i}, item {j}: not a number (numbers such as 1, "
+                                         "1/2, 0.3)") from None
+                rows.append(items)
+                if len(rows) > MAX_GAUSSIAN_DIM or len(items) > MAX_GAUSSIAN_DIM:
+                    raise ValueError(f"--cov {shown}: covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got "
+                                     f"more than {MAX_GAUSSIAN_DIM} {'rows' if len(rows) > MAX_GAUSSIAN_DIM else 'columns'}")
+    except OSError as exc:
+        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     if not rows:
-        raise ValueError(f"--cov {p.name}: the file holds no rows")
+        raise ValueError(f"--cov {shown}: the file holds no rows")
     return rows
+
+
+def _short_path(path) -> str:
+    """A path as an error line shows it: quoted, at most 80 characters (the middle cut)."""
+    text = str(path)
+    if len(text) > 80:
+        text = text[:50] + "..." + text[-27:]
+    return repr(text)
+
+
+def _load_npy(p, shown: str, max_dim: int) -> list:
+    """A ``.npy`` covariance, its header read first: the shape, dtype and data size are checked before the
+    array is loaded (numpy imported here only)."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    bad = f"--cov {shown}: not a readable .npy array"
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            try:
+                version = npy.read_magic(fh)
+            except (ValueError, EOFError):
+                raise ValueError(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") \
+                    from None
+            try:
+                if version == (1, 0):
+                    shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
+                else:
+                    raise ValueError("version")
+            except Exception:  # numpy parses the header text with tokenize and ast: any of their errors
+                raise ValueError(f"{bad} (a damaged .npy header)") from None
+            header_end = fh.tell()
+            if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
+                raise ValueError(f"--cov {shown}: need a 2-d array of numbers, got shape {tuple(shape)[:4]}, "
+                                 f"dtype {str(dtype)[:40]}")
+            if max(shape) > max_dim:
+                raise ValueError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape "
+                                 f"{tuple(shape)}")
+            if shape[0] != shape[1] or shape[0] == 0:
+                raise ValueError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape "
+                                 f"{tuple(shape)}")
+            need = shape[0] * shape[1] * dtype.itemsize
+            if size - header_end < need:
+                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
+            arr = np.frombuffer(fh.read(need), dtype=dtype)
+    except OSError as exc:
+        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    arr = arr.reshape(shape, order="F" if fortran else "C")
+    return [[repr(float(x)) for x in row] for row in arr.tolist()]
 
 
 def covariance_of(cov, eigenvalues, dim=None):
