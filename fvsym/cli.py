@@ -30,7 +30,7 @@ from fvnum.resources import check_memory, check_time, fits_memory, fits_time, la
 
 from ._emit import to_json
 from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
-from .costs import UNROLL_SECONDS_PER_NODE, tree_loss_cost
+from .costs import tree_loss_cost
 from .priors import MAX_DEPTH
 from .strategy_names import CLASS_NAMED
 from .strategy_names import DERIVE as STRATEGIES
@@ -401,7 +401,8 @@ def _bellman(args) -> int:
         value = expr.doit() if prior.is_numeric else sp.simplify(expr.doit())
         check_printable(expr, "the unrolled recursion", _PRINT_HINT)
         check_printable(value, "the unrolled value", _PRINT_HINT)
-        record["unrolled"] = sp.sstr(expr)
+        record["unrolled"] = sp.sstr(expr, order="none")  # in the order the recursion lists its actions (sorting
+        # the terms of a large expression for printing took 10 times longer than building it)
         record["unrolled_value"] = sp.sstr(value)
         record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if prior.is_numeric else None
     if args.format == "json":
@@ -521,18 +522,20 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
 
 
 # --- resource guards ----------------------------------------------------------------------------------
-def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool) -> None:
-    """Refuse, before building it, an unrolled recursion whose expression would take longer than the cap
-    (one line: the estimate, the cap, the most layers that fit)."""
+def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False) -> None:
+    """Refuse, before building it, an unrolled recursion that would not fit in memory or would take longer
+    than the cap (one line: the estimate, the cap, the most layers that fit); ``bellman.unroll_cost`` prices
+    it (``symbolic`` is read from the prior)."""
     from . import bellman
 
-    def seconds(n_layers):
-        return 2.0 + UNROLL_SECONDS_PER_NODE[symbolic] * bellman.unrolled_size(prior, n_layers, width)
-
-    need = seconds(layers)
-    if not fits_time(need):
-        best = largest_fitting("--layers", range(1, layers), lambda n: fits_time(seconds(n)))
-        check_time(f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers", need, best)
+    what = f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers"
+    memory, seconds = bellman.unroll_cost(prior, layers, width)
+    if not fits_memory(memory):
+        check_memory(what, memory, largest_fitting("--layers", range(1, layers),
+                                                   lambda n: fits_memory(bellman.unroll_cost(prior, n, width)[0])))
+    if not fits_time(seconds):
+        check_time(what, seconds, largest_fitting("--layers", range(1, layers),
+                                                  lambda n: fits_time(bellman.unroll_cost(prior, n, width)[1])))
 
 
 def check_design_listing_cost(budget: int) -> None:

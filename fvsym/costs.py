@@ -25,10 +25,17 @@ def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layer
     return base + 1e8 * seconds, seconds
 
 
-# Measured (numeric alpha, depths 3 to 6, 2 to 4 layers, a busy 2-core machine): building the unrolled
-# expression, evaluating and printing it took 40 to 300 microseconds per node of the expression written out
-# (``bellman.unrolled_size``); simplifying it for symbolic alpha 2 to 8 ms per node.
-UNROLL_SECONDS_PER_NODE = {False: 5e-4, True: 2e-2}
+# ``fv derive bellman --unroll`` (``bellman.unroll_cost``), measured twice over 21 cases on a shared 2-core
+# machine (the two passes differed up to 4x with the load; benchmarks/bench_derive_prices.py reruns the
+# table): numeric scales 3e-6 to 3e-5 s per node of the expression written out (``bellman.unrolled_size``;
+# depth 7, 2 layers: 160k nodes, 1.0-4.1 s; depth 5, 2 layers of width 2: 2.0M nodes, 12-19 s) after about
+# 0.4 s of fixed work; symbolic alpha 0.01 to 0.1 s per distinct action (simplifying the Min over them:
+# depth 4, 2 layers, 205 actions, 14-21 s), a few ms when the optimum is zero (the Min collapses).
+UNROLL_BASE_SECONDS = 0.4
+UNROLL_SECONDS_PER_NODE = 1.2e-5
+UNROLL_SYMBOLIC_SECONDS_PER_ACTION = {False: 0.04, True: 0.002}  # keyed by "the optimum is zero"
+UNROLL_BASE_BYTES = 60e6
+UNROLL_BYTES_PER_NODE = 100.0  # depth 6, 3 layers (2.1M nodes) grew 38 MB
 
 # Measured (a busy 2-core machine): listing the top_levels design with ``--policy`` (the B node numbers, in
 # the JSON record and the text) took 3.8 s and 200 MB above the interpreter for B = 10^6.
