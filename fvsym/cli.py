@@ -463,6 +463,7 @@ def _gaussian_loss(args) -> int:
     scales = None if args.scales is None else parse_number_list(args.scales, "--scales")
     if scales is not None and args.depth is None:
         args.depth = len(scales)
+    check_gaussian_loss_cost(cov, eigenvalues, args.dim, args.depth, alpha is None and scales is None, tau is None)
     inputs = {"dim": args.dim, "budget": args.budget, "tau": args.tau, "cov": args.cov,
               "depth": args.depth, "alpha": args.alpha}
     inputs.update({k: v for k, v in (("eigenvalues", eigenvalues), ("scales", scales)) if v is not None})
@@ -536,6 +537,100 @@ def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False)
     if not fits_time(seconds):
         check_time(what, seconds, largest_fitting("--layers", range(1, layers),
                                                   lambda n: fits_time(bellman.unroll_cost(prior, n, width)[1])))
+
+
+def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool):
+    """``(bytes, seconds, what, resize)`` of ``fv derive gaussian-loss`` for these inputs (``cov`` a name or
+    the rows read from a file); ``resize(D)`` prices the same command at dimension ``D``."""
+    from .costs import gaussian_loss_cost
+
+    if eigenvalues is not None:
+        def resize(D):
+            return gaussian_loss_cost("eigenvalues", D)
+        n, what = len(eigenvalues), f"{len(eigenvalues)} eigenvalues"
+    elif cov == "matched":
+        def resize(D):
+            return gaussian_loss_cost("matched", D, symbolic_alpha=symbolic_alpha)
+        n = 2 ** depth - 1 if depth is not None else 1
+        what = f"the matched Gaussian of depth {depth}"
+    elif cov in (None, "isotropic"):
+        def resize(D):
+            return gaussian_loss_cost("isotropic", D)
+        n, what = dim or 1, "an isotropic covariance"
+    else:
+        n = len(cov)
+        diagonal = all(_is_zero(x) for i, row in enumerate(cov) for j, x in enumerate(row) if i != j)
+
+        def resize(D):
+            return gaussian_loss_cost("matrix", D, diagonal=diagonal, symbolic_tau=symbolic_tau)
+        what = f"a {'diagonal' if diagonal else 'dense'} {n} x {n} covariance" \
+               + ("" if diagonal else " (its exact eigenvalues)")
+    memory, seconds = resize(n)
+    return memory, seconds, what, resize
+
+
+def _is_zero(text) -> bool:
+    try:
+        return parse_fraction(text, "covariance entry") == 0
+    except ValueError:
+        return False
+
+
+def check_gaussian_loss_cost(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool) -> None:
+    """Refuse, before the exact covariance is built, a gaussian-loss that would not fit in memory or in the
+    time cap, naming the largest dimension that fits."""
+    memory, seconds, what, resize = _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha, symbolic_tau)
+    what = f"fv derive gaussian-loss on {what}"
+    if fits_memory(memory) and fits_time(seconds):
+        return
+    n = 1
+    while n < 1024 and fits_memory(resize(n + 1)[0]) and fits_time(resize(n + 1)[1]):
+        n += 1
+    hint = f"; the largest dimension D that fits is {n}" if fits_time(resize(1)[1]) else ""
+    check_memory(what, memory, hint)
+    check_time(what, seconds, hint)
+
+
+def derive_price(argv) -> dict:
+    """The price ``{"seconds", "bytes"}`` that ``fv derive`` checks before work for ``argv`` (starting with
+    ``derive``), summed over its pieces; for benchmarks/bench_derive_prices.py, which sets it beside the
+    measured time and memory."""
+    import argparse
+
+    from . import bellman
+    from .costs import DESIGN_LISTING_BYTES_PER_NODE, DESIGN_LISTING_SECONDS_PER_NODE, tree_loss_cost
+
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--max-seconds", default=None)
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(list(argv))
+    if args.quantity == "tree-loss":
+        strategy = CLASS_NAMED.get(args.strategy, args.strategy)
+        if strategy == "fixed":
+            prior = tree_prior_of(args.depth, args.alpha, args.scales)
+            return dict(zip(("bytes", "seconds"), tree_loss_cost(prior.depth, len(args.design.split(",")), "fixed",
+                                                               False)))
+        depth = args.depth if args.depth is not None else len(parse_number_list(args.scales, "--scales"))
+        memory, seconds = tree_loss_cost(depth, args.budget, strategy, args.alpha is None and args.scales is None,
+                                         args.layers, args.width)
+        if args.policy and strategy == "top_levels":
+            memory += DESIGN_LISTING_BYTES_PER_NODE * args.budget
+            seconds += DESIGN_LISTING_SECONDS_PER_NODE * args.budget
+        return {"bytes": memory, "seconds": seconds}
+    if args.quantity == "bellman":
+        prior = tree_prior_of(args.depth, args.alpha, args.scales)
+        memory, seconds = 60e6, 0.2  # the recursion's equations
+        if args.unroll:
+            if prior.is_numeric:
+                solve = tree_loss_cost(prior.depth, args.layers * args.width, "optimal", False, args.layers, args.width)
+                memory, seconds = max(memory, solve[0]), seconds + solve[1]
+            unroll = bellman.unroll_cost(prior, args.layers, args.width)
+            memory, seconds = max(memory, unroll[0]), seconds + unroll[1] - 0.2
+        return {"bytes": memory, "seconds": seconds}
+    cov, eigenvalues = covariance_of(args.cov, args.eigenvalues)
+    memory, seconds, _, _ = _gaussian_price(cov, eigenvalues, args.dim, args.depth, args.alpha is None,
+                                            args.tau is None)
+    return {"bytes": memory, "seconds": seconds}
 
 
 def check_design_listing_cost(budget: int) -> None:
