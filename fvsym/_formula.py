@@ -1,11 +1,17 @@
 """`Formula`: one derived quantity, several views (sympy, numpy, numba, LaTeX)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
 from sympy.logic.boolalg import BooleanFunction
+
+
+class DomainError(ValueError):
+    """A Formula asked for a value, a limit or a series outside its domain (the symbols' ranges in
+    ``fvsym._symbols.DOMAINS`` and the formula's ``constraints``): one line naming the value and the domain."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,10 @@ class Formula:
     `K >= 1`, `B >= 0`, ...) and the `constraints` must hold. `f(...)`, `f.exact` and `f.subs` refuse values
     outside with a one-line ValueError naming them, and name every missing parameter; `f.domain` and
     `f.conditions` show the domain.
+
+    **Arithmetic.** ``f + g``, ``f - g``, ``f * g``, ``f / g``, ``f ** n``, ``-f`` and the same with numbers
+    (``1 - f``, ``f / 2``) give a Formula whose params are both formulas' and whose domain is the
+    intersection of both (the constraints of both; a division also needs its divisor non-zero).
 
     **In a REPL, use the Formula's verbs rather than sympy's on `f.expr`** (`help(Formula)` says it; the
     tutorial "Derive and take limits in a REPL" shows each trap):
@@ -92,8 +102,10 @@ class Formula:
         return tuple(sp.Contains(p, d, evaluate=False) for p, d in self.domain.items()) + self.constraints
 
     def _refuse(self, what: str, given: dict):
-        shown = ", ".join(f"{k}={v}" for k, v in given.items())
-        raise ValueError(f"{self.name}: {what}, got {shown}")
+        from ._validate import _text
+
+        shown = ", ".join(f"{k}={_text(v)}" for k, v in given.items())
+        raise DomainError(f"{self.name}: {what}, got {shown}")
 
     def check(self, **values) -> dict:
         """Exact values (by param name) checked against the domain; returns ``{Symbol: value}``."""
@@ -130,20 +142,75 @@ class Formula:
             if not np.all(ok):
                 self._refuse(f"needs {' and '.join(map(str, self.constraints))}", {"values": "arrays"})
 
-    def limit(self, symbol, point, direction: str = "+"):
+    def limit(self, symbol, point, direction: str | None = None):
         """``lim_{symbol -> point} expr`` under the domain, e.g. ``path_loss().limit("K", sp.oo)`` is
         ``-alpha**B/(alpha - 1)``. Use it instead of ``sp.limit(f.expr, ...)``, which raises "Result depends
         on the sign of sign(log(alpha))" for a limit in ``K`` or ``B``: sympy cannot assume ``alpha < 1``.
-        Here ``alpha`` in (0, 1) is written ``exp(-c)`` with ``c > 0`` for the limit, then mapped back."""
+        Here ``alpha`` in (0, 1) is written ``exp(-c)`` with ``c > 0`` for the limit, then mapped back.
+
+        The limit is taken inside the domain: ``point`` must lie in the closure of the symbol's range
+        (``alpha -> 0`` and ``alpha -> 1`` are limits at its ends, ``K -> oo`` runs up the integers) and every
+        constraint must allow it (``path_loss`` needs ``B <= K``, so ``B -> oo`` at a fixed ``K`` leaves its
+        domain); ``direction`` (``"+"`` from above, ``"-"`` from below) defaults to the side inside the
+        domain. Otherwise a one-line :class:`DomainError`. A limit sympy cannot take for every value of the
+        other parameters is a one-line ValueError asking to fix them first."""
         from ._symbols import alpha
 
         found = self._param(symbol)
+        point, direction = self._check_point(found, point, direction, "limit")
         expr, back = self.expr, {}
         if alpha in expr.free_symbols and found != alpha:
             c = sp.Symbol("c", positive=True)
             expr, back = expr.subs(alpha, sp.exp(-c)), {c: -sp.log(alpha)}
-        value = sp.limit(expr, found, point, direction)
+        try:
+            value = sp.limit(expr, found, point, direction)
+        except (NotImplementedError, ValueError, TypeError) as exc:
+            others = sorted(map(str, self.expr.free_symbols - {found}))
+            fix = f"; fix {', '.join(others)} first: f.subs({', '.join(o + '=...' for o in others)}).limit(...)" \
+                if others else ""
+            raise ValueError(f"{self.name}.limit({found}, {point}): sympy cannot take this limit"
+                             + (" for every value of the other parameters" if others else "")
+                             + f" ({str(exc)[:80]}){fix}") from None
+        if value.has(sp.Limit, sp.AccumBounds):
+            raise ValueError(f"{self.name}.limit({found}, {point}): the limit does not exist or sympy cannot "
+                             f"evaluate it (got {str(value)[:80]})")
         return sp.simplify(value.subs(back))
+
+    def _check_point(self, found, point, direction, verb: str):
+        """``(point, direction)`` of a limit or series of ``found``, checked against the domain."""
+        from ._validate import to_exact
+
+        if isinstance(point, str) and point.strip() in ("oo", "+oo", "-oo"):
+            point = sp.sympify(point.strip())
+        if point in (sp.oo, -sp.oo) or (isinstance(point, float) and math.isinf(point)):
+            point = sp.oo if point > 0 else -sp.oo
+        else:
+            point = to_exact(point, f"the point of {verb}")
+            if not point.is_number:
+                raise DomainError(f"{self.name}.{verb}({found}, {point}): the point must be a number or oo")
+        domain = self.domain[found]
+        low, high = domain.inf, domain.sup
+        inside = low <= point <= high
+        if isinstance(domain, sp.Range) and point.is_finite:
+            inside = domain.contains(point) == sp.true
+        if not inside:
+            raise DomainError(f"{self.name}: {verb} of {found} at {point} is outside its domain: {found} must lie "
+                              f"in {_show_set(domain)}")
+        if direction is None:
+            direction = "-" if point == high and point.is_finite else "+"
+        if direction not in ("+", "-", "+-"):
+            raise ValueError(f"direction must be '+' (from above) or '-' (from below), got {direction!r}")
+        if point.is_finite and not isinstance(domain, sp.Range):
+            if (point == high and "+" in direction) or (point == low and "-" in direction):
+                side = "above" if point == high else "below"
+                raise DomainError(f"{self.name}: {verb} of {found} at {point} from {side} leaves its domain: "
+                                  f"{found} must lie in {_show_set(domain)}")
+        for c in self.constraints:
+            if found in c.free_symbols and c.subs(found, point) == sp.false:
+                raise DomainError(f"{self.name}: {verb} of {found} at {point} leaves its domain, which needs {c}"
+                                  + (" (fix or take the limit of the other symbols first)" if len(c.free_symbols) > 1
+                                     else ""))
+        return point, direction
 
     def series(self, symbol, x0=0, n: int = 6):
         """Power series of ``expr`` in ``symbol`` about ``x0`` up to ``O((symbol - x0)**n)`` (sympy's
@@ -152,7 +219,7 @@ class Formula:
         ``alpha = 0``), the order of the terms depends on that exponent and no single series holds.
         Fix those parameters first: ``f.subs(B=2, K=4).series("alpha", 0, 4)``."""
         found = self._param(symbol)
-        x0 = sp.sympify(x0)
+        x0, _ = self._check_point(found, x0, None, "series")
         n = int(n)
         if n < 1:
             raise ValueError(f"series order n must be >= 1, got {n}")
@@ -173,6 +240,75 @@ class Formula:
                 f"{names}; fix {'it' if len(bad) == 1 else 'them'} first: f.subs({example}).series(...)"
             )
         return sp.series(self.expr, found, x0, n)
+
+    # --- arithmetic: the domains intersect ------------------------------------------------------------
+    def _combine(self, other, op: str, reverse: bool = False) -> "Formula":
+        """``self op other`` (``other op self`` when ``reverse``) for a Formula or a number: the params of
+        both (``self``'s first), the constraints of both (the intersection of the two domains), a division
+        also needing its divisor non-zero. Returns NotImplemented for anything else."""
+        if isinstance(other, Formula):
+            expr_o, name_o, params_o, cons_o, source_o = other.expr, other.name, other.params, other.constraints, \
+                other.source
+        else:
+            from ._validate import to_exact
+
+            if isinstance(other, (str, bytes)) or other is None:
+                return NotImplemented
+            try:
+                expr_o = to_exact(other, "a number combined with a formula")
+            except ValueError:
+                return NotImplemented
+            if not expr_o.is_number:
+                return NotImplemented
+            name_o, params_o, cons_o, source_o = sp.sstr(expr_o), (), (), None
+        a, b = (expr_o, self.expr) if reverse else (self.expr, expr_o)
+        name_a, name_b = (name_o, self.name) if reverse else (self.name, name_o)
+        if op == "/" and b == 0:
+            raise ZeroDivisionError(f"{name_a} / {name_b}: division by zero")
+        expr = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                "**": lambda: a**b}[op]()
+        params = tuple(self.params) + tuple(p for p in params_o if p not in self.params)
+        constraints = list(self.constraints) + [c for c in cons_o if c not in self.constraints]
+        if op == "/" and not b.is_number:
+            constraints.append(sp.Ne(b, 0))
+        if op == "**" and not (a.is_number or (b.is_number and b.is_integer and b >= 0)):
+            constraints.append(sp.Ne(a, 0))
+        sources = [self.source] + ([source_o] if source_o and source_o != self.source else [])
+        used = tuple(p for p in params if p in expr.free_symbols or any(p in c.free_symbols for c in constraints))
+        return Formula(f"({name_a} {op} {name_b})", expr, used, "; ".join(sources), "", tuple(constraints))
+
+    def __add__(self, other):
+        return self._combine(other, "+")
+
+    def __radd__(self, other):
+        return self._combine(other, "+", reverse=True)
+
+    def __sub__(self, other):
+        return self._combine(other, "-")
+
+    def __rsub__(self, other):
+        return self._combine(other, "-", reverse=True)
+
+    def __mul__(self, other):
+        return self._combine(other, "*")
+
+    def __rmul__(self, other):
+        return self._combine(other, "*", reverse=True)
+
+    def __truediv__(self, other):
+        return self._combine(other, "/")
+
+    def __rtruediv__(self, other):
+        return self._combine(other, "/", reverse=True)
+
+    def __pow__(self, other):
+        return self._combine(other, "**")
+
+    def __neg__(self):
+        return Formula(f"(-{self.name})", -self.expr, self.params, self.source, self.doc, self.constraints)
+
+    def __pos__(self):
+        return self
 
     # --- views -------------------------------------------------------------------------
     @cached_property
@@ -273,6 +409,8 @@ class IsPowerOfTwo(BooleanFunction):
 def _show_set(s) -> str:
     if isinstance(s, sp.Range):
         return f"the integers >= {s.inf}" if s.sup == sp.oo else f"the integers {s.inf}..{s.sup}"
+    if isinstance(s, sp.Interval):
+        return ("(" if s.left_open else "[") + f"{s.inf}, {s.sup}" + (")" if s.right_open else "]")
     return str(s)
 
 

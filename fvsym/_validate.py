@@ -125,6 +125,114 @@ def _finite_float(value: float, name: str) -> float:
     return value
 
 
+# --- kinds of numbers: one rule for floats of every precision ----------------------------------------------
+def _kind(value):
+    """numpy's ``dtype.kind`` of a numpy scalar or array (``"f"``, ``"i"``, ``"b"``, ...), else None (a torch
+    tensor's dtype has no ``kind``: it is read through :func:`_unwrap` first)."""
+    return getattr(getattr(value, "dtype", None), "kind", None)
+
+
+def _unwrap(value, name: str):
+    """A 0-d array or tensor as the scalar it holds, duck-typed (no numpy or torch import): a numpy 0-d
+    array becomes its numpy scalar, a torch 0-d tensor (or any object with ``.item()`` and ``ndim == 0``)
+    becomes a Python number, a float of less than double precision already read by the one rule (a
+    Fraction, :func:`float_exact`). Anything with more than one element is a one-line ValueError; other
+    values pass unchanged."""
+    if isinstance(value, (int, float, str, bytes, Fraction, complex)) or value is None:
+        return value
+    ndim = getattr(value, "ndim", None)
+    if ndim is None or not hasattr(value, "item") or not hasattr(value, "dtype"):
+        return value
+    if _kind(value) is not None:  # numpy
+        if ndim == 0 and type(value).__name__ == "ndarray":
+            return value[()]
+        if ndim == 0:
+            return value
+        raise ValueError(f"{name} must be a number, got an array of shape {tuple(value.shape)[:4]}")
+    if ndim != 0:
+        shape = tuple(getattr(value, "shape", ()))[:4]
+        raise ValueError(f"{name} must be a number, got a {type(value).__name__} of shape {shape}")
+    try:
+        item = value.item()
+    except Exception:  # a tensor on a device, or of a kind with no Python number
+        raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
+    if isinstance(item, float) and math.isfinite(item):
+        bits = _float_bits(value.dtype)
+        if bits is not None and bits < 53:
+            return float_exact(item, name, bits=bits)
+    return item
+
+
+def _float_bits(dtype):
+    """Significand bits of a float dtype given by name (torch's ``torch.float32``, ``torch.bfloat16``)."""
+    text = str(dtype).rsplit(".", 1)[-1]
+    return {"float16": 11, "half": 11, "bfloat16": 8, "float32": 24, "float": 24, "float64": 53,
+            "double": 53}.get(text)
+
+
+def _round_to_bits(x: float, bits: int) -> float:
+    """``x`` rounded to a float of ``bits`` significand bits (to nearest, ties to even), exponent unbounded."""
+    if x == 0 or bits >= 53:
+        return x
+    m, e = math.frexp(x)  # x = m 2^e, 0.5 <= |m| < 1
+    scaled = m * 2.0**bits
+    return math.ldexp(float(round(scaled)), e - bits)
+
+
+def float_exact(value, name: str, bits: int | None = None) -> Fraction:
+    """THE rule for floats (``docs/numbers.md``): a float of any kind and precision means the shortest
+    decimal that reads back to the same float at its own precision. ``0.1``, ``np.float64(0.1)``,
+    ``np.float32(0.1)``, ``torch.tensor(0.1)`` (float32) and ``sp.Float(0.1)`` are all exactly 1/10;
+    ``0.5`` in any of them is 1/2. Non-finite floats are a one-line ValueError."""
+    import sys
+
+    if bits is not None:  # a Python float holding a lower-precision value (a torch scalar's item())
+        x = _finite_float(float(value), name)
+        for n in range(1, 18):
+            text = f"{x:.{n}g}"
+            if _round_to_bits(float(text), bits) == x:
+                return Fraction(text)
+        return Fraction(repr(x))
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.Float):
+        return _sympy_float_exact(value, name)
+    if isinstance(value, float):  # also numpy.float64 (a float subclass): its shortest repr
+        return Fraction(repr(_finite_float(float(value), name)))
+    if _kind(value) == "f":  # numpy float16, float32, longdouble: numpy prints the shortest unique decimal
+        text = str(value)
+        try:
+            out = Fraction(text)
+        except ValueError:  # "nan", "inf"
+            raise ValueError(f"{name} must be finite, got {_short(value)}") from None
+        _check_digits(out, name)
+        return out
+    raise ValueError(f"{name} must be a float, got {type(value).__name__} {_short(value)}")
+
+
+def _sympy_float_exact(value, name: str) -> Fraction:
+    """A sympy Float read by the rule: the shortest decimal that reads back to it at its precision."""
+    from mpmath import libmp
+
+    mpf, prec = value._mpf_, value._prec
+    if mpf in (libmp.fnan, libmp.finf, libmp.fninf):
+        raise ValueError(f"{name} must be finite, got {_short(value)}")
+    if mpf == libmp.fzero:
+        return Fraction(0)
+    top = libmp.prec_to_dps(prec) + 3
+    text = libmp.to_str(mpf, top)
+    for n in range(1, top):
+        guess = libmp.to_str(mpf, n)
+        if libmp.from_str(guess, prec, libmp.round_nearest) == mpf:
+            text = guess
+            break
+    if abs(libmp.mpf_abs(mpf)[2] + libmp.mpf_abs(mpf)[3]) > 14_000:
+        raise ValueError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
+                         f"denominator, got a sympy Float of about 10^{_short(text.split('e')[-1])}")
+    out = Fraction(text)
+    _check_digits(out, name)
+    return out
+
+
 def to_exact(value, name: str):
     """Parse ``value`` (int, float, Fraction, sympy number, or a string such as "1/2" or "0.3").
 
@@ -134,13 +242,19 @@ def to_exact(value, name: str):
     """
     import sympy as sp
 
+    value = _unwrap(value, name)
     if isinstance(value, sp.Basic):
         if value.is_number and (value.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or value.is_real is False):
             raise ValueError(f"{name} must be a finite real number, got {_short(value)}")
         if isinstance(value, sp.Rational):
             _check_digits(value, name)
+        if isinstance(value, sp.Float):
+            f = float_exact(value, name)
+            return sp.Rational(f.numerator, f.denominator)
+        if value.has(sp.Float):  # an expression with float coefficients: each read by the same rule
+            return value.xreplace({x: to_exact(x, name) for x in value.atoms(sp.Float)})
         return value
-    if isinstance(value, bool) or value is None or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+    if isinstance(value, bool) or value is None or _kind(value) == "b":
         raise ValueError(f"{name} must be a number, got {_short(value)}")
     if isinstance(value, int):
         _check_digits(value, name)
@@ -149,7 +263,7 @@ def to_exact(value, name: str):
         _check_digits(value, name)
         return sp.Rational(value.numerator, value.denominator)
     if isinstance(value, float):  # also numpy.float64, a float subclass (its repr is "np.float64(0.5)")
-        return sp.Rational(Fraction(repr(_finite_float(float(value), name))))
+        return sp.Rational(float_exact(value, name))
     if isinstance(value, str):
         f = parse_fraction(value, name)
         return sp.Rational(f.numerator, f.denominator)
@@ -159,8 +273,9 @@ def to_exact(value, name: str):
         kind = value.dtype.kind
         if kind in "iu":
             return sp.Integer(int(value))
-        if kind == "f":  # float32, float16, longdouble: the shortest decimal of the value as a float
-            return to_exact(float(value), name)
+        if kind == "f":  # float32, float16, longdouble: the shortest decimal at the value's own precision
+            f = float_exact(value, name)
+            return sp.Rational(f.numerator, f.denominator)
         if kind == "c":
             raise ValueError(f"{name} must be a real number, got {_short(value)}")
     raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
@@ -172,18 +287,21 @@ def check_real(value, name: str, low: float = -math.inf, high: float = math.inf,
     :func:`parse_fraction` (``"1/2"`` is 0.5). Accepts ints, floats, Fractions, numpy and sympy numbers.
     Exact numbers are compared with the range exactly, and (unless ``float_in_range`` is False, for
     callers that keep the exact number) so is their float: ``1e-400`` lies in (0, 1), its float 0 does not."""
-    if isinstance(value, bool) or value is None or (hasattr(value, "dtype") and value.dtype.kind == "b"):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = _unwrap(value, name)
+    if isinstance(value, bool) or value is None or _kind(value) == "b":
+        raise ValueError(f"{name} must be a number, got {_short(value)}")
     if isinstance(value, str):
         value = parse_fraction(value, name)
-    if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind == "c"):
+    if isinstance(value, complex) or _kind(value) == "c":
         raise ValueError(f"{name} must be a real number, got {_short(value)}")
     exact = None  # ints, Fractions, sympy Rationals and numpy ints, as a Fraction
     if isinstance(value, (int, Fraction)) or getattr(value, "is_Rational", False) is True:
         _check_digits(value, name)
         exact = Fraction(int(value.numerator), int(value.denominator))
-    elif hasattr(value, "dtype") and value.dtype.kind in "iu":
+    elif _kind(value) in ("i", "u"):
         exact = Fraction(int(value))
+    elif _kind(value) == "f" and not isinstance(value, float) and value == value and abs(value) != math.inf:
+        exact = float_exact(value, name)  # float32, float16: the rule's decimal (np.float32(0.1) is 0.1)
     try:
         x = float(exact if exact is not None else value)
     except OverflowError:
@@ -234,7 +352,8 @@ def check_tau(tau):
 def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer in ``[minimum, maximum]``: ints, numpy and sympy integers, and integral floats or
     Fractions (``4.0``, ``np.float32(4)``, ``Fraction(4)``); bools and strings are refused."""
-    if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+    value = _unwrap(value, name)
+    if isinstance(value, (bool, str, bytes)) or _kind(value) == "b":
         raise ValueError(f"{name} must be an integer, got {_short(value)}")
     integral = integer_value(value)
     if integral is None and not hasattr(value, "__index__"):
@@ -252,7 +371,7 @@ def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) ->
 def integer_value(value):
     """``int(value)`` for an integer of any kind (int, numpy or sympy integer, an integral Fraction), else
     None (bools, floats, strings, arrays: each caller decides about those)."""
-    if isinstance(value, (bool, str, bytes)) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+    if isinstance(value, (bool, str, bytes)) or _kind(value) == "b" or str(getattr(value, "dtype", "")) == "torch.bool":
         return None
     if isinstance(value, Fraction):
         return value.numerator if value.denominator == 1 else None
@@ -268,7 +387,7 @@ def _integral(value):
     """``value`` as an int when it is a finite number with no fractional part, else None."""
     if isinstance(value, Fraction):
         return value.numerator if value.denominator == 1 else None
-    if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind not in "f"):
+    if isinstance(value, complex) or (_kind(value) is not None and _kind(value) != "f"):
         return None
     try:
         x = float(value)

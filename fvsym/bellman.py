@@ -39,7 +39,7 @@ from ._bellman_dp import (
     MAX_ALPHA_DEPTH, _AlphaSolver, _alpha_solver, _check_alpha_depth, _check_numeric, _solver,
 )
 from ._validate import _short, check_int
-from .bellman_equations import Recursion, noisy_recursion, recursion, recursion_latex, unroll, unrolled_size
+from .bellman_equations import Recursion, noisy_recursion, recursion, recursion_latex, unroll, unroll_cost, unrolled_size
 from .policy import REPR_LINES, BellmanSolution, PolicyNode
 from .priors import TreePrior, squared_scales
 
@@ -237,5 +237,5 @@ def optimal_nonadaptive_alpha(depth: int, budget: int) -> AlphaOptimum:
 __all__ = [
     "MAX_ALPHA_DEPTH", "REPR_LINES", "AlphaOptimum", "AlphaPiece", "BellmanSolution", "PolicyNode", "Recursion",
     "noisy_recursion", "optimal_nonadaptive", "optimal_nonadaptive_alpha", "pieces_latex", "recursion",
-    "recursion_latex", "solve", "solve_alpha", "unroll", "unrolled_size",
+    "recursion_latex", "solve", "solve_alpha", "unroll", "unroll_cost", "unrolled_size",
 ]

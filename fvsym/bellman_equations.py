@@ -269,11 +269,29 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
     return J(solver.full, layers)
 
 
-def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> int:
-    """The number of nodes of :func:`unroll`'s expression written out in full (shared subtrees counted
-    each time they appear, as printing and simplifying meet them): its price, counted without building it.
-    Raises the ValueError of ``unroll`` past ``max_terms`` actions."""
+def unroll_cost(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> tuple[float, float]:
+    """``(bytes, seconds)`` of ``fv derive bellman --unroll`` (building, evaluating and printing the unrolled
+    recursion), from its counts, without building it (:mod:`fvsym.costs` holds the measured constants).
+    Numeric scales: linear in the written-out size (:func:`unrolled_size`). Symbolic alpha: simplifying the
+    ``Min`` over the actions dominates, linear in the number of distinct actions; when the optimum is zero
+    (every leaf identified) the ``Min`` collapses at once and the actions cost little."""
+    from . import costs
+
     prior, layers, solver = _unroll_solver(prior, layers, width)
+    size, actions = _unrolled_counts(prior, layers, solver, max_terms)
+    memory = costs.UNROLL_BASE_BYTES + costs.UNROLL_BYTES_PER_NODE * size
+    if prior.is_numeric:
+        return memory, costs.UNROLL_BASE_SECONDS + costs.UNROLL_SECONDS_PER_NODE * size
+    from .priors import TreePrior
+
+    numeric = _Solver(TreePrior(prior.depth, "1/2"), width)  # the structure only: zero for one alpha, for all
+    zero = numeric.loss(numeric.full, numeric.value(numeric.full, layers)) == 0 if layers else False
+    per_action = costs.UNROLL_SYMBOLIC_SECONDS_PER_ACTION[zero]
+    return memory, costs.UNROLL_BASE_SECONDS + per_action * actions
+
+
+def _unrolled_counts(prior, layers, solver, max_terms) -> tuple[int, int]:
+    """``(nodes written out in full, distinct actions)`` of the unrolled recursion."""
     memo: dict[tuple[int, int], int] = {}
     n_terms = 0
 
@@ -294,6 +312,14 @@ def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_
         memo[(S, left)] = total
         return total
 
-    return size(solver.full, layers)
+    return size(solver.full, layers), n_terms
+
+
+def unrolled_size(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> int:
+    """The number of nodes of :func:`unroll`'s expression written out in full (shared subtrees counted
+    each time they appear, as printing and simplifying meet them): its price, counted without building it.
+    Raises the ValueError of ``unroll`` past ``max_terms`` actions."""
+    prior, layers, solver = _unroll_solver(prior, layers, width)
+    return _unrolled_counts(prior, layers, solver, max_terms)[0]
 
 

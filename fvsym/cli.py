@@ -30,7 +30,7 @@ from fvnum.resources import check_memory, check_time, fits_memory, fits_time, la
 
 from ._emit import to_json
 from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
-from .costs import UNROLL_SECONDS_PER_NODE, tree_loss_cost
+from .costs import tree_loss_cost
 from .priors import MAX_DEPTH
 from .strategy_names import CLASS_NAMED
 from .strategy_names import DERIVE as STRATEGIES
@@ -97,42 +97,116 @@ def tree_prior_of(depth, alpha, scales):
     return TreePrior(len(values), scales=values)
 
 
+MAX_COV_LINE = 200_000  # characters of one row of a text covariance: 1023 numbers of up to ~195 characters
+
+
 def load_covariance(path) -> list:
     """A covariance matrix from a file: ``.npy`` (numpy, loaded here only) or ``.csv`` / ``.txt`` (rows of
-    numbers separated by commas or spaces; ``#`` comments). One-line errors for a missing file or bad rows."""
+    numbers separated by commas or spaces; ``#`` comments). Sized before it is read: a ``.npy`` by its header
+    (shape and dtype), a text file row by row (at most ``MAX_GAUSSIAN_DIM`` rows of bounded length). One-line
+    errors for a missing, empty, damaged or too large file; they never echo the file's content (the path may
+    be a link to another file)."""
     from pathlib import Path
 
+    from .priors import MAX_GAUSSIAN_DIM
+
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"--cov: no such covariance file {str(path)[:200]!r} (or give isotropic, matched)")
+    shown = _short_path(path)
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long, or holding a NUL byte
+        is_file = False
+    if not is_file:
+        raise ValueError(f"--cov: no such covariance file {shown} (or give isotropic, matched)")
     if p.suffix == ".npy":
-        import numpy as np
-
-        try:
-            arr = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise ValueError(f"--cov {p.name}: not a readable .npy array ({exc})") from None
-        if arr.ndim != 2 or arr.dtype.kind not in "iuf":
-            raise ValueError(f"--cov {p.name}: need a 2-d array of numbers, got shape {arr.shape}, dtype {arr.dtype}")
-        return [[repr(float(x)) for x in row] for row in arr.tolist()]
+        return _load_npy(p, shown, MAX_GAUSSIAN_DIM)
     if p.suffix not in (".csv", ".txt"):
-        raise ValueError(f"--cov {p.name}: a covariance file must end in .npy, .csv or .txt")
-
+        raise ValueError(f"--cov {shown}: a covariance file must end in .npy, .csv or .txt")
     rows = []
-    for i, line in enumerate(p.read_text().splitlines(), start=1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        items = [x for x in line.replace(",", " ").split()]
-        for x in items:
-            try:
-                parse_fraction(x, "covariance entry")
-            except ValueError:
-                raise ValueError(f"--cov {p.name}, line {i}: {x[:40]!r} is not a number") from None
-        rows.append(items)
+    try:
+        with open(p, "rb") as fh:
+            for i in range(1, 10**9):
+                raw = fh.readline(MAX_COV_LINE + 1)
+                if not raw:
+                    break
+                if len(raw) > MAX_COV_LINE:
+                    raise ValueError(f"--cov {shown}, line {i}: longer than {MAX_COV_LINE} characters")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ValueError(f"--cov {shown}, line {i}: not text (a .csv or .txt file holds rows of "
+                                     "numbers)") from None
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                items = line.replace(",", " ").split()
+                for j, x in enumerate(items, start=1):
+                    try:
+                        parse_fraction(x, "covariance entry")
+                    except ValueError:
+                        raise ValueError(f"--cov {shown}, line {i}, item {j}: not a number (numbers such as 1, "
+                                         "1/2, 0.3)") from None
+                rows.append(items)
+                if len(rows) > MAX_GAUSSIAN_DIM or len(items) > MAX_GAUSSIAN_DIM:
+                    raise ValueError(f"--cov {shown}: covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got "
+                                     f"more than {MAX_GAUSSIAN_DIM} {'rows' if len(rows) > MAX_GAUSSIAN_DIM else 'columns'}")
+    except OSError as exc:
+        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     if not rows:
-        raise ValueError(f"--cov {p.name}: the file holds no rows")
+        raise ValueError(f"--cov {shown}: the file holds no rows")
     return rows
+
+
+def _short_path(path) -> str:
+    """A path as an error line shows it: quoted, at most 80 characters (the middle cut)."""
+    text = str(path)
+    if len(text) > 80:
+        text = text[:50] + "..." + text[-27:]
+    return repr(text)
+
+
+def _load_npy(p, shown: str, max_dim: int) -> list:
+    """A ``.npy`` covariance, its header read first: the shape, dtype and data size are checked before the
+    array is loaded (numpy imported here only)."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    bad = f"--cov {shown}: not a readable .npy array"
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            try:
+                version = npy.read_magic(fh)
+            except (ValueError, EOFError):
+                raise ValueError(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") \
+                    from None
+            try:
+                if version == (1, 0):
+                    shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
+                else:
+                    raise ValueError("version")
+            except Exception:  # numpy parses the header text with tokenize and ast: any of their errors
+                raise ValueError(f"{bad} (a damaged .npy header)") from None
+            header_end = fh.tell()
+            if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
+                raise ValueError(f"--cov {shown}: need a 2-d array of numbers, got shape {tuple(shape)[:4]}, "
+                                 f"dtype {str(dtype)[:40]}")
+            if max(shape) > max_dim:
+                raise ValueError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape "
+                                 f"{tuple(shape)}")
+            if shape[0] != shape[1] or shape[0] == 0:
+                raise ValueError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape "
+                                 f"{tuple(shape)}")
+            need = shape[0] * shape[1] * dtype.itemsize
+            if size - header_end < need:
+                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
+            arr = np.frombuffer(fh.read(need), dtype=dtype)
+    except OSError as exc:
+        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    arr = arr.reshape(shape, order="F" if fortran else "C")
+    return [[repr(float(x)) for x in row] for row in arr.tolist()]
 
 
 def covariance_of(cov, eigenvalues, dim=None):
@@ -237,6 +311,8 @@ def _tree_loss(args) -> int:
         raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))
     check_tree_loss_cost(depth, budget, args.strategy, alpha, args.layers, args.width)
+    if args.policy and args.strategy == "top_levels":
+        check_design_listing_cost(budget)
     inputs = {"depth": depth, "budget": budget, "strategy": args.strategy, "alpha": args.alpha,
               "layers": args.layers, "width": args.width, "measurement": "coordinate"}
     formula = tree_loss(depth, budget, args.strategy, alpha=alpha, layers=args.layers, width=args.width)
@@ -282,7 +358,7 @@ def _fixed_design_loss(args) -> int:
     nodes = check_node_list(parse_int_list(args.design, "--design"), "design", prior.n_nodes)
     if args.budget is not None and check_int(args.budget, "budget") != len(nodes):
         raise ValueError(f"--budget must equal the number of design nodes, {len(nodes)}, got {args.budget}")
-    check_tree_loss_cost(prior.depth, len(nodes), "top_levels", args.alpha or "1/2")  # the same O(D K) pass
+    check_tree_loss_cost(prior.depth, len(nodes), "fixed", args.alpha or "1/2")  # one O(D K) pass
     expr = sp.simplify(coordinate_design_loss(prior, nodes))
     params = tuple(sorted(expr.free_symbols, key=str))
     formula = Formula("tree_loss_fixed", expr, params, SOURCE + f" (fixed coordinate design {list(nodes)})")
@@ -325,7 +401,8 @@ def _bellman(args) -> int:
         value = expr.doit() if prior.is_numeric else sp.simplify(expr.doit())
         check_printable(expr, "the unrolled recursion", _PRINT_HINT)
         check_printable(value, "the unrolled value", _PRINT_HINT)
-        record["unrolled"] = sp.sstr(expr)
+        record["unrolled"] = sp.sstr(expr, order="none")  # in the order the recursion lists its actions (sorting
+        # the terms of a large expression for printing took 10 times longer than building it)
         record["unrolled_value"] = sp.sstr(value)
         record["solve_loss"] = sp.sstr(bellman.solve(prior, layers, width).loss) if prior.is_numeric else None
     if args.format == "json":
@@ -386,6 +463,7 @@ def _gaussian_loss(args) -> int:
     scales = None if args.scales is None else parse_number_list(args.scales, "--scales")
     if scales is not None and args.depth is None:
         args.depth = len(scales)
+    check_gaussian_loss_cost(cov, eigenvalues, args.dim, args.depth, alpha is None and scales is None, tau is None)
     inputs = {"dim": args.dim, "budget": args.budget, "tau": args.tau, "cov": args.cov,
               "depth": args.depth, "alpha": args.alpha}
     inputs.update({k: v for k, v in (("eigenvalues", eigenvalues), ("scales", scales)) if v is not None})
@@ -445,18 +523,128 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
 
 
 # --- resource guards ----------------------------------------------------------------------------------
-def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool) -> None:
-    """Refuse, before building it, an unrolled recursion whose expression would take longer than the cap
-    (one line: the estimate, the cap, the most layers that fit)."""
+def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False) -> None:
+    """Refuse, before building it, an unrolled recursion that would not fit in memory or would take longer
+    than the cap (one line: the estimate, the cap, the most layers that fit); ``bellman.unroll_cost`` prices
+    it (``symbolic`` is read from the prior)."""
     from . import bellman
 
-    def seconds(n_layers):
-        return 2.0 + UNROLL_SECONDS_PER_NODE[symbolic] * bellman.unrolled_size(prior, n_layers, width)
+    what = f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers"
+    memory, seconds = bellman.unroll_cost(prior, layers, width)
+    if not fits_memory(memory):
+        check_memory(what, memory, largest_fitting("--layers", range(1, layers),
+                                                   lambda n: fits_memory(bellman.unroll_cost(prior, n, width)[0])))
+    if not fits_time(seconds):
+        check_time(what, seconds, largest_fitting("--layers", range(1, layers),
+                                                  lambda n: fits_time(bellman.unroll_cost(prior, n, width)[1])))
 
-    need = seconds(layers)
-    if not fits_time(need):
-        best = largest_fitting("--layers", range(1, layers), lambda n: fits_time(seconds(n)))
-        check_time(f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers", need, best)
+
+def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool):
+    """``(bytes, seconds, what, resize)`` of ``fv derive gaussian-loss`` for these inputs (``cov`` a name or
+    the rows read from a file); ``resize(D)`` prices the same command at dimension ``D``."""
+    from .costs import gaussian_loss_cost
+
+    if eigenvalues is not None:
+        def resize(D):
+            return gaussian_loss_cost("eigenvalues", D)
+        n, what = len(eigenvalues), f"{len(eigenvalues)} eigenvalues"
+    elif cov == "matched":
+        def resize(D):
+            return gaussian_loss_cost("matched", D, symbolic_alpha=symbolic_alpha)
+        n = 2 ** depth - 1 if depth is not None else 1
+        what = f"the matched Gaussian of depth {depth}"
+    elif cov in (None, "isotropic"):
+        def resize(D):
+            return gaussian_loss_cost("isotropic", D)
+        n, what = dim or 1, "an isotropic covariance"
+    else:
+        n = len(cov)
+        diagonal = all(_is_zero(x) for i, row in enumerate(cov) for j, x in enumerate(row) if i != j)
+
+        def resize(D):
+            return gaussian_loss_cost("matrix", D, diagonal=diagonal, symbolic_tau=symbolic_tau)
+        what = f"a {'diagonal' if diagonal else 'dense'} {n} x {n} covariance" \
+               + ("" if diagonal else " (its exact eigenvalues)")
+    memory, seconds = resize(n)
+    return memory, seconds, what, resize
+
+
+def _is_zero(text) -> bool:
+    try:
+        return parse_fraction(text, "covariance entry") == 0
+    except ValueError:
+        return False
+
+
+def check_gaussian_loss_cost(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool) -> None:
+    """Refuse, before the exact covariance is built, a gaussian-loss that would not fit in memory or in the
+    time cap, naming the largest dimension that fits."""
+    memory, seconds, what, resize = _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha, symbolic_tau)
+    what = f"fv derive gaussian-loss on {what}"
+    if fits_memory(memory) and fits_time(seconds):
+        return
+    n = 1
+    while n < 1024 and fits_memory(resize(n + 1)[0]) and fits_time(resize(n + 1)[1]):
+        n += 1
+    hint = f"; the largest dimension D that fits is {n}" if fits_time(resize(1)[1]) else ""
+    check_memory(what, memory, hint)
+    check_time(what, seconds, hint)
+
+
+def derive_price(argv) -> dict:
+    """The price ``{"seconds", "bytes"}`` that ``fv derive`` checks before work for ``argv`` (starting with
+    ``derive``), summed over its pieces; for benchmarks/bench_derive_prices.py, which sets it beside the
+    measured time and memory."""
+    import argparse
+
+    from . import bellman
+    from .costs import DESIGN_LISTING_BYTES_PER_NODE, DESIGN_LISTING_SECONDS_PER_NODE, tree_loss_cost
+
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--max-seconds", default=None)
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(list(argv))
+    if args.quantity == "tree-loss":
+        strategy = CLASS_NAMED.get(args.strategy, args.strategy)
+        if strategy == "fixed":
+            prior = tree_prior_of(args.depth, args.alpha, args.scales)
+            return dict(zip(("bytes", "seconds"), tree_loss_cost(prior.depth, len(args.design.split(",")), "fixed",
+                                                               False)))
+        depth = args.depth if args.depth is not None else len(parse_number_list(args.scales, "--scales"))
+        memory, seconds = tree_loss_cost(depth, args.budget, strategy, args.alpha is None and args.scales is None,
+                                         args.layers, args.width)
+        if args.policy and strategy == "top_levels":
+            memory += DESIGN_LISTING_BYTES_PER_NODE * args.budget
+            seconds += DESIGN_LISTING_SECONDS_PER_NODE * args.budget
+        return {"bytes": memory, "seconds": seconds}
+    if args.quantity == "bellman":
+        prior = tree_prior_of(args.depth, args.alpha, args.scales)
+        memory, seconds = 60e6, 0.2  # the recursion's equations
+        if args.unroll:
+            if prior.is_numeric:
+                solve = tree_loss_cost(prior.depth, args.layers * args.width, "optimal", False, args.layers, args.width)
+                memory, seconds = max(memory, solve[0]), seconds + solve[1]
+            unroll = bellman.unroll_cost(prior, args.layers, args.width)
+            memory, seconds = max(memory, unroll[0]), seconds + unroll[1] - 0.2
+        return {"bytes": memory, "seconds": seconds}
+    cov, eigenvalues = covariance_of(args.cov, args.eigenvalues)
+    memory, seconds, _, _ = _gaussian_price(cov, eigenvalues, args.dim, args.depth, args.alpha is None,
+                                            args.tau is None)
+    return {"bytes": memory, "seconds": seconds}
+
+
+def check_design_listing_cost(budget: int) -> None:
+    """Refuse, before building it, a listed design (``--policy`` of top_levels: its ``B`` node numbers) that
+    would not fit in memory or in the time cap, naming the largest budget that fits."""
+    from fvnum.resources import available_memory, max_seconds
+
+    from .costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
+
+    what = f"listing the design of {budget} nodes (--policy)"
+    fit_memory = int(max(available_memory() - 150e6, 0) // per_byte)
+    check_memory(what, 150e6 + per_byte * budget, f"; the largest --budget with --policy that fits is {fit_memory}")
+    fit_time = int(max(max_seconds() - 1.0, 0) // per_second)
+    check_time(what, 1.0 + per_second * budget, f"; the largest --budget with --policy that fits is {fit_time}")
 
 
 def check_tree_loss_cost(depth, budget, strategy, alpha, layers=None, width=None) -> None:

@@ -203,11 +203,40 @@ def _enumerate_design_loss(prior: TreePrior, nodes):
 
 def top_levels_design(prior: TreePrior, budget: int) -> tuple[int, ...]:
     """The first ``B`` nodes in heap order (``0 <= B <= D``)."""
+    return tuple(top_levels_design_range(prior, budget))
+
+
+def top_levels_any_loss(prior: TreePrior, budget: int):
+    """Exact noiseless loss of the ``top_levels`` design at any budget ``0 <= B <= D``, a sum over the
+    depths (``O(K)``, no enumeration of the leaves).
+
+    With ``j = floor(log2(B + 1))`` the first ``B`` heap nodes are the ``2^j - 1`` nodes of levels
+    ``1..j`` and the ``r = B - (2^j - 1)`` leftmost nodes of level ``j + 1``. The full levels reveal
+    ``s_1 .. s_j`` and so the path node ``n_{j+1}`` of level ``j + 1``; the other readings of that level
+    are known zeros. With probability ``r / 2^j`` the path node is read and ``s_{j+1}`` is revealed too,
+    otherwise nothing more is: the loss is ``sum_{k > j} w_k - (r / 2^j) w_{j+1}`` with ``w_k = a_k^2``
+    (``top_levels_loss`` at ``r = 0``)."""
+    prior = _check_prior(prior)
+    budget = len(top_levels_design_range(prior, budget))
+    j = (budget + 1).bit_length() - 1
+    r = budget - (2**j - 1)
+    if prior.alpha is not None and not prior.alpha.is_number:  # the geometric sum in closed form
+        full = path_loss().expr.subs({_K: prior.depth, _B: j, _alpha: prior.alpha})
+        return sp.simplify(full - sp.Rational(r, 2**j) * prior.alpha**j) if r else full
+    ws = squared_scales(prior)
+    loss = sum(ws[j:], sp.Integer(0))
+    if r:
+        loss -= sp.Rational(r, 2**j) * ws[j]
+    return sp.expand(loss)
+
+
+def top_levels_design_range(prior: TreePrior, budget: int) -> range:
+    """The first ``B`` heap node numbers as a ``range`` (``0 <= B <= D``), built in O(1)."""
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.n_nodes:
         raise ValueError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
-    return tuple(range(1, budget + 1))
+    return range(1, budget + 1)
 
 
 MAX_PATH_DESIGN_BUDGET = 16
@@ -249,8 +278,10 @@ def _make_prior(depth: int, alpha, scales) -> TreePrior:
     return TreePrior(depth, _alpha if alpha is None else check_alpha(alpha))
 
 
-def _tree_formula(name: str, expr, source: str) -> Formula:
-    expr = sp.simplify(sp.sympify(expr))
+def _tree_formula(name: str, expr, source: str, simplify: bool = True) -> Formula:
+    expr = sp.sympify(expr)
+    if simplify:
+        expr = sp.simplify(expr)
     params = tuple(sorted(expr.free_symbols, key=str))
     return Formula(name, expr, params, source)
 
@@ -308,12 +339,8 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
             expr = sum(squared_scales(prior)[budget:], sp.Integer(0))
         return _tree_formula(name, sp.simplify(expr), SOURCE + " (path strategy)")
     if strategy == "top_levels":
-        j = (budget + 1).bit_length() - 1
-        if prior.alpha is not None and budget == 2**j - 1:
-            expr = _residual_loss(_j + 1).subs({_K: depth, _j: j, _alpha: prior.alpha})
-        else:
-            expr = coordinate_design_loss(prior, top_levels_design(prior, budget))
-        return _tree_formula(name, sp.simplify(expr), SOURCE + " (top-levels design)")
+        return _tree_formula(name, top_levels_any_loss(prior, budget), SOURCE + " (top-levels design)",
+                             simplify=False)  # already in its simplest form: a closed sum over the depths
     L, d = _layers_width(strategy, budget, layers, width)
     if scales is not None and not prior.is_numeric:
         raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
@@ -342,6 +369,7 @@ __all__ = [
     "scaling_exponents",
     "second_moment",
     "squared_scales",
+    "top_levels_any_loss",
     "top_levels_design",
     "top_levels_loss",
     "top_levels_rate",

@@ -163,3 +163,76 @@ def test_formula_repr_and_to_dict():
     d = f.to_dict()
     assert d["params"] == ["alpha", "K", "B"] and d["constraints"] == ["B <= K"]
     assert sp.sympify(d["expr"], locals=f.symbols) == f.expr
+
+
+# --- domains: limits, series and arithmetic (issue 32) ------------------------------------------------------
+def test_limits_outside_the_domain_are_refused_in_one_line():
+    from fvsym._formula import DomainError
+    from fvsym.tree import path_loss, top_levels_loss
+
+    f = path_loss()
+    # B -> oo at a fixed K leaves B <= K (sympy alone returns alpha**K/(alpha - 1), a negative "loss")
+    for args, fragment in [(("B", sp.oo), "B <= K"), (("alpha", 2), "(0, 1)"), (("alpha", 1, "+"), "from above"),
+                           (("alpha", 0, "-"), "from below"), (("K", -sp.oo), "integers >= 1"),
+                           (("B", -1), "integers >= 0"), (("B", "1/2"), "integers >= 0")]:
+        with pytest.raises(DomainError, match=fragment) as info:
+            f.limit(*args)
+        assert "\n" not in str(info.value) and isinstance(info.value, ValueError)
+    with pytest.raises(DomainError, match="B \\+ 1 <= 2\\*\\*K|in \\{1, 2, 4"):
+        top_levels_loss().limit("B", sp.oo)
+    with pytest.raises(DomainError):
+        f.subs(K=4, B=2).series("alpha", 2)
+
+
+def test_limits_inside_the_domain_and_at_its_ends():
+    from fvsym.tree import path_loss
+
+    f = path_loss()
+    assert sp.simplify(f.limit("K", sp.oo) - S.alpha**S.budget / (1 - S.alpha)) == 0
+    assert sp.simplify(f.limit("alpha", 1) - (S.depth - S.budget)) == 0  # from below, by default
+    assert f.subs(K=4, B=2).limit("alpha", 0) == 0
+    assert f.subs(K=4, B=0).limit("alpha", 0) == 1
+    # alpha -> 0 with a symbolic exponent depends on B: one line asking to fix it
+    with pytest.raises(ValueError, match="fix B, K first") as info:
+        f.limit("alpha", 0)
+    assert "\n" not in str(info.value)
+
+
+def test_formula_arithmetic_keeps_both_domains():
+    from fvsym._formula import DomainError
+    from fvsym.tree import path_loss, second_moment, top_levels_loss
+
+    path, top = path_loss(), top_levels_loss()
+    both = path + top
+    assert both.params == (S.alpha, S.depth, S.budget)
+    assert set(both.constraints) == set(path.constraints) | set(top.constraints)
+    assert both.exact(alpha="1/2", K=4, B=3) == path.exact(alpha="1/2", K=4, B=3) + top.exact(alpha="1/2", K=4, B=3)
+    with pytest.raises(DomainError, match="1, 2, 4"):  # B = 2 is in path's domain, not in top_levels'
+        both.exact(alpha="1/2", K=4, B=2)
+    with pytest.raises(DomainError, match="B <= K"):
+        (top - path).exact(alpha="1/2", K=2, B=3)
+    gap = top - path
+    assert gap.exact(alpha="1/3", K=5, B=3) == top.exact(alpha="1/3", K=5, B=3) - path.exact(alpha="1/3", K=5, B=3)
+    share = path / second_moment()
+    assert share.exact(alpha="1/2", K=4, B=2) == sp.Rational(3, 8) / sp.Rational(15, 8)
+    assert (2 * path).exact(alpha="1/2", K=4, B=2) == sp.Rational(3, 4)
+    assert (1 - path).exact(alpha="1/2", K=4, B=2) == sp.Rational(5, 8)
+    assert (path / 2).exact(alpha="1/2", K=4, B=2) == (-path).exact(alpha="1/2", K=4, B=2) * -sp.Rational(1, 2)
+    assert (path**2).exact(alpha="1/2", K=4, B=2) == sp.Rational(9, 64)
+    assert float((path + top)(0.5, 4, 3)) == pytest.approx(0.5)
+    with pytest.raises(ZeroDivisionError):
+        path / 0
+    with pytest.raises(TypeError):
+        path + "a word"
+    with pytest.raises(DomainError, match="B <= K"):
+        (path + 1).limit("B", sp.oo)
+
+
+def test_domain_errors_from_the_numeric_view_are_typed():
+    from fvsym._formula import DomainError
+    from fvsym.tree import path_loss
+
+    with pytest.raises(DomainError, match="alpha must lie in \\(0, 1\\)"):
+        path_loss()(1.5, 4, 2)
+    with pytest.raises(DomainError, match="B <= K"):
+        path_loss().exact(alpha="1/2", K=2, B=3)

@@ -155,3 +155,49 @@ def test_structure_rejects_bad_nodes_and_leaves():
     with pytest.raises(ValueError, match="explicit scales"):
         TreePrior(2, scales=(1, 1)).with_alpha("1/2")
     assert TreePrior(3).with_alpha("1/2") == tree
+
+
+# --- the one rule for floats (docs/numbers.md) and 0-d arrays / tensors (issue 32) ---------------------------
+def test_sympy_floats_are_exact_by_the_one_rule():
+    import sympy as sp
+
+    from fvsym.tree import tree_loss
+
+    prior = TreePrior(4, sp.Float(0.5))
+    assert prior == TreePrior(4, "1/2") and prior.alpha == sp.Rational(1, 2)
+    assert tree_loss(4, 2, "path", alpha=sp.Float(0.5)).expr == sp.Rational(3, 8)
+    assert TreePrior(4, sp.Float("0.1", 30)).alpha == sp.Rational(1, 10)
+    assert TreePrior(3, scales=[1, sp.Float(0.5), sp.Float(0.25)]).scales == (1, sp.Rational(1, 2), sp.Rational(1, 4))
+
+
+def test_every_float_kind_follows_the_same_rule():
+    import numpy as np
+    import sympy as sp
+
+    from fvsym._validate import check_real, to_exact
+
+    kinds = [0.1, np.float64(0.1), np.float32(0.1), np.float16(0.1), np.longdouble("0.1"), sp.Float(0.1),
+             np.array(0.1), np.array(0.1, dtype=np.float32)]
+    for value in kinds:
+        assert to_exact(value, "x") == sp.Rational(1, 10), type(value)
+        assert check_real(value, "x") == 0.1, type(value)
+    assert to_exact(np.float32(1 / 3), "x") == sp.Rational(33333334, 10**8)  # its shortest decimal as a float32
+    assert to_exact(1 / 3, "x") == sp.Rational(3333333333333333, 10**16)
+
+
+def test_torch_scalars_duck_typed_without_importing_torch_in_fvsym():
+    torch = pytest.importorskip("torch")
+    import sympy as sp
+
+    from fvsym._validate import check_int, check_real, to_exact
+
+    assert TreePrior(4, torch.tensor(0.5)) == TreePrior(4, "1/2")
+    assert TreePrior(torch.tensor(4), "1/2").depth == 4
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        assert to_exact(torch.tensor(0.1, dtype=dtype), "x") == sp.Rational(1, 10), dtype
+        assert check_real(torch.tensor(0.1, dtype=dtype), "x") == 0.1, dtype
+    assert check_int(torch.tensor(3), "n") == 3 and check_int(torch.tensor(3.0), "n") == 3
+    for bad, fragment in [(torch.tensor([0.5, 0.25]), "shape \\(2,\\)"), (torch.tensor(True), "number"),
+                          (torch.tensor(float("nan")), "finite"), (torch.tensor(2.0), "\\(0, 1\\)")]:
+        with pytest.raises(ValueError, match=fragment):
+            TreePrior(4, bad)

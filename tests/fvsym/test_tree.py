@@ -423,3 +423,44 @@ def test_enumeration_oracle_agrees_with_itself():
     for r in range(0, 8):
         for design in itertools.combinations(range(1, 8), r):
             assert as_fraction(tree._enumerate_design_loss(prior, design)) == design_loss_oracle(prior, design)
+
+
+# --- top_levels at any budget: the closed sum over the depths ---------------------------------------------
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_top_levels_closed_form_equals_enumeration_at_every_budget_symbolic(depth):
+    # every budget, not only B = 2^j - 1: the closed form (a sum over depths) equals the enumeration of the
+    # 2^K leaves, exactly in the symbol alpha
+    prior = symbolic_prior(depth)
+    for budget in range(prior.n_nodes + 1):
+        closed = tree.tree_loss(depth, budget, "top_levels").expr
+        design = tree.top_levels_design(prior, budget)
+        assert sp.simplify(closed - tree._enumerate_design_loss(prior, design)) == 0, budget
+        assert sp.simplify(closed - tree.coordinate_design_loss(prior, design)) == 0, budget
+
+
+@pytest.mark.parametrize("a", RATIONAL_ALPHAS + ("1/7", "9/10"))
+@pytest.mark.parametrize("depth", [2, 3, 4, 5])
+def test_top_levels_closed_form_equals_the_design_pass_rational(depth, a):
+    prior = TreePrior(depth, a)
+    for budget in range(prior.n_nodes + 1):
+        closed = tree.top_levels_any_loss(prior, budget)
+        assert closed.is_Rational
+        assert closed == tree.coordinate_design_loss(prior, range(1, budget + 1)), budget
+
+
+@pytest.mark.parametrize("scales", [(1, "1/2", "1/3"), (3, 2, 2, "1/5"), ("7/3", "7/3", 1, 1, "1/9")])
+def test_top_levels_closed_form_general_scales(scales):
+    prior = TreePrior(len(scales), scales=scales)
+    for budget in range(prior.n_nodes + 1):
+        closed = tree.tree_loss(prior.depth, budget, "top_levels", scales=scales).expr
+        assert as_fraction(closed) == design_loss_oracle(prior, range(1, budget + 1)), budget
+
+
+def test_top_levels_closed_form_by_hand():
+    # K = 4, B = 2: levels 1 read, one of the two level-2 nodes read (probability 1/2 it is the path's):
+    # alpha + alpha^2 + alpha^3 - alpha / 2
+    assert sp.expand(tree.tree_loss(4, 2, "top_levels").expr - (alpha / 2 + alpha**2 + alpha**3)) == 0
+    # deep trees at a budget not of the form 2^j - 1 (enumeration would visit 2^30 leaves)
+    half = sp.Rational(1, 2)
+    expected = sum(half**(k - 1) for k in range(3, 31)) - sp.Rational(2, 4) * half**2
+    assert tree.tree_loss(30, 5, "top_levels", alpha="1/2").expr == expected
