@@ -281,6 +281,7 @@ class LawPower:
     cut: int
     seed: int
     noise: str
+    floor: float = 0.0
 
     @property
     def power(self) -> float | None:
@@ -290,7 +291,7 @@ class LawPower:
         return {"fractions": dict(self.fractions), "stderr": dict(self.stderr), "target": self.target,
                 "power": self.power, "replicates": self.replicates, "n_seeds": self.n_seeds, "spread": self.spread,
                 "bias": list(self.bias), "budgets": list(self.budgets), "curve": list(self.curve), "cut": self.cut,
-                "seed": self.seed, "noise": self.noise}
+                "seed": self.seed, "noise": self.noise, "floor": self.floor}
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{v} {self.fractions[v]:.3f}" for v in VERDICTS)
@@ -306,7 +307,7 @@ def _whole(name: str, value, least: int) -> int:
 
 
 def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | None = None, bias=0.0,
-              replicates: int = 1000, cut: int = DEFAULT_CUT, seed: int = 0) -> LawPower:
+              replicates: int = 1000, cut: int = DEFAULT_CUT, floor: float = 0.0, seed: int = 0) -> LawPower:
     """The power of the study's law test for a predicted ``curve`` (one loss per budget of ``budgets``, every
     budget of the study, those below ``cut`` included: they enter the pooled seed spread as in the study).
 
@@ -316,7 +317,8 @@ def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | 
     log of the biased curve (``bias``: a relative bias, one number or one per budget; a constant one moves
     every point by the same factor and changes no verdict). Each replicate goes through exactly the test the
     study applies to a trained model: ``law_test(budgets repeated per seed, losses, cut=cut)`` (seeds as points,
-    their pooled spread as the noise, no floor). Returns the fraction of each verdict with its binomial standard
+    their pooled spread as the noise, no floor; ``floor`` > 0: the variant ``law_test(.., floor=floor)``, whose
+    pooled seed standard deviation is at least ``floor``). Returns the fraction of each verdict with its binomial standard
     error. ``seed``: the random numbers (one ``np.random.default_rng(seed)`` draw of shape
     ``(replicates, budgets, n_seeds)``), so the same seed gives the same numbers, and two calls that differ only
     in ``spread`` or ``bias`` share their normals."""
@@ -336,6 +338,8 @@ def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | 
     n_seeds = _whole("n_seeds", n_seeds, 2)
     replicates = _whole("replicates", replicates, 1)
     cut = _whole("cut", cut, 1)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
+        raise ValueError(f"floor must be a relative error in [0, 1), got {floor!r}")
     if target is not None and target not in VERDICTS:
         raise ValueError(f"target must be one of {', '.join(map(repr, VERDICTS))} or None, got {target!r}")
     if int((b >= cut).sum()) < 4:
@@ -353,9 +357,9 @@ def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | 
     counts = dict.fromkeys(VERDICTS, 0)
     for r in range(replicates):
         losses = np.exp(centre + spread * z[r]).ravel()
-        counts[law_test(points, losses, cut=cut).verdict] += 1
+        counts[law_test(points, losses, cut=cut, floor=floor).verdict] += 1
     fractions = {k: c / replicates for k, c in counts.items()}
     stderr = {k: math.sqrt(f * (1 - f) / replicates) for k, f in fractions.items()}
     return LawPower(fractions, stderr, target, replicates, n_seeds, float(spread), tuple(float(x) for x in bias_v),
                     tuple(int(k) for k in b), tuple(float(x) for x in v), cut, seed,
-                    "normal in log loss (lognormal losses) around log(curve (1 + bias)), sd = spread")
+                    "normal in log loss (lognormal losses) around log(curve (1 + bias)), sd = spread", float(floor))
