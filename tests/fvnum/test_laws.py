@@ -206,3 +206,14 @@ def test_a_constant_bias_changes_no_verdict_and_a_growing_one_does():
 def test_law_power_refuses_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         law_power(**kwargs)
+
+
+def test_a_floor_forgives_a_small_bend_that_the_seed_spread_alone_calls_neither():
+    bend = 1 + 0.03 * np.cos(np.pi * POWER_BUDGETS)  # +-3% about a geometric curve: no law fits it exactly
+    curve = 0.8 * 0.55**POWER_BUDGETS * bend
+    tight = law_power(POWER_BUDGETS, curve, spread=0.01, target="exponential", replicates=100, seed=4)
+    floored = law_power(POWER_BUDGETS, curve, spread=0.01, target="exponential", floor=0.06, replicates=100, seed=4)
+    assert tight.fractions["neither"] >= 0.95 and floored.power >= 0.8
+    assert floored.to_dict()["floor"] == 0.06
+    with pytest.raises(ValueError, match="floor must be"):
+        law_power(POWER_BUDGETS, curve, spread=0.01, floor=1.5)
