@@ -318,8 +318,8 @@ def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | 
     every point by the same factor and changes no verdict). Each replicate goes through exactly the test the
     study applies to a trained model: ``law_test(budgets repeated per seed, losses, cut=cut)`` (seeds as points,
     their pooled spread as the noise, no floor; ``floor`` > 0: the variant ``law_test(.., floor=floor)``, whose
-    pooled seed standard deviation is at least ``floor``). Returns the fraction of each verdict with its binomial standard
-    error. ``seed``: the random numbers (one ``np.random.default_rng(seed)`` draw of shape
+    pooled seed standard deviation is at least ``floor``). Returns the fraction of each verdict with its binomial
+    standard error. ``seed``: the random numbers (one ``np.random.default_rng(seed)`` draw of shape
     ``(replicates, budgets, n_seeds)``), so the same seed gives the same numbers, and two calls that differ only
     in ``spread`` or ``bias`` share their normals."""
     b = np.asarray(budgets, dtype=float).ravel()

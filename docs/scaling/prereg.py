@@ -228,10 +228,10 @@ def plan(cell: dict, n_seeds: int) -> dict:
                      "steps": STEP_RULE * b, "B_steps_matching_A": round(STEP_RULE * b * fa / fb),
                      "A_steps_matching_B": round(STEP_RULE * b * fb / fa)})
     step_matched = [(r.model.model, r.model.budget, train_seconds(r)) for r in runs]
-    flop_runs = [r.replace(train=dict(steps=next(x["A_steps_matching_B"] for x in rows if x["budget"] == r.model.budget)))
+    matching = {x["budget"]: x for x in rows}
+    flop_runs = [r.replace(train=dict(steps=matching[r.model.budget]["A_steps_matching_B"]))
                  for r in runs if r.model.model == "A"]
-    flop_runs_b = [r.replace(train=dict(steps=next(x["B_steps_matching_A"] for x in rows
-                                                   if x["budget"] == r.model.budget)))
+    flop_runs_b = [r.replace(train=dict(steps=matching[r.model.budget]["B_steps_matching_A"]))
                    for r in runs if r.model.model == "B"]
     top = max(budgets)
     doubling = [r.replace(train=dict(steps=2 * r.train.steps)) for r in runs if r.model.budget == top]  # paired by seed
@@ -296,22 +296,23 @@ def markdown(data: dict) -> str:
         model, law = PREDICTS[name]
         decay = ", ".join(f"{x:.2f}" for x in -np.diff(np.log(entry["curve"])))
         rows = entry["rows"]
-        lines.append(f"| {cell} | `{name}` ({model}: {law}) | {decay} | {_pw(rows, 3, 1, 0.0)} | {_pw(rows, 5, 1, 0.0)} | "
-                     f"{_pw(rows, 3, 2, 0.0)} | {_pw(rows, 3, 1, 0.03)} | {_pw(rows, 5, 1, 0.03)} | {_mix(rows)} |")
+        shown = " | ".join(_pw(rows, *case) for case in POWER_CASES)
+        lines.append(f"| {cell} | `{name}` ({model}: {law}) | {decay} | {shown} | {_mix(rows)} |")
     if "plan" in data:
         pl = data["plan"]
         lines += ["", "| budget | GFLOP/step A | GFLOP/step B | GFLOP/step C | A / B | steps (A, B, C) | "
                   "B's steps matching A's FLOPs | A's steps matching B's FLOPs |", "|---" * 8 + "|"]
         for r in pl["schedule"]:
-            lines.append(f"| {r['budget']} | {r['flops_A'] / 1e9:.2f} | {r['flops_B'] / 1e9:.2f} | "
-                         f"{r['flops_C'] / 1e9:.3f} | {r['ratio_A_B']:.2f} | {r['steps']} | {r['B_steps_matching_A']} | "
-                         f"{r['A_steps_matching_B']} |")
+            gflops = " | ".join(f"{r[f'flops_{m}'] / 1e9:.{2 if m != 'C' else 3}f}" for m in "ABC")
+            lines.append(f"| {r['budget']} | {gflops} | {r['ratio_A_B']:.2f} | {r['steps']} | "
+                         f"{r['B_steps_matching_A']} | {r['A_steps_matching_B']} |")
         pr = pl["price_cpu_hours"]
         cal = data["calibration"]
         lines += ["", "| part | priced CPU-hours (bridges.cost) |", "|---|---|"]
         for k, v in pr.items():
             lines.append(f"| {k} | {v:.1f} |")
-        lines += ["", "| model | previous study: measured CPU-hours | priced | measured / priced |", "|---|---|---|---|"]
+        lines += ["", "| model | previous study: measured CPU-hours | priced | measured / priced |",
+                  "|---|---|---|---|"]
         for m, c in cal.items():
             lines.append(f"| {m} | {c['measured_hours']:.2f} | {c['priced_hours']:.2f} | {c['ratio']:.2f} |")
     return "\n".join(lines)
@@ -335,7 +336,7 @@ def main() -> None:
                 save(data)
                 print("screen", key(cell), f"{screen[key(cell)]['seconds']:.0f} s", flush=True)
     if stage in ("keyed", "all"):
-        for i, cell in enumerate(SHORTLIST):  # every cell's adaptive row first (cheaper), then the one-layer rows
+        for cell in SHORTLIST:  # every cell's adaptive row first (cheaper), then the one-layer rows
             keyed_cell(cell, data, one_layer=False)
         wanted = [k for a in sys.argv if a.startswith("--one-layer=") for k in a.split("=", 1)[1].split(",")]
         for cell in SHORTLIST:
