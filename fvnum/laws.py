@@ -256,3 +256,110 @@ def law_test(budgets, losses, *, stderr=None, cut: int = DEFAULT_CUT, floor: flo
                                          f"does not fit")
     return LawTest(verdict, reason, cut, tuple(int(k) for k in levels[keep]), fits, chi2, p, n - 2, float(delta),
                    local_decay(budgets, losses, stderr=stderr, floor=floor), noise)
+
+
+# --- the power of the law test for a predicted curve -----------------------------------------------------
+VERDICTS = ("exponential", "power", "can't tell", "neither")
+
+
+@dataclass(frozen=True)
+class LawPower:
+    """How often the study's law test (:func:`law_test` on seeds as points, as ``bridges.scaling.fit_study`` calls
+    it for trained models) reaches each verdict on synthetic replicates of a study whose losses scatter around a
+    predicted ``curve`` (:func:`law_power`). ``fractions`` and their binomial standard errors ``stderr`` per
+    verdict (:data:`VERDICTS`); ``power`` is the fraction of ``target`` (None without one)."""
+
+    fractions: dict
+    stderr: dict
+    target: str | None
+    replicates: int
+    n_seeds: int
+    spread: float
+    bias: tuple[float, ...]
+    budgets: tuple[int, ...]
+    curve: tuple[float, ...]
+    cut: int
+    seed: int
+    noise: str
+    floor: float = 0.0
+
+    @property
+    def power(self) -> float | None:
+        return None if self.target is None else self.fractions[self.target]
+
+    def to_dict(self) -> dict:
+        return {"fractions": dict(self.fractions), "stderr": dict(self.stderr), "target": self.target,
+                "power": self.power, "replicates": self.replicates, "n_seeds": self.n_seeds, "spread": self.spread,
+                "bias": list(self.bias), "budgets": list(self.budgets), "curve": list(self.curve), "cut": self.cut,
+                "seed": self.seed, "noise": self.noise, "floor": self.floor}
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{v} {self.fractions[v]:.3f}" for v in VERDICTS)
+        return (f"LawPower({shown}; {self.n_seeds} seeds, spread {self.spread:.3g}, {self.replicates} replicates"
+                + (f", power of {self.target!r} {self.power:.3f} ± {self.stderr[self.target]:.3f})" if self.target
+                   else ")"))
+
+
+def _whole(name: str, value, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return int(value)
+
+
+def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | None = None, bias=0.0,
+              replicates: int = 1000, cut: int = DEFAULT_CUT, floor: float = 0.0, seed: int = 0) -> LawPower:
+    """The power of the study's law test for a predicted ``curve`` (one loss per budget of ``budgets``, every
+    budget of the study, those below ``cut`` included: they enter the pooled seed spread as in the study).
+
+    Each of ``replicates`` synthetic studies draws ``n_seeds`` trained losses per budget,
+    ``curve_B (1 + bias_B) exp(spread z)`` with ``z`` standard normal: normal in log loss with standard deviation
+    ``spread`` (the seed spread of log loss, about the relative standard deviation of the losses) around the
+    log of the biased curve (``bias``: a relative bias, one number or one per budget; a constant one moves
+    every point by the same factor and changes no verdict). Each replicate goes through exactly the test the
+    study applies to a trained model: ``law_test(budgets repeated per seed, losses, cut=cut)`` (seeds as points,
+    their pooled spread as the noise, no floor; ``floor`` > 0: the variant ``law_test(.., floor=floor)``, whose
+    pooled seed standard deviation is at least ``floor``). Returns the fraction of each verdict with its binomial
+    standard error. ``seed``: the random numbers (one ``np.random.default_rng(seed)`` draw of shape
+    ``(replicates, budgets, n_seeds)``), so the same seed gives the same numbers, and two calls that differ only
+    in ``spread`` or ``bias`` share their normals."""
+    b = np.asarray(budgets, dtype=float).ravel()
+    v = np.asarray(curve, dtype=float).ravel()
+    if b.size == 0 or np.any(~np.isfinite(b)) or np.any(b < 1) or np.any(b != np.round(b)):
+        raise ValueError(f"budgets must be integers >= 1, got {list(np.asarray(budgets).ravel())}")
+    if np.unique(b).size != b.size:
+        raise ValueError(f"budgets must be distinct (one curve value each), got {[int(k) for k in b]}")
+    if v.shape != b.shape:
+        raise ValueError(f"curve must have one loss per budget: {b.size} budgets, got {v.size} losses")
+    if np.any(~np.isfinite(v)) or np.any(v <= 0):
+        raise ValueError(f"curve must be finite and positive, got {list(v)}")
+    if isinstance(spread, bool) or not isinstance(spread, (int, float, np.floating)) or not (
+            math.isfinite(spread) and spread > 0):
+        raise ValueError(f"spread must be a positive standard deviation of log loss, got {spread!r}")
+    n_seeds = _whole("n_seeds", n_seeds, 2)
+    replicates = _whole("replicates", replicates, 1)
+    cut = _whole("cut", cut, 1)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
+        raise ValueError(f"floor must be a relative error in [0, 1), got {floor!r}")
+    if target is not None and target not in VERDICTS:
+        raise ValueError(f"target must be one of {', '.join(map(repr, VERDICTS))} or None, got {target!r}")
+    if int((b >= cut).sum()) < 4:
+        raise ValueError(f"the law test needs at least 4 budgets at or past the cut {cut}, got "
+                         f"{[int(k) for k in b if k >= cut]}")
+    bias_v = np.broadcast_to(np.asarray(bias, dtype=float), b.shape) if np.ndim(bias) == 0 else np.asarray(
+        bias, dtype=float).ravel()
+    if bias_v.shape != b.shape or np.any(~np.isfinite(bias_v)) or np.any(bias_v <= -1):
+        raise ValueError(f"bias must be one relative bias > -1 or one per budget ({b.size}), got {bias!r}")
+    order = np.argsort(b)
+    b, v, bias_v = b[order].astype(int), v[order], bias_v[order]
+    z = np.random.default_rng(seed).standard_normal((replicates, b.size, n_seeds))
+    centre = np.log(v * (1 + bias_v))[:, None]
+    points = np.repeat(b, n_seeds)
+    counts = dict.fromkeys(VERDICTS, 0)
+    for r in range(replicates):
+        losses = np.exp(centre + spread * z[r]).ravel()
+        counts[law_test(points, losses, cut=cut, floor=floor).verdict] += 1
+    fractions = {k: c / replicates for k, c in counts.items()}
+    stderr = {k: math.sqrt(f * (1 - f) / replicates) for k, f in fractions.items()}
+    return LawPower(fractions, stderr, target, replicates, n_seeds, float(spread), tuple(float(x) for x in bias_v),
+                    tuple(int(k) for k in b), tuple(float(x) for x in v), cut, seed,
+                    "normal in log loss (lognormal losses) around log(curve (1 + bias)), sd = spread", float(floor))

@@ -159,6 +159,33 @@ def scan(depths, alphas, n_tokens, budgets, *, keyed: bool = False, s2: float = 
     return out
 
 
+def predicted_powers(budgets, curves: dict, *, spread, n_seeds: int = 3, replicates: int = 1000, floor: float = 0.0,
+                     cut: int = DEFAULT_CUT, seed: int = 0) -> dict:
+    """The power of the study's law test for each curve of ``curves`` (name -> one loss, or one ``Estimate``, per
+    budget) whose law the cell predicts: ``exponential`` for :data:`ADAPTIVE` curves, ``power`` for
+    :data:`ONE_LAYER` ones (:func:`fvnum.laws.law_power`, trained losses scattered around the curve with
+    ``spread``, the seed SD of log loss: one number, or a dict ``{"adaptive": .., "one_layer": ..}``, e.g. the
+    measured spreads of Models A and B). Other curves are left out. Returns name -> ``LawPower``."""
+    from .laws import law_power
+
+    if isinstance(spread, dict):
+        if set(spread) != {"adaptive", "one_layer"}:
+            raise ValueError(f"spread must be a number or a dict with keys 'adaptive' and 'one_layer', got {spread!r}")
+        spreads = spread
+    else:
+        spreads = {"adaptive": spread, "one_layer": spread}
+    out = {}
+    for name, values in curves.items():
+        kind = "adaptive" if name in ADAPTIVE else "one_layer" if name in ONE_LAYER else None
+        if kind is None:
+            continue
+        vals = [float(getattr(v, "value", v)) for v in values]
+        out[name] = law_power(budgets, vals, spread=spreads[kind], n_seeds=n_seeds,
+                              target="exponential" if kind == "adaptive" else "power", replicates=replicates,
+                              floor=floor, cut=cut, seed=seed)
+    return out
+
+
 def choose(regimes) -> Regime | None:
     """The separating regime cheapest to train (smallest ``N``, then smallest depth), then the one with the
     largest separation; None when no cell separates the laws."""
@@ -168,4 +195,5 @@ def choose(regimes) -> Regime | None:
     return min(good, key=lambda r: (r.n_tokens, r.depth, -r.separation))
 
 
-__all__ = ["ADAPTIVE", "AGREEMENT", "agrees", "ONE_LAYER", "Regime", "assess", "choose", "scan", "theory_curves"]
+__all__ = ["ADAPTIVE", "AGREEMENT", "agrees", "ONE_LAYER", "Regime", "assess", "choose", "predicted_powers", "scan",
+           "theory_curves"]

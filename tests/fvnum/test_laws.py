@@ -137,3 +137,83 @@ def test_theory_points_use_their_stderr_and_the_floor():
 def test_law_test_refuses_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         law_test(**kwargs)
+
+
+# --- the power of the law test -----------------------------------------------------------------------------
+from fvnum.laws import VERDICTS, law_power  # noqa: E402
+
+POWER_BUDGETS = np.arange(1, 9)
+
+
+def test_power_of_a_clean_geometric_curve_is_all_exponential():
+    p = law_power(POWER_BUDGETS, 0.8 * 0.55**POWER_BUDGETS, spread=0.001, target="exponential", replicates=200)
+    assert p.power >= 0.97  # 'neither' only at the fit's p-value threshold FIT_P = 1%
+    assert p.fractions["power"] == 0 and p.fractions["can't tell"] == 0
+    assert p.power == p.fractions["exponential"] and p.stderr["exponential"] == pytest.approx(
+        np.sqrt(p.power * (1 - p.power) / 200))
+
+
+def test_power_of_a_clean_power_curve_is_all_power():
+    p = law_power(POWER_BUDGETS, 0.9 * POWER_BUDGETS**-0.6, spread=0.001, target="power", replicates=200)
+    assert p.power >= 0.97 and p.fractions["exponential"] == 0
+
+
+def test_verdict_fractions_sum_to_one_and_the_seed_fixes_them():
+    curve = 0.9 * POWER_BUDGETS**-0.6 * (1 + 0.02 * np.sin(POWER_BUDGETS))  # a curve between the laws
+    p = law_power(POWER_BUDGETS, curve, spread=0.03, replicates=150, seed=7)
+    assert set(p.fractions) == set(VERDICTS) and sum(p.fractions.values()) == pytest.approx(1, abs=1e-12)
+    assert len({v for v, f in p.fractions.items() if f > 0}) >= 2  # a real mix, so the seed matters
+    assert law_power(POWER_BUDGETS, curve, spread=0.03, replicates=150, seed=7).fractions == p.fractions
+    other = law_power(POWER_BUDGETS, curve, spread=0.03, replicates=150, seed=8).fractions
+    assert other != p.fractions
+    d = p.to_dict()
+    assert d["power"] is None and d["budgets"] == list(range(1, 9)) and d["n_seeds"] == 3
+
+
+def test_power_falls_as_the_seed_spread_grows():
+    curve = 0.8 * 0.6**POWER_BUDGETS
+    powers = [law_power(POWER_BUDGETS, curve, spread=s, target="exponential", replicates=200, seed=1).power
+              for s in (0.02, 0.1, 0.2, 0.4, 0.8)]
+    assert all(a >= b for a, b in zip(powers, powers[1:])), powers
+    assert powers[0] >= 0.95 and powers[-1] <= 0.3
+    assert law_power(POWER_BUDGETS, curve, spread=0.2, n_seeds=8, target="exponential", replicates=200,
+                     seed=1).power > powers[2]  # more seeds, more power
+
+
+def test_a_constant_bias_changes_no_verdict_and_a_growing_one_does():
+    curve = 0.8 * 0.55**POWER_BUDGETS
+    plain = law_power(POWER_BUDGETS, curve, spread=0.02, target="exponential", replicates=100, seed=2)
+    assert law_power(POWER_BUDGETS, curve, spread=0.02, target="exponential", bias=0.5, replicates=100,
+                     seed=2).fractions == plain.fractions
+    drift = [0, 0, 0, 0.45, 1.04, 1.54, 2.0, 2.5]  # trained / predicted - 1: A's drift from budget 4 in the study
+    bent = law_power(POWER_BUDGETS, curve, spread=0.02, target="exponential", bias=drift, replicates=100, seed=2)
+    assert bent.power < 0.1 < plain.power
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1], spread=0.02), "one loss per budget"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.0], spread=0.02), "finite and positive"),
+    (dict(budgets=[1, 2, 2, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02), "distinct"),
+    (dict(budgets=[0, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02), "integers >= 1"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.0), "spread must be"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02, n_seeds=1), "n_seeds"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02, replicates=0), "replicates"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02, target="linear"), "target"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02, bias=[0.1, 0.2]), "bias"),
+    (dict(budgets=[1, 2, 3, 4, 5], curve=[1, 0.5, 0.25, 0.1, 0.05], spread=0.02, bias=-1), "bias"),
+    (dict(budgets=[1, 2, 3, 4], curve=[1, 0.5, 0.25, 0.1], spread=0.02), "at least 4 budgets"),
+])
+def test_law_power_refuses_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        law_power(**kwargs)
+
+
+def test_a_floor_forgives_a_small_bend_that_the_seed_spread_alone_calls_neither():
+    bend = 1 + 0.03 * np.cos(np.pi * POWER_BUDGETS)  # +-3% about a geometric curve: no law fits it exactly
+    curve = 0.8 * 0.55**POWER_BUDGETS * bend
+    tight = law_power(POWER_BUDGETS, curve, spread=0.01, target="exponential", replicates=100, seed=4)
+    floored = law_power(POWER_BUDGETS, curve, spread=0.01, target="exponential", floor=0.06, replicates=100, seed=4)
+    assert tight.fractions["neither"] >= 0.95 and floored.power >= 0.8
+    assert floored.to_dict()["floor"] == 0.06
+    with pytest.raises(ValueError, match="floor must be"):
+        law_power(POWER_BUDGETS, curve, spread=0.01, floor=1.5)

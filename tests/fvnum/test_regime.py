@@ -45,3 +45,20 @@ def test_theory_curves_are_the_fvnum_rows():
     prior = tree_prior(4, 0.5)
     assert curves["path"][1].value == loss_mc(prior, "path", 2, tokens=64, samples=500, seed=3).value
     assert set(curves) == {"path", "top_levels"}
+
+
+def test_predicted_powers_hold_each_curve_to_its_law():
+    from fvnum.regime import predicted_powers
+
+    b = np.arange(1, 9)
+    curves = {"best_adaptive_keyed": _curve(0.8 * 0.55**b), "top_levels": list(0.9 * b**-0.6),
+              "gaussian_optimum": list(0.5 * b**-0.1)}  # no predicted law: left out
+    got = predicted_powers(b, curves, spread={"adaptive": 0.01, "one_layer": 0.005}, replicates=100, seed=3)
+    assert set(got) == {"best_adaptive_keyed", "top_levels"}
+    assert got["best_adaptive_keyed"].target == "exponential" and got["best_adaptive_keyed"].power >= 0.95
+    assert got["top_levels"].target == "power" and got["top_levels"].power >= 0.95
+    assert got["best_adaptive_keyed"].spread == 0.01 and got["top_levels"].spread == 0.005
+    swapped = predicted_powers(b, {"path": list(0.9 * b**-0.6)}, spread=0.01, replicates=100, seed=3)
+    assert swapped["path"].power == 0 and swapped["path"].fractions["power"] >= 0.95  # the wrong law for path
+    with pytest.raises(ValueError, match="spread must be"):
+        predicted_powers(b, curves, spread={"A": 0.01})
