@@ -141,14 +141,19 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     from fvnum.keyed import keyed_memory
     from fvnum.keys import check_family
     from fvnum.limits import keyed_cost
-    from fvnum.resources import check_memory
+    from fvnum.resources import check_memory, fits_memory, largest_fitting
 
     if check_family(keyed, optional=True) is None:
         return 0.0
     tree = data.prior == "tree"
     size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
+    need = keyed_memory(**size)
+    hint = ""
+    if tree and not fits_memory(need):
+        hint = largest_fitting("--depth", range(1, data.depth),
+                               lambda k: fits_memory(keyed_memory(**{**size, "depth": k, "dim": 2**k - 1})))
     check_memory(f"the keyed rows at budget{'s' if len(set(budgets)) > 1 else ''} "
-                 f"{', '.join(str(b) for b in sorted(set(budgets)))}", keyed_memory(**size))
+                 f"{', '.join(str(b) for b in sorted(set(budgets)))}", need, hint)
     return keyed_cost(**{**size, "depth": data.depth if tree else 0})
 
 

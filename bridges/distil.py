@@ -67,16 +67,13 @@ class DistilConfig:
 @dataclass(frozen=True)
 class DistilResult:
     """What distillation reached: ``fidelity_forced`` and ``fidelity_own`` per layer (relative key error on
-    the teacher's and on the student's own workspaces), ``loss``/``loss_stderr`` of the distilled model, held
-    out, in units of ``E||theta_hat - theta||^2``; ``seconds`` of distillation. The teacher's own loss under
+    the teacher's and on the student's own workspaces) and ``seconds`` of distillation. The teacher's own loss under
     the exact Bayes decoder is its theory row (``path``), or ``bridges.audit.audit_model`` of
     :func:`teacher_model`."""
 
     config: DistilConfig
     fidelity_forced: tuple
     fidelity_own: tuple
-    loss: float
-    loss_stderr: float
     seconds: float
 
     def to_dict(self) -> dict:
@@ -157,9 +154,9 @@ def _fit_readout(model: WorkspaceModel, sampler: ContextSampler, cfg: DistilConf
 
 def distil(model: WorkspaceModel, data: DataConfig, cfg: DistilConfig | None = None, *,
            device="cpu") -> DistilResult:
-    """Distil ``cfg.teacher`` into ``model``'s routers and fit its readout, in place (module docstring)."""
-    from .train import evaluate
-
+    """Distil ``cfg.teacher`` into ``model``'s routers and fit its readout, in place (module docstring). The
+    distilled model's held-out loss is ``bridges.train.evaluate``'s (a run with ``init_policy`` records it at
+    step 0)."""
     cfg = DistilConfig() if cfg is None else cfg
     t0 = time.perf_counter()
     routers = _mlp_routers(model)
@@ -187,5 +184,4 @@ def distil(model: WorkspaceModel, data: DataConfig, cfg: DistilConfig | None = N
     finally:
         model.autocast = autocast
     model.eval()
-    mine = evaluate(model, sampler, n_batches=16)  # in the precision training runs in: its step-0 loss
-    return DistilResult(cfg, forced, own, mine.value, mine.stderr, time.perf_counter() - t0)
+    return DistilResult(cfg, forced, own, time.perf_counter() - t0)

@@ -231,17 +231,10 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 
 
 # --- Gaussian prior: one layer on the eigen-directions, decoded by quadrature ---------------------------
-GRID_POINTS = 6561  # decoder nodes per sample on a product grid (9^4); a larger grid gives way to IS_POINTS
-IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
+from .limits import GRID_POINTS, IS_POINTS, decoder_nodes  # noqa: E402 (the price needs them without this module)
 IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
 WORKING_SET = 8 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
 CHUNK_FLOATS = 1 << 23  # floats of one chunk of the decoder: (sample, node) pairs times (6 B + 4 B^2), 64 MiB
-
-
-def decoder_nodes(budget: int, nodes: int) -> int:
-    """Nodes per sample of the Gaussian keyed decoder (:func:`_gaussian_losses`): ``nodes^B`` on a product
-    grid up to :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled ones."""
-    return nodes**budget if nodes**budget <= GRID_POINTS else IS_POINTS
 
 
 def _decoder_mesh(budget: int, nodes: int, width: float):

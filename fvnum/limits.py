@@ -230,8 +230,6 @@ def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> fl
         seconds += samples * leaves * (KEYED_ADAPTIVE * (last - 1) + KEYED_STATE * last * dim)
         return seconds + sum(KEYED_SEARCH_S + KEYED_DESIGN * design_samples * leaves * (b * b + dim)
                              for b in budgets if b > 1)
-    from .keyed import decoder_nodes
-
     seconds = 0.0
     for b in budgets:
         kw = gaussian_design_settings(b, samples)
@@ -433,3 +431,13 @@ def _tree_consistent(depth: int, on: dict, zeros: set) -> bool:
         return covered(2 * n) and covered(2 * n + 1)
 
     return not covered(region)
+
+
+GRID_POINTS = 6561  # Gaussian keyed decoder nodes per sample on a product grid (9^4); larger gives way to IS_POINTS
+IS_POINTS = 1024  # importance-sampled decoder nodes per sample where a product grid would exceed GRID_POINTS
+
+
+def decoder_nodes(budget: int, nodes: int) -> int:
+    """Nodes per sample of the Gaussian keyed decoder (``fvnum.keyed._gaussian_losses``): ``nodes^B`` on a product
+    grid up to :data:`GRID_POINTS`, else :data:`IS_POINTS` importance-sampled ones."""
+    return nodes**budget if nodes**budget <= GRID_POINTS else IS_POINTS

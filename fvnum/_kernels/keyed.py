@@ -379,11 +379,7 @@ def _one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals, g_mean, g_L, g_P, g_h
     is ``fvnum._reference.one_layer_mc``."""
     n, k = xi.shape
     M, K = paths.shape
-    D = 0
-    for m in range(M):
-        for t in range(K):
-            if paths[m, t] + 1 > D:
-                D = paths[m, t] + 1
+    D = paths.max() + 1
     phi = np.empty(k)
     r = np.empty((M, k))
     v = np.empty((M, k))
