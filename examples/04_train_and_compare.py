@@ -6,7 +6,8 @@
     python examples/04_train_and_compare.py --prior=gaussian                 # matched Gaussian prior
 
 Trains Model A, B or C (tiny by default: MLP width 32, 300 steps, 7-13 s of training on one core; about 40 s
-of CPU in all, the keyed theory rows included), then prints the Markdown comparison table: the trained held-out loss beside the theory's losses under the
+of CPU in all, the keyed theory rows included), then prints the Markdown comparison table: the trained held-out
+loss beside the theory's losses under the
 ``tokens`` channel of the same ``N`` (``path``, the best adaptive policy found, ``top_levels``, the best
 non-adaptive coordinate and unit designs, the linear and Gaussian bounds) and the learned routing.
 The tiny default model is far from converged; raise ``--steps`` and ``--mlp_width`` to approach the theory.
