@@ -95,8 +95,8 @@ COORD_NS, COORD_DESIGN_S = 55.0, 0.5e-3
 
 @lru_cache(maxsize=None)
 def count_classes(depth: int, budget: int) -> int:
-    """The symmetry classes of ``budget`` distinct nodes of a depth-``depth`` tree: the same count as
-    ``fvnum.search.count_classes`` (a test holds them equal), here so that the price imports no search (the
+    """The symmetry classes of ``budget`` distinct nodes of a depth-``depth`` tree (``len`` of
+    ``fvnum.search.coordinate_classes``); here, beside its price, so that the price imports no search (the
     search imports the engine, which imports these guards)."""
     if budget == 0:
         return 1

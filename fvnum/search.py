@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _chunks, _kernels
 from .estimate import SearchResult
+from .limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
 from .gaussian import GaussSpec
 from .gaussian import design_loss as gaussian_design_loss
 from .gaussian import optimal_design as gaussian_optimal_design
@@ -211,22 +212,6 @@ def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None,
             how = f"greedy forward selection and single swaps on {samples} common samples (a local optimum)"
     design = FixedDesign(np.asarray(nodes, dtype=np.int64), "optimal_nonadaptive_coordinate")
     return _found(spec, channel, design, budget, samples, seed, threads, how)
-
-
-@lru_cache(maxsize=None)
-def count_classes(depth: int, budget: int) -> int:
-    """Number of symmetry classes of ``budget`` distinct nodes (``len(coordinate_classes(...))``)."""
-    if budget == 0:
-        return 1
-    if depth == 0 or budget > 2**depth - 1:
-        return 0
-    total = 0
-    for r in (0, 1):
-        rest = budget - r
-        for a in range(rest // 2 + 1):
-            left, right = count_classes(depth - 1, a), count_classes(depth - 1, rest - a)
-            total += left * right if a < rest - a else left * (left + 1) // 2
-    return total
 
 
 def _local_search(dim: int, budget: int, cost, allow_repeat: bool, max_rounds: int = 20) -> tuple:

@@ -334,11 +334,10 @@ def test_a_command_past_its_cap_ends_within_it_plus_a_few_seconds():
 
 
 def test_the_coordinate_search_price_counts_the_classes_the_search_counts():
-    """``fvnum.limits.count_classes`` (the price's copy, no import of the search) equals the search's own."""
+    """``fvnum.limits.count_classes`` (the one count, beside the price) is the number of classes the search enumerates."""
     from fvnum.limits import count_classes
-    from fvnum.search import count_classes as searched, coordinate_classes
+    from fvnum.search import coordinate_classes
 
-    for depth in range(1, 9):
-        for budget in range(0, min(2**depth, 9)):
-            assert count_classes(depth, budget) == searched(depth, budget)
-    assert count_classes(4, 3) == len(coordinate_classes(4, 3))
+    for depth in range(1, 5):
+        for budget in range(1, min(2**depth, 5)):
+            assert count_classes(depth, budget) == len(coordinate_classes(depth, budget))
