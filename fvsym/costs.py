@@ -20,8 +20,8 @@ def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layer
     its own depth limit in ``bellman``)."""
     D = 2**depth - 1
     base = 60e6
-    if strategy in ("path", "top_levels"):  # closed forms: a sum over the K depths
-        return base, 0.01
+    if strategy in ("path", "top_levels"):  # closed forms: a sum over the K depths (0.4-1.2 s measured at
+        return base, 0.5                       # depth 30 with parsing and printing, symbolic alpha the slower)
     if strategy == "fixed":  # a fixed design: one bottom-up pass over the tree, O(D K) Fractions
         return base + 200.0 * D * depth, 2e-5 * D * depth
     if strategy == "optimal_nonadaptive":
@@ -47,9 +47,9 @@ def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layer
 # depth 4, 2 layers, 205 actions, 14-21 s), a few ms when the optimum is zero (the Min collapses).
 UNROLL_BASE_SECONDS = 0.4
 UNROLL_SECONDS_PER_NODE = 1.2e-5
-UNROLL_SYMBOLIC_SECONDS_PER_ACTION = {False: 0.04, True: 0.002}  # keyed by "the optimum is zero"
+UNROLL_SYMBOLIC_SECONDS_PER_ACTION = {False: 0.06, True: 0.002}  # keyed by "the optimum is zero"
 UNROLL_BASE_BYTES = 60e6
-UNROLL_BYTES_PER_NODE = 100.0  # depth 6, 3 layers (2.1M nodes) grew 38 MB
+UNROLL_BYTES_PER_NODE = 15.0  # depth 6, 3 layers (2.1M nodes) grew 38 MB; depth 5, 2 layers of width 2, 28 MB
 
 # Measured (a busy 2-core machine): listing the top_levels design with ``--policy`` (the B node numbers, in
 # the JSON record and the text) took 3.8 s and 200 MB above the interpreter for B = 10^6.
