@@ -463,7 +463,8 @@ def _gaussian_loss(args) -> int:
     scales = None if args.scales is None else parse_number_list(args.scales, "--scales")
     if scales is not None and args.depth is None:
         args.depth = len(scales)
-    check_gaussian_loss_cost(cov, eigenvalues, args.dim, args.depth, alpha is None and scales is None, tau is None)
+    check_gaussian_loss_cost(cov, eigenvalues, args.dim, args.depth, alpha is None and scales is None, tau is None,
+                             budget=args.budget)
     inputs = {"dim": args.dim, "budget": args.budget, "tau": args.tau, "cov": args.cov,
               "depth": args.depth, "alpha": args.alpha}
     inputs.update({k: v for k, v in (("eigenvalues", eigenvalues), ("scales", scales)) if v is not None})
@@ -539,7 +540,7 @@ def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False)
                                                   lambda n: fits_time(bellman.unroll_cost(prior, n, width)[1])))
 
 
-def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool):
+def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool, budget: int = 0):
     """``(bytes, seconds, what, resize)`` of ``fv derive gaussian-loss`` for these inputs (``cov`` a name or
     the rows read from a file); ``resize(D)`` prices the same command at dimension ``D``."""
     from .costs import gaussian_loss_cost
@@ -550,7 +551,7 @@ def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic
         n, what = len(eigenvalues), f"{len(eigenvalues)} eigenvalues"
     elif cov == "matched":
         def resize(D):
-            return gaussian_loss_cost("matched", D, symbolic_alpha=symbolic_alpha)
+            return gaussian_loss_cost("matched", D, symbolic_alpha=symbolic_alpha, budget=budget)
         n = 2 ** depth - 1 if depth is not None else 1
         what = f"the matched Gaussian of depth {depth}"
     elif cov in (None, "isotropic"):
@@ -576,10 +577,12 @@ def _is_zero(text) -> bool:
         return False
 
 
-def check_gaussian_loss_cost(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool) -> None:
+def check_gaussian_loss_cost(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool, *,
+                             budget: int = 0) -> None:
     """Refuse, before the exact covariance is built, a gaussian-loss that would not fit in memory or in the
     time cap, naming the largest dimension that fits."""
-    memory, seconds, what, resize = _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha, symbolic_tau)
+    memory, seconds, what, resize = _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha, symbolic_tau,
+                                                    budget)
     what = f"fv derive gaussian-loss on {what}"
     if fits_memory(memory) and fits_time(seconds):
         return
@@ -629,7 +632,7 @@ def derive_price(argv) -> dict:
         return {"bytes": memory, "seconds": seconds}
     cov, eigenvalues = covariance_of(args.cov, args.eigenvalues)
     memory, seconds, _, _ = _gaussian_price(cov, eigenvalues, args.dim, args.depth, args.alpha is None,
-                                            args.tau is None)
+                                            args.tau is None, args.budget)
     return {"bytes": memory, "seconds": seconds}
 
 

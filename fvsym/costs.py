@@ -64,15 +64,17 @@ DESIGN_LISTING_BYTES_PER_NODE = 200.0
 # 3 s + 5.2e-3 D^3.5 (twice that at symbolic tau: 9.5 s at D = 6). The matched Gaussian: 0.65 s at depth 10
 # with alpha = 1/2, 4.8 s with symbolic alpha (1.9 s at depth 8); isotropic: 0.5 s at any D.
 def gaussian_loss_cost(kind: str, dim: int, *, diagonal: bool = True, symbolic_tau: bool = False,
-                       symbolic_alpha: bool = False) -> tuple[float, float]:
+                       symbolic_alpha: bool = False, budget: int = 0) -> tuple[float, float]:
     """``(bytes, seconds)`` of ``fv derive gaussian-loss``: ``kind`` is ``"isotropic"``, ``"matched"`` (``dim``
     = 2^depth - 1), ``"eigenvalues"`` (``dim`` values) or ``"matrix"`` (a D x D covariance, ``diagonal`` or
-    not)."""
+    not). The matched Gaussian with symbolic alpha grows with the budget: at depth 10, 4.2, 9.6, 74 and 105 s
+    at B = 10, 30, 100, 300 (about 3e-4 s per dimension and unit of budget on top)."""
     base_bytes, base_seconds = 60e6, 0.4
     if kind == "isotropic":
         return base_bytes, base_seconds + 0.1
     if kind == "matched":
-        return base_bytes + 2e3 * dim, base_seconds + (4.5e-3 if symbolic_alpha else 2e-4) * dim
+        seconds = base_seconds + (4.5e-3 + 3e-4 * max(int(budget), 0) if symbolic_alpha else 2e-4) * dim
+        return base_bytes + 2e3 * dim, seconds
     if kind == "eigenvalues":
         return base_bytes + 2e3 * dim, base_seconds + 2e-4 * dim
     entries = dim * dim
