@@ -229,7 +229,7 @@ def test_every_kind_of_number_is_a_number(alpha):
     from fvsym.tree import tree_loss
 
     prior = TreePrior(4, alpha)
-    inexact = isinstance(alpha, sp.Float)  # a sympy Float is read by the one float rule (its shortest decimal) (sympy's own choice), equal in value
+    inexact = isinstance(alpha, sp.Float)  # a sympy Float: compared in value
     same = (lambda a, b: all(float(x) == pytest.approx(float(y), rel=1e-15) for x, y in zip(a, b))) if inexact \
         else (lambda a, b: tuple(a) == tuple(b))
     assert same(prior.scales, TreePrior(4, "1/2").scales)
