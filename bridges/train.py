@@ -341,7 +341,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             step += 1
             value = loss.item()
             if not math.isfinite(value):
-                raise TrainingDiverged(f"training loss became {value} at step {step}; try a lower lr than {tc.lr:g}")
+                why = "; with softmax attention a score may have overflowed" if cfg.model.attention == "softmax" else ""
+                raise TrainingDiverged(f"training loss became {value} at step {step}{why}; try a lower lr than {tc.lr:g}")
             train_s += time.perf_counter() - t0
             window[0] += value
             window[1] += 1
