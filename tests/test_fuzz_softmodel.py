@@ -107,3 +107,18 @@ def test_the_time_price_counts_the_softmax(tmp_path):
         check_train_time(lin)  # the linear twin fits under the same cap
         with pytest.raises(ValueError, match="would take"):
             check_train_time(soft)
+
+
+def test_compare_of_a_softmax_model_waits_for_its_law_before_training(tmp_path):
+    """``fv compare`` attaches the audit, which needs the softmax law (``bridges.audit.softmax_law``): until fvnum
+    has it, a softmax comparison is refused in one line before anything is trained or written."""
+    code, _, err = fv("compare", "--model", "B", "--attention", "softmax", "--depth", "3", "--budget", "2",
+                      "--tokens", "16", "--steps", "5", "--out", tmp_path / "c")
+    one_line(code, err, "needs fvnum.keys.law_from_scores")
+    assert not (tmp_path / "c").exists()
+    spec = tmp_path / "spec.toml"
+    spec.write_text('command = "compare"\n[base]\nmodel = "B"\ndepth = 3\nsteps = 3\n[grid]\n'
+                    'attention = ["linear", "softmax"]\n')
+    code, _, err = fv("sweep", spec, "--out", tmp_path / "sweep")
+    one_line(code, err, "needs fvnum.keys.law_from_scores")
+    assert not (tmp_path / "sweep").exists()
