@@ -427,7 +427,8 @@ def _init_source(cfg: RunConfig) -> RunConfig:
         raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, "A"), ("mlp_width", s.model.mlp_width, m.mlp_width),
-        ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout))
+        ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
+        ("attention", s.model.attention, m.attention))
         if a != b]
     if s.data.to_dict() != cfg.data.to_dict():
         problems.append("other data (" + "; ".join(cfg.differences(s)[:2]) + ")")

@@ -324,3 +324,21 @@ def test_a_sweep_over_attention():
     assert [p["attention"] for p in points] == ["linear", "softmax"] and len({c.key for c in cells}) == 2
     linear = RunConfig.from_options({"model": "B", "depth": 3, "budget": 2, "steps": 5})
     assert cells[0].kwargs["run"]["model"] == linear.to_dict()["model"] and "attention" not in cells[0].config["run"]["model"]
+
+
+def test_softmax_model_a_grows_from_a_softmax_run_only(tmp_path):
+    """The curriculum (``init_from``) starts a softmax Model A from a smaller softmax run, never from a linear one
+    (the same weights would read other numbers)."""
+    from bridges.train import train
+
+    t = dict(steps=6, batch=16, warmup=1, eval_every=6, eval_batches=1, out=str(tmp_path))
+    data = DataConfig(depth=3, n_tokens=16)
+    small_soft = train(RunConfig(data, ModelConfig("A", 1, mlp_width=8, attention="softmax"), TrainConfig(**t)),
+                       progress=False)
+    small_lin = train(RunConfig(data, ModelConfig("A", 1, mlp_width=8), TrainConfig(**t)), progress=False)
+    big = RunConfig(data, ModelConfig("A", 2, mlp_width=8, attention="softmax"),
+                    TrainConfig(**t, init_from=small_soft.config.key()))
+    grown = train(big, progress=False)
+    assert grown.finished and grown.model.attention == "softmax"
+    with pytest.raises(ValueError, match="attention 'linear' vs 'softmax'"):
+        train(big.replace(train=dict(init_from=small_lin.config.key())), progress=False)
