@@ -25,6 +25,11 @@ allow (any decoder's loss is; ``decoder`` says which).
 Per layer and channel: the Stein row ``E grad f_l = E[x f_l(x)]`` on ``X`` (what the key measures), its
 norm and the share of its energy on the nodes of each tree depth, averaged over the contexts.
 
+Softmax attention (THEORY.md section 2b): ``F`` holds the layers' scores ``S`` where it holds the keys, the
+Stein rows are ``E[x w] / E[w]`` (``w = exp(s)``) and the one call that turns ``(X, S)`` into a law is
+``_reading_law`` (``fvnum.keys.law_from_scores``; until fvnum has it, the audit of a softmax model is refused
+there with one line).
+
 Theory comes from ``fvnum``; this module runs the model and lays the numbers out.
 """
 from __future__ import annotations
@@ -249,13 +254,20 @@ def _leaves(data: DataConfig) -> np.ndarray:
     return sampler.theta_from_signs((1 - 2 * bits).to(torch.int8)).numpy()
 
 
-def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: float, rng) -> np.ndarray:
+def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: float, rng,
+                             attention: str = "linear") -> np.ndarray:
     """Posterior mean of theta ~ N(0, C) given the readings ``phi`` (k,) of keys ``F`` (n_x, k) on ``X``, by
     self-normalised importance sampling: ``n_latents`` draws from the Gaussian posterior of the linearised law
     (mean ``A theta`` with the Stein rows ``A``, the prior-averaged covariance), weighted by the CLT likelihood
-    over the linearised one (both over the k readings only, so the weights stay tame)."""
-    from fvnum.keys import law_from_key_values, posterior_mean
+    over the linearised one (both over the k readings only, so the weights stay tame). Softmax attention: ``F``
+    are the scores; the proposal linearises with the keys ``w / E[w]`` (``w = exp(s)``, the same Stein rows and,
+    to first order, the same noise, THEORY.md section 2b), the likelihood is the softmax law (``_reading_law``)."""
+    from fvnum.keys import posterior_mean
 
+    scores = F
+    if attention == "softmax":
+        w = np.exp(F - F.max(0, keepdims=True))  # (n_x, k)
+        F = w / w.mean(0, keepdims=True)  # the linear keys of the same Stein rows, for the proposal only
     n_x, k = F.shape
     A = F.T @ X / n_x  # (k, D) Stein rows: E[(theta.x) f] = A theta
     q = np.einsum("id,de,ie->i", X, C, X)  # (n_x,) x^T C x
@@ -268,14 +280,37 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
     thetas = m + rng.standard_normal((n_latents, len(C))) @ L.T  # (M, D) draws of the proposal
     resid = phi - thetas @ A.T  # (M, k)
     lin = -0.5 * np.einsum("mk,mk->m", resid @ np.linalg.inv(noise), resid)  # linearised log-likelihood
-    law = law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
+    law = _reading_law(attention, X, scores, thetas, n_tokens=n_tokens, s2=s2)
     # posterior_mean adds the CLT log-likelihood; prior / proposal = (linearised likelihood)^-1 up to a constant
     return posterior_mean(thetas, -lin, law, phi)
 
 
+def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_tokens: int, s2: float):
+    """The CLT law of the readings of keys ``F`` (n_x, k) on the token sample ``X`` (n_x, D) given each latent of
+    ``thetas`` (``fvnum.keys.ReadingLaw``): ``fvnum.keys.law_from_key_values`` for linear attention; for softmax
+    attention ``F`` holds the scores ``S`` and the law is the self-normalised one of THEORY.md section 2b,
+    ``fvnum.keys.law_from_scores(X, S, thetas, n_tokens=, s2=)`` (not in fvnum yet: refused until it is)."""
+    from fvnum.keys import law_from_key_values
+
+    if attention == "linear":
+        return law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
+    return softmax_law()(X, F, thetas, n_tokens=n_tokens, s2=s2)
+
+
+def softmax_law():
+    """``fvnum.keys.law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw``, the law of softmax readings
+    (THEORY.md section 2b). Not in fvnum yet: refused in one line (ValueError) until it is; ``fv compare`` and
+    ``fv sweep`` ask here before they train a softmax model whose comparison would need it."""
+    # connect here once fvnum.keys.law_from_scores exists:
+    #     from fvnum.keys import law_from_scores
+    #     return law_from_scores
+    raise ValueError("the audit of softmax-attention models needs fvnum.keys.law_from_scores")
+
+
 def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: torch.Tensor | None) -> torch.Tensor:
     """Keys of layer ``layer`` on the token sample ``X`` (n_x, D) at each workspace ``p`` (b, B) (None: the
-    empty workspace, one row), as the model computes them (its autocast): (b, n_x, d) float32."""
+    empty workspace, one row), as the model computes them (its autocast): (b, n_x, d) float32; the scores of a
+    softmax-attention layer."""
     keys = model.layers[layer - 1].keys
     b = 1 if p is None else p.shape[0]
     n_x = X.shape[0]
@@ -292,7 +327,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 n_latents: int = 512, seed: int = 0, batch: int = 256, key: str | None = None,
                 name: str | None = None) -> Audit:
     """Audit ``model`` on contexts of ``data`` (module docstring); ``key`` and ``name`` only label it."""
-    from fvnum.keys import ReadingLaw, law_from_key_values, posterior_mean
+    from fvnum.keys import ReadingLaw, posterior_mean
 
     if not isinstance(model, WorkspaceModel):
         raise ValueError(f"audit needs a bridges WorkspaceModel, got {type(model).__name__}")
@@ -320,7 +355,8 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     projected = model.token_projections(X[None])  # L x (mlp_width, n_x) or L x None
     with torch.no_grad():
         first = _keys_at(model, 1, X, projected[0], None)[0].double().cpu().numpy()  # (n_x, d) layer 1: empty workspace
-    shared = law_from_key_values(X64, first, thetas, n_tokens=N, s2=s2) if L == 1 and tree else None
+    attention = model.attention
+    shared = _reading_law(attention, X64, first, thetas, n_tokens=N, s2=s2) if L == 1 and tree else None
     sub = max(1, _KEY_ENTRIES // (token_sample * max(_mlp_width(model), D)))
     sampler = ContextSampler(data, device)
     was_training = model.training
@@ -340,15 +376,15 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 p = rec[f"workspace.{l - 1}"]
                 for a in range(0, b, sub):
                     F[a : a + sub, :, (l - 1) * d : l * d] = _keys_at(model, l, X, projected[l - 1], p[a : a + sub]).cpu().numpy()
-            rows.append(np.einsum("nd,bnk->bkd", X64, F) / token_sample)  # (b, B, D) Stein rows E[x f(x)]
+            rows.append(_stein_rows(attention, X64, F))  # (b, B, D)
             if not tree:
-                theta_b = np.stack([_gaussian_posterior_mean(X64, F[j], phi[j], C, n_latents, N, s2, proposal_rng)
-                                    for j in range(b)])
+                theta_b = np.stack([_gaussian_posterior_mean(X64, F[j], phi[j], C, n_latents, N, s2, proposal_rng,
+                                                             attention) for j in range(b)])
             else:
                 if shared is not None:
                     law = shared
                 else:
-                    laws = [law_from_key_values(X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
+                    laws = [_reading_law(attention, X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
                     law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
                 theta_b = posterior_mean(thetas, np.zeros(len(thetas)), law, phi)  # (b, D)
             theta = c.theta.double().cpu().numpy()
@@ -365,6 +401,15 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     return Audit(key, name, data, B, L, "theta" if model.decodes else "query", Estimate.of(own), Estimate.of(bayes),
                  Estimate.of(own - bayes), _stein(np.concatenate(rows), L, d, data.depth), decoder, samples,
                  token_sample, len(thetas) if tree else n_latents, seed)
+
+
+def _stein_rows(attention: str, X: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Stein rows of keys ``F`` (b, n_x, k) on ``X`` (n_x, D): ``E[x f(x)]`` (linear), or ``E[x w] / E[w]`` with
+    ``w = exp(s)`` for scores (softmax, THEORY.md section 2b), the token sample's own averages. (b, k, D)."""
+    if attention == "linear":
+        return np.einsum("nd,bnk->bkd", X, F) / X.shape[0]
+    w = np.exp(F - F.max(1, keepdims=True))  # (b, n_x, k)
+    return np.einsum("nd,bnk->bkd", X, w / w.sum(1, keepdims=True))
 
 
 def _mlp_width(model: WorkspaceModel) -> int:
@@ -398,4 +443,4 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
-           "load_run"]
+           "load_run", "softmax_law"]

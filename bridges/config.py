@@ -33,6 +33,7 @@ PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
 MODELS = ("A", "B", "C")
 READOUTS = ("decode", "generic")
+ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (softmax)
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -58,7 +59,7 @@ def recipe_steps(budget: int, model: str = "A") -> int:
 
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
-_KEY = re.compile(r"[ABC]-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
+_KEY = re.compile(r"[ABC]s?-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
@@ -179,6 +180,9 @@ class ModelConfig:
     ``mlp_width`` and ``hidden_layers`` size the MLPs (keys and readout) of A and B; ``readout`` is
     ``decode`` (``y_hat = <g(p), x_q>``, the Bayes form) or ``generic`` (``y_hat = g([x_q, p])``).
     Model C has linear keys and the bilinear readout ``x_q^T U p``; it takes no readout option.
+    ``attention``: ``linear`` (``phi = (1/N) sum_i k_i y_i``, the default) or ``softmax`` (THEORY.md section 2b:
+    ``phi = sum_i softmax_i(s_i) y_i``, the key function's output read as the score ``s``); ``to_dict()`` leaves it
+    out when it is ``linear``, so every linear run keeps its key.
     ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (THEORY.md names).
     """
 
@@ -187,6 +191,7 @@ class ModelConfig:
     mlp_width: int = 64
     hidden_layers: int = 2
     readout: str = "decode"
+    attention: str = "linear"
 
     def __post_init__(self):
         _choice(self.model, "model", MODELS)
@@ -194,8 +199,17 @@ class ModelConfig:
         _int(self.mlp_width, "mlp_width", 1)
         _int(self.hidden_layers, "hidden_layers", 1)
         _choice(self.readout, "readout", READOUTS)
+        _choice(self.attention, "attention", ATTENTIONS)
         if self.model == "C" and self.readout != "decode":
             raise ValueError(f"model C has the bilinear readout; readout={self.readout!r} applies to A and B")
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON-able dict; ``attention`` only where it is not ``linear`` (the keys of every
+        linear run stay as they were before softmax attention existed)."""
+        d = dataclasses.asdict(self)
+        if d["attention"] == "linear":
+            del d["attention"]
+        return d
 
     @property
     def layers(self) -> int:
@@ -363,7 +377,7 @@ class RunConfig:
         for name in ("init_from", "init_policy"):
             if train[name] is None:  # runs without a curriculum or a distilled start keep their dictionaries and keys
                 del train[name]
-        return {"format": FORMAT, "data": self.data.to_dict(), "model": dataclasses.asdict(self.model),
+        return {"format": FORMAT, "data": self.data.to_dict(), "model": self.model.to_dict(),
                 "train": train}
 
     @classmethod
@@ -421,11 +435,12 @@ class RunConfig:
 
     def key(self) -> str:
         """Short stable key: a readable prefix and 10 hex digits of the SHA-256 of ``key_dict()``,
-        e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``."""
+        e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``; softmax attention marks the model, ``As-tree-...``."""
         digest = hashlib.sha256(json.dumps(self.key_dict(), sort_keys=True).encode()).hexdigest()[:10]
         prior = self.data.prior if self.data.prior == "tree" else f"gauss{self.data.cov[:3]}"
+        mark = "s" if self.model.attention == "softmax" else ""
         return (
-            f"{self.model.model}-{prior}-K{self.data.depth}-B{self.model.budget}"
+            f"{self.model.model}{mark}-{prior}-K{self.data.depth}-B{self.model.budget}"
             f"-N{self.data.n_tokens}-s{self.train.seed}-{digest}"
         )
 
@@ -487,7 +502,9 @@ RUN_OPTIONS = (
         budget=dict(help=f"workspace slots (default {ModelConfig().budget})", low=1, metavar="B"),
         mlp_width=dict(help=f"hidden size of the MLPs (default {ModelConfig().mlp_width})", low=1, high=2**20),
         hidden_layers=dict(help=f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
-        readout=dict(choices=READOUTS)),
+        readout=dict(choices=READOUTS),
+        attention=dict(help="linear: phi = (1/N) sum_i k_i y_i (default); softmax: phi = sum_i softmax_i(s_i) y_i, "
+                       "the key function's output as the score (THEORY.md section 2b)", choices=ATTENTIONS)),
     *options_of(
         TrainConfig, section="train", none=False,
         steps=dict(help="training steps (default: the recipe, " + ", ".join(

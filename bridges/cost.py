@@ -5,7 +5,8 @@ Training (``train_seconds``): a measured model of one optimisation step on one C
 ``SAFETY``. Per token and layer of an MLP key, ``W (NS_UNIT H + NS_MLP_D D) + NS_SQUARE W^2 (H - 1)`` ns (``W``
 the MLP width, ``H`` its hidden layers, ``D = 2^K - 1``: the elementwise work of every hidden unit and the
 ``W x W`` products); per token, 15 ns per coordinate of ``x`` (drawing the context, the value ``y``) and, for
-Model C's linear keys, ``2 D B`` ns; per step ``STEP_S`` plus ``LAYER_S`` per module (layers and readout,
+Model C's linear keys, ``2 D B`` ns; for softmax attention ``NS_SOFTMAX`` ns per token, layer and channel (the
+``(batch, N, d)`` exp and normalisation); per step ``STEP_S`` plus ``LAYER_S`` per module (layers and readout,
 times their hidden layers: autograd, Adam, Python). Refitted (issue 32) on 36 runs of A and B at widths 16 to
 1024, 1 to 1000 hidden layers and 16 or 64 tokens on this project's 2-core machine at load 4 to 5 (the model
 lay within 0.3 to 1.6 times each step measured there; the old one priced width 1024 seven times, 1000 hidden
@@ -38,6 +39,7 @@ STARTUP = 3.0  # seconds: import torch, build the model, the first step's alloca
 NS_UNIT, NS_MLP_D, NS_SQUARE = 2.5, 0.025, 0.0125  # per token and layer: W H, W D and W^2 (H - 1) (see above)
 NS_TOKEN_D = 15.0  # per token and coordinate of x
 NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
+NS_SOFTMAX = 20.0  # per token, layer and channel of softmax attention: exp, max, sum, divide, forward and backward
 STEP_S, LAYER_S = 7e-3, 0.2e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
 CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
 EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
@@ -52,6 +54,8 @@ def step_seconds(cfg) -> float:
         per_token += NS_LINEAR_KEY * D * m.budget
     else:
         per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
+    if m.attention == "softmax":
+        per_token += NS_SOFTMAX * m.layers * m.width  # the (batch, N, d) exp, sum and division of every layer
     per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
     seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):

@@ -8,6 +8,15 @@ Readout ``y_hat = <g(p), x_q>`` with ``theta_hat = g(p)`` (``decode``), or ``y_h
 keys ``W x_i`` and ``y_hat = x_q^T U p``. Taps (``bridges.taps``) sit at keys, ``phi_l``, the workspace
 after each layer and ``theta_hat``.
 
+Softmax attention (``ModelConfig.attention = "softmax"``, THEORY.md section 2b): the key function's output is
+read as a score ``s_{l,c}(x_i, p)`` and the layer aggregates ``phi_{l,c} = sum_i softmax_i(s_{l,c}) y_i``, a
+self-normalised average of the values (``torch.softmax`` over the tokens, which subtracts the maximum; in
+float32 whatever the autocast). A and B score with the same key MLPs; C's bilinear score
+``s_c = q_c(p) . W_c x_i`` sees the empty workspace at its one layer, so ``q_c`` is a learned constant vector
+per channel and ``s_c = (W_c^T q_c) . x_i``: one learned row per channel, the ``LinearKeys`` weight. Taps:
+``layers.{l}.scores`` and ``layers.{l}.weights`` (batch, N, d) in place of ``layers.{l}.keys``; key patching
+patches the scores (``Layer.key_tap``).
+
 Hand-built models for tests and theory checks: ``path_model`` (Model A whose keys follow the ``path``
 policy exactly) and ``linear_model`` / ``top_levels_model`` (Model C with given keys and the exact linear
 MMSE readout of the ``tokens`` channel, ``lmmse``).
@@ -187,12 +196,27 @@ class GenericReadout(nn.Module):
 
 # --- the model -----------------------------------------------------------------------------------------
 class Layer(nn.Module):
-    def __init__(self, index: int, keys: nn.Module):
+    """One layer: keys (linear attention) or scores (softmax attention) of the tokens and the workspace, and
+    the reading ``phi_l`` (batch, d) of the values ``y_i``."""
+
+    def __init__(self, index: int, keys: nn.Module, attention: str = "linear"):
         super().__init__()
+        if attention not in ("linear", "softmax"):
+            raise ValueError(f"attention must be 'linear' or 'softmax', got {attention!r}")
         self.index = index  # 1-based, as in THEORY.md
         self.keys = keys
-        self.tap_keys = Tap(f"layers.{index}.keys")
+        self.attention = attention
+        if attention == "linear":
+            self.tap_keys = Tap(f"layers.{index}.keys")
+        else:
+            self.tap_scores = Tap(f"layers.{index}.scores")
+            self.tap_weights = Tap(f"layers.{index}.weights")
         self.tap_phi = Tap(f"layers.{index}.phi")
+
+    @property
+    def key_tap(self) -> Tap:
+        """The tap that key patching replaces: the keys, or the scores of a softmax layer."""
+        return self.tap_keys if self.attention == "linear" else self.tap_scores
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor, projected: torch.Tensor | None = None,
                 autocast: torch.dtype | None = None) -> torch.Tensor:
@@ -202,8 +226,12 @@ class Layer(nn.Module):
                 k = self.keys(x, p)  # (batch, N, d)
             else:  # layer 1 reads the empty workspace
                 k = self.keys.from_projection(projected, p if self.index > 1 else None, x.shape[1])
-        k = self.tap_keys(k.to(y.dtype))  # (batch, N, d) in the data dtype (float32) from here on
-        phi = torch.einsum("bnd,bn->bd", k, y) / x.shape[1]  # (batch, d) linear attention, value y_i
+        k = self.key_tap(k.to(y.dtype))  # (batch, N, d) in the data dtype (float32) from here on
+        if self.attention == "linear":
+            phi = torch.einsum("bnd,bn->bd", k, y) / x.shape[1]  # (batch, d) linear attention, value y_i
+        else:
+            a = self.tap_weights(torch.softmax(k, dim=1))  # (batch, N, d) over the tokens, max subtracted
+            phi = torch.einsum("bnd,bn->bd", a, y)  # (batch, d) self-normalised average of y_i
         return self.tap_phi(phi)  # (batch, d)
 
 
@@ -213,16 +241,18 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 class WorkspaceModel(nn.Module):
-    """``L`` layers of ``d`` channels writing a ``B = L d`` slot workspace, and a readout.
+    """``L`` layers of ``d`` channels writing a ``B = L d`` slot workspace, and a readout; ``attention``
+    ``linear`` or ``softmax`` (the key functions' outputs are then the scores).
 
     ``autocast``: None (float32 throughout) or ``torch.bfloat16``, the precision of the key MLPs (the
     bulk of the work); aggregation, workspace, readout and loss stay float32 (``bridges.precision``)."""
 
-    def __init__(self, dim: int, width: int, keys: list[nn.Module], readout: nn.Module):
+    def __init__(self, dim: int, width: int, keys: list[nn.Module], readout: nn.Module, attention: str = "linear"):
         super().__init__()
         self.dim, self.width, self.n_layers = dim, width, len(keys)
         self.budget = width * len(keys)
-        self.layers = nn.ModuleList(Layer(l + 1, k) for l, k in enumerate(keys))
+        self.attention = attention  # "linear" or "softmax" (THEORY.md section 2b): the keys are then scores
+        self.layers = nn.ModuleList(Layer(l + 1, k, attention) for l, k in enumerate(keys))
         self.tap_workspace = nn.ModuleList(Tap(f"workspace.{l + 1}") for l in range(len(keys)))
         self.readout = readout
         self.tap_theta = Tap("theta_hat") if readout.decodes else None
@@ -273,14 +303,15 @@ class WorkspaceModel(nn.Module):
 
 
 def build_model(cfg: RunConfig | tuple[DataConfig, ModelConfig]) -> WorkspaceModel:
-    """Model A, B or C for a run configuration (weights from torch's current RNG state)."""
+    """Model A, B or C for a run configuration (weights from torch's current RNG state), with the configuration's
+    attention (softmax: the same key functions give the scores; C's bilinear score is one row per channel)."""
     data, mc = (cfg.data, cfg.model) if isinstance(cfg, RunConfig) else cfg
     D, B, d, w, h = data.dim, mc.budget, mc.width, mc.mlp_width, mc.hidden_layers
     if mc.model == "C":
-        return WorkspaceModel(D, d, [LinearKeys(D, d)], BilinearReadout(D, B))
+        return WorkspaceModel(D, d, [LinearKeys(D, d)], BilinearReadout(D, B), mc.attention)
     keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
     readout = DecodeReadout(D, B, w, h) if mc.readout == "decode" else GenericReadout(D, B, w, h)
-    model = WorkspaceModel(D, d, keys, readout)
+    model = WorkspaceModel(D, d, keys, readout, mc.attention)
     if isinstance(cfg, RunConfig):
         from .precision import autocast_dtype
 
@@ -319,7 +350,9 @@ def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_sa
              seed: int = 0) -> torch.Tensor:
     """What layer ``layer`` (1-based) measures given the workspace before it: the Stein rows
     ``W_l(p) = E_x[grad_x k_l(x; p)]`` (THEORY.md section 2: ``E[y k(x)] = <theta, E grad k(x)>``), estimated
-    with ``n_samples`` seeded ``x ~ N(0, I_D)`` per context. workspace (batch, B) -> rows (batch, d, D)."""
+    with ``n_samples`` seeded ``x ~ N(0, I_D)`` per context; for softmax attention the rows of section 2b,
+    ``E[grad w] / E[w] = E[w grad s] / E[w]`` with ``w = exp(s)``, the same samples self-normalised.
+    workspace (batch, B) -> rows (batch, d, D)."""
     if not 1 <= layer <= model.n_layers:
         raise ValueError(f"layer must lie in 1..{model.n_layers}, got {layer}")
     keys = model.layers[layer - 1].keys
@@ -330,8 +363,12 @@ def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_sa
     with torch.enable_grad():
         k = keys(x, workspace.detach())  # (batch, M, d)
         for c in range(model.width):
-            (grad,) = torch.autograd.grad(k[..., c].sum(), x, retain_graph=c + 1 < model.width)
-            rows.append(grad.mean(1))  # (batch, D)
+            (grad,) = torch.autograd.grad(k[..., c].sum(), x, retain_graph=c + 1 < model.width)  # (batch, M, D)
+            if model.attention == "softmax":
+                a = torch.softmax(k[..., c].detach(), dim=1)  # (batch, M) w / sum w over the samples
+                rows.append(torch.einsum("bm,bmd->bd", a, grad))  # (batch, D)
+            else:
+                rows.append(grad.mean(1))  # (batch, D)
     return torch.stack(rows, 1)  # (batch, d, D)
 
 

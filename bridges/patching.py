@@ -4,7 +4,9 @@ Target contexts draw a uniform leaf ``s``; each donor shares the target's tokens
 and query and has a leaf ``s'`` of divergence depth ``j`` (``s'_k = s_k`` for ``k < j``, ``s'_j = -s_j``,
 the signs below ``j`` uniform; ``j`` in ``1..K``, the convention of ``fvnum.patching``). The donor runs
 unpatched and its keys ``layers.{l}.keys`` are recorded; the target then runs with layer ``l``'s keys
-replaced by them (``bridges.taps.patch``). Every other layer, and the readout, act on the target's own
+replaced by them (``bridges.taps.patch``). A softmax-attention model (THEORY.md section 2b) has scores where a
+linear one has keys: its scores ``layers.{l}.scores`` are patched (``Layer.key_tap``), and the softmax weights
+follow from them. Every other layer, and the readout, act on the target's own
 workspace: the same patch that ``fvnum.patching_table`` simulates on a theory strategy.
 
 Losses are per context, in units of ``||theta_hat - theta||^2`` for decoding readouts (A, B with
@@ -134,11 +136,11 @@ def _run(model, data_cfg, n_contexts, seed, depths, layers, *, unpatched=True):
                 out[("base",)].append(_losses(model, target))
             for j in depths:
                 donor = _donors(sampler, target, j, seed, c)
-                names = [f"layers.{l}.keys" for l in layers]
-                with record(model, names) as keys:
+                names = {l: model.layers[l - 1].key_tap.name for l in layers}  # keys, or a softmax layer's scores
+                with record(model, names.values()) as keys:
                     model(donor.x, donor.y, donor.x_q)
                 for l in layers:
-                    with patch(model, f"layers.{l}.keys", keys[f"layers.{l}.keys"]):
+                    with patch(model, names[l], keys[names[l]]):
                         out[(l, j)].append(_losses(model, target))
     finally:
         model.train(was_training)

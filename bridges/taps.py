@@ -4,7 +4,12 @@ A model places a ``Tap(name)`` (an ``nn.Identity``) at each such activation. Tap
 independent of module paths; layers are numbered ``1..L`` as in THEORY.md:
 
 - ``layers.{l}.keys``  (batch, N, d)  keys ``k_i`` of layer ``l``
-- ``layers.{l}.phi``   (batch, d)     the aggregated statistic ``phi_l = (1/N) sum_i k_i y_i``
+- ``layers.{l}.scores``  (batch, N, d)  softmax attention (THEORY.md section 2b), in place of the keys: the
+  scores ``s_i`` of layer ``l``
+- ``layers.{l}.weights`` (batch, N, d)  softmax attention: the weights ``a_i = softmax_i(s_i)`` (each channel's
+  sum to 1 over the tokens)
+- ``layers.{l}.phi``   (batch, d)     the aggregated statistic ``phi_l = (1/N) sum_i k_i y_i`` (softmax:
+  ``sum_i a_i y_i``)
 - ``workspace.{l}``    (batch, B)     the workspace after layer ``l`` wrote its slots
 - ``theta_hat``        (batch, D)     the decoded latent (decoding readouts only)
 

@@ -341,7 +341,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             step += 1
             value = loss.item()
             if not math.isfinite(value):
-                raise TrainingDiverged(f"training loss became {value} at step {step}; try a lower lr than {tc.lr:g}")
+                why = "; with softmax attention a score may have overflowed" if cfg.model.attention == "softmax" else ""
+                raise TrainingDiverged(f"training loss became {value} at step {step}{why}; try a lower lr than {tc.lr:g}")
             train_s += time.perf_counter() - t0
             window[0] += value
             window[1] += 1
@@ -426,7 +427,8 @@ def _init_source(cfg: RunConfig) -> RunConfig:
         raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, "A"), ("mlp_width", s.model.mlp_width, m.mlp_width),
-        ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout))
+        ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
+        ("attention", s.model.attention, m.attention))
         if a != b]
     if s.data.to_dict() != cfg.data.to_dict():
         problems.append("other data (" + "; ".join(cfg.differences(s)[:2]) + ")")

@@ -27,10 +27,12 @@ def n_parameters(cfg) -> int:
 
 def activation_bytes(cfg) -> float:
     """The batch of contexts and the key MLPs' activations on every token of every layer (float32, kept for
-    the backward pass)."""
+    the backward pass); softmax attention adds its scores and weights, ``2 d`` numbers a token and layer."""
     d, m, t = cfg.data, cfg.model, cfg.train
     tokens = t.batch * d.n_tokens
     per_token = 3 * (d.dim + 2) + 2 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
+    if m.attention == "softmax":
+        per_token += 2 * m.layers * m.width  # the (batch, N, d) scores and softmax weights of every layer
     return 4.0 * tokens * per_token  # measured 5 to 11 bytes per hidden unit and token (8 priced)
 
 
