@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fvsym.errors import ResourceRefused
+
 from . import _kernels, _solver_module
 from .simulate import check_inputs
 from .strategies import Policy
@@ -532,8 +534,9 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
         given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
         raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points, channel.tau):
-        raise ValueError(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
-                         f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")
+        raise ResourceRefused(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
+                              f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use "
+                              f"fvnum.bounds", limit="work")
     threads = default_threads() if threads is None else max(1, int(threads))
     quad = Quadrature(spec, channel.tau, points)
     uniform = np.full((1, spec.n_leaves), 1.0 / spec.n_leaves)

@@ -16,8 +16,8 @@ optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with 
 Handlers import the derivations lazily; nothing here loads numba or torch.
 
 This is fvsym's command-line layer, above the rest of fvsym (nothing in fvsym imports it): the one fvsym
-module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and the
-resource guards of :mod:`fvnum.resources` (standard library only).
+module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and
+:func:`cli_words` (a library refusal said with the command line's flags). Its guards are :mod:`fvsym.guards`.
 """
 from __future__ import annotations
 
@@ -26,11 +26,10 @@ import re
 
 import sympy as sp
 
-from fvnum.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
-
 from ._emit import to_json
 from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
 from .costs import tree_loss_cost
+from .guards import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_time, largest_fitting
 from .priors import MAX_DEPTH
 from .strategy_names import CLASS_NAMED
 from .strategy_names import DERIVE as STRATEGIES
@@ -38,6 +37,17 @@ FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
 _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
 SCALES_HELP = "general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), instead of --alpha"
+
+
+# --- the command line's words for a library refusal ---------------------------------------------------
+CLI_TIME_CAP_NOTE = "fv --max-seconds S raises it"  # the flag that sets the time cap on the command line
+
+
+def cli_words(exc) -> str:
+    """The one-line message of a library error as ``fv`` prints it: the library names the time cap in its own
+    words (:data:`fvsym.guards.TIME_CAP_NOTE`), the command line names its flag (``fv --max-seconds S``). Works
+    on an error re-raised with more words around it (a sweep's cell), so it goes by the text."""
+    return str(exc).replace(TIME_CAP_NOTE, CLI_TIME_CAP_NOTE)
 
 
 # --- argparse types: every fv command parses numbers the same way --------------------------------------
@@ -639,9 +649,9 @@ def derive_price(argv) -> dict:
 def check_design_listing_cost(budget: int) -> None:
     """Refuse, before building it, a listed design (``--policy`` of top_levels: its ``B`` node numbers) that
     would not fit in memory or in the time cap, naming the largest budget that fits."""
-    from fvnum.resources import available_memory, max_seconds
-
     from .costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
+
+    from .guards import available_memory, max_seconds
 
     what = f"listing the design of {budget} nodes (--policy)"
     fit_memory = int(max(available_memory() - 150e6, 0) // per_byte)
