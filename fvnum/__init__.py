@@ -17,6 +17,7 @@ _EXPORTS = {
     "best_linear_loss": "theory",
     "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed_adaptive",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
+    "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
 }
 
 
@@ -88,7 +89,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "DamagedFile", "DomainError", "InputError", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",
