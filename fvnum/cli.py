@@ -296,9 +296,8 @@ def _mc(args) -> int:
 
     if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
         _, klass = resolve_strategy(args.strategy, args.measurement)
-        print(f"fv mc: note: --strategy optimal_nonadaptive here is the {klass} class "
-              f"(optimal_nonadaptive_{klass}); in fv derive it is the coordinate class: say "
-              f"optimal_nonadaptive_unit or optimal_nonadaptive_coordinate", file=sys.stderr)
+        print(f"fv mc: note: --strategy optimal_nonadaptive --measurement {klass} is --strategy "
+              f"optimal_nonadaptive_{klass}", file=sys.stderr)  # without --measurement it is refused: no class
     if args.prior == "gaussian" and args.eigenvalues is None and args.cov in (None, "isotropic", "matched"):
         from fvsym.gaussian import check_covariance
 

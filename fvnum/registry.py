@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 
+from fvsym.errors import InputError
+from fvsym.strategy_names import BARE, bare_refusal
+
 # Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
 # import the engine when called.
 
@@ -37,12 +40,15 @@ CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_co
 
 def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
     """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
-    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; ``measurement=None`` is ``unit``."""
+    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; the bare ``optimal_nonadaptive`` needs its
+    ``measurement`` (else one line: say the class); for other strategies ``measurement=None`` is ``unit``."""
     if strategy in CLASS_OF_STRATEGY:
         klass = CLASS_OF_STRATEGY[strategy]
         if measurement not in (None, klass):
             raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
         return "optimal_nonadaptive", klass
+    if strategy == BARE and measurement is None:  # one meaning per name: the class is said, here or in the name
+        raise InputError(bare_refusal(strategy))
     return strategy, "unit" if measurement is None else measurement
 
 

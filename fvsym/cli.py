@@ -1,6 +1,6 @@
 """``fv derive``: exact losses from the command line (the Python API mirrors it with the same names).
 
-    fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive}
+    fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive_coordinate}
                         [--layers L --width d] [--alpha A | --scales a1,..,aK] [--format text|latex|json]
     fv derive tree-loss --depth K --strategy fixed --design n1,n2,.. [--alpha A | --scales ..]
     fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched|FILE] [--depth K --alpha A]
@@ -9,7 +9,7 @@
     fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
     fv derive bellman --depth K --layers L --tau T [--alpha A]     (the noisy recursion, small trees)
 
-``tree-loss --strategy optimal`` (or ``optimal_nonadaptive``) without ``--alpha`` prints the exact
+``tree-loss --strategy optimal`` (or ``optimal_nonadaptive_coordinate``) without ``--alpha`` prints the exact
 optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with its policy.
 
 ``--alpha`` and ``--tau`` take exact rationals (``1/2``) or decimals (``0.3``, read exactly as 3/10).
@@ -31,7 +31,7 @@ from ._validate import _short, check_alpha, check_int, check_printable, check_re
 from .costs import tree_loss_cost
 from .guards import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_time, largest_fitting
 from .priors import MAX_DEPTH
-from .strategy_names import CLASS_NAMED
+from .strategy_names import BARE, CLASS_NAMED, bare_refusal
 from .strategy_names import DERIVE as STRATEGIES
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
@@ -51,6 +51,16 @@ def cli_words(exc) -> str:
 
 
 # --- argparse types: every fv command parses numbers the same way --------------------------------------
+def strategy_arg(text: str) -> str:
+    """An argparse ``type=`` for ``--strategy``: the bare ``optimal_nonadaptive`` (no class) is refused in one
+    line saying the class names (``fv derive`` and ``fv mc`` alike); other names go to argparse's choices."""
+    import argparse
+
+    if str(text).strip() == BARE:
+        raise argparse.ArgumentTypeError(bare_refusal(BARE))
+    return text
+
+
 def number_arg(name: str, *, exact: bool = False, low: float = -math.inf, high: float = math.inf,
                open_low: bool = False, open_high: bool = False):
     """An argparse ``type=``: parses with :func:`parse_fraction` and checks the range; returns a float,
@@ -246,7 +256,7 @@ def register(subparsers) -> None:
                       help="tree depth K >= 1 (required unless --scales gives it)")
     tree.add_argument("--budget", type=int_arg("budget", 0), default=None,
                       help="budget B = L * d (for --strategy fixed: the number of design nodes)")
-    tree.add_argument("--strategy", required=True, choices=STRATEGIES)
+    tree.add_argument("--strategy", required=True, choices=STRATEGIES, type=strategy_arg)
     tree.add_argument("--design", default=None,
                       help="--strategy fixed: heap node numbers read in one layer, e.g. 1,2,3")
     tree.add_argument("--scales", default=None, help=SCALES_HELP)

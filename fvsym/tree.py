@@ -21,9 +21,11 @@ import sympy as sp
 from . import _symbols, bellman
 from ._formula import Formula, IsPowerOfTwo
 from ._validate import _short, check_alpha, check_choice, check_int
+from .errors import InputError
 from .bellman import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
+from .strategy_names import CLASS_NAMED
 from .strategy_names import TREE_LOSS as STRATEGIES
 SOURCE = "THEORY.md §6"
 
@@ -312,21 +314,51 @@ def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
     return layers, width
 
 
-def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, width=None, scales=None) -> Formula:
-    """Noiseless loss of a strategy on the tree prior, exact (``fv derive tree-loss``).
+def _tree_loss_prior(prior, depth, alpha, scales) -> tuple[TreePrior, int]:
+    """The tree prior of :func:`tree_loss`'s arguments (a TreePrior, or the older depth, alpha, scales) and its
+    depth."""
+    if depth is not None:
+        if prior is not None:
+            raise InputError(f"give the prior or depth, not both (got {_short(prior)} and depth={_short(depth)})")
+        prior = depth
+    if prior is None:
+        raise InputError("tree_loss needs a prior: tree_loss(TreePrior(K, alpha), budget=B, strategy='path')")
+    if isinstance(prior, TreePrior):
+        if alpha is not None or scales is not None:
+            raise InputError(f"alpha and scales are the prior's: give TreePrior(K, alpha) or TreePrior(K, scales=...) "
+                             f"alone, got {prior!r} with " + ("alpha" if alpha is not None else "scales"))
+        return prior, prior.depth
+    if hasattr(prior, "dim") or hasattr(prior, "covariance"):
+        raise InputError(f"tree_loss takes a TreePrior, got {type(prior).__name__} (a Gaussian prior's exact loss "
+                         "is fvsym.gaussian's)")
+    depth = check_int(prior, "depth", minimum=1)
+    return _make_prior(depth, alpha, scales), depth
+
+
+def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, width=None, scales=None, *,
+              depth=None) -> Formula:
+    """Noiseless loss of a strategy on the tree prior, exact (``fv derive tree-loss``):
+    ``tree_loss(TreePrior(4, "1/2"), budget=2, strategy="path")`` is 3/8.
+
+    ``prior``: a :class:`~fvsym.priors.TreePrior` (its alpha, symbolic or a number, or its general scales).
+    The older form ``tree_loss(depth, budget, strategy, alpha=None, scales=None)`` (``depth`` an integer, by
+    position or ``depth=``) builds that prior and gives the same Formula.
 
     ``strategy``: ``path`` (adaptive, ``B <= K``), ``top_levels`` (first ``B`` heap nodes),
     ``optimal`` (Bellman optimum with ``layers`` x ``width``, default ``L = B``, ``d = 1``) or
-    ``optimal_nonadaptive`` (``L = 1``, ``d = B``). ``alpha=None`` (and no ``scales``) keeps ``alpha``
-    symbolic: for the optimal strategies the result is the exact optimum for every ``alpha`` in
-    (0, 1), a ``Piecewise`` of polynomials with certified pieces, each with its policy or design in
-    ``formula.pieces`` (``depth <= 5``; see ``bellman.solve_alpha``). Returns a Formula whose params
-    are the symbols left.
+    ``optimal_nonadaptive_coordinate`` (``L = 1``, ``d = B``; the coordinate class, the only one here, so the
+    bare ``optimal_nonadaptive`` means it too and names the formula). A symbolic alpha: for the optimal
+    strategies the result is the exact optimum for every ``alpha`` in (0, 1), a ``Piecewise`` of polynomials
+    with certified pieces, each with its policy or design in ``formula.pieces`` (``depth <= 5``; see
+    ``bellman.solve_alpha``). Returns a Formula whose params are the symbols left.
     """
-    depth = check_int(depth, "depth", minimum=1)
+    prior, depth = _tree_loss_prior(prior, depth, alpha, scales)
+    if budget is None or strategy is None:
+        raise InputError("tree_loss needs a budget and a strategy: tree_loss(TreePrior(K, alpha), budget=B, "
+                         "strategy='path')")
     budget = check_int(budget, "budget", minimum=0)
+    strategy = CLASS_NAMED.get(strategy, strategy) if isinstance(strategy, str) else strategy
     strategy = check_choice(strategy, "strategy", STRATEGIES)
-    prior = _make_prior(depth, alpha, scales)
     if budget > prior.n_nodes:
         raise ValueError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
     name = f"tree_loss_{strategy}"
@@ -342,7 +374,7 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         return _tree_formula(name, top_levels_any_loss(prior, budget), SOURCE + " (top-levels design)",
                              simplify=False)  # already in its simplest form: a closed sum over the depths
     L, d = _layers_width(strategy, budget, layers, width)
-    if scales is not None and not prior.is_numeric:
+    if prior.alpha is None and not prior.is_numeric:  # general scales with a symbol among them
         raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
     if prior.alpha is not None and not prior.alpha.is_number:
         if strategy == "optimal_nonadaptive":

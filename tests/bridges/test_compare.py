@@ -232,17 +232,19 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
 
 
 def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
-    """fv mc: optimal_nonadaptive_unit / _coordinate; the old spelling works with a note naming its class;
-    fv derive: optimal_nonadaptive_coordinate is its (only) class."""
+    """fv mc: optimal_nonadaptive_unit / _coordinate; the bare name is refused unless --measurement says the
+    class; fv derive: optimal_nonadaptive_coordinate is its (only) class, the bare name refused."""
     from bridges.cli import main
 
     mc = ["mc", "--depth", "3", "--budget", "2", "--tau", "0.3", "--samples", "500", "--format", "json"]
     assert main([*mc, "--strategy", "optimal_nonadaptive_unit"]) == 0
     unit = json.loads(capsys.readouterr().out)
-    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 0
+    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 2  # no class: refused, saying the class names
+    assert "say the class: optimal_nonadaptive_coordinate or optimal_nonadaptive_unit" in capsys.readouterr().err
+    assert main([*mc, "--strategy", "optimal_nonadaptive", "--measurement", "unit"]) == 0  # the class said
     out = capsys.readouterr()
     assert json.loads(out.out) == unit and (unit["strategy"], unit["measurement"]) == ("optimal_nonadaptive_unit", "unit")
-    assert "note: --strategy optimal_nonadaptive here is the unit class" in out.err
+    assert "note: --strategy optimal_nonadaptive --measurement unit is --strategy optimal_nonadaptive_unit" in out.err
     assert main([*mc, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
     assert json.loads(capsys.readouterr().out)["measurement"] == "coordinate"
     assert main([*mc, "--strategy", "optimal_nonadaptive_unit", "--measurement", "coordinate"]) == 2
@@ -250,9 +252,10 @@ def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
     derive = ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--alpha", "1/2", "--format", "json"]
     assert main([*derive, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
     new = json.loads(capsys.readouterr().out)
-    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 0
-    old = json.loads(capsys.readouterr().out)
-    assert new == old and old["inputs"]["measurement"] == "coordinate"
+    assert new["inputs"]["measurement"] == "coordinate"
+    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 2  # fv derive refuses the bare name too
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "say the class: optimal_nonadaptive_coordinate or optimal_nonadaptive_unit" in err[0]
 
 
 def test_fv_bounds_says_the_channel_of_its_exact_value(capsys):
