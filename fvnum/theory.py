@@ -514,7 +514,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     """
     from fvsym.priors import TreePrior
 
-    from .bounds import best_adaptive, bounds
+    from .bracket import best_adaptive, bounds
     from .registry import loss_mc
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior

@@ -305,7 +305,7 @@ def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
 
 WATCHED = r"""
 import sys, time
-import fvnum.bounds as b
+import fvnum.bracket as b
 def slow(*args):  # work the price did not see: pure Python, holding the GIL between switches
     while True:
         sum(range(10_000))

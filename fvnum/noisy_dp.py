@@ -29,7 +29,7 @@ import numpy as np
 
 from fvsym.errors import ResourceRefused
 
-from . import _kernels, _solver_module
+from . import _kernels
 from .simulate import check_inputs
 from .strategies import Policy
 from .tree import TreeSpec
@@ -564,6 +564,3 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
             how += f"; error {error:.2g} = |this - the solve at half the points| (a finer solve is over MAX_WORK)"
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
     return NoisyBellman(value, budget, channel.tau, first, used, how, quad, pol, error, other)
-
-
-_solver_module(__name__)  # fvnum.noisy_bellman(...) calls noisy_bellman()
