@@ -133,7 +133,7 @@ def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
     except TypeError:
-        raise ValueError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
+        raise InputError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
     return tuple(prior.check_node(n) for n in nodes)
 
 
@@ -237,7 +237,7 @@ def top_levels_design_range(prior: TreePrior, budget: int) -> range:
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.n_nodes:
-        raise ValueError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
+        raise InputError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
     return range(1, budget + 1)
 
 
@@ -251,9 +251,9 @@ def path_design(prior: TreePrior, budget: int):
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.depth:
-        raise ValueError(f"budget must be <= depth K = {prior.depth} for path (one node per level), got {budget}")
+        raise InputError(f"budget must be <= depth K = {prior.depth} for path (one node per level), got {budget}")
     if budget > MAX_PATH_DESIGN_BUDGET:
-        raise ValueError(
+        raise InputError(
             f"path_design builds 2^B - 1 policy nodes; budget must be <= {MAX_PATH_DESIGN_BUDGET}, got {budget}"
         )
     loss = sp.expand(sum(squared_scales(prior)[budget:]))
@@ -275,7 +275,7 @@ def path_design(prior: TreePrior, budget: int):
 def _make_prior(depth: int, alpha, scales) -> TreePrior:
     if scales is not None:
         if alpha is not None:
-            raise ValueError(f"give either alpha or scales, not both (got alpha={alpha})")
+            raise InputError(f"give either alpha or scales, not both (got alpha={alpha})")
         return TreePrior(depth, scales=scales)
     return TreePrior(depth, _alpha if alpha is None else check_alpha(alpha))
 
@@ -291,9 +291,9 @@ def _tree_formula(name: str, expr, source: str, simplify: bool = True) -> Formul
 def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
     if strategy == "optimal_nonadaptive":
         if layers is not None and check_int(layers, "layers", minimum=0) != 1:
-            raise ValueError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
+            raise InputError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
         if width is not None and check_int(width, "width", minimum=0) != budget:
-            raise ValueError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
+            raise InputError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
         return 1, budget
     if layers is None and width is None:
         return budget, 1
@@ -303,14 +303,14 @@ def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
         width = check_int(width, "width", minimum=1)
     if layers is None:
         if budget % width:
-            raise ValueError(f"budget {budget} is not a multiple of width={width}")
+            raise InputError(f"budget {budget} is not a multiple of width={width}")
         layers = budget // width
     if width is None:
         if layers == 0 or budget % layers:
-            raise ValueError(f"budget {budget} is not a positive multiple of layers={layers}")
+            raise InputError(f"budget {budget} is not a positive multiple of layers={layers}")
         width = budget // layers
     if layers * width != budget:
-        raise ValueError(f"layers * width must equal budget {budget}, got layers={layers}, width={width}")
+        raise InputError(f"layers * width must equal budget {budget}, got layers={layers}, width={width}")
     return layers, width
 
 
@@ -360,11 +360,11 @@ def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, w
     strategy = CLASS_NAMED.get(strategy, strategy) if isinstance(strategy, str) else strategy
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     if budget > prior.n_nodes:
-        raise ValueError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
+        raise InputError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
     name = f"tree_loss_{strategy}"
     if strategy == "path":
         if budget > depth:
-            raise ValueError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
+            raise InputError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
         if prior.alpha is not None:
             expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
         else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
@@ -375,7 +375,7 @@ def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, w
                              simplify=False)  # already in its simplest form: a closed sum over the depths
     L, d = _layers_width(strategy, budget, layers, width)
     if prior.alpha is None and not prior.is_numeric:  # general scales with a symbol among them
-        raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+        raise InputError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
     if prior.alpha is not None and not prior.alpha.is_number:
         if strategy == "optimal_nonadaptive":
             optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
