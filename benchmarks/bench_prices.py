@@ -50,7 +50,7 @@ class Case:
 def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, tokens=None, prior=None):
     from fvsym.priors import TreePrior
 
-    from fvnum import noisy_bellman
+    from fvnum import noisy_dp
     from fvnum.channels import make_channel
     from fvnum.limits import mc_cost
     from fvnum.registry import resolve_strategy
@@ -65,15 +65,15 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
                               dense_design=name == "optimal_nonadaptive" and klass == "unit")
     if name == "optimal" and tree and tau:  # fvnum.registry._check_noisy_optimal_cost: the exact noisy policy
         channel = make_channel(spec, tau, None, 0.01)
-        seconds = (noisy_bellman.solve_seconds(spec, budget, channel.tau, 1, refine=False)
-                   + noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, 1))
+        seconds = (noisy_dp.solve_seconds(spec, budget, channel.tau, 1, refine=False)
+                   + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, 1))
     return memory, seconds
 
 
 def bounds_price(depth, budget, tau, samples):
     from fvsym.priors import TreePrior
 
-    from fvnum.bounds import bounds_plan
+    from fvnum.bracket import bounds_plan
     from fvnum.channels import make_channel
     from fvnum.tree import numeric_prior
 

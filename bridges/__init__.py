@@ -27,7 +27,7 @@ _EXPORTS = {
     # the audit of a model's measurements (bridges.audit is also callable: bridges.audit(result))
     "audit": "audit", "Audit": "audit", "audit_model": "audit",
     # comparisons with the theory
-    "learned_routing": "compare", "prediction_checks": "compare", "theory_losses": "compare",
+    "Comparison": "compare", "learned_routing": "compare", "grid_checks": "compare", "theory_losses": "compare",
     "theory_table": "compare", "to_markdown": "compare",
     # studies
     "ReproduceConfig": "reproduce",

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from fvsym.errors import DamagedFile
+
 from .config import RunConfig
 from .store import atomic_write_bytes, set_aside
 
@@ -29,7 +31,7 @@ _REQUIRED = ("format", "key", "config", "step", "model", "optimizer", "rng")
 
 
 
-class DamagedCheckpoint(ValueError):
+class DamagedCheckpoint(DamagedFile):
     """A checkpoint file that cannot be used: corrupt, truncated, empty, not an fv checkpoint, or holding
     weights or state that do not fit its model, or weights that are not finite."""
 
@@ -98,7 +100,7 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
         except ValueError:
             diffs = []
         what = "; ".join(diffs[:3]) or f"key {ck['key']} vs {cfg.key()}"
-        raise ValueError(f"checkpoint {path} is from another configuration ({what})")
+        raise DamagedFile(f"checkpoint {path} is from another configuration ({what})", path=path)
     return ck
 
 

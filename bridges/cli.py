@@ -13,7 +13,7 @@ import sys
 
 from fvnum.cli import strict_options
 from fvnum.resources import time_limit, watchdog
-from fvsym.cli import number_arg
+from fvsym.cli import cli_words, number_arg
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
@@ -125,7 +125,7 @@ def main(argv=None, *, watch=None) -> int:
         return 0
     except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
             ConnectionError) as exc:
-        print(f"fv {args.command}: error: {abridged(exc)}", file=sys.stderr)
+        print(f"fv {args.command}: error: {abridged(cli_words(exc))}", file=sys.stderr)  # the flags, not the API's words
         return 2
     except OSError as exc:  # e.g. a read-only or full file system: one line naming the file
         where = f" ({exc.filename})" if exc.filename else ""

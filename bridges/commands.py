@@ -14,6 +14,7 @@ import re
 from fvsym._emit import add_format_argument, emit
 from fvsym.cli import int_arg, number_arg
 from fvsym._validate import parse_int_list
+from fvnum.defaults import KEYED
 from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
 from .config import DEFAULT_SAMPLES, MAX_THREADS, RECIPE_STEPS_PER_BUDGET, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
@@ -184,7 +185,7 @@ def _register_compare(subparsers) -> None:
                    "only that model's cells)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per theory number (default {DEFAULT_SAMPLES})")
-    _add_keyed_argument(p, "weighted")
+    _add_keyed_argument(p, KEYED)
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
@@ -199,7 +200,7 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.grid:
         check_workers(args.workers, args.scheduler)
         _grid_options(args)
-        from .compare import grid_markdown, prediction_checks, seed_summary
+        from .compare import grid_checks, grid_markdown, seed_summary
         from .reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
@@ -211,7 +212,7 @@ def compare_command(args: argparse.Namespace) -> int:
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
-        checks = prediction_checks(tables)
+        checks = grid_checks(tables)
         write_json(store.folder / "table.json", {"runs": tables, "predictions": checks})
         write_atomic(store.folder / "table.md", grid_markdown(tables, checks))
         lines = [f"{'holds ' if c['holds'] else 'FAILS '} {c['prediction']}: {c['measured']}" for c in checks]
@@ -234,7 +235,7 @@ def compare_command(args: argparse.Namespace) -> int:
     from .train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
-    table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed)
+    table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed).to_dict()
     table["beside_prediction"] = beside_of(table)  # ratio, or the difference where the prediction is 0 within its SE
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)

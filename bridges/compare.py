@@ -5,7 +5,7 @@ under the channel the models see (``tokens`` with the same ``N`` and ``s2``; eve
 channel it is for); ``theory_losses`` gives its rows as dicts. This module computes no theory itself.
 ``learned_routing(model, data)``: what a trained model's keys measure (Stein rows, section 2), per
 layer and, for the tree prior, per path prefix read so far, beside the ``path`` policy.
-``compare(result)``: one table (JSON-able dict) of both, with the audit of the model's own readings
+``compare(result)``: one :class:`Comparison` of both (``to_dict()``: its JSON layout), with the audit of the model's own readings
 (``bridges.audit``), and ``to_markdown(table)``. Every theory row says what it is beside the models (``role``,
 ``models``, ``class``, ``keys``, ``channel``; ``fvnum.theory.row_kind``), and each model is held to its one
 prediction row (``fvnum.theory.prediction_row``). ``seed_summary(tables)`` aggregates seeds (mean, spread,
@@ -13,8 +13,12 @@ n seeds) beside the prediction; ``summary_markdown`` lays it out.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
+
+from fvnum.defaults import KEYED  # the key family of A's and B's prediction rows: one constant for all
 
 from .config import DataConfig
 from .data import ContextSampler, EVAL_SEED, EVAL_STREAM, data_channel, fv_prior, path_nodes
@@ -22,7 +26,6 @@ from .models import WorkspaceModel, key_rows
 from .taps import record
 
 
-KEYED = "weighted"  # the key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
 
 
 def check_keyed(keyed) -> str | None:
@@ -33,7 +36,7 @@ def check_keyed(keyed) -> str | None:
     return check_family(keyed, optional=True)
 
 
-def keyed_curves(data: DataConfig, budgets, keyed: str | None = KEYED, *, search_samples: int = 2_000,
+def keyed_cells(data: DataConfig, budgets, keyed: str | None = KEYED, *, search_samples: int = 2_000,
                  seed: int = 0) -> dict:
     """The keyed rows of ``data`` at every budget at once (``fvnum.theory.keyed_curves``: the adaptive
     policy is run once to the largest budget), as ``{str(budget): [row dicts]}`` (the layout of a run
@@ -52,7 +55,7 @@ def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: 
     """The ``fvnum.theory.ComparisonTable`` for the prior of ``data`` under the channel the models see
     (``tokens`` with ``N`` and ``s2`` of ``data``). ``keyed``: the key family whose best rows found are the
     predictions of A and B (default weighted; None or ``"none"``: the linear-key rows); ``keyed_rows``: those
-    rows computed beforehand (:func:`keyed_curves` at this budget)."""
+    rows computed beforehand (:func:`keyed_cells` at this budget)."""
     from fvnum.theory import comparison_table
 
     return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
@@ -167,11 +170,75 @@ def audit_dict(result, *, seed: int = 0) -> dict:
     return audit(result, seed=seed, **AUDIT_SIZES[result.config.data.prior]).to_dict()
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One trained run beside the theory (:func:`compare`): what was trained (``key``, ``model``, the data's
+    ``prior``, ``depth``, ``budget``, ``n_tokens``, ``alpha`` or ``scales``, the models' ``channel`` and
+    ``tau``, the training ``seed``), its held-out loss (``trained``: loss, stderr, n, steps, ...), every
+    theory row with what it is (``theory``), and where the model is at hand its learned ``routing`` and the
+    ``audit`` of its own readings. ``to_dict()`` is the JSON layout of ``fv compare`` and the run store
+    (``table["trained"]`` reads it too); ``to_frame()`` the theory rows beside the trained loss as a DataFrame."""
+
+    key: str
+    model: str
+    prior: str
+    depth: int
+    budget: int
+    n_tokens: int
+    alpha: float | None
+    scales: tuple | None
+    channel: str
+    tau: float
+    seed: int
+    trained: dict
+    theory: list
+    routing: dict | None = None
+    audit: dict | None = None
+
+    def to_dict(self) -> dict:
+        d = {"key": self.key, "model": self.model, "prior": self.prior, "depth": self.depth, "budget": self.budget,
+             "n_tokens": self.n_tokens, "alpha": self.alpha,
+             **({"scales": list(self.scales)} if self.scales is not None else {}), "channel": self.channel,
+             "tau": self.tau, "seed": self.seed, "trained": dict(self.trained), "theory": list(self.theory)}
+        if self.routing is not None:
+            d["routing"] = self.routing
+        if self.audit is not None:
+            d["audit"] = self.audit
+        return d
+
+    def __getitem__(self, name: str):  # the dict layout's fields, as callers of the earlier dict read them
+        return self.to_dict()[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self.to_dict()
+
+    def get(self, name: str, default=None):
+        return self.to_dict().get(name, default)
+
+    def beside_prediction(self) -> dict | None:
+        """The trained loss beside the row the model is held to (:func:`beside_of`)."""
+        return beside_of(self.to_dict())
+
+    def to_frame(self):
+        """The theory rows (name, value, stderr, role, ...) with the trained loss as a first row ``trained``,
+        as a pandas DataFrame (pandas is optional: a one-line ImportError without it)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_frame() of a Comparison needs pandas (pip install pandas)") from None
+        t = self.trained
+        first = {"name": "trained", "value": t["loss"], "stderr": t["stderr"], "role": f"Model {self.model}"}
+        return pd.DataFrame([first, *self.theory])
+
+    def to_markdown(self) -> str:
+        return to_markdown(self.to_dict())
+
+
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
-            theory: list | None = None, audit: bool = True, keyed: str | None = KEYED) -> dict:
-    """The comparison table of one trained run (a ``bridges.train.TrainResult`` with its model); ``audit``
-    adds the audit of the model's own readings (``table["audit"]``); ``keyed``: the key family of the
-    prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given)."""
+            theory: list | None = None, audit: bool = True, keyed: str | None = KEYED) -> Comparison:
+    """The comparison of one trained run (a ``bridges.train.TrainResult`` with its model), a
+    :class:`Comparison`; ``audit`` adds the audit of the model's own readings (``.audit``); ``keyed``: the key
+    family of the prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given)."""
     from fvnum.theory import describe_rows
 
     cfg = result.config
@@ -180,20 +247,16 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
         theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
                                keyed=keyed)
     theory = describe_rows(theory)
-    table = {
-        "key": cfg.key(), "model": cfg.model.model, "prior": data.prior, "depth": data.depth, "budget": B,
-        "n_tokens": data.n_tokens, "alpha": data.alpha,
-        **({"scales": list(data.scales)} if data.scales is not None else {}), "channel": "tokens", "tau": data_channel(data).tau,
-        "seed": cfg.train.seed,
-        "trained": {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
-                    "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds},
-        "theory": theory,
-    }
+    routing = audited = None
     if result.model is not None:
-        table["routing"] = learned_routing(result.model, data, seed=seed)
+        routing = learned_routing(result.model, data, seed=seed)
         if audit:
-            table["audit"] = audit_dict(result, seed=seed)
-    return table
+            audited = audit_dict(result, seed=seed)
+    trained = {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
+               "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds}
+    return Comparison(cfg.key(), cfg.model.model, data.prior, data.depth, B, data.n_tokens, data.alpha,
+                      None if data.scales is None else tuple(data.scales), "tokens", data_channel(data).tau,
+                      cfg.train.seed, trained, theory, routing, audited)
 
 
 NEAR_ZERO_SE = 3  # a prediction within this many of its standard errors of 0 is 0 within its error
@@ -299,11 +362,11 @@ def to_markdown(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prediction_checks(tables: list[dict]) -> list[dict]:
+def grid_checks(tables: list[dict]) -> list[dict]:
     """The predictions of THEORY.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
     matched Gaussian's, with their thresholds) checked on every (depth, budget) cell of the grid, seeds
     averaged. Cells missing from the grid are skipped."""
-    from fvnum.theory import prediction_checks as checks_of
+    from fvnum.theory import prediction_checks as checks_of  # one cell's checks; this function: a grid's
 
     def mean_loss(prior, depth, budget, model):
         ls = [t["trained"]["loss"] for t in tables

@@ -41,6 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from fvsym.errors import ResourceRefused
+from fvsym.guards import TIME_CAP_NOTE
+
 from .store import RunStore, config_key
 
 __all__ = ["CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "cluster", "run_cells", "scheduler_address"]
@@ -105,8 +108,8 @@ def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
         else:
             left = deadline - time.time()
             if left <= 0:
-                raise ValueError("the command's time cap (fv --max-seconds) passed before this cell started; "
-                                 "finished cells are kept: run again to resume")
+                raise ResourceRefused(f"the time cap ({TIME_CAP_NOTE}) passed before this cell started; "
+                                      "finished cells are kept: run again to resume")
             with time_limit(left):
                 result = fn(**kwargs)
         result = _normal(result)

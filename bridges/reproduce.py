@@ -11,6 +11,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fvnum.defaults import KEYED
+
 from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
@@ -37,7 +39,7 @@ SHAPES["patching_model"], SHAPES["probes_model"] = SHAPES["patching_theory"], SH
 
 
 def keyed_search_samples(cfg) -> int:
-    """The samples of a grid's keyed searches (``keyed_curves``): ``SEARCH_SAMPLES``, or as few as the study's
+    """The samples of a grid's keyed searches (``keyed_cells``): ``SEARCH_SAMPLES``, or as few as the study's
     ``samples`` where those are fewer."""
     return min(SEARCH_SAMPLES, cfg.samples)
 
@@ -68,7 +70,7 @@ class ReproduceConfig:
     device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
     models: str = "ABC"  # the models of the training grid
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
-    keyed: str | None = "weighted"  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
+    keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
 
     def __post_init__(self):
         if self.full and self.scales is not None:
@@ -203,7 +205,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         cells = [Cell.keyed("train", r.cell_config(), train_cell, {"run": r.replace(train={"out": absolute}).to_dict()},
                             SHAPES["train"]) for r in todo]
         run_cells(cells, store, scheduler=cfg.scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
-    from .compare import keyed_curves, theory_losses
+    from .compare import keyed_cells, theory_losses
 
     def keyed_rows(data):  # once per data configuration, every budget of the grid at once (a cell)
         if cfg.keyed is None:
@@ -212,7 +214,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         n = keyed_search_samples(cfg)
         found, cached = store.cell("keyed", {"data": data.to_dict(), "budgets": budgets, "family": cfg.keyed,
                                              "samples": n, "seed": cfg.seed},
-                                   lambda: keyed_curves(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed),
+                                   lambda: keyed_cells(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed),
                                    SHAPES["keyed"])
         if not cached:
             log(f"  keyed theory rows ({cfg.keyed} keys) of {tree_label(data.alpha, data.scales)} {data.prior} "
@@ -231,7 +233,7 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     for run in runs:
         def work(run=run):
             result = train(run, progress=cfg.progress and in_process)
-            return compare(result, samples=cfg.samples, seed=cfg.seed, theory=theory_rows(run))
+            return compare(result, samples=cfg.samples, seed=cfg.seed, theory=theory_rows(run)).to_dict()
 
         table, cached = store.cell("compare", run.cell_config(), work, SHAPES["compare"])
         # the theory rows of the current settings (a compare cell keeps the trained model's numbers; its theory
@@ -321,7 +323,7 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
 
 
 def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
-    from .compare import prediction_checks
+    from .compare import grid_checks
     from .patching import table_from_dict
 
     lines = [
@@ -338,7 +340,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     lines += ["Each model beside the one theory row it is held to (fvnum.theory.prediction_row), seeds aggregated, "
               "and the audit of its own readings (`fv audit`: the Bayes posterior mean on the CLT law of its readings, "
               "the loss its measurements allow):", "", summary_markdown(seed_summary(tables))]
-    checks = prediction_checks(tables)
+    checks = grid_checks(tables)
     if checks:
         lines += ["| prediction | measured | holds |", "|---|---|---|"]
         lines += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else '**no**'} |" for c in checks]

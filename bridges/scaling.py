@@ -23,6 +23,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass
 
+from fvnum.defaults import KEYED
 from fvnum.laws import DEFAULT_CUT
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
@@ -63,7 +64,7 @@ class ScalingConfig:
     scheduler: str | None = None  # a running Dask cluster (bridges.engine)
     progress: bool = True
     device: str = "cpu"
-    keyed: str | None = "weighted"  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
+    keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
     cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
 

@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from fvsym.errors import DamagedFile, InputError
+
 FORMAT = "fv-run"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -382,12 +384,12 @@ def _lock(folder: Path, kind: str) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666 & ~_UMASK)
     except OSError as exc:
         if exc.errno == errno.ELOOP or path.is_symlink():
-            raise ValueError(f"{path} is a symbolic link; fv does not follow it (remove it, or choose "
-                             "another output folder)") from None
+            raise DamagedFile(f"{path} is a symbolic link; fv does not follow it (remove it, or choose "
+                              "another output folder)", path=path) from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ValueError(f"{path} is not a regular file; remove it, or choose another output folder")
+        raise DamagedFile(f"{path} is not a regular file; remove it, or choose another output folder", path=path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -397,7 +399,7 @@ def _lock(folder: Path, kind: str) -> None:
             os.close(fd)
         who = (f"process {abridge(holder[0], 20)}" + (f" (fv {abridge(holder[1], 20)})" if len(holder) > 1 else "")
                if holder else "another process")
-        raise ValueError(f"{folder} is in use by {who}; wait for it to finish or choose another output folder") from None
+        raise InputError(f"{folder} is in use by {who}; wait for it to finish or choose another output folder") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} {kind}\n".encode())
     _HELD[where] = fd
@@ -440,7 +442,7 @@ class RunStore:
         self._reported: set[str] = set()
         state = self._state(folder)  # checked before anything is created, truncated or locked
         if state == "new" and not create:
-            raise ValueError(f"{folder} holds no fv {kind} run yet")
+            raise InputError(f"{folder} holds no fv {kind} run yet")
         self.folder = check_writable(folder)
         _lock(self.folder, kind)
         state = self._state(self.folder)  # again, now that no other fv process can change it
@@ -467,26 +469,26 @@ class RunStore:
             if isinstance(found, str):
                 if (folder / "cells").is_dir() and not manifest.is_symlink():
                     return found
-                raise ValueError(f"{manifest} {found} and {folder} has no cells/ folder: it is not a run folder; "
-                                 "choose a new output folder")
+                raise DamagedFile(f"{manifest} {found} and {folder} has no cells/ folder: it is not a run folder; "
+                                  "choose a new output folder", path=manifest)
             expected = {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind}
             if {k: found.get(k) for k in expected} != expected:
-                raise ValueError(
+                raise DamagedFile(
                     f"{folder} holds a run of another kind or version "
                     f"({abridge(found.get('kind'), 30)}, format {abridge(found.get('version'), 30)}; this is "
-                    f"{self.kind}, format {FORMAT_VERSION}); choose a new output folder")
+                    f"{self.kind}, format {FORMAT_VERSION}); choose a new output folder", path=manifest)
             return "ours"
         try:
             visible = [p for p in folder.iterdir() if not p.name.startswith(".")]
         except OSError as exc:
             raise PermissionError(f"output folder {folder} cannot be read ({exc.strerror})") from None
         if visible:
-            raise ValueError(f"{folder} is not empty and is not a run folder; choose a new output folder")
+            raise InputError(f"{folder} is not empty and is not a run folder; choose a new output folder")
         return "new"
 
     @staticmethod
     def _refuse_new(folder: Path) -> str:
-        raise ValueError(f"output folder {folder} is a dangling symbolic link; choose another output folder")
+        raise InputError(f"output folder {folder} is a dangling symbolic link; choose another output folder")
 
     def path(self, key: str) -> Path:
         return self.folder / "cells" / f"{key}.json"
@@ -533,12 +535,12 @@ class RunStore:
         """Store the cell ``key`` (a dict) with its key and checksum; a ``result`` that :meth:`get` would
         refuse (:func:`result_problem`) is a one-line ValueError and is not stored."""
         if not isinstance(value, dict):
-            raise ValueError(f"a cell is a JSON object, got {type(value).__name__}")
+            raise InputError(f"a cell is a JSON object, got {type(value).__name__}")
         content = _normal(value)
         if "result" in content:
             problem = result_problem(content["result"], shape)
             if problem:
-                raise ValueError(f"cell {key}: the computed result {problem} (numbers that are not finite are "
+                raise InputError(f"cell {key}: the computed result {problem} (numbers that are not finite are "
                                  "stored as null); it is not stored")
         return write_json(self.path(key), {**content, "key": key, "checksum": checksum(key, content)})
 

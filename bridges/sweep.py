@@ -209,7 +209,7 @@ def run_command(command: str, argv: list[str] | None = None, *, run: dict | None
     if command == "compare":
         from .compare import compare
 
-        summary["table"] = compare(result, samples=samples, seed=result.config.train.seed)
+        summary["table"] = compare(result, samples=samples, seed=result.config.train.seed).to_dict()
     return summary
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from fvnum.estimate import Estimate
 from fvsym._validate import plain_error
+from fvsym.errors import ResourceRefused
 
 from ._malloc import keep_freed_memory
 from .checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
@@ -49,7 +50,7 @@ class DamagedResult(ValueError):
     not a number)."""
 
 
-class TimeCapReached(ValueError):
+class TimeCapReached(ResourceRefused):
     """Training ran past the time cap of the command (``fv --max-seconds``); its checkpoint is kept."""
 
 

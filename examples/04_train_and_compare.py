@@ -77,7 +77,7 @@ def main(cfg: Config) -> dict:
           f"{result.loss:.4f} ± {result.stderr:.4f} ({result.metric} metric, {result.n_eval} contexts)")
     train_s = clock()
     table = compare(result, samples=cfg.theory_samples, seed=cfg.seed, search_samples=cfg.search_samples,
-                    dense=cfg.dense)
+                    dense=cfg.dense).to_dict()
     markdown = to_markdown(table)
     print()
     print(markdown)

@@ -1,47 +1,26 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
-import sys
 from importlib import import_module
-from types import ModuleType
 
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
 _EXPORTS = {
     "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate", "SearchResult": "estimate",
     "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
-    "best_adaptive": "bounds", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
+    "best_adaptive": "bracket", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
     "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
-    "Bounds": "bounds", "NoisyBellman": "noisy_bellman",
+    # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
+    "Bounds": "bracket", "bounds": "bracket", "NoisyBellman": "noisy_dp", "noisy_bellman": "noisy_dp",
     "make_channel": "channels", "effective_tau2": "channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
     "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed_adaptive",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
+    "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
 }
 
 
-class _SolverModule(ModuleType):
-    """A module named for the solver it holds (``fvnum.bounds``, ``fvnum.noisy_bellman``): calling the
-    module calls that solver, so ``fvnum.bounds(...)`` works whether or not the module was imported first
-    (importing a submodule makes it the package's attribute of that name)."""
-
-    def __call__(self, *args, **kwargs):
-        return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
-
-
-def _solver_module(name: str) -> None:
-    """Make the module ``name`` (``fvnum.bounds``) callable as its function of the same name."""
-    sys.modules[name].__class__ = _SolverModule
-
-
-_SOLVER_MODULES = ("bounds", "noisy_bellman")
-
-
 def __getattr__(name):
-    if name in _SOLVER_MODULES:
-        value = import_module(f".{name}", __name__)
-        globals()[name] = value
-        return value
     if name in _EXPORTS:
         value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value
@@ -88,7 +67,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "DamagedFile", "DomainError", "InputError", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",

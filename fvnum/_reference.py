@@ -200,7 +200,7 @@ def dense_lookahead_value(w, live, p, tau, scales, per_tau, tail) -> float:
 
 def noisy_last_q(P, cand, cls, lik, w, nj, scales) -> np.ndarray:
     """Oracle of ``_kernels._dp_last``: (M, C) expected loss after one more reading of each candidate,
-    from each reading's posterior (lattice tables of ``fvnum.noisy_bellman.Quadrature``, one per depth)."""
+    from each reading's posterior (lattice tables of ``fvnum.noisy_dp.Quadrature``, one per depth)."""
     thetas = leaf_thetas(scales)
     A = float((np.asarray(scales) ** 2).sum())
     out = np.zeros((P.shape[0], len(cand)))

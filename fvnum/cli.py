@@ -161,12 +161,12 @@ def _number(text):
 def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
-    from .bounds import bounds
+    from .bracket import bounds
 
     prior = _tree(args, default_depth=3)
     if args.tokens is None and args.s2 != "1/100":
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
-    # priced whole before any work (fvnum.bounds.check_bounds_cost)
+    # priced whole before any work (fvnum.bracket.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
@@ -296,9 +296,8 @@ def _mc(args) -> int:
 
     if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
         _, klass = resolve_strategy(args.strategy, args.measurement)
-        print(f"fv mc: note: --strategy optimal_nonadaptive here is the {klass} class "
-              f"(optimal_nonadaptive_{klass}); in fv derive it is the coordinate class: say "
-              f"optimal_nonadaptive_unit or optimal_nonadaptive_coordinate", file=sys.stderr)
+        print(f"fv mc: note: --strategy optimal_nonadaptive --measurement {klass} is --strategy "
+              f"optimal_nonadaptive_{klass}", file=sys.stderr)  # without --measurement it is refused: no class
     if args.prior == "gaussian" and args.eigenvalues is None and args.cov in (None, "isotropic", "matched"):
         from fvsym.gaussian import check_covariance
 

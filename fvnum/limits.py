@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from fvsym._validate import _short
+from fvsym.errors import InputError
 from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
@@ -256,7 +257,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
 
     check_spec(spec)
     if not isinstance(strategy, str):
-        raise ValueError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {_short(strategy)}")
+        raise InputError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {_short(strategy)}")
     budget = check_int(budget, "budget", minimum=0)
     if threads is not None:
         check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
@@ -264,9 +265,9 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
     search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
     if design is not None:
         if strategy != "fixed":
-            raise ValueError(f"design applies to strategy 'fixed' only, got strategy {_short(strategy)}")
+            raise InputError(f"design applies to strategy 'fixed' only, got strategy {_short(strategy)}")
         if isinstance(design, (str, bytes)) or not hasattr(design, "__len__"):
-            raise ValueError(f"design must be a list of node numbers or a (B, D) matrix, got {_short(design)}")
+            raise InputError(f"design must be a list of node numbers or a (B, D) matrix, got {_short(design)}")
         arr = np.asarray(design, dtype=object) if not hasattr(design, "dtype") else np.asarray(design)
         if arr.ndim == 1:
             check_node_list(list(arr), "design", spec.dim)
@@ -274,11 +275,11 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
             try:
                 values = np.asarray(design, dtype=float)
             except (TypeError, ValueError, OverflowError):
-                raise ValueError("design matrix must hold numbers") from None
+                raise InputError("design matrix must hold numbers") from None
             if not np.isfinite(values).all():
-                raise ValueError("design matrix must hold finite numbers")
+                raise InputError("design matrix must hold finite numbers")
         else:
-            raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
+            raise InputError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     check_mc(spec, budget=budget, strategy=strategy, tokens=tokens, samples=samples, threads=threads,
              design=design if design is not None and np.asarray(design, dtype=object).ndim == 2 else None,
              search_samples=search_samples, measurement=measurement)
@@ -295,26 +296,26 @@ def check_posterior_args(spec, design, phi, tau: float):
     try:
         phi = np.atleast_2d(np.asarray(phi, dtype=float))
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"readings phi must be numbers, got {_short(phi)}") from None
+        raise InputError(f"readings phi must be numbers, got {_short(phi)}") from None
     if phi.ndim != 2:
-        raise ValueError(f"readings phi must have shape (n, B), got {phi.shape}")
+        raise InputError(f"readings phi must have shape (n, B), got {phi.shape}")
     if not np.isfinite(phi).all():
-        raise ValueError("readings phi must be finite (got NaN or inf)")
+        raise InputError("readings phi must be finite (got NaN or inf)")
     if isinstance(design, (str, bytes)):
-        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}")
+        raise InputError(f"design must be node numbers or unit rows, got {_short(design)}")
     try:
         arr = np.asarray(design)
         if arr.dtype.kind not in "iuf":
             raise TypeError
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"design must be node numbers or unit rows, got {_short(design)}") from None
+        raise InputError(f"design must be node numbers or unit rows, got {_short(design)}") from None
     if arr.dtype.kind in "iu":
         if arr.shape not in ((phi.shape[1],), phi.shape):
-            raise ValueError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
+            raise InputError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
         if tau == 0 and isinstance(spec, TreeSpec):
             check_tree_readings(spec.depth, spec.scales, np.broadcast_to(arr, phi.shape), phi)
     elif not np.isfinite(arr).all():
-        raise ValueError("design rows must be finite")
+        raise InputError("design rows must be finite")
     return design, phi
 
 
@@ -335,7 +336,7 @@ def check_spec(spec) -> None:
         lo, hi = VARIANCE_RANGE
         top = float(np.max(spec.eigenvalues)) if spec.eigenvalues.size else 0.0
         if top != 0 and not lo < top < hi:
-            raise ValueError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
+            raise InputError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
                              f"losses and their standard errors are normal floats; rescale the covariance")
         return
     if not isinstance(spec, TreeSpec):
@@ -346,7 +347,7 @@ def check_spec(spec) -> None:
         k = int(np.argmin(ok))
         what = "underflow" if not spec.scales[k] > lo else "overflow"
         fix = f"; use a larger alpha or depth <= {k}" if what == "underflow" and k >= 1 else ""
-        raise ValueError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
+        raise InputError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
                          f"every a_k must lie in ({lo:g}, {hi:g}){fix}")
 
 
@@ -365,7 +366,7 @@ def check_resolution(spec, what: str) -> None:
     w = spec.scales.astype(float) ** 2
     ratio = float(w.min() / w.sum())
     if ratio < RESOLUTION:
-        raise ValueError(f"{what} compares expected losses near E||theta||^2 = {w.sum():.3g} in doubles and cannot "
+        raise InputError(f"{what} compares expected losses near E||theta||^2 = {w.sum():.3g} in doubles and cannot "
                          f"resolve the deepest level (a_K^2 = {w.min():.3g}, {ratio:.1e} of it; it needs at least "
                          f"{RESOLUTION:g}): use path, top_levels, fixed or bellman_noiseless, or a smaller depth")
 
@@ -391,13 +392,13 @@ def check_tree_readings(depth: int, scales, nodes, phi, rtol: float = 1e-9) -> N
             elif abs(abs(x) - a) <= rtol * a:
                 s = 1 if x > 0 else -1
                 if on.get(int(n), s) != s:
-                    raise ValueError(f"readings of sample {i} are impossible without noise: node {n} read both signs")
+                    raise InputError(f"readings of sample {i} are impossible without noise: node {n} read both signs")
                 on[int(n)] = s
             else:
-                raise ValueError(f"reading {x!r} of node {n} (sample {i}) is impossible without noise (tau = 0): "
+                raise InputError(f"reading {x!r} of node {n} (sample {i}) is impossible without noise (tau = 0): "
                                  f"it must be 0 or +-{a:g}")
         if not _tree_consistent(depth, on, zeros):
-            raise ValueError(f"readings of sample {i} are impossible without noise (tau = 0): no leaf of the tree "
+            raise InputError(f"readings of sample {i} are impossible without noise (tau = 0): no leaf of the tree "
                              f"produces them")
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 
+from fvsym.errors import InputError
+from fvsym.strategy_names import BARE, bare_refusal
+
 # Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
 # import the engine when called.
 
@@ -37,12 +40,15 @@ CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_co
 
 def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
     """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
-    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; ``measurement=None`` is ``unit``."""
+    ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; the bare ``optimal_nonadaptive`` needs its
+    ``measurement`` (else one line: say the class); for other strategies ``measurement=None`` is ``unit``."""
     if strategy in CLASS_OF_STRATEGY:
         klass = CLASS_OF_STRATEGY[strategy]
         if measurement not in (None, klass):
             raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
         return "optimal_nonadaptive", klass
+    if strategy == BARE and measurement is None:  # one meaning per name: the class is said, here or in the name
+        raise InputError(bare_refusal(strategy))
     return strategy, "unit" if measurement is None else measurement
 
 
@@ -149,7 +155,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, threads=None):
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.noisy_bellman`` solves it, else a ValueError."""
-    from . import noisy_bellman
+    from . import noisy_dp
     from .limits import check_resolution
     from .simulate import check_budget
 
@@ -160,12 +166,12 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     check_budget(budget)
     _layout(budget, layers, width)
     check_resolution(spec, "strategy 'optimal' under noise")
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_bellman.exact_feasible(spec, budget, tau=channel.tau):
+    if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
         raise ValueError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
+    solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
     return solved.policy
 
 
@@ -174,15 +180,15 @@ def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
     ``fvnum.noisy_bellman`` (solve and samples) and refused over the time cap, naming the samples that fit."""
     from .resources import check_time, fits_time, max_seconds
 
-    from . import noisy_bellman
+    from . import noisy_dp
     from ._chunks import default_threads
     from .tree import TreeSpec
 
-    if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not noisy_bellman.exact_feasible(spec, budget, tau=channel.tau):
+    if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
         return  # refused with its own message by optimal_policy
     threads = default_threads() if threads is None else int(threads)
-    solve = noisy_bellman.solve_seconds(spec, budget, channel.tau, threads, refine=False)
-    total = solve + noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
+    solve = noisy_dp.solve_seconds(spec, budget, channel.tau, threads, refine=False)
+    total = solve + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
     if not fits_time(total):
         per = (total - solve) / samples
         most = int((max_seconds() - solve) / per) if per > 0 else 0

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fvsym._validate import _short, integer_value
+from fvsym.errors import InputError
 
 from . import _chunks
 from .channels import Channel, decoder_of, make_channel, token_statistics
@@ -36,31 +37,31 @@ def check_samples(samples) -> int:
         if isinstance(samples, (float, np.floating)) and float(samples).is_integer():
             n = int(samples)
         else:
-            raise ValueError(f"samples must be an integer, got {_short(samples)}")
+            raise InputError(f"samples must be an integer, got {_short(samples)}")
     samples = n
     if samples < 2:
-        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {_short(samples)}")
+        raise InputError(f"samples must be >= 2 (a standard error needs two), got {_short(samples)}")
     if samples > MAX_SAMPLES:
-        raise ValueError(f"samples must be <= {MAX_SAMPLES}, got {_short(samples)}")
+        raise InputError(f"samples must be <= {MAX_SAMPLES}, got {_short(samples)}")
     return int(samples)
 
 
 def check_budget(budget, maximum=None, why="") -> int:
     """Integer ``0 <= budget <= maximum`` (no upper limit when ``maximum`` is None)."""
     if integer_value(budget) is None:
-        raise ValueError(f"budget must be an integer, got {_short(budget)}")
+        raise InputError(f"budget must be an integer, got {_short(budget)}")
     budget = integer_value(budget)
     if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {_short(budget)}")
+        raise InputError(f"budget must be >= 0, got {_short(budget)}")
     if maximum is not None and budget > maximum:
-        raise ValueError(f"budget {_short(budget)} is too large: {why}")
+        raise InputError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
 
 
 def check_seed(seed) -> int:
     n = integer_value(seed)
     if n is None or n < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {_short(seed)}")
+        raise InputError(f"seed must be an integer >= 0, got {_short(seed)}")
     return n
 
 
@@ -78,11 +79,11 @@ def plain_scalar(value, name: str):
     except Exception:  # noqa: BLE001 - a torch object that is no tensor: left to the checks
         return value
     if dims != 0:
-        raise ValueError(f"{name} must be a number, got a torch tensor of shape {tuple(value.shape)}")
+        raise InputError(f"{name} must be a number, got a torch tensor of shape {tuple(value.shape)}")
     try:
         return value.detach().cpu().item()
     except Exception:  # noqa: BLE001 - e.g. a meta tensor: it holds no value
-        raise ValueError(f"{name} must be a number, got a torch tensor without a value ({_short(value)})") from None
+        raise InputError(f"{name} must be a number, got a torch tensor without a value ({_short(value)})") from None
 
 
 def plain_scalars(**values) -> dict:
@@ -109,7 +110,7 @@ def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=N
     ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why`` saying why), each where given."""
     spec = numeric_prior(prior)
     if tree is not None and not isinstance(spec, TreeSpec):
-        raise ValueError(tree)
+        raise InputError(tree)
     tau, tokens, s2, n_tokens, samples, seed, budget = plain_scalars(
         tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, samples=samples, seed=seed, budget=budget).values()
     channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
@@ -122,7 +123,7 @@ def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=N
 def check_design(design, spec, budget: int) -> np.ndarray:
     """Node list (heap numbering, 1..D) or a (B, D) matrix of unit rows."""
     if design is None:
-        raise ValueError("strategy 'fixed' needs a design: node numbers or a (B, D) matrix of unit rows")
+        raise InputError("strategy 'fixed' needs a design: node numbers or a (B, D) matrix of unit rows")
     arr = np.asarray(design)
     if arr.ndim == 1 and (arr.dtype.kind in "iu" or arr.size == 0 or np.all(np.mod(arr, 1) == 0)):
         if arr.size and arr.dtype.kind == "f":
@@ -130,24 +131,24 @@ def check_design(design, spec, budget: int) -> np.ndarray:
         arr = arr.astype(np.int64)
         bad = [int(x) for x in arr if not 1 <= x <= spec.dim]
         if bad:
-            raise ValueError(f"design node {bad[0]} is outside the tree (nodes 1..{spec.dim})")
+            raise InputError(f"design node {bad[0]} is outside the tree (nodes 1..{spec.dim})")
         if arr.size != budget:
-            raise ValueError(f"design has {arr.size} nodes but budget is {budget}")
+            raise InputError(f"design has {arr.size} nodes but budget is {budget}")
         return arr
     if arr.ndim == 2 and arr.dtype == object:  # rows of Fractions or sympy numbers
         try:
             arr = arr.astype(float)
         except (TypeError, ValueError):
-            raise ValueError("design matrix must hold numbers") from None
+            raise InputError("design matrix must hold numbers") from None
     if arr.ndim != 2 or arr.dtype.kind not in "fiu":
-        raise ValueError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
+        raise InputError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
     arr = arr.astype(float)
     if arr.shape != (budget, spec.dim):
-        raise ValueError(f"design matrix has shape {arr.shape}, expected (budget, D) = ({budget}, {spec.dim})")
+        raise InputError(f"design matrix has shape {arr.shape}, expected (budget, D) = ({budget}, {spec.dim})")
     norms = np.linalg.norm(arr, axis=1)
     if not np.all(np.abs(norms - 1) <= 1e-6):
         i = int(np.argmax(np.abs(norms - 1)))
-        raise ValueError(f"design row {i} has norm {norms[i]:.6g}; rows must be unit vectors")
+        raise InputError(f"design row {i} has norm {norms[i]:.6g}; rows must be unit vectors")
     return arr
 
 

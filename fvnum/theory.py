@@ -30,9 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from fvsym._validate import _short
+from fvsym.errors import InputError
 
 from .channels import Channel, effective_tau2
+from .defaults import KEYED
 from .estimate import Estimate
 from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
 
@@ -453,7 +456,7 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
     return keyed_curves(prior, [budget], channel, family, samples=samples, seed=seed)[int(budget)]
 
 
-def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, samples: int = 2000,
+def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, samples: int = 2000,
                  seed: int = 0, design_samples: int | None = None) -> dict:
     """The rows under the key family ``family`` (``fvnum.keyed``: ``best_adaptive_keyed`` where it exists, the
     tree prior, and ``best_nonadaptive_keyed``) at every budget of ``budgets`` at once
@@ -496,7 +499,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = "weighted", *, 
 
 def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
                      s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
-                     dense: bool = True, keyed: str | None = None, keyed_rows_given=None) -> ComparisonTable:
+                     dense: bool = True, keyed: str | None = KEYED, keyed_rows_given=None) -> ComparisonTable:
     """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
     ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
@@ -508,13 +511,15 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
     (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
-    key family (e.g. ``"weighted"``) whose best rows (:func:`keyed_rows`) join the table; they become the
-    prediction rows of Models A and B (:data:`PREDICTION_OF_MODEL`); ``keyed_rows_given``: those rows computed
+    key family whose best rows (:func:`keyed_rows`) join the table and become the prediction rows of Models A
+    and B (:data:`PREDICTION_OF_MODEL`); default :data:`fvnum.defaults.KEYED` (``"weighted"``, as ``fv
+    compare``), None: the linear-key rows are their predictions. Keys read tokens, so under the gaussian channel
+    give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
     from fvsym.priors import TreePrior
 
-    from .bounds import best_adaptive, bounds
+    from .bracket import best_adaptive, bounds
     from .registry import loss_mc
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
@@ -525,7 +530,8 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
     if keyed is not None and channel.kind != "tokens":
-        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+        raise InputError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} "
+                         f"channel: give keyed=None (keyed={keyed!r} is the default, as fv compare's)")
     spec = numeric_prior(prior)
     B, ch = budget, channel.kind
     kw = dict(_mc_kw(channel), samples=samples, seed=seed)

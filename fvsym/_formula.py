@@ -9,9 +9,7 @@ import sympy as sp
 from sympy.logic.boolalg import BooleanFunction
 
 
-class DomainError(ValueError):
-    """A Formula asked for a value, a limit or a series outside its domain (the symbols' ranges in
-    ``fvsym._symbols.DOMAINS`` and the formula's ``constraints``): one line naming the value and the domain."""
+from fvsym.errors import DomainError  # noqa: F401 - raised here; defined with the other typed errors
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,15 @@ sympy numbers).
 
 The command line's argparse types are in :mod:`fvsym.cli` (:func:`~fvsym.cli.number_arg`,
 :func:`~fvsym.cli.int_arg`, built on these checks); the time cap and the memory probes in
-:mod:`fvnum.resources`.
+:mod:`fvsym.guards`. Every refusal is an :class:`~fvsym.errors.InputError` (a ``ValueError``).
 """
 from __future__ import annotations
 
 import math
 import re
 from fractions import Fraction
+
+from fvsym.errors import InputError
 
 MAX_NUMBER_CHARS = 100
 MAX_EXPONENT = 350  # every float (5e-324 .. 1.8e308) parses; an exponent beyond +-350 is no sensible input
@@ -37,21 +39,21 @@ def parse_fraction(text, name: str) -> Fraction:
     text = str(text).strip()
     if not text or len(text) > MAX_NUMBER_CHARS:
         why = "empty" if not text else f"longer than {MAX_NUMBER_CHARS} characters"
-        raise ValueError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)} ({why})")
+        raise InputError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)} ({why})")
     parts = text.split("/")
     if len(parts) > 2:
-        raise ValueError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)}")
+        raise InputError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)}")
     values = []
     for part in parts:
         m = _NUMBER.match(part.strip())
         if m is None:
-            raise ValueError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)}")
+            raise InputError(f"{name} must be a number such as 1/2 or 0.5, got {_short(raw)}")
         if m.group(1) is not None and abs(int(m.group(1))) > MAX_EXPONENT:
-            raise ValueError(f"{name} must have a decimal exponent within +-{MAX_EXPONENT}, got {_short(raw)}")
+            raise InputError(f"{name} must have a decimal exponent within +-{MAX_EXPONENT}, got {_short(raw)}")
         values.append(Fraction(part.strip()))
     if len(values) == 2:
         if values[1] == 0:
-            raise ValueError(f"{name} must be a number, got {_short(raw)} (division by zero)")
+            raise InputError(f"{name} must be a number, got {_short(raw)} (division by zero)")
         return values[0] / values[1]
     return values[0]
 
@@ -94,7 +96,7 @@ def _check_digits(value, name: str) -> None:
     d = _digits(value)
     if d is not None and d > MAX_DIGITS:
         kind = "an integer" if isinstance(value, int) else f"a {type(value).__name__}"
-        raise ValueError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
+        raise InputError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
                          f"denominator, got {kind} with {d} digits")
 
 
@@ -115,13 +117,13 @@ def check_printable(expr, what: str, hint: str = "") -> None:
     atoms = expr.atoms(sp.Rational) if isinstance(expr, sp.Basic) else ()
     longest = max((_digits(a) or 0 for a in atoms), default=0)
     if longest > MAX_DIGITS:
-        raise ValueError(f"{what} holds an exact number of about {longest} digits, more than the "
+        raise InputError(f"{what} holds an exact number of about {longest} digits, more than the "
                          f"{MAX_DIGITS} that are printed{hint}")
 
 
 def _finite_float(value: float, name: str) -> float:
     if value != value or value in (math.inf, -math.inf):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InputError(f"{name} must be finite, got {value!r}")
     return value
 
 
@@ -148,14 +150,14 @@ def _unwrap(value, name: str):
             return value[()]
         if ndim == 0:
             return value
-        raise ValueError(f"{name} must be a number, got an array of shape {tuple(value.shape)[:4]}")
+        raise InputError(f"{name} must be a number, got an array of shape {tuple(value.shape)[:4]}")
     if ndim != 0:
         shape = tuple(getattr(value, "shape", ()))[:4]
-        raise ValueError(f"{name} must be a number, got a {type(value).__name__} of shape {shape}")
+        raise InputError(f"{name} must be a number, got a {type(value).__name__} of shape {shape}")
     try:
         item = value.item()
     except Exception:  # a tensor on a device, or of a kind with no Python number
-        raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
+        raise InputError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
     if isinstance(item, float) and math.isfinite(item):
         bits = _float_bits(value.dtype)
         if bits is not None and bits < 53:
@@ -203,10 +205,10 @@ def float_exact(value, name: str, bits: int | None = None) -> Fraction:
         try:
             out = Fraction(text)
         except ValueError:  # "nan", "inf"
-            raise ValueError(f"{name} must be finite, got {_short(value)}") from None
+            raise InputError(f"{name} must be finite, got {_short(value)}") from None
         _check_digits(out, name)
         return out
-    raise ValueError(f"{name} must be a float, got {type(value).__name__} {_short(value)}")
+    raise InputError(f"{name} must be a float, got {type(value).__name__} {_short(value)}")
 
 
 def _sympy_float_exact(value, name: str) -> Fraction:
@@ -215,7 +217,7 @@ def _sympy_float_exact(value, name: str) -> Fraction:
 
     mpf, prec = value._mpf_, value._prec
     if mpf in (libmp.fnan, libmp.finf, libmp.fninf):
-        raise ValueError(f"{name} must be finite, got {_short(value)}")
+        raise InputError(f"{name} must be finite, got {_short(value)}")
     if mpf == libmp.fzero:
         return Fraction(0)
     top = libmp.prec_to_dps(prec) + 3
@@ -226,7 +228,7 @@ def _sympy_float_exact(value, name: str) -> Fraction:
             text = guess
             break
     if abs(libmp.mpf_abs(mpf)[2] + libmp.mpf_abs(mpf)[3]) > 14_000:
-        raise ValueError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
+        raise InputError(f"{name} must be an exact number of at most {MAX_DIGITS} digits in numerator and "
                          f"denominator, got a sympy Float of about 10^{_short(text.split('e')[-1])}")
     out = Fraction(text)
     _check_digits(out, name)
@@ -245,7 +247,7 @@ def to_exact(value, name: str):
     value = _unwrap(value, name)
     if isinstance(value, sp.Basic):
         if value.is_number and (value.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or value.is_real is False):
-            raise ValueError(f"{name} must be a finite real number, got {_short(value)}")
+            raise InputError(f"{name} must be a finite real number, got {_short(value)}")
         if isinstance(value, sp.Rational):
             _check_digits(value, name)
         if isinstance(value, sp.Float):
@@ -255,7 +257,7 @@ def to_exact(value, name: str):
             return value.xreplace({x: to_exact(x, name) for x in value.atoms(sp.Float)})
         return value
     if isinstance(value, bool) or value is None or _kind(value) == "b":
-        raise ValueError(f"{name} must be a number, got {_short(value)}")
+        raise InputError(f"{name} must be a number, got {_short(value)}")
     if isinstance(value, int):
         _check_digits(value, name)
         return sp.Integer(int(value))
@@ -268,7 +270,7 @@ def to_exact(value, name: str):
         f = parse_fraction(value, name)
         return sp.Rational(f.numerator, f.denominator)
     if isinstance(value, complex):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
+        raise InputError(f"{name} must be a real number, got {value!r}")
     if hasattr(value, "dtype") and getattr(value, "shape", None) == ():  # numpy scalars
         kind = value.dtype.kind
         if kind in "iu":
@@ -277,8 +279,8 @@ def to_exact(value, name: str):
             f = float_exact(value, name)
             return sp.Rational(f.numerator, f.denominator)
         if kind == "c":
-            raise ValueError(f"{name} must be a real number, got {_short(value)}")
-    raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
+            raise InputError(f"{name} must be a real number, got {_short(value)}")
+    raise InputError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
 
 
 def check_real(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low: bool = False,
@@ -289,11 +291,11 @@ def check_real(value, name: str, low: float = -math.inf, high: float = math.inf,
     callers that keep the exact number) so is their float: ``1e-400`` lies in (0, 1), its float 0 does not."""
     value = _unwrap(value, name)
     if isinstance(value, bool) or value is None or _kind(value) == "b":
-        raise ValueError(f"{name} must be a number, got {_short(value)}")
+        raise InputError(f"{name} must be a number, got {_short(value)}")
     if isinstance(value, str):
         value = parse_fraction(value, name)
     if isinstance(value, complex) or _kind(value) == "c":
-        raise ValueError(f"{name} must be a real number, got {_short(value)}")
+        raise InputError(f"{name} must be a real number, got {_short(value)}")
     exact = None  # ints, Fractions, sympy Rationals and numpy ints, as a Fraction
     if isinstance(value, (int, Fraction)) or getattr(value, "is_Rational", False) is True:
         _check_digits(value, name)
@@ -305,9 +307,9 @@ def check_real(value, name: str, low: float = -math.inf, high: float = math.inf,
     try:
         x = float(exact if exact is not None else value)
     except OverflowError:
-        raise ValueError(f"{name} is too large, got {_short(value)}") from None
+        raise InputError(f"{name} is too large, got {_short(value)}") from None
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
+        raise InputError(f"{name} must be a number, got {type(value).__name__} {_short(value)}") from None
     _finite_float(x, name)
     candidates = (x,) if exact is None else (exact, x) if float_in_range else (exact,)
     for v in candidates:  # the number itself, then its float
@@ -322,10 +324,10 @@ def check_real(value, name: str, low: float = -math.inf, high: float = math.inf,
         if math.isfinite(low) and math.isfinite(high) and high - low <= 1e6:
             lo = ("(" if open_low else "[") + f"{low:g}"
             hi = f"{high:g}" + (")" if open_high else "]")
-            raise ValueError(f"{name} must lie in {lo}, {hi}, got {got}")
+            raise InputError(f"{name} must lie in {lo}, {hi}, got {got}")
         if below:
-            raise ValueError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {got}")
-        raise ValueError(f"{name} must be {'<' if open_high else '<='} {high:g}, got {got}")
+            raise InputError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {got}")
+        raise InputError(f"{name} must be {'<' if open_high else '<='} {high:g}, got {got}")
     return x
 
 
@@ -336,16 +338,16 @@ def check_alpha(alpha):
     a = to_exact(alpha, "alpha")
     if a.is_number:
         if a.is_real is not True or not (0 < a < 1):
-            raise ValueError(f"alpha must lie in (0, 1), got {_text(alpha)}")
+            raise InputError(f"alpha must lie in (0, 1), got {_text(alpha)}")
     elif not isinstance(a, sp.Symbol):
-        raise ValueError(f"alpha must be a number in (0, 1) or a Symbol, got {alpha!r}")
+        raise InputError(f"alpha must be a number in (0, 1) or a Symbol, got {alpha!r}")
     return a
 
 
 def check_tau(tau):
     t = to_exact(tau, "tau")
     if t.is_number and not t >= 0:
-        raise ValueError(f"tau must be >= 0, got {_text(tau)}")
+        raise InputError(f"tau must be >= 0, got {_text(tau)}")
     return t
 
 
@@ -354,17 +356,17 @@ def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) ->
     Fractions (``4.0``, ``np.float32(4)``, ``Fraction(4)``); bools and strings are refused."""
     value = _unwrap(value, name)
     if isinstance(value, (bool, str, bytes)) or _kind(value) == "b":
-        raise ValueError(f"{name} must be an integer, got {_short(value)}")
+        raise InputError(f"{name} must be an integer, got {_short(value)}")
     integral = integer_value(value)
     if integral is None and not hasattr(value, "__index__"):
         integral = _integral(value)
     if integral is None:
-        raise ValueError(f"{name} must be an integer, got {_short(value)}")
+        raise InputError(f"{name} must be an integer, got {_short(value)}")
     value = integral
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {_short(value)}")
+        raise InputError(f"{name} must be >= {minimum}, got {_short(value)}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {_short(value)}")
+        raise InputError(f"{name} must be <= {maximum}, got {_short(value)}")
     return value
 
 
@@ -398,7 +400,7 @@ def _integral(value):
 
 def check_choice(value, name: str, choices) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        raise InputError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
     return value
 
 
@@ -411,10 +413,10 @@ def parse_int_list(text, name: str, minimum: int | None = None, maximum: int | N
         item = item.strip()
         if not re.fullmatch(r"[+-]?\d{1,19}", item):
             what = "an empty item" if not item else f"item {_short(item)}"
-            raise ValueError(f"{name} must be comma-separated integers such as 1,2,3, got {_short(text)} ({what})")
+            raise InputError(f"{name} must be comma-separated integers such as 1,2,3, got {_short(text)} ({what})")
         v = int(item)
         if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-            raise ValueError(f"{name}: {v} is outside {minimum}..{maximum}, got {_short(text)}")
+            raise InputError(f"{name}: {v} is outside {minimum}..{maximum}, got {_short(text)}")
         out.append(v)
     return out
 
@@ -428,10 +430,10 @@ def check_node_list(values, name: str, maximum: int, minimum: int = 1) -> list[i
         if n is None and not isinstance(v, (bool, str, bytes)):
             n = _integral(v)
         if n is None:
-            raise ValueError(f"{name} must list node numbers (integers), got {_short(v)}")
+            raise InputError(f"{name} must list node numbers (integers), got {_short(v)}")
         v = n
         if not minimum <= v <= maximum:
-            raise ValueError(f"{name} node {_short(v)} is outside the tree (nodes {minimum}..{maximum})")
+            raise InputError(f"{name} node {_short(v)} is outside the tree (nodes {minimum}..{maximum})")
         out.append(v)
     return out
 
@@ -442,7 +444,7 @@ def parse_number_list(text, name: str) -> list[str]:
     items = [item.strip() for item in str(text).split(",")]
     for item in items:
         if not item:
-            raise ValueError(f"{name} must be comma-separated numbers such as 1,1/2,1/4, got {str(text)[:60]!r} "
+            raise InputError(f"{name} must be comma-separated numbers such as 1,1/2,1/4, got {str(text)[:60]!r} "
                              "(an empty item)")
         parse_fraction(item, name)
     return items

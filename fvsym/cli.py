@@ -1,6 +1,6 @@
 """``fv derive``: exact losses from the command line (the Python API mirrors it with the same names).
 
-    fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive}
+    fv derive tree-loss --depth K --budget B --strategy {path,top_levels,optimal,optimal_nonadaptive_coordinate}
                         [--layers L --width d] [--alpha A | --scales a1,..,aK] [--format text|latex|json]
     fv derive tree-loss --depth K --strategy fixed --design n1,n2,.. [--alpha A | --scales ..]
     fv derive gaussian-loss --dim D --budget B [--tau T] [--cov isotropic|matched|FILE] [--depth K --alpha A]
@@ -9,15 +9,15 @@
     fv derive bellman --depth K --layers L --width d [--alpha A] [--unroll] [--format text|latex|json]
     fv derive bellman --depth K --layers L --tau T [--alpha A]     (the noisy recursion, small trees)
 
-``tree-loss --strategy optimal`` (or ``optimal_nonadaptive``) without ``--alpha`` prints the exact
+``tree-loss --strategy optimal`` (or ``optimal_nonadaptive_coordinate``) without ``--alpha`` prints the exact
 optimum for every alpha in (0, 1): a Piecewise with certified pieces, each with its policy.
 
 ``--alpha`` and ``--tau`` take exact rationals (``1/2``) or decimals (``0.3``, read exactly as 3/10).
 Handlers import the derivations lazily; nothing here loads numba or torch.
 
 This is fvsym's command-line layer, above the rest of fvsym (nothing in fvsym imports it): the one fvsym
-module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and the
-resource guards of :mod:`fvnum.resources` (standard library only).
+module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and
+:func:`cli_words` (a library refusal said with the command line's flags). Its guards are :mod:`fvsym.guards`.
 """
 from __future__ import annotations
 
@@ -26,13 +26,12 @@ import re
 
 import sympy as sp
 
-from fvnum.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
-
 from ._emit import to_json
 from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
 from .costs import tree_loss_cost
+from .guards import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_time, largest_fitting
 from .priors import MAX_DEPTH
-from .strategy_names import CLASS_NAMED
+from .strategy_names import BARE, CLASS_NAMED, bare_refusal
 from .strategy_names import DERIVE as STRATEGIES
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
@@ -40,7 +39,28 @@ _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller
 SCALES_HELP = "general tree scales a_1 >= .. >= a_K > 0, comma-separated (e.g. 1,1/2,1/3), instead of --alpha"
 
 
+# --- the command line's words for a library refusal ---------------------------------------------------
+CLI_TIME_CAP_NOTE = "fv --max-seconds S raises it"  # the flag that sets the time cap on the command line
+
+
+def cli_words(exc) -> str:
+    """The one-line message of a library error as ``fv`` prints it: the library names the time cap in its own
+    words (:data:`fvsym.guards.TIME_CAP_NOTE`), the command line names its flag (``fv --max-seconds S``). Works
+    on an error re-raised with more words around it (a sweep's cell), so it goes by the text."""
+    return str(exc).replace(TIME_CAP_NOTE, CLI_TIME_CAP_NOTE)
+
+
 # --- argparse types: every fv command parses numbers the same way --------------------------------------
+def strategy_arg(text: str) -> str:
+    """An argparse ``type=`` for ``--strategy``: the bare ``optimal_nonadaptive`` (no class) is refused in one
+    line saying the class names (``fv derive`` and ``fv mc`` alike); other names go to argparse's choices."""
+    import argparse
+
+    if str(text).strip() == BARE:
+        raise argparse.ArgumentTypeError(bare_refusal(BARE))
+    return text
+
+
 def number_arg(name: str, *, exact: bool = False, low: float = -math.inf, high: float = math.inf,
                open_low: bool = False, open_high: bool = False):
     """An argparse ``type=``: parses with :func:`parse_fraction` and checks the range; returns a float,
@@ -236,7 +256,7 @@ def register(subparsers) -> None:
                       help="tree depth K >= 1 (required unless --scales gives it)")
     tree.add_argument("--budget", type=int_arg("budget", 0), default=None,
                       help="budget B = L * d (for --strategy fixed: the number of design nodes)")
-    tree.add_argument("--strategy", required=True, choices=STRATEGIES)
+    tree.add_argument("--strategy", required=True, choices=STRATEGIES, type=strategy_arg)
     tree.add_argument("--design", default=None,
                       help="--strategy fixed: heap node numbers read in one layer, e.g. 1,2,3")
     tree.add_argument("--scales", default=None, help=SCALES_HELP)
@@ -639,9 +659,9 @@ def derive_price(argv) -> dict:
 def check_design_listing_cost(budget: int) -> None:
     """Refuse, before building it, a listed design (``--policy`` of top_levels: its ``B`` node numbers) that
     would not fit in memory or in the time cap, naming the largest budget that fits."""
-    from fvnum.resources import available_memory, max_seconds
-
     from .costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
+
+    from .guards import available_memory, max_seconds
 
     what = f"listing the design of {budget} nodes (--policy)"
     fit_memory = int(max(available_memory() - 150e6, 0) // per_byte)

@@ -1,5 +1,6 @@
 """Prices of the exact derivations (pure arithmetic): what ``fv derive`` and the studies' time estimates
-read before doing any work. The resource checks themselves (time cap, memory) live in ``fvnum.resources``."""
+read before doing any work. The guards that compare them with the limits (time cap, memory) are
+:mod:`fvsym.guards`; each price sits here beside the derivation it prices (``fvsym.tree``, ``fvsym.bellman``)."""
 from __future__ import annotations
 
 

@@ -21,9 +21,11 @@ import sympy as sp
 from . import _symbols, bellman
 from ._formula import Formula, IsPowerOfTwo
 from ._validate import _short, check_alpha, check_choice, check_int
+from .errors import InputError
 from .bellman import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
+from .strategy_names import CLASS_NAMED
 from .strategy_names import TREE_LOSS as STRATEGIES
 SOURCE = "THEORY.md §6"
 
@@ -131,7 +133,7 @@ def _check_nodes(prior: TreePrior, nodes) -> tuple[int, ...]:
     try:
         nodes = tuple(nodes)
     except TypeError:
-        raise ValueError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
+        raise InputError(f"nodes must be a list of heap node numbers, got {_short(nodes)}") from None
     return tuple(prior.check_node(n) for n in nodes)
 
 
@@ -235,7 +237,7 @@ def top_levels_design_range(prior: TreePrior, budget: int) -> range:
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.n_nodes:
-        raise ValueError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
+        raise InputError(f"budget must be <= D = {prior.n_nodes} for top_levels, got {budget}")
     return range(1, budget + 1)
 
 
@@ -249,9 +251,9 @@ def path_design(prior: TreePrior, budget: int):
     prior = _check_prior(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.depth:
-        raise ValueError(f"budget must be <= depth K = {prior.depth} for path (one node per level), got {budget}")
+        raise InputError(f"budget must be <= depth K = {prior.depth} for path (one node per level), got {budget}")
     if budget > MAX_PATH_DESIGN_BUDGET:
-        raise ValueError(
+        raise InputError(
             f"path_design builds 2^B - 1 policy nodes; budget must be <= {MAX_PATH_DESIGN_BUDGET}, got {budget}"
         )
     loss = sp.expand(sum(squared_scales(prior)[budget:]))
@@ -273,7 +275,7 @@ def path_design(prior: TreePrior, budget: int):
 def _make_prior(depth: int, alpha, scales) -> TreePrior:
     if scales is not None:
         if alpha is not None:
-            raise ValueError(f"give either alpha or scales, not both (got alpha={alpha})")
+            raise InputError(f"give either alpha or scales, not both (got alpha={alpha})")
         return TreePrior(depth, scales=scales)
     return TreePrior(depth, _alpha if alpha is None else check_alpha(alpha))
 
@@ -289,9 +291,9 @@ def _tree_formula(name: str, expr, source: str, simplify: bool = True) -> Formul
 def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
     if strategy == "optimal_nonadaptive":
         if layers is not None and check_int(layers, "layers", minimum=0) != 1:
-            raise ValueError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
+            raise InputError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
         if width is not None and check_int(width, "width", minimum=0) != budget:
-            raise ValueError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
+            raise InputError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
         return 1, budget
     if layers is None and width is None:
         return budget, 1
@@ -301,38 +303,68 @@ def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
         width = check_int(width, "width", minimum=1)
     if layers is None:
         if budget % width:
-            raise ValueError(f"budget {budget} is not a multiple of width={width}")
+            raise InputError(f"budget {budget} is not a multiple of width={width}")
         layers = budget // width
     if width is None:
         if layers == 0 or budget % layers:
-            raise ValueError(f"budget {budget} is not a positive multiple of layers={layers}")
+            raise InputError(f"budget {budget} is not a positive multiple of layers={layers}")
         width = budget // layers
     if layers * width != budget:
-        raise ValueError(f"layers * width must equal budget {budget}, got layers={layers}, width={width}")
+        raise InputError(f"layers * width must equal budget {budget}, got layers={layers}, width={width}")
     return layers, width
 
 
-def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, width=None, scales=None) -> Formula:
-    """Noiseless loss of a strategy on the tree prior, exact (``fv derive tree-loss``).
+def _tree_loss_prior(prior, depth, alpha, scales) -> tuple[TreePrior, int]:
+    """The tree prior of :func:`tree_loss`'s arguments (a TreePrior, or the older depth, alpha, scales) and its
+    depth."""
+    if depth is not None:
+        if prior is not None:
+            raise InputError(f"give the prior or depth, not both (got {_short(prior)} and depth={_short(depth)})")
+        prior = depth
+    if prior is None:
+        raise InputError("tree_loss needs a prior: tree_loss(TreePrior(K, alpha), budget=B, strategy='path')")
+    if isinstance(prior, TreePrior):
+        if alpha is not None or scales is not None:
+            raise InputError(f"alpha and scales are the prior's: give TreePrior(K, alpha) or TreePrior(K, scales=...) "
+                             f"alone, got {prior!r} with " + ("alpha" if alpha is not None else "scales"))
+        return prior, prior.depth
+    if hasattr(prior, "dim") or hasattr(prior, "covariance"):
+        raise InputError(f"tree_loss takes a TreePrior, got {type(prior).__name__} (a Gaussian prior's exact loss "
+                         "is fvsym.gaussian's)")
+    depth = check_int(prior, "depth", minimum=1)
+    return _make_prior(depth, alpha, scales), depth
+
+
+def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, width=None, scales=None, *,
+              depth=None) -> Formula:
+    """Noiseless loss of a strategy on the tree prior, exact (``fv derive tree-loss``):
+    ``tree_loss(TreePrior(4, "1/2"), budget=2, strategy="path")`` is 3/8.
+
+    ``prior``: a :class:`~fvsym.priors.TreePrior` (its alpha, symbolic or a number, or its general scales).
+    The older form ``tree_loss(depth, budget, strategy, alpha=None, scales=None)`` (``depth`` an integer, by
+    position or ``depth=``) builds that prior and gives the same Formula.
 
     ``strategy``: ``path`` (adaptive, ``B <= K``), ``top_levels`` (first ``B`` heap nodes),
     ``optimal`` (Bellman optimum with ``layers`` x ``width``, default ``L = B``, ``d = 1``) or
-    ``optimal_nonadaptive`` (``L = 1``, ``d = B``). ``alpha=None`` (and no ``scales``) keeps ``alpha``
-    symbolic: for the optimal strategies the result is the exact optimum for every ``alpha`` in
-    (0, 1), a ``Piecewise`` of polynomials with certified pieces, each with its policy or design in
-    ``formula.pieces`` (``depth <= 5``; see ``bellman.solve_alpha``). Returns a Formula whose params
-    are the symbols left.
+    ``optimal_nonadaptive_coordinate`` (``L = 1``, ``d = B``; the coordinate class, the only one here, so the
+    bare ``optimal_nonadaptive`` means it too and names the formula). A symbolic alpha: for the optimal
+    strategies the result is the exact optimum for every ``alpha`` in (0, 1), a ``Piecewise`` of polynomials
+    with certified pieces, each with its policy or design in ``formula.pieces`` (``depth <= 5``; see
+    ``bellman.solve_alpha``). Returns a Formula whose params are the symbols left.
     """
-    depth = check_int(depth, "depth", minimum=1)
+    prior, depth = _tree_loss_prior(prior, depth, alpha, scales)
+    if budget is None or strategy is None:
+        raise InputError("tree_loss needs a budget and a strategy: tree_loss(TreePrior(K, alpha), budget=B, "
+                         "strategy='path')")
     budget = check_int(budget, "budget", minimum=0)
+    strategy = CLASS_NAMED.get(strategy, strategy) if isinstance(strategy, str) else strategy
     strategy = check_choice(strategy, "strategy", STRATEGIES)
-    prior = _make_prior(depth, alpha, scales)
     if budget > prior.n_nodes:
-        raise ValueError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
+        raise InputError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
     name = f"tree_loss_{strategy}"
     if strategy == "path":
         if budget > depth:
-            raise ValueError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
+            raise InputError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
         if prior.alpha is not None:
             expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
         else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
@@ -342,8 +374,8 @@ def tree_loss(depth: int, budget: int, strategy: str, alpha=None, layers=None, w
         return _tree_formula(name, top_levels_any_loss(prior, budget), SOURCE + " (top-levels design)",
                              simplify=False)  # already in its simplest form: a closed sum over the depths
     L, d = _layers_width(strategy, budget, layers, width)
-    if scales is not None and not prior.is_numeric:
-        raise ValueError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
+    if prior.alpha is None and not prior.is_numeric:  # general scales with a symbol among them
+        raise InputError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
     if prior.alpha is not None and not prior.alpha.is_number:
         if strategy == "optimal_nonadaptive":
             optimum = bellman.optimal_nonadaptive_alpha(depth, budget)

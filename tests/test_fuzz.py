@@ -93,7 +93,8 @@ DERIVE = st.tuples(
     st.just(["derive", "tree-loss"]),
     st.lists(st.tuples(st.sampled_from(["--depth", "--budget", "--layers", "--width"]), INTS), max_size=4),
     st.lists(st.tuples(st.sampled_from(["--alpha"]), NUMBER_TEXT), max_size=1),
-    st.sampled_from([["--strategy", s] for s in ("path", "top_levels", "optimal", "optimal_nonadaptive", "greedy")]),
+    st.sampled_from([["--strategy", s] for s in ("path", "top_levels", "optimal", "optimal_nonadaptive_coordinate",
+                                                 "optimal_nonadaptive", "greedy")]),
     st.sampled_from([[], ["--policy"], ["--format", "json"], ["--format", "latex"], ["--bogus"]]),
 )
 DERIVE_GAUSS = st.tuples(
@@ -111,7 +112,7 @@ DERIVE_TREE_EXTREME = st.tuples(  # deep trees with alpha next to 0 and 1: exact
     st.sampled_from([[], ["--format", "json"]]),
 )
 FAST_STRATEGIES = ("path", "top_levels", "fixed", "greedy_coordinate", "bellman_noiseless")
-ALL_STRATEGIES = FAST_STRATEGIES + ("optimal", "optimal_nonadaptive", "rollout", "greedy_dense")
+ALL_STRATEGIES = FAST_STRATEGIES + ("optimal", "optimal_nonadaptive_unit", "rollout", "greedy_dense")
 
 
 def mc_vectors(strategies, max_depth: int):

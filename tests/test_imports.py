@@ -222,7 +222,7 @@ def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
 
 # --- fvsym is pure math: sympy and the standard library ------------------------------------------------------
 # fvsym.cli is fvsym's command-line layer (``fv derive``): nothing in fvsym imports it, and it alone may use
-# argparse and the resource guards of fvnum.resources (standard library only, loaded without numba).
+# argparse. Its guards are fvsym.guards: no fvsym module imports fvnum or bridges (no arrow up, none whitelisted).
 FVSYM_CLI_LAYER = ("cli",)
 HEAVY = ("numpy", "scipy", "numba", "torch", "argparse")
 PURE = """
@@ -300,12 +300,37 @@ def _top_level_imports(path: Path) -> set[str]:
 
 
 def test_fvsym_imports_sympy_and_the_standard_library_only():
-    """At module level every fvsym module imports sympy, the standard library and fvsym itself; the CLI
-    layer also fvnum.resources. Nothing in fvsym imports the CLI layer."""
+    """At module level every fvsym module imports sympy, the standard library and fvsym itself, the CLI layer
+    included (no whitelisted arrow up). Nothing in fvsym imports the CLI layer."""
     allowed = set(sys.stdlib_module_names) | {"sympy", "fvsym"}
     for name, path in _modules("fvsym").items():
-        extra = {"fvnum.resources"} if name in FVSYM_CLI_LAYER else set()
-        bad = {m for m in _top_level_imports(path) if m.split(".")[0] not in allowed and m not in extra}
+        bad = {m for m in _top_level_imports(path) if m.split(".")[0] not in allowed}
         assert not bad, f"fvsym.{name} imports {sorted(bad)}"
     graph = import_graph("fvsym", deep=True)
     assert not {name for name, targets in graph.items() if set(FVSYM_CLI_LAYER) & targets}, graph
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every absolute module a file imports, deferred imports (inside functions) included."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_fvsym_imports_nothing_from_fvnum_or_bridges_even_deferred():
+    """Issue 30 item 6: the arrow points down only. No fvsym module, its command-line layer included, imports
+    fvnum or bridges, at module level or inside a function."""
+    up = {name: sorted(m for m in _all_imports(path) if m.split(".")[0] in ("fvnum", "bridges"))
+          for name, path in _modules("fvsym").items()}
+    assert not {name: found for name, found in up.items() if found}, up
+
+
+def test_the_upward_check_sees_deferred_imports(tmp_path):
+    """The check has teeth: an import of fvnum inside a function is found."""
+    path = tmp_path / "mod.py"
+    path.write_text("import math\n\ndef f():\n    from fvnum.resources import check_time\n    return check_time\n")
+    assert _all_imports(path) == {"math", "fvnum.resources"}

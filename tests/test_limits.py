@@ -35,7 +35,7 @@ def one_line_error(code, err, *fragments):
 
 # --- item 1, 2: resource guards at refused sizes, under a memory cap, in seconds ------------------------
 REFUSED = [
-    ["derive", "tree-loss", "--depth", "30", "--budget", "5", "--strategy", "optimal_nonadaptive", "--alpha", "1/2"],
+    ["derive", "tree-loss", "--depth", "30", "--budget", "5", "--strategy", "optimal_nonadaptive_coordinate", "--alpha", "1/2"],
     ["derive", "tree-loss", "--depth", "30", "--strategy", "fixed", "--design", "1,2,5,9"],  # top_levels: closed
     ["derive", "tree-loss", "--depth", "30", "--budget", "3", "--strategy", "optimal", "--alpha", "1/2"],
     ["mc", "--depth", "30", "--tau", "0.1", "--samples", "100"],
@@ -305,7 +305,7 @@ def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
 
 WATCHED = r"""
 import sys, time
-import fvnum.bounds as b
+import fvnum.bracket as b
 def slow(*args):  # work the price did not see: pure Python, holding the GIL between switches
     while True:
         sum(range(10_000))

@@ -3,7 +3,7 @@
 Command: ``PYTHONPATH=. python docs/grid/keyed_rows.py [--keyed weighted]``; rewrites docs/grid/table.json
 and table.md. The trained models of docs/grid were run before the keyed rows existed and their run folders
 are not kept, so ``fv compare --grid`` cannot reuse them; this script computes the keyed rows by the code
-path ``fv compare --grid`` takes (``bridges.compare.keyed_curves``: ``fvnum.theory.keyed_curves`` at the
+path ``fv compare --grid`` takes (``bridges.compare.keyed_cells``: ``fvnum.theory.keyed_curves`` at the
 grid's settings, 2000 search samples, seed 0), once per data configuration, adds them to every run of that
 cell (replacing keyed rows stored before), gives every row its role again (``fvnum.theory.describe_rows``),
 re-checks the predictions and writes both tables with the writers of ``fv compare --grid``. No model is
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from bridges.compare import grid_markdown, keyed_curves, prediction_checks
+from bridges.compare import grid_checks, grid_markdown, keyed_cells
 from bridges.config import DataConfig
 from bridges.reproduce import SEARCH_SAMPLES
 from bridges.store import write_atomic, write_json
@@ -47,13 +47,13 @@ def main(argv=None) -> int:
         cell = (run["prior"], run["depth"], run["alpha"], run["n_tokens"], run["budget"])
         if cell not in rows_of:
             t0 = time.process_time()
-            rows_of[cell] = keyed_curves(data_of(run), [run["budget"]], args.keyed, search_samples=SEARCH_SAMPLES,
+            rows_of[cell] = keyed_cells(data_of(run), [run["budget"]], args.keyed, search_samples=SEARCH_SAMPLES,
                                          seed=args.seed)[str(run["budget"])]
             print(cell, [(r["name"], round(r["value"], 4), round(r["stderr"], 4)) for r in rows_of[cell]],
                   f"{time.process_time() - t0:.0f} s", file=sys.stderr, flush=True)
         theory = [r for r in run["theory"] if r["name"] not in KEYED_ROWS] + rows_of[cell]
         run["theory"] = describe_rows([{k: v for k, v in r.items() if k not in DESCRIBED} for r in theory])
-    checks = prediction_checks(runs)
+    checks = grid_checks(runs)
     write_json(HERE / "table.json", {"runs": runs, "predictions": checks})
     write_atomic(HERE / "table.md", grid_markdown(runs, checks))
     return 0

@@ -12,7 +12,7 @@ from .common import _bitlen, _subtree_masses
 # A belief is a weight vector ``p`` over the ``2^K`` leaves. Reading node ``n`` (depth ``k``) sorts the
 # leaves into three classes (path passes ``n`` with +1, with -1, avoids ``n``: ``cls[n-1, leaf]`` in 0, 1,
 # 2) of means ``+a_k, -a_k, 0``. The reading's law is a mixture of three gaussians; its integral is a
-# trapezoid rule on one lattice of readings per depth (``fvnum.noisy_bellman.Quadrature``): point ``j`` has
+# trapezoid rule on one lattice of readings per depth (``fvnum.noisy_dp.Quadrature``): point ``j`` has
 # rule weight ``w[k-1, o, j]`` under class ``o`` (each class's rule sums to 1) and likelihood ratios
 # ``lik[k-1, j, o']`` of the classes at that reading (relative to the largest); ``nj[k-1]`` points.
 @njit(cache=True, nogil=True)

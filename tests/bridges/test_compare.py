@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bridges.compare import (
-    AUDIT_SAMPLES, compare, learned_routing, prediction_checks, seed_summary, summary_markdown,
+    AUDIT_SAMPLES, compare, learned_routing, grid_checks, seed_summary, summary_markdown,
     theory_losses, to_markdown,
 )
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -75,7 +75,8 @@ def test_theory_rows_are_the_fvnum_table_of_the_models_channel():
     table = theory_table(data, 2, samples=1000, seed=2, keyed=None)
     channel = data_channel(data)
     assert table.channel == channel and channel.kind == "tokens" and channel.n_tokens == 64
-    assert table.to_dict() == comparison_table(fv_prior(data), 2, channel, samples=1000, seed=2).to_dict()
+    assert table.to_dict() == comparison_table(fv_prior(data), 2, channel, samples=1000, seed=2,
+                                                            keyed=None).to_dict()
     assert theory_losses(data, 2, samples=1000, seed=2, keyed="none") == table.to_dict()["rows"]
 
 
@@ -94,13 +95,13 @@ def _table(prior, depth, budget, model, loss, theory):
             "theory": [{"name": k, "value": v} for k, v in theory.items()]}
 
 
-def test_prediction_checks_follow_the_stated_thresholds():
+def test_grid_checks_follow_the_stated_thresholds():
     th = {"top_levels_linear": 0.5, "gaussian_optimum": 0.4}
     tables = [_table("tree", 6, 4, "A", 0.06, th), _table("tree", 6, 4, "B", 0.1, th),
               _table("tree", 6, 4, "C", 0.61, th),
               _table("gaussian", 6, 4, "A", 0.45, th), _table("gaussian", 6, 4, "B", 0.40, th),
               _table("gaussian", 6, 4, "C", 0.47, th)]
-    got = {c["prediction"]: c["holds"] for c in prediction_checks(tables)}
+    got = {c["prediction"]: c["holds"] for c in grid_checks(tables)}
     assert got["tree K6 B4: A <= 0.6 x B"] is True  # 0.06 = 0.6 x 0.1
     assert got["tree K6 B4: C within 20% of linear top-levels theory"] is False  # 1.22
     assert got["Gaussian K6 B4: A within 15% of the optimum (gaussian channel)"] is True  # 1.125
@@ -108,7 +109,7 @@ def test_prediction_checks_follow_the_stated_thresholds():
     assert got["Gaussian K6 B4: A / B in [0.85, 1.15]"] is True  # 1.125
     # with the tokens channel's row (the models' channel), that row is the bar
     tok = {**th, "best_linear_nonadaptive": 0.45}
-    got = {c["prediction"]: c["holds"] for c in prediction_checks(
+    got = {c["prediction"]: c["holds"] for c in grid_checks(
         [_table("gaussian", 6, 4, m, v, tok) for m, v in zip("ABC", (0.45, 0.40, 0.47))])}
     assert got["Gaussian K6 B4: A within 15% of the optimum (tokens channel)"] is True  # 1.0
     assert got["Gaussian K6 B4: C within 15% of the optimum (tokens channel)"] is True  # 1.044
@@ -232,17 +233,19 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
 
 
 def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
-    """fv mc: optimal_nonadaptive_unit / _coordinate; the old spelling works with a note naming its class;
-    fv derive: optimal_nonadaptive_coordinate is its (only) class."""
+    """fv mc: optimal_nonadaptive_unit / _coordinate; the bare name is refused unless --measurement says the
+    class; fv derive: optimal_nonadaptive_coordinate is its (only) class, the bare name refused."""
     from bridges.cli import main
 
     mc = ["mc", "--depth", "3", "--budget", "2", "--tau", "0.3", "--samples", "500", "--format", "json"]
     assert main([*mc, "--strategy", "optimal_nonadaptive_unit"]) == 0
     unit = json.loads(capsys.readouterr().out)
-    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 0
+    assert main([*mc, "--strategy", "optimal_nonadaptive"]) == 2  # no class: refused, saying the class names
+    assert "say the class: optimal_nonadaptive_coordinate or optimal_nonadaptive_unit" in capsys.readouterr().err
+    assert main([*mc, "--strategy", "optimal_nonadaptive", "--measurement", "unit"]) == 0  # the class said
     out = capsys.readouterr()
     assert json.loads(out.out) == unit and (unit["strategy"], unit["measurement"]) == ("optimal_nonadaptive_unit", "unit")
-    assert "note: --strategy optimal_nonadaptive here is the unit class" in out.err
+    assert "note: --strategy optimal_nonadaptive --measurement unit is --strategy optimal_nonadaptive_unit" in out.err
     assert main([*mc, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
     assert json.loads(capsys.readouterr().out)["measurement"] == "coordinate"
     assert main([*mc, "--strategy", "optimal_nonadaptive_unit", "--measurement", "coordinate"]) == 2
@@ -250,9 +253,10 @@ def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
     derive = ["derive", "tree-loss", "--depth", "4", "--budget", "2", "--alpha", "1/2", "--format", "json"]
     assert main([*derive, "--strategy", "optimal_nonadaptive_coordinate"]) == 0
     new = json.loads(capsys.readouterr().out)
-    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 0
-    old = json.loads(capsys.readouterr().out)
-    assert new == old and old["inputs"]["measurement"] == "coordinate"
+    assert new["inputs"]["measurement"] == "coordinate"
+    assert main([*derive, "--strategy", "optimal_nonadaptive"]) == 2  # fv derive refuses the bare name too
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "say the class: optimal_nonadaptive_coordinate or optimal_nonadaptive_unit" in err[0]
 
 
 def test_fv_bounds_says_the_channel_of_its_exact_value(capsys):

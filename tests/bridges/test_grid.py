@@ -7,7 +7,7 @@ matched Gaussian prior (C/opt = 1.033), and A/B = 0.579, C/linear = 1.000 on the
 import pytest
 import torch
 
-from bridges.compare import prediction_checks, theory_losses
+from bridges.compare import grid_checks, theory_losses
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import data_channel, fv_prior
 from bridges.train import train
@@ -39,14 +39,14 @@ def _cell(prior: str, models: str, tmp_path) -> list[dict]:
 
 @pytest.mark.slow
 def test_gaussian_prior_depth_buys_nothing(tmp_path):
-    checks = prediction_checks(_cell("gaussian", "ABC", tmp_path))
+    checks = grid_checks(_cell("gaussian", "ABC", tmp_path))
     assert checks and all(c["holds"] for c in checks), checks
 
 
 @pytest.mark.slow
 def test_tree_prior_deep_beats_wide_and_c_is_linear(tmp_path):
     tables = _cell("tree", "ABC", tmp_path)
-    checks = {c["prediction"]: c for c in prediction_checks(tables)}
+    checks = {c["prediction"]: c for c in grid_checks(tables)}
     assert checks["tree K4 B3: A <= 0.6 x C"]["holds"], checks
     assert checks["tree K4 B3: C within 20% of linear top-levels theory"]["holds"], checks
     # A <= 0.6 B held at 0.579 in the grid run: near the threshold, so check the direction with margin

@@ -14,7 +14,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from fvnum import bounds, noisy_bellman
-from fvnum.bounds import noiseless_lower
+from fvnum.bracket import noiseless_lower
 from fvnum.tree import numeric_prior
 from fvsym.priors import TreePrior
 

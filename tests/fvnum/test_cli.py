@@ -135,7 +135,7 @@ def test_one_channel_vocabulary_across_the_python_api():
         fvnum.bounds(prior, 2, channel=make_channel(prior, tokens=64), exact=False, **kw).upper
     assert fvnum.patching_table(prior, 2, n_tokens=64, samples=300, seed=0).unpatched == \
         fvnum.patching_table(prior, 2, tokens=64, samples=300, seed=0).unpatched
-    small = dict(samples=300, seed=0, search_samples=100, dense=False)
+    small = dict(samples=300, seed=0, search_samples=100, dense=False, keyed=None)  # keys read tokens: none here
     by_kw = comparison_table(prior, 2, tau=0.2, **small)
     assert by_kw.to_dict() == comparison_table(prior, 2, make_channel(prior, tau=0.2), **small).to_dict()
     with pytest.raises(ValueError, match="n_tokens and tokens name the same N"):

@@ -115,7 +115,7 @@ def test_bad_inputs_get_one_line_errors():
 def test_comparison_table_rows_carry_their_channel_and_are_reproducible():
     prior = TreePrior(3, "1/2")
     ch = make_channel(prior, tokens=64)
-    kw = dict(samples=2000, seed=3, search_samples=300, dense=False)
+    kw = dict(samples=2000, seed=3, search_samples=300, dense=False, keyed=None)
     table = comparison_table(prior, 2, ch, **kw)
     assert isinstance(table, ComparisonTable) and table.prior == "tree" and table.budget == 2
     d = table.to_dict()
@@ -135,7 +135,7 @@ def test_comparison_table_rows_carry_their_channel_and_are_reproducible():
 
 def test_comparison_table_of_a_gaussian_prior():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
-    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=2000, seed=0)
+    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=2000, seed=0, keyed=None)
     assert table.names == ("water_filling_mc", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum")
     assert table.optimum_bracket is None
     assert table.prediction("A").name == table.prediction("B").name == "water_filling_mc"
@@ -149,7 +149,8 @@ def test_rows_say_what_they_are_beside_the_models():
     one prediction row; the only bound proven for a trained model is the linear one for Model C, and the
     noiseless optimum bounds no model (the MLP keys of A and B are not linear keys)."""
     prior = TreePrior(3, "1/2")
-    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=1000, seed=0, search_samples=200)
+    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=1000, seed=0, search_samples=200,
+                             keyed=None)
     for model in MODELS:
         assert [r.name for r in table if r.role == "prediction" and model in r.models] == [table.prediction(model).name]
     assert (table.prediction("A").name, table.prediction("B").name, table.prediction("C").name) == (

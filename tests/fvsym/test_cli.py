@@ -34,7 +34,7 @@ def test_tree_loss_sanity_value(capsys):
         ("path", [], {}),
         ("top_levels", [], {}),
         ("optimal", ["--layers", "3", "--width", "1"], {"layers": 3, "width": 1}),
-        ("optimal_nonadaptive", [], {}),
+        ("optimal_nonadaptive_coordinate", [], {}),
     ],
 )
 def test_tree_loss_mirrors_python_api(capsys, strategy, extra, kwargs):
@@ -98,7 +98,7 @@ def test_policy_flag_shows_the_argmins(capsys):
     record = json.loads(capsys.readouterr().out)
     policy = solve(TreePrior(4, "1/2"), 3, 1).policy
     assert record["policy"] == policy.to_dict()
-    assert main(["derive", "tree-loss", "--depth", "5", "--budget", "4", "--strategy", "optimal_nonadaptive",
+    assert main(["derive", "tree-loss", "--depth", "5", "--budget", "4", "--strategy", "optimal_nonadaptive_coordinate",
                  "--alpha", "1/2", "--policy"]) == 0
     _, nodes = optimal_nonadaptive(TreePrior(5, "1/2"), 4)
     assert f"design: nodes {[int(n) for n in nodes]}" in capsys.readouterr().out
@@ -120,7 +120,7 @@ def test_tree_loss_optimal_without_alpha_is_the_exact_optimum_in_alpha(capsys):
     assert sp.simplify(expr - alpha**2 * (3 * alpha + 1) / 4) == 0 and record["params"] == ["alpha"]
     assert record["pieces"][0]["lower"] == "0" and record["pieces"][0]["upper"] == "1"
     assert record["pieces"][0]["policy"]["nodes"] == [2]
-    assert main(["derive", "tree-loss", "--depth", "4", "--budget", "3", "--strategy", "optimal_nonadaptive"]) == 0
+    assert main(["derive", "tree-loss", "--depth", "4", "--budget", "3", "--strategy", "optimal_nonadaptive_coordinate"]) == 0
     out = capsys.readouterr().out
     assert "piece 0 < alpha < 1" in out and "design [" in out
 

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _kernels, _solver_module
+from fvsym.errors import ResourceRefused
+
+from . import _kernels
 from .simulate import check_inputs
 from .strategies import Policy
 from .tree import TreeSpec
@@ -532,8 +534,9 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
         given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
         raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points, channel.tau):
-        raise ValueError(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
-                         f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use fvnum.bounds")
+        raise ResourceRefused(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
+                              f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use "
+                              f"fvnum.bounds", limit="work")
     threads = default_threads() if threads is None else max(1, int(threads))
     quad = Quadrature(spec, channel.tau, points)
     uniform = np.full((1, spec.n_leaves), 1.0 / spec.n_leaves)
@@ -561,6 +564,3 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
             how += f"; error {error:.2g} = |this - the solve at half the points| (a finer solve is over MAX_WORK)"
     pol = NoisyBellmanPolicy(quad, budget, first, threads=1)
     return NoisyBellman(value, budget, channel.tau, first, used, how, quad, pol, error, other)
-
-
-_solver_module(__name__)  # fvnum.noisy_bellman(...) calls noisy_bellman()

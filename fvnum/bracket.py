@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from . import _chunks, _solver_module
+from . import _chunks
 from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
 from .registry import build_policy
@@ -43,7 +43,7 @@ class Bounds:
     than the noiseless optimum) and ``upper`` = ``Estimate(exact + exact_error, 0, n)`` (``how`` says so);
     elsewhere ``lower`` is the noiseless optimum and ``upper`` the best policy's Monte Carlo Estimate.
     ``exact``: the exact noisy optimum where solved (else None), ``exact_error`` its quadrature error
-    estimate (``fvnum.noisy_bellman.NoisyBellman.error``: the difference of a default and a refined solve; 0
+    estimate (``fvnum.noisy_dp.NoisyBellman.error``: the difference of a default and a refined solve; 0
     at tau = 0). ``policy`` and ``best``: the best sampled policy and its Monte Carlo Estimate (what ``upper``
     is when not solved). ``candidates``: every policy's Estimate on the same samples; ``differences``: paired
     ``rollout - other`` Estimates; ``skipped``: the candidates not sampled (and the exact solve, when not
@@ -157,14 +157,14 @@ class BoundsPlan:
 
 def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: int, threads: int) -> float:
     """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples."""
-    from . import noisy_bellman
+    from . import noisy_dp
     from .limits import mc_cost
     from .strategies import rollout_seconds
 
     if name == "rollout":
         return rollout_seconds(spec.depth, budget, samples, threads)
     if name == "optimal":
-        return noisy_bellman.policy_seconds(spec, budget, samples, channel.tau, threads)
+        return noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
     return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                    tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
 
@@ -172,12 +172,12 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
 def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
                 candidates=None, exact=None, threads=None) -> BoundsPlan:
     """The plan of :func:`bounds` (see :class:`BoundsPlan`). The exact recursion is solved where
-    ``fvnum.noisy_bellman.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
+    ``fvnum.noisy_dp.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
     Once the optimum is known exactly (solved, or ``tau = 0``), default candidates priced above
     ``CHEAP_SECONDS`` are skipped (the cheapest one is always sampled); named ``candidates`` are sampled."""
     from .resources import max_seconds
 
-    from . import noisy_bellman
+    from . import noisy_dp
     from ._chunks import default_threads
 
     threads = default_threads() if threads is None else max(1, int(threads))
@@ -189,14 +189,14 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     elif exact is not None:
         solve = bool(exact)
     else:
-        solve = noisy_bellman.exact_feasible(spec, budget, tau=tau)
+        solve = noisy_dp.exact_feasible(spec, budget, tau=tau)
         if not solve and budget > 3:
             skipped["exact"] = "not solved: the exact recursion is solved for budget <= 3"
         elif not solve:
             skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
-                                f"large (work {noisy_bellman.work(spec, budget, tau=tau):.2g} > {noisy_bellman.MAX_WORK:.0g})")
+                                f"large (work {noisy_dp.work(spec, budget, tau=tau):.2g} > {noisy_dp.MAX_WORK:.0g})")
     if solve:
-        seconds["exact"] = noisy_bellman.solve_seconds(spec, budget, tau, threads)
+        seconds["exact"] = noisy_dp.solve_seconds(spec, budget, tau, threads)
         if exact is None and seconds["exact"] > max_seconds() / 2:
             solve = False
             skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "
@@ -245,7 +245,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
                         tokens=channel.kind == "tokens", samples=samples, threads=threads)[0]
                 for name in ("path", "greedy_coordinate"))
     recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
-    memory = max(chunk, solve_bytes) + recorded + (8.0 * 3 * noisy_bellman.CHUNK_FLOATS if solve else 0.0)
+    memory = max(chunk, solve_bytes) + recorded + (8.0 * 3 * noisy_dp.CHUNK_FLOATS if solve else 0.0)
     return BoundsPlan(solve, tuple(sample), skipped, seconds, memory)
 
 
@@ -312,8 +312,8 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
     policies tried for the upper bound (default ``BOUND_CANDIDATES``, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
-    exact recursion (default: where ``fvnum.noisy_bellman.exact_feasible`` and within the time cap)."""
-    from . import noisy_bellman
+    exact recursion (default: where ``fvnum.noisy_dp.exact_feasible`` and within the time cap)."""
+    from . import noisy_dp
     from .simulate import plain_scalars
 
     from fvsym._validate import check_int
@@ -334,7 +334,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     if channel.tau == 0:  # the noiseless optimum is exact and attained
         exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
     elif plan.solve:
-        solved = noisy_bellman.noisy_bellman(spec, budget, channel.tau, threads=threads)
+        solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads)
         exact_value, exact_error, exact_how = solved.value, solved.error, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
@@ -418,5 +418,3 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     pol = policies[best]
     return SearchResult(best, est, how, None if pol.adaptive else pol.design, pol, scores)
 
-
-_solver_module(__name__)  # fvnum.bounds(...) calls bounds()

@@ -1,0 +1,115 @@
+"""Issue 30 item 4: errors are typed (an input error, a resource refusal, a damaged file), each a ValueError so
+existing callers keep working, raised where the docs say: the argument checks (fvsym._validate, fvnum.simulate's
+check_*), the guards (fvsym.guards, re-exported by fvnum.resources), run folders and checkpoints (bridges.store,
+bridges.checkpoint). Library refusals name no command-line flag; ``fv`` adds it."""
+from __future__ import annotations
+
+import pytest
+
+import bridges.errors
+import fvnum.errors
+from fvsym import errors
+from fvsym.errors import DamagedFile, DomainError, InputError, ResourceRefused
+from fvsym.priors import TreePrior
+
+
+def test_every_class_is_a_value_error_and_one_object_in_every_package():
+    for cls in (InputError, DomainError, ResourceRefused, DamagedFile):
+        assert issubclass(cls, ValueError)
+        assert getattr(fvnum.errors, cls.__name__) is cls and getattr(bridges.errors, cls.__name__) is cls
+    assert issubclass(DomainError, InputError) and not issubclass(ResourceRefused, InputError)
+    assert not issubclass(DamagedFile, InputError) and not issubclass(DamagedFile, ResourceRefused)
+    from fvnum import InputError as exported
+    from fvsym._formula import DomainError as formula_domain
+
+    assert exported is InputError and formula_domain is DomainError
+    assert set(errors.__all__) == {"InputError", "DomainError", "ResourceRefused", "DamagedFile"}
+
+
+@pytest.mark.parametrize("call", [
+    lambda: TreePrior(4, "3/2"),  # alpha outside (0, 1): fvsym._validate
+    lambda: TreePrior("four", "1/2"),
+])
+def test_the_argument_checks_raise_input_errors(call):
+    with pytest.raises(InputError):
+        call()
+
+
+def test_fvnum_simulate_checks_raise_input_errors():
+    from fvnum.simulate import check_budget, check_samples, check_seed
+
+    for call in (lambda: check_samples(1), lambda: check_seed(-1), lambda: check_budget(-2), lambda: check_samples(2.5)):
+        with pytest.raises(InputError):
+            call()
+    from fvnum import loss_mc
+
+    with pytest.raises(InputError, match="samples"):
+        loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.1, samples=1)
+
+
+def test_a_formula_outside_its_domain_is_a_domain_error_and_an_input_error():
+    from fvsym.tree import path_loss
+
+    with pytest.raises(DomainError) as info:
+        path_loss()(K=3, B=2, alpha=2)
+    assert isinstance(info.value, InputError)
+
+
+def test_the_guards_refuse_with_resource_refused_in_the_librarys_words():
+    from fvnum.resources import check_memory as reexported
+    from fvsym.guards import TIME_CAP_NOTE, check_memory, check_time, time_limit
+
+    assert reexported is check_memory
+    with time_limit(10), pytest.raises(ResourceRefused) as info:
+        check_time("a job", 1e6, "; no --steps fits")
+    assert info.value.limit == "time" and TIME_CAP_NOTE in str(info.value)
+    assert "fv --max-seconds" not in str(info.value) and "over the limit of 10 s" in str(info.value)
+    with pytest.raises(ResourceRefused) as info:
+        check_memory("a job", 1e30)
+    assert info.value.limit == "memory" and "of memory" in str(info.value)
+
+
+def test_the_command_line_names_its_flag_where_the_library_names_the_cap(capsys):
+    """``fv`` prints the same line as before the guards moved: the flag, not the library's words."""
+    from bridges.cli import main
+
+    code = main(["--max-seconds", "0.001", "derive", "tree-loss", "--depth", "8", "--budget", "3",
+                 "--strategy", "optimal", "--alpha", "1/2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "(fv --max-seconds S raises it)" in err[0] and "time_limit" not in err[0], err
+
+
+def test_the_noisy_recursion_over_its_work_cap_is_a_resource_refusal():
+    from fvnum import noisy_bellman
+
+    with pytest.raises(ResourceRefused, match="use fvnum.bounds"):
+        noisy_bellman(TreePrior(8, "1/2"), 3, tau=0.3)
+
+
+def test_a_run_folder_of_another_kind_is_a_damaged_file(tmp_path):
+    from bridges.store import RunStore
+
+    RunStore(tmp_path / "run", "reproduce", log=lambda m: None)
+    with pytest.raises(DamagedFile) as info:
+        RunStore(tmp_path / "run", "scaling", log=lambda m: None)
+    assert info.value.path == tmp_path / "run" / "manifest.json"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text("{not json")
+    with pytest.raises(DamagedFile, match="not valid JSON"):
+        RunStore(tmp_path / "other", "reproduce", log=lambda m: None)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="not a run folder"):
+        RunStore(tmp_path / "full", "reproduce", log=lambda m: None)
+
+
+def test_a_damaged_checkpoint_is_a_damaged_file(tmp_path):
+    from bridges.checkpoint import DamagedCheckpoint, load_checkpoint
+
+    assert issubclass(DamagedCheckpoint, DamagedFile)
+    path = tmp_path / "checkpoint.pt"
+    for content in (b"", b"half a checkpoint"):
+        path.write_bytes(content)
+        with pytest.raises(DamagedFile, match="checkpoint"):
+            load_checkpoint(path)
