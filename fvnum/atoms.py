@@ -77,7 +77,8 @@ class FinitePrior(Prior):
     @property
     def covariance(self) -> np.ndarray:
         centred = self.atoms - self.mean
-        return (centred * self.weights[:, None]).T @ centred
+        C = (centred * self.weights[:, None]).T @ centred
+        return (C + C.T) / 2  # symmetric to the last bit
 
     @property
     def second_moment(self) -> float:
