@@ -25,13 +25,13 @@ import numpy as np
 from fvsym._validate import _short, check_int
 
 from .priors import Prior
+from .strategies import GREEDY_DIRECTIONS
 
 MAX_ATOMS = 10**8  # atoms of one prior (the guards price the work on them before that)
 MAX_DIM = 10**6
 VALUE_RANGE = 1e75  # |atom entries| below this: losses and their squares stay normal floats
 DECODE_OPS = 3  # per sample, atom and (reading + coordinate) of the decoder
 RATE = 2e7  # elementary operations per second and thread (as fvnum.limits)
-GREEDY_DIRECTIONS = 2  # greedy_dense: the principal directions of the posterior tried beside the coordinates
 BELLMAN_MAX_ATOMS = 64
 BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)
 DIVERSITY_SPAWN = 61  # the stream of AtomsPrior.draw: SeedSequence(seed, spawn_key=(61,)), apart from fv mc's

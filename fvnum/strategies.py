@@ -547,6 +547,9 @@ def per_sample(fn):
     return vectorised
 
 
+GREEDY_DIRECTIONS = 2  # greedy_dense on a finite prior: the principal directions tried beside the coordinates
+
+
 class FiniteGreedy(Policy):
     """Greedy one-step lookahead on a finite prior (``fvnum.atoms``; ``L = B``, ``d = 1``): each layer reads the
     candidate that maximises the expected squared norm of the next posterior mean (equivalently, minimises the
@@ -557,8 +560,6 @@ class FiniteGreedy(Policy):
     layer's belief is the prior, shared by every sample: decided once. State: the log posterior weights (n, M)."""
 
     def __init__(self, spec, tau: float, budget: int, *, dense: bool = False):
-        from .atoms import GREEDY_DIRECTIONS
-
         self.spec, self.tau, self.dense = spec, float(tau), bool(dense)
         self.layers, self.width = budget, 1
         self.name = "greedy_dense" if dense else "greedy_coordinate"
