@@ -16,7 +16,8 @@ asks of it, so ``loss_mc``, ``fv mc`` and the decoders ask the object, never its
 - ``policy(strategy, channel, budget, **options)``: the Policy of a strategy this prior builds itself, or
   None for the strategies every prior shares (``fixed``, ``top_levels``, ``policy``); a ValueError for one
   that does not apply to it;
-- ``check_cost(strategy, budget, samples, threads)``: its price, refused in one line over the guards.
+- ``check_cost(strategy, budget, channel, samples, threads)``: its price (and the channels it decodes), refused in
+  one line over the guards.
 
 ``register_prior(name, entry_point, ...)`` is the extension point (gymnasium's ``register``): the entry point
 is the class, or a ``"module:attribute"`` string loaded on first use, so this module stays light (``fv --help``
@@ -148,11 +149,33 @@ class Prior:
     def posterior_losses(self, channel, design, phi, latents):  # pragma: no cover
         raise NotImplementedError(f"{type(self).__name__} must define posterior_losses(channel, design, phi, latents)")
 
+    @property
+    def mean(self):  # pragma: no cover
+        raise NotImplementedError(f"{type(self).__name__} must define mean")
+
+    @property
+    def covariance(self):  # pragma: no cover
+        raise NotImplementedError(f"{type(self).__name__} must define covariance")
+
+    @property
+    def second_moment(self) -> float:
+        """``E||theta||^2 = tr C + ||mean||^2``."""
+        import numpy as np
+
+        return float(np.trace(np.asarray(self.covariance, dtype=float)) + np.sum(np.asarray(self.mean) ** 2))
+
+    @property
+    def eigenvalues(self):
+        """Eigenvalues of the covariance, largest first (the channel compares its noise with them)."""
+        import numpy as np
+
+        return np.sort(np.maximum(np.linalg.eigvalsh(np.asarray(self.covariance, dtype=float)), 0.0))[::-1]
+
     def policy(self, strategy: str, channel, budget: int, **options):
         """The Policy of ``strategy`` built by this prior, or None for the shared strategies."""
         return None
 
-    def check_cost(self, strategy: str, budget: int, samples: int, threads=None) -> None:
+    def check_cost(self, strategy: str, budget: int, channel, samples: int, threads=None) -> None:
         """Refuse (one-line ValueError) a Monte Carlo run over the guards; none by default."""
         return None
 

@@ -257,7 +257,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
                                                         seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if is_prior_object(spec):  # the prior prices its own work
+    if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
     if strategy == "optimal" and channel.tau > 0:
         _check_noisy_optimal_cost(spec, channel, budget, samples, threads)

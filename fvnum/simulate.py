@@ -322,7 +322,7 @@ def draw_floats(spec, channel: Channel, budget: int) -> int:
 
 def work_floats(spec, channel: Channel, pol: Policy, budget: int) -> int:
     """Floats of work per sample of a policy (sets its chunk size)."""
-    decoder = spec.work_floats(budget) if is_prior_object(spec) else 0  # a prior object's decoder
+    decoder = spec.work_floats(budget) if is_prior_object(spec) and hasattr(spec, "work_floats") else 0  # its decoder
     return draw_floats(spec, channel, budget) + 4 * budget + pol.work_floats(spec, budget) + decoder
 
 
