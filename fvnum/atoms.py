@@ -32,6 +32,8 @@ MAX_DIM = 10**6
 VALUE_RANGE = 1e75  # |atom entries| below this: losses and their squares stay normal floats
 DECODE_OPS = 3  # per sample, atom and (reading + coordinate) of the decoder
 RATE = 2e7  # elementary operations per second and thread (as fvnum.limits)
+GREEDY_RATE = 3e8  # the lookahead kernel's inner loop (grid point x atom x coordinate) per second and thread: measured
+# 6.5e8 at M = 1024 and 4096, D = 8, budget 4, tau 0.35, on 2 cores at load 9 (docs/atoms/diversity.py)
 BELLMAN_MAX_ATOMS = 64
 BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)
 DIVERSITY_SPAWN = 61  # the stream of AtomsPrior.draw: SeedSequence(seed, spawn_key=(61,)), apart from fv mc's
@@ -182,13 +184,14 @@ class FinitePrior(Prior):
         self._check_channel(channel)
         threads = default_threads() if threads is None else int(threads)
         M, D, B = self.n_atoms, self.dim, max(int(budget), 1)
-        ops = DECODE_OPS * M * (B + D)
+        ops = DECODE_OPS * M * (B + D) / RATE
         if strategy in ("greedy_coordinate", "greedy_dense"):
             span = float(np.ptp(self.atoms)) if M > 1 else 0.0
             grid = 1 if channel.tau == 0 else min(GRID_MAX, (span + 2 * GRID_TAIL * channel.tau) / (GRID_STEP * channel.tau))
             cands = D + (GREEDY_DIRECTIONS if strategy == "greedy_dense" else 0)
-            ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) + (B * M * D * D if strategy == "greedy_dense" else 0)
-        seconds = samples * ops / RATE / max(1, min(threads, samples // 256 + 1))
+            ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) / GREEDY_RATE
+            ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
+        seconds = samples * ops / max(1, min(threads, samples // 256 + 1))
         what = f"Monte Carlo of {strategy!r} on the {self.name} prior (M = {M}, D = {D}, budget {budget})"
         check_memory(what, 8.0 * (M * D + 256 * threads * self.work_floats(B)))
         check_time(f"{what} with {samples} samples", seconds)

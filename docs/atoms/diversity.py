@@ -59,7 +59,13 @@ def main() -> dict:
            "how": "dMMSE: loss_mc (exact posterior over the atoms, gaussian channel at tau(N)); ridge: the exact "
                   "Gaussian formula tr P with the atoms' covariance (fvnum.atoms.FinitePrior.ridge_loss)",
            "points": []}
+    done = {}
+    if not QUICK and os.path.exists(OUT_JSON):  # a run cut short goes on where it stopped
+        done = {p["M"]: p for p in json.load(open(OUT_JSON)).get("points", [])}
     for M in MS:
+        if M in done:
+            doc["points"].append(done[M])
+            continue
         t0 = time.time()
         prior = AtomsPrior.draw(M, D, seed=SEED)
         fixed = loss_mc(prior, "fixed", B, design=FIXED, tau=TAU, samples=SAMPLES["fixed"], seed=SEED)
@@ -76,8 +82,10 @@ def main() -> dict:
               f"({point['seconds']} s)", flush=True)
         if not QUICK:
             save(doc)
-    doc["crossover_fixed"] = crossover(doc["points"], "dmmse_fixed", "ridge_fixed")
-    doc["crossover_adaptive"] = crossover(doc["points"], "dmmse_greedy_coordinate", "ridge_best_coordinate")
+    for within in (0.05, 0.10, 0.25):  # the smallest M from which dMMSE stays within this much of ridge
+        doc[f"crossover_fixed_{within:g}"] = crossover(doc["points"], "dmmse_fixed", "ridge_fixed", within)
+        doc[f"crossover_adaptive_{within:g}"] = crossover(doc["points"], "dmmse_greedy_coordinate",
+                                                          "ridge_best_coordinate", within)
     if not QUICK:
         save(doc)
         plot(doc)
