@@ -187,7 +187,8 @@ class FinitePrior(Prior):
         ops = DECODE_OPS * M * (B + D) / RATE
         if strategy in ("greedy_coordinate", "greedy_dense"):
             span = float(np.ptp(self.atoms)) if M > 1 else 0.0
-            grid = 1 if channel.tau == 0 else min(GRID_MAX, (span + 2 * GRID_TAIL * channel.tau) / (GRID_STEP * channel.tau))
+            tau = channel.tau
+            grid = 1 if tau == 0 else min(GRID_MAX, (span + 2 * GRID_TAIL * tau) / (GRID_STEP * tau))
             cands = D + (GREEDY_DIRECTIONS if strategy == "greedy_dense" else 0)
             ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) / GREEDY_RATE
             ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
@@ -355,7 +356,8 @@ def read_atoms(path) -> np.ndarray:
             try:
                 version = npy.read_magic(fh)
             except (ValueError, EOFError):
-                raise ValueError(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") from None
+                why = "empty or no .npy header" if size < 6 else "no .npy header"
+                raise ValueError(f"{bad} ({why})") from None
             try:
                 if version == (1, 0):
                     shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)

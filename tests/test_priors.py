@@ -85,7 +85,8 @@ def test_register_prior_refuses_what_it_cannot_hold(toy):
         prior_entry("nope")
     with pytest.raises(ValueError, match="no builder"):
         toy.build(None)
-    assert register_prior("toy_sign", SignPrior, replace=True, options=(PriorOption("--v", "int"),)).options[0].dest == "v"
+    again = register_prior("toy_sign", SignPrior, replace=True, options=(PriorOption("--v", "int"),))
+    assert again.options[0].dest == "v"
 
 
 def test_a_toy_prior_registered_outside_runs_through_loss_mc(toy):

@@ -100,20 +100,21 @@ def plot(doc) -> None:
 
     pts = doc["points"]
     Ms = [p["M"] for p in pts]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for key, ridge, label, color in (("dmmse_fixed", "ridge_fixed", "fixed design (first B coordinates)", "C0"),
-                                      ("dmmse_greedy_coordinate", "ridge_best_coordinate", "adaptive (greedy_coordinate; "
-                                       "ridge: its best coordinate design)", "C3")):
+    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    curves = (("dmmse_fixed", "ridge_fixed", "fixed design (coordinates 1..4)", "C0"),
+              ("dmmse_greedy_coordinate", "ridge_best_coordinate", "adaptive (greedy_coordinate)", "C3"))
+    for key, ridge, label, color in curves:
         v = np.array([p[key]["value"] for p in pts])
         se = np.array([p[key]["stderr"] for p in pts])
         ax.errorbar(Ms, v, yerr=2 * se, color=color, marker="o", ms=3, label=f"dMMSE, {label}")
-        ax.plot(Ms, [p[ridge] for p in pts], color=color, ls="--", label=f"ridge, {label.split(' (')[0]}")
+        ax.plot(Ms, [p[ridge] for p in pts], color=color, ls="--", label="ridge, " + ("the same design" if
+                key == "dmmse_fixed" else "its best coordinate design"))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("task diversity M (atoms drawn from N(0, I_8))")
     ax.set_ylabel("loss E||theta_hat - theta||^2")
     ax.set_title(f"D = {D}, budget {B}, tau = tau(N = {N}) = {TAU:.3f}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(loc="lower center", ncol=2, fontsize=7)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     tmp = OUT_PNG + ".tmp.png"
     fig.savefig(tmp, dpi=120)
     os.replace(tmp, OUT_PNG)
