@@ -35,6 +35,7 @@ RATE = 2e7  # elementary operations per second and thread (as fvnum.limits)
 GREEDY_RATE = 3e8  # the lookahead kernel's inner loop (grid point x atom x coordinate) per second and thread: measured
 # 6.5e8 at M = 1024 and 4096, D = 8, budget 4, tau 0.35, on 2 cores at load 9 (docs/atoms/diversity.py)
 BELLMAN_MAX_ATOMS = 64
+BELLMAN_ROUTE_SECONDS = 2e-5  # per sample and layer of the noiseless policy (a Python lookup of its cell)
 BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)
 DIVERSITY_SPAWN = 61  # the stream of AtomsPrior.draw: SeedSequence(seed, spawn_key=(61,)), apart from fv mc's
 
@@ -192,6 +193,8 @@ class FinitePrior(Prior):
             cands = D + (GREEDY_DIRECTIONS if strategy == "greedy_dense" else 0)
             ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) / GREEDY_RATE
             ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
+        if strategy == "optimal":  # the noiseless policy routes each sample in Python, a cell lookup per layer
+            ops += B * BELLMAN_ROUTE_SECONDS
         seconds = samples * ops / max(1, min(threads, samples // 256 + 1))
         what = f"Monte Carlo of {strategy!r} on the {self.name} prior (M = {M}, D = {D}, budget {budget})"
         check_memory(what, 8.0 * (M * D + 256 * threads * self.work_floats(B)))
