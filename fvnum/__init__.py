@@ -15,6 +15,7 @@ _EXPORTS = {
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
     "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed_adaptive",
+    "AtomsPrior": "atoms", "MixturePrior": "mixture", "PRIORS": "priors", "register_prior": "priors",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
     "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
 }

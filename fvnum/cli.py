@@ -16,6 +16,7 @@ from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, parse_int_list
 from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
+from .priors import PRIORS, cli_priors
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
 
 
@@ -88,7 +89,8 @@ def register(subparsers) -> None:
         "says which (docs/decoders.md).",
     )
     strict_options(p)  # also where fv sweep builds this parser with a class of its own
-    p.add_argument("--prior", choices=("tree", "gaussian"), default="tree")
+    p.add_argument("--prior", choices=cli_priors(), default="tree",
+                   help="the prior (fvnum.priors.PRIORS): tree, gaussian, or a registered one such as atoms")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (D = 2^K - 1; default 4, or the number of --scales)")
     p.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
@@ -99,8 +101,7 @@ def register(subparsers) -> None:
                         "covariance file (.npy, or .csv/.txt rows of numbers)")
     p.add_argument("--eigenvalues", default=None,
                    help="Gaussian prior: the diagonal covariance of these eigenvalues, comma-separated (e.g. 1,1/2)")
-    p.add_argument("--dim", type=int_arg("--dim", 1), default=None,
-                   help="dimension D of the isotropic Gaussian (--prior gaussian --cov isotropic; default 2^K - 1)")
+    _add_prior_options(p)
     p.add_argument("--budget", type=int_arg("--budget", 0), default=3, help="measurements B = L x d")
     p.add_argument("--strategy", choices=STRATEGY_CHOICES, default="path")
     p.add_argument("--design", default=None, help="fixed design: comma-separated heap node numbers, e.g. 1,2,3")
@@ -132,6 +133,24 @@ def register(subparsers) -> None:
     b.add_argument("--budget", type=int_arg("--budget", 0), default=2, help="layers L = B (width 1)")
     _add_channel_and_sampling(b, required=True, s2="1/100", samples=20_000)
     b.set_defaults(func=_bounds)
+
+
+def _add_prior_options(p) -> None:
+    """The options of every registered prior built from options (``fvnum.priors.PriorOption``), each flag once."""
+    seen = set()
+    for entry in PRIORS.values():
+        for opt in entry.options:
+            if opt.flag in seen:
+                continue
+            seen.add(opt.flag)
+            kind = int_arg(opt.flag, opt.minimum if opt.minimum is not None else 0) if opt.kind == "int" else str
+            p.add_argument(opt.flag, type=kind, default=None, help=opt.help,
+                           metavar="FILE" if opt.kind == "path" else None)
+
+
+def _own_options(prior: str) -> set:
+    """The dests of the options a prior built from options takes (``fvnum.priors``)."""
+    return {opt.dest for opt in PRIORS[prior].options} if prior in PRIORS else set()
 
 
 def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
@@ -196,13 +215,23 @@ def check_mc_options(args) -> None:
         raise ValueError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":
         raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+    others = {dest for name in PRIORS if name != args.prior for dest in _own_options(name)} - _own_options(args.prior)
+    for dest in sorted(others - {"dim"}):  # another prior's options (--dim: checked with the prior's own)
+        if getattr(args, dest, None) is not None:
+            raise ValueError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
+                             f"{_brief(getattr(args, dest))}")
     if args.prior == "tree":
         for opt in ("cov", "dim", "eigenvalues"):
             if getattr(args, opt) is not None:
                 raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
                                  f"{_brief(getattr(args, opt))}")
-    else:
+    elif args.prior == "gaussian":
         _check_gaussian_options(args)
+    else:  # a prior built from its own options: the tree's and the Gaussian's do not apply
+        for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):
+            if getattr(args, opt) is not None:
+                raise ValueError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
+                                 f"--{opt} {_brief(getattr(args, opt))}")
     if args.s2 is not None and args.tokens is None:
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
     if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
@@ -210,6 +239,10 @@ def check_mc_options(args) -> None:
     if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
         raise ValueError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
                          f"got --strategy {args.strategy}")
+
+
+def _owner(dest: str) -> str:
+    return " or ".join(name for name in PRIORS if dest in _own_options(name))
 
 
 def _check_gaussian_options(args) -> None:
@@ -267,6 +300,8 @@ def prior_of(args):
 
     if args.prior == "tree":
         return _tree(args, default_depth=4)
+    if args.prior != "gaussian":  # a registered prior builds itself from its options (fvnum.priors)
+        return PRIORS[args.prior].build(args)
     if args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched"):
         import sympy as sp
 
@@ -280,6 +315,8 @@ def prior_of(args):
 
 def _alpha_shown(args):
     """The alpha a result was computed at (None for general scales or a covariance of its own)."""
+    if args.prior not in ("tree", "gaussian"):
+        return None
     if args.scales is not None or args.eigenvalues is not None or args.cov not in (None, "matched"):
         return None  # general scales, an isotropic Gaussian, a covariance of its own
     return args.alpha or "1/2"
@@ -302,12 +339,12 @@ def _mc(args) -> int:
         from fvsym.gaussian import check_covariance
 
         args.cov = "matched" if args.cov is None else check_covariance(args.cov)
+    prior = prior_of(args)
     design = None
     if args.design is not None:
-        design = check_node_list(parse_int_list(args.design, "--design"), "design", prior_of(args).dim)
+        design = check_node_list(parse_int_list(args.design, "--design"), "design", prior.dim)
     tau = _number(args.tau)
     s2 = _number(args.s2) if args.s2 is not None else 0.01
-    prior = prior_of(args)
     spec = numeric_prior(prior)
     strategy, klass = resolve_strategy(args.strategy, args.measurement)
     check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
@@ -333,6 +370,10 @@ def _mc(args) -> int:
         inputs["eigenvalues"] = args.eigenvalues.split(",")
     if args.prior == "gaussian":
         inputs.update(cov=args.cov if args.eigenvalues is None else "eigenvalues", dim=spec.dim)
+    elif args.prior != "tree":  # a registered prior: its options and what it is
+        inputs.update({dest: getattr(args, dest) for dest in sorted(_own_options(args.prior))})
+        inputs.update(dim=spec.dim, **({"n_atoms": spec.n_atoms} if getattr(spec, "atoms", None) is not None else {}))
+        inputs.pop("depth", None)
     if design is not None:
         inputs["design"] = design
     if args.layers is not None or args.width is not None:

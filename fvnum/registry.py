@@ -91,6 +91,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     from .gaussian import optimal_design as gaussian_optimal_design
     from .limits import check_resolution
+    from .priors import is_prior_object
     from .simulate import check_budget, check_design
     from .strategies import (
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
@@ -99,6 +100,11 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
+        pol = spec.policy(strategy, channel, budget, layers=layers, width=width, measurement=measurement,
+                          samples=samples, seed=seed, threads=threads)
+        if pol is not None:
+            return pol
     tree = isinstance(spec, TreeSpec)
     if strategy == "path":
         K = _tree_depth_of(spec)
@@ -220,7 +226,9 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
             measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
-    ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales or a ``GaussianPrior``.
+    ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales, a ``GaussianPrior``, or a prior object
+    (``fvnum.priors``: ``fvnum.atoms.AtomsPrior``, ``fvnum.mixture.MixturePrior``, or one registered by the user),
+    which builds its own strategies and decodes with its own exact decoder.
     ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
     node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
@@ -238,15 +246,15 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from .limits import check_loss_mc_args
+    from .priors import is_prior_object, numeric
     from .simulate import check_inputs, check_samples, plain_scalars, simulate
-    from .tree import numeric_prior
 
     # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
     tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
         tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
         width=width, search_samples=search_samples, threads=threads).values()
     strategy, measurement = resolve_strategy(strategy, measurement)
-    spec = numeric_prior(prior)
+    spec = numeric(prior)  # a prior object (fvnum.priors), or the numeric view of a fvsym prior
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
     check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
                        threads=threads, search_samples=search_samples, measurement=measurement)
@@ -255,6 +263,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
                                                         seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
+        spec.check_cost(strategy, budget, channel, samples, threads)
     if strategy == "optimal" and channel.tau > 0:
         _check_noisy_optimal_cost(spec, channel, budget, samples, threads)
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,

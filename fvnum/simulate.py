@@ -22,10 +22,10 @@ from fvsym.errors import InputError
 from . import _chunks
 from .channels import Channel, decoder_of, make_channel, token_statistics
 from .estimate import Moments, pool
-from .gaussian import GaussSpec
 from .gaussian import posterior_mean as gaussian_posterior_mean
+from .priors import is_prior_object, numeric
 from .strategies import PathPolicy, Policy, Rows, Run, check_rows
-from .tree import TreeSpec, numeric_prior, posterior_losses
+from .tree import TreeSpec, posterior_losses
 
 MAX_SAMPLES = 10**10
 
@@ -108,7 +108,7 @@ def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=N
     (``fvnum.tree.numeric_prior``; with ``tree``, anything but a tree prior is refused with that message),
     the channel (``fvnum.channels.make_channel`` of ``tau`` / ``tokens`` / ``n_tokens`` / ``channel``), then
     ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why`` saying why), each where given."""
-    spec = numeric_prior(prior)
+    spec = numeric(prior)  # a prior object itself, or the numeric view of a fvsym prior
     if tree is not None and not isinstance(spec, TreeSpec):
         raise InputError(tree)
     tau, tokens, s2, n_tokens, samples, seed, budget = plain_scalars(
@@ -179,7 +179,7 @@ class Draws:
 
 def draw(spec, channel: Channel, n: int, budget: int, rng) -> Draws:
     d = Draws(n)
-    if isinstance(spec, TreeSpec):
+    if isinstance(spec, TreeSpec) or is_prior_object(spec):  # latents: leaf or atom indices
         d.leaves = spec.sample(n, rng)
     else:
         d.theta = spec.sample(n, rng)
@@ -202,7 +202,7 @@ def read(spec, channel: Channel, draws: Draws, rows: Rows, offset: int) -> np.nd
         if isinstance(spec, TreeSpec):
             vals = spec.values(draws.leaves, nodes)
         else:
-            vals = np.take_along_axis(draws.theta, np.maximum(nodes, 1) - 1, axis=1)
+            vals = np.take_along_axis(draws.dense(spec), np.maximum(nodes, 1) - 1, axis=1)
         vals = vals + channel.tau * draws.noise[:, offset : offset + nodes.shape[1]]
         return np.where(idle, 0.0, vals)
     W = rows.array
@@ -219,11 +219,13 @@ def decode_losses(spec, channel: Channel, draws: Draws, rows: list, phi: np.ndar
     prior under the gaussian channel; under ``tokens`` on a Gaussian prior the gaussian channel's decoder
     at ``tau(N)``, an approximation (``fvnum.channels.decoder_of``)."""
     n = draws.n
-    if isinstance(spec, TreeSpec):
+    if isinstance(spec, TreeSpec) or is_prior_object(spec):
         if all(r.coordinate for r in rows):
             design = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
         else:
             design = _stack_dense(rows, n, spec.dim)
+        if is_prior_object(spec):  # the prior's own decoder
+            return spec.posterior_losses(channel, design, phi, draws.leaves)
         return posterior_losses(spec, channel, design, phi, draws.leaves)
     W = _stack_dense(rows, n, spec.dim)
     mean = gaussian_posterior_mean(spec, W[0] if W.shape[0] == 1 else W, phi, channel.tau)
@@ -284,7 +286,8 @@ class FunctionVectors:
     ``phi`` (n, L, d): the readings of every layer, so ``Phi_l = phi[:, :l].reshape(n, l * d)``;
     ``nodes`` (n, L, d): the nodes read (coordinate policies), else None; ``rows`` (L, d, D): the design
     of a non-adaptive dense strategy, else None; ``leaves`` (n,) for a tree prior (the path prefix
-    ``s_1..s_l`` of a sample follows from its leaf), ``theta`` (n, D) for a Gaussian prior; ``loss`` (n,).
+    ``s_1..s_l`` of a sample follows from its leaf) or the atom indices of a finite prior (``fvnum.atoms``),
+    ``theta`` (n, D) for a Gaussian prior; ``loss`` (n,).
     """
 
     phi: np.ndarray
@@ -314,13 +317,14 @@ class FunctionVectors:
 
 def draw_floats(spec, channel: Channel, budget: int) -> int:
     """Floats drawn per sample (sets the random block size: strategy-independent)."""
-    dense_theta = isinstance(spec, GaussSpec) or channel.kind == "tokens"
+    dense_theta = not isinstance(spec, TreeSpec) or channel.kind == "tokens"
     return 1 + budget + (spec.dim if dense_theta else 0) + (spec.dim if channel.kind == "tokens" else 0)
 
 
 def work_floats(spec, channel: Channel, pol: Policy, budget: int) -> int:
     """Floats of work per sample of a policy (sets its chunk size)."""
-    return draw_floats(spec, channel, budget) + 4 * budget + pol.work_floats(spec, budget)
+    decoder = spec.work_floats(budget) if is_prior_object(spec) and hasattr(spec, "work_floats") else 0  # its decoder
+    return draw_floats(spec, channel, budget) + 4 * budget + pol.work_floats(spec, budget) + decoder
 
 
 def blocks(spec, channel: Channel, pol: Policy, budget: int, factor: int = 1) -> dict:

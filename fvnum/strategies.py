@@ -545,3 +545,104 @@ def per_sample(fn):
 
     vectorised.__wrapped__ = fn
     return vectorised
+
+
+GREEDY_DIRECTIONS = 2  # greedy_dense on a finite prior: the principal directions tried beside the coordinates
+
+
+class FiniteGreedy(Policy):
+    """Greedy one-step lookahead on a finite prior (``fvnum.atoms``; ``L = B``, ``d = 1``): each layer reads the
+    candidate that maximises the expected squared norm of the next posterior mean (equivalently, minimises the
+    expected loss after that one read) under the exact posterior over the atoms so far
+    (``_kernels.atoms._atoms_greedy_rows``). Candidates: the coordinates ``e_1 .. e_D`` (``greedy_coordinate``;
+    repeats allowed: under noise a repeated read is informative), and for ``greedy_dense`` also the
+    ``GREEDY_DIRECTIONS`` leading principal directions of each sample's posterior covariance (unit rows). The first
+    layer's belief is the prior, shared by every sample: decided once. State: the log posterior weights (n, M)."""
+
+    def __init__(self, spec, tau: float, budget: int, *, dense: bool = False):
+        self.spec, self.tau, self.dense = spec, float(tau), bool(dense)
+        self.layers, self.width = budget, 1
+        self.name = "greedy_dense" if dense else "greedy_coordinate"
+        self.n_directions = GREEDY_DIRECTIONS if dense else 0
+        self.first = self._choose(spec.log_weights[None, :]) if budget else None
+
+    def _candidates(self, logw: np.ndarray) -> np.ndarray:
+        """(m, C, D) candidate rows: the coordinates (shared, m = 1), or per sample with its principal directions."""
+        D = self.spec.dim
+        eye = np.eye(D)[None]
+        if not self.dense:
+            return eye
+        w = np.exp(logw - logw.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        A = self.spec.atoms
+        mean = w @ A
+        cov = np.einsum("nm,md,me->nde", w, A, A) - mean[:, :, None] * mean[:, None, :]
+        vecs = np.linalg.eigh(cov)[1][:, :, ::-1][:, :, : self.n_directions]  # (n, D, k), largest first
+        dirs = np.swapaxes(vecs, 1, 2) * np.where(vecs.sum(axis=1) < 0, -1.0, 1.0)[:, :, None]  # a fixed sign
+        return np.concatenate([np.broadcast_to(eye, (logw.shape[0], D, D)), dirs], axis=1)
+
+    def _choose(self, logw: np.ndarray) -> np.ndarray:
+        """(n,) nodes (coordinate candidates) or (n, D) unit rows."""
+        cands = self._candidates(logw)
+        P = np.ascontiguousarray(np.einsum("mcd,kd->mck", cands, self.spec.atoms))
+        best = np.zeros(logw.shape[0], dtype=np.int64)
+        _kernels.atoms._atoms_greedy_rows(P, np.ascontiguousarray(logw), np.ascontiguousarray(self.spec.atoms),
+                                          self.tau, best)
+        if not self.dense:
+            return best + 1
+        rows = cands[np.arange(cands.shape[0]) if cands.shape[0] > 1 else 0, best]
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    def start(self, n):
+        return np.tile(self.spec.log_weights, (n, 1))
+
+    def rows(self, layer, state, phi):
+        if layer == 0:
+            return self.first  # shared by every sample: (1,) node or (1, D) row
+        out = self._choose(state)
+        return out[:, None] if not self.dense else out[:, None, :]
+
+    def update(self, layer, state, rows, phi_layer):
+        n = state.shape[0]
+        design = rows.nodes(n) if rows.coordinate else rows.dense(n, self.spec.dim)
+        return state + self.spec.log_posterior(design, phi_layer, self.tau) - self.spec.log_weights
+
+    def work_floats(self, spec, budget):
+        return spec.work_floats(budget)
+
+
+class FiniteBellmanPolicy(Policy):
+    """The noiseless optimal policy of a finite prior (``fvnum.atoms.noiseless_bellman``): each sample's belief is
+    the cell of atoms its readings left alive; each layer reads the cell's optimal coordinates. Noiseless only."""
+
+    def __init__(self, solution, name: str = "optimal"):
+        self.solution, self.name = solution, name
+        self.layers, self.width = solution.layers, solution.width
+        self.atoms = solution.solver.atoms
+
+    def start(self, n):
+        return np.ones((n, self.atoms.shape[0]), dtype=bool)
+
+    def rows(self, layer, state, phi):
+        out = np.zeros((state.shape[0], self.width), dtype=np.int64)
+        left = self.layers - layer
+        memo = {}
+        for i, alive in enumerate(state):
+            cell = tuple(np.flatnonzero(alive).tolist())
+            if cell not in memo:
+                memo[cell] = self.solution.best(cell, left)
+            nodes = memo[cell]
+            out[i, : len(nodes)] = nodes
+        return out
+
+    def update(self, layer, state, rows, phi_layer):
+        nodes = rows.nodes(state.shape[0])
+        vals = self.atoms.T[np.maximum(nodes, 1) - 1]  # (n, d, M)
+        match = np.where((nodes > 0)[:, :, None], vals == phi_layer[:, :, None], True).all(axis=1)
+        new = state & match
+        lost = ~new.any(axis=1)  # readings no atom explains (key patching): the belief stays
+        new[lost] = state[lost]
+        return new
+
+    def work_floats(self, spec, budget):
+        return spec.work_floats(budget)

@@ -85,6 +85,8 @@ def numeric_prior(prior):
 
     if isinstance(prior, (TreeSpec, GaussSpec)):
         return prior
+    if all(callable(getattr(prior, m, None)) for m in ("sample", "thetas", "posterior_losses", "policy")):
+        return prior  # a prior object (fvnum.priors): it computes its own numbers
     from fvsym.priors import GaussianPrior, TreePrior
 
     if isinstance(prior, TreePrior):

@@ -19,6 +19,7 @@ bit ``K - k`` of ``i`` is set; its depth-``k`` path node is ``(i >> (K - k + 1))
 read through noise goes on to ``2 n + [phi < 0]``; in heap numbering leaf ``i`` is node ``2^K + i``.
 A node number ``0`` in a reading list means "no reading" (an idle channel) and is skipped.
 """
+from . import atoms
 from .bellman import _belief_loss, _class_weights, _dp_children, _dp_last, _dp_last_at, _dp_last_min, _posterior_at
 from .common import (
     LOG2, MASS_TOL, NEG_INF, TAU0_FALLBACK, _bitlen, _child, _lae, _leaf_bit, _path_node, _signed_scale,
@@ -40,6 +41,7 @@ from .tokens import _chain_loss, _tokens_coord_decode, _tokens_dense_decode, _to
 from .rollout import MARGIN, _greedy_next, _rollout_rows
 
 __all__ = [
+    "atoms",
     "LOG2", "MASS_TOL", "MARGIN", "NEG_INF", "TAU0_FALLBACK",
     "_belief_loss", "_bitlen", "_child", "_class_weights", "_closure_sums", "_coord_done", "_coord_loss", "_coord_mean_at",
     "_coord_pass", "_coord_posterior", "_coord_reset", "_coord_scratch", "_dense_objective", "_dense_scratch",

@@ -1,0 +1,519 @@
+"""Finite-atom priors (THEORY.md section 6b): ``theta`` is one of ``M`` atoms, uniform or weighted.
+
+:class:`FinitePrior` is every prior with atoms and log-weights, as a prior object (``fvnum.priors``): its
+sampling (atom indices), moments, the exact Bayes decoder over the atoms under the gaussian channel (the
+"dMMSE" of task-diversity studies: the posterior weights ``w_m exp(-||phi - W theta_m||^2 / (2 tau^2))``),
+its own strategies (``greedy_coordinate`` and ``greedy_dense``, ``optimal`` without noise: the noiseless
+Bellman recursion over the partitions of the atoms that coordinate readings induce), its ridge baseline (the
+Gaussian prior of its mean and covariance, whose loss is given by the Gaussian formulas of THEORY.md section
+5) and its price. :class:`AtomsPrior` is the user's: ``AtomsPrior(atoms, weights=None)``, or
+``AtomsPrior.draw(M, D, seed)`` (the atoms drawn once from ``N(0, I_D)``), or ``AtomsPrior.of(tree)`` (the
+tree prior on its ``2^K`` leaves). ``read_atoms`` reads an ``(M, D)`` ``.npy`` file, sized before it is read.
+
+The tokens channel has no exact decoder here (its law depends on ``||theta||^2``, which atoms need not
+share): refused in one line.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from fvsym._validate import _short, check_int
+
+from .priors import Prior
+from .strategies import GREEDY_DIRECTIONS
+
+MAX_ATOMS = 10**8  # atoms of one prior (the guards price the work on them before that)
+MAX_DIM = 10**6
+VALUE_RANGE = 1e75  # |atom entries| below this: losses and their squares stay normal floats
+DECODE_OPS = 3  # per sample, atom and (reading + coordinate) of the decoder
+RATE = 2e7  # elementary operations per second and thread (as fvnum.limits)
+GREEDY_RATE = 3e8  # the lookahead kernel's inner loop (grid point x atom x coordinate) per second and thread: measured
+# 6.5e8 at M = 1024 and 4096, D = 8, budget 4, tau 0.35, on 2 cores at load 9 (docs/atoms/diversity.py)
+BELLMAN_MAX_ATOMS = 64
+BELLMAN_ROUTE_SECONDS = 2e-5  # per sample and layer of the noiseless policy (a Python lookup of its cell)
+BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)
+DIVERSITY_SPAWN = 61  # the stream of AtomsPrior.draw: SeedSequence(seed, spawn_key=(61,)), apart from fv mc's
+
+
+class FinitePrior(Prior):
+    """A prior with finitely many atoms: ``atoms`` (M, D) floats and ``log_weights`` (M,) normalised (their
+    exponentials sum to 1). Subclasses set both through :meth:`_set` (validated)."""
+
+    name = "finite"
+
+    def _set(self, atoms: np.ndarray, weights: np.ndarray | None) -> None:
+        atoms = check_atoms(atoms)
+        M = atoms.shape[0]
+        if weights is None:
+            log_w = np.full(M, -math.log(M))
+        else:
+            w = check_weights(weights, M)
+            with np.errstate(divide="ignore"):
+                log_w = np.log(w / w.sum())
+        atoms.flags.writeable = False
+        log_w.flags.writeable = False
+        self.atoms, self.log_weights = atoms, log_w
+        self.uniform = weights is None or bool(np.all(log_w == log_w[0]))
+
+    # --- sizes and moments ------------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return int(self.atoms.shape[1])
+
+    @property
+    def n_atoms(self) -> int:
+        return int(self.atoms.shape[0])
+
+    @property
+    def weights(self) -> np.ndarray:
+        return np.exp(self.log_weights)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.weights @ self.atoms
+
+    @property
+    def covariance(self) -> np.ndarray:
+        centred = self.atoms - self.mean
+        C = (centred * self.weights[:, None]).T @ centred
+        return (C + C.T) / 2  # symmetric to the last bit
+
+    @property
+    def second_moment(self) -> float:
+        return float(self.weights @ (self.atoms**2).sum(axis=1))
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        return np.sort(np.maximum(np.linalg.eigvalsh(self.covariance), 0.0))[::-1]
+
+    # --- sampling -----------------------------------------------------------------------------------------
+    def sample(self, n: int, rng) -> np.ndarray:
+        """``n`` atom indices drawn by the weights."""
+        if self.uniform:
+            return rng.integers(0, self.n_atoms, size=n, dtype=np.int64)
+        cum = np.cumsum(self.weights)
+        return np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), self.n_atoms - 1)
+
+    def thetas(self, latents) -> np.ndarray:
+        return self.atoms[np.asarray(latents, dtype=np.int64)]
+
+    # --- the exact decoder (dMMSE) --------------------------------------------------------------------
+    def log_posterior(self, design, phi, tau: float) -> np.ndarray:
+        """(n, M) log posterior weights (unnormalised) given readings ``phi`` (n, B) of ``design``: node numbers
+        (B,) or (n, B) (coordinate ``n`` is ``e_n``; 0: idle) or unit rows (B, D) or (n, B, D). Without noise
+        the atoms that explain the readings (to rounding), or the nearest where none does."""
+        d2 = self._distances(design, phi)
+        if tau > 0:
+            return self.log_weights - d2 / (2.0 * tau * tau)
+        scale = 1.0 + float(np.abs(self.atoms).max()) ** 2
+        tol = 1e-18 * scale * max(1, np.asarray(phi).shape[1])
+        alive = d2 <= d2.min(axis=1, keepdims=True) + tol
+        return np.where(alive, self.log_weights, -np.inf)
+
+    def posterior_weights(self, design, phi, tau: float) -> np.ndarray:
+        """(n, M) posterior weights over the atoms (each row sums to 1)."""
+        lp = self.log_posterior(design, phi, tau)
+        w = np.exp(lp - lp.max(axis=1, keepdims=True))
+        return w / w.sum(axis=1, keepdims=True)
+
+    def posterior_means(self, channel, design, phi) -> np.ndarray:
+        self._check_channel(channel)
+        return self.posterior_weights(design, phi, channel.tau) @ self.atoms
+
+    def posterior_losses(self, channel, design, phi, latents) -> np.ndarray:
+        """(n,) ``||E[theta | phi] - theta||^2`` with ``theta`` the atoms ``latents``."""
+        mean = self.posterior_means(channel, design, phi)
+        return ((mean - self.thetas(latents)) ** 2).sum(axis=1)
+
+    def _distances(self, design, phi) -> np.ndarray:
+        phi = np.asarray(phi, dtype=float)
+        design = np.asarray(design)
+        if design.dtype.kind in "iu":
+            nodes = np.broadcast_to(design, phi.shape)
+            proj = self.atoms.T[np.maximum(nodes, 1) - 1]  # (n, B, M)
+            diff = np.where((nodes > 0)[:, :, None], phi[:, :, None] - proj, 0.0)
+        else:
+            W = design.astype(float)
+            proj = np.einsum("mbd,kd->mbk", W[None] if W.ndim == 2 else W, self.atoms)  # (m, B, M)
+            diff = phi[:, :, None] - proj
+        return (diff * diff).sum(axis=1)
+
+    def _check_channel(self, channel) -> None:
+        if channel.kind != "gaussian":
+            raise ValueError(f"the {self.name} prior has an exact decoder under the gaussian channel only (the "
+                             "tokens channel's law depends on ||theta||^2); give tau")
+
+    # --- strategies, price ---------------------------------------------------------------------------
+    def policy(self, strategy: str, channel, budget: int, *, layers=None, width=None, **options):
+        """``greedy_coordinate``, ``greedy_dense`` and (noiseless) ``optimal``; None for the shared strategies
+        (``fixed``, ``top_levels``, ``policy``); a one-line ValueError for the others."""
+        from .strategies import FiniteBellmanPolicy, FiniteGreedy
+
+        if strategy in ("fixed", "top_levels", "policy"):
+            return None
+        self._check_channel(channel)
+        if strategy in ("greedy_coordinate", "greedy_dense"):
+            if (layers not in (None, budget)) or (width not in (None, 1)):
+                raise ValueError(f"strategy {strategy!r} has layers = budget and width = 1")
+            return FiniteGreedy(self, channel.tau, budget, dense=strategy == "greedy_dense")
+        if strategy == "optimal" and channel.tau == 0:
+            L, d = _layout(budget, layers, width)
+            return FiniteBellmanPolicy(noiseless_bellman(self, L, d), name="optimal")
+        if strategy == "optimal":
+            raise ValueError(f"strategy 'optimal' under noise on the {self.name} prior is not built (the exact noisy "
+                             "recursion, fvnum.noisy_bellman, works on tree priors); greedy_coordinate is an upper "
+                             "bound, and the noiseless optimum (tau = 0) a lower one")
+        raise ValueError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
+                         "greedy_coordinate, greedy_dense, policy, or optimal at tau = 0")
+
+    def work_floats(self, budget: int) -> int:
+        return self.n_atoms * (max(budget, 1) + 3 + self.dim + GREEDY_DIRECTIONS)
+
+    def check_cost(self, strategy: str, budget: int, channel, samples: int, threads=None) -> None:
+        """Refuse (one-line ValueError) a Monte Carlo run over the time cap or the memory (``fvnum.resources``):
+        the decoder ``DECODE_OPS M (B + D)`` a sample; the greedy lookahead, per layer, its candidates times
+        ``M (D + 1)`` times the grid (at most ``GRID_MAX`` points; the distinct readings without noise)."""
+        from ._chunks import default_threads
+        from ._kernels.atoms import GRID_MAX, GRID_STEP, GRID_TAIL
+        from .resources import check_memory, check_time
+
+        self._check_channel(channel)
+        threads = default_threads() if threads is None else int(threads)
+        M, D, B = self.n_atoms, self.dim, max(int(budget), 1)
+        ops = DECODE_OPS * M * (B + D) / RATE
+        if strategy in ("greedy_coordinate", "greedy_dense"):
+            span = float(np.ptp(self.atoms)) if M > 1 else 0.0
+            tau = channel.tau
+            grid = 1 if tau == 0 else min(GRID_MAX, (span + 2 * GRID_TAIL * tau) / (GRID_STEP * tau))
+            cands = D + (GREEDY_DIRECTIONS if strategy == "greedy_dense" else 0)
+            ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) / GREEDY_RATE
+            ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
+        if strategy == "optimal":  # the noiseless policy routes each sample in Python, a cell lookup per layer
+            ops += B * BELLMAN_ROUTE_SECONDS
+        seconds = samples * ops / max(1, min(threads, samples // 256 + 1))
+        what = f"Monte Carlo of {strategy!r} on the {self.name} prior (M = {M}, D = {D}, budget {budget})"
+        check_memory(what, 8.0 * (M * D + 256 * threads * self.work_floats(B)))
+        check_time(f"{what} with {samples} samples", seconds)
+
+    # --- the ridge baseline -------------------------------------------------------------------------------
+    def ridge(self):
+        """The Gaussian prior of the atoms' covariance (``fvsym.GaussianPrior``; its mean does not change a
+        loss): the Bayes decoder as ``M -> infinity``, the linear (LMMSE) one on the atoms."""
+        from fvsym.priors import GaussianPrior
+
+        return GaussianPrior(self.covariance)
+
+    def ridge_loss(self, design, tau: float) -> float:
+        """Exact loss of the ridge (LMMSE) decoder on this prior for a fixed ``design`` (node numbers or unit
+        rows): ``tr P`` of THEORY.md section 5 with the atoms' covariance (``fvnum.gaussian.design_loss``);
+        the loss of a linear decoder depends on the prior through its first two moments only."""
+        from .gaussian import GaussSpec, design_loss
+
+        return design_loss(GaussSpec.from_cov(self.covariance), _rows(design, self.dim), float(tau))
+
+    def ridge_optimum(self, budget: int, tau: float) -> float:
+        """The ridge decoder's best loss with ``budget`` unit rows (water-filling on the atoms' covariance;
+        by Theorem G1 no adaptive design of a linear-Gaussian decoder does better)."""
+        from .gaussian import GaussSpec, design_loss, optimal_design
+
+        spec = GaussSpec.from_cov(self.covariance)
+        return design_loss(spec, optimal_design(spec, int(budget), float(tau)), float(tau))
+
+    # --- derived priors ---------------------------------------------------------------------------------------
+    def rotated(self, Q) -> "AtomsPrior":
+        """The same prior turned by an orthogonal ``Q`` (D, D): atoms ``Q theta_m``."""
+        Q = np.asarray(Q, dtype=float)
+        if Q.shape != (self.dim, self.dim) or not np.allclose(Q @ Q.T, np.eye(self.dim), atol=1e-9):
+            raise ValueError(f"Q must be an orthogonal ({self.dim}, {self.dim}) matrix, got shape {Q.shape}")
+        return AtomsPrior(self.atoms @ Q.T, self.weights)
+
+    def to_dict(self) -> dict:
+        return {"prior": self.name, "n_atoms": self.n_atoms, "dim": self.dim, "uniform": self.uniform}
+
+    def __repr__(self) -> str:
+        how = "uniform" if self.uniform else "weighted"
+        return f"{type(self).__name__}(M={self.n_atoms}, D={self.dim}, {how})"
+
+
+class AtomsPrior(FinitePrior):
+    """``theta`` is one of the ``M`` rows of ``atoms`` (M, D), uniform or by ``weights`` (non-negative, summing to
+    more than 0; normalised here). THEORY.md section 6b."""
+
+    name = "atoms"
+
+    def __init__(self, atoms, weights=None):
+        self._set(atoms, weights)
+
+    @classmethod
+    def draw(cls, n_atoms, dim, seed=0) -> "AtomsPrior":
+        """``n_atoms`` atoms drawn once from ``N(0, I_dim)`` by ``seed`` (the task diversity ``M`` of Raventós et
+        al.); the stream ``SeedSequence(seed, spawn_key=(61,))`` is not one a Monte Carlo run of the same seed
+        draws from."""
+        from .resources import check_memory
+        from .simulate import check_seed
+
+        M = check_int(n_atoms, "diversity M", minimum=1, maximum=MAX_ATOMS)
+        D = check_int(dim, "dim D", minimum=1, maximum=MAX_DIM)
+        check_memory(f"{M} atoms of dimension {D}", 8.0 * M * D * 2)
+        rng = np.random.default_rng(np.random.SeedSequence(check_seed(seed), spawn_key=(DIVERSITY_SPAWN,)))
+        return cls(rng.standard_normal((M, D)))
+
+    @classmethod
+    def of(cls, prior) -> "AtomsPrior":
+        """A prior with atoms as an ``AtomsPrior`` (the tree prior: its ``2^K`` leaves, uniform)."""
+        atoms, log_w = atoms_of(prior)
+        return cls(atoms, np.exp(log_w))
+
+
+def atoms_of(prior) -> tuple[np.ndarray, np.ndarray]:
+    """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
+    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b)."""
+    if getattr(prior, "atoms", None) is not None and getattr(prior, "log_weights", None) is not None:
+        return np.asarray(prior.atoms, dtype=float), np.asarray(prior.log_weights, dtype=float)
+    from .tree import TreeSpec, numeric_prior
+
+    spec = prior if isinstance(prior, TreeSpec) else numeric_prior(prior)
+    if not isinstance(spec, TreeSpec):
+        raise ValueError(f"{type(prior).__name__} has no atoms (a finite prior or a tree prior has)")
+    if spec.depth > 20:
+        raise ValueError(f"the tree of depth {spec.depth} has 2^{spec.depth} leaves: too many atoms (depth <= 20)")
+    leaves = np.arange(spec.n_leaves)
+    return spec.thetas(leaves), np.full(spec.n_leaves, -spec.depth * math.log(2))
+
+
+# --- validation and the .npy reader ---------------------------------------------------------------------
+def check_atoms(atoms) -> np.ndarray:
+    """A finite (M, D) float array, M, D >= 1, within the guards (one-line errors naming the value)."""
+    if isinstance(atoms, (str, bytes)) or not hasattr(atoms, "__len__"):
+        raise ValueError(f"atoms must be an (M, D) array of numbers, got {type(atoms).__name__} {_short(atoms)}")
+    shape = getattr(atoms, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[0] * shape[1] > MAX_ATOMS * 16:
+        raise ValueError(f"atoms of shape {tuple(shape)} are too many numbers (at most {MAX_ATOMS * 16})")
+    try:
+        arr = np.array(atoms, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"atoms must be an (M, D) array of numbers, got {_short(atoms)}") from None
+    if arr.ndim != 2:
+        raise ValueError(f"atoms must be an (M, D) array, got shape {arr.shape}")
+    M, D = arr.shape
+    if M < 1 or D < 1:
+        raise ValueError(f"atoms must have M >= 1 rows and D >= 1 columns, got shape {arr.shape}")
+    if M > MAX_ATOMS or D > MAX_DIM:
+        raise ValueError(f"atoms of shape {arr.shape}: at most {MAX_ATOMS} atoms of dimension at most {MAX_DIM}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        m, d = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"atoms must be finite, got {arr[m, d]} at atom {m}, coordinate {d + 1}")
+    big = np.abs(arr) >= VALUE_RANGE
+    if big.any():
+        m, d = map(int, np.argwhere(big)[0])
+        raise ValueError(f"atom entries must be below {VALUE_RANGE:g} in size, got {arr[m, d]:.3g} at atom {m}")
+    return arr
+
+
+def check_weights(weights, M: int) -> np.ndarray:
+    if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
+        raise ValueError(f"weights must be {M} non-negative numbers, got {_short(weights)}")
+    try:
+        w = np.array(weights, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"weights must be {M} non-negative numbers, got {_short(weights)}") from None
+    if w.shape != (M,):
+        raise ValueError(f"weights must be {M} numbers (one per atom), got shape {w.shape}")
+    if not np.isfinite(w).all():
+        i = int(np.argmin(np.isfinite(w)))
+        raise ValueError(f"weights must be finite, got {w[i]} at atom {i}")
+    if (w < 0).any():
+        i = int(np.argmax(w < 0))
+        raise ValueError(f"weights must be non-negative, got {w[i]:.6g} at atom {i}")
+    if not w.sum() > 0:
+        raise ValueError("weights must sum to more than 0, got all zeros")
+    return w
+
+
+def read_atoms(path) -> np.ndarray:
+    """An (M, D) ``.npy`` array of atoms, its header read first: shape, dtype and data size are checked before
+    the data is read (never pickles). One-line errors for a missing, empty, damaged or wrongly shaped file;
+    they never echo the file's content."""
+    from numpy.lib import format as npy
+
+    p = Path(str(path))
+    shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:50] + "..." + str(path)[-27:])
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):
+        is_file = False
+    if not is_file:
+        raise ValueError(f"no such atoms file {shown}")
+    if p.suffix != ".npy":
+        raise ValueError(f"atoms file {shown}: must be a .npy array (numpy.save of an (M, D) array)")
+    bad = f"atoms file {shown}: not a readable .npy array"
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            try:
+                version = npy.read_magic(fh)
+            except (ValueError, EOFError):
+                why = "empty or no .npy header" if size < 6 else "no .npy header"
+                raise ValueError(f"{bad} ({why})") from None
+            try:
+                if version == (1, 0):
+                    shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
+                else:
+                    raise ValueError("version")
+            except Exception:  # numpy parses the header with tokenize and ast: any of their errors
+                raise ValueError(f"{bad} (a damaged .npy header)") from None
+            header_end = fh.tell()
+            if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
+                raise ValueError(f"atoms file {shown}: need an (M, D) array of numbers, got shape "
+                                 f"{tuple(shape)[:4]}, dtype {str(dtype)[:40]}")
+            if shape[0] < 1 or shape[1] < 1:
+                raise ValueError(f"atoms file {shown}: need M >= 1 atoms of dimension D >= 1, got shape {tuple(shape)}")
+            if shape[0] > MAX_ATOMS or shape[1] > MAX_DIM:
+                raise ValueError(f"atoms file {shown}: shape {tuple(shape)} is over the limits (M <= {MAX_ATOMS}, "
+                                 f"D <= {MAX_DIM})")
+            need = shape[0] * shape[1] * dtype.itemsize
+            from .resources import check_memory
+
+            check_memory(f"atoms file {shown} of shape {tuple(shape)}", 3.0 * need)
+            if size - header_end < need:
+                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
+            arr = np.frombuffer(fh.read(need), dtype=dtype)
+    except OSError as exc:
+        raise ValueError(f"atoms file {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    return arr.reshape(shape, order="F" if fortran else "C").astype(float)
+
+
+def atoms_from_options(args) -> AtomsPrior:
+    """``fv mc --prior atoms``: ``--atoms FILE.npy``, or ``--diversity M --dim D`` drawn by ``--seed``."""
+    given_file, given_m = getattr(args, "atoms", None), getattr(args, "diversity", None)
+    if (given_file is None) == (given_m is None):
+        raise ValueError("the atoms prior needs exactly one of --atoms FILE.npy or --diversity M (with --dim D)")
+    if given_file is not None:
+        if getattr(args, "dim", None) is not None:
+            raise ValueError(f"--dim applies to --diversity (the file gives its own D), got --dim {args.dim}")
+        try:
+            return AtomsPrior(read_atoms(given_file))
+        except ValueError as exc:
+            raise ValueError(f"--atoms: {exc}") from None
+    if getattr(args, "dim", None) is None:
+        raise ValueError("--diversity M needs --dim D (the atoms' dimension)")
+    return AtomsPrior.draw(given_m, args.dim, getattr(args, "seed", 0))
+
+
+# --- the noiseless Bellman recursion over partitions --------------------------------------------------
+@dataclass(frozen=True)
+class FiniteBellman:
+    """The noiseless optimum of a finite prior in the coordinate class (THEORY.md section 3): ``value`` (the
+    loss), ``layers`` x ``width``, ``design`` (the first layer's coordinates, 1-based), ``n_states`` (cells
+    solved); ``best(cell, layers_left)`` the coordinates to read on a cell (a sorted tuple of atom indices)."""
+
+    value: float
+    layers: int
+    width: int
+    design: tuple
+    n_states: int
+    solver: object
+
+    def best(self, cell: tuple, layers_left: int) -> tuple:
+        return self.solver.best(cell, layers_left)
+
+    def to_dict(self) -> dict:
+        return {"loss": self.value, "layers": self.layers, "width": self.width, "design": list(self.design),
+                "n_states": self.n_states, "how": "exact: noiseless Bellman recursion over partitions of the atoms"}
+
+
+class _Partitions:
+    """``V(S, l) = min over designs W of sum over the cells C of S that W's readings induce of V(C, l - 1)``,
+    ``V(S, 0) = sum_{m in S} w_m ||theta_m - mu_S||^2``, memoised on (cell, l)."""
+
+    def __init__(self, atoms, weights, width):
+        self.atoms, self.weights, self.width = atoms, weights, width
+        self.designs = list(combinations(range(atoms.shape[1]), width))
+        self.memo = {}
+
+    def terminal(self, cell) -> float:
+        idx = list(cell)
+        w, A = self.weights[idx], self.atoms[idx]
+        mu = w @ A / w.sum()
+        return float(w @ ((A - mu) ** 2).sum(axis=1))
+
+    def cells(self, cell, design):
+        idx = np.array(cell)
+        keys = self.atoms[np.ix_(idx, design)]
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        return [tuple(idx[inverse.ravel() == k].tolist()) for k in range(inverse.max() + 1)]
+
+    def value(self, cell, layers) -> float:
+        return self._solve(cell, layers)[0]
+
+    def best(self, cell, layers) -> tuple:
+        return self._solve(cell, layers)[1]
+
+    def _solve(self, cell, layers):
+        if layers == 0 or len(cell) == 1:
+            return self.terminal(cell), ()
+        key = (cell, layers)
+        if key not in self.memo:
+            best = (math.inf, ())
+            for design in self.designs:
+                v = sum(self._solve(c, layers - 1)[0] for c in self.cells(cell, list(design)))
+                if not best[1] or v < best[0] - 1e-12 * abs(best[0]):  # ties: the first design
+                    best = (v, tuple(d + 1 for d in design))
+            self.memo[key] = best
+        return self.memo[key]
+
+
+def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
+    """The exact noiseless optimum of a finite prior (``prior.atoms``, or a tree's leaves) with ``layers`` layers
+    of ``width`` coordinates: the recursion over the partitions of the atoms (THEORY.md sections 3, 6b). Sized:
+    at most ``BELLMAN_MAX_ATOMS`` atoms, and priced (cells times designs) under the time cap."""
+    from math import comb
+
+    from .resources import check_time
+
+    atoms, log_w = atoms_of(prior)
+    M, D = atoms.shape
+    L = check_int(layers, "layers", minimum=0, maximum=64)
+    d = check_int(width, "width", minimum=1, maximum=D)
+    if M > BELLMAN_MAX_ATOMS:
+        raise ValueError(f"the noiseless Bellman recursion over partitions takes at most {BELLMAN_MAX_ATOMS} atoms, "
+                         f"got M = {M}")
+    n_designs = comb(D, d)
+    cells = sum(min(M, n_designs**k) for k in range(L + 1))  # cells met at each depth, at most M apart
+    check_time(f"the noiseless Bellman recursion on {M} atoms (D = {D}, {L} layers of width {d})",
+               BELLMAN_OP_SECONDS * cells * n_designs * max(1, min(L, M)))
+    weights = np.exp(log_w)
+    solver = _Partitions(atoms, weights, d)
+    full = tuple(range(M))
+    value = solver.value(full, L) / float(weights.sum())
+    return FiniteBellman(value, L, d, solver.best(full, L), len(solver.memo), solver)
+
+
+# --- helpers -------------------------------------------------------------------------------------------------
+def _rows(design, dim: int) -> np.ndarray:
+    """A design as unit rows (B, D): node numbers (coordinates 1..D) become ``e_n``."""
+    arr = np.asarray(design)
+    if arr.ndim == 1:
+        if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 1 or arr.max() > dim):
+            raise ValueError(f"a coordinate design holds coordinates 1..{dim}, got {_short(design)}")
+        W = np.zeros((arr.size, dim))
+        W[np.arange(arr.size), arr.astype(np.int64) - 1] = 1.0
+        return W
+    W = arr.astype(float)
+    if W.ndim != 2 or W.shape[1] != dim:
+        raise ValueError(f"a design of unit rows has shape (B, {dim}), got {W.shape}")
+    return W
+
+
+def _layout(budget: int, layers, width) -> tuple[int, int]:
+    from .registry import _layout as layout
+
+    return layout(budget, layers, width)
