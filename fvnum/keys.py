@@ -181,6 +181,40 @@ def law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw:
     return ReadingLaw(mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
 
 
+def finite_n_terms(X, S, thetas, *, n_tokens, s2) -> tuple:
+    """The next order of the softmax law at ``N`` tokens (second-order delta method for a ratio of means),
+    from scores ``S`` (T, k) on a token sample ``X`` (T, D): ``E[phi] = mu + bias + O(N^-2)`` and
+    ``Cov[phi] = law.cov + correction + O(N^-3)``. Per token, ``zeta_c = w_c (y - mu_c) / E[w_c]`` and
+    ``alpha_c = w_c / E[w_c] - 1``; with ``kappa_cd = E[zeta_c alpha_d]``, ``V_cd = E[zeta_c zeta_d]``,
+    ``R_cd = E[w_c w_d] / (E[w_c] E[w_d])``: ``bias_c = -kappa_cc / N`` and ``N^2 correction_cd =
+    V_cd (R_cc + R_dd + R_cd - 3) - E[zeta_c zeta_d (alpha_c + alpha_d)] + 2 kappa_cc kappa_dc +
+    2 kappa_dd kappa_cd + kappa_cd kappa_dc`` (the label noise integrated exactly). Returns
+    ``(bias (M, k), correction (M, k, k))``."""
+    N, s2 = _check_law_args(n_tokens, s2)
+    X, S = _check_scores(X, S)
+    thetas = _check_thetas(thetas, X.shape[1])
+    w = np.exp(S - S.max(axis=0))
+    wn = w / w.mean(axis=0)  # (T, k) w / E[w]
+    al = wn - 1.0
+    T = X.shape[0]
+    R = wn.T @ wn / T
+    bias, corr = [], []
+    for t in thetas:
+        y = X @ t
+        mu = y @ wn / T
+        z = wn * (y[:, None] - mu)  # (T, k) zeta without the label noise
+        V = (z.T @ z + s2 * (wn.T @ wn)) / T
+        kap = z.T @ al / T  # (k, k) kappa_cd
+        pair = z[:, :, None] * z[:, None, :] + s2 * wn[:, :, None] * wn[:, None, :]  # (T, k, k)
+        third = np.einsum("tcd,tc->cd", pair, al) / T  # E[zeta_c zeta_d alpha_c]
+        dk = np.diag(kap)
+        c2 = (V * (np.diag(R)[:, None] + np.diag(R)[None, :] + R - 3.0) - third - third.T
+              + 2.0 * dk[:, None] * kap.T + 2.0 * dk[None, :] * kap + kap * kap.T)
+        bias.append(-dk / N)
+        corr.append(0.5 * (c2 + c2.T) / N**2)
+    return np.array(bias), np.array(corr)
+
+
 def softmax_law(B, q, thetas, n_tokens, s2, xp=np):
     """Closed-form law of softmax readings with scores ``s_c(x) = b_c.x - x^T diag(q_c) x`` (rows ``B`` (k, D),
     ``q`` (D,) shared or (k, D), ``q >= 0``) for ``x ~ N(0, I)``; numpy or torch (the searches differentiate
@@ -620,5 +654,5 @@ class SoftmaxKeys(KeyFamily):
 
 
 __all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "SoftmaxKeys", "WeightedKeys", "check_family",
-           "law_from_key_values", "law_from_scores", "log_likelihoods", "posterior_mean", "posterior_weights",
+           "finite_n_terms", "law_from_key_values", "law_from_scores", "log_likelihoods", "posterior_mean", "posterior_weights",
            "quadrature_nodes", "softmax_law", "weighted_law", "weighted_moments"]
