@@ -37,7 +37,8 @@ from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
 from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
                          one_thread, tree_law, tree_law_grad)
-from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
+from .keys import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
+                   weighted_moments)
 from .simulate import check_inputs
 from .tree import TreeSpec
 
@@ -184,6 +185,61 @@ def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, 
     return W, (x[budget * D :].copy() if family == "weighted" else None)
 
 
+def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
+    """The best one-layer softmax design found (``s_j = b_j.x - x^T Q x``, ``Q`` diagonal with one value
+    ``q_k = exp(lq_k)`` per tree depth, shared by the rows; ``x``: the score rows ``b_j`` (their norm is
+    ``beta_j``), then ``lq``): at ``B = 1`` the exact quadrature loss, else the Monte Carlo loss on common
+    random numbers (stream ``SEARCH``; restarts picked on ``SELECT``), both by torch autograd on the closed
+    form :func:`fvnum.keys.softmax_law`. Starts: random directions with ``beta = 1`` (the signal-to-noise
+    optimum of one score row at ``Q = 0``, ``beta^2 e^(-beta^2)``) and ``q = 0.02``. Returns ``(B, lq)``."""
+    from .keys import softmax_law
+
+    torch = _torch()
+    spec, D, M = tree.spec, tree.spec.dim, tree.spec.n_leaves
+    depth_of = torch.as_tensor(tree.depth_of)
+    th = torch.as_tensor(tree.thetas, dtype=torch.float64)
+    logw = torch.full((M,), -math.log(M), dtype=torch.float64)
+
+    def law(x):
+        B = x[: budget * D].reshape(budget, D)
+        q = torch.exp(x[budget * D :])[depth_of]
+        mean, cov, _ = softmax_law(B, q, th, N, s2, torch)
+        return mean, 0.5 * (cov + cov.transpose(1, 2))
+
+    def mc(purpose):
+        r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+        leaves = torch.as_tensor(spec.sample(samples, r))
+        xi = torch.as_tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
+
+        def loss(x):
+            mean, cov = law(x)
+            L = torch.linalg.cholesky(cov)
+            phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
+            z = torch.linalg.solve_triangular(L[None].expand(samples, -1, -1, -1),
+                                              (phi[:, None, :] - mean[None])[..., None], upper=False)[..., 0]
+            ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+            return ((torch.softmax(ll, dim=1) @ th - th[leaves]) ** 2).sum(-1).mean()
+
+        return _autograd(loss)
+
+    def one_reading(x):
+        mean, cov = law(x)
+        return mixture_loss(mean[:, 0], cov[:, 0, 0], logw, tree.thetas, torch)
+
+    if budget == 1:
+        objective = select = _autograd(one_reading)
+    else:
+        objective, select = mc(_chunks.SEARCH), mc(_chunks.SELECT)
+    rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
+    var = (spec.scales**2 / 2.0 ** np.arange(spec.depth))[tree.depth_of]
+    found = []
+    for _ in range(max(1, restarts)):
+        x0 = _pack(_random_rows(rng, budget, D, np.sqrt(var)), np.full(spec.depth, math.log(0.02)))
+        found.append(_minimize(objective, x0, maxiter)[0])
+    x = found[int(np.argmin([select(v)[0] for v in found]))]
+    return x[: budget * D].reshape(budget, D).copy(), x[budget * D :].copy()
+
+
 def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, seed):
     """Monte Carlo loss (EVAL stream) of the exact decoder over ``atoms`` for readings drawn from the CLT law
     of the true latents (drawn by ``sample_thetas(n, rng)``)."""
@@ -216,8 +272,13 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     tree = _Tree(spec)
     with one_thread():
-        W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
-    keys = keys_of(tree, W, lq)
+        if family == "softmax":
+            B, lq = _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter)
+            keys = SoftmaxKeys(B, np.exp(lq)[tree.depth_of])
+            W = B / np.linalg.norm(B, axis=1, keepdims=True)
+        else:
+            W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
+            keys = keys_of(tree, W, lq)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
     if budget == 1:
         law = keys.law(tree.thetas, n_tokens=N, s2=s2)
@@ -354,6 +415,9 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     family = check_family(family)
     spec, channel, samples, seed, budget = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                         budget=budget)
+    if family == "softmax":
+        raise ValueError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
+                         "softmax keys yet)")
     if not isinstance(spec, GaussSpec):
         raise ValueError("gaussian_keyed is for a Gaussian prior; on the tree prior use best_nonadaptive_keyed")
     n_tokens, s2 = channel.n_tokens, channel.s2
