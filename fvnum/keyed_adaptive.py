@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import (_geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, one_thread,
+from .keyed_tree import (_torch, _Tree, _tree_mean, _tree_second, geometry_of, mixture_loss, one_thread,
                          tree_law)
 from .keys import check_family
 from .simulate import check_inputs
@@ -194,10 +194,10 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
         raise ValueError(f"first must be a one-key {family} design (best_nonadaptive_keyed at budget 1), got {first!r}")
     tree = _Tree(spec)
     D = spec.dim
-    lq = log_q_of(tree, first.keys)
-    lq = None if lq is None else torch.tensor(lq)
     with torch.no_grad():
-        geo = _geometry(tree, lq, s2, torch)
+        geo = geometry_of(tree, first.keys, s2, torch)
+    if not getattr(geo, "kernel", True):  # a geometry the Numba kernels do not know (softmax): the torch engine
+        engine = "torch"
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.EVAL))
     leaves = spec.sample(samples, rng)
     xi = torch.tensor(rng.standard_normal((samples, max(1, max_budget))), dtype=torch.float64)

@@ -98,7 +98,7 @@ class SoftmaxGeometry:
         xp, q, th = self.xp, self.q, self.th
         a1, a2 = 1.0 + 2.0 * q, 1.0 + 4.0 * q
         bA, bB = self.beta * A, self.beta * B
-        lz = 0.5 * xp.log(a1).sum() - 0.5 * xp.log(a2).sum()
+        lz = xp.log(a1).sum() - 0.5 * xp.log(a2).sum()  # the determinants of E[w w'] / (E[w] E[w'])
         b2 = bA[..., :, None, :] + bB[..., None, :, :]  # (..., i, j, D)
         log_ratio = (0.5 * (b2**2 / a2).sum(-1) - 0.5 * (bA**2 / a1).sum(-1)[..., :, None]
                      - 0.5 * (bB**2 / a1).sum(-1)[..., None, :] + lz)
