@@ -598,8 +598,9 @@ class SoftmaxKeys(KeyFamily):
     def _closed(self, thetas, n_tokens, s2):
         N, s2 = _check_law_args(n_tokens, s2)
         thetas = _check_thetas(thetas, self.dim)
-        mean, cov, log_ratio = softmax_law(self.B, self.Q, thetas, N, s2)
-        if log_ratio.max() > MAX_LOG_RATIO or not np.all(np.isfinite(cov)):
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, in one line
+            mean, cov, log_ratio = softmax_law(self.B, self.Q, thetas, N, s2)
+        if not log_ratio.max() <= MAX_LOG_RATIO or not np.all(np.isfinite(cov)) or not np.all(np.isfinite(mean)):
             raise ValueError(f"the softmax keys' law overflows: E[w^2] / E[w]^2 = exp({log_ratio.max():.4g}) (the "
                              f"score rows b = beta w are too large: |b| up to {np.linalg.norm(self.B, axis=1).max():.4g})")
         return mean, cov, log_ratio, thetas
