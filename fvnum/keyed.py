@@ -458,8 +458,9 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
 def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 20_000,
                    seed: int = 0, chunk: int = 1000) -> Estimate:
     """Loss of a one-layer keyed design (``result.keys``, found for ``n_tokens`` and ``s2``) under the real
-    tokens channel (tree prior): ``N`` tokens and labels drawn per context, ``phi = (1/N) sum_i y_i f(x_i)``
-    computed exactly, decoded by the Bayes decoder of the CLT law (a valid decoder, so the number is
+    tokens channel (tree prior): ``N`` tokens and labels drawn per context, the readings computed exactly
+    (``keys.readings``: ``(1/N) sum_i y_i f(x_i)``, or the softmax average for softmax keys), decoded by the
+    Bayes decoder of the CLT law (a valid decoder, so the number is
     achievable; it checks the CLT at this ``N``)."""
     spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                    tree="tokens_loss_mc checks one-layer keyed designs on the tree prior")
@@ -475,8 +476,7 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
         truth = tree.thetas[spec.sample(n, rng)]
         X = rng.standard_normal((n, N, spec.dim))
         y = np.einsum("nid,nd->ni", X, truth) + math.sqrt(s2) * rng.standard_normal((n, N))
-        F = keys(X.reshape(-1, spec.dim)).reshape(n, N, -1)
-        phi = (y[..., None] * F).mean(1)
+        phi = keys.readings(X, y)  # (n, k): (1/N) sum_i y_i f(x_i), or sum_i softmax_i(s(x_i)) y_i
         out.append((((posterior_mean(tree.thetas, log_prior, law, phi) - truth) ** 2).sum(1)))
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 

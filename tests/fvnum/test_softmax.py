@@ -229,3 +229,30 @@ def test_hand_built_softmax_channel_has_its_exact_loss():
     small = SoftmaxKeys(np.array([[1e-4, 0.0]])).law(np.array([[0.8, 0.3]]), n_tokens=N, s2=S2)
     np.testing.assert_allclose(small.mean[0, 0], 1e-4 * 0.8, rtol=1e-12)
     np.testing.assert_allclose(small.cov[0, 0, 0], (0.73 + S2) / N, rtol=1e-6)
+
+
+def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
+    """The keyed searches under ``softmax`` (depth-2 tree, N 32): the one-layer design's exact (quadrature) loss
+    at B = 1 against an independent Monte Carlo of its law's Bayes decoder, within 5 standard errors, and
+    below the loss of reading nothing; the adaptive policy's layer 1 is that design (same loss within 5
+    standard errors), and its second layer helps."""
+    from fvnum.keyed import best_nonadaptive_keyed
+    from fvnum.keyed_adaptive import adaptive_keyed_losses
+    from fvsym.priors import TreePrior
+
+    prior, N = TreePrior(2, "1/2"), 32
+    thetas = _tree_thetas(2)
+    first = best_nonadaptive_keyed(prior, 1, "softmax", n_tokens=N, s2=S2, restarts=1, maxiter=40)
+    assert first.keys.name == "softmax" and first.estimate.how.startswith("exact")
+    law = first.keys.law(thetas, n_tokens=N, s2=S2)
+    rng = np.random.default_rng(12)
+    leaves = rng.integers(0, 4, 20_000)
+    phi = law.mean[leaves, 0] + np.sqrt(law.cov[leaves, 0, 0]) * rng.standard_normal(20_000)
+    est = posterior_mean(thetas, np.full(4, -math.log(4)), law, phi[:, None])
+    losses = ((est - thetas[leaves]) ** 2).sum(1)
+    se = losses.std(ddof=1) / math.sqrt(losses.size)
+    assert abs(losses.mean() - first.estimate.value) <= 5 * se
+    assert first.estimate.value < (thetas**2).sum(1).mean()
+    rows = adaptive_keyed_losses(prior, 2, "softmax", n_tokens=N, s2=S2, samples=300, first=first, steps=10)
+    assert abs(rows[0].estimate.value - first.estimate.value) <= 5 * rows[0].estimate.stderr + 1e-12
+    assert rows[1].estimate.value < rows[0].estimate.value
