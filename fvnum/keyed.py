@@ -199,6 +199,7 @@ def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
     depth_of = torch.as_tensor(tree.depth_of)
     th = torch.as_tensor(tree.thetas, dtype=torch.float64)
     logw = torch.full((M,), -math.log(M), dtype=torch.float64)
+    eye = torch.eye(budget, dtype=torch.float64).expand(M, -1, -1)
 
     def law(x):
         B = x[: budget * D].reshape(budget, D)
@@ -214,9 +215,9 @@ def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
         def loss(x):
             mean, cov = law(x)
             L = torch.linalg.cholesky(cov)
+            Linv = torch.linalg.solve_triangular(L, eye, upper=False)  # (M, k, k): one small solve per leaf
             phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
-            z = torch.linalg.solve_triangular(L[None].expand(samples, -1, -1, -1),
-                                              (phi[:, None, :] - mean[None])[..., None], upper=False)[..., 0]
+            z = torch.einsum("mij,nmj->nmi", Linv, phi[:, None, :] - mean[None])
             ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
             return ((torch.softmax(ll, dim=1) @ th - th[leaves]) ** 2).sum(-1).mean()
 
