@@ -43,6 +43,9 @@ from .simulate import check_inputs
 from .tree import TreeSpec
 
 
+SOFTMAX_COST_FACTOR = 10.0  # seconds of the softmax keyed rows over the weighted ones' price (torch, not Numba)
+
+
 # --- searches --------------------------------------------------------------------------------------
 def _random_rows(rng, budget, dim, scale):
     R = rng.standard_normal((budget, dim)) * scale
@@ -482,5 +485,5 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
+__all__ = ["FAMILIES", "GRID", "SOFTMAX_COST_FACTOR", "STEP", "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
            "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]

@@ -92,3 +92,25 @@ def test_bad_arguments_get_one_line(call, fragment):
     with pytest.raises(ValueError) as e:
         call()
     one_line(e, fragment)
+
+
+def fv(*argv):
+    import contextlib
+    import io
+
+    from bridges.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_lists_softmax_and_refuses_it_off_the_tree_in_one_line():
+    code, out, _ = fv("compare", "--help")
+    assert code == 0 and "softmax" in out.split("--keyed", 1)[1].split("\n")[0]
+    code, _, err = fv("compare", "--prior", "gaussian", "--model", "B", "--depth", "3", "--budget", "2", "--keyed",
+                      "softmax")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "--keyed softmax" in lines[0] and "tree prior" in lines[0], lines[0]
