@@ -43,6 +43,7 @@ from .simulate import check_inputs
 from .tree import TreeSpec
 
 
+SEARCH_LOG_RATIO = 30.0  # log E[w^2] / E[w]^2 clipped there in the softmax search's objective (N e^-30: no signal)
 SOFTMAX_COST_FACTOR = 10.0  # seconds of the softmax keyed rows over the weighted ones' price (torch, not Numba)
 
 
@@ -207,8 +208,21 @@ def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
     def law(x):
         B = x[: budget * D].reshape(budget, D)
         q = torch.exp(x[budget * D :])[depth_of]
-        mean, cov, _ = softmax_law(B, q, th, N, s2, torch)
+        mean, cov, _ = softmax_law(B, q, th, N, s2, torch, max_log_ratio=SEARCH_LOG_RATIO)
         return mean, 0.5 * (cov + cov.transpose(1, 2))
+
+    worst = float((th**2).sum(1).mean()) * 10.0  # far above the loss of reading nothing
+
+    def guarded(fun):
+        """A line search may stray where the law overflows: there the objective is ``worst``, flat."""
+        def safe(x):
+            try:
+                value, grad = fun(x)
+            except RuntimeError:  # torch.linalg: a covariance that is not positive definite
+                return worst, np.zeros_like(x)
+            return (value, grad) if np.isfinite(value) and np.all(np.isfinite(grad)) else (worst, np.zeros_like(x))
+
+        return safe
 
     def mc(purpose):
         r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
@@ -224,14 +238,14 @@ def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
             ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
             return ((torch.softmax(ll, dim=1) @ th - th[leaves]) ** 2).sum(-1).mean()
 
-        return _autograd(loss)
+        return guarded(_autograd(loss))
 
     def one_reading(x):
         mean, cov = law(x)
         return mixture_loss(mean[:, 0], cov[:, 0, 0], logw, tree.thetas, torch)
 
     if budget == 1:
-        objective = select = _autograd(one_reading)
+        objective = select = guarded(_autograd(one_reading))
     else:
         objective, select = mc(_chunks.SEARCH), mc(_chunks.SELECT)
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))

@@ -215,7 +215,7 @@ def finite_n_terms(X, S, thetas, *, n_tokens, s2) -> tuple:
     return np.array(bias), np.array(corr)
 
 
-def softmax_law(B, q, thetas, n_tokens, s2, xp=np):
+def softmax_law(B, q, thetas, n_tokens, s2, xp=np, max_log_ratio=None):
     """Closed-form law of softmax readings with scores ``s_c(x) = b_c.x - x^T diag(q_c) x`` (rows ``B`` (k, D),
     ``q`` (D,) shared or (k, D), ``q >= 0``) for ``x ~ N(0, I)``; numpy or torch (the searches differentiate
     it). ``w_c = exp(s_c)`` tilts ``N(0, I)`` into ``N(Sigma_c b_c, Sigma_c)``, ``Sigma_c = (I + 2 Q_c)^-1``,
@@ -224,6 +224,8 @@ def softmax_law(B, q, thetas, n_tokens, s2, xp=np):
     ``mu_c = theta^T Sigma_c b_c`` (the Stein row ``Sigma_c b_c = E[grad w_c] / E[w_c]``) and
     ``Cov_cc' = R_cc' (theta^T Sigma_cc' theta + (theta.m_cc' - mu_c)(theta.m_cc' - mu_c') + s2) / N``,
     ``m_cc' = Sigma_cc' (b_c + b_c')``, ``R_cc' = E[w_c w_c'] / (E[w_c] E[w_c'])``.
+    ``max_log_ratio``: ``log R`` clipped there in ``cov`` (the searches' objectives, which must stay finite
+    where a line search strays); the returned ``log R`` is not clipped.
     Returns ``(mean (M, k), cov (M, k, k), log R (k, k))``."""
     k, D = B.shape
     qk = q + 0.0 * B  # (k, D)
@@ -238,7 +240,10 @@ def softmax_law(B, q, thetas, n_tokens, s2, xp=np):
     t2 = ((thetas**2) @ (1.0 / a2).reshape(k * k, D).T).reshape(M, k, k)
     pm = (thetas @ (b2 / a2).reshape(k * k, D).T).reshape(M, k, k)  # theta . m_cc'
     bracket = t2 + (pm - mean[:, :, None]) * (pm - mean[:, None, :]) + s2
-    return mean, xp.exp(log_ratio) * bracket / n_tokens, log_ratio
+    clipped = log_ratio
+    if max_log_ratio is not None:
+        clipped = np.minimum(log_ratio, max_log_ratio) if xp is np else xp.clamp(log_ratio, max=max_log_ratio)
+    return mean, xp.exp(clipped) * bracket / n_tokens, log_ratio
 
 
 def _reduced_basis(cov: np.ndarray, rtol: float) -> np.ndarray:
