@@ -1,7 +1,9 @@
 """Theory rows under a key family (:mod:`fvnum.keys`): the best designs and policies found when the keys
-are ``linear`` (``f = w.x``, today's ``tokens`` channel) or ``weighted`` (``f = (w.x) / (x^T Q x + c)``,
+are ``linear`` (``f = w.x``, today's ``tokens`` channel), ``weighted`` (``f = (w.x) / (x^T Q x + c)``,
 ``Q`` diagonal with one value per tree depth, ``c = 1``: the law of the readings is unchanged, up to a
-common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 0``).
+common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 0``) or ``softmax``
+(softmax readings with scores ``s = beta w.x - x^T Q x``, ``Q`` diagonal with one value per tree depth;
+no scale invariance here, so ``beta`` (the norm of the score row) is searched too; tree prior only).
 
 Readings are decoded by the exact Bayes posterior under the family's CLT law (:func:`fvnum.keys.
 posterior_mean`), and every number is the loss of that decoder. Every search returns a

@@ -3,7 +3,9 @@ Layer 1 reads the best single key (:func:`fvnum.keyed.best_nonadaptive_keyed` at
 layer chooses its row, per sample, to minimise the expected loss after that reading (one-step lookahead,
 computed by quadrature under the exact conditional law of the new reading given the earlier ones and each
 leaf), by Adam on the sphere from three starts (the Numba kernel ``fvnum._kernels.keyed``; the torch
-autograd reference :func:`_next_rows_torch`). ``Q`` is the best single key's, shared by the layers. Greedy,
+autograd reference :func:`_next_rows_torch`). ``Q`` is the best single key's, shared by the layers (softmax
+keys: its ``Q`` and score scale ``beta`` too; their laws come from :func:`fvnum.keyed_tree.geometry_of`, which
+the Numba kernels do not know, so they run the torch engine). Greedy,
 so the policy of budget ``B`` is the first ``B`` layers of any longer one: :func:`adaptive_keyed_losses`
 returns the loss after every layer on the same samples. Readings are decoded by the exact Bayes posterior
 under the family's CLT law; every loss is that decoder's.
