@@ -76,8 +76,9 @@ def _geometry(tree: _Tree, lq, s2, xp, step=STEP):
 
 
 class SoftmaxGeometry:
-    """Softmax keys on the tree (THEORY.md section 2b, :func:`fvnum.keys.softmax_law`): unit rows ``w`` scored
-    ``s = beta w.x - x^T diag(q) x``, ``beta`` and ``q`` (D,) shared by every row; :func:`tree_law` and the
+    """Softmax keys on the tree (THEORY.md section 2b, :func:`fvnum.keys.softmax_law`): rows ``w`` scored
+    ``s = beta w.x - x^T diag(q) x``, ``beta`` and ``q`` (D,) shared by every row (the adaptive search takes
+    ``beta = 1`` and the rows as the score rows, :func:`rows_of`); :func:`tree_law` and the
     adaptive search's conditional laws ask it for the mean and the second moment ``N Cov + mean mean^T`` of
     any rows, on every leaf (dense: ``M`` leaves by ``D`` coordinates). The Numba kernels of the weighted
     geometry do not apply (``kernel = False``: the adaptive search runs its torch engine)."""
@@ -112,13 +113,28 @@ class SoftmaxGeometry:
 def geometry_of(tree: _Tree, keys, s2, xp=np):
     """The geometry the tree laws take for the key family object ``keys`` (one layer's key, as the adaptive
     search shares it): the weighted moments of :func:`_geometry` (linear, weighted) or a
-    :class:`SoftmaxGeometry` (softmax: ``beta`` the norm of the key's first score row, its ``Q``)."""
+    :class:`SoftmaxGeometry` (softmax: the key's ``Q``, ``beta = 1``: the rows are the score rows, see
+    :func:`rows_of`)."""
     if keys.name == "softmax":
-        beta = float(np.linalg.norm(keys.B[0]))
         q = keys.Q if xp is np else xp.as_tensor(keys.Q, dtype=xp.float64)
-        return SoftmaxGeometry(tree, beta, q, s2, xp)
+        return SoftmaxGeometry(tree, 1.0, q, s2, xp)
     lq = log_q_of(tree, keys)
     return _geometry(tree, lq if xp is np or lq is None else xp.tensor(lq), s2, xp)
+
+
+def rows_of(geo, U, xp=np):
+    """The rows a geometry reads from free vectors ``U`` (..., D): unit rows for linear and weighted keys
+    (their law depends on the direction only, up to a common scale), ``U`` itself for softmax keys (the
+    score row ``b = beta w``: its norm ``beta`` matters and is searched)."""
+    if isinstance(geo, SoftmaxGeometry):
+        return U
+    return U / (np.linalg.norm(U, axis=-1, keepdims=True) if xp is np else xp.linalg.norm(U, dim=-1, keepdim=True))
+
+
+def first_rows(geo, first):
+    """(1, D) layer 1's row of an adaptive policy from the one-key design ``first`` (a ``SearchResult``): its
+    unit row ``design``, or for softmax keys its score row."""
+    return first.keys.B if isinstance(geo, SoftmaxGeometry) else first.design
 
 
 def _tree_second(tree: _Tree, geo, A, B, xp):
