@@ -159,7 +159,8 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
                  f"{', '.join(str(b) for b in sorted(set(budgets)))}", need, hint)
     from fvnum.keyed import SOFTMAX_COST_FACTOR
 
-    return keyed_cost(**{**size, "depth": data.depth if tree else 0}) * (SOFTMAX_COST_FACTOR if keyed == "softmax" else 1)
+    factor = SOFTMAX_COST_FACTOR if keyed == "softmax" else 1.0
+    return keyed_cost(**{**size, "depth": data.depth if tree else 0}) * factor
 
 
 def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:

@@ -606,8 +606,9 @@ class SoftmaxKeys(KeyFamily):
         with np.errstate(over="ignore", invalid="ignore"):  # refused below, in one line
             mean, cov, log_ratio = softmax_law(self.B, self.Q, thetas, N, s2)
         if not log_ratio.max() <= MAX_LOG_RATIO or not np.all(np.isfinite(cov)) or not np.all(np.isfinite(mean)):
+            largest = np.linalg.norm(self.B, axis=1).max()
             raise ValueError(f"the softmax keys' law overflows: E[w^2] / E[w]^2 = exp({log_ratio.max():.4g}) (the "
-                             f"score rows b = beta w are too large: |b| up to {np.linalg.norm(self.B, axis=1).max():.4g})")
+                             f"score rows b = beta w are too large: |b| up to {largest:.4g})")
         return mean, cov, log_ratio, thetas
 
     def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:
@@ -659,6 +660,6 @@ class SoftmaxKeys(KeyFamily):
                 f"q max={self.Q.max():.4g})")
 
 
-__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "SoftmaxKeys", "WeightedKeys", "check_family",
-           "finite_n_terms", "law_from_key_values", "law_from_scores", "log_likelihoods", "posterior_mean", "posterior_weights",
-           "quadrature_nodes", "softmax_law", "weighted_law", "weighted_moments"]
+__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "SoftmaxKeys", "WeightedKeys",
+           "check_family", "finite_n_terms", "law_from_key_values", "law_from_scores", "log_likelihoods",
+           "posterior_mean", "posterior_weights", "quadrature_nodes", "softmax_law", "weighted_law", "weighted_moments"]

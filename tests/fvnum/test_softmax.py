@@ -204,7 +204,8 @@ def test_hand_built_softmax_channel_has_its_exact_loss():
     same for both leaves, so the Bayes decoder is ``a tanh(beta a phi / v)`` and the loss is exactly
     ``a^2 (1 - E tanh(r + sqrt(r) g))``, ``r = beta^2 a^2 / v`` (1-D Gauss-Hermite). The law's decoder on
     exact softmax readings of real tokens (N 24) attains it within 5 standard errors (the O(1/N) bias of the
-    mean, ``-beta e^(beta^2) theta_1 / N``, moves the loss by well under one standard error here), and small ``beta`` reads
+    mean, ``-beta e^(beta^2) theta_1 / N``, moves the loss by well under one standard error here), and small
+    ``beta`` reads
     ``beta theta_1`` with the noise of the mean of ``y`` (THEORY 2b)."""
     a, beta, N = 1.0, 0.3, 24
     thetas = np.array([[a], [-a]])
