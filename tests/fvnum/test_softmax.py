@@ -257,3 +257,22 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
     rows = adaptive_keyed_losses(prior, 2, "softmax", n_tokens=N, s2=S2, samples=300, first=first, steps=10)
     assert abs(rows[0].estimate.value - first.estimate.value) <= 5 * rows[0].estimate.stderr + 1e-12
     assert rows[1].estimate.value < rows[0].estimate.value
+
+
+def test_tree_geometry_of_softmax_keys_is_their_law():
+    """The adaptive search's laws (fvnum.keyed_tree.SoftmaxGeometry through tree_law, numpy and torch) equal
+    SoftmaxKeys.law on every leaf, for score rows of any norm."""
+    torch = pytest.importorskip("torch")
+    from fvnum.keyed_tree import _Tree, geometry_of, rows_of, tree_law
+
+    tree = _Tree(TreeSpec(3, 0.6 ** (np.arange(3) / 2)))
+    rng = np.random.default_rng(13)
+    B = rng.standard_normal((3, 7)) * np.array([[0.3], [1.0], [1.7]])
+    Q = rng.uniform(0.0, 1.0, 7)
+    law = SoftmaxKeys(B, Q).law(tree.thetas, n_tokens=64, s2=S2)
+    for xp in (np, torch):
+        geo = geometry_of(tree, SoftmaxKeys(B[:1], Q), S2, xp)
+        rows = rows_of(geo, B if xp is np else torch.tensor(B), xp)
+        mean, cov = tree_law(tree, geo, rows, 64, xp)
+        np.testing.assert_allclose(np.asarray(mean), law.mean, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(np.asarray(cov), law.cov, rtol=1e-11, atol=1e-15)
