@@ -359,10 +359,10 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
 
 
 def _add_keyed_argument(p: argparse.ArgumentParser, default: str | None) -> None:
-    """``--keyed weighted|none``: the key family of the prediction rows of A and B (``fvnum.keyed``: the best
-    found within the family, an upper bound on its optimum, not a bound on a trained model; none: the
-    linear-key rows)."""
-    p.add_argument("--keyed", choices=("weighted", "none"), default=default or "none",
+    """``--keyed weighted|softmax|none``: the key family of the prediction rows of A and B (``fvnum.keyed``: the
+    best found within the family, an upper bound on its optimum, not a bound on a trained model; softmax: the
+    tree prior only; none: the linear-key rows)."""
+    p.add_argument("--keyed", choices=("weighted", "softmax", "none"), default=default or "none",
                    help=f"key family of the prediction rows of A and B (default {default or 'none'}; the best found "
                    "within the family, an upper bound on its optimum, not a bound on a trained model; none: linear keys)")
 

@@ -150,6 +150,9 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     if check_family(keyed, optional=True) is None:
         return 0.0
     tree = data.prior == "tree"
+    if keyed == "softmax" and not tree:
+        raise ValueError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
+                         f"{data.prior} prior")
     size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
     need = keyed_memory(**size)
     hint = ""
@@ -158,7 +161,10 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
                                lambda k: fits_memory(keyed_memory(**{**size, "depth": k, "dim": 2**k - 1})))
     check_memory(f"the keyed rows at budget{'s' if len(set(budgets)) > 1 else ''} "
                  f"{', '.join(str(b) for b in sorted(set(budgets)))}", need, hint)
-    return keyed_cost(**{**size, "depth": data.depth if tree else 0})
+    from fvnum.keyed import SOFTMAX_COST_FACTOR
+
+    factor = SOFTMAX_COST_FACTOR if keyed == "softmax" else 1.0
+    return keyed_cost(**{**size, "depth": data.depth if tree else 0}) * factor
 
 
 def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:

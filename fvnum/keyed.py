@@ -1,7 +1,9 @@
 """Theory rows under a key family (:mod:`fvnum.keys`): the best designs and policies found when the keys
-are ``linear`` (``f = w.x``, today's ``tokens`` channel) or ``weighted`` (``f = (w.x) / (x^T Q x + c)``,
+are ``linear`` (``f = w.x``, today's ``tokens`` channel), ``weighted`` (``f = (w.x) / (x^T Q x + c)``,
 ``Q`` diagonal with one value per tree depth, ``c = 1``: the law of the readings is unchanged, up to a
-common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 0``).
+common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 0``) or ``softmax``
+(softmax readings with scores ``s = beta w.x - x^T Q x``, ``Q`` diagonal with one value per tree depth;
+no scale invariance here, so ``beta`` (the norm of the score row) is searched too; tree prior only).
 
 Readings are decoded by the exact Bayes posterior under the family's CLT law (:func:`fvnum.keys.
 posterior_mean`), and every number is the loss of that decoder. Every search returns a
@@ -37,9 +39,14 @@ from .estimate import Estimate, SearchResult
 from .gaussian import GaussSpec
 from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
                          one_thread, tree_law, tree_law_grad)
-from .keys import FAMILIES, check_family, posterior_mean, quadrature_nodes, weighted_law, weighted_moments
+from .keys import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
+                   weighted_moments)
 from .simulate import check_inputs
 from .tree import TreeSpec
+
+
+SEARCH_LOG_RATIO = 30.0  # log E[w^2] / E[w]^2 clipped there in the softmax search's objective (N e^-30: no signal)
+SOFTMAX_COST_FACTOR = 8.0  # softmax keyed rows over weighted ones (torch, not Numba): 7.2x at depth 7, 1.9x at 4
 
 
 # --- searches --------------------------------------------------------------------------------------
@@ -184,6 +191,75 @@ def _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, 
     return W, (x[budget * D :].copy() if family == "weighted" else None)
 
 
+def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
+    """The best one-layer softmax design found (``s_j = b_j.x - x^T Q x``, ``Q`` diagonal with one value
+    ``q_k = exp(lq_k)`` per tree depth, shared by the rows; ``x``: the score rows ``b_j`` (their norm is
+    ``beta_j``), then ``lq``): at ``B = 1`` the exact quadrature loss, else the Monte Carlo loss on common
+    random numbers (stream ``SEARCH``; restarts picked on ``SELECT``), both by torch autograd on the closed
+    form :func:`fvnum.keys.softmax_law`. Starts: random directions with ``beta = 1`` (the signal-to-noise
+    optimum of one score row at ``Q = 0``, ``beta^2 e^(-beta^2)``) and ``q = 0.02``. Returns ``(B, lq)``."""
+    from .keys import softmax_law
+
+    torch = _torch()
+    spec, D, M = tree.spec, tree.spec.dim, tree.spec.n_leaves
+    depth_of = torch.as_tensor(tree.depth_of)
+    th = torch.as_tensor(tree.thetas, dtype=torch.float64)
+    logw = torch.full((M,), -math.log(M), dtype=torch.float64)
+    eye = torch.eye(budget, dtype=torch.float64).expand(M, -1, -1)
+
+    def law(x):
+        B = x[: budget * D].reshape(budget, D)
+        q = torch.exp(x[budget * D :])[depth_of]
+        mean, cov, _ = softmax_law(B, q, th, N, s2, torch, max_log_ratio=SEARCH_LOG_RATIO)
+        return mean, 0.5 * (cov + cov.transpose(1, 2))
+
+    worst = float((th**2).sum(1).mean()) * 10.0  # far above the loss of reading nothing
+
+    def guarded(fun):
+        """A line search may stray where the law overflows: there the objective is ``worst``, flat."""
+        def safe(x):
+            try:
+                value, grad = fun(x)
+            except RuntimeError:  # torch.linalg: a covariance that is not positive definite
+                return worst, np.zeros_like(x)
+            return (value, grad) if np.isfinite(value) and np.all(np.isfinite(grad)) else (worst, np.zeros_like(x))
+
+        return safe
+
+    def mc(purpose):
+        r = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
+        leaves = torch.as_tensor(spec.sample(samples, r))
+        xi = torch.as_tensor(r.standard_normal((samples, budget)), dtype=torch.float64)
+
+        def loss(x):
+            mean, cov = law(x)
+            L = torch.linalg.cholesky(cov)
+            Linv = torch.linalg.solve_triangular(L, eye, upper=False)  # (M, k, k): one small solve per leaf
+            phi = mean[leaves] + (L[leaves] @ xi[:, :, None])[:, :, 0]
+            z = torch.einsum("mij,nmj->nmi", Linv, phi[:, None, :] - mean[None])
+            ll = -0.5 * (z**2).sum(-1) - torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+            return ((torch.softmax(ll, dim=1) @ th - th[leaves]) ** 2).sum(-1).mean()
+
+        return guarded(_autograd(loss))
+
+    def one_reading(x):
+        mean, cov = law(x)
+        return mixture_loss(mean[:, 0], cov[:, 0, 0], logw, tree.thetas, torch)
+
+    if budget == 1:
+        objective = select = guarded(_autograd(one_reading))
+    else:
+        objective, select = mc(_chunks.SEARCH), mc(_chunks.SELECT)
+    rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.SEARCH))
+    var = (spec.scales**2 / 2.0 ** np.arange(spec.depth))[tree.depth_of]
+    found = []
+    for _ in range(max(1, restarts)):
+        x0 = _pack(_random_rows(rng, budget, D, np.sqrt(var)), np.full(spec.depth, math.log(0.02)))
+        found.append(_minimize(objective, x0, maxiter)[0])
+    x = found[int(np.argmin([select(v)[0] for v in found]))]
+    return x[: budget * D].reshape(budget, D).copy(), x[budget * D :].copy()
+
+
 def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, seed):
     """Monte Carlo loss (EVAL stream) of the exact decoder over ``atoms`` for readings drawn from the CLT law
     of the true latents (drawn by ``sample_thetas(n, rng)``)."""
@@ -216,8 +292,13 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     tree = _Tree(spec)
     with one_thread():
-        W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
-    keys = keys_of(tree, W, lq)
+        if family == "softmax":
+            B, lq = _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter)
+            keys = SoftmaxKeys(B, np.exp(lq)[tree.depth_of])
+            W = B / np.linalg.norm(B, axis=1, keepdims=True)
+        else:
+            W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
+            keys = keys_of(tree, W, lq)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
     if budget == 1:
         law = keys.law(tree.thetas, n_tokens=N, s2=s2)
@@ -354,6 +435,9 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     family = check_family(family)
     spec, channel, samples, seed, budget = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                         budget=budget)
+    if family == "softmax":
+        raise ValueError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
+                         "softmax keys yet)")
     if not isinstance(spec, GaussSpec):
         raise ValueError("gaussian_keyed is for a Gaussian prior; on the tree prior use best_nonadaptive_keyed")
     n_tokens, s2 = channel.n_tokens, channel.s2
@@ -394,8 +478,9 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
 def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 20_000,
                    seed: int = 0, chunk: int = 1000) -> Estimate:
     """Loss of a one-layer keyed design (``result.keys``, found for ``n_tokens`` and ``s2``) under the real
-    tokens channel (tree prior): ``N`` tokens and labels drawn per context, ``phi = (1/N) sum_i y_i f(x_i)``
-    computed exactly, decoded by the Bayes decoder of the CLT law (a valid decoder, so the number is
+    tokens channel (tree prior): ``N`` tokens and labels drawn per context, the readings computed exactly
+    (``keys.readings``: ``(1/N) sum_i y_i f(x_i)``, or the softmax average for softmax keys), decoded by the
+    Bayes decoder of the CLT law (a valid decoder, so the number is
     achievable; it checks the CLT at this ``N``)."""
     spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                    tree="tokens_loss_mc checks one-layer keyed designs on the tree prior")
@@ -411,11 +496,11 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
         truth = tree.thetas[spec.sample(n, rng)]
         X = rng.standard_normal((n, N, spec.dim))
         y = np.einsum("nid,nd->ni", X, truth) + math.sqrt(s2) * rng.standard_normal((n, N))
-        F = keys(X.reshape(-1, spec.dim)).reshape(n, N, -1)
-        phi = (y[..., None] * F).mean(1)
+        phi = keys.readings(X, y)  # (n, k): (1/N) sum_i y_i f(x_i), or sum_i softmax_i(s(x_i)) y_i
         out.append((((posterior_mean(tree.thetas, log_prior, law, phi) - truth) ** 2).sum(1)))
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "STEP", "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
+__all__ = ["FAMILIES", "GRID", "SOFTMAX_COST_FACTOR", "STEP",
+           "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
            "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]

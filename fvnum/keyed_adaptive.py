@@ -3,7 +3,10 @@ Layer 1 reads the best single key (:func:`fvnum.keyed.best_nonadaptive_keyed` at
 layer chooses its row, per sample, to minimise the expected loss after that reading (one-step lookahead,
 computed by quadrature under the exact conditional law of the new reading given the earlier ones and each
 leaf), by Adam on the sphere from three starts (the Numba kernel ``fvnum._kernels.keyed``; the torch
-autograd reference :func:`_next_rows_torch`). ``Q`` is the best single key's, shared by the layers. Greedy,
+autograd reference :func:`_next_rows_torch`). ``Q`` is the best single key's, shared by the layers (softmax
+keys: its ``Q``; each layer's score row ``b = beta w`` is searched whole, its norm ``beta`` included,
+:func:`fvnum.keyed_tree.rows_of`; their laws come from :func:`fvnum.keyed_tree.geometry_of`, which the Numba
+kernels do not know, so they run the torch engine). Greedy,
 so the policy of budget ``B`` is the first ``B`` layers of any longer one: :func:`adaptive_keyed_losses`
 returns the loss after every layer on the same samples. Readings are decoded by the exact Bayes posterior
 under the family's CLT law; every loss is that decoder's.
@@ -17,8 +20,8 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import (_geometry, _torch, _Tree, _tree_mean, _tree_second, log_q_of, mixture_loss, one_thread,
-                         tree_law)
+from .keyed_tree import (_torch, _Tree, _tree_mean, _tree_second, first_rows, geometry_of, mixture_loss, one_thread,
+                         rows_of, tree_law)
 from .keys import check_family
 from .simulate import check_inputs
 from .tree import TreeSpec, numeric_prior
@@ -84,14 +87,14 @@ def _next_rows_torch(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, 
         U = U0.clone().requires_grad_(True)
         opt = torch.optim.Adam([U], lr=0.05)
         for _ in range(steps):
-            w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
+            w = rows_of(geo, U, torch)
             cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
             loss = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch, grid)
             opt.zero_grad()
             loss.sum().backward()
             opt.step()
         with torch.no_grad():
-            w = U / torch.linalg.norm(U, dim=-1, keepdim=True)
+            w = rows_of(geo, U, torch)
             cm, cv = _next_law(tree, geo, rows[sl], w, mean[sl], L[sl], alpha[sl], N, torch)
             best = mixture_loss(cm[..., live], cv[..., live], logw[sl][:, live][:, None, :], sub, torch,
                                 grid).argmin(1)
@@ -194,10 +197,10 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
         raise ValueError(f"first must be a one-key {family} design (best_nonadaptive_keyed at budget 1), got {first!r}")
     tree = _Tree(spec)
     D = spec.dim
-    lq = log_q_of(tree, first.keys)
-    lq = None if lq is None else torch.tensor(lq)
     with torch.no_grad():
-        geo = _geometry(tree, lq, s2, torch)
+        geo = geometry_of(tree, first.keys, s2, torch)
+    if not getattr(geo, "kernel", True):  # a geometry the Numba kernels do not know (softmax): the torch engine
+        engine = "torch"
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.EVAL))
     leaves = spec.sample(samples, rng)
     xi = torch.tensor(rng.standard_normal((samples, max(1, max_budget))), dtype=torch.float64)
@@ -205,7 +208,7 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     th = torch.tensor(tree.thetas, dtype=torch.float64)
     truth = th[torch.tensor(leaves)]
     lt = torch.tensor(leaves)
-    rows = torch.tensor(first.design, dtype=torch.float64)[None].expand(samples, -1, -1).clone()  # (n, 1, D)
+    rows = torch.tensor(first_rows(geo, first), dtype=torch.float64)[None].expand(samples, -1, -1).clone()  # (n, 1, D)
     with torch.no_grad():
         mean, cov = tree_law(tree, geo, rows, N, torch)
         m1, v1 = mean[torch.arange(samples), lt, 0], cov[torch.arange(samples), lt, 0, 0]

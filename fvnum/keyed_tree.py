@@ -1,6 +1,7 @@
 """The tree prior under a key family (:mod:`fvnum.keys`), the pieces both keyed searches share
 (:mod:`fvnum.keyed`, the one-layer design; :mod:`fvnum.keyed_adaptive`, the adaptive policy): the leaves as
-atoms, the per-depth moments of weighted keys (``Q`` diagonal with one value per tree depth, ``c = 1``),
+atoms, the per-depth moments of weighted keys (``Q`` diagonal with one value per tree depth, ``c = 1``) or
+the softmax keys' geometry (:class:`SoftmaxGeometry`: unit rows ``w`` scored ``beta w.x - x^T Q x``),
 the law of the readings of any rows on every leaf (:func:`tree_law`, numpy or torch), the exact loss of one
 reading by quadrature (:func:`mixture_loss`) and the key family object of a design found
 (:func:`keys_of`)."""
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .keys import LinearKeys, WeightedKeys, quadrature_nodes, weighted_moments
+from .keys import LinearKeys, SoftmaxKeys, WeightedKeys, quadrature_nodes, softmax_law, weighted_moments
 from .tree import TreeSpec
 
 GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
@@ -74,9 +75,73 @@ def _geometry(tree: _Tree, lq, s2, xp, step=STEP):
     return m, Hbar @ a2 + s2 * h, Hbar
 
 
+class SoftmaxGeometry:
+    """Softmax keys on the tree (THEORY.md section 2b, :func:`fvnum.keys.softmax_law`): rows ``w`` scored
+    ``s = beta w.x - x^T diag(q) x``, ``beta`` and ``q`` (D,) shared by every row (the adaptive search takes
+    ``beta = 1`` and the rows as the score rows, :func:`rows_of`); :func:`tree_law` and the
+    adaptive search's conditional laws ask it for the mean and the second moment ``N Cov + mean mean^T`` of
+    any rows, on every leaf (dense: ``M`` leaves by ``D`` coordinates). The Numba kernels of the weighted
+    geometry do not apply (``kernel = False``: the adaptive search runs its torch engine)."""
+
+    kernel = False
+
+    def __init__(self, tree: _Tree, beta, q, s2, xp=np):
+        self.tree, self.beta, self.q, self.s2, self.xp = tree, beta, q, float(s2), xp
+        self.th = tree.thetas if xp is np else xp.as_tensor(tree.thetas, dtype=xp.float64)
+
+    def mean(self, A):
+        """(..., M, i) of rows ``A`` (..., i, D)."""
+        out = (self.beta * A / (1.0 + 2.0 * self.q)) @ self.th.T  # (..., i, M)
+        return out.swapaxes(-1, -2) if self.xp is np else out.transpose(-1, -2)
+
+    def second(self, A, B):
+        """(..., M, i, j) ``N Cov + mean mean^T`` of rows ``A`` (..., i, D) and ``B`` (..., j, D)."""
+        xp, q, th = self.xp, self.q, self.th
+        a1, a2 = 1.0 + 2.0 * q, 1.0 + 4.0 * q
+        bA, bB = self.beta * A, self.beta * B
+        lz = xp.log(a1).sum() - 0.5 * xp.log(a2).sum()  # the determinants of E[w w'] / (E[w] E[w'])
+        b2 = bA[..., :, None, :] + bB[..., None, :, :]  # (..., i, j, D)
+        log_ratio = (0.5 * (b2**2 / a2).sum(-1) - 0.5 * (bA**2 / a1).sum(-1)[..., :, None]
+                     - 0.5 * (bB**2 / a1).sum(-1)[..., None, :] + lz)
+        muA, muB = (bA / a1) @ th.T, (bB / a1) @ th.T  # (..., i, M), (..., j, M)
+        pm = (b2 / a2) @ th.T  # (..., i, j, M)
+        ma, mb = muA[..., :, None, :], muB[..., None, :, :]
+        second = xp.exp(log_ratio)[..., None] * ((th**2) @ (1.0 / a2) + (pm - ma) * (pm - mb) + self.s2) + ma * mb
+        return xp.moveaxis(second, -1, -3) if xp is np else second.movedim(-1, -3)
+
+
+def geometry_of(tree: _Tree, keys, s2, xp=np):
+    """The geometry the tree laws take for the key family object ``keys`` (one layer's key, as the adaptive
+    search shares it): the weighted moments of :func:`_geometry` (linear, weighted) or a
+    :class:`SoftmaxGeometry` (softmax: the key's ``Q``, ``beta = 1``: the rows are the score rows, see
+    :func:`rows_of`)."""
+    if keys.name == "softmax":
+        q = keys.Q if xp is np else xp.as_tensor(keys.Q, dtype=xp.float64)
+        return SoftmaxGeometry(tree, 1.0, q, s2, xp)
+    lq = log_q_of(tree, keys)
+    return _geometry(tree, lq if xp is np or lq is None else xp.tensor(lq), s2, xp)
+
+
+def rows_of(geo, U, xp=np):
+    """The rows a geometry reads from free vectors ``U`` (..., D): unit rows for linear and weighted keys
+    (their law depends on the direction only, up to a common scale), ``U`` itself for softmax keys (the
+    score row ``b = beta w``: its norm ``beta`` matters and is searched)."""
+    if isinstance(geo, SoftmaxGeometry):
+        return U
+    return U / (np.linalg.norm(U, axis=-1, keepdims=True) if xp is np else xp.linalg.norm(U, dim=-1, keepdim=True))
+
+
+def first_rows(geo, first):
+    """(1, D) layer 1's row of an adaptive policy from the one-key design ``first`` (a ``SearchResult``): its
+    unit row ``design``, or for softmax keys its score row."""
+    return first.keys.B if isinstance(geo, SoftmaxGeometry) else first.design
+
+
 def _tree_second(tree: _Tree, geo, A, B, xp):
     """``E[((theta.x)^2 + s2) f_a f_b]`` for every leaf: rows ``A`` (..., i, D), ``B`` (..., j, D) ->
-    (..., M, i, j)."""
+    (..., M, i, j) (softmax keys: ``N Cov + mean mean^T``, :class:`SoftmaxGeometry`)."""
+    if isinstance(geo, SoftmaxGeometry):
+        return geo.second(A, B)
     m, g, Hbar = geo
     gd = g[tree.depth_of]  # (D,)
     common = (A * gd) @ B.swapaxes(-1, -2) if xp is np else (A * gd) @ B.transpose(-1, -2)  # (..., i, j)
@@ -88,6 +153,8 @@ def _tree_second(tree: _Tree, geo, A, B, xp):
 
 def _tree_mean(tree: _Tree, geo, A, xp):
     """(..., M, i) ``E[phi | leaf]`` of rows ``A`` (..., i, D)."""
+    if isinstance(geo, SoftmaxGeometry):
+        return geo.mean(A)
     m = geo[0]
     z = A[..., tree.paths] * (tree.values if xp is np else xp.tensor(tree.values))  # (..., i, M, K)
     out = (z * m).sum(-1)  # (..., i, M)
@@ -142,10 +209,12 @@ def keys_of(tree: _Tree, W, lq):
 
 
 def log_q_of(tree: _Tree, keys):
-    """The per-depth ``log q`` (K,) of weighted keys on the tree (None for linear keys): the inverse of
-    :func:`keys_of`."""
+    """The per-depth ``log q`` (K,) of weighted or softmax keys on the tree (None for linear keys): the
+    inverse of :func:`keys_of`."""
     if keys.name == "linear":
         return None
+    if keys.name == "softmax":
+        return np.log(keys.Q[[int(np.argmax(tree.depth_of == k)) for k in range(tree.spec.depth)]])
     q = np.diag(keys.Q) if keys.Q.ndim == 2 else keys.Q
     return np.log(q[[int(np.argmax(tree.depth_of == k)) for k in range(tree.spec.depth)]])
 

@@ -17,7 +17,10 @@ Key families (each a :class:`KeyFamily` with ``law(thetas, n_tokens=, s2=)``):
 
 - :class:`LinearKeys` ``f(x) = W x``: closed form ``mean = W theta``,
   ``cov = ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N`` (today's ``tokens`` channel);
-- :class:`LearnedKeys`: any callable, its law by :func:`law_from_key_values` on a fixed token sample.
+- :class:`LearnedKeys`: any callable, its law by :func:`law_from_key_values` on a fixed token sample;
+- :class:`SoftmaxKeys`: softmax readings ``phi = sum_i softmax_i(s(x_i)) y_i`` (THEORY.md section 2b), a
+  self-normalised average of the values: the parametric scores ``s = b.x - x^T Q x`` (closed form,
+  :func:`softmax_law`) or any score function (:func:`law_from_scores` on a fixed token sample).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import numpy as np
 from fvsym._validate import check_int, check_real
 
 MAX_CHUNK = 1 << 22  # entries of the (n_x, M) projection matrix held at once
-FAMILIES = ("linear", "weighted")  # the key families the keyed searches (fvnum.keyed) run over
+FAMILIES = ("linear", "weighted", "softmax")  # the key families the keyed searches (fvnum.keyed) run over
 
 
 def check_family(family, *, optional: bool = False) -> str | None:
@@ -121,6 +124,128 @@ def law_from_key_values(X, F, thetas, *, n_tokens, s2) -> ReadingLaw:
     return ReadingLaw(mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
 
 
+MAX_LOG_RATIO = 600.0  # largest log E[w_c w_c'] / (E[w_c] E[w_c']) a softmax law accepts (exp(600) ~ 1e260)
+
+
+def _check_scores(X, S) -> tuple:
+    X = np.asarray(X, dtype=float)
+    S = np.asarray(S, dtype=float)
+    if S.ndim == 1:
+        S = S[:, None]
+    if X.ndim != 2 or S.ndim != 2 or X.shape[0] != S.shape[0] or X.shape[0] < 1:
+        raise ValueError(f"X must be (T, D) and S (T, d) with the same T >= 1, got {X.shape} and {S.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("tokens X must be finite")
+    bad = np.argwhere(~np.isfinite(S))
+    if bad.size:
+        t, c = bad[0]
+        raise ValueError(f"softmax scores must be finite, got {S[t, c]} (overflow) at token {t}, channel {c}")
+    return X, S
+
+
+def law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw:
+    """Fixed-sample law of softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (THEORY.md section 2b)
+    from scores ``S`` (T, d), ``S[t, c] = s_c(x_t)``, on a token sample ``X`` (T, D) ``~ N(0, I_D)``, at the
+    latents ``thetas`` (M, D); ``w_c = exp(s_c)``, ``y = theta.x + eps``:
+
+    - mean ``mu_c = E[w_c y] / E[w_c]``, with ``E[w_c y] = E[w_c theta.x]`` the sample average (not the
+      gradient form ``<theta, E grad w_c>``, equal to it by Stein's identity for Gaussian ``x``);
+    - CLT covariance (delta method for a ratio of means, values centred at each reading's own mean)
+      ``E[w_c w_c' ((theta.x)^2 + s2 - (mu_c + mu_c') theta.x + mu_c mu_c')] / (N E[w_c] E[w_c'])``
+      (the label noise integrated exactly).
+
+    The per-channel largest score is subtracted before ``exp`` (log-sum-exp; the ratios do not change), so
+    large finite scores are safe; a score that is not finite raises a one-line ValueError naming it."""
+    N, s2 = _check_law_args(n_tokens, s2)
+    X, S = _check_scores(X, S)
+    thetas = _check_thetas(thetas, X.shape[1])
+    w = np.exp(S - S.max(axis=0))  # (T, d) in (0, 1], the largest 1 in every channel
+    T, k = w.shape
+    M = thetas.shape[0]
+    first, pair = np.zeros((M, k)), np.zeros((k, k))
+    pair_y, pair_y2 = np.zeros((M, k, k)), np.zeros((M, k, k))
+    step = max(1, MAX_CHUNK // max(M * k, k * k, 1))
+    for a in range(0, T, step):
+        P = X[a : a + step] @ thetas.T  # (n, M) theta_m . x_t
+        wa = w[a : a + step]
+        ww = wa[:, :, None] * wa[:, None, :]  # (n, k, k)
+        first += P.T @ wa
+        pair += ww.sum(axis=0)
+        pair_y += np.einsum("tm,tjl->mjl", P, ww, optimize=True)
+        pair_y2 += np.einsum("tm,tjl->mjl", P**2, ww, optimize=True)
+    A = w.sum(axis=0)  # (k,) T E[w]
+    mean = first / A
+    mj, ml = mean[:, :, None], mean[:, None, :]
+    bracket = pair_y2 + (s2 + mj * ml) * pair - (mj + ml) * pair_y  # T E[w w' (y - mu)(y - mu')]
+    cov = bracket * T / (N * A[:, None] * A[None, :])
+    return ReadingLaw(mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
+
+
+def finite_n_terms(X, S, thetas, *, n_tokens, s2) -> tuple:
+    """The next order of the softmax law at ``N`` tokens (second-order delta method for a ratio of means),
+    from scores ``S`` (T, k) on a token sample ``X`` (T, D): ``E[phi] = mu + bias + O(N^-2)`` and
+    ``Cov[phi] = law.cov + correction + O(N^-3)``. Per token, ``zeta_c = w_c (y - mu_c) / E[w_c]`` and
+    ``alpha_c = w_c / E[w_c] - 1``; with ``kappa_cd = E[zeta_c alpha_d]``, ``V_cd = E[zeta_c zeta_d]``,
+    ``R_cd = E[w_c w_d] / (E[w_c] E[w_d])``: ``bias_c = -kappa_cc / N`` and ``N^2 correction_cd =
+    V_cd (R_cc + R_dd + R_cd - 3) - E[zeta_c zeta_d (alpha_c + alpha_d)] + 2 kappa_cc kappa_dc +
+    2 kappa_dd kappa_cd + kappa_cd kappa_dc`` (the label noise integrated exactly). Returns
+    ``(bias (M, k), correction (M, k, k))``."""
+    N, s2 = _check_law_args(n_tokens, s2)
+    X, S = _check_scores(X, S)
+    thetas = _check_thetas(thetas, X.shape[1])
+    w = np.exp(S - S.max(axis=0))
+    wn = w / w.mean(axis=0)  # (T, k) w / E[w]
+    al = wn - 1.0
+    T = X.shape[0]
+    R = wn.T @ wn / T
+    bias, corr = [], []
+    for t in thetas:
+        y = X @ t
+        mu = y @ wn / T
+        z = wn * (y[:, None] - mu)  # (T, k) zeta without the label noise
+        V = (z.T @ z + s2 * (wn.T @ wn)) / T
+        kap = z.T @ al / T  # (k, k) kappa_cd
+        pair = z[:, :, None] * z[:, None, :] + s2 * wn[:, :, None] * wn[:, None, :]  # (T, k, k)
+        third = np.einsum("tcd,tc->cd", pair, al) / T  # E[zeta_c zeta_d alpha_c]
+        dk = np.diag(kap)
+        c2 = (V * (np.diag(R)[:, None] + np.diag(R)[None, :] + R - 3.0) - third - third.T
+              + 2.0 * dk[:, None] * kap.T + 2.0 * dk[None, :] * kap + kap * kap.T)
+        bias.append(-dk / N)
+        corr.append(0.5 * (c2 + c2.T) / N**2)
+    return np.array(bias), np.array(corr)
+
+
+def softmax_law(B, q, thetas, n_tokens, s2, xp=np, max_log_ratio=None):
+    """Closed-form law of softmax readings with scores ``s_c(x) = b_c.x - x^T diag(q_c) x`` (rows ``B`` (k, D),
+    ``q`` (D,) shared or (k, D), ``q >= 0``) for ``x ~ N(0, I)``; numpy or torch (the searches differentiate
+    it). ``w_c = exp(s_c)`` tilts ``N(0, I)`` into ``N(Sigma_c b_c, Sigma_c)``, ``Sigma_c = (I + 2 Q_c)^-1``,
+    with ``E[w_c] = det(I + 2Q_c)^(-1/2) exp(b_c^T Sigma_c b_c / 2)``; a pair ``w_c w_c'`` tilts it into
+    ``N(Sigma_cc' (b_c + b_c'), Sigma_cc')``, ``Sigma_cc' = (I + 2Q_c + 2Q_c')^-1``. So
+    ``mu_c = theta^T Sigma_c b_c`` (the Stein row ``Sigma_c b_c = E[grad w_c] / E[w_c]``) and
+    ``Cov_cc' = R_cc' (theta^T Sigma_cc' theta + (theta.m_cc' - mu_c)(theta.m_cc' - mu_c') + s2) / N``,
+    ``m_cc' = Sigma_cc' (b_c + b_c')``, ``R_cc' = E[w_c w_c'] / (E[w_c] E[w_c'])``.
+    ``max_log_ratio``: ``log R`` clipped there in ``cov`` (the searches' objectives, which must stay finite
+    where a line search strays); the returned ``log R`` is not clipped.
+    Returns ``(mean (M, k), cov (M, k, k), log R (k, k))``."""
+    k, D = B.shape
+    qk = q + 0.0 * B  # (k, D)
+    a1 = 1.0 + 2.0 * qk
+    logz = 0.5 * ((B**2 / a1).sum(-1) - xp.log(a1).sum(-1))  # (k,) log E[w_c]
+    a2 = a1[:, None, :] + a1[None, :, :] - 1.0  # (k, k, D) 1 + 2 q_c + 2 q_c'
+    b2 = B[:, None, :] + B[None, :, :]
+    logz2 = 0.5 * ((b2**2 / a2).sum(-1) - xp.log(a2).sum(-1))  # (k, k) log E[w_c w_c']
+    log_ratio = logz2 - logz[:, None] - logz[None, :]
+    M = thetas.shape[0]
+    mean = thetas @ (B / a1).T  # (M, k)
+    t2 = ((thetas**2) @ (1.0 / a2).reshape(k * k, D).T).reshape(M, k, k)
+    pm = (thetas @ (b2 / a2).reshape(k * k, D).T).reshape(M, k, k)  # theta . m_cc'
+    bracket = t2 + (pm - mean[:, :, None]) * (pm - mean[:, None, :]) + s2
+    clipped = log_ratio
+    if max_log_ratio is not None:
+        clipped = np.minimum(log_ratio, max_log_ratio) if xp is np else xp.clamp(log_ratio, max=max_log_ratio)
+    return mean, xp.exp(clipped) * bracket / n_tokens, log_ratio
+
+
 def _reduced_basis(cov: np.ndarray, rtol: float) -> np.ndarray:
     """Orthonormal basis (k, r) of the span of the covariances (the readings' directions that carry noise)."""
     total = cov.reshape(-1, *cov.shape[-2:]).sum(axis=0)
@@ -190,6 +315,13 @@ class KeyFamily:
 
     def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def readings(self, X, y) -> np.ndarray:
+        """(n, k) exact readings ``phi = (1/N) sum_i y_i f(x_i)`` of ``n`` contexts: tokens ``X`` (n, N, D),
+        values ``y`` (n, N) (families whose object maps tokens to key values)."""
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        F = np.asarray(self(X.reshape(-1, X.shape[-1])), dtype=float).reshape(*X.shape[:-1], -1)
+        return (y[..., None] * F).mean(axis=-2)
 
     def to_dict(self) -> dict:
         return {"keys": self.name}
@@ -402,6 +534,132 @@ class LearnedKeys(KeyFamily):
         return f"LearnedKeys({getattr(self.fn, '__name__', type(self.fn).__name__)}, D={self.dim}, n={self.n_samples})"
 
 
-__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "WeightedKeys", "check_family", "law_from_key_values",
-           "log_likelihoods", "posterior_mean", "posterior_weights", "quadrature_nodes", "weighted_law",
-           "weighted_moments"]
+class SoftmaxKeys(KeyFamily):
+    """Softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (THEORY.md section 2b), ``k`` channels:
+
+    - parametric: ``SoftmaxKeys(B, Q)``, scores ``s_c(x) = b_c.x - x^T Q x`` (``b_c = beta_c w_c``, rows of
+      ``B`` (k, D); ``Q`` diagonal, a scalar, its diagonal (D,) or a diagonal (D, D), ``Q >= 0``, shared by
+      the channels): the law in closed form (:func:`softmax_law`, Gaussian integrals);
+    - any score function: ``SoftmaxKeys.of_scores(fn, dim)``, ``fn`` (n, D) -> (n, k) scores (numpy, or
+      torch as :class:`LearnedKeys` takes a key function), the law by :func:`law_from_scores` on a fixed
+      sample of ``n_samples`` tokens drawn from ``seed``.
+
+    The law is the large-``N`` (CLT) law; at finite ``N`` the ratio's mean is off by :meth:`bias`, ``O(1/N)``
+    (``-E[w^2 (y - mu)] / (N E[w]^2)``), and the law needs ``N`` well above ``R_cc = E[w^2] / E[w]^2`` (the
+    inverse of the weights' effective sample fraction)."""
+
+    name = "softmax"
+
+    def __init__(self, B, Q=0.0):
+        B = np.asarray(B, dtype=float)
+        if B.ndim == 1:
+            B = B[None]
+        if B.ndim != 2 or B.shape[0] < 1 or B.shape[1] < 1:
+            raise ValueError(f"softmax keys need a (k, D) matrix of score rows b = beta w, got shape {B.shape}")
+        if not np.all(np.isfinite(B)):
+            raise ValueError("softmax keys need finite score rows b = beta w (beta not finite)")
+        D = B.shape[1]
+        Q = np.asarray(Q, dtype=float)
+        if Q.ndim == 2 and Q.shape == (D, D):
+            if np.count_nonzero(Q - np.diag(np.diag(Q))):
+                raise ValueError("softmax keys take a diagonal Q (its closed form is per coordinate)")
+            Q = np.diag(Q).copy()
+        elif Q.ndim == 0:
+            Q = np.full(D, float(Q))
+        if Q.shape != (D,):
+            raise ValueError(f"Q must be a scalar, (D,) (its diagonal) or diagonal (D, D) with D = {D}, got shape "
+                             f"{Q.shape}")
+        if not np.all(np.isfinite(Q)) or Q.min() < 0:
+            raise ValueError(f"softmax keys need a finite Q >= 0, got smallest entry {Q.min()!r}")
+        self.B, self.Q, self.fn, self._learned = B, Q, None, None
+
+    @classmethod
+    def of_scores(cls, fn, dim: int, *, n_samples: int = 200_000, seed: int = 0, chunk: int = 65536):
+        """Softmax keys of any score function ``fn`` (n, D) -> (n, k) (numpy or torch)."""
+        self = cls.__new__(cls)
+        self._learned = LearnedKeys(fn, dim, n_samples=n_samples, seed=seed, chunk=chunk)
+        self.fn, self.B, self.Q = fn, None, None
+        return self
+
+    @property
+    def dim(self) -> int:
+        return self._learned.dim if self.fn is not None else self.B.shape[1]
+
+    def scores(self, X) -> np.ndarray:
+        """(n, k) scores ``s(X)`` of tokens ``X`` (n, D)."""
+        X = np.asarray(X, dtype=float)
+        if self.fn is not None:
+            out = self._learned._evaluate(X)
+            return out[:, None] if out.ndim == 1 else out
+        return X @ self.B.T - ((X**2) @ self.Q)[:, None]
+
+    def stein_rows(self) -> np.ndarray:
+        """(k, D) ``E[grad w] / E[w]`` (parametric keys): the mean of the readings is ``stein_rows() @ theta``."""
+        if self.fn is not None:
+            raise ValueError("stein_rows is the closed form of parametric softmax keys; a score function's law "
+                             "comes from its token sample")
+        return self.B / (1.0 + 2.0 * self.Q)
+
+    def _closed(self, thetas, n_tokens, s2):
+        N, s2 = _check_law_args(n_tokens, s2)
+        thetas = _check_thetas(thetas, self.dim)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, in one line
+            mean, cov, log_ratio = softmax_law(self.B, self.Q, thetas, N, s2)
+        if not log_ratio.max() <= MAX_LOG_RATIO or not np.all(np.isfinite(cov)) or not np.all(np.isfinite(mean)):
+            largest = np.linalg.norm(self.B, axis=1).max()
+            raise ValueError(f"the softmax keys' law overflows: E[w^2] / E[w]^2 = exp({log_ratio.max():.4g}) (the "
+                             f"score rows b = beta w are too large: |b| up to {largest:.4g})")
+        return mean, cov, log_ratio, thetas
+
+    def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:
+        if self.fn is not None:
+            X, S = self._learned.sample()
+            return law_from_scores(X, S, thetas, n_tokens=n_tokens, s2=s2)
+        mean, cov, _, _ = self._closed(thetas, n_tokens, s2)
+        return ReadingLaw(mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
+
+    def bias(self, thetas, *, n_tokens) -> np.ndarray:
+        """(M, k) the ``O(1/N)`` bias of the readings' mean at ``N`` tokens (second-order delta method for a
+        ratio of means): ``E[phi] = mu + bias + O(1/N^2)``, ``bias = -E[w^2 (y - mu)] / (N E[w]^2)``
+        (parametric keys: ``-R_cc theta.(m_cc - Sigma_c b_c) / N``)."""
+        if self.fn is not None:
+            N, _ = _check_law_args(n_tokens, 0.0)
+            X, S = self._learned.sample()
+            X, S = _check_scores(X, S)
+            thetas = _check_thetas(thetas, X.shape[1])
+            w = np.exp(S - S.max(axis=0))
+            P = X @ thetas.T  # (T, M)
+            A = w.mean(axis=0)
+            mean = (P.T @ w) / X.shape[0] / A
+            return -((P.T @ w**2) / X.shape[0] - mean * (w**2).mean(axis=0)) / (N * A**2)
+        mean, _, log_ratio, thetas = self._closed(thetas, n_tokens, 0.0)
+        m2 = 2.0 * self.B / (1.0 + 4.0 * self.Q)  # Sigma_cc (2 b_c)
+        return -np.exp(np.diag(log_ratio)) * (thetas @ m2.T - mean) / int(n_tokens)
+
+    def readings(self, X, y) -> np.ndarray:
+        """(n, k) exact softmax readings ``sum_i softmax_i(s(x_i)) y_i`` of ``n`` contexts: tokens ``X``
+        (n, N, D), values ``y`` (n, N) (the largest score of each context subtracted before ``exp``)."""
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        S = self.scores(X.reshape(-1, X.shape[-1]))
+        _check_scores(X.reshape(-1, X.shape[-1]), S)
+        S = S.reshape(*X.shape[:-1], -1)  # (n, N, k)
+        a = np.exp(S - S.max(axis=-2, keepdims=True))
+        a /= a.sum(axis=-2, keepdims=True)
+        return np.einsum("nik,ni->nk", a, y)
+
+    def to_dict(self) -> dict:
+        if self.fn is not None:
+            return {"keys": self.name, "scores": "function", "n_samples": self._learned.n_samples,
+                    "seed": self._learned.seed}
+        return {"keys": self.name, "B": self.B.tolist(), "Q": self.Q.tolist()}
+
+    def __repr__(self) -> str:
+        if self.fn is not None:
+            return f"SoftmaxKeys(scores={getattr(self.fn, '__name__', type(self.fn).__name__)}, D={self.dim})"
+        return (f"SoftmaxKeys(k={self.B.shape[0]}, D={self.dim}, |b| max={np.linalg.norm(self.B, axis=1).max():.4g}, "
+                f"q max={self.Q.max():.4g})")
+
+
+__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "SoftmaxKeys", "WeightedKeys",
+           "check_family", "finite_n_terms", "law_from_key_values", "law_from_scores", "log_likelihoods",
+           "posterior_mean", "posterior_weights", "quadrature_nodes", "softmax_law", "weighted_law", "weighted_moments"]
