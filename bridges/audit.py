@@ -299,12 +299,10 @@ def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_toke
 
 def softmax_law():
     """``fvnum.keys.law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw``, the law of softmax readings
-    (THEORY.md section 2b). Not in fvnum yet: refused in one line (ValueError) until it is; ``fv compare`` and
-    ``fv sweep`` ask here before they train a softmax model whose comparison would need it."""
-    # connect here once fvnum.keys.law_from_scores exists:
-    #     from fvnum.keys import law_from_scores
-    #     return law_from_scores
-    raise ValueError("the audit of softmax-attention models needs fvnum.keys.law_from_scores")
+    (THEORY.md section 2b): the one place the audit of a softmax-attention model takes it from."""
+    from fvnum.keys import law_from_scores
+
+    return law_from_scores
 
 
 def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: torch.Tensor | None) -> torch.Tensor:

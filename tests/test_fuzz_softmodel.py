@@ -109,16 +109,10 @@ def test_the_time_price_counts_the_softmax(tmp_path):
             check_train_time(soft)
 
 
-def test_compare_of_a_softmax_model_waits_for_its_law_before_training(tmp_path):
-    """``fv compare`` attaches the audit, which needs the softmax law (``bridges.audit.softmax_law``): until fvnum
-    has it, a softmax comparison is refused in one line before anything is trained or written."""
-    code, _, err = fv("compare", "--model", "B", "--attention", "softmax", "--depth", "3", "--budget", "2",
-                      "--tokens", "16", "--steps", "5", "--out", tmp_path / "c")
-    one_line(code, err, "needs fvnum.keys.law_from_scores")
+def test_softmax_rows_off_the_tree_prior_are_refused_before_training(tmp_path):
+    """``--keyed softmax`` (the softmax prediction rows) is searched on the tree prior only: a Gaussian-prior
+    comparison asking for it is refused in one line before anything is trained or written."""
+    code, _, err = fv("compare", "--model", "B", "--attention", "softmax", "--prior", "gaussian", "--keyed", "softmax",
+                      "--depth", "3", "--budget", "2", "--tokens", "16", "--steps", "5", "--out", tmp_path / "c")
+    one_line(code, err, "tree prior only")
     assert not (tmp_path / "c").exists()
-    spec = tmp_path / "spec.toml"
-    spec.write_text('command = "compare"\n[base]\nmodel = "B"\ndepth = 3\nsteps = 3\n[grid]\n'
-                    'attention = ["linear", "softmax"]\n')
-    code, _, err = fv("sweep", spec, "--out", tmp_path / "sweep")
-    one_line(code, err, "needs fvnum.keys.law_from_scores")
-    assert not (tmp_path / "sweep").exists()

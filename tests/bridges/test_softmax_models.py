@@ -17,6 +17,7 @@ from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import ContextSampler
 from bridges.models import build_model, key_rows
 from bridges.taps import patch, record, tap_names
+from fvnum.keys import SoftmaxKeys, posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)
@@ -302,17 +303,50 @@ def test_probes_of_a_softmax_model():
     assert out["layers"] == 2 and len(out["prefix"]) == 2 and out["n"] == 64
 
 
+def _softmax_design_reference(data, B, n, seed):
+    """Bayes loss of softmax Model C with score rows ``B`` on real tokens, decoded under the closed-form law
+    of ``fvnum.keys.SoftmaxKeys(B)``: plain numpy contexts (leaf, tokens, values), exact softmax readings."""
+    rng = np.random.default_rng(seed)
+    keys = SoftmaxKeys(B)
+    sampler = ContextSampler(data, dtype=torch.float64)
+    K = data.depth
+    bits = (torch.arange(2**K)[:, None] >> torch.arange(K - 1, -1, -1)[None, :]) & 1
+    thetas = sampler.theta_from_signs((1 - 2 * bits).to(torch.int8)).numpy()
+    m = rng.integers(0, len(thetas), n)
+    X = rng.standard_normal((n, data.n_tokens, data.dim))
+    y = np.einsum("nid,nd->ni", X, thetas[m]) + math.sqrt(data.s2) * rng.standard_normal((n, data.n_tokens))
+    law = keys.law(thetas, n_tokens=data.n_tokens, s2=data.s2)
+    est = posterior_mean(thetas, np.zeros(len(thetas)), law, keys.readings(X, y))
+    losses = ((est - thetas[m]) ** 2).sum(1)
+    return float(losses.mean()), float(losses.std(ddof=1) / math.sqrt(n))
+
+
+def test_the_softmax_audit_of_model_c_is_the_bayes_loss_of_its_scores():
+    """Hand-built softmax Model C (score rows B): Bayes on its own readings (the audit, law from its scores on a
+    token sample, ``fvnum.keys.law_from_scores``) is the Bayes loss of the same scores under the closed-form law
+    of ``SoftmaxKeys(B)`` on real tokens, within 5 standard errors."""
+    from bridges.audit import audit_model
+
+    data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=64)
+    B = np.array([[1.2, 0, 0, 0, 0, 0, 0], [0.6, 0.9, -0.9, 0, 0, 0, 0]])
+    model = build_model((data, ModelConfig("C", 2, attention="softmax")))
+    with torch.no_grad():
+        model.layers[0].keys.weight.copy_(torch.as_tensor(B, dtype=torch.float32))
+    a = audit_model(model, data, samples=600, token_sample=20_000, seed=1)
+    ref, ref_se = _softmax_design_reference(data, B, 6000, seed=2)
+    assert abs(a.bayes_on_readings.value - ref) < 5 * math.hypot(a.bayes_on_readings.stderr, ref_se)
+    # the readings carry the signal: far below the prior's loss with no reading (the squared norm of theta)
+    assert a.bayes_on_readings.value < 0.7 * float((np.array([1, 0.5, 0.25]) ** 2).sum())
+
+
 @pytest.mark.parametrize("prior", ["tree", "gaussian"])
-def test_the_audit_of_a_softmax_model_waits_for_its_law(prior):
-    """The audit computes the scores where it computes keys and refuses in one line at ``_reading_law`` until
-    ``fvnum.keys.law_from_scores`` exists."""
+def test_the_audit_of_a_softmax_model_runs_on_both_priors(prior):
     from bridges.audit import audit_model
 
     data = DataConfig(prior=prior, depth=3, n_tokens=32)
     for model in ("A", "C"):
-        with pytest.raises(ValueError, match="needs fvnum.keys.law_from_scores") as info:
-            audit_model(softmax_model(model, data=data), data, samples=4, token_sample=64, n_latents=8)
-        assert "\n" not in str(info.value)
+        a = audit_model(softmax_model(model, data=data), data, samples=16, token_sample=512, n_latents=16)
+        assert np.isfinite(a.bayes_on_readings.value) and a.bayes_on_readings.value > 0
 
 
 def test_a_sweep_over_attention():
