@@ -27,8 +27,7 @@ norm and the share of its energy on the nodes of each tree depth, averaged over 
 
 Softmax attention (THEORY.md section 2b): ``F`` holds the layers' scores ``S`` where it holds the keys, the
 Stein rows are ``E[x w] / E[w]`` (``w = exp(s)``) and the one call that turns ``(X, S)`` into a law is
-``_reading_law`` (``fvnum.keys.law_from_scores``; until fvnum has it, the audit of a softmax model is refused
-there with one line).
+``_reading_law`` (``fvnum.keys.law_from_scores``).
 
 Theory comes from ``fvnum``; this module runs the model and lays the numbers out.
 """
@@ -289,7 +288,7 @@ def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_toke
     """The CLT law of the readings of keys ``F`` (n_x, k) on the token sample ``X`` (n_x, D) given each latent of
     ``thetas`` (``fvnum.keys.ReadingLaw``): ``fvnum.keys.law_from_key_values`` for linear attention; for softmax
     attention ``F`` holds the scores ``S`` and the law is the self-normalised one of THEORY.md section 2b,
-    ``fvnum.keys.law_from_scores(X, S, thetas, n_tokens=, s2=)`` (not in fvnum yet: refused until it is)."""
+    ``fvnum.keys.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
     from fvnum.keys import law_from_key_values
 
     if attention == "linear":
