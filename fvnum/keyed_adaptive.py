@@ -151,12 +151,14 @@ def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps,
 
 
 def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, first, steps, chunk, grid, engine,
-                   screen, node_step, readings=None):
+                   screen, node_step, readings=None, canonical=False):
     """The greedy keyed policy layer by layer (the search loop shared by :func:`adaptive_keyed_losses` and
-    :func:`adaptive_keyed_trace`): checks the arguments, then yields ``(keys, thetas, leaves, rows, phi,
-    theta_hat)`` after every layer ``1..max_budget`` (torch tensors: ``rows`` (n, l, D), ``phi`` (n, l), the
-    posterior mean ``theta_hat`` (n, D); ``thetas`` (M, D) the leaves, ``leaves`` (n,) each sample's).
-    ``readings`` (n, max_budget): readings given instead of drawn (the rows are the policy's on them)."""
+    :func:`adaptive_keyed_trace`): checks the arguments, then yields ``(first, thetas, leaves, rows, phi,
+    theta_hat)`` (``first`` the layer-1 design) after every layer ``1..max_budget`` (torch tensors: ``rows`` (n, l,
+    D), ``phi`` (n, l), the posterior mean ``theta_hat`` (n, D); ``thetas`` (M, D) the leaves, ``leaves`` (n,) each
+    sample's). ``readings`` (n, max_budget): readings given instead of drawn (the rows are the policy's on them).
+    ``canonical``: each chosen row's sign flipped (with its drawn reading) so that its largest entry is positive
+    (the law of the posterior does not change: a row and its negative read the same)."""
     if engine not in ("numba", "torch"):
         raise ValueError(f"engine must be 'numba' or 'torch', got {engine!r}")
     if engine == "torch" and (screen not in (None, steps) or node_step not in (None, 0)):
@@ -210,12 +212,15 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
         with torch.no_grad():
             mean, L, alpha, logw = _posterior_state(tree, geo, rows, phi, N, torch)
             theta_hat = torch.exp(logw) @ th
-        yield first.keys, th, lt, rows, phi, theta_hat
+        yield first, th, lt, rows, phi, theta_hat
         if layer + 1 == max_budget:
             return
         args = (tree, geo, rows, mean, L, alpha, logw, lt, xi[:, layer + 1], fixed, N, steps, chunk, grid, torch)
         new_w, new_phi = _next_rows_torch(*args) if engine == "torch" else _next_rows(*args, screen=screen,
                                                                                      node_step=node_step)
+        if canonical:
+            sign = torch.where(new_w.gather(1, new_w.abs().argmax(1, keepdim=True))[:, 0] < 0, -1.0, 1.0)
+            new_w, new_phi = new_w * sign[:, None], new_phi * sign
         if readings is not None:
             new_phi = readings[:, layer + 1]
         rows = torch.cat([rows, new_w[:, None, :]], dim=1)
@@ -247,10 +252,10 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
     autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
     out = []
-    for layer, (keys, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
+    for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
             prior, max_budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
             chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step)):
-        out.append(_layer_result(layer, keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
+        out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
     return out
 
 
@@ -261,7 +266,8 @@ class KeyedTrace:
     :class:`fvnum.keys.WeightedKeys`), per sample ``leaves`` (n,) and ``thetas`` (n, D) its latent, per sample and
     layer ``rows`` (n, B, D) the rows read, ``phi`` (n, B) the readings and ``theta_hat`` (n, B, D) the exact
     Bayes posterior mean after that layer; ``losses`` the :class:`~fvnum.estimate.SearchResult` of every
-    budget (those of :func:`adaptive_keyed_losses` with the same arguments)."""
+    budget (those of :func:`adaptive_keyed_losses` with the same arguments); ``first`` the layer-1 design (pass it
+    as ``first`` to run the same policy on other readings)."""
 
     keys: object
     leaves: np.ndarray
@@ -270,6 +276,7 @@ class KeyedTrace:
     phi: np.ndarray
     theta_hat: np.ndarray
     losses: list
+    first: SearchResult
 
     @property
     def budget(self) -> int:
@@ -290,18 +297,32 @@ class KeyedTrace:
 def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
                          samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
                          chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
-                         node_step: float | None = None, readings=None) -> KeyedTrace:
+                         node_step: float | None = None, readings=None, canonical: bool = False) -> KeyedTrace:
     """The search of :func:`adaptive_keyed_losses` (same arguments, same samples, same losses) with its trace
     (:class:`KeyedTrace`): per sample and layer the rows chosen, the readings and the posterior mean.
     ``readings`` (samples, budget): the policy run on these readings instead of drawn ones (the rows it would
-    choose after them; ``losses`` are then those of the posterior mean on the given readings)."""
+    choose after them; ``losses`` are then those of the posterior mean on the given readings). ``canonical``:
+    the sign of every adaptive row (and its reading) chosen so that its largest entry is positive (the same
+    policy up to the signs of its keys; the losses agree with the search's in law, not bit for bit)."""
     out, hats = [], []
-    for layer, (keys, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
+    for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
             prior, budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
-            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step, readings=readings)):
-        out.append(_layer_result(layer, keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
+            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step, readings=readings,
+            canonical=canonical)):
+        out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
         hats.append(theta_hat.numpy())
-    return KeyedTrace(keys, lt.numpy(), th[lt].numpy(), rows.numpy(), phi.numpy(), np.stack(hats, axis=1), out)
+    return KeyedTrace(design.keys, lt.numpy(), th[lt].numpy(), rows.numpy(), phi.numpy(), np.stack(hats, axis=1), out,
+                      design)
+
+
+def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -> float:
+    """Seconds of :func:`adaptive_keyed_trace` on the tree of ``depth`` (``dim`` coordinates): the layer-1
+    search and the lookahead layers (the adaptive terms of ``fvnum.limits.keyed_cost``, same constants)."""
+    from .limits import KEYED_ADAPTIVE, KEYED_LEAF_S, KEYED_SEARCH_S, KEYED_STATE
+
+    leaves = 2**depth
+    return (KEYED_SEARCH_S + KEYED_LEAF_S * leaves
+            + samples * leaves * (KEYED_ADAPTIVE * (budget - 1) + KEYED_STATE * budget * dim))
 
 
 def has_adaptive_search(prior) -> bool:
