@@ -33,7 +33,8 @@ from bridges.train import train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "distil.json")
-STUDY = json.load(open(os.path.join(HERE, "scaling.json")))
+with open(os.path.join(HERE, "scaling.json")) as _f:
+    STUDY = json.load(_f)
 DATA = DataConfig(prior="tree", depth=STUDY["config"]["depth"], alpha=STUDY["config"]["alpha"],
                   n_tokens=STUDY["config"]["n_tokens"], s2=STUDY["config"]["s2"])
 AUDIT_SAMPLES = 1000
@@ -68,7 +69,10 @@ def _est(e) -> dict:
 
 
 def load() -> dict:
-    return json.load(open(OUT)) if os.path.exists(OUT) else {}
+    if not os.path.exists(OUT):
+        return {}
+    with open(OUT) as f:
+        return json.load(f)
 
 
 def save(name: str, entry: dict) -> None:
@@ -93,7 +97,8 @@ def start(budget: int, seed: int, out: str, teacher: str = "path") -> None:
         return
     cfg = config(budget, seed, out, teacher)
     result = train(cfg, progress=False, stop_at=0)
-    distilled = json.load(open(os.path.join(out, cfg.key(), "distil.json")))
+    with open(os.path.join(out, cfg.key(), "distil.json")) as f:
+        distilled = json.load(f)
     a = audit_model(result.model, DATA, samples=AUDIT_SAMPLES, key=cfg.key(), name=f"A distilled from {teacher}")
     extra = {} if "teacher_loss" not in distilled else {"teacher_loss": distilled["teacher_loss"]}
     save(name, {"budget": budget, "seed": seed, "key": cfg.key(), "command": "fv train " + " ".join(cfg.to_argv()),
