@@ -64,3 +64,18 @@ def test_bad_readings_are_refused():
         adaptive_keyed_trace(PRIOR, 2, **KW, readings=np.zeros((KW["samples"], 3)))
     with pytest.raises(ValueError, match="readings must be finite"):
         adaptive_keyed_trace(PRIOR, 2, **KW, readings=np.full((KW["samples"], 2), np.nan))
+
+
+def test_canonical_signs_read_the_same(trace):
+    """Canonical rows (largest entry positive) are the search's rows up to sign, with their readings flipped
+    alike: the same posterior, so the same losses (up to rounding in the later layers' searches)."""
+    canon = adaptive_keyed_trace(PRIOR, 3, **KW, canonical=True)
+    rows = canon.rows[:, 1:]
+    big = np.take_along_axis(rows, np.abs(rows).argmax(-1)[..., None], -1)[..., 0]
+    assert np.all(big > 0)
+    sign = np.sign((canon.rows[:, 1] * trace.rows[:, 1]).sum(-1))
+    np.testing.assert_allclose(canon.rows[:, 1], sign[:, None] * trace.rows[:, 1], atol=1e-9)
+    np.testing.assert_allclose(canon.phi[:, 1], sign * trace.phi[:, 1], atol=1e-12)
+    np.testing.assert_allclose(canon.theta_hat[:, 1], trace.theta_hat[:, 1], atol=1e-9)
+    for a, b in zip(canon.losses, trace.losses):
+        assert abs(a.estimate.value - b.estimate.value) <= 5 * b.estimate.stderr
