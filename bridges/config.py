@@ -37,7 +37,7 @@ ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (soft
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
 PRECISIONS = ("auto", "bf16", "fp32")
-INIT_POLICIES = ("path",)  # theory policies Model A's routers can be distilled from (bridges.distil)
+INIT_POLICIES = ("path", "keyed")  # theory policies Model A's routers can be distilled from (bridges.distil)
 MAX_DEPTH = 16
 MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))  # torch threads of a run, or local worker processes: more only cost memory
 # The training recipe (docs/training.md): the defaults of every run, by model. Peak learning rate (Model C,

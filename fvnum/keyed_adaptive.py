@@ -16,6 +16,8 @@ a bound on any trained model (docs/theory.md, section 11).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import _chunks
@@ -151,24 +153,15 @@ def _next_rows(tree, geo, rows, mean, L, alpha, logw, lt, xcol, fixed, N, steps,
     return torch.from_numpy(out_w), torch.from_numpy(out_phi)
 
 
-@one_thread()
-def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                          samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
-                          chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
-                          node_step: float | None = None) -> list:
-    """The greedy keyed policy (module docstring) run to ``max_budget`` layers on ``samples`` samples (stream
-    ``EVAL``); returns one :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (the loss after
-    that many layers, same samples; ``keys``: the layer-1 key, whose ``Q`` every layer uses; ``design``
-    None: the rows are chosen per sample). ``first``: the layer-1 design (default:
-    :func:`fvnum.keyed.best_nonadaptive_keyed` at budget 1). Each later layer's row: ``steps`` Adam steps from each of
-    three starts (``screen < steps``: all starts for ``screen`` steps, then only the best), the lookahead
-    by quadrature on at most ``grid`` nodes, no farther apart than ``node_step`` standard deviations of the
-    narrowest live density (``0``: always ``grid`` nodes; default :data:`NODE_STEP`, for ``engine = "torch"``
-    0: the reference takes neither ``screen`` nor ``node_step``). The defaults (25 steps, ``node_step =
-    0.5``: the objective within about 1e-5 relative of 128 nodes' at a fraction of the nodes) give the
-    losses of 40 steps on 128 nodes within their standard error, paired on the same samples
-    (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
-    autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
+def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, first, steps, chunk, grid, engine,
+                   screen, node_step, readings=None, canonical=False):
+    """The greedy keyed policy layer by layer (the search loop shared by :func:`adaptive_keyed_losses` and
+    :func:`adaptive_keyed_trace`): checks the arguments, then yields ``(first, thetas, leaves, rows, phi,
+    theta_hat)`` (``first`` the layer-1 design) after every layer ``1..max_budget`` (torch tensors: ``rows`` (n, l,
+    D), ``phi`` (n, l), the posterior mean ``theta_hat`` (n, D); ``thetas`` (M, D) the leaves, ``leaves`` (n,) each
+    sample's). ``readings`` (n, max_budget): readings given instead of drawn (the rows are the policy's on them).
+    ``canonical``: each chosen row's sign flipped (with its drawn reading) so that its largest entry is positive
+    (the law of the posterior does not change: a row and its negative read the same)."""
     if engine not in ("numba", "torch"):
         raise ValueError(f"engine must be 'numba' or 'torch', got {engine!r}")
     if engine == "torch" and (screen not in (None, steps) or node_step not in (None, 0)):
@@ -186,6 +179,12 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     N, s2 = channel.n_tokens, channel.s2
     if not 1 <= max_budget <= spec.dim:
         raise ValueError(f"the adaptive keyed policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+    if readings is not None:
+        readings = np.asarray(readings, dtype=float)
+        if readings.shape != (samples, max_budget) or not np.all(np.isfinite(readings)):
+            raise ValueError(f"readings must be finite, shape (samples, budget) = {(samples, max_budget)}, got "
+                             f"shape {readings.shape}")
+        readings = torch.tensor(readings, dtype=torch.float64)
     if first is not None and not isinstance(first, SearchResult):
         raise ValueError(f"first must be a SearchResult of best_nonadaptive_keyed at budget 1, got "
                          f"{type(first).__name__}")
@@ -206,29 +205,127 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     xi = torch.tensor(rng.standard_normal((samples, max(1, max_budget))), dtype=torch.float64)
     fixed = torch.tensor(np.random.default_rng(20240229).standard_normal(D), dtype=torch.float64)
     th = torch.tensor(tree.thetas, dtype=torch.float64)
-    truth = th[torch.tensor(leaves)]
     lt = torch.tensor(leaves)
     rows = torch.tensor(first_rows(geo, first), dtype=torch.float64)[None].expand(samples, -1, -1).clone()  # (n, 1, D)
     with torch.no_grad():
         mean, cov = tree_law(tree, geo, rows, N, torch)
         m1, v1 = mean[torch.arange(samples), lt, 0], cov[torch.arange(samples), lt, 0, 0]
-        phi = (m1 + torch.sqrt(v1) * xi[:, 0])[:, None]
-    out = []
+        phi = (m1 + torch.sqrt(v1) * xi[:, 0])[:, None] if readings is None else readings[:, :1].clone()
     for layer in range(max_budget):
         with torch.no_grad():
             mean, L, alpha, logw = _posterior_state(tree, geo, rows, phi, N, torch)
-            values = ((torch.exp(logw) @ th - truth) ** 2).sum(-1).numpy()
-        how = (f"adaptive (d = 1, L = {layer + 1}), unit, {family} keys: greedy one-step lookahead, exact Bayes "
-               f"decoder under the keys' CLT law")
-        out.append(SearchResult("best_adaptive_keyed", Estimate.of(values), how, keys=first.keys))
+            theta_hat = torch.exp(logw) @ th
+        yield first, th, lt, rows, phi, theta_hat
         if layer + 1 == max_budget:
-            break
+            return
         args = (tree, geo, rows, mean, L, alpha, logw, lt, xi[:, layer + 1], fixed, N, steps, chunk, grid, torch)
         new_w, new_phi = _next_rows_torch(*args) if engine == "torch" else _next_rows(*args, screen=screen,
                                                                                      node_step=node_step)
+        if canonical:
+            sign = torch.where(new_w.gather(1, new_w.abs().argmax(1, keepdim=True))[:, 0] < 0, -1.0, 1.0)
+            new_w, new_phi = new_w * sign[:, None], new_phi * sign
+        if readings is not None:
+            new_phi = readings[:, layer + 1]
         rows = torch.cat([rows, new_w[:, None, :]], dim=1)
         phi = torch.cat([phi, new_phi[:, None]], dim=1)
+
+
+def _layer_result(layer: int, keys, values) -> SearchResult:
+    how = (f"adaptive (d = 1, L = {layer + 1}), unit, {keys.name} keys: greedy one-step lookahead, exact Bayes "
+           f"decoder under the keys' CLT law")
+    return SearchResult("best_adaptive_keyed", Estimate.of(values), how, keys=keys)
+
+
+@one_thread()
+def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
+                          samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
+                          chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
+                          node_step: float | None = None) -> list:
+    """The greedy keyed policy (module docstring) run to ``max_budget`` layers on ``samples`` samples (stream
+    ``EVAL``); returns one :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (the loss after
+    that many layers, same samples; ``keys``: the layer-1 key, whose ``Q`` every layer uses; ``design``
+    None: the rows are chosen per sample). ``first``: the layer-1 design (default:
+    :func:`fvnum.keyed.best_nonadaptive_keyed` at budget 1). Each later layer's row: ``steps`` Adam steps from each of
+    three starts (``screen < steps``: all starts for ``screen`` steps, then only the best), the lookahead
+    by quadrature on at most ``grid`` nodes, no farther apart than ``node_step`` standard deviations of the
+    narrowest live density (``0``: always ``grid`` nodes; default :data:`NODE_STEP`, for ``engine = "torch"``
+    0: the reference takes neither ``screen`` nor ``node_step``). The defaults (25 steps, ``node_step =
+    0.5``: the objective within about 1e-5 relative of 128 nodes' at a fraction of the nodes) give the
+    losses of 40 steps on 128 nodes within their standard error, paired on the same samples
+    (docs/benchmarks/2026-12-02-keyed.md). ``engine``: ``"numba"`` (:func:`_next_rows`) or ``"torch"`` (the
+    autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
+    out = []
+    for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
+            prior, max_budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step)):
+        out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
     return out
+
+
+@dataclass(frozen=True)
+class KeyedTrace:
+    """What the greedy keyed policy did on its samples (:func:`adaptive_keyed_trace`): ``keys`` the layer-1
+    key (its ``Q`` and ``c`` shared by every layer; a key with row ``w`` is ``f(x) = (w.x) / (x^T Q x + c)``,
+    :class:`fvnum.keys.WeightedKeys`), per sample ``leaves`` (n,) and ``thetas`` (n, D) its latent, per sample and
+    layer ``rows`` (n, B, D) the rows read, ``phi`` (n, B) the readings and ``theta_hat`` (n, B, D) the exact
+    Bayes posterior mean after that layer; ``losses`` the :class:`~fvnum.estimate.SearchResult` of every
+    budget (those of :func:`adaptive_keyed_losses` with the same arguments); ``first`` the layer-1 design (pass it
+    as ``first`` to run the same policy on other readings)."""
+
+    keys: object
+    leaves: np.ndarray
+    thetas: np.ndarray
+    rows: np.ndarray
+    phi: np.ndarray
+    theta_hat: np.ndarray
+    losses: list
+    first: SearchResult
+
+    @property
+    def budget(self) -> int:
+        return self.rows.shape[1]
+
+    def key_values(self, x, layer: int) -> np.ndarray:
+        """(n, n_x) key values of layer ``layer`` (0-based) of every sample on its tokens ``x`` (n, n_x, D)."""
+        x = np.asarray(x, dtype=float)
+        linear = np.einsum("nid,nd->ni", x, self.rows[:, layer])
+        if self.keys.name == "linear":
+            return linear
+        Q = self.keys.Q if self.keys.Q.ndim == 2 else np.diag(self.keys.Q)
+        quad = np.einsum("nid,de,nie->ni", x, Q, x)
+        return linear / (quad + self.keys.c)
+
+
+@one_thread()
+def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
+                         samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
+                         chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
+                         node_step: float | None = None, readings=None, canonical: bool = False) -> KeyedTrace:
+    """The search of :func:`adaptive_keyed_losses` (same arguments, same samples, same losses) with its trace
+    (:class:`KeyedTrace`): per sample and layer the rows chosen, the readings and the posterior mean.
+    ``readings`` (samples, budget): the policy run on these readings instead of drawn ones (the rows it would
+    choose after them; ``losses`` are then those of the posterior mean on the given readings). ``canonical``:
+    the sign of every adaptive row (and its reading) chosen so that its largest entry is positive (the same
+    policy up to the signs of its keys; the losses agree with the search's in law, not bit for bit)."""
+    out, hats = [], []
+    for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
+            prior, budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step, readings=readings,
+            canonical=canonical)):
+        out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
+        hats.append(theta_hat.numpy())
+    return KeyedTrace(design.keys, lt.numpy(), th[lt].numpy(), rows.numpy(), phi.numpy(), np.stack(hats, axis=1), out,
+                      design)
+
+
+def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -> float:
+    """Seconds of :func:`adaptive_keyed_trace` on the tree of ``depth`` (``dim`` coordinates): the layer-1
+    search and the lookahead layers (the adaptive terms of ``fvnum.limits.keyed_cost``, same constants)."""
+    from .limits import KEYED_ADAPTIVE, KEYED_LEAF_S, KEYED_SEARCH_S, KEYED_STATE
+
+    leaves = 2**depth
+    return (KEYED_SEARCH_S + KEYED_LEAF_S * leaves
+            + samples * leaves * (KEYED_ADAPTIVE * (budget - 1) + KEYED_STATE * budget * dim))
 
 
 def has_adaptive_search(prior) -> bool:

@@ -1,16 +1,19 @@
-"""Representation or optimisation: Model A started from the ``path`` policy in the scaling study's cell
+"""Representation or optimisation: Model A started from a theory policy in the scaling study's cell
 (docs/scaling/distil.md).
 
-Command: ``PYTHONPATH=. python docs/scaling/distil.py [--phase=start|finetune] [--budgets=4,5,6] [--seeds=0,1,2]
-[--out=DIR] [--table]``.
+Command: ``PYTHONPATH=. python docs/scaling/distil.py [--teacher=path|keyed] [--phase=start|finetune]
+[--budgets=4,5,6] [--seeds=0,1,2] [--out=DIR] [--table]``.
 
 For every budget and seed, the study's Model A configuration (tree depth 7, alpha 0.6, N 64, MLPs 2 x 64, the
-recipe: 5000 x budget steps) with ``init_policy = "path"`` (``bridges.distil``):
+recipe: 5000 x budget steps) with ``init_policy`` the teacher (``bridges.distil``; ``path``, the default, or
+``keyed``: A's prediction policy, the greedy adaptive keyed search; its cells are named ``keyed-B<b>-s<seed>``,
+path's ``B<b>-s<seed>``):
 
 - ``start``: the distillation alone (``train(cfg, stop_at=0)``: the distilled model is checkpointed, its
   held-out loss is the run's step-0 row), its key fidelity per layer, and ``fv audit`` of the distilled model:
   the loss its own readings allow under the exact Bayes decoder, beside the teacher's (``path`` with the exact
-  Bayes decoder, audited the same way) and beside the distilled model's own readout;
+  Bayes decoder, audited the same way; ``keyed``: the search's own loss on its trace, ``teacher_loss``) and
+  beside the distilled model's own readout;
 - ``finetune``: the same runs trained on with the recipe from the distilled start (resumed from the step-0
   checkpoint), the loss after fine-tuning beside from-scratch A (the study's runs) and A's prediction.
 
@@ -24,21 +27,27 @@ import sys
 
 from bridges.audit import audit_model
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.distil import teacher_model
+from bridges.distil import TEACHERS, teacher_model
 from bridges.store import write_atomic
 from bridges.train import train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "distil.json")
-STUDY = json.load(open(os.path.join(HERE, "scaling.json")))
+with open(os.path.join(HERE, "scaling.json")) as _f:
+    STUDY = json.load(_f)
 DATA = DataConfig(prior="tree", depth=STUDY["config"]["depth"], alpha=STUDY["config"]["alpha"],
                   n_tokens=STUDY["config"]["n_tokens"], s2=STUDY["config"]["s2"])
 AUDIT_SAMPLES = 1000
 
 
-def config(budget: int, seed: int, out: str) -> RunConfig:
+def config(budget: int, seed: int, out: str, teacher: str = "path") -> RunConfig:
     return RunConfig(DATA, ModelConfig("A", budget, mlp_width=64, hidden_layers=2),
-                     TrainConfig(seed=seed, out=out, init_policy="path"))
+                     TrainConfig(seed=seed, out=out, init_policy=teacher))
+
+
+def cell(budget: int, seed: int, teacher: str = "path") -> str:
+    """The name of a cell in distil.json: path's keep their first names."""
+    return f"B{budget}-s{seed}" if teacher == "path" else f"{teacher}-B{budget}-s{seed}"
 
 
 def theory(budget: int, name: str) -> dict:
@@ -60,7 +69,10 @@ def _est(e) -> dict:
 
 
 def load() -> dict:
-    return json.load(open(OUT)) if os.path.exists(OUT) else {}
+    if not os.path.exists(OUT):
+        return {}
+    with open(OUT) as f:
+        return json.load(f)
 
 
 def save(name: str, entry: dict) -> None:
@@ -79,31 +91,33 @@ def teacher_audit(budget: int) -> None:
           f"(theory row {theory(budget, 'path')['value']:.4f})", flush=True)
 
 
-def start(budget: int, seed: int, out: str) -> None:
-    name = f"B{budget}-s{seed}"
+def start(budget: int, seed: int, out: str, teacher: str = "path") -> None:
+    name = cell(budget, seed, teacher)
     if "distilled" in load().get(name, {}):
         return
-    cfg = config(budget, seed, out)
+    cfg = config(budget, seed, out, teacher)
     result = train(cfg, progress=False, stop_at=0)
-    distilled = json.load(open(os.path.join(out, cfg.key(), "distil.json")))
-    a = audit_model(result.model, DATA, samples=AUDIT_SAMPLES, key=cfg.key(), name="A distilled from path")
+    with open(os.path.join(out, cfg.key(), "distil.json")) as f:
+        distilled = json.load(f)
+    a = audit_model(result.model, DATA, samples=AUDIT_SAMPLES, key=cfg.key(), name=f"A distilled from {teacher}")
+    extra = {} if "teacher_loss" not in distilled else {"teacher_loss": distilled["teacher_loss"]}
     save(name, {"budget": budget, "seed": seed, "key": cfg.key(), "command": "fv train " + " ".join(cfg.to_argv()),
                 "distilled": {"loss": result.history[0][2], "stderr": result.history[0][3],
                               "fidelity_forced": distilled["fidelity_forced"],
                               "fidelity_own": distilled["fidelity_own"], "seconds": distilled["seconds"],
                               "audit_loss": _est(a.loss), "bayes_on_readings": _est(a.bayes_on_readings),
-                              "decoder_gap": _est(a.decoder_gap)},
+                              "decoder_gap": _est(a.decoder_gap), **extra},
                 "prediction": prediction(budget), "path_row": theory(budget, "path"),
                 "study": study_losses(budget)})
     print(f"{name}: distilled {result.history[0][2]:.4f}, Bayes on its readings {a.bayes_on_readings.value:.4f}; "
           f"fidelity {', '.join(f'{f:.3g}' for f in distilled['fidelity_own'])}", flush=True)
 
 
-def finetune(budget: int, seed: int, out: str) -> None:
-    name = f"B{budget}-s{seed}"
+def finetune(budget: int, seed: int, out: str, teacher: str = "path") -> None:
+    name = cell(budget, seed, teacher)
     if "finetuned" in load().get(name, {}):
         return
-    cfg = config(budget, seed, out)
+    cfg = config(budget, seed, out, teacher)
     result = train(cfg, progress=False)
     save(name, {"finetuned": {"loss": result.loss, "stderr": result.stderr, "steps": result.steps,
                               "train_seconds": result.train_seconds,
@@ -112,16 +126,16 @@ def finetune(budget: int, seed: int, out: str) -> None:
     print(f"{name}: fine-tuned {result.loss:.4f} = {result.loss / pred:.2f} x prediction", flush=True)
 
 
-def table() -> str:
+def table(teacher_name: str = "path") -> str:
     cells = load()
     lines = ["| budget | seed | key fidelity by layer (own workspaces) | distilled | Bayes on its readings | "
-             "path (Bayes) | fine-tuned | from scratch (study) | prediction | fine-tuned / prediction |",
+             f"{teacher_name} (Bayes) | fine-tuned | from scratch (study) | prediction | fine-tuned / prediction |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in sorted(cells.items()):
-        if name.startswith("teacher"):
+        if name.startswith("teacher") or name != cell(e["budget"], e["seed"], teacher_name):
             continue
         d, f = e["distilled"], e.get("finetuned")
-        teacher = cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings")
+        teacher = d.get("teacher_loss") or cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings")
         study = e["study"]
         ratio = "—" if f is None else f"{f['loss'] / e['prediction']['value']:.2f}"
         tuned = "(to run)" if f is None else f"{f['loss']:.4f} ± {f['stderr']:.4f}"
@@ -136,12 +150,16 @@ def table() -> str:
 
 def main(argv: list[str]) -> int:
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
-    unknown = set(opts) - {"phase", "budgets", "seeds", "out", "table"}
+    unknown = set(opts) - {"phase", "budgets", "seeds", "out", "table", "teacher"}
     if unknown:
         print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    teacher = opts.get("teacher", "path")
+    if teacher not in TEACHERS:
+        print(f"--teacher must be one of {', '.join(TEACHERS)}, got {teacher!r}", file=sys.stderr)
+        return 2
     if "table" in opts:
-        print(table())
+        print(table(teacher))
         return 0
     out = opts.get("out", os.path.join(HERE, "distil", "train"))
     os.makedirs(out, exist_ok=True)
@@ -150,10 +168,10 @@ def main(argv: list[str]) -> int:
     phases = [opts["phase"]] if "phase" in opts else ["start", "finetune"]
     for phase in phases:
         for budget in budgets:
-            if phase == "start":
+            if phase == "start" and teacher == "path":
                 teacher_audit(budget)
             for seed in seeds:
-                (start if phase == "start" else finetune)(budget, seed, out)
+                (start if phase == "start" else finetune)(budget, seed, out, teacher)
     return 0
 
 
