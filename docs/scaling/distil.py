@@ -2,7 +2,7 @@
 (docs/scaling/distil.md).
 
 Command: ``PYTHONPATH=. python docs/scaling/distil.py [--teacher=path|keyed] [--phase=start|finetune]
-[--budgets=4,5,6] [--seeds=0,1,2] [--out=DIR] [--table]``.
+[--budgets=4,5,6] [--seeds=0,1,2] [--out=DIR] [--table[=finetune]]``.
 
 For every budget and seed, the study's Model A configuration (tree depth 7, alpha 0.6, N 64, MLPs 2 x 64, the
 recipe: 5000 x budget steps) with ``init_policy`` the teacher (``bridges.distil``; ``path``, the default, or
@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from bridges.audit import audit_model
+from bridges.audit import audit_model, load_run
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.distil import TEACHERS, teacher_model
 from bridges.store import write_atomic
@@ -114,16 +114,44 @@ def start(budget: int, seed: int, out: str, teacher: str = "path") -> None:
 
 
 def finetune(budget: int, seed: int, out: str, teacher: str = "path") -> None:
+    """Train on from the distilled start with the recipe, then audit the fine-tuned model (the loss its own
+    readings allow under the exact Bayes decoder), each saved as soon as it is done."""
     name = cell(budget, seed, teacher)
-    if "finetuned" in load().get(name, {}):
-        return
     cfg = config(budget, seed, out, teacher)
-    result = train(cfg, progress=False)
-    save(name, {"finetuned": {"loss": result.loss, "stderr": result.stderr, "steps": result.steps,
-                              "train_seconds": result.train_seconds,
-                              "history": [[h[0], h[2]] for h in result.history]}})
-    pred = prediction(budget)["value"]
-    print(f"{name}: fine-tuned {result.loss:.4f} = {result.loss / pred:.2f} x prediction", flush=True)
+    if "finetuned" not in load().get(name, {}):
+        result = train(cfg, progress=False)
+        save(name, {"finetuned": {"loss": result.loss, "stderr": result.stderr, "steps": result.steps,
+                                  "train_seconds": result.train_seconds,
+                                  "history": [[h[0], h[2]] for h in result.history]}})
+        pred = prediction(budget)["value"]
+        print(f"{name}: fine-tuned {result.loss:.4f} = {result.loss / pred:.2f} x prediction", flush=True)
+    tuned = load()[name]["finetuned"]
+    if "audit" not in tuned:
+        a = audit_model(load_run(os.path.join(out, cfg.key())).model, DATA, samples=AUDIT_SAMPLES, key=cfg.key(),
+                        name=f"A fine-tuned from {teacher}")
+        save(name, {"finetuned": {**tuned, "audit": {"loss": _est(a.loss), "bayes_on_readings": _est(a.bayes_on_readings),
+                                                     "samples": AUDIT_SAMPLES}}})
+        print(f"{name}: fine-tuned, Bayes on its readings {a.bayes_on_readings.value:.4f}", flush=True)
+
+
+def finetune_table(teacher_name: str = "path") -> str:
+    """The fine-tuning table of distil.md: the start and the end, each by its own readout and by the audit."""
+    cells = load()
+    lines = ["| budget | distilled: own readout / Bayes on its readings | fine-tuned: own readout | fine-tuned: Bayes "
+             "on its readings | from scratch (study mean) | path (Bayes) | prediction | fine-tuned / prediction |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, e in sorted(cells.items()):
+        if name.startswith("teacher") or name != cell(e["budget"], e["seed"], teacher_name) or "finetuned" not in e:
+            continue
+        d, f = e["distilled"], e["finetuned"]
+        bayes = f.get("audit", {}).get("bayes_on_readings")
+        audit = "—" if bayes is None else f"{bayes['value']:.4f} ± {bayes['stderr']:.4f}"
+        path = cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings", e["path_row"])
+        lines.append(
+            f"| {e['budget']} | {d['loss']:.4f} / {d['bayes_on_readings']['value']:.4f} | {f['loss']:.4f} ± "
+            f"{f['stderr']:.4f} | {audit} | {sum(e['study']) / len(e['study']):.4f} | {path['value']:.4f} | "
+            f"{e['prediction']['value']:.4f} | {f['loss'] / e['prediction']['value']:.2f} |")
+    return "\n".join(lines)
 
 
 def table(teacher_name: str = "path") -> str:
@@ -159,7 +187,7 @@ def main(argv: list[str]) -> int:
         print(f"--teacher must be one of {', '.join(TEACHERS)}, got {teacher!r}", file=sys.stderr)
         return 2
     if "table" in opts:
-        print(table(teacher))
+        print(finetune_table(teacher) if opts["table"] == "finetune" else table(teacher))
         return 0
     out = opts.get("out", os.path.join(HERE, "distil", "train"))
     os.makedirs(out, exist_ok=True)
