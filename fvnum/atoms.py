@@ -338,9 +338,9 @@ def check_weights(weights, M: int) -> np.ndarray:
 
 def read_atoms(path) -> np.ndarray:
     """An (M, D) ``.npy`` array of atoms, its header read first: shape, dtype and data size are checked before
-    the data is read (never pickles). One-line errors for a missing, empty, damaged or wrongly shaped file;
-    they never echo the file's content."""
-    from numpy.lib import format as npy
+    the data is read (never pickles; ``fvsym.npyfile``). One-line errors for a missing, empty, damaged or wrongly
+    shaped file; they never echo the file's content."""
+    from fvsym.npyfile import read_matrix
 
     p = Path(str(path))
     shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:50] + "..." + str(path)[-27:])
@@ -352,43 +352,17 @@ def read_atoms(path) -> np.ndarray:
         raise ValueError(f"no such atoms file {shown}")
     if p.suffix != ".npy":
         raise ValueError(f"atoms file {shown}: must be a .npy array (numpy.save of an (M, D) array)")
-    bad = f"atoms file {shown}: not a readable .npy array"
-    try:
-        size = p.stat().st_size
-        with open(p, "rb") as fh:
-            try:
-                version = npy.read_magic(fh)
-            except (ValueError, EOFError):
-                why = "empty or no .npy header" if size < 6 else "no .npy header"
-                raise ValueError(f"{bad} ({why})") from None
-            try:
-                if version == (1, 0):
-                    shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)
-                elif version in ((2, 0), (3, 0)):
-                    shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
-                else:
-                    raise ValueError("version")
-            except Exception:  # numpy parses the header with tokenize and ast: any of their errors
-                raise ValueError(f"{bad} (a damaged .npy header)") from None
-            header_end = fh.tell()
-            if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
-                raise ValueError(f"atoms file {shown}: need an (M, D) array of numbers, got shape "
-                                 f"{tuple(shape)[:4]}, dtype {str(dtype)[:40]}")
-            if shape[0] < 1 or shape[1] < 1:
-                raise ValueError(f"atoms file {shown}: need M >= 1 atoms of dimension D >= 1, got shape {tuple(shape)}")
-            if shape[0] > MAX_ATOMS or shape[1] > MAX_DIM:
-                raise ValueError(f"atoms file {shown}: shape {tuple(shape)} is over the limits (M <= {MAX_ATOMS}, "
-                                 f"D <= {MAX_DIM})")
-            need = shape[0] * shape[1] * dtype.itemsize
-            from .resources import check_memory
+    def check(shape, nbytes):
+        if shape[0] < 1 or shape[1] < 1:
+            raise ValueError(f"atoms file {shown}: need M >= 1 atoms of dimension D >= 1, got shape {shape}")
+        if shape[0] > MAX_ATOMS or shape[1] > MAX_DIM:
+            raise ValueError(f"atoms file {shown}: shape {shape} is over the limits (M <= {MAX_ATOMS}, "
+                             f"D <= {MAX_DIM})")
+        from .resources import check_memory
 
-            check_memory(f"atoms file {shown} of shape {tuple(shape)}", 3.0 * need)
-            if size - header_end < need:
-                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
-            arr = np.frombuffer(fh.read(need), dtype=dtype)
-    except OSError as exc:
-        raise ValueError(f"atoms file {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    return arr.reshape(shape, order="F" if fortran else "C").astype(float)
+        check_memory(f"atoms file {shown} of shape {shape}", 3.0 * nbytes)
+
+    return read_matrix(p, f"atoms file {shown}", "an (M, D) array", check).astype(float)
 
 
 def atoms_from_options(args) -> AtomsPrior:

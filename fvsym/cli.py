@@ -186,46 +186,17 @@ def _short_path(path) -> str:
 
 
 def _load_npy(p, shown: str, max_dim: int) -> list:
-    """A ``.npy`` covariance, its header read first: the shape, dtype and data size are checked before the
-    array is loaded (numpy imported here only)."""
-    import numpy as np
-    from numpy.lib import format as npy
+    """A ``.npy`` covariance, its header read first (``fvsym.npyfile``): the shape, dtype and data size are
+    checked before the array is loaded."""
+    from .npyfile import read_matrix
 
-    bad = f"--cov {shown}: not a readable .npy array"
-    try:
-        size = p.stat().st_size
-        with open(p, "rb") as fh:
-            try:
-                version = npy.read_magic(fh)
-            except (ValueError, EOFError):
-                raise ValueError(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") \
-                    from None
-            try:
-                if version == (1, 0):
-                    shape, fortran, dtype = npy.read_array_header_1_0(fh, max_header_size=10_000)
-                elif version in ((2, 0), (3, 0)):
-                    shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
-                else:
-                    raise ValueError("version")
-            except Exception:  # numpy parses the header text with tokenize and ast: any of their errors
-                raise ValueError(f"{bad} (a damaged .npy header)") from None
-            header_end = fh.tell()
-            if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
-                raise ValueError(f"--cov {shown}: need a 2-d array of numbers, got shape {tuple(shape)[:4]}, "
-                                 f"dtype {str(dtype)[:40]}")
-            if max(shape) > max_dim:
-                raise ValueError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape "
-                                 f"{tuple(shape)}")
-            if shape[0] != shape[1] or shape[0] == 0:
-                raise ValueError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape "
-                                 f"{tuple(shape)}")
-            need = shape[0] * shape[1] * dtype.itemsize
-            if size - header_end < need:
-                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
-            arr = np.frombuffer(fh.read(need), dtype=dtype)
-    except OSError as exc:
-        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    arr = arr.reshape(shape, order="F" if fortran else "C")
+    def check(shape, nbytes):
+        if max(shape) > max_dim:
+            raise ValueError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape {shape}")
+        if shape[0] != shape[1] or shape[0] == 0:
+            raise ValueError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape {shape}")
+
+    arr = read_matrix(p, f"--cov {shown}", "a 2-d array", check)
     return [[repr(float(x)) for x in row] for row in arr.tolist()]
 
 
