@@ -153,7 +153,7 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     if keyed == "softmax" and not tree:
         raise ValueError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
                          f"{data.prior} prior")
-    size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
+    size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples, family=keyed)
     need = keyed_memory(**size)
     hint = ""
     if tree and not fits_memory(need):

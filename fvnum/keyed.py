@@ -315,6 +315,10 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
 from .limits import GRID_POINTS, IS_POINTS, decoder_nodes  # noqa: E402 (the price needs them without this module)
 IS_WIDTH = 1.5  # their spread, in standard deviations of the Gaussian approximation of the posterior
 WORKING_SET = 8 * 2**20  # bytes of the searches whatever their size (compiled kernels, scipy, small arrays)
+# bytes the torch engine of the softmax adaptive search holds whatever its size (autograd buffers of the
+# per-sample row search): measured 410-510 MB of peak growth at depth 6, budget 3 on 300-600 samples, where the
+# weighted search grew 140 MB (peak resident size before and after one search, one process a run)
+SOFTMAX_WORKING_SET = 640 * 2**20
 CHUNK_FLOATS = 1 << 23  # floats of one chunk of the decoder: (sample, node) pairs times (6 B + 4 B^2), 64 MiB
 
 
@@ -394,12 +398,13 @@ def _gaussian_losses(vals, budget, q, N, s2, truth, xi, nodes: int = 11, width: 
     return out
 
 
-def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> float:
+def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int, family: str = "weighted") -> float:
     """Bytes (an upper estimate) of the largest arrays :func:`fvnum.theory.keyed_curves` holds at once at
     ``budgets`` on ``samples`` samples: on the tree prior the adaptive policy's laws per sample and leaf
     (to the largest budget ``l``: the law, its Cholesky factor and inverse, ``H z``) or the one-layer
     search's evaluation chunks; on a Gaussian prior one chunk of the decoder (about :data:`CHUNK_FLOATS`
-    floats, twice for numpy's temporaries, whatever the budget while one sample's nodes fit in it)."""
+    floats, twice for numpy's temporaries, whatever the budget while one sample's nodes fit in it). The
+    softmax family's adaptive search (torch engine) adds :data:`SOFTMAX_WORKING_SET`."""
     from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
 
     budgets = sorted({max(int(b), 1) for b in budgets})
@@ -409,7 +414,8 @@ def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> 
         M, l = 2**depth, budgets[-1]
         adaptive = samples * M * (4 * l * l + 2 * l * depth + 4 * l + 8)
         design = max(DESIGN_SAMPLES_PER_SAMPLE * samples * (l + 4), 2048 * M * (4 * l * l + 4 * l + 4))
-        return 8.0 * (adaptive + design + M * (dim + depth) * 4) + WORKING_SET
+        extra = SOFTMAX_WORKING_SET if family == "softmax" else 0
+        return 8.0 * (adaptive + design + M * (dim + depth) * 4) + WORKING_SET + extra
     worst = 0.0
     for b in budgets:
         kw = gaussian_design_settings(b, samples)

@@ -487,7 +487,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     tree = has_adaptive_search(prior)
     check_memory(f"the {family} keyed rows at budgets {', '.join(map(str, budgets))}",
                  keyed_memory(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budgets=budgets,
-                              samples=samples))
+                              samples=samples, family=family))
     one = {1: best_nonadaptive_keyed(prior, 1, family, **kw)} if tree else {}  # layer 1 of the adaptive policy
     for b in budgets:
         if b not in one:
