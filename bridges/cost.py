@@ -153,12 +153,12 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     if keyed == "softmax" and not tree:
         raise ValueError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
                          f"{data.prior} prior")
-    size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples, family=keyed)
-    need = keyed_memory(**size)
+    size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
+    need = keyed_memory(**size, family=keyed)
     hint = ""
     if tree and not fits_memory(need):
         hint = largest_fitting("--depth", range(1, data.depth),
-                               lambda k: fits_memory(keyed_memory(**{**size, "depth": k, "dim": 2**k - 1})))
+                               lambda k: fits_memory(keyed_memory(**{**size, "depth": k, "dim": 2**k - 1}, family=keyed)))
     check_memory(f"the keyed rows at budget{'s' if len(set(budgets)) > 1 else ''} "
                  f"{', '.join(str(b) for b in sorted(set(budgets)))}", need, hint)
     from fvnum.keyed import SOFTMAX_COST_FACTOR

@@ -38,6 +38,49 @@ MEASUREMENTS = ("unit", "coordinate")
 CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_coordinate": "coordinate"}
 
 
+BUILDERS: dict = {}  # strategies registered from outside the package: name -> build(prior, channel, budget, ...)
+
+
+def register_strategy(name: str, description: str, build) -> None:
+    """Add a strategy under ``name`` from outside the package: :func:`loss_mc`, ``patching_table`` and every
+    caller of :func:`build_policy` then know it (``fv mc``'s choices are fixed when the CLI loads).
+
+    ``build(prior, channel, budget, *, layers, width, seed)`` returns a :class:`fvnum.strategies.Policy`
+    (e.g. ``CallablePolicy(fn, layers, width, name)``, or a subclass with ``rows``/``update``), or raises a
+    ValueError for a prior or layout it does not apply to. ``prior`` is the object the caller gave; the Policy's
+    rows are coordinates (1-based, int) or dense rows (float), as in ``fvnum.strategies``. Its Monte Carlo is
+    priced as a user policy's (dense rows per sample). Names of built-in strategies cannot be taken."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise InputError(f"a strategy name must be an identifier, got {name!r}")
+    if name in STRATEGIES:
+        raise InputError(f"strategy {name!r} is registered already")
+    if not callable(build):
+        raise InputError(f"build must be callable (prior, channel, budget, *, layers, width, seed) -> Policy, got "
+                         f"{type(build).__name__}")
+    STRATEGIES[name] = str(description)
+    BUILDERS[name] = build
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove a strategy added by :func:`register_strategy` (built-in ones stay)."""
+    if name not in BUILDERS:
+        raise InputError(f"strategy {name!r} was not added by register_strategy")
+    BUILDERS.pop(name)
+    STRATEGIES.pop(name)
+
+
+def _registered(name, prior, channel, budget, layers, width, seed):
+    from .strategies import Policy
+
+    pol = BUILDERS[name](prior, channel, budget, layers=layers, width=width, seed=seed)
+    if not isinstance(pol, Policy):
+        raise InputError(f"strategy {name!r}: its build returned {type(pol).__name__}, not a fvnum.strategies.Policy")
+    if pol.layers * pol.width != budget:
+        raise InputError(f"strategy {name!r}: its policy has layers x width = {pol.layers} x {pol.width}, not the "
+                         f"budget {budget}")
+    return pol
+
+
 def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
     """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
     ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; the bare ``optimal_nonadaptive`` needs its
@@ -100,6 +143,9 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if strategy in BUILDERS:  # registered from outside: its builder decides where it applies
+        check_budget(budget)
+        return _registered(strategy, prior, channel, budget, layers, width, seed)
     if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
         pol = spec.policy(strategy, channel, budget, layers=layers, width=width, measurement=measurement,
                           samples=samples, seed=seed, threads=threads)
