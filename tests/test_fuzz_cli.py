@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from bridges.cli import build_parser, main
+from bridges.cli import build_parser
+from tests._cli import fv
 
 CANDIDATES = ("1", "2", "3", "1/2", "tree", "A", "weighted", "x", "runs/x")
 
@@ -127,13 +128,6 @@ def test_an_abbreviated_option_is_refused_naming_the_full_one(path, parser, acti
 def test_a_long_repeated_value_is_abridged():
     line = _one_line(*_parse(None, ("mc",), ["--design", "1" * 10**6, "--design", "2"]))
     assert len(line) < 200 and "(1000000 characters)" in line
-
-
-def fv(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 MC = ["mc", "--samples", "200", "--budget", "2", "--tau", "1/2"]

@@ -6,34 +6,19 @@ AttributeError from a torch dtype, never a traceback, never work started on a si
 
 Example counts follow the hypothesis profiles of ``tests/conftest.py`` (``dev``, ``ci``, ``thorough``).
 """
-import contextlib
-import io
 import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.cli import main
 from fvnum import bounds, loss_mc, noisy_bellman
 from fvsym.priors import TreePrior
+from tests._cli import examples, fv
 
 torch.set_num_threads(1)
 PRIOR = TreePrior(2, "1/2")
-SCALE = max(1, settings().max_examples // 25)
-
-
-def examples(n: int):
-    return settings(max_examples=n * SCALE, deadline=None, suppress_health_check=list(HealthCheck),
-                    derandomize=SCALE == 1)
-
-
-def fv(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_line(code, err, *fragments):

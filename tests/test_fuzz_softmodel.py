@@ -9,18 +9,13 @@ import io
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bridges.cli import main
 from bridges.config import ATTENTIONS, DataConfig, ModelConfig, RunConfig, TrainConfig
+from tests._cli import examples
 
-SCALE = max(1, settings().max_examples // 25)
-
-
-def examples(n: int):
-    return settings(max_examples=n * SCALE, deadline=None, suppress_health_check=list(HealthCheck),
-                    derandomize=SCALE == 1)
 
 
 def fv(*argv):

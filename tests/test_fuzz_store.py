@@ -6,9 +6,7 @@ aside and recomputed; nothing is written in a folder that is not a run folder; n
 Example counts follow the hypothesis profiles of ``tests/conftest.py``; the whole file runs in well under 20 s
 (the Dask case starts one worker process).
 """
-import contextlib
 import errno
-import io
 import json
 import math
 import os
@@ -20,18 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridges.cli import main
 from bridges.reproduce import SHAPES
 from bridges.store import RunStore, checksum, config_key, result_problem, write_json
+from tests._cli import fv
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def fv(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_line(code, err, *fragments):

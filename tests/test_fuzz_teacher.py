@@ -1,9 +1,7 @@
 """Hostile inputs to Model A started from A's prediction policy (the keyed teacher: fvnum.keyed_adaptive's
 trace, bridges.distil, ``fv train --init-policy keyed``, docs/scaling/distil.py --teacher): each gets one
 clear line (a ValueError in the library, exit 2 from the command line), refused before the search runs."""
-import contextlib
 import importlib.util
-import io
 import math
 from pathlib import Path
 
@@ -12,20 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.cli import main
 from bridges.distil import DistilConfig
 from fvnum.keyed_adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
 from fvsym.priors import TreePrior
+from tests._cli import fv
 
 TREE = TreePrior(2, "1/2")  # D = 3
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def fv(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_line(err: str, *fragments):
