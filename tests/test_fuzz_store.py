@@ -6,7 +6,6 @@ aside and recomputed; nothing is written in a folder that is not a run folder; n
 Example counts follow the hypothesis profiles of ``tests/conftest.py``; the whole file runs in well under 20 s
 (the Dask case starts one worker process).
 """
-import errno
 import json
 import math
 import os
@@ -241,21 +240,7 @@ def full_disk_cell() -> dict:
     """A cell (on a Dask worker) whose disk is full: the atomic writer's file refuses every write."""
     import bridges.store as store
 
-    class Full:
-        def __init__(self, fd):
-            self.raw = os.fdopen(fd, "wb")
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def __getattr__(self, name):
-            return getattr(self.raw, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.raw.close()
+    from tests._cli import FullDisk as Full
 
     store._open_tmp = lambda fd, path: Full(fd)
     store.write_atomic(Path(os.environ["FV_TEST_FOLDER"]) / "checkpoint.pt", b"weights")

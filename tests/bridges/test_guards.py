@@ -2,7 +2,6 @@
 bound; training past the cap stops with its checkpoint; the lock never follows a symlink; a full disk is
 one line; sweeps are checked whole before any work; progress off a terminal has no carriage returns."""
 import contextlib
-import errno
 import io
 import json
 import os
@@ -155,21 +154,7 @@ def test_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_previous(tmp_pa
     path = tmp_path / cfg.key() / "checkpoint.pt"
     before = path.read_bytes()
 
-    class Full:
-        def __init__(self, fd):
-            self.raw = os.fdopen(fd, "wb")
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def __getattr__(self, name):
-            return getattr(self.raw, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.raw.close()
+    from tests._cli import FullDisk as Full
 
     real = store._open_tmp
     monkeypatch.setattr(store, "_open_tmp", lambda fd, p: Full(fd) if p.name == "checkpoint.pt" else real(fd, p))
