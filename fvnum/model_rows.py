@@ -13,7 +13,9 @@ fvnum reads only the theory's side of a model object, by name (``fvnum.theory``,
   its keys are MLPs (else linear keys and a linear readout); the checks of THEORY.md section 7
   (``prediction_checks``) pair the models by these two.
 
-Standard library only: ``bridges.config`` reads the registry without loading numpy.
+fvnum alone knows no model: until ``bridges`` registers them, theory tables mark no prediction rows and
+``prediction_row`` refuses every name. Standard library only: ``bridges.config`` reads the registry without loading
+numpy.
 """
 from __future__ import annotations
 
@@ -25,8 +27,11 @@ MODELS: dict = {}  # name -> model object (bridges.model_registry.ModelSpec), in
 
 def model(name: str):
     """The registered model ``name``; InputError (one line naming the choices) for any other name."""
+    if not MODELS:
+        raise InputError(f"no model is registered, so none is {name!r} (importing bridges.model_registry declares the "
+                         "models of THEORY.md section 7)")
     if not isinstance(name, str) or name not in MODELS:
-        raise InputError(f"model must be one of {', '.join(MODELS) or '(none registered)'}, got {name!r}")
+        raise InputError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
     return MODELS[name]
 
 

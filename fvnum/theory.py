@@ -12,7 +12,9 @@ Every row also says what it is beside the trained models (``role``, ``models``, 
 A the adaptive optimum found for its class and keys, B the non-adaptive one, C the exact linear theory); a
 ``lower_bound`` or ``upper_bound`` row is a bound where it is proven, and names the models it bounds (none
 when it bounds a theory quantity only: the noiseless optimum bounds coordinate-class policies with linear
-keys, not the MLP keys of Models A and B); the rest are ``reference`` rows.
+keys, not the MLP keys of Models A and B); the rest are ``reference`` rows. The models are those registered
+(:data:`MODELS`, ``fvnum.model_rows``: ``bridges`` registers them, each naming its rows; fvnum alone knows none and
+then marks no prediction row).
 
 Exact linear theory (THEORY.md section 3). For a design ``W`` (B, D) and prior covariance ``C``:
 ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T`` under ``tokens`` (``Cov(y x | theta) = (||theta||^2 + s2) I

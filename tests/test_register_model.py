@@ -126,3 +126,21 @@ def test_bad_recipes_and_registrations_are_refused():
         unregister_model("A")
     with pytest.raises(ValueError, match="'Z' is not registered"):
         unregister_model("Z")
+
+
+def test_fvnum_alone_knows_no_model_and_says_so():
+    """fvnum imports nothing of bridges: without it the registry is empty, no row is a prediction, and asking for a
+    model's row is one line naming where the models are declared."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom fvnum.theory import MODELS, prediction_row, row_kind\n"
+            "assert not MODELS and not any(m.startswith('bridges') for m in sys.modules)\n"
+            "names = ['best_adaptive', 'top_levels_linear', 'best_linear_nonadaptive']\n"
+            "assert row_kind('top_levels_linear', names)['role'] == 'reference'\n"
+            "assert row_kind('best_linear_nonadaptive', names)['models'] == ()\n"
+            "try:\n    prediction_row('C', names)\nexcept ValueError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("no model is registered, so none is 'C' (importing bridges.model_registry declares "
+                                   "the models of THEORY.md section 7)")
