@@ -144,3 +144,17 @@ def test_fvnum_alone_knows_no_model_and_says_so():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("no model is registered, so none is 'C' (importing bridges.model_registry declares "
                                    "the models of THEORY.md section 7)")
+
+
+def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():
+    import dataclasses
+
+    from bridges.cost import step_seconds
+
+    register_model(dataclasses.replace(TOY, price=lambda cfg: float("nan")))
+    try:
+        with pytest.raises(ValueError, match="model D: its price gave nan seconds a step") as info:
+            step_seconds(RunConfig(DataConfig(depth=2), ModelConfig(model="D", budget=2)))
+        assert "\n" not in str(info.value)
+    finally:
+        unregister_model("D")
