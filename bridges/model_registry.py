@@ -6,7 +6,9 @@ and ``d``), its readouts, the theory rows it is held to, its law and agreement b
 ``fvnum.theory`` and ``fvnum.regime``), its price (``bridges.cost``) and its figure marker (``bridges.figures``).
 
 ``MODELS`` is ``fvnum.model_rows.MODELS``, the one dict the theory reads too (fvnum imports nothing of bridges,
-so the registry lives at the lower layer; fvnum reads only the theory's fields of the object). The public import
+so the registry lives at the lower layer; fvnum reads only the theory's fields of the object). Models A, B, C are
+declared there by their theory (``fvnum.model_rows.MODELS_OF_THEORY``, so fvnum alone knows them); this module
+attaches their torch side (:meth:`ModelSpec.of`) and replaces their entries by the full objects. The public import
 is ``from bridges.models import register_model, MODELS``.
 
 Standard library only (``bridges.config`` reads the registry and ``fv --help`` loads no torch): a network builder
@@ -22,7 +24,7 @@ from typing import Callable
 
 from fvsym.errors import InputError
 
-from fvnum.model_rows import LAWS, MODELS
+from fvnum.model_rows import BUILT_IN, LAWS, MODELS, MODELS_OF_THEORY
 
 _NAME = re.compile(r"[A-Z]")  # one capital letter: study options list models as letters (--models ABC)
 
@@ -107,6 +109,12 @@ class ModelSpec:
                 raise InputError(f"model {self.name}: {name} must be True or False, got {getattr(self, name)!r}")
         if self.price is not None and not callable(self.price):
             raise InputError(f"model {self.name}: price must be None or a callable, got {self.price!r}")
+
+    @classmethod
+    def of(cls, theory, network: str | Callable, recipe: Recipe, marker: tuple[str, str],
+           price: Callable | None = None) -> "ModelSpec":
+        """The full model of a theory declaration (``fvnum.model_rows.ModelTheory``) and its torch side."""
+        return cls(**theory.theory(), network=network, recipe=recipe, marker=marker, price=price)
 
     def layers(self, budget: int) -> int:
         """``L``: ``budget`` for an adaptive model, else 1."""
@@ -198,23 +206,15 @@ def adaptive_names() -> str:
 # Recipes (docs/training.md): Model C, linear keys and a bilinear readout, has a quartic loss surface and needs the
 # larger rate; Model A, still improving where B and C have converged, takes twice the steps at half the batch
 # (about 13 minutes at depth 6, budget 4 on 2 CPU threads).
+_A, _B, _C = MODELS_OF_THEORY  # their theory, declared in fvnum.model_rows
 _MODELS_OF_THEORY = (
-    ModelSpec("A", "L = B layers of one channel, MLP keys of [x_i, p] (adaptive: each layer reads the workspace)",
-              "bridges.models:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000),
-              prediction=("best_adaptive_keyed", "best_adaptive", "best_nonadaptive_keyed", "water_filling_mc"),
-              law="exponential", band="searched", marker=("o", "C0"), adaptive=True),
-    ModelSpec("B", "one layer of d = B channels, the same MLP keys (non-adaptive)",
-              "bridges.models:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500),
-              prediction=("best_nonadaptive_keyed", "best_nonadaptive_unit", "water_filling_mc"),
-              law="power", band="searched", marker=("s", "C1")),
-    ModelSpec("C", "one layer of d = B channels, linear keys W x_i and the bilinear readout x_q^T U p",
-              "bridges.models:linear_network", Recipe(lr=1e-2, batch=256, steps_per_budget=2500),
-              prediction=("top_levels_linear",), law="power", band="exact", marker=("^", "C4"), mlp_keys=False,
-              bounded_by=("best_linear_nonadaptive",)),
+    ModelSpec.of(_A, "bridges.models:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000), ("o", "C0")),
+    ModelSpec.of(_B, "bridges.models:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500), ("s", "C1")),
+    ModelSpec.of(_C, "bridges.models:linear_network", Recipe(lr=1e-2, batch=256, steps_per_budget=2500), ("^", "C4")),
 )
 for _spec in _MODELS_OF_THEORY:  # their theory names are checked by tests/test_register_model.py (fvnum loads numpy)
-    MODELS.setdefault(_spec.name, _spec)
-BUILT_IN = tuple(s.name for s in _MODELS_OF_THEORY)
+    if not isinstance(MODELS.get(_spec.name), ModelSpec):
+        MODELS[_spec.name] = _spec
 DEFAULT_MODEL = BUILT_IN[0]  # ModelConfig's default: the first of THEORY.md's models
 
 __all__ = ["BUILT_IN", "DEFAULT_MODEL", "MODELS", "MODEL_NAMES", "ModelNames", "ModelSpec", "adaptive_names", "Recipe", "check_theory", "register_model",

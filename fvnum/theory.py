@@ -13,8 +13,8 @@ A the adaptive optimum found for its class and keys, B the non-adaptive one, C t
 ``lower_bound`` or ``upper_bound`` row is a bound where it is proven, and names the models it bounds (none
 when it bounds a theory quantity only: the noiseless optimum bounds coordinate-class policies with linear
 keys, not the MLP keys of Models A and B); the rest are ``reference`` rows. The models are those registered
-(:data:`MODELS`, ``fvnum.model_rows``: ``bridges`` registers them, each naming its rows; fvnum alone knows none and
-then marks no prediction row).
+(:data:`MODELS`, ``fvnum.model_rows``: A, B, C are declared there by their theory, each naming its rows;
+``bridges`` attaches their networks and registers more).
 
 Exact linear theory (THEORY.md section 3). For a design ``W`` (B, D) and prior covariance ``C``:
 ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T`` under ``tokens`` (``Cov(y x | theta) = (||theta||^2 + s2) I
@@ -46,7 +46,7 @@ ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
 CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
 # MODELS (fvnum.model_rows): the registered models, each naming the rows it is held to (``prediction``), the bound
-# rows proven for it (``bounded_by``) and its law; bridges.models.register_model fills it
+# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.register_model adds more
 
 # What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
 # measurement class, key family). A bound is a bound only where it is proven, and for the rows and models

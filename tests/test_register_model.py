@@ -128,22 +128,23 @@ def test_bad_recipes_and_registrations_are_refused():
         unregister_model("Z")
 
 
-def test_fvnum_alone_knows_no_model_and_says_so():
-    """fvnum imports nothing of bridges: without it the registry is empty, no row is a prediction, and asking for a
-    model's row is one line naming where the models are declared."""
+def test_fvnum_alone_knows_the_models_of_the_theory():
+    """fvnum imports nothing of bridges, and alone it knows A, B, C by their theory: the rows they are held to, the
+    bound proven for C, their laws; an unknown name is one line naming the choices."""
     import subprocess
     import sys
 
-    code = ("import sys\nfrom fvnum.theory import MODELS, prediction_row, row_kind\n"
-            "assert not MODELS and not any(m.startswith('bridges') for m in sys.modules)\n"
+    code = ("import sys\nfrom fvnum.theory import MODELS, prediction_row, predicted_law, row_kind\n"
+            "assert list(MODELS) == ['A', 'B', 'C'] and not any(m.startswith('bridges') for m in sys.modules)\n"
             "names = ['best_adaptive', 'top_levels_linear', 'best_linear_nonadaptive']\n"
-            "assert row_kind('top_levels_linear', names)['role'] == 'reference'\n"
-            "assert row_kind('best_linear_nonadaptive', names)['models'] == ()\n"
-            "try:\n    prediction_row('C', names)\nexcept ValueError as exc:\n    print(exc)\n")
+            "assert prediction_row('A', names) == 'best_adaptive' and prediction_row('C', names) == 'top_levels_linear'\n"
+            "assert row_kind('top_levels_linear', names)['role'] == 'prediction'\n"
+            "assert row_kind('best_linear_nonadaptive', names)['models'] == ('C',)\n"
+            "assert (predicted_law('A'), predicted_law('B')) == ('exponential', 'power')\n"
+            "try:\n    prediction_row('Z', names)\nexcept ValueError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("no model is registered, so none is 'C' (importing bridges.model_registry declares "
-                                   "the models of THEORY.md section 7)")
+    assert done.stdout.strip() == "model must be one of A, B, C, got 'Z'"
 
 
 def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():

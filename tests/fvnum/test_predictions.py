@@ -2,7 +2,6 @@
 follow, and the checks of the trained grid with their thresholds (bridges lays them out, it computes none)."""
 import pytest
 
-import bridges.model_registry  # noqa: F401  Models A, B, C of THEORY.md section 7 are declared there
 from fvnum.theory import (
     GAUSSIAN_A_OVER_B, GAUSSIAN_TOLERANCE, ROW_KINDS, TREE_A_RATIO, TREE_C_TOLERANCE, predicted_law, prediction_checks,
 )

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import sympy as sp
 
-import bridges.model_registry  # noqa: F401  Models A, B, C of THEORY.md section 7 are declared there
 from fvnum.channels import Channel, effective_tau2, make_channel, token_statistics
 from fvnum.theory import (
     MODELS, ComparisonTable, TheoryRow, best_linear_loss, comparison_table, describe_rows, gaussian_optimum, lmmse,
