@@ -17,7 +17,8 @@ from fvsym._validate import parse_int_list
 from fvnum.defaults import KEYED
 from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
-from .config import DEFAULT_SAMPLES, MAX_THREADS, RECIPE_STEPS_PER_BUDGET, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
+from .config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
+from .model_registry import MODELS
 from .options import Option
 
 WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
@@ -206,7 +207,7 @@ def compare_command(args: argparse.Namespace) -> int:
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                              device=args.device, models=args.model or "ABC", keyed=args.keyed)
+                              device=args.device, models=args.model or "".join(MODELS), keyed=args.keyed)
         from .cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
@@ -281,7 +282,7 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
             best = k
         hint = f"; the largest --depth that fits is {best} (at 1 step)" if best else "; no --depth fits"
     elif getattr(cfg, steps) is None or isinstance(getattr(cfg, steps), int):
-        lo, hi = 0, getattr(cfg, steps) or max(RECIPE_STEPS_PER_BUDGET.values()) * 6  # None: the recipe's steps
+        lo, hi = 0, getattr(cfg, steps) or max(s.recipe.steps_per_budget for s in MODELS.values()) * 6  # None: the recipe's steps
         while lo < hi:  # the largest steps that fit (the price grows with the steps)
             mid = (lo + hi + 1) // 2
             if fits_time(price(dataclasses.replace(cfg, **{steps: mid}))):

@@ -22,6 +22,7 @@ from fvnum.defaults import KEYED  # the key family of A's and B's prediction row
 
 from .config import DataConfig
 from .data import ContextSampler, EVAL_SEED, EVAL_STREAM, data_channel, fv_prior, path_nodes
+from .model_registry import MODELS
 from .models import WorkspaceModel, key_rows
 from .taps import record
 
@@ -337,7 +338,7 @@ def to_markdown(table: dict) -> str:
         "| what | loss | ± | how | role | class | keys | channel |",
         "|---|---|---|---|---|---|---|---|",
         f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
-        f"{t['wall_s']:.0f} s | | | {'linear' if table['model'] == 'C' else 'MLP'} | tokens |",
+        f"{t['wall_s']:.0f} s | | | {_keys_of(table['model'])} | tokens |",
     ]
     for r in describe_rows(table["theory"]):
         se = "" if not r.get("stderr") else f"{r['stderr']:.1g}"
@@ -382,9 +383,15 @@ def grid_checks(tables: list[dict]) -> list[dict]:
     checks = []
     for depth, budget in sorted({(t["depth"], t["budget"]) for t in tables}):
         for prior in ("tree", "gaussian"):
-            losses = {m: v for m in "ABC" if (v := mean_loss(prior, depth, budget, m)) is not None}
+            losses = {m: v for m in MODELS if (v := mean_loss(prior, depth, budget, m)) is not None}
             checks += checks_of(prior, depth, budget, losses, theory(prior, depth, budget))
     return checks
+
+
+def _keys_of(model: str) -> str:
+    """``MLP`` or ``linear``: the keys of a stored table's model (``?`` for a model not registered now)."""
+    spec = MODELS.get(model)
+    return "?" if spec is None else "MLP" if spec.mlp_keys else "linear"
 
 
 def seed_summary(tables: list[dict]) -> list[dict]:

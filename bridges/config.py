@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 
 from fvsym._validate import check_choice, check_int, check_real, plain_error
 
+from .model_registry import DEFAULT_MODEL, MODEL_NAMES, MODELS
+from .model_registry import adaptive_names as _adaptive
 from .options import options_of
 
 PRIORS = ("tree", "gaussian")
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
-MODELS = ("A", "B", "C")
+# MODELS (bridges.model_registry): the registered models, each with its recipe, shape and readouts
 READOUTS = ("decode", "generic")
 ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (softmax)
 SCHEDULES = ("cosine", "constant")
@@ -40,26 +42,26 @@ PRECISIONS = ("auto", "bf16", "fp32")
 INIT_POLICIES = ("path", "keyed")  # theory policies Model A's routers can be distilled from (bridges.distil)
 MAX_DEPTH = 16
 MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))  # torch threads of a run, or local worker processes: more only cost memory
-# The training recipe (docs/training.md): the defaults of every run, by model. Peak learning rate (Model C,
-# linear keys and a bilinear readout, has a quartic loss surface and needs the larger rate), batch and steps
-# per unit of budget (Model A, still improving where B and C have converged, takes twice the steps at half
-# the batch: about 13 minutes at depth 6, budget 4 on 2 CPU threads).
-RECIPE_LR = {"A": 5e-3, "B": 3e-3, "C": 1e-2}
-RECIPE_BATCH = {"A": 128, "B": 256, "C": 256}
-RECIPE_STEPS_PER_BUDGET = {"A": 5000, "B": 2500, "C": 2500}
+# The training recipe (docs/training.md): the defaults of every run. Peak learning rate, batch and steps per unit
+# of budget are the model's (``MODELS[model].recipe``, bridges.model_registry); warm-up and evaluation are shared.
 RECIPE_WARMUP = 200
 RECIPE_EVAL_EVERY = 200
 
 
-def recipe_steps(budget: int, model: str = "A") -> int:
-    """Training steps of the recipe: ``RECIPE_STEPS_PER_BUDGET[model] x budget`` (a layer of Model A, a
-    channel of B and C)."""
-    return RECIPE_STEPS_PER_BUDGET[model] * budget
+def recipe_steps(budget: int, model: str = DEFAULT_MODEL) -> int:
+    """Training steps of the recipe: the model's ``steps_per_budget x budget`` (a layer of Model A, a channel of
+    B and C)."""
+    return MODELS[_choice(model, "model", MODELS)].recipe.steps(budget)
+
+
+def _recipes(what) -> str:
+    """The recipe's values of every registered model, for a help text: ``A 5000, B 2500, C 2500``."""
+    return ", ".join(f"{name} {what(spec.recipe)}" for name, spec in MODELS.items())
 
 
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
-_KEY = re.compile(r"[ABC]s?-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
+_KEY = re.compile(r"[A-Z]s?-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
@@ -186,7 +188,7 @@ class ModelConfig:
     ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (THEORY.md names).
     """
 
-    model: str = "A"
+    model: str = DEFAULT_MODEL
     budget: int = 3
     mlp_width: int = 64
     hidden_layers: int = 2
@@ -194,14 +196,15 @@ class ModelConfig:
     attention: str = "linear"
 
     def __post_init__(self):
-        _choice(self.model, "model", MODELS)
+        _choice(self.model, "model", MODEL_NAMES)
         _int(self.budget, "budget", 1)
         _int(self.mlp_width, "mlp_width", 1)
         _int(self.hidden_layers, "hidden_layers", 1)
         _choice(self.readout, "readout", READOUTS)
         _choice(self.attention, "attention", ATTENTIONS)
-        if self.model == "C" and self.readout != "decode":
-            raise ValueError(f"model C has the bilinear readout; readout={self.readout!r} applies to A and B")
+        if self.readout not in self.spec.readouts:
+            takes = " and ".join(m for m, s in MODELS.items() if self.readout in s.readouts)
+            raise ValueError(f"model {self.model} has the bilinear readout; readout={self.readout!r} applies to {takes}")
 
     def to_dict(self) -> dict:
         """The fields as a JSON-able dict; ``attention`` only where it is not ``linear`` (the keys of every
@@ -212,14 +215,20 @@ class ModelConfig:
         return d
 
     @property
+    def spec(self):
+        """The model's registered ``ModelSpec`` (``bridges.model_registry``)."""
+        return MODELS[self.model]
+
+    @property
     def layers(self) -> int:
-        """``L``: ``budget`` for A, 1 for B and C."""
-        return self.budget if self.model == "A" else 1
+        """``L``: ``budget`` for an adaptive model (A), 1 for B and C."""
+        return self.spec.layers(self.budget)
 
     @property
     def width(self) -> int:
-        """``d``, channels per layer: 1 for A, ``budget`` for B and C (the MLP's size is ``mlp_width``)."""
-        return 1 if self.model == "A" else self.budget
+        """``d``, channels per layer: 1 for an adaptive model (A), ``budget`` for B and C (the MLP's size is
+        ``mlp_width``)."""
+        return self.spec.width(self.budget)
 
 
 @dataclass(frozen=True)
@@ -309,9 +318,10 @@ class RunConfig:
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         t, m = self.train, self.model
-        recipe = dict(steps=recipe_steps(m.budget, m.model) if t.steps is None else t.steps,
-                      batch=RECIPE_BATCH[m.model] if t.batch is None else t.batch,
-                      lr=RECIPE_LR[m.model] if t.lr is None else t.lr,
+        mine = m.spec.recipe
+        recipe = dict(steps=mine.steps(m.budget) if t.steps is None else t.steps,
+                      batch=mine.batch if t.batch is None else t.batch,
+                      lr=mine.lr if t.lr is None else t.lr,
                       loss=("query" if m.readout == "generic" else "theta") if t.loss is None else t.loss)
         if any(getattr(t, k) != v for k, v in recipe.items()):
             _set(self, "train", dataclasses.replace(t, **recipe))
@@ -323,15 +333,16 @@ class RunConfig:
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
         if self.train.init_from is not None:
-            if self.model.model != "A":
-                raise ValueError(f"init_from grows Model A by layers; model {self.model.model} has one layer")
+            if not self.model.spec.adaptive:
+                raise ValueError(f"init_from grows an adaptive model ({_adaptive()}) by layers; model "
+                                 f"{self.model.model} has one layer")
             if self.train.out is None:
                 raise ValueError(f"init_from needs a run folder root (out): the run {self.train.init_from} "
                                  "is looked up there")
         if self.train.init_policy is not None:
-            if self.model.model != "A":
-                raise ValueError(f"init_policy distils a policy into Model A's routers; model {self.model.model} "
-                                 "has one layer")
+            if not (self.model.spec.adaptive and self.model.spec.mlp_keys):
+                raise ValueError(f"init_policy distils a policy into the MLP routers of an adaptive model "
+                                 f"({_adaptive()}); model {self.model.model} has one layer")
             if self.train.init_from is not None:
                 raise ValueError("give init_from or init_policy, not both")
             if self.data.prior != "tree" or self.model.budget > self.data.depth:
@@ -498,7 +509,7 @@ RUN_OPTIONS = (
         s2=dict(help=f"label noise variance (default {DataConfig().s2})", low=0, high=1e100)),
     *options_of(
         ModelConfig, section="model", none=False,
-        model=dict(choices=MODELS),
+        model=dict(choices=MODEL_NAMES),
         budget=dict(help=f"workspace slots (default {ModelConfig().budget})", low=1, metavar="B"),
         mlp_width=dict(help=f"hidden size of the MLPs (default {ModelConfig().mlp_width})", low=1, high=2**20),
         hidden_layers=dict(help=f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
@@ -507,12 +518,11 @@ RUN_OPTIONS = (
                        "the key function's output as the score (THEORY.md section 2b)", choices=ATTENTIONS)),
     *options_of(
         TrainConfig, section="train", none=False,
-        steps=dict(help="training steps (default: the recipe, " + ", ".join(
-            f"{k} {v}" for k, v in RECIPE_STEPS_PER_BUDGET.items()) + " x budget)", low=1),
-        batch=dict(help="contexts per step (default: the recipe, " + ", ".join(
-            f"{k} {v}" for k, v in RECIPE_BATCH.items()) + ")", low=1),
-        lr=dict(help="peak Adam learning rate (default: the recipe, " + ", ".join(
-            f"{k} {v:g}" for k, v in RECIPE_LR.items()) + ")", low=0, high=1e6, open_low=True),
+        steps=dict(help="training steps (default: the recipe, " + _recipes(lambda r: r.steps_per_budget)
+                   + " x budget)", low=1),
+        batch=dict(help="contexts per step (default: the recipe, " + _recipes(lambda r: r.batch) + ")", low=1),
+        lr=dict(help="peak Adam learning rate (default: the recipe, " + _recipes(lambda r: f"{r.lr:g}") + ")", low=0,
+                high=1e6, open_low=True),
         warmup=dict(help=f"linear warm-up steps (default {RECIPE_WARMUP})", low=0),
         schedule=dict(choices=SCHEDULES),
         loss=dict(help="training objective: theta = ||theta_hat - theta||^2 (default for decoding readouts), "

@@ -46,27 +46,47 @@ EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torc
 
 
 def step_seconds(cfg) -> float:
-    """Measured seconds of one training step of ``cfg`` (a ``RunConfig``) on one thread (no SAFETY)."""
+    """Measured seconds of one training step of ``cfg`` (a ``RunConfig``) on one thread (no SAFETY): the model's
+    own price where it has one (``ModelSpec.price``), else the measured model above for its keys (MLP keys, or
+    the linear keys of Model C)."""
     d, m, t = cfg.data, cfg.model, cfg.train
-    D, W, H = d.dim, m.mlp_width, m.hidden_layers
-    per_token = NS_TOKEN_D * D
-    if m.model == "C":
-        per_token += NS_LINEAR_KEY * D * m.budget
+    price = m.spec.price
+    if price is not None:
+        seconds = float(price(cfg))
+        if not seconds >= 0:
+            raise ValueError(f"model {m.model}: its price gave {seconds!r} seconds a step; a price is a number >= 0")
     else:
-        per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
-    if m.attention == "softmax":
-        per_token += NS_SOFTMAX * m.layers * m.width  # the (batch, N, d) exp, sum and division of every layer
-    per_context = 3 * W * (m.budget + D + W * (H - 1)) if m.model != "C" else 3 * m.budget * D  # the readout
-    seconds = t.batch * (d.n_tokens * per_token + per_context) * 1e-9 + overhead_seconds(cfg)
+        seconds = t.batch * (d.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
         seconds *= 4.0
     return seconds
 
 
+def _token_ns(cfg) -> float:
+    """Nanoseconds a token of one context costs a step: drawing it, the keys of every layer, softmax attention."""
+    D, m = cfg.data.dim, cfg.model
+    W, H = m.mlp_width, m.hidden_layers
+    per_token = NS_TOKEN_D * D
+    if m.spec.mlp_keys:
+        per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
+    else:
+        per_token += NS_LINEAR_KEY * D * m.budget
+    if m.attention == "softmax":
+        per_token += NS_SOFTMAX * m.layers * m.width  # the (batch, N, d) exp, sum and division of every layer
+    return per_token
+
+
+def _context_ns(cfg) -> float:
+    """Nanoseconds the readout of one context costs a step (an MLP readout, or the bilinear one)."""
+    D, m = cfg.data.dim, cfg.model
+    W, H = m.mlp_width, m.hidden_layers
+    return 3 * W * (m.budget + D + W * (H - 1)) if m.spec.mlp_keys else 3 * m.budget * D
+
+
 def overhead_seconds(cfg) -> float:
     """The part of :func:`step_seconds` that does not grow with the batch: ``STEP_S`` and ``LAYER_S`` a module."""
     m = cfg.model
-    return STEP_S + LAYER_S * (m.layers + 1) * (m.hidden_layers if m.model != "C" else 1)
+    return STEP_S + LAYER_S * (m.layers + 1) * (m.hidden_layers if m.spec.mlp_keys else 1)
 
 
 def train_seconds(cfg, *, done: int = 0) -> float:

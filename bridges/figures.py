@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from .model_registry import MODELS
 from .store import write_atomic
 
 STYLE = {  # strategy -> (label, colour); each curve's noise is added to its label
@@ -15,7 +16,18 @@ STYLE = {  # strategy -> (label, colour); each curve's noise is added to its lab
     "optimal_nonadaptive_coordinate": ("best fixed design, coordinate class (one layer)", "C3"),
     "gaussian_optimum": ("Gaussian optimum (gaussian channel at the same tau)", "C7"),
 }
-MODEL_MARKERS = {"A": ("o", "C0"), "B": ("s", "C1"), "C": ("^", "C4")}
+UNREGISTERED_MARKER = ("x", "C7")  # a stored table's model that is not registered now
+
+
+def model_marker(model: str) -> tuple[str, str]:
+    """``(marker, colour)`` of a model's points: its ``ModelSpec.marker`` (``bridges.model_registry``)."""
+    spec = MODELS.get(model)
+    return UNREGISTERED_MARKER if spec is None else spec.marker
+
+
+def model_markers() -> dict:
+    """``{model: (marker, colour)}`` of every registered model, in the registry's order."""
+    return {name: spec.marker for name, spec in MODELS.items()}
 
 
 def _plt():
@@ -59,7 +71,7 @@ def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Pa
         for t in tables:
             if t["prior"] != prior or t["depth"] != cfg.depth:
                 continue
-            m, c = MODEL_MARKERS[t["model"]]
+            m, c = model_marker(t["model"])
             lines.append(plot.curve(f"trained Model {t['model']} (seed {t['seed']})",
                                     [(t["budget"], t["trained"]["loss"], t["trained"]["stderr"])],
                                     style=dict(marker=m, color=c, ms=9, mfc="none", mew=2, ls="none")))
@@ -164,7 +176,7 @@ def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
         if pts:
             lines.append(plot.curve(label, pts, style=dict(ls=ls, color=colour, marker=".", ms=4, lw=1.2, mfc=None)))
     plot.draw(ax, lines, min_value=1e-8)
-    for model, (marker, colour) in MODEL_MARKERS.items():
+    for model, (marker, colour) in model_markers().items():
         mine = [r for r in rows if r["model"] == model]
         if not mine:
             continue
@@ -201,9 +213,10 @@ def decay(path, fits: dict, cfg) -> list[Path]:
 
     fig, ax = plot.figure(figsize=(8, 5.2))
     fig.set_layout_engine(None)
-    shift = {"A": -0.12, "B": 0.0, "C": 0.12}
+    markers = model_markers()
+    shift = {m: 0.12 * (i - (len(markers) - 1) / 2) for i, m in enumerate(markers)}  # A -0.12, B 0, C 0.12
     drawn = False
-    for model, (marker, colour) in MODEL_MARKERS.items():
+    for model, (marker, colour) in markers.items():
         entry = fits["models"].get(model, {})
         ds, test = entry.get("decay"), entry.get("test")
         if not ds:

@@ -32,6 +32,7 @@ from fvsym.heap import child, sign
 
 from .config import DataConfig, ModelConfig, RunConfig
 from .data import ContextSampler, data_channel, fv_prior, path_nodes
+from .model_registry import MODELS, ModelSpec, Recipe, register_model, unregister_model  # noqa: F401 (the public import)
 from .taps import Tap
 
 
@@ -302,17 +303,30 @@ class WorkspaceModel(nn.Module):
         return Output(self.readout(p, x_q), None, p)
 
 
-def build_model(cfg: RunConfig | tuple[DataConfig, ModelConfig]) -> WorkspaceModel:
-    """Model A, B or C for a run configuration (weights from torch's current RNG state), with the configuration's
-    attention (softmax: the same key functions give the scores; C's bilinear score is one row per channel)."""
-    data, mc = (cfg.data, cfg.model) if isinstance(cfg, RunConfig) else cfg
+def mlp_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
+    """Models A and B: ``L`` layers of ``d`` channels (the model's shape, ``mc.layers`` and ``mc.width``) with MLP
+    keys of ``[x_i, p]``, and the ``decode`` or ``generic`` MLP readout."""
     D, B, d, w, h = data.dim, mc.budget, mc.width, mc.mlp_width, mc.hidden_layers
-    if mc.model == "C":
-        return WorkspaceModel(D, d, [LinearKeys(D, d)], BilinearReadout(D, B), mc.attention)
     keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
     readout = DecodeReadout(D, B, w, h) if mc.readout == "decode" else GenericReadout(D, B, w, h)
-    model = WorkspaceModel(D, d, keys, readout, mc.attention)
-    if isinstance(cfg, RunConfig):
+    return WorkspaceModel(D, d, keys, readout, mc.attention)
+
+
+def linear_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
+    """Model C: one layer of ``d = B`` channels, linear keys ``W x_i`` and the bilinear readout ``x_q^T U p``."""
+    return WorkspaceModel(data.dim, mc.budget, [LinearKeys(data.dim, mc.budget)], BilinearReadout(data.dim, mc.budget),
+                          mc.attention)
+
+
+def build_model(cfg: RunConfig | tuple[DataConfig, ModelConfig]) -> WorkspaceModel:
+    """The network of a run configuration's model (its ``ModelSpec.network``, ``bridges.model_registry``; weights
+    from torch's current RNG state), with the configuration's attention (softmax: the same key functions give the
+    scores; C's bilinear score is one row per channel). A model with MLP keys runs them under the precision of
+    ``cfg.train`` (a ``RunConfig``)."""
+    data, mc = (cfg.data, cfg.model) if isinstance(cfg, RunConfig) else cfg
+    spec = mc.spec
+    model = spec.build(data, mc)
+    if isinstance(cfg, RunConfig) and spec.mlp_keys:
         from .precision import autocast_dtype
 
         model.autocast = autocast_dtype(cfg.train.precision, cfg.train.device, has_mlp_keys=True)
@@ -420,7 +434,7 @@ def linear_model(data: DataConfig, W) -> WorkspaceModel:
     """Model C with keys ``W`` (B, D) and its exact linear MMSE readout (weights set by hand)."""
     W = torch.as_tensor(W, dtype=torch.float64)
     B = W.shape[0]
-    model = build_model((data, ModelConfig(model="C", budget=B)))
+    model = WorkspaceModel(data.dim, B, [LinearKeys(data.dim, B)], BilinearReadout(data.dim, B))
     U, _ = lmmse(data, W)
     with torch.no_grad():
         model.layers[0].keys.weight.copy_(W)

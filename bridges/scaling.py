@@ -27,6 +27,7 @@ from fvnum.defaults import KEYED
 from fvnum.laws import DEFAULT_CUT
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from .model_registry import BUILT_IN, DEFAULT_MODEL, MODELS
 from .store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
 
 STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
@@ -53,7 +54,7 @@ class ScalingConfig:
     n_tokens: int = 64
     s2: float = 0.01
     budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
-    models: str = "ABC"
+    models: str = "".join(BUILT_IN)  # Models A, B, C (a registered model joins when named)
     seeds: int = 3
     steps_per_budget: int | None = None  # None: the recipe's steps per model (bridges.config.recipe_steps)
     samples: int = 20_000
@@ -74,9 +75,9 @@ class ScalingConfig:
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
-        if not isinstance(self.models, str) or not self.models or any(m not in "ABC" for m in self.models) \
+        if not isinstance(self.models, str) or not self.models or any(m not in MODELS for m in self.models) \
                 or len(set(self.models)) != len(self.models):
-            raise ValueError(f"models must be distinct letters of ABC, got {self.models!r:.40}")
+            raise ValueError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r:.40}")
         for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads", "cut"):
             value = getattr(self, name)
             if value is None and name in ("workers", "steps_per_budget"):
@@ -92,7 +93,7 @@ class ScalingConfig:
     def tree(self) -> str:
         return tree_label(self.alpha, self.scales)
 
-    def steps(self, budget: int, model: str = "A") -> int:
+    def steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
         """The stated rule: the recipe's steps of each model (``bridges.config.recipe_steps``: A 5000, B and C
         2500 x budget), or ``steps_per_budget x budget`` for every model when it is set."""
         from .config import recipe_steps
@@ -381,9 +382,7 @@ def _law_section(cfg, fits, held) -> list[str]:
 def _steps_words(cfg) -> str:
     if cfg.steps_per_budget is not None:
         return f"{cfg.steps_per_budget} x budget steps"
-    from .config import RECIPE_STEPS_PER_BUDGET
-
-    return "the recipe's steps (" + ", ".join(f"{m} {RECIPE_STEPS_PER_BUDGET[m]}" for m in cfg.models) + " x budget)"
+    return "the recipe's steps (" + ", ".join(f"{m} {MODELS[m].recipe.steps_per_budget}" for m in cfg.models) + " x budget)"
 
 
 def _run_name(c: dict) -> str:
@@ -478,7 +477,7 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits, planned: int | None 
                   "keys, C the exact linear theory of one layer); the row's name where it changes with the budget.",
                   "", "| budget | " + " | ".join(f"{m} / {_one_name(bs)}" for m, bs in held.items()) + " |",
                   "|---" * (1 + len(held)) + "|"]
-        from fvnum.regime import AGREEMENT, agrees
+        from fvnum.regime import agrees, band
 
         inside = {m: [] for m in held}
         for b in budgets:
@@ -495,7 +494,7 @@ def report_markdown(cfg: ScalingConfig, rows, theory, fits, planned: int | None 
                 cells.append(f"{s[0] / ref:.2f}{shown}" + ("" if ok else " **out**"))
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
         lines += ["", "Asked of every budget: " + "; ".join(
-            f"{m} / prediction in [{AGREEMENT[m][0]:g}, {AGREEMENT[m][1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`)."]
+            f"{m} / prediction in [{band(m)[0]:g}, {band(m)[1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`)."]
         for m, got in inside.items():
             out = [f"B {b}: {r:.2f}" for b, r, ok in got if not ok]
             lines.append(f"- Model {m}: inside at {sum(ok for *_, ok in got)} of {len(got)} budgets"

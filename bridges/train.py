@@ -427,7 +427,7 @@ def _init_source(cfg: RunConfig) -> RunConfig:
     if s.key() != key:
         raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
-        ("model", s.model.model, "A"), ("mlp_width", s.model.mlp_width, m.mlp_width),
+        ("model", s.model.model, m.model), ("mlp_width", s.model.mlp_width, m.mlp_width),
         ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
         ("attention", s.model.attention, m.attention))
         if a != b]

@@ -15,7 +15,7 @@ def n_parameters(cfg) -> int:
     ``generic``: ``[x_q, p] -> 1``), each ``n_in W + W + n_shared W + (H - 1)(W^2 + W) + W n_out + n_out``."""
     d, m = cfg.data, cfg.model
     D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.width
-    if m.model == "C":
+    if not m.spec.mlp_keys:  # linear keys and the bilinear readout
         return width * D + D * B
 
     def mlp(n_in, n_shared, n_out):
@@ -56,7 +56,7 @@ def check_train_memory(cfg, what: str | None = None) -> None:
     if weights_fit:
         sizes = [2**k for k in range(0, 41) if 2**k < cfg.data.n_tokens]
         hint = largest_fitting("--tokens N", sizes, lambda n: fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=n)))))
-    elif cfg.model.model == "C":
+    elif not cfg.model.spec.mlp_keys:
         hint = "; the weights alone do not fit: a smaller depth"
     else:
         widths = [w for w in (2**k for k in range(0, 31)) if w < cfg.model.mlp_width]

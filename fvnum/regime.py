@@ -17,21 +17,26 @@ from dataclasses import dataclass, field
 
 from .estimate import Estimate
 from .laws import DEFAULT_CUT, law_test
+from .model_rows import model as model_of
 
 ADAPTIVE = ("path", "best_adaptive_keyed")
 ONE_LAYER = ("top_levels", "best_nonadaptive_keyed")
 FLOOR = 0.01  # relative model error allowed to every theory point (exact values have stderr 0)
 # The agreement the study asks of each model at every budget: trained seed mean over its prediction row
-# (fvnum.theory.prediction_row) inside this band. A and B are held to searched rows (the best policy or design
-# found under their key family), C to its exact linear theory.
-AGREEMENT = {"A": (0.8, 1.25), "B": (0.8, 1.25), "C": (0.95, 1.05)}
+# (fvnum.theory.prediction_row) inside the band the model names (its ``band``, fvnum.model_rows). A model held to a
+# searched row (the best policy or design found under its key family: Models A and B) is ``searched``, one held to
+# an exact theory (Model C, the exact linear theory) ``exact``.
+AGREEMENT = {"searched": (0.8, 1.25), "exact": (0.95, 1.05)}
+
+
+def band(model: str) -> tuple[float, float]:
+    """``(low, high)``: the band of :data:`AGREEMENT` the registered model ``model`` names."""
+    return AGREEMENT[model_of(model).band]
 
 
 def agrees(model: str, ratio: float) -> bool:
-    """Whether trained / predicted ``ratio`` of ``model`` lies in its band of :data:`AGREEMENT`."""
-    if model not in AGREEMENT:
-        raise ValueError(f"model must be one of {', '.join(AGREEMENT)}, got {model!r}")
-    lo, hi = AGREEMENT[model]
+    """Whether trained / predicted ``ratio`` of the registered model ``model`` lies in its band (:func:`band`)."""
+    lo, hi = band(model)
     return lo <= ratio <= hi
 
 
@@ -195,5 +200,5 @@ def choose(regimes) -> Regime | None:
     return min(good, key=lambda r: (r.n_tokens, r.depth, -r.separation))
 
 
-__all__ = ["ADAPTIVE", "AGREEMENT", "agrees", "ONE_LAYER", "Regime", "assess", "choose", "predicted_powers", "scan",
+__all__ = ["ADAPTIVE", "AGREEMENT", "agrees", "band", "ONE_LAYER", "Regime", "assess", "choose", "predicted_powers", "scan",
            "theory_curves"]

@@ -12,7 +12,9 @@ Every row also says what it is beside the trained models (``role``, ``models``, 
 A the adaptive optimum found for its class and keys, B the non-adaptive one, C the exact linear theory); a
 ``lower_bound`` or ``upper_bound`` row is a bound where it is proven, and names the models it bounds (none
 when it bounds a theory quantity only: the noiseless optimum bounds coordinate-class policies with linear
-keys, not the MLP keys of Models A and B); the rest are ``reference`` rows.
+keys, not the MLP keys of Models A and B); the rest are ``reference`` rows. The models are those registered
+(:data:`MODELS`, ``fvnum.model_rows``: A, B, C are declared there by their theory, each naming its rows;
+``bridges`` attaches their networks and registers more).
 
 Exact linear theory (THEORY.md section 3). For a design ``W`` (B, D) and prior covariance ``C``:
 ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T`` under ``tokens`` (``Cov(y x | theta) = (||theta||^2 + s2) I
@@ -38,11 +40,13 @@ from .channels import Channel, effective_tau2
 from .defaults import KEYED
 from .estimate import Estimate
 from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+from .model_rows import MODELS, model
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
 CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
-MODELS = ("A", "B", "C")
+# MODELS (fvnum.model_rows): the registered models, each naming the rows it is held to (``prediction``), the bound
+# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.register_model adds more
 
 # What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
 # measurement class, key family). A bound is a bound only where it is proven, and for the rows and models
@@ -68,36 +72,29 @@ ROW_KINDS = {
     "best_linear_nonadaptive": ("lower_bound", "linear", "linear"),
     "gaussian_optimum": ("reference", "unit", "linear"),
 }
-# the models a bound row is proven for (every other bound row bounds a theory quantity, no trained model)
-BOUND_MODELS = {"best_linear_nonadaptive": ("C",)}
-# The one row each model is held to, first present wins: A the adaptive optimum found for its class and keys,
-# B the non-adaptive one (unit class), C the exact linear theory of its one layer (top levels = the prior's
-# top eigen-directions, the best linear design). Gaussian prior (no adaptive search): the one-layer keyed
-# design for A as for B (measured, not proven: Theorem G1 is for the gaussian channel), or without keyed
-# rows the water-filling design.
-PREDICTION_OF_MODEL = {
-    "A": ("best_adaptive_keyed", "best_adaptive", "best_nonadaptive_keyed", "water_filling_mc"),
-    "B": ("best_nonadaptive_keyed", "best_nonadaptive_unit", "water_filling_mc"),
-    "C": ("top_levels_linear",),
-}
+# The one row each model is held to is named by the model object (``prediction``, first present wins;
+# bridges.model_registry declares Models A, B, C of THEORY.md section 7): A the adaptive optimum found for its class
+# and keys, B the non-adaptive one (unit class), C the exact linear theory of its one layer (top levels = the prior's
+# top eigen-directions, the best linear design). Gaussian prior (no adaptive search): the one-layer keyed design for
+# A as for B (measured, not proven: Theorem G1 is for the gaussian channel), or without keyed rows the water-filling
+# design. A bound row bounds the models that name it (``bounded_by``); every other bound row bounds a theory
+# quantity, no trained model.
 RENAMED_ROWS = {"optimal_mc": "water_filling_mc"}  # names in tables stored before: not an optimum under tokens
 DENSE_POLICIES = ("greedy_dense",)  # adaptive policies of the unit class (the others read coordinates)
 
 
-def prediction_row(model: str, names) -> str | None:
-    """The name of the row ``model`` (A, B or C) is held to among ``names`` (:data:`PREDICTION_OF_MODEL`),
-    or None when the table has none of its candidates."""
-    if model not in PREDICTION_OF_MODEL:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+def prediction_row(name: str, names) -> str | None:
+    """The name of the row the model ``name`` (a registered model: :data:`MODELS`) is held to among ``names``
+    (the model's ``prediction``, first present wins), or None when the table has none of its candidates."""
+    candidates = model(name).prediction
     names = set(names)
-    return next((n for n in PREDICTION_OF_MODEL[model] if n in names), None)
+    return next((n for n in candidates if n in names), None)
 
 
-# The law of loss against budget each model, and each theory row, should follow (THEORY.md section 6): depth
-# (adaptive: Model A, the adaptive rows) decays exponentially, loss ~ c r^B; one layer (non-adaptive: Models B
-# and C, the non-adaptive rows) as a power, loss ~ c B^-e.
+# The law of loss against budget each theory row should follow (THEORY.md section 6): depth (adaptive: the
+# adaptive rows, and Model A: its ``law``) decays exponentially, loss ~ c r^B; one layer (non-adaptive: the
+# non-adaptive rows, Models B and C) as a power, loss ~ c B^-e. A model's law is its own (``MODELS[name].law``).
 PREDICTED_LAW = {
-    "A": "exponential", "B": "power", "C": "power",
     "path": "exponential", "best_adaptive": "exponential", "best_adaptive_keyed": "exponential",
     "top_levels": "power", "best_nonadaptive_coordinate": "power", "best_nonadaptive_unit": "power",
     "best_nonadaptive_keyed": "power", "top_levels_linear": "power",
@@ -105,9 +102,10 @@ PREDICTED_LAW = {
 
 
 def predicted_law(name: str) -> str | None:
-    """``exponential`` or ``power``: the law a model (A, B, C) or a theory row should follow against the
-    budget (:data:`PREDICTED_LAW`); None for a row the theory makes no such prediction for."""
-    return PREDICTED_LAW.get(name)
+    """``exponential`` or ``power``: the law a registered model (its ``law``) or a theory row
+    (:data:`PREDICTED_LAW`) should follow against the budget; None for a row the theory makes no such
+    prediction for."""
+    return MODELS[name].law if name in MODELS else PREDICTED_LAW.get(name)
 
 
 # The predictions of THEORY.md section 7 on the trained grid (seed means): tree prior, A at most TREE_A_RATIO
@@ -120,22 +118,29 @@ GAUSSIAN_A_OVER_B = (0.85, 1.15)
 
 
 def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory: dict) -> list[dict]:
-    """The predictions of THEORY.md section 7 checked on one cell of the grid: ``losses`` maps each model
-    (A, B, C) to its trained loss (seeds averaged), ``theory`` each row name to its value. Returns
-    ``{prediction, measured, holds}`` dicts; none when a model is missing. The matched Gaussian's optimum is
-    the best linear non-adaptive loss of the models' tokens channel (``best_linear_nonadaptive``), or, for
-    tables without that row, the gaussian channel's (``gaussian_optimum``)."""
-    a, b, c = (losses.get(m) for m in MODELS)
-    if None in (a, b, c):
+    """The predictions of THEORY.md section 7 checked on one cell of the grid: ``losses`` maps each registered
+    model (:data:`MODELS`) to its trained loss (seeds averaged), ``theory`` each row name to its value. Returns
+    ``{prediction, measured, holds}`` dicts; none when a model is missing. Tree prior: each adaptive model (A) at
+    most ``TREE_A_RATIO`` times each one-layer model (B, C), each model held to the exact linear theory
+    (``top_levels_linear``: C) within ``TREE_C_TOLERANCE`` of it. Matched Gaussian: every model within
+    ``GAUSSIAN_TOLERANCE`` of the optimum, each adaptive model over each one-layer model of the same MLP keys
+    (A / B) within ``GAUSSIAN_A_OVER_B``. The optimum is the best linear non-adaptive loss of the models' tokens
+    channel (``best_linear_nonadaptive``), or, for tables without that row, the gaussian channel's
+    (``gaussian_optimum``)."""
+    if not MODELS or any(losses.get(m) is None for m in MODELS):
         return []
+    deep = [m for m, s in MODELS.items() if s.adaptive]
+    flat = [m for m, s in MODELS.items() if not s.adaptive]
     if prior == "tree":
         cell = f"tree K{depth} B{budget}"
-        checks = [{"prediction": f"{cell}: A <= {TREE_A_RATIO:g} x {m}", "measured": f"A/{m} = {a / v:.3f}",
-                   "holds": a <= TREE_A_RATIO * v} for m, v in (("B", b), ("C", c))]
+        checks = [{"prediction": f"{cell}: {a} <= {TREE_A_RATIO:g} x {m}", "measured": f"{a}/{m} = {losses[a] / losses[m]:.3f}",
+                   "holds": losses[a] <= TREE_A_RATIO * losses[m]} for a in deep for m in flat]
         lin = theory.get("top_levels_linear")
         if lin:
-            checks.append({"prediction": f"{cell}: C within {TREE_C_TOLERANCE:.0%} of linear top-levels theory",
-                           "measured": f"C / theory = {c / lin:.3f}", "holds": abs(c / lin - 1) <= TREE_C_TOLERANCE})
+            checks += [{"prediction": f"{cell}: {m} within {TREE_C_TOLERANCE:.0%} of linear top-levels theory",
+                        "measured": f"{m} / theory = {losses[m] / lin:.3f}",
+                        "holds": abs(losses[m] / lin - 1) <= TREE_C_TOLERANCE}
+                       for m, s in MODELS.items() if "top_levels_linear" in s.prediction]
         return checks
     cell = f"Gaussian K{depth} B{budget}"
     bar = "best_linear_nonadaptive" if theory.get("best_linear_nonadaptive") else "gaussian_optimum"
@@ -145,10 +150,11 @@ def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory:
     where = "tokens channel" if bar == "best_linear_nonadaptive" else "gaussian channel"
     lo, hi = GAUSSIAN_A_OVER_B
     checks = [{"prediction": f"{cell}: {m} within {GAUSSIAN_TOLERANCE:.0%} of the optimum ({where})",
-               "measured": f"{m} / optimum = {v / opt:.3f}", "holds": abs(v / opt - 1) <= GAUSSIAN_TOLERANCE}
-              for m, v in zip(MODELS, (a, b, c))]
-    checks.append({"prediction": f"{cell}: A / B in [{lo}, {hi}]", "measured": f"A/B = {a / b:.3f}",
-                   "holds": lo <= a / b <= hi})
+               "measured": f"{m} / optimum = {losses[m] / opt:.3f}", "holds": abs(losses[m] / opt - 1) <= GAUSSIAN_TOLERANCE}
+              for m in MODELS]
+    checks += [{"prediction": f"{cell}: {a} / {m} in [{lo}, {hi}]", "measured": f"{a}/{m} = {losses[a] / losses[m]:.3f}",
+                "holds": lo <= losses[a] / losses[m] <= hi}
+               for a in deep for m in flat if MODELS[a].mlp_keys and MODELS[m].mlp_keys]
     return checks
 
 
@@ -158,7 +164,8 @@ def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = 
     if klass is None:
         klass = "unit" if policy in DENSE_POLICIES else "coordinate"
     predicted = tuple(m for m in MODELS if prediction_row(m, names) == name)
-    models = predicted if predicted else BOUND_MODELS.get(name, ()) if role in ("lower_bound", "upper_bound") else ()
+    bounded = tuple(m for m, s in MODELS.items() if name in s.bounded_by)
+    models = predicted if predicted else bounded if role in ("lower_bound", "upper_bound") else ()
     return {"role": "prediction" if predicted else role, "models": models, "class": klass,
             "keys": keys or family or "linear"}
 
@@ -512,7 +519,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
     (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
     key family whose best rows (:func:`keyed_rows`) join the table and become the prediction rows of Models A
-    and B (:data:`PREDICTION_OF_MODEL`); default :data:`fvnum.defaults.KEYED` (``"weighted"``, as ``fv
+    and B (their ``prediction``, :data:`MODELS`); default :data:`fvnum.defaults.KEYED` (``"weighted"``, as ``fv
     compare``), None: the linear-key rows are their predictions. Keys read tokens, so under the gaussian channel
     give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
@@ -592,7 +599,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 
 __all__ = [
-    "CLASSES", "ComparisonTable", "LinearDecoder", "PREDICTION_OF_MODEL", "ROLES", "TheoryRow", "best_linear_loss",
+    "CLASSES", "ComparisonTable", "LinearDecoder", "MODELS", "ROLES", "TheoryRow", "best_linear_loss",
     "comparison_table", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
     "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
 ]

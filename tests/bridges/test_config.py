@@ -1,13 +1,18 @@
 import pytest
 
-from bridges.config import (RECIPE_BATCH, RECIPE_LR, DataConfig, ModelConfig, RunConfig, TrainConfig,
-                            recipe_steps)
+from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
+from bridges.models import MODELS
+
+# the recipe of docs/training.md, by model (steps per budget, batch, lr): every stored run's key was made with it
+RECIPES = {"A": (5000, 128, 5e-3), "B": (2500, 256, 3e-3), "C": (2500, 256, 1e-2)}
 
 
 @pytest.mark.parametrize("model", ["A", "B", "C"])
 def test_unset_training_fields_take_the_recipe(model):
     cfg = RunConfig(DataConfig(depth=6), ModelConfig(model=model, budget=4), TrainConfig())
-    assert (cfg.train.steps, cfg.train.batch, cfg.train.lr) == (recipe_steps(4, model), RECIPE_BATCH[model], RECIPE_LR[model])
+    per_budget, batch, lr = RECIPES[model]
+    assert (cfg.train.steps, cfg.train.batch, cfg.train.lr) == (recipe_steps(4, model), batch, lr) == (
+        4 * per_budget, MODELS[model].recipe.batch, MODELS[model].recipe.lr)
     assert cfg.train.loss == "theta"
 
 
@@ -19,8 +24,8 @@ def test_given_training_fields_are_kept():
 def test_the_recipe_is_in_the_key():
     default = RunConfig(DataConfig(depth=6), ModelConfig(model="A", budget=4), TrainConfig())
     spelled = RunConfig(DataConfig(depth=6), ModelConfig(model="A", budget=4),
-                        TrainConfig(steps=recipe_steps(4, "A"), batch=RECIPE_BATCH["A"], lr=RECIPE_LR["A"]))
-    other = RunConfig(DataConfig(depth=6), ModelConfig(model="A", budget=4), TrainConfig(batch=RECIPE_BATCH["A"] + 1))
+                        TrainConfig(steps=recipe_steps(4, "A"), batch=MODELS["A"].recipe.batch, lr=MODELS["A"].recipe.lr))
+    other = RunConfig(DataConfig(depth=6), ModelConfig(model="A", budget=4), TrainConfig(batch=MODELS["A"].recipe.batch + 1))
     assert default.key() == spelled.key() != other.key()
 
 
