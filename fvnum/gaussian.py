@@ -12,10 +12,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from .priors import Capabilities
 
 @dataclass(frozen=True, eq=False)
-class GaussSpec:
-    """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root."""
+class GaussSpec(Capabilities):
+    """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root. It answers the
+    engine's questions (``fvnum.priors.Capabilities``): its posterior mean is linear, its decoder takes unit
+    rows, a sample is its value ``theta``."""
 
     cov: np.ndarray
     root: np.ndarray  # (D, D) with root @ root.T == cov
@@ -45,6 +48,33 @@ class GaussSpec:
     def sample(self, n: int, rng) -> np.ndarray:
         """(n, D) draws of ``theta ~ N(0, C)``."""
         return rng.standard_normal((n, self.dim)) @ self.root.T
+
+    # --- fvnum.priors.Capabilities ---------------------------------------------------------------------------
+    linear_posterior = True
+    decodes_nodes = False
+
+    def draw_latents(self, n: int, rng):
+        return None, self.sample(n, rng)
+
+    def posterior_means(self, channel, design, phi) -> np.ndarray:
+        """(n, D) posterior means given readings ``phi`` (n, B) of ``design``: node numbers (B,) or (n, B) (0:
+        idle; node ``n`` reads ``e_n``) or unit rows (B, D) or (n, B, D) (the gaussian channel's decoder)."""
+        design = np.asarray(design)
+        if design.dtype.kind in "iu":
+            design = np.vstack([np.zeros(self.dim), np.eye(self.dim)])[np.broadcast_to(design, np.shape(phi))]
+        return posterior_mean(self, design.astype(float), phi, channel.tau)
+
+    def posterior_losses(self, channel, design, phi, theta) -> np.ndarray:
+        """(n,) ``||E[theta | phi] - theta||^2`` given readings of unit rows ``design`` (1, B, D) shared or
+        (n, B, D)."""
+        W = np.asarray(design, dtype=float)
+        mean = posterior_mean(self, W[0] if W.ndim == 3 and W.shape[0] == 1 else W, phi, channel.tau)
+        return ((mean - theta) ** 2).sum(axis=1)
+
+    def check_floats(self) -> None:
+        from .limits import check_variance
+
+        check_variance(self.eigenvalues)
 
 
 def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:

@@ -150,11 +150,12 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
     """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap.
     ``measurement``: the class of ``optimal_nonadaptive`` (``unit``, the default, searches dense rows)."""
     from ._chunks import default_threads
-    from .tree import TreeSpec
+    from .priors import capability
 
     threads = default_threads() if threads is None else int(threads)
-    tree = isinstance(prior_spec, TreeSpec)
-    depth = prior_spec.depth if tree else 0
+    depth = capability(prior_spec, "heap_depth")
+    tree = depth is not None  # the tree's kernels and prices (its heap of nodes, its 2^K leaves)
+    depth = depth or 0
     dense = False
     if design is not None:
         try:
@@ -290,7 +291,7 @@ def check_posterior_args(spec, design, phi, tau: float):
     latent can produce (tree prior, coordinate design). Returns ``(design, phi)`` as arrays."""
     import numpy as np
 
-    from .tree import TreeSpec
+    from .priors import capability
 
     check_spec(spec)
     try:
@@ -312,8 +313,8 @@ def check_posterior_args(spec, design, phi, tau: float):
     if arr.dtype.kind in "iu":
         if arr.shape not in ((phi.shape[1],), phi.shape):
             raise InputError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
-        if tau == 0 and isinstance(spec, TreeSpec):
-            check_tree_readings(spec.depth, spec.scales, np.broadcast_to(arr, phi.shape), phi)
+        if tau == 0:
+            capability(spec, "check_noiseless_readings")(np.broadcast_to(arr, phi.shape), phi)
     elif not np.isfinite(arr).all():
         raise InputError("design rows must be finite")
     return design, phi
@@ -324,30 +325,36 @@ VARIANCE_RANGE = (1e-150, 1e150)  # the largest variance of a Gaussian prior, fo
 
 
 def check_spec(spec) -> None:
-    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow:
-    each ``a_k`` in ``SCALE_RANGE``, so that losses, their squares and the standard errors are normal floats;
-    likewise the largest variance of a Gaussian prior in ``VARIANCE_RANGE``."""
+    """Float numbers of a prior the kernels square must neither underflow nor overflow: the prior's own
+    ``check_floats`` (the tree: :func:`check_scales`; a Gaussian: :func:`check_variance`)."""
+    from .priors import capability
+
+    capability(spec, "check_floats")()
+
+
+def check_variance(eigenvalues) -> None:
+    """The largest variance of a Gaussian prior in ``VARIANCE_RANGE`` (losses and their squares stay normal)."""
     import numpy as np
 
-    from .gaussian import GaussSpec
-    from .tree import TreeSpec
+    lo, hi = VARIANCE_RANGE
+    top = float(np.max(eigenvalues)) if np.size(eigenvalues) else 0.0
+    if top != 0 and not lo < top < hi:
+        raise InputError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
+                         f"losses and their standard errors are normal floats; rescale the covariance")
 
-    if isinstance(spec, GaussSpec):
-        lo, hi = VARIANCE_RANGE
-        top = float(np.max(spec.eigenvalues)) if spec.eigenvalues.size else 0.0
-        if top != 0 and not lo < top < hi:
-            raise InputError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
-                             f"losses and their standard errors are normal floats; rescale the covariance")
-        return
-    if not isinstance(spec, TreeSpec):
-        return
+
+def check_scales(scales) -> None:
+    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow:
+    each ``a_k`` in ``SCALE_RANGE``, so that losses, their squares and the standard errors are normal floats."""
+    import numpy as np
+
     lo, hi = SCALE_RANGE
-    ok = (spec.scales > lo) & (spec.scales < hi)
+    ok = (scales > lo) & (scales < hi)
     if not ok.all():
         k = int(np.argmin(ok))
-        what = "underflow" if not spec.scales[k] > lo else "overflow"
+        what = "underflow" if not scales[k] > lo else "overflow"
         fix = f"; use a larger alpha or depth <= {k}" if what == "underflow" and k >= 1 else ""
-        raise InputError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
+        raise InputError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {scales[k]:.3g}, and "
                          f"every a_k must lie in ({lo:g}, {hi:g}){fix}")
 
 
@@ -358,12 +365,16 @@ def check_resolution(spec, what: str) -> None:
     """The lookahead policies (greedy, rollout, the noisy Bellman recursion) compare expected values of
     ``||E[theta | readings]||^2``, numbers near ``E||theta||^2``; a gain of ``a_K^2`` below ``RESOLUTION``
     of it is lost in doubles, and the policy silently stops reading deep levels (measured: greedy at
-    ``alpha = 1e-6``, depth 4, ties the path strategy instead of the optimum). Refused in one line."""
-    from .tree import TreeSpec
+    ``alpha = 1e-6``, depth 4, ties the path strategy instead of the optimum). Refused in one line by the
+    prior's own ``check_resolution`` (the tree: :func:`check_level_resolution`)."""
+    from .priors import capability
 
-    if not isinstance(spec, TreeSpec):
-        return
-    w = spec.scales.astype(float) ** 2
+    capability(spec, "check_resolution")(what)
+
+
+def check_level_resolution(scales, what: str) -> None:
+    """:func:`check_resolution` of a tree's level ``scales``: ``a_K^2`` at least ``RESOLUTION`` of their sum."""
+    w = scales.astype(float) ** 2
     ratio = float(w.min() / w.sum())
     if ratio < RESOLUTION:
         raise InputError(f"{what} compares expected losses near E||theta||^2 = {w.sum():.3g} in doubles and cannot "
