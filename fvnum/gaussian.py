@@ -7,7 +7,7 @@ sample by sample in batches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -24,9 +24,12 @@ class GaussSpec(Capabilities):
     root: np.ndarray  # (D, D) with root @ root.T == cov
     eigenvalues: np.ndarray  # largest first
     eigenvectors: np.ndarray  # columns, in the same order
+    exact: object = field(default=None, repr=False)  # the fvsym GaussianPrior it was made from, where it was
+
+    name = "gaussian"
 
     @classmethod
-    def from_cov(cls, cov) -> "GaussSpec":
+    def from_cov(cls, cov, exact=None) -> "GaussSpec":
         cov = np.asarray(cov, dtype=float)
         vals, vecs = np.linalg.eigh(cov)
         order = np.argsort(-vals, kind="stable")
@@ -35,7 +38,7 @@ class GaussSpec(Capabilities):
             root = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
         else:
             root = vecs * np.sqrt(vals)
-        return cls(cov, root, vals, vecs)
+        return cls(cov, root, vals, vecs, exact)
 
     @property
     def dim(self) -> int:
@@ -70,6 +73,23 @@ class GaussSpec(Capabilities):
         W = np.asarray(design, dtype=float)
         mean = posterior_mean(self, W[0] if W.ndim == 3 and W.shape[0] == 1 else W, phi, channel.tau)
         return ((mean - theta) ** 2).sum(axis=1)
+
+    def exact_prior(self):
+        """The ``fvsym.GaussianPrior`` it was made from, or one of its float covariance."""
+        from fvsym.priors import GaussianPrior
+
+        return self.exact if self.exact is not None else GaussianPrior(self.cov)
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """(D, D): each exact entry of the ``GaussianPrior``'s covariance rounded once (else ``cov``)."""
+        if self.exact is None:
+            return self.cov
+        C = self.exact.cov
+        return np.array([[float(C[i, j]) for j in range(C.cols)] for i in range(C.rows)])
+
+    def matched_gaussian(self):
+        return self.exact_prior()
 
     def check_floats(self) -> None:
         from .limits import check_variance

@@ -150,7 +150,9 @@ class Capabilities:
       line) of numbers the kernels cannot compute in doubles; none by default;
     - ``atoms_and_weights()``: ``(atoms (M, D), log_weights (M,))`` where it is finite (the tree: its ``2^K``
       leaves), else a one-line ValueError;
-    - ``exact_prior()``: the ``fvsym`` prior with exact numbers the symbolic solvers take (``fvsym.bellman``).
+    - ``exact_prior()``: the ``fvsym`` prior with exact numbers the symbolic solvers take (``fvsym.bellman``);
+    - ``matched_gaussian()``: the ``fvsym.GaussianPrior`` of its covariance (exact where the prior is), which the
+      linear rows of a comparison (``fvnum.theory``) and the ridge baseline are computed on.
     """
 
     heap_depth = None
@@ -180,6 +182,11 @@ class Capabilities:
 
     def exact_prior(self):
         raise ValueError(f"{type(self).__name__} has no exact (fvsym) form for the symbolic solvers")
+
+    def matched_gaussian(self):
+        from fvsym.priors import GaussianPrior
+
+        return GaussianPrior(self.covariance)
 
 
 def capability(prior, name: str):

@@ -37,6 +37,7 @@ class TreeSpec(Capabilities):
     scales: np.ndarray
     exact: object = field(default=None, repr=False)
 
+    name = "tree"
     exact_under_tokens = True
 
     @property
@@ -133,6 +134,18 @@ class TreeSpec(Capabilities):
 
         return TreePrior(self.depth, scales=[str(a) for a in self.scales])
 
+    @property
+    def covariance(self) -> np.ndarray:
+        """(D, D): each exact entry of the ``TreePrior``'s covariance rounded once."""
+        C = self.exact_prior().covariance
+        return np.array([[float(C[i, j]) for j in range(C.cols)] for i in range(C.rows)])
+
+    def matched_gaussian(self):
+        """``GaussianPrior.matched``: the Gaussian of its covariance, exact."""
+        from fvsym.priors import GaussianPrior
+
+        return GaussianPrior.matched(self.exact_prior())
+
 
 def numeric_prior(prior):
     """``TreeSpec`` or ``GaussSpec`` of a fvsym prior with numeric parameters (or pass one through)."""
@@ -151,7 +164,7 @@ def numeric_prior(prior):
     if isinstance(prior, GaussianPrior):
         if not all(x.is_number for x in prior.cov):
             raise ValueError(f"Monte Carlo needs a numeric covariance, got {prior!r} with symbols")
-        return GaussSpec.from_cov(np.array(prior.cov.evalf(), dtype=float))
+        return GaussSpec.from_cov(np.array(prior.cov.evalf(), dtype=float), prior)
     raise ValueError(f"prior must be a fvsym TreePrior or GaussianPrior, got {type(prior).__name__}")
 
 
