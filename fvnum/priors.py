@@ -52,7 +52,10 @@ class PriorOption:
 class PriorEntry:
     """A registered prior: ``name``, ``entry_point`` (a class or ``"module:attribute"``), ``options`` (its
     :class:`PriorOption` rows), ``from_options`` (a callable or ``"module:attribute"`` building the prior from
-    a namespace of those options and ``seed``; None where ``fv`` builds it itself), ``summary``."""
+    a namespace of those options and ``seed``; None where ``fv`` builds it itself), ``summary``; ``heap``:
+    its objects' coordinates are the heap-numbered nodes of a tree (their numeric view answers ``heap_depth``:
+    leaf signs, divergence depths, the exact decoder over its ``2^K`` leaves), what a caller holding only the
+    name (a run configuration) asks without building the prior."""
 
     name: str
     entry_point: object
@@ -60,6 +63,7 @@ class PriorEntry:
     from_options: object = None
     summary: str = ""
     extra: dict = field(default_factory=dict)
+    heap: bool = False
 
     def load(self):
         """The prior's class (the entry point, imported on first use)."""
@@ -76,10 +80,10 @@ PRIORS: dict = {}
 
 
 def register_prior(name: str, entry_point, *, options=(), from_options=None, summary: str = "",
-                   replace: bool = False) -> PriorEntry:
+                   replace: bool = False, heap: bool = False) -> PriorEntry:
     """Register a prior by ``name`` (the extension point): ``entry_point`` is its class or a
     ``"module:attribute"`` string; ``options`` its command-line :class:`PriorOption` rows; ``from_options`` what
-    builds it from them. A name already taken is refused unless ``replace``."""
+    builds it from them; ``heap`` (:class:`PriorEntry`). A name already taken is refused unless ``replace``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a prior's name must be an identifier such as 'atoms', got {name!r}")
     if name in PRIORS and not replace:
@@ -89,7 +93,7 @@ def register_prior(name: str, entry_point, *, options=(), from_options=None, sum
     for opt in options:
         if not isinstance(opt, PriorOption):
             raise ValueError(f"options must be PriorOption rows, got {type(opt).__name__}")
-    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary)
+    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary, heap=bool(heap))
     PRIORS[name] = entry
     return entry
 
@@ -253,7 +257,8 @@ class Prior(Capabilities):
 
 
 # --- the built-in priors ---------------------------------------------------------------------------------
-register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)")
+register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)",
+               heap=True)
 register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (THEORY.md section 5)")
 register_prior(
     "atoms", "fvnum.atoms:AtomsPrior", from_options="fvnum.atoms:atoms_from_options",
