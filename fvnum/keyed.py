@@ -290,7 +290,7 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
     if capability(spec, "linear_posterior"):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     if capability(spec, "heap_depth") is None:
-        raise ValueError(f"keyed designs are searched on the tree prior and Gaussian priors, not on {spec!r:.80}")
+        raise ValueError(f"keyed designs are searched on the tree prior and Gaussian priors, not on the {getattr(spec, 'name', None) or type(spec).__name__} prior")
     tree = _Tree(spec)
     with one_thread():
         if family == "softmax":

@@ -180,9 +180,10 @@ class Capabilities:
         return None
 
     def atoms_and_weights(self):
-        if self.atoms is None or self.log_weights is None:
+        atoms, log_weights = getattr(self, "atoms", None), getattr(self, "log_weights", None)
+        if atoms is None or log_weights is None:
             raise ValueError(f"{type(self).__name__} has no atoms (a finite prior or a tree prior has)")
-        return self.atoms, self.log_weights
+        return atoms, log_weights
 
     def exact_prior(self):
         raise ValueError(f"{type(self).__name__} has no exact (fvsym) form for the symbolic solvers")

@@ -118,8 +118,12 @@ def _tree_depth_of(spec) -> int:
         return spec.heap_depth
     K = (spec.dim + 1).bit_length() - 1
     if 2**K - 1 != spec.dim:
-        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the Gaussian prior has D = {spec.dim}")
+        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the {_name(spec)} prior has D = {spec.dim}")
     return K
+
+
+def _name(spec) -> str:
+    return getattr(spec, "name", None) or type(spec).__name__
 
 
 def _deep_only(strategy, budget, layers, width):
@@ -175,7 +179,8 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         check_budget(budget)
         return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
     if capability(spec, "heap_depth") is None:  # the rest read the nodes of a tree
-        raise ValueError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to {spec!r:.80}")
+        raise ValueError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to the "
+                         f"{_name(spec)} prior")
     if strategy == "bellman_noiseless":
         check_budget(budget, *coord_max)
         L, d = _layout(budget, layers, width)
