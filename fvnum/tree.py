@@ -151,10 +151,10 @@ def numeric_prior(prior):
     """``TreeSpec`` or ``GaussSpec`` of a fvsym prior with numeric parameters (or pass one through)."""
     from .gaussian import GaussSpec
 
-    if isinstance(prior, (TreeSpec, GaussSpec)):
+    if isinstance(prior, Capabilities):  # a numeric prior already (the numeric views, every prior object)
         return prior
     if all(callable(getattr(prior, m, None)) for m in ("sample", "thetas", "posterior_losses", "policy")):
-        return prior  # a prior object (fvnum.priors): it computes its own numbers
+        return prior  # a prior object (fvnum.priors) without the base class: it computes its own numbers
     from fvsym.priors import GaussianPrior, TreePrior
 
     if isinstance(prior, TreePrior):
