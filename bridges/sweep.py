@@ -412,7 +412,7 @@ def _mc_cell_seconds(args) -> float:
     from fvnum.limits import check_loss_mc_args, mc_cost
     from fvnum.registry import build_policy
     from fvnum.simulate import check_budget
-    from fvnum.priors import capability
+    from fvnum.capabilities import capability
     from fvnum.tree import numeric_prior
 
     check_mc_options(args)

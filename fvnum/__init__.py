@@ -43,7 +43,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
     import numpy as np
 
     from .limits import check_posterior_args
-    from .priors import capability
+    from .capabilities import capability
     from .simulate import check_inputs
 
     spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)

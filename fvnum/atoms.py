@@ -273,7 +273,7 @@ class AtomsPrior(FinitePrior):
 def atoms_of(prior) -> tuple[np.ndarray, np.ndarray]:
     """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
     tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b): the numeric prior's
-    ``atoms_and_weights()`` (``fvnum.priors.Capabilities``)."""
+    ``atoms_and_weights()`` (``fvnum.capabilities.Capabilities``)."""
     from .priors import capability, numeric
 
     atoms, log_w = capability(numeric(prior), "atoms_and_weights")()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .priors import capability
+from .capabilities import capability
 from .registry import build_policy
 from .simulate import check_inputs, check_samples, simulate
 from .tree import TreeSpec

@@ -90,7 +90,7 @@ APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readi
 
 def decoder_of(spec, channel: Channel) -> str:
     """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
-    from .priors import capability
+    from .capabilities import capability
     from .tree import S2_FLOOR
 
     if channel.kind == "gaussian":

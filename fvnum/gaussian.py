@@ -12,12 +12,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .priors import Capabilities
+from .capabilities import Capabilities
 
 @dataclass(frozen=True, eq=False)
 class GaussSpec(Capabilities):
     """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root. It answers the
-    engine's questions (``fvnum.priors.Capabilities``): its posterior mean is linear, its decoder takes unit
+    engine's questions (``fvnum.capabilities.Capabilities``): its posterior mean is linear, its decoder takes unit
     rows, a sample is its value ``theta``."""
 
     cov: np.ndarray
@@ -52,7 +52,7 @@ class GaussSpec(Capabilities):
         """(n, D) draws of ``theta ~ N(0, C)``."""
         return rng.standard_normal((n, self.dim)) @ self.root.T
 
-    # --- fvnum.priors.Capabilities ---------------------------------------------------------------------------
+    # --- fvnum.capabilities.Capabilities ---------------------------------------------------------------------------
     linear_posterior = True
     decodes_nodes = False
 
@@ -92,7 +92,7 @@ class GaussSpec(Capabilities):
         return self.exact_prior()
 
     def check_floats(self) -> None:
-        from .limits import check_variance
+        from .prior_checks import check_variance
 
         check_variance(self.eigenvalues)
 

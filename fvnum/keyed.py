@@ -40,7 +40,7 @@ from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, ge
                          one_thread, tree_law, tree_law_grad)
 from .keys import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
                    weighted_moments)
-from .priors import capability
+from .capabilities import capability
 from .simulate import check_inputs
 
 

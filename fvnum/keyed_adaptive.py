@@ -330,7 +330,7 @@ def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -
 
 def has_adaptive_search(prior) -> bool:
     """Whether :func:`best_adaptive_keyed` applies to ``prior`` (the tree prior)."""
-    from .priors import capability
+    from .capabilities import capability
 
     return capability(numeric_prior(prior), "heap_depth") is not None
 

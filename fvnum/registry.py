@@ -112,7 +112,7 @@ def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, in
 
 
 def _tree_depth_of(spec) -> int:
-    from .priors import capability
+    from .capabilities import capability
 
     if capability(spec, "heap_depth") is not None:
         return spec.heap_depth

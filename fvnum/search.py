@@ -23,7 +23,7 @@ from .estimate import SearchResult
 from .limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
 from .gaussian import design_loss as gaussian_design_loss
 from .gaussian import optimal_design as gaussian_optimal_design
-from .priors import capability
+from .capabilities import capability
 from .simulate import check_inputs, decode_losses, draw, read, simulate
 from .strategies import FixedDesign, Rows
 from .tree import TreeSpec, numeric_prior

@@ -514,7 +514,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
     from .bracket import best_adaptive, bounds
-    from .priors import capability
+    from .capabilities import capability
     from .registry import loss_mc
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior

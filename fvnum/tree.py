@@ -21,7 +21,7 @@ import numpy as np
 from fvsym.heap import leaf_bit, path_node
 
 from . import _kernels
-from .priors import Capabilities
+from .capabilities import Capabilities
 
 MAX_ATOMS_DEPTH = 20  # the tree as a finite prior: at most 2^20 leaves
 
@@ -30,7 +30,7 @@ MAX_ATOMS_DEPTH = 20  # the tree as a finite prior: at most 2^20 leaves
 class TreeSpec(Capabilities):
     """Numeric view of a ``fvsym.TreePrior``: ``depth`` K and float ``scales`` (a_1..a_K); ``exact`` the
     ``TreePrior`` it was made from, where it was (the symbolic solvers take its exact numbers). It answers the
-    engine's questions (``fvnum.priors.Capabilities``): its nodes form a heap of depth K, its decoder is exact
+    engine's questions (``fvnum.capabilities.Capabilities``): its nodes form a heap of depth K, its decoder is exact
     under both channels, its atoms are its ``2^K`` leaves."""
 
     depth: int
@@ -97,7 +97,7 @@ class TreeSpec(Capabilities):
         """``theta_n`` at ``nodes`` read from the leaves, without the dense latents (:meth:`values`)."""
         return self.values(leaves, nodes)
 
-    # --- the exact decoder, the checks and the other views (fvnum.priors.Capabilities) ----------------------
+    # --- the exact decoder, the checks and the other views (fvnum.capabilities.Capabilities) ----------------------
     def posterior_means(self, channel, design, phi) -> np.ndarray:
         return posterior_means(self, channel, design, phi)
 
@@ -105,17 +105,17 @@ class TreeSpec(Capabilities):
         return posterior_losses(self, channel, design, phi, leaves)
 
     def check_floats(self) -> None:
-        from .limits import check_scales
+        from .prior_checks import check_scales
 
         check_scales(self.scales)
 
     def check_resolution(self, what: str) -> None:
-        from .limits import check_level_resolution
+        from .prior_checks import check_level_resolution
 
         check_level_resolution(self.scales, what)
 
     def check_noiseless_readings(self, nodes, phi) -> None:
-        from .limits import check_tree_readings
+        from .prior_checks import check_tree_readings
 
         check_tree_readings(self.depth, self.scales, nodes, phi)
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import fvnum
 from fvnum import loss_mc
 from fvnum.atoms import AtomsPrior, atoms_of, noiseless_bellman
-from fvnum.priors import Capabilities, Prior, capability
+from fvnum.capabilities import Capabilities, capability
+from fvnum.priors import Prior
 
 from ._cli import examples, fv
 
