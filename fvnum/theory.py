@@ -391,7 +391,7 @@ def _exact_noise(prior, channel: Channel):
 
 
 def _gaussian_of(prior):
-    """The fvsym Gaussian of the prior's covariance (``matched_gaussian``, ``fvnum.priors.Capabilities``)."""
+    """The fvsym Gaussian of the prior's covariance (``matched_gaussian``, ``fvnum.capabilities.Capabilities``)."""
     from .priors import capability, numeric
 
     return capability(numeric(prior), "matched_gaussian")()

@@ -1,4 +1,4 @@
-"""Hostile inputs where the engine asks a prior instead of its class (issue 30 item 1, ``fvnum.priors.Capabilities``):
+"""Hostile inputs where the engine asks a prior instead of its class (issue 30 item 1, ``fvnum.capabilities.Capabilities``):
 another prior's options on ``fv mc``, strategies and searches on a prior without the structure they need, a prior
 that speaks the protocol without subclassing it. Each is one line (exit code 2 on the command line, a ValueError
 in Python), never a traceback or a silent answer."""
