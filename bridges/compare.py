@@ -367,6 +367,7 @@ def grid_checks(tables: list[dict]) -> list[dict]:
     """The predictions of THEORY.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
     matched Gaussian's, with their thresholds) checked on every (depth, budget) cell of the grid, seeds
     averaged. Cells missing from the grid are skipped."""
+    from fvnum.priors import PRIORS
     from fvnum.theory import prediction_checks as checks_of  # one cell's checks; this function: a grid's
 
     def mean_loss(prior, depth, budget, model):
@@ -381,8 +382,9 @@ def grid_checks(tables: list[dict]) -> list[dict]:
         return {}
 
     checks = []
+    present = [name for name in PRIORS if any(t["prior"] == name for t in tables)]  # in the registry's order
     for depth, budget in sorted({(t["depth"], t["budget"]) for t in tables}):
-        for prior in ("tree", "gaussian"):
+        for prior in present:
             losses = {m: v for m in MODELS if (v := mean_loss(prior, depth, budget, m)) is not None}
             checks += checks_of(prior, depth, budget, losses, theory(prior, depth, budget))
     return checks

@@ -52,11 +52,22 @@ def gaussian_prior(depth: int, alpha: float | None, cov: str, scales: tuple[str,
     return GaussianPrior.isotropic(2**depth - 1)
 
 
+def has_leaves(cfg: DataConfig) -> bool:
+    """Whether ``cfg``'s prior has leaves (the registered prior's ``heap``, ``fvnum.priors.PriorEntry``): leaf
+    signs, divergence depths, the exact decoder over its ``2^K`` leaves."""
+    from fvnum.priors import prior_entry
+
+    return prior_entry(cfg.prior).heap
+
+
+# the fvsym prior of a configuration's fields (depth, alpha, scales; cov), by its registered name
+_PRIOR_OF_CONFIG = {"tree": lambda cfg: tree_prior(cfg.depth, cfg.alpha, cfg.scales),
+                    "gaussian": lambda cfg: gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales)}
+
+
 def fv_prior(cfg: DataConfig):
     """The ``fvsym`` prior object that ``cfg`` samples from (exact numbers)."""
-    if cfg.prior == "tree":
-        return tree_prior(cfg.depth, cfg.alpha, cfg.scales)
-    return gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales)
+    return _PRIOR_OF_CONFIG[cfg.prior](cfg)
 
 
 @functools.cache
@@ -72,8 +83,8 @@ def data_channel(cfg: DataConfig):
 def _moments(cfg: DataConfig) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...], float]:
     """(scales, covariance, E||theta||^2) as floats, evaluated once from the fvsym prior."""
     prior = fv_prior(cfg)
-    scales = tuple(float(a) for a in prior.scales) if cfg.prior == "tree" else ()
-    C = prior.covariance if cfg.prior == "tree" else prior.cov
+    scales = tuple(float(a) for a in prior.scales) if has_leaves(cfg) else ()
+    C = prior.covariance if has_leaves(cfg) else prior.cov  # exact (fvsym names it so on each prior)
     cov = tuple(tuple(float(C[i, j]) for j in range(C.cols)) for i in range(C.rows))
     return scales, cov, float(prior.second_moment)
 
@@ -176,7 +187,7 @@ class ContextSampler:
 
     def sample_theta(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``theta`` (n, D) from the prior, and the leaf signs (n, K) for the tree prior (else None)."""
-        if self.cfg.prior == "tree":
+        if has_leaves(self.cfg):
             signs = self.sample_signs(n, generator)
             return self.theta_from_signs(signs), signs
         z = torch.randn(n, self.dim, generator=generator, dtype=self.dtype, device=self.device)  # (n, D)
@@ -209,7 +220,7 @@ class ContextSampler:
         return self.contexts(theta, generator, signs=signs)
 
     def _need_tree(self):
-        if self.cfg.prior != "tree":
+        if not has_leaves(self.cfg):
             raise ValueError(f"leaf signs exist only for the tree prior, not prior={self.cfg.prior!r}")
 
 

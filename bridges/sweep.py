@@ -412,13 +412,14 @@ def _mc_cell_seconds(args) -> float:
     from fvnum.limits import check_loss_mc_args, mc_cost
     from fvnum.registry import build_policy
     from fvnum.simulate import check_budget
-    from fvnum.tree import TreeSpec, numeric_prior
+    from fvnum.capabilities import capability
+    from fvnum.tree import numeric_prior
 
     check_mc_options(args)
     prior = prior_of(args)
     spec = numeric_prior(prior)
     design = parse_design(args.design) if args.design is not None else None
-    tree = isinstance(spec, TreeSpec)
+    tree = capability(spec, "heap_depth") is not None  # the tree's strategies and prices
     check_loss_mc_args(spec, args.strategy, args.budget, design=design, tokens=args.tokens is not None,
                        samples=args.samples, threads=args.threads, search_samples=4000)
     channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None, args.tokens,

@@ -42,8 +42,8 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
     ``tau_of_tokens(prior, tokens, s2)``, an approximation (docs/decoders.md)."""
     import numpy as np
 
-    from . import gaussian, tree
     from .limits import check_posterior_args
+    from .capabilities import capability
     from .simulate import check_inputs
 
     spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
@@ -55,16 +55,14 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
         if nodes.size and (nodes.min() < 0 or nodes.max() > spec.dim):
             raise ValueError(f"design node {int(nodes.max() if nodes.max() > spec.dim else nodes.min())} "
                              f"is outside 0..{spec.dim}")
-        if isinstance(spec, tree.TreeSpec):
-            return tree.posterior_means(spec, channel, nodes, phi)
+        if capability(spec, "decodes_nodes"):
+            return spec.posterior_means(channel, nodes, phi)
         eye = np.vstack([np.zeros(spec.dim), np.eye(spec.dim)])
         design = eye[nodes]
     W = design.astype(float)
     if W.shape[-1] != spec.dim or W.shape[-2] != phi.shape[1] or W.ndim not in (2, 3):
         raise ValueError(f"design of shape {W.shape} does not match readings of shape {phi.shape} and D = {spec.dim}")
-    if isinstance(spec, tree.TreeSpec):
-        return tree.posterior_means(spec, channel, W, phi)
-    return gaussian.posterior_mean(spec, W, phi, t)
+    return spec.posterior_means(channel, W, phi)  # the prior's own exact decoder
 
 
 __all__ = [

@@ -272,18 +272,12 @@ class AtomsPrior(FinitePrior):
 
 def atoms_of(prior) -> tuple[np.ndarray, np.ndarray]:
     """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
-    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b)."""
-    if getattr(prior, "atoms", None) is not None and getattr(prior, "log_weights", None) is not None:
-        return np.asarray(prior.atoms, dtype=float), np.asarray(prior.log_weights, dtype=float)
-    from .tree import TreeSpec, numeric_prior
+    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b): the numeric prior's
+    ``atoms_and_weights()`` (``fvnum.capabilities.Capabilities``)."""
+    from .priors import capability, numeric
 
-    spec = prior if isinstance(prior, TreeSpec) else numeric_prior(prior)
-    if not isinstance(spec, TreeSpec):
-        raise ValueError(f"{type(prior).__name__} has no atoms (a finite prior or a tree prior has)")
-    if spec.depth > 20:
-        raise ValueError(f"the tree of depth {spec.depth} has 2^{spec.depth} leaves: too many atoms (depth <= 20)")
-    leaves = np.arange(spec.n_leaves)
-    return spec.thetas(leaves), np.full(spec.n_leaves, -spec.depth * math.log(2))
+    atoms, log_w = capability(numeric(prior), "atoms_and_weights")()
+    return np.asarray(atoms, dtype=float), np.asarray(log_w, dtype=float)
 
 
 # --- validation and the .npy reader ---------------------------------------------------------------------

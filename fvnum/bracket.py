@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .gaussian import GaussSpec
+from .capabilities import capability
 from .registry import build_policy
 from .simulate import check_inputs, check_samples, simulate
 from .tree import TreeSpec
@@ -121,13 +121,10 @@ def noiseless_cost(spec, budget: int) -> tuple[float, float]:
 def noiseless_lower(prior, spec: TreeSpec, budget: int) -> tuple[float, str]:
     """The noiseless Bellman optimum of ``budget`` layers of width 1 (0 once the budget resolves the leaf)."""
     from fvsym import bellman
-    from fvsym.priors import TreePrior
 
-    if not isinstance(prior, TreePrior):
-        prior = TreePrior(spec.depth, scales=[str(a) for a in spec.scales])
     if budget == 0:
         return float(spec.second_moment), "no reading: the prior's second moment"
-    loss = bellman.solve(prior, min(budget, spec.dim), 1).loss
+    loss = bellman.solve(spec.exact_prior(), min(budget, spec.dim), 1).loss  # exact numbers where given
     return float(loss), "noiseless Bellman optimum (fvsym.bellman.solve), a lower bound under any noise (Blackwell)"
 
 
@@ -388,7 +385,7 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     (its ``EVAL`` loss), ``policy``, and ``candidates`` (every candidate's ``SELECT`` Estimate)."""
     spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)
-    if isinstance(spec, GaussSpec):
+    if capability(spec, "linear_posterior"):
         pol = build_policy(prior, spec, channel, "optimal", budget)
         est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)
         return SearchResult("optimal", est, "water-filling design (by Theorem G1 no adaptive policy beats it)",

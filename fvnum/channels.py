@@ -90,11 +90,12 @@ APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readi
 
 def decoder_of(spec, channel: Channel) -> str:
     """What decodes the loss of a result under ``channel`` on the prior ``spec``: exact or approximate."""
-    from .tree import S2_FLOOR, TreeSpec
+    from .capabilities import capability
+    from .tree import S2_FLOOR
 
     if channel.kind == "gaussian":
         return EXACT_GAUSSIAN
-    if not isinstance(spec, TreeSpec):
+    if not capability(spec, "exact_under_tokens"):
         return APPROX_TOKENS
     if channel.s2 < S2_FLOOR * spec.second_moment:
         return f"approximate: law of the tokens with s2 raised to {S2_FLOOR:g} |theta|^2 (s2 = {channel.s2:g})"

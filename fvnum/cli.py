@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from dataclasses import dataclass
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, parse_int_list
@@ -220,18 +221,7 @@ def check_mc_options(args) -> None:
         if getattr(args, dest, None) is not None:
             raise ValueError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
                              f"{_brief(getattr(args, dest))}")
-    if args.prior == "tree":
-        for opt in ("cov", "dim", "eigenvalues"):
-            if getattr(args, opt) is not None:
-                raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
-                                 f"{_brief(getattr(args, opt))}")
-    elif args.prior == "gaussian":
-        _check_gaussian_options(args)
-    else:  # a prior built from its own options: the tree's and the Gaussian's do not apply
-        for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):
-            if getattr(args, opt) is not None:
-                raise ValueError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
-                                 f"--{opt} {_brief(getattr(args, opt))}")
+    cli_prior(args.prior).check(args)
     if args.s2 is not None and args.tokens is None:
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
     if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
@@ -243,6 +233,21 @@ def check_mc_options(args) -> None:
 
 def _owner(dest: str) -> str:
     return " or ".join(name for name in PRIORS if dest in _own_options(name))
+
+
+def _check_tree_options(args) -> None:
+    for opt in ("cov", "dim", "eigenvalues"):
+        if getattr(args, opt) is not None:
+            raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
+                             f"{_brief(getattr(args, opt))}")
+
+
+def _check_registered_options(args) -> None:
+    """A prior built from its own options: the tree's and the Gaussian's do not apply."""
+    for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):
+        if getattr(args, opt) is not None:
+            raise ValueError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
+                             f"--{opt} {_brief(getattr(args, opt))}")
 
 
 def _check_gaussian_options(args) -> None:
@@ -292,16 +297,11 @@ def _tree(args, default_depth: int):
     return tree_prior_of(depth, alpha, args.scales)
 
 
-def prior_of(args):
-    """The prior of ``fv mc``'s options (``--prior``, ``--depth``, ``--alpha`` or ``--scales``, ``--cov``,
-    ``--eigenvalues``, ``--dim``); also what ``fv sweep`` checks an mc cell by."""
+def _gaussian(args):
+    """The Gaussian prior of ``--cov`` (matched, the default; isotropic; a file) or ``--eigenvalues``."""
     from fvsym.cli import covariance_of
     from fvsym.priors import GaussianPrior
 
-    if args.prior == "tree":
-        return _tree(args, default_depth=4)
-    if args.prior != "gaussian":  # a registered prior builds itself from its options (fvnum.priors)
-        return PRIORS[args.prior].build(args)
     if args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched"):
         import sympy as sp
 
@@ -313,9 +313,52 @@ def prior_of(args):
     return GaussianPrior.matched(_tree(args, default_depth=4))
 
 
+def _gaussian_inputs(args, prior, spec) -> dict:
+    return {"cov": args.cov or "matched" if args.eigenvalues is None else "eigenvalues", "dim": spec.dim}
+
+
+def _registered_inputs(args, prior, spec) -> dict:
+    """A registered prior: its options and what it is (no depth)."""
+    inputs = {dest: getattr(args, dest) for dest in sorted(_own_options(args.prior))}
+    inputs.update(dim=spec.dim, **({"n_atoms": spec.n_atoms} if getattr(spec, "atoms", None) is not None else {}))
+    return inputs
+
+
+@dataclass(frozen=True)
+class CliPrior:
+    """How ``fv mc`` reads a prior from its options: ``check(args)`` refuses the options that do not apply to
+    it, ``build(args)`` makes the prior, ``inputs(args, prior, spec)`` what the output records of it beyond the
+    common inputs; ``alpha``: whether it is computed at the tree's ``--alpha`` (``depth``: at its ``--depth``)."""
+
+    check: object
+    build: object
+    inputs: object = lambda args, prior, spec: {}
+    alpha: bool = True
+    depth: bool = True
+
+
+# the two priors fv builds from its own options (--depth, --alpha, --scales, --cov, --eigenvalues); every other
+# registered prior builds itself from its options (fvnum.priors.PriorEntry.build)
+FV_PRIORS = {"tree": CliPrior(_check_tree_options, lambda args: _tree(args, default_depth=4)),
+             "gaussian": CliPrior(_check_gaussian_options, _gaussian, _gaussian_inputs)}
+
+
+def cli_prior(name: str) -> CliPrior:
+    """The :class:`CliPrior` of ``--prior name``."""
+    if name in FV_PRIORS:
+        return FV_PRIORS[name]
+    return CliPrior(_check_registered_options, PRIORS[name].build, _registered_inputs, alpha=False, depth=False)
+
+
+def prior_of(args):
+    """The prior of ``fv mc``'s options (``--prior``, ``--depth``, ``--alpha`` or ``--scales``, ``--cov``,
+    ``--eigenvalues``, ``--dim``, or a registered prior's own); also what ``fv sweep`` checks an mc cell by."""
+    return cli_prior(args.prior).build(args)
+
+
 def _alpha_shown(args):
     """The alpha a result was computed at (None for general scales or a covariance of its own)."""
-    if args.prior not in ("tree", "gaussian"):
+    if not cli_prior(args.prior).alpha:
         return None
     if args.scales is not None or args.eigenvalues is not None or args.cov not in (None, "matched"):
         return None  # general scales, an isotropic Gaussian, a covariance of its own
@@ -335,10 +378,6 @@ def _mc(args) -> int:
         _, klass = resolve_strategy(args.strategy, args.measurement)
         print(f"fv mc: note: --strategy optimal_nonadaptive --measurement {klass} is --strategy "
               f"optimal_nonadaptive_{klass}", file=sys.stderr)  # without --measurement it is refused: no class
-    if args.prior == "gaussian" and args.eigenvalues is None and args.cov in (None, "isotropic", "matched"):
-        from fvsym.gaussian import check_covariance
-
-        args.cov = "matched" if args.cov is None else check_covariance(args.cov)
     prior = prior_of(args)
     design = None
     if args.design is not None:
@@ -368,11 +407,9 @@ def _mc(args) -> int:
         inputs["scales"] = [str(a) for a in prior.scales]
     if args.eigenvalues is not None:
         inputs["eigenvalues"] = args.eigenvalues.split(",")
-    if args.prior == "gaussian":
-        inputs.update(cov=args.cov if args.eigenvalues is None else "eigenvalues", dim=spec.dim)
-    elif args.prior != "tree":  # a registered prior: its options and what it is
-        inputs.update({dest: getattr(args, dest) for dest in sorted(_own_options(args.prior))})
-        inputs.update(dim=spec.dim, **({"n_atoms": spec.n_atoms} if getattr(spec, "atoms", None) is not None else {}))
+    reader = cli_prior(args.prior)
+    inputs.update(reader.inputs(args, prior, spec))
+    if not reader.depth:
         inputs.pop("depth", None)
     if design is not None:
         inputs["design"] = design

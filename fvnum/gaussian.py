@@ -7,23 +7,29 @@ sample by sample in batches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
+from .capabilities import Capabilities
 
 @dataclass(frozen=True, eq=False)
-class GaussSpec:
-    """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root."""
+class GaussSpec(Capabilities):
+    """Numeric view of a ``fvsym.GaussianPrior``: covariance ``cov`` (D, D) and a square root. It answers the
+    engine's questions (``fvnum.capabilities.Capabilities``): its posterior mean is linear, its decoder takes unit
+    rows, a sample is its value ``theta``."""
 
     cov: np.ndarray
     root: np.ndarray  # (D, D) with root @ root.T == cov
     eigenvalues: np.ndarray  # largest first
     eigenvectors: np.ndarray  # columns, in the same order
+    exact: object = field(default=None, repr=False)  # the fvsym GaussianPrior it was made from, where it was
+
+    name = "gaussian"
 
     @classmethod
-    def from_cov(cls, cov) -> "GaussSpec":
+    def from_cov(cls, cov, exact=None) -> "GaussSpec":
         cov = np.asarray(cov, dtype=float)
         vals, vecs = np.linalg.eigh(cov)
         order = np.argsort(-vals, kind="stable")
@@ -32,7 +38,7 @@ class GaussSpec:
             root = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
         else:
             root = vecs * np.sqrt(vals)
-        return cls(cov, root, vals, vecs)
+        return cls(cov, root, vals, vecs, exact)
 
     @property
     def dim(self) -> int:
@@ -45,6 +51,50 @@ class GaussSpec:
     def sample(self, n: int, rng) -> np.ndarray:
         """(n, D) draws of ``theta ~ N(0, C)``."""
         return rng.standard_normal((n, self.dim)) @ self.root.T
+
+    # --- fvnum.capabilities.Capabilities ---------------------------------------------------------------------------
+    linear_posterior = True
+    decodes_nodes = False
+
+    def draw_latents(self, n: int, rng):
+        return None, self.sample(n, rng)
+
+    def posterior_means(self, channel, design, phi) -> np.ndarray:
+        """(n, D) posterior means given readings ``phi`` (n, B) of ``design``: node numbers (B,) or (n, B) (0:
+        idle; node ``n`` reads ``e_n``) or unit rows (B, D) or (n, B, D) (the gaussian channel's decoder)."""
+        design = np.asarray(design)
+        if design.dtype.kind in "iu":
+            design = np.vstack([np.zeros(self.dim), np.eye(self.dim)])[np.broadcast_to(design, np.shape(phi))]
+        return posterior_mean(self, design.astype(float), phi, channel.tau)
+
+    def posterior_losses(self, channel, design, phi, theta) -> np.ndarray:
+        """(n,) ``||E[theta | phi] - theta||^2`` given readings of unit rows ``design`` (1, B, D) shared or
+        (n, B, D)."""
+        W = np.asarray(design, dtype=float)
+        mean = posterior_mean(self, W[0] if W.ndim == 3 and W.shape[0] == 1 else W, phi, channel.tau)
+        return ((mean - theta) ** 2).sum(axis=1)
+
+    def exact_prior(self):
+        """The ``fvsym.GaussianPrior`` it was made from, or one of its float covariance."""
+        from fvsym.priors import GaussianPrior
+
+        return self.exact if self.exact is not None else GaussianPrior(self.cov)
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """(D, D): each exact entry of the ``GaussianPrior``'s covariance rounded once (else ``cov``)."""
+        if self.exact is None:
+            return self.cov
+        C = self.exact.cov
+        return np.array([[float(C[i, j]) for j in range(C.cols)] for i in range(C.rows)])
+
+    def matched_gaussian(self):
+        return self.exact_prior()
+
+    def check_floats(self) -> None:
+        from .prior_checks import check_variance
+
+        check_variance(self.eigenvalues)
 
 
 def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:

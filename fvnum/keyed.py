@@ -36,13 +36,12 @@ import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .gaussian import GaussSpec
 from .keyed_tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
                          one_thread, tree_law, tree_law_grad)
 from .keys import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
                    weighted_moments)
+from .capabilities import capability
 from .simulate import check_inputs
-from .tree import TreeSpec
 
 
 SEARCH_LOG_RATIO = 30.0  # log E[w^2] / E[w]^2 clipped there in the softmax search's objective (N e^-30: no signal)
@@ -288,8 +287,10 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
         raise ValueError(f"a keyed design needs budget >= 1, got {budget}")
     if budget > spec.dim:
         raise ValueError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
-    if isinstance(spec, GaussSpec):
+    if capability(spec, "linear_posterior"):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
+    if capability(spec, "heap_depth") is None:
+        raise ValueError(f"keyed designs are searched on the tree prior and Gaussian priors, not on the {getattr(spec, 'name', None) or type(spec).__name__} prior")
     tree = _Tree(spec)
     with one_thread():
         if family == "softmax":
@@ -444,7 +445,7 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     if family == "softmax":
         raise ValueError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
                          "softmax keys yet)")
-    if not isinstance(spec, GaussSpec):
+    if not capability(spec, "linear_posterior"):
         raise ValueError("gaussian_keyed is for a Gaussian prior; on the tree prior use best_nonadaptive_keyed")
     n_tokens, s2 = channel.n_tokens, channel.s2
     vals, vecs = spec.eigenvalues, spec.eigenvectors

@@ -26,7 +26,7 @@ from .keyed_tree import (_torch, _Tree, _tree_mean, _tree_second, first_rows, ge
                          rows_of, tree_law)
 from .keys import check_family
 from .simulate import check_inputs
-from .tree import TreeSpec, numeric_prior
+from .tree import numeric_prior
 
 NODE_STEP = 0.5  # quadrature nodes at most this many narrowest standard deviations apart
 
@@ -330,7 +330,9 @@ def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -
 
 def has_adaptive_search(prior) -> bool:
     """Whether :func:`best_adaptive_keyed` applies to ``prior`` (the tree prior)."""
-    return isinstance(numeric_prior(prior), TreeSpec)
+    from .capabilities import capability
+
+    return capability(numeric_prior(prior), "heap_depth") is not None
 
 
 def best_adaptive_keyed(prior, budget: int, family: str = "weighted", **kw) -> SearchResult:

@@ -13,6 +13,9 @@ from functools import lru_cache
 
 from fvsym._validate import _short
 from fvsym.errors import InputError
+from .prior_checks import (  # noqa: F401 (the float checks of the priors, named here as before)
+    RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
+)
 from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
@@ -150,11 +153,12 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
     """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap.
     ``measurement``: the class of ``optimal_nonadaptive`` (``unit``, the default, searches dense rows)."""
     from ._chunks import default_threads
-    from .tree import TreeSpec
+    from .capabilities import capability
 
     threads = default_threads() if threads is None else int(threads)
-    tree = isinstance(prior_spec, TreeSpec)
-    depth = prior_spec.depth if tree else 0
+    depth = capability(prior_spec, "heap_depth")
+    tree = depth is not None  # the tree's kernels and prices (its heap of nodes, its 2^K leaves)
+    depth = depth or 0
     dense = False
     if design is not None:
         try:
@@ -290,7 +294,7 @@ def check_posterior_args(spec, design, phi, tau: float):
     latent can produce (tree prior, coordinate design). Returns ``(design, phi)`` as arrays."""
     import numpy as np
 
-    from .tree import TreeSpec
+    from .capabilities import capability
 
     check_spec(spec)
     try:
@@ -312,126 +316,30 @@ def check_posterior_args(spec, design, phi, tau: float):
     if arr.dtype.kind in "iu":
         if arr.shape not in ((phi.shape[1],), phi.shape):
             raise InputError(f"design nodes of shape {arr.shape} do not match readings of shape {phi.shape}")
-        if tau == 0 and isinstance(spec, TreeSpec):
-            check_tree_readings(spec.depth, spec.scales, np.broadcast_to(arr, phi.shape), phi)
+        if tau == 0:
+            capability(spec, "check_noiseless_readings")(np.broadcast_to(arr, phi.shape), phi)
     elif not np.isfinite(arr).all():
         raise InputError("design rows must be finite")
     return design, phi
 
 
-SCALE_RANGE = (1e-75, 1e75)  # float tree scales: a_k^2 (losses) and a_k^4 (their squares, the SEs) stay normal
-VARIANCE_RANGE = (1e-150, 1e150)  # the largest variance of a Gaussian prior, for the same reason
-
-
 def check_spec(spec) -> None:
-    """Float scales of a tree prior must neither underflow (a tiny alpha at a large depth) nor overflow:
-    each ``a_k`` in ``SCALE_RANGE``, so that losses, their squares and the standard errors are normal floats;
-    likewise the largest variance of a Gaussian prior in ``VARIANCE_RANGE``."""
-    import numpy as np
+    """Float numbers of a prior the kernels square must neither underflow nor overflow: the prior's own
+    ``check_floats`` (the tree: ``fvnum.prior_checks.check_scales``; a Gaussian: ``check_variance``)."""
+    from .capabilities import capability
 
-    from .gaussian import GaussSpec
-    from .tree import TreeSpec
-
-    if isinstance(spec, GaussSpec):
-        lo, hi = VARIANCE_RANGE
-        top = float(np.max(spec.eigenvalues)) if spec.eigenvalues.size else 0.0
-        if top != 0 and not lo < top < hi:
-            raise InputError(f"the Gaussian prior's largest variance {top:.3g} is outside ({lo:g}, {hi:g}), where "
-                             f"losses and their standard errors are normal floats; rescale the covariance")
-        return
-    if not isinstance(spec, TreeSpec):
-        return
-    lo, hi = SCALE_RANGE
-    ok = (spec.scales > lo) & (spec.scales < hi)
-    if not ok.all():
-        k = int(np.argmin(ok))
-        what = "underflow" if not spec.scales[k] > lo else "overflow"
-        fix = f"; use a larger alpha or depth <= {k}" if what == "underflow" and k >= 1 else ""
-        raise InputError(f"the tree's scales a_k {what} in floating point: a_{k + 1} = {spec.scales[k]:.3g}, and "
-                         f"every a_k must lie in ({lo:g}, {hi:g}){fix}")
-
-
-RESOLUTION = 1e-13  # a_K^2 / sum a_k^2 below this: lookahead scores in doubles cannot see the deepest level
+    capability(spec, "check_floats")()
 
 
 def check_resolution(spec, what: str) -> None:
     """The lookahead policies (greedy, rollout, the noisy Bellman recursion) compare expected values of
     ``||E[theta | readings]||^2``, numbers near ``E||theta||^2``; a gain of ``a_K^2`` below ``RESOLUTION``
     of it is lost in doubles, and the policy silently stops reading deep levels (measured: greedy at
-    ``alpha = 1e-6``, depth 4, ties the path strategy instead of the optimum). Refused in one line."""
-    from .tree import TreeSpec
+    ``alpha = 1e-6``, depth 4, ties the path strategy instead of the optimum). Refused in one line by the
+    prior's own ``check_resolution`` (the tree: ``fvnum.prior_checks.check_level_resolution``)."""
+    from .capabilities import capability
 
-    if not isinstance(spec, TreeSpec):
-        return
-    w = spec.scales.astype(float) ** 2
-    ratio = float(w.min() / w.sum())
-    if ratio < RESOLUTION:
-        raise InputError(f"{what} compares expected losses near E||theta||^2 = {w.sum():.3g} in doubles and cannot "
-                         f"resolve the deepest level (a_K^2 = {w.min():.3g}, {ratio:.1e} of it; it needs at least "
-                         f"{RESOLUTION:g}): use path, top_levels, fixed or bellman_noiseless, or a smaller depth")
-
-
-def check_tree_readings(depth: int, scales, nodes, phi, rtol: float = 1e-9) -> None:
-    """Noiseless (``tau = 0``) readings ``phi`` (n, B) of coordinate ``nodes`` (n, B; 0 = no reading) of a
-    tree prior must be produced by some leaf: each reading is ``0`` (the path avoids the node) or
-    ``+-a_k`` (it passes, sign = the branch), and together they must leave at least one leaf.
-    One-line ValueError naming the first impossible sample. ``O(B K)`` per sample."""
-    import numpy as np
-
-    scales = np.asarray(scales, dtype=float)
-    nodes = np.asarray(nodes)
-    phi = np.asarray(phi, dtype=float)
-    for i in range(phi.shape[0]):
-        on, zeros = {}, set()
-        for n, x in zip(nodes[i].tolist(), phi[i].tolist()):
-            if n == 0:
-                continue
-            a = scales[int(n).bit_length() - 1]
-            if abs(x) <= rtol * a:
-                zeros.add(int(n))
-            elif abs(abs(x) - a) <= rtol * a:
-                s = 1 if x > 0 else -1
-                if on.get(int(n), s) != s:
-                    raise InputError(f"readings of sample {i} are impossible without noise: node {n} read both signs")
-                on[int(n)] = s
-            else:
-                raise InputError(f"reading {x!r} of node {n} (sample {i}) is impossible without noise (tau = 0): "
-                                 f"it must be 0 or +-{a:g}")
-        if not _tree_consistent(depth, on, zeros):
-            raise InputError(f"readings of sample {i} are impossible without noise (tau = 0): no leaf of the tree "
-                             f"produces them")
-
-
-def _tree_consistent(depth: int, on: dict, zeros: set) -> bool:
-    region = 1  # the subtree the path must end in
-    if on:
-        deepest = max(on, key=lambda n: n.bit_length())
-        for n, s in on.items():  # every passed node is an ancestor of the deepest, on the right branch
-            shift = deepest.bit_length() - n.bit_length()
-            if deepest >> shift != n:
-                return False
-            below = 2 * n + (0 if s > 0 else 1)
-            if shift and deepest >> (shift - 1) != below:
-                return False
-        region = 2 * deepest + (0 if on[deepest] > 0 else 1)
-        for z in zeros:  # a zero on the forced path is impossible
-            shift = region.bit_length() - z.bit_length()
-            if shift >= 1 and region >> shift == z:
-                return False
-    if region.bit_length() > depth:  # a single leaf: nothing below to exclude
-        return True
-    inside = {z for z in zeros if z.bit_length() >= region.bit_length()
-              and z >> (z.bit_length() - region.bit_length()) == region}
-
-    def covered(n):  # every leaf below n is excluded by a zero reading
-        if n in inside:
-            return True
-        if n.bit_length() >= depth or not any(z.bit_length() > n.bit_length()
-                                              and z >> (z.bit_length() - n.bit_length()) == n for z in inside):
-            return False
-        return covered(2 * n) and covered(2 * n + 1)
-
-    return not covered(region)
+    capability(spec, "check_resolution")(what)
 
 
 GRID_POINTS = 6561  # Gaussian keyed decoder nodes per sample on a product grid (9^4); larger gives way to IS_POINTS

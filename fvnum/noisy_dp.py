@@ -342,7 +342,9 @@ def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, 
 
 def exact_feasible(spec, budget: int, points=None, tau=None) -> bool:
     """Whether the exact recursion is small enough: tree prior, ``budget <= 3``, work below MAX_WORK."""
-    return isinstance(spec, TreeSpec) and budget <= 3 and work(spec, budget, points, tau) <= MAX_WORK
+    from .capabilities import capability
+
+    return capability(spec, "heap_depth") is not None and budget <= 3 and work(spec, budget, points, tau) <= MAX_WORK
 
 
 class NoisyBellmanPolicy(Policy):

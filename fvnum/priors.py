@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import import_module
 
+from .capabilities import Capabilities, capability  # noqa: F401 (the questions every prior answers, named here too)
+
 
 @dataclass(frozen=True)
 class PriorOption:
@@ -52,7 +54,10 @@ class PriorOption:
 class PriorEntry:
     """A registered prior: ``name``, ``entry_point`` (a class or ``"module:attribute"``), ``options`` (its
     :class:`PriorOption` rows), ``from_options`` (a callable or ``"module:attribute"`` building the prior from
-    a namespace of those options and ``seed``; None where ``fv`` builds it itself), ``summary``."""
+    a namespace of those options and ``seed``; None where ``fv`` builds it itself), ``summary``; ``heap``:
+    its objects' coordinates are the heap-numbered nodes of a tree (their numeric view answers ``heap_depth``:
+    leaf signs, divergence depths, the exact decoder over its ``2^K`` leaves), what a caller holding only the
+    name (a run configuration) asks without building the prior."""
 
     name: str
     entry_point: object
@@ -60,6 +65,7 @@ class PriorEntry:
     from_options: object = None
     summary: str = ""
     extra: dict = field(default_factory=dict)
+    heap: bool = False
 
     def load(self):
         """The prior's class (the entry point, imported on first use)."""
@@ -76,10 +82,10 @@ PRIORS: dict = {}
 
 
 def register_prior(name: str, entry_point, *, options=(), from_options=None, summary: str = "",
-                   replace: bool = False) -> PriorEntry:
+                   replace: bool = False, heap: bool = False) -> PriorEntry:
     """Register a prior by ``name`` (the extension point): ``entry_point`` is its class or a
     ``"module:attribute"`` string; ``options`` its command-line :class:`PriorOption` rows; ``from_options`` what
-    builds it from them. A name already taken is refused unless ``replace``."""
+    builds it from them; ``heap`` (:class:`PriorEntry`). A name already taken is refused unless ``replace``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a prior's name must be an identifier such as 'atoms', got {name!r}")
     if name in PRIORS and not replace:
@@ -89,7 +95,7 @@ def register_prior(name: str, entry_point, *, options=(), from_options=None, sum
     for opt in options:
         if not isinstance(opt, PriorOption):
             raise ValueError(f"options must be PriorOption rows, got {type(opt).__name__}")
-    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary)
+    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary, heap=bool(heap))
     PRIORS[name] = entry
     return entry
 
@@ -128,13 +134,11 @@ def numeric(prior):
     return numeric_prior(prior)
 
 
-class Prior:
+class Prior(Capabilities):
     """The protocol of a prior object (see the module docstring); subclasses define what they have. The
     defaults: no atoms, no prior-specific strategies, no price beyond the engine's own guards."""
 
     name: str = "prior"
-    atoms = None
-    log_weights = None
 
     @property
     def dim(self) -> int:  # pragma: no cover (every prior defines it)
@@ -185,7 +189,8 @@ class Prior:
 
 
 # --- the built-in priors ---------------------------------------------------------------------------------
-register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)")
+register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)",
+               heap=True)
 register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (THEORY.md section 5)")
 register_prior(
     "atoms", "fvnum.atoms:AtomsPrior", from_options="fvnum.atoms:atoms_from_options",

@@ -112,14 +112,18 @@ def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, in
 
 
 def _tree_depth_of(spec) -> int:
-    from .tree import TreeSpec
+    from .capabilities import capability
 
-    if isinstance(spec, TreeSpec):
-        return spec.depth
+    if capability(spec, "heap_depth") is not None:
+        return spec.heap_depth
     K = (spec.dim + 1).bit_length() - 1
     if 2**K - 1 != spec.dim:
-        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the Gaussian prior has D = {spec.dim}")
+        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the {_name(spec)} prior has D = {spec.dim}")
     return K
+
+
+def _name(spec) -> str:
+    return getattr(spec, "name", None) or type(spec).__name__
 
 
 def _deep_only(strategy, budget, layers, width):
@@ -134,12 +138,11 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     from .gaussian import optimal_design as gaussian_optimal_design
     from .limits import check_resolution
-    from .priors import is_prior_object
+    from .priors import capability, is_prior_object
     from .simulate import check_budget, check_design
     from .strategies import (
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
     )
-    from .tree import TreeSpec
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -151,7 +154,6 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
                           samples=samples, seed=seed, threads=threads)
         if pol is not None:
             return pol
-    tree = isinstance(spec, TreeSpec)
     if strategy == "path":
         K = _tree_depth_of(spec)
         check_budget(budget, K, f"the path strategy reads one node per level, at most depth K = {K}")
@@ -171,11 +173,14 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         check_budget(budget)
         L, d = _layout(budget, layers, width)
         return CallablePolicy(policy, L, d)
-    if not tree:  # Gaussian prior: by Theorem G1 the water-filling design is optimal, adaptive or not
+    if capability(spec, "linear_posterior"):  # Gaussian: by Theorem G1 water-filling is optimal, adaptive or not
         if strategy not in ("optimal", "optimal_nonadaptive"):
             raise ValueError(f"strategy {strategy!r} needs a tree prior")
         check_budget(budget)
         return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
+    if capability(spec, "heap_depth") is None:  # the rest read the nodes of a tree
+        raise ValueError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to the "
+                         f"{_name(spec)} prior")
     if strategy == "bellman_noiseless":
         check_budget(budget, *coord_max)
         L, d = _layout(budget, layers, width)
@@ -234,9 +239,8 @@ def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
 
     from . import noisy_dp
     from ._chunks import default_threads
-    from .tree import TreeSpec
 
-    if not isinstance(spec, TreeSpec) or not 1 <= budget <= 3 or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
+    if not 1 <= budget <= 3 or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
         return  # refused with its own message by optimal_policy
     threads = default_threads() if threads is None else int(threads)
     solve = noisy_dp.solve_seconds(spec, budget, channel.tau, threads, refine=False)
@@ -254,13 +258,10 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
     import numpy as np
 
     from fvsym import bellman
-    from fvsym.priors import TreePrior
 
     from .strategies import FixedDesign, TablePolicy
 
-    if not isinstance(prior, TreePrior):
-        prior = TreePrior(spec.depth, scales=[str(a) for a in spec.scales])
-    solution = bellman.solve(prior, layers, width)
+    solution = bellman.solve(spec.exact_prior(), layers, width)  # the exact numbers where the prior has them
     if solution.policy is None:  # nothing to read
         return FixedDesign(np.zeros(0, dtype=np.int64), name)
     return TablePolicy(solution.policy, spec, tau, layers, width, name=name)

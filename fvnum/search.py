@@ -21,9 +21,9 @@ import numpy as np
 from . import _chunks, _kernels
 from .estimate import SearchResult
 from .limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
-from .gaussian import GaussSpec
 from .gaussian import design_loss as gaussian_design_loss
 from .gaussian import optimal_design as gaussian_optimal_design
+from .capabilities import capability
 from .simulate import check_inputs, decode_losses, draw, read, simulate
 from .strategies import FixedDesign, Rows
 from .tree import TreeSpec, numeric_prior
@@ -81,7 +81,7 @@ def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.
 
     spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)
-    if isinstance(spec, GaussSpec):
+    if capability(spec, "linear_posterior"):
         W = gaussian_optimal_design(spec, budget, channel.tau)
         how = "water-filling (the unit class's exact optimum, adaptive or not: Theorem G1)"
         return _found(spec, channel, FixedDesign(W, "optimal_nonadaptive_unit"), budget, samples, seed, threads, how)
@@ -181,7 +181,7 @@ def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None,
         max_budget=None if allow_repeat else spec.dim, why=f"at most D = {spec.dim} distinct nodes")
     if budget == 0:
         nodes, how = (), "nothing to read (budget 0)"
-    elif isinstance(spec, GaussSpec):
+    elif capability(spec, "linear_posterior"):  # the exact loss of a design
         eye = np.eye(spec.dim)
         cost = lambda nodes_: gaussian_design_loss(spec, eye[np.asarray(nodes_) - 1], channel.tau)  # noqa: E731
         nodes = _local_search(spec.dim, budget, cost, allow_repeat)
@@ -198,11 +198,12 @@ def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None,
 
             return cost
 
-        classes = count_classes(spec.depth, budget)
-        if not allow_repeat and classes <= max_exhaustive:
+        depth = capability(spec, "heap_depth")  # the symmetry classes of a tree's nodes
+        classes = count_classes(depth, budget) if depth is not None else None
+        if not allow_repeat and classes is not None and classes <= max_exhaustive:
             n_screen = min(samples, screen_samples)
             screen = evaluator(n_screen, _chunks.SEARCH)
-            ranked = sorted(coordinate_classes(spec.depth, budget), key=screen)[:keep]
+            ranked = sorted(coordinate_classes(depth, budget), key=screen)[:keep]
             select = evaluator(samples, _chunks.SELECT)
             nodes = min(ranked, key=select)
             how = (f"exhaustive over the {classes} symmetry classes on {n_screen} common samples, the best "

@@ -22,10 +22,8 @@ from fvsym.errors import InputError
 from . import _chunks
 from .channels import Channel, decoder_of, make_channel, token_statistics
 from .estimate import Moments, pool
-from .gaussian import posterior_mean as gaussian_posterior_mean
-from .priors import is_prior_object, numeric
+from .priors import capability, is_prior_object, numeric
 from .strategies import PathPolicy, Policy, Rows, Run, check_rows
-from .tree import TreeSpec, posterior_losses
 
 MAX_SAMPLES = 10**10
 
@@ -109,7 +107,7 @@ def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=N
     the channel (``fvnum.channels.make_channel`` of ``tau`` / ``tokens`` / ``n_tokens`` / ``channel``), then
     ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why`` saying why), each where given."""
     spec = numeric(prior)  # a prior object itself, or the numeric view of a fvsym prior
-    if tree is not None and not isinstance(spec, TreeSpec):
+    if tree is not None and capability(spec, "heap_depth") is None:
         raise InputError(tree)
     tau, tokens, s2, n_tokens, samples, seed, budget = plain_scalars(
         tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, samples=samples, seed=seed, budget=budget).values()
@@ -179,10 +177,7 @@ class Draws:
 
 def draw(spec, channel: Channel, n: int, budget: int, rng) -> Draws:
     d = Draws(n)
-    if isinstance(spec, TreeSpec) or is_prior_object(spec):  # latents: leaf or atom indices
-        d.leaves = spec.sample(n, rng)
-    else:
-        d.theta = spec.sample(n, rng)
+    d.leaves, d.theta = capability(spec, "draw_latents")(n, rng)  # latents (leaf or atom indices), or theta itself
     if channel.kind == "gaussian":
         d.noise = rng.standard_normal((n, budget))
     else:
@@ -199,8 +194,9 @@ def read(spec, channel: Channel, draws: Draws, rows: Rows, offset: int) -> np.nd
         if channel.kind == "tokens":
             vals = np.take_along_axis(draws.stat, np.maximum(nodes, 1) - 1, axis=1)
             return np.where(idle, 0.0, vals)
-        if isinstance(spec, TreeSpec):
-            vals = spec.values(draws.leaves, nodes)
+        values = capability(spec, "coordinate_values")  # the tree reads its nodes from the leaves
+        if values is not None:
+            vals = values(draws.leaves, nodes)
         else:
             vals = np.take_along_axis(draws.dense(spec), np.maximum(nodes, 1) - 1, axis=1)
         vals = vals + channel.tau * draws.noise[:, offset : offset + nodes.shape[1]]
@@ -219,17 +215,12 @@ def decode_losses(spec, channel: Channel, draws: Draws, rows: list, phi: np.ndar
     prior under the gaussian channel; under ``tokens`` on a Gaussian prior the gaussian channel's decoder
     at ``tau(N)``, an approximation (``fvnum.channels.decoder_of``)."""
     n = draws.n
-    if isinstance(spec, TreeSpec) or is_prior_object(spec):
-        if all(r.coordinate for r in rows):
-            design = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
-        else:
-            design = _stack_dense(rows, n, spec.dim)
-        if is_prior_object(spec):  # the prior's own decoder
-            return spec.posterior_losses(channel, design, phi, draws.leaves)
-        return posterior_losses(spec, channel, design, phi, draws.leaves)
-    W = _stack_dense(rows, n, spec.dim)
-    mean = gaussian_posterior_mean(spec, W[0] if W.shape[0] == 1 else W, phi, channel.tau)
-    return ((mean - draws.theta) ** 2).sum(axis=1)
+    if capability(spec, "decodes_nodes") and all(r.coordinate for r in rows):
+        design = np.concatenate([r.nodes(n) for r in rows], axis=1) if rows else np.zeros((n, 0), np.int64)
+    else:
+        design = _stack_dense(rows, n, spec.dim)
+    latents = draws.theta if draws.leaves is None else draws.leaves
+    return spec.posterior_losses(channel, design, phi, latents)  # the prior's own exact decoder
 
 
 def _stack_dense(rows: list, n: int, dim: int) -> np.ndarray:
@@ -270,7 +261,7 @@ def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | No
     return Run(loss, phi, chosen, actual)
 
 
-def run_path(spec: TreeSpec, channel: Channel, draws: Draws, budget: int, *, donor: Draws | None = None,
+def run_path(spec, channel: Channel, draws: Draws, budget: int, *, donor: Draws | None = None,
              patch_layer: int = 0, informed: bool = False) -> Run:
     """The path strategy through its fused kernel (same numbers as ``run_policy`` with ``PathPolicy``)."""
     return PathPolicy(budget).run(spec, channel, draws, budget, donor=donor, patch_layer=patch_layer,
@@ -317,7 +308,7 @@ class FunctionVectors:
 
 def draw_floats(spec, channel: Channel, budget: int) -> int:
     """Floats drawn per sample (sets the random block size: strategy-independent)."""
-    dense_theta = not isinstance(spec, TreeSpec) or channel.kind == "tokens"
+    dense_theta = capability(spec, "coordinate_values") is None or channel.kind == "tokens"
     return 1 + budget + (spec.dim if dense_theta else 0) + (spec.dim if channel.kind == "tokens" else 0)
 
 

@@ -137,7 +137,7 @@ class Policy:
         from .tree import numeric_prior
 
         spec = getattr(self, "spec", None) if prior is None else numeric_prior(prior)
-        if not isinstance(spec, TreeSpec):
+        if getattr(spec, "heap_depth", None) is None:  # it walks the tree's leaves
             raise ValueError(f"describe() needs a tree prior for {type(self).__name__}: policy.describe(TreePrior(K, alpha))")
         lines: list[str] = []
         leaves = np.arange(spec.n_leaves)
@@ -224,7 +224,7 @@ class PathPolicy(Policy):
 
     def run(self, spec, channel, draws, budget, *, donor=None, patch_layer=0, informed=False):
         """The fused kernel ``_tree_path_sim`` (same numbers as routing layer by layer)."""
-        if not isinstance(spec, TreeSpec):
+        if getattr(spec, "heap_depth", None) is None:  # the kernel walks the tree's nodes
             return None
         n, D = draws.n, spec.dim
         loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)

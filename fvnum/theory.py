@@ -349,16 +349,11 @@ class LinearDecoder:
 
 
 def prior_covariance(prior) -> np.ndarray:
-    """(D, D) float64 covariance of a numeric fvsym prior (each exact entry rounded once)."""
-    from fvsym.priors import GaussianPrior, TreePrior
+    """(D, D) float64 covariance of a numeric prior (each exact entry of a fvsym prior rounded once): the
+    numeric prior's ``covariance``."""
+    from .priors import numeric
 
-    if isinstance(prior, TreePrior):
-        C = prior.covariance
-    elif isinstance(prior, GaussianPrior):
-        C = prior.cov
-    else:
-        raise ValueError(f"prior must be a fvsym TreePrior or GaussianPrior, got {type(prior).__name__}")
-    return np.array([[float(C[i, j]) for j in range(C.cols)] for i in range(C.rows)])
+    return np.array(numeric(prior).covariance, dtype=np.float64)
 
 
 def _check_channel(channel) -> Channel:
@@ -403,9 +398,10 @@ def _exact_noise(prior, channel: Channel):
 
 
 def _gaussian_of(prior):
-    from fvsym.priors import GaussianPrior, TreePrior
+    """The fvsym Gaussian of the prior's covariance (``matched_gaussian``, ``fvnum.capabilities.Capabilities``)."""
+    from .priors import capability, numeric
 
-    return GaussianPrior.matched(prior) if isinstance(prior, TreePrior) else prior
+    return capability(numeric(prior), "matched_gaussian")()
 
 
 def best_linear_loss(prior, budget: int, channel: Channel) -> float:
@@ -524,9 +520,8 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
-    from fvsym.priors import TreePrior
-
     from .bracket import best_adaptive, bounds
+    from .capabilities import capability
     from .registry import loss_mc
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
@@ -544,8 +539,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     kw = dict(_mc_kw(channel), samples=samples, seed=seed)
     rows = []
     linear_keys = "linear keys: not a bound for the MLP keys of Models A and B"
-    if isinstance(prior, TreePrior):
-        if B <= prior.depth:
+    depth = capability(spec, "heap_depth")
+    if depth is not None:  # the tree's strategies: its heap of nodes
+        if B <= depth:
             rows.append(TheoryRow.mc("path", loss_mc(prior, "path", B, **kw), "adaptive, coordinate", ch))
         # the greedy dense policy costs milliseconds a sample at depth 6: its search uses fewer samples
         few = dict(_mc_kw(channel), samples=min(samples, 4 * search_samples), seed=seed,
@@ -573,10 +569,12 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
             est = optimal_nonadaptive_unit(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed).estimate
             rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive unit design found ({linear_keys}; "
                                      f"an upper bound on the linear-key non-adaptive optimum)", ch))
-    else:
+    elif capability(spec, "linear_posterior"):
         rows.append(TheoryRow.mc("water_filling_mc", loss_mc(prior, "optimal", B, **kw),
                                  f"the water-filling design (the gaussian channel's optimum) run under the {ch} channel "
                                  f"with the gaussian-channel decoder; {linear_keys}", ch))
+    else:  # a prior of its own: the strategy every prior runs, with its own exact decoder
+        rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate", ch))
     linear = lmmse(prior, top_levels_rows(spec.dim, B), channel).loss
     rows.append(TheoryRow.exact("top_levels_linear", linear, "exact linear theory: top levels (the prior's top "
                                 "eigen-directions), linear keys, linear decoder", ch))
@@ -594,7 +592,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     elif keyed is not None:
         rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed)
     rows = _with_roles(rows)
-    return ComparisonTable("tree" if isinstance(prior, TreePrior) else "gaussian", int(B), channel, int(samples),
+    return ComparisonTable(getattr(spec, "name", type(spec).__name__), int(B), channel, int(samples),
                            int(seed), tuple(rows))
 
 

@@ -13,21 +13,36 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from fvsym.heap import leaf_bit, path_node
 
 from . import _kernels
+from .capabilities import Capabilities
+
+MAX_ATOMS_DEPTH = 20  # the tree as a finite prior: at most 2^20 leaves
 
 
 @dataclass(frozen=True, eq=False)
-class TreeSpec:
-    """Numeric view of a ``fvsym.TreePrior``: ``depth`` K and float ``scales`` (a_1..a_K)."""
+class TreeSpec(Capabilities):
+    """Numeric view of a ``fvsym.TreePrior``: ``depth`` K and float ``scales`` (a_1..a_K); ``exact`` the
+    ``TreePrior`` it was made from, where it was (the symbolic solvers take its exact numbers). It answers the
+    engine's questions (``fvnum.capabilities.Capabilities``): its nodes form a heap of depth K, its decoder is exact
+    under both channels, its atoms are its ``2^K`` leaves."""
 
     depth: int
     scales: np.ndarray
+    exact: object = field(default=None, repr=False)
+
+    name = "tree"
+    exact_under_tokens = True
+
+    @property
+    def heap_depth(self) -> int:
+        return self.depth
 
     @property
     def dim(self) -> int:
@@ -78,25 +93,78 @@ class TreeSpec:
         out[rows, self.path_nodes(leaves) - 1] = self.scales * self.signs(leaves)
         return out
 
+    def coordinate_values(self, leaves, nodes) -> np.ndarray:
+        """``theta_n`` at ``nodes`` read from the leaves, without the dense latents (:meth:`values`)."""
+        return self.values(leaves, nodes)
+
+    # --- the exact decoder, the checks and the other views (fvnum.capabilities.Capabilities) ----------------------
+    def posterior_means(self, channel, design, phi) -> np.ndarray:
+        return posterior_means(self, channel, design, phi)
+
+    def posterior_losses(self, channel, design, phi, leaves) -> np.ndarray:
+        return posterior_losses(self, channel, design, phi, leaves)
+
+    def check_floats(self) -> None:
+        from .prior_checks import check_scales
+
+        check_scales(self.scales)
+
+    def check_resolution(self, what: str) -> None:
+        from .prior_checks import check_level_resolution
+
+        check_level_resolution(self.scales, what)
+
+    def check_noiseless_readings(self, nodes, phi) -> None:
+        from .prior_checks import check_tree_readings
+
+        check_tree_readings(self.depth, self.scales, nodes, phi)
+
+    def atoms_and_weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Its ``2^K`` leaves, uniform (THEORY.md section 6b)."""
+        if self.depth > MAX_ATOMS_DEPTH:
+            raise ValueError(f"the tree of depth {self.depth} has 2^{self.depth} leaves: too many atoms "
+                             f"(depth <= {MAX_ATOMS_DEPTH})")
+        return self.thetas(np.arange(self.n_leaves)), np.full(self.n_leaves, -self.depth * math.log(2))
+
+    def exact_prior(self):
+        """The ``fvsym.TreePrior`` it was made from, or one of its float scales (as decimal strings)."""
+        if self.exact is not None:
+            return self.exact
+        from fvsym.priors import TreePrior
+
+        return TreePrior(self.depth, scales=[str(a) for a in self.scales])
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """(D, D): each exact entry of the ``TreePrior``'s covariance rounded once."""
+        C = self.exact_prior().covariance
+        return np.array([[float(C[i, j]) for j in range(C.cols)] for i in range(C.rows)])
+
+    def matched_gaussian(self):
+        """``GaussianPrior.matched``: the Gaussian of its covariance, exact."""
+        from fvsym.priors import GaussianPrior
+
+        return GaussianPrior.matched(self.exact_prior())
+
 
 def numeric_prior(prior):
     """``TreeSpec`` or ``GaussSpec`` of a fvsym prior with numeric parameters (or pass one through)."""
     from .gaussian import GaussSpec
 
-    if isinstance(prior, (TreeSpec, GaussSpec)):
+    if isinstance(prior, Capabilities):  # a numeric prior already (the numeric views, every prior object)
         return prior
     if all(callable(getattr(prior, m, None)) for m in ("sample", "thetas", "posterior_losses", "policy")):
-        return prior  # a prior object (fvnum.priors): it computes its own numbers
+        return prior  # a prior object (fvnum.priors) without the base class: it computes its own numbers
     from fvsym.priors import GaussianPrior, TreePrior
 
     if isinstance(prior, TreePrior):
         if not prior.is_numeric:
             raise ValueError(f"Monte Carlo needs numeric tree scales, got {prior!r}; give alpha a value")
-        return TreeSpec(prior.depth, np.array([float(a) for a in prior.scales]))
+        return TreeSpec(prior.depth, np.array([float(a) for a in prior.scales]), prior)
     if isinstance(prior, GaussianPrior):
         if not all(x.is_number for x in prior.cov):
             raise ValueError(f"Monte Carlo needs a numeric covariance, got {prior!r} with symbols")
-        return GaussSpec.from_cov(np.array(prior.cov.evalf(), dtype=float))
+        return GaussSpec.from_cov(np.array(prior.cov.evalf(), dtype=float), prior)
     raise ValueError(f"prior must be a fvsym TreePrior or GaussianPrior, got {type(prior).__name__}")
 
 

@@ -106,3 +106,62 @@ def test_a_toy_prior_registered_outside_runs_through_loss_mc(toy):
     assert np.allclose(fv.loss, (np.tanh(fv.phi[:, 0, 0] * u / tau**2) - fv.leaves) ** 2 * 1.25)
     with pytest.raises(ValueError, match="does not apply to the toy prior"):
         loss_mc(prior, "path", 1, tau=tau, samples=100)
+
+
+def _toy_exact(tau: float) -> float:
+    """``E (tanh(y / tau^2) - 1)^2 |v|^2`` for ``y = 1 + tau xi``, v = (1, 1/2): the toy's loss reading coordinate 1."""
+    y = np.linspace(1 - 12 * tau, 1 + 12 * tau, 40_001)
+    dens = np.exp(-0.5 * ((y - 1) / tau) ** 2) / (math.sqrt(2 * math.pi) * tau)
+    return float(np.trapezoid(dens * (np.tanh(y / tau**2) - 1) ** 2, y)) * 1.25
+
+
+def test_a_toy_prior_registered_outside_gets_a_comparison_table(toy):
+    """fvnum.theory asks the prior (its covariance, its Gaussian of the same covariance, its decoder): the rows
+    every prior has, held to closed forms (v = (1, 1/2), C = v v^T, tau = 0.7)."""
+    from fvnum.theory import comparison_table
+
+    prior, tau = SignPrior([1.0, 0.5]), 0.7
+    table = comparison_table(prior, 1, tau=tau, keyed=None, samples=4000, search_samples=500, dense=False)
+    assert table.prior == "toy_sign"
+    rows = {r.name: r for r in table.rows}
+    assert set(rows) == {"top_levels", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum"}
+    top = rows["top_levels"]  # its own decoder, reading e_1
+    assert top.stderr > 0 and abs(top.value - _toy_exact(tau)) < 5 * top.stderr
+    # linear decoder reading e_1: tr C - (e_1^T C)(C e_1) / (C_11 + tau^2) = 1.25 - 1.25 / 1.49
+    assert rows["top_levels_linear"].value == pytest.approx(1.25 - 1.25 / (1 + tau**2), rel=1e-12)
+    # water-filling on the one eigenvalue 1.25 (the unit row v / |v|)
+    assert rows["gaussian_optimum"].value == pytest.approx(1.25 - 1.25**2 / (1.25 + tau**2), rel=1e-12)
+    assert rows["best_linear_nonadaptive"].value == pytest.approx(rows["gaussian_optimum"].value, rel=1e-12)
+
+
+class FiniteSignPrior(SignPrior):
+    """The toy with its two atoms ``-v, v`` (uniform) named, as a finite prior of the protocol has them."""
+
+    @property
+    def atoms(self):
+        return np.stack([-self.v, self.v])
+
+    @property
+    def log_weights(self):
+        return np.full(2, -math.log(2))
+
+
+def test_a_toy_finite_prior_registered_outside_gets_a_bellman_solve():
+    """The noiseless Bellman recursion over the partitions of the atoms (fvnum.atoms) on the toy: the best
+    coordinate is the one the two atoms differ on most, checked against brute force over every design."""
+    from itertools import combinations
+
+    from fvnum.atoms import noiseless_bellman
+
+    prior = FiniteSignPrior([0.0, 0.3, 2.0])
+    none = noiseless_bellman(prior, 0)
+    assert none.value == pytest.approx(float(prior.v @ prior.v), rel=1e-12) and none.design == ()
+    one = noiseless_bellman(prior, 1)
+
+    def brute(design):  # the atoms a design separates are resolved; else the loss is E||theta||^2
+        return 0.0 if any(prior.v[d - 1] != 0 for d in design) else float(prior.v @ prior.v)
+
+    assert one.value == min(brute(d) for d in combinations(range(1, 4), 1)) == 0.0
+    assert one.design in ((2,), (3,))
+    flat = FiniteSignPrior([0.0, 0.0, 0.0])  # nothing to read: every design ties at the prior's loss, 0
+    assert noiseless_bellman(flat, 1).value == 0.0
