@@ -45,7 +45,7 @@ from fvnum.estimate import Estimate
 from fvsym._validate import check_int
 
 from .config import DataConfig
-from .data import ContextSampler, has_leaves, step_generator
+from .data import ContextSampler, step_generator
 from .models import WorkspaceModel, _autocast
 from .taps import record
 
@@ -336,7 +336,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     seed = check_int(seed, "seed", 0, 2**63 - 1)
     batch = check_int(batch, "batch", 1, 10**6)
     L, d, B, D = model.n_layers, model.width, model.budget, model.dim
-    tree = has_leaves(data)  # the exact decoder over its 2^K leaves
+    tree = data.has_leaves  # the exact decoder over its 2^K leaves
     check_audit_cost(f"the audit of {name or 'a model'}", tree=tree, depth=data.depth, dim=D, layers=L, width=d,
                      budget=B, mlp_width=_mlp_width(model), hidden_layers=_hidden_layers(model), samples=samples,
                      token_sample=token_sample, n_latents=n_latents, batch=batch)

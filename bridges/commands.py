@@ -159,10 +159,9 @@ def _register_audit(subparsers) -> None:
 
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
-    from .data import has_leaves
 
     run = load_run(args.run_dir)
-    if args.latents is not None and has_leaves(run.config.data):  # the decoder of a prior without leaves draws latents
+    if args.latents is not None and run.config.data.has_leaves:  # the decoder of a prior without leaves draws latents
         raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
                          f"prior is {run.config.data.prior}, whose decoder uses its 2^K leaves exactly: got --latents "
                          f"{args.latents}")

@@ -174,6 +174,14 @@ class DataConfig:
         """``D = 2^depth - 1`` (the gaussian priors live in the same space as the tree of that depth)."""
         return 2**self.depth - 1
 
+    @property
+    def has_leaves(self) -> bool:
+        """Whether its prior has leaves (the registered prior's ``heap``, ``fvnum.priors.PriorEntry``): leaf signs,
+        divergence depths, the path policy and the exact decoder over its ``2^K`` leaves."""
+        from fvnum.priors import prior_entry
+
+        return prior_entry(self.prior).heap
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -345,7 +353,7 @@ class RunConfig:
                                  f"({_adaptive()}); model {self.model.model} has one layer")
             if self.train.init_from is not None:
                 raise ValueError("give init_from or init_policy, not both")
-            if self.data.prior != "tree" or self.model.budget > self.data.depth:
+            if not self.data.has_leaves or self.model.budget > self.data.depth:
                 raise ValueError(f"init_policy {self.train.init_policy!r} needs the tree prior and budget <= depth "
                                  f"(got prior {self.data.prior!r}, budget {self.model.budget}, depth {self.data.depth})")
 

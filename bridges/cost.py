@@ -146,7 +146,7 @@ def runs_seconds(runs, workers: int | None) -> float:
 def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
     from fvnum.limits import mc_cost
 
-    tree = data.prior == "tree"
+    tree = data.has_leaves
     return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
                    tokens=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
 
@@ -169,7 +169,7 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
 
     if check_family(keyed, optional=True) is None:
         return 0.0
-    tree = data.prior == "tree"
+    tree = data.has_leaves
     if keyed == "softmax" and not tree:
         raise ValueError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
                          f"{data.prior} prior")
@@ -193,7 +193,7 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
     ``keyed`` (a key family; None: computed beforehand, or none)."""
     B = budget
     seconds = keyed_seconds(data, [B], search_samples, keyed)
-    if data.prior != "tree":
+    if not data.has_leaves:
         return seconds + _mc(data, B, "optimal", samples) + 1e-7 * data.dim**3 + 1.0
     K = data.depth
     few, select = min(samples, 4 * search_samples), min(1000, search_samples)

@@ -52,14 +52,6 @@ def gaussian_prior(depth: int, alpha: float | None, cov: str, scales: tuple[str,
     return GaussianPrior.isotropic(2**depth - 1)
 
 
-def has_leaves(cfg: DataConfig) -> bool:
-    """Whether ``cfg``'s prior has leaves (the registered prior's ``heap``, ``fvnum.priors.PriorEntry``): leaf
-    signs, divergence depths, the exact decoder over its ``2^K`` leaves."""
-    from fvnum.priors import prior_entry
-
-    return prior_entry(cfg.prior).heap
-
-
 # the fvsym prior of a configuration's fields (depth, alpha, scales; cov), by its registered name
 _PRIOR_OF_CONFIG = {"tree": lambda cfg: tree_prior(cfg.depth, cfg.alpha, cfg.scales),
                     "gaussian": lambda cfg: gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales)}
@@ -83,8 +75,8 @@ def data_channel(cfg: DataConfig):
 def _moments(cfg: DataConfig) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...], float]:
     """(scales, covariance, E||theta||^2) as floats, evaluated once from the fvsym prior."""
     prior = fv_prior(cfg)
-    scales = tuple(float(a) for a in prior.scales) if has_leaves(cfg) else ()
-    C = prior.covariance if has_leaves(cfg) else prior.cov  # exact (fvsym names it so on each prior)
+    scales = tuple(float(a) for a in prior.scales) if cfg.has_leaves else ()
+    C = prior.covariance if cfg.has_leaves else prior.cov  # exact (fvsym names it so on each prior)
     cov = tuple(tuple(float(C[i, j]) for j in range(C.cols)) for i in range(C.rows))
     return scales, cov, float(prior.second_moment)
 
@@ -187,7 +179,7 @@ class ContextSampler:
 
     def sample_theta(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``theta`` (n, D) from the prior, and the leaf signs (n, K) for the tree prior (else None)."""
-        if has_leaves(self.cfg):
+        if self.cfg.has_leaves:
             signs = self.sample_signs(n, generator)
             return self.theta_from_signs(signs), signs
         z = torch.randn(n, self.dim, generator=generator, dtype=self.dtype, device=self.device)  # (n, D)
@@ -220,7 +212,7 @@ class ContextSampler:
         return self.contexts(theta, generator, signs=signs)
 
     def _need_tree(self):
-        if not has_leaves(self.cfg):
+        if not self.cfg.has_leaves:
             raise ValueError(f"leaf signs exist only for the tree prior, not prior={self.cfg.prior!r}")
 
 

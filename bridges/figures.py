@@ -4,6 +4,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from fvnum.priors import prior_entry
+
 from .model_registry import MODELS
 from .store import write_atomic
 
@@ -77,7 +79,8 @@ def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Pa
                                     style=dict(marker=m, color=c, ms=9, mfc="none", mew=2, ls="none")))
         plot.draw(ax, lines, min_value=1e-6)
         ax.set_xlabel("budget B = L d")
-        ax.set_title(f"{'tree' if prior == 'tree' else 'matched Gaussian'} prior, depth {cfg.depth}, {cfg.tree}")
+        shown = prior if prior_entry(prior).heap else f"matched {prior.capitalize()}"  # reproduce's Gaussian: matched
+        ax.set_title(f"{shown} prior, depth {cfg.depth}, {cfg.tree}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("loss  E||theta_hat - theta||^2")
     handles, labels = axes[0].get_legend_handles_labels()

@@ -393,7 +393,7 @@ def path_model(data: DataConfig, budget: int, readout: nn.Module | Callable | No
     ``readout``: a module or a function ``p (batch, B) -> theta_hat (batch, D)``; default the sign decoder
     ``theta_hat = sum_k a_k s_hat_k e_{n_k}`` over the decoded path (the Bayes decoder when ``tau = 0``).
     """
-    if data.prior != "tree" or not 1 <= budget <= data.depth:
+    if not data.has_leaves or not 1 <= budget <= data.depth:
         raise ValueError(
             f"the path model needs the tree prior and 1 <= budget <= depth={data.depth}, got budget={budget}"
         )

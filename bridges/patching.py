@@ -27,7 +27,7 @@ from fvnum.estimate import Estimate
 from fvnum.patching import PatchingTable
 
 from .config import DataConfig
-from .data import ContextSampler, Contexts, data_channel, fv_prior, has_leaves
+from .data import ContextSampler, Contexts, data_channel, fv_prior
 from .models import WorkspaceModel
 from .taps import patch, record
 
@@ -40,7 +40,7 @@ _CHUNK_STEPS = 64  # generator steps reserved per chunk: 0 for the targets, j fo
 def check_tree_data(data_cfg: DataConfig) -> None:
     if not isinstance(data_cfg, DataConfig):
         raise ValueError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
-    if not has_leaves(data_cfg):  # two leaves' divergence depth
+    if not data_cfg.has_leaves:  # two leaves' divergence depth
         raise ValueError(
             f"key patching needs the tree prior (divergence depth of two leaves), not prior={data_cfg.prior!r}"
         )

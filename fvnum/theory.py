@@ -41,6 +41,7 @@ from .defaults import KEYED
 from .estimate import Estimate
 from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
 from .model_rows import MODELS, model
+from .priors import prior_entry
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
@@ -131,8 +132,8 @@ def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory:
         return []
     deep = [m for m, s in MODELS.items() if s.adaptive]
     flat = [m for m, s in MODELS.items() if not s.adaptive]
-    if prior == "tree":
-        cell = f"tree K{depth} B{budget}"
+    if prior_entry(prior).heap:  # the tree's checks (depth beats one layer), else the Gaussian's (it does not)
+        cell = f"{prior} K{depth} B{budget}"
         checks = [{"prediction": f"{cell}: {a} <= {TREE_A_RATIO:g} x {m}", "measured": f"{a}/{m} = {losses[a] / losses[m]:.3f}",
                    "holds": losses[a] <= TREE_A_RATIO * losses[m]} for a in deep for m in flat]
         lin = theory.get("top_levels_linear")
