@@ -10,7 +10,7 @@ from bridges.reproduce import ReproduceConfig, reproduce
 
 torch.set_num_threads(1)
 
-TINY = dict(depth=2, train_budget=2, steps=20, samples=400, workers=1, progress=False)
+TINY = dict(depth=2, alpha=0.5, train_budget=2, steps=20, samples=400, workers=1, progress=False)
 
 
 @pytest.fixture(scope="module")
