@@ -333,8 +333,12 @@ def _register_reproduce(subparsers) -> None:
         "re-running resumes an interrupted run.",
     )
     _add_study_arguments(p, d, "report folder", "tree depth of the reduced grid and curves")
-    p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6)")
-    p.add_argument("--budget", type=int_arg("--budget", 1), default=d.train_budget, help=f"training budget (default {d.train_budget})")
+    full = ReproduceConfig(full=True)
+    p.set_defaults(tokens=None)  # None: the config's, which --full changes
+    p.add_argument("--full", action="store_true", help="the full grid of the training issue (depths 4 and 6; "
+                   f"alpha {full.alpha}, N {full.n_tokens}, budget {full.train_budget} unless given)")
+    p.add_argument("--budget", type=int_arg("--budget", 1), default=None,
+                   help=f"training budget (default {d.train_budget}; {full.train_budget} with --full)")
     p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
     _add_keyed_argument(p, d.keyed)
     add_format_argument(p)
@@ -377,7 +381,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     from .reproduce import ReproduceConfig, reproduce
 
     check_workers(args.workers, args.scheduler)
-    cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,
+    cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,  # None: the config's defaults
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
                           keyed=args.keyed)

@@ -10,7 +10,7 @@ from bridges.reproduce import ReproduceConfig, reproduce
 
 torch.set_num_threads(1)
 
-TINY = dict(depth=2, train_budget=2, steps=20, samples=400, workers=1, progress=False)
+TINY = dict(depth=2, alpha=0.5, train_budget=2, steps=20, samples=400, workers=1, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +189,67 @@ def test_theory_curves_by_scales_equal_those_by_the_same_alpha(tmp_path):
     assert strip(by_scales) == strip(by_alpha)
     noiseless = [r for r in by_alpha if r["strategy"] == "gaussian_optimum" and r["noise"] == "none"]
     assert {r["budget"]: r["value"] for r in noiseless if r["prior"] == "gaussian"}[3] == 0.0  # exact at tau = 0
+
+
+# --- the defaults: a cell where Model A's row says something true (docs/reproduce.md) ---------------------
+@pytest.mark.parametrize("cell,near_zero", [
+    ({}, False),
+    pytest.param(dict(alpha=0.5, n_tokens=128, train_budget=3), True, marks=pytest.mark.slow),  # ~4 s more
+], ids=["default cell", "old default cell"])
+def test_the_default_cell_gives_model_a_a_prediction_clearly_above_0(cell, near_zero):
+    """A's prediction, computed as the keyed rows compute it (``fvnum.theory.keyed_curves``: the first layer's
+    best design, then the greedy adaptive policy under weighted keys) on 300 samples, without training: on the
+    defaults it is more than 3 of its standard errors above 0, so A's row is a ratio (measured on 2000
+    samples: 0.125 +- 0.006); on the old default cell (alpha 0.5, N 128, budget 3: three adaptive layers read
+    the depth-4 tree out) it is 0 within its error, and the row could only be a difference."""
+    from bridges.compare import beside_prediction
+    from bridges.data import data_channel, fv_prior
+    from fvnum.keyed import best_nonadaptive_keyed
+    from fvnum.keyed_adaptive import adaptive_keyed_losses
+    from fvnum.theory import prediction_row
+
+    cfg = ReproduceConfig(**cell)
+    data = cfg.data("tree")
+    channel = data_channel(data)
+    kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=cfg.seed)
+    first = best_nonadaptive_keyed(fv_prior(data), 1, cfg.keyed, **kw)
+    found = adaptive_keyed_losses(fv_prior(data), cfg.train_budget, cfg.keyed, samples=300, first=first, **kw)[-1]
+    assert prediction_row("A", [found.name, "best_nonadaptive_keyed"]) == found.name == "best_adaptive_keyed"
+    value, se = found.estimate.value, found.estimate.stderr
+    assert beside_prediction(value, 0.0, value, se)["near_zero"] is near_zero, (value, se)
+
+
+def test_the_command_line_defaults_are_the_configs(monkeypatch, tmp_path):
+    """``fv reproduce`` with no options builds ``ReproduceConfig()``, and ``--full`` builds
+    ``ReproduceConfig(full=True)`` (the training issue's cell: alpha 0.5, N 128, budget 3), field by field."""
+    import dataclasses
+
+    import bridges.reproduce
+
+    seen = []
+    monkeypatch.setattr(bridges.reproduce, "reproduce", lambda cfg, log=print: seen.append(cfg) or {})
+    out = str(tmp_path / "o")
+    assert main(["reproduce", "--out", out, "--quiet"]) == 0
+    assert main(["--max-seconds", "1e9", "reproduce", "--out", out, "--quiet", "--full"]) == 0
+    default, full = (dataclasses.replace(c, progress=True) for c in seen)
+    assert default == ReproduceConfig(out=out)
+    assert full == ReproduceConfig(out=out, full=True)
+    assert (default.depth, default.alpha, default.n_tokens, default.train_budget) == (4, 0.6, 64, 2)
+    assert (full.depth, full.alpha, full.n_tokens, full.train_budget) == (4, 0.5, 128, 3)
+
+
+def test_the_full_grid_keeps_its_cell_and_the_defaults_are_priced_within_10_minutes_on_2_cores():
+    """``full`` trains the grid of the training issue at its own cell (patching and probes find its depth-4,
+    budget-3 runs); the default run's own price (``bridges.cost.reproduce_seconds``, 2 workers) is under 10
+    minutes."""
+    import dataclasses
+
+    from bridges.cost import reproduce_seconds
+    from bridges.reproduce import grid
+
+    runs = grid(ReproduceConfig(full=True), "x")
+    assert {(r.data.depth, r.model.budget, r.data.alpha, r.data.n_tokens) for r in runs} == {(4, 3, 0.5, 128),
+                                                                                             (6, 4, 0.5, 128)}
+    (cell,) = {(r.data.depth, r.model.budget) for r in grid(ReproduceConfig(), "x")}
+    assert cell == (ReproduceConfig().depth, ReproduceConfig().train_budget)
+    assert reproduce_seconds(dataclasses.replace(ReproduceConfig(), workers=2)) < 600
