@@ -12,12 +12,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fvnum.defaults import KEYED
+from fvnum.model_rows import BUILT_IN, MODELS
+from fvnum.priors import prior_entry
 
 from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
 
 KIND = "reproduce"
+GRID_PRIORS = ("tree", "gaussian")  # the training issue's grid: the tree and its matched Gaussian
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
 
 
@@ -81,7 +84,7 @@ class ReproduceConfig:
     scaling_steps_per_budget: int = 1000  # the scaling study of --full (bridges.scaling)
     progress: bool = True
     device: str = "cpu"  # torch device of the training runs (enters the cells' keys unless cpu)
-    models: str = "ABC"  # the models of the training grid
+    models: str = "".join(BUILT_IN)  # the models of the training grid: those of THEORY.md section 7
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
     keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
 
@@ -101,8 +104,8 @@ class ReproduceConfig:
                 object.__setattr__(self, name, check_int(getattr(self, name), name, 1))
         if self.train_budget > 2**self.depth - 1:
             raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
-        if not self.models or any(m not in "ABC" for m in self.models) or len(set(self.models)) != len(self.models):
-            raise ValueError(f"models must be distinct letters of ABC, got {self.models!r}")
+        if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
         from fvnum.keys import check_family
@@ -111,7 +114,7 @@ class ReproduceConfig:
 
     def data(self, prior: str, depth: int | None = None) -> DataConfig:
         return DataConfig(prior=prior, depth=depth or self.depth, alpha=self.alpha, n_tokens=self.n_tokens,
-                          s2=self.s2, cov="matched" if prior == "gaussian" else None, scales=self.scales)
+                          s2=self.s2, cov=None if prior_entry(prior).heap else "matched", scales=self.scales)
 
     @property
     def tree(self) -> str:
@@ -125,15 +128,20 @@ class ReproduceConfig:
         return d
 
 
+def patched_model(models) -> str | None:
+    """The model whose keys the study patches: the first adaptive one (Model A), or None."""
+    return next((m for m in models if MODELS[m].adaptive), None)
+
+
 # --- grid ------------------------------------------------------------------------------------------
 def grid(cfg: ReproduceConfig, train_out: str) -> list[RunConfig]:
     """The training runs: reduced (one depth, one seed) or ``full`` (the grid of the training issue:
     depth 4 budget 3 and depth 6 budget 4, two seeds for the depth-6 tree cells)."""
     cells = [(cfg.depth, cfg.train_budget)] if not cfg.full else [(4, 3), (6, 4)]
     runs = []
-    for prior in ("tree", "gaussian"):
+    for prior in GRID_PRIORS:
         for depth, budget in cells:
-            seeds = (cfg.seed, cfg.seed + 1) if cfg.full and prior == "tree" and depth == 6 else (cfg.seed,)
+            seeds = (cfg.seed, cfg.seed + 1) if cfg.full and prior_entry(prior).heap and depth == 6 else (cfg.seed,)
             for model in cfg.models:
                 for seed in seeds:
                     runs.append(RunConfig(
@@ -169,13 +177,13 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     K = cfg.depth
     budgets = list(range(1, 2**K))
     for B in budgets:
-        for prior_name in ("tree", "gaussian"):
+        for prior_name in GRID_PRIORS:
             data = cfg.data(prior_name)
             prior = fv_prior(data)
             base = {"prior": prior_name, "depth": K, "alpha": cfg.alpha, "budget": B,
                     **({"scales": list(cfg.scales)} if cfg.scales is not None else {})}
             jobs = []
-            if prior_name == "tree":
+            if data.has_leaves:
                 for strategy in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
                     if strategy == "path" and B > K:
                         continue
@@ -293,7 +301,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     from .probes import theory_probes, workspace_probes
 
     train_out = str(store.folder / "train")
-    runs = {r.model.model: r for r in grid(cfg, train_out) if r.data.prior == "tree" and r.data.depth == cfg.depth
+    runs = {r.model.model: r for r in grid(cfg, train_out) if r.data.has_leaves and r.data.depth == cfg.depth
             and r.model.budget == cfg.train_budget and r.train.seed == cfg.seed}
     data, B = cfg.data("tree"), cfg.train_budget
     n = max(512, cfg.samples // 10)
@@ -302,10 +310,11 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
                                                                "seed": cfg.seed},
                                            lambda: theory_patching_table(data, B, samples=cfg.samples, seed=cfg.seed).to_dict(),
                                            SHAPES["patching_theory"])
-    if "A" in runs:
-        out["patching_A"], _ = store.cell("patching_model", {"run": runs["A"].cell_config(), "n": n,
+    deep = patched_model(runs)
+    if deep is not None:
+        out[f"patching_{deep}"], _ = store.cell("patching_model", {"run": runs[deep].cell_config(), "n": n,
                                                              "seed": cfg.seed},
-                                          lambda: key_patching_table(_load_model(runs["A"]), data, n_contexts=n,
+                                          lambda: key_patching_table(_load_model(runs[deep]), data, n_contexts=n,
                                                                      seed=cfg.seed).to_dict(), SHAPES["patching_model"])
     log("patching tables done")
     probes = {}
@@ -334,8 +343,9 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
              **{f"theory_{r['name']}": r["value"] for r in t["theory"]}} for t in tables])),
     ]
     written += figures.loss_vs_budget(folder / "fig_loss_vs_budget.png", curves, tables, cfg)
+    deep = patched_model(cfg.models)
     written += figures.patching(folder / "fig_patching.png", {"theory: path strategy": extra.get("patching_theory"),
-                                                              "trained Model A": extra.get("patching_A")})
+                                                              f"trained Model {deep}": extra.get(f"patching_{deep}")})
     written += figures.probes(folder / "fig_probes.png", extra.get("probes", {}))
     written.append(write_atomic(folder / "report.md", report_markdown(cfg, curves, tables, extra, to_markdown)))
     return written
@@ -374,8 +384,9 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         lines += ["## Key patching (THEORY.md section 8)", "", "![patching](fig_patching.png)", "",
                   "Loss with layer l's keys patched from a donor whose path first differs at depth j.", "",
                   "Theory (path strategy):", "", table_from_dict(extra["patching_theory"]).to_markdown(), ""]
-        if extra.get("patching_A"):
-            lines += ["Trained Model A:", "", table_from_dict(extra["patching_A"]).to_markdown(), ""]
+        deep = patched_model(cfg.models)
+        if extra.get(f"patching_{deep}"):
+            lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), ""]
     if extra.get("probes"):
         lines += ["## Function-vector probes (THEORY.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
