@@ -1,0 +1,117 @@
+"""Softmax against linear aggregation, trained (issue 31, item 3; docs/softmax.md).
+
+Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
+[--models=ABC] [--steps-per-budget=2000] [--phase=theory|train] [--table]``.
+
+On the tree prior (alpha 0.6, N 64, s2 0.01; depth 4 by default, the cell of ``fv reproduce``, or 7, the
+scaling study's): every model A, B, C at every budget and seed is trained twice with the same recipe and steps,
+once with linear attention (the theory's aggregation) and once with ``--attention softmax``; beside them the
+keyed prediction rows of both families (``fvnum.theory.keyed_curves``: the greedy adaptive policy for A, the best
+one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) and C's exact linear theory.
+
+Runs live in ``docs/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
+every theory row is added to ``docs/softmax/study.json`` at once (atomically). ``--table`` prints the table of
+docs/softmax.md from study.json without computing anything.
+"""
+import json
+import os
+import shlex
+import sys
+
+from bridges.cli import build_parser, main as fv
+from bridges.commands import config_from_args
+from bridges.store import write_atomic
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "study.json")
+CELL = {"alpha": 0.6, "tokens": 64, "s2": 0.01}
+THEORY_SAMPLES = 1000
+
+
+def load() -> dict:
+    if not os.path.exists(OUT):
+        return {"runs": {}, "theory": {}}
+    with open(OUT) as f:
+        return json.load(f)
+
+
+def save(kind: str, name: str, entry: dict) -> None:
+    data = load()
+    data[kind][name] = entry
+    write_atomic(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
+    argv = ["train", "--prior", "tree", "--depth", str(depth), "--alpha", str(CELL["alpha"]), "--tokens",
+            str(CELL["tokens"]), "--s2", str(CELL["s2"]), "--model", model, "--budget", str(budget), "--steps",
+            str(steps_per_budget * budget), "--seed", str(seed), "--threads", "1", "--out", "docs/softmax/train"]
+    return argv + (["--attention", "softmax"] if attention == "softmax" else [])
+
+
+def train_one(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> None:
+    name = f"{model}-{attention}-K{depth}-B{budget}-s{seed}"
+    if name in load()["runs"]:
+        return
+    argv = command(model, budget, seed, depth, attention, steps_per_budget)
+    key = config_from_args(build_parser().parse_args(argv)).key()
+    if fv(argv + ["--quiet"]):
+        raise SystemExit(f"{name}: fv train failed")
+    with open(os.path.join(HERE, "train", key, "result.json")) as f:
+        result = json.load(f)
+    save("runs", name, {"model": model, "attention": attention, "depth": depth, "budget": budget, "seed": seed,
+                        "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
+                        "stderr": result["stderr"], "steps": result["steps"],
+                        "train_seconds": result.get("train_seconds")})
+    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
+
+
+def theory(depth: int, budgets: list[int]) -> None:
+    """The keyed rows of both families and C's exact linear theory at every budget (seed 0)."""
+    from fvnum.channels import make_channel
+    from fvnum.theory import comparison_table, keyed_curves
+    from fvsym.priors import TreePrior
+
+    prior = TreePrior(depth, str(CELL["alpha"]))
+    channel = make_channel(prior, n_tokens=CELL["tokens"], s2=CELL["s2"])
+    for family in ("weighted", "softmax"):
+        name = f"K{depth}-{family}"
+        if name in load()["theory"]:
+            continue
+        curves = keyed_curves(prior, budgets, channel, family, samples=THEORY_SAMPLES, seed=0)
+        save("theory", name, {str(b): [row.to_dict() for row in rows] for b, rows in curves.items()})
+        print(f"theory {name} done", flush=True)
+    name = f"K{depth}-linear"
+    if name not in load()["theory"]:
+        rows = {}
+        for b in budgets:
+            table = comparison_table(prior, b, channel, samples=2000, seed=0, search_samples=500, dense=False,
+                                     keyed=None)
+            rows[str(b)] = [r.to_dict() for r in table.rows if r.name == "top_levels_linear"]
+        save("theory", name, rows)
+        print(f"theory {name} done", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
+    unknown = set(opts) - {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table"}
+    if unknown:
+        print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    depth = int(opts.get("depth", 4))
+    budgets = [int(b) for b in opts.get("budgets", "1,2,3,4").split(",")]
+    seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
+    steps = int(opts.get("steps-per-budget", 2000))
+    phases = [opts["phase"]] if "phase" in opts else ["theory", "train"]
+    if "theory" in phases:
+        theory(depth, budgets)
+    if "train" in phases:
+        for seed in seeds:
+            for budget in budgets:
+                for model in opts.get("models", "ABC"):
+                    for attention in ("linear", "softmax"):
+                        train_one(model, budget, seed, depth, attention, steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
