@@ -91,6 +91,54 @@ def theory(depth: int, budgets: list[int]) -> None:
         print(f"theory {name} done", flush=True)
 
 
+PREDICTION = {"adaptive": "best_adaptive_keyed", "one_layer": "best_nonadaptive_keyed"}
+
+
+def _row(theory: dict, name: str, budget: int, row: str):
+    rows = [r for r in theory.get(name, {}).get(str(budget), []) if r["name"] == row]
+    return rows[0] if rows else None
+
+
+def _mean(runs: list[dict]) -> str:
+    if not runs:
+        return "—"
+    losses = [r["loss"] for r in runs]
+    mean = sum(losses) / len(losses)
+    spread = (sum((x - mean) ** 2 for x in losses) / (len(losses) - 1)) ** 0.5 if len(losses) > 1 else None
+    return f"{mean:.4f}" + (f" ± {spread:.4f}" if spread is not None else "") + f" ({len(losses)})"
+
+
+def table(depth: int = 4) -> str:
+    """Per model and budget: trained linear and softmax (seed mean ± SD (seeds)) beside the prediction rows of
+    both families (A: the adaptive keyed policy; B and C: the best one-layer design; C also its exact linear
+    theory), and softmax / its prediction."""
+    from bridges.model_registry import MODELS
+
+    data = load()
+    lines = ["| model | B | trained, linear | prediction, linear (weighted keys; C: exact) | trained, softmax | "
+             "prediction, softmax | softmax trained / prediction |", "|---|---|---|---|---|---|---|"]
+    budgets = sorted({r["budget"] for r in data["runs"].values() if r["depth"] == depth})
+    for model in MODELS:
+        spec = MODELS[model]
+        row = PREDICTION["adaptive" if spec.adaptive else "one_layer"]
+        for b in budgets:
+            runs = {a: [r for r in data["runs"].values() if (r["model"], r["depth"], r["budget"], r["attention"])
+                        == (model, depth, b, a)] for a in ("linear", "softmax")}
+            if not runs["linear"] and not runs["softmax"]:
+                continue
+            lin = (_row(data["theory"], f"K{depth}-linear", b, "top_levels_linear") if not spec.mlp_keys
+                   else _row(data["theory"], f"K{depth}-weighted", b, row))
+            soft = _row(data["theory"], f"K{depth}-softmax", b, row)
+            ratio = "—"
+            if soft and runs["softmax"]:
+                ratio = f"{sum(r['loss'] for r in runs['softmax']) / len(runs['softmax']) / soft['value']:.2f}"
+            show = (lambda r: "—" if r is None else f"{r['value']:.4f}" + (f" ± {r['stderr']:.4f}" if r.get("stderr")
+                                                                           else ""))
+            lines.append(f"| {model} | {b} | {_mean(runs['linear'])} | {show(lin)} | {_mean(runs['softmax'])} | "
+                         f"{show(soft)} | {ratio} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
     unknown = set(opts) - {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table"}
@@ -98,6 +146,9 @@ def main(argv: list[str]) -> int:
         print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     depth = int(opts.get("depth", 4))
+    if "table" in opts:
+        print(table(depth))
+        return 0
     budgets = [int(b) for b in opts.get("budgets", "1,2,3,4").split(",")]
     seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
     steps = int(opts.get("steps-per-budget", 2000))
