@@ -14,7 +14,7 @@ _EXPORTS = {
     "ContextSampler": "data", "Contexts": "data", "data_channel": "data", "fv_prior": "data",
     "step_generator": "data",
     "WorkspaceModel": "models", "build_model": "models", "grow": "models", "key_rows": "models", "linear_model": "models",
-    "lmmse": "models", "path_model": "models", "top_levels_model": "models",
+    "linear_readout": "models", "path_model": "models", "top_levels_keys": "models", "top_levels_model": "models",
     "TrainResult": "train", "evaluate": "train", "load_result": "train",
     "load_checkpoint": "checkpoint", "load_model": "checkpoint", "save_checkpoint": "checkpoint",
     "RunStore": "store", "write_atomic": "store",

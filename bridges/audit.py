@@ -289,19 +289,11 @@ def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_toke
     ``thetas`` (``fvnum.keys.ReadingLaw``): ``fvnum.keys.law_from_key_values`` for linear attention; for softmax
     attention ``F`` holds the scores ``S`` and the law is the self-normalised one of THEORY.md section 2b,
     ``fvnum.keys.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
-    from fvnum.keys import law_from_key_values
+    from fvnum.keys import law_from_key_values, law_from_scores
 
     if attention == "linear":
         return law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
-    return softmax_law()(X, F, thetas, n_tokens=n_tokens, s2=s2)
-
-
-def softmax_law():
-    """``fvnum.keys.law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw``, the law of softmax readings
-    (THEORY.md section 2b): the one place the audit of a softmax-attention model takes it from."""
-    from fvnum.keys import law_from_scores
-
-    return law_from_scores
+    return law_from_scores(X, F, thetas, n_tokens=n_tokens, s2=s2)
 
 
 def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: torch.Tensor | None) -> torch.Tensor:
@@ -440,4 +432,4 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
-           "load_run", "softmax_law"]
+           "load_run"]

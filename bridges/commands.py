@@ -224,10 +224,6 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
-    if cfg.model.attention != "linear":  # its audit needs the softmax law: refused before training, not after
-        from .audit import softmax_law
-
-        softmax_law()
     from .cost import check_seconds, theory_table_seconds, train_seconds
 
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
