@@ -1,6 +1,6 @@
 """The audit of a trained model's measurements: the loss its own readings allow (issue 19, item 3).
 
-``audit(result)`` (also ``bridges.audit(result)``; ``fv audit RUN_DIR``), for a trained model (a
+``audit(result)`` (``from bridges.audit import audit``; ``fv audit RUN_DIR``), for a trained model (a
 ``TrainResult`` with its model, or a finished ``fv train`` run folder):
 
 1. contexts are drawn from the run's data configuration (``seed``, data stream ``AUDIT_STREAM``); the model
@@ -33,8 +33,6 @@ Theory comes from ``fvnum``; this module runs the model and lays the numbers out
 """
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -421,15 +419,6 @@ def _stein(rows: np.ndarray, L: int, d: int, depth: int) -> tuple:
             out.append(Stein(l, c + 1, float(np.sqrt(sq[:, j].sum(1)).mean()), by_depth))
     return tuple(out)
 
-
-class _CallableModule(types.ModuleType):
-    """``bridges.audit`` is this module and also callable: ``bridges.audit(result)`` is :func:`audit`."""
-
-    def __call__(self, *args, **kwargs) -> Audit:
-        return audit(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
            "load_run"]

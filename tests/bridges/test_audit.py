@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import bridges
 import fvnum
-from bridges.audit import audit_model
+from bridges.audit import audit, audit_model
 from bridges.cli import main
 from bridges.config import DataConfig
 from bridges.data import ContextSampler, fv_prior
@@ -111,7 +110,7 @@ def test_audit_is_reproducible_and_refuses_bad_arguments():
     with pytest.raises(ValueError, match="D = 7"):
         audit_model(model, DataConfig(depth=4), samples=10)
     with pytest.raises(ValueError, match="TrainResult"):
-        bridges.audit(object())
+        audit(object())
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +128,7 @@ def test_fv_audit_of_a_run_folder(run_folder, capsys):
     assert d["model"] == "A" and d["budget"] == 2 and d["bayes_on_readings"]["n"] == 40
     assert d["decoder_gap"]["value"] == pytest.approx(d["loss"]["value"] - d["bayes_on_readings"]["value"])
     # the same numbers from the Python API on the loaded run
-    again = bridges.audit(str(run_folder), samples=40, token_sample=512)
+    again = audit(str(run_folder), samples=40, token_sample=512)
     assert again.bayes_on_readings.value == pytest.approx(d["bayes_on_readings"]["value"], rel=1e-12)
 
 
