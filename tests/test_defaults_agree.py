@@ -86,8 +86,8 @@ def test_each_option_defaults_to_its_parameters_default(path):
         if param is None or (path, action.dest) in DIFFER:
             continue
         if param.default is inspect.Parameter.empty:
-            assert action.default is None or action.default is argparse.SUPPRESS or (path, action.dest) in PYTHON_ASKS, \
-                (path, action.dest, action.default)
+            given = action.default is not None and action.default is not argparse.SUPPRESS
+            assert not given or (path, action.dest) in PYTHON_ASKS, (path, action.dest, action.default)
             continue
         assert (path, action.dest) not in PYTHON_ASKS, (path, action.dest)  # a stale entry: the function has one
         assert _number(action.default) == _number(param.default), (path, action.dest, action.default, param.default)
