@@ -28,6 +28,7 @@ FUNCTIONS = {
     ("derive", "bellman"): ("fvsym.bellman", "recursion", {}),
     ("sweep",): ("bridges.sweep", "run", {"quiet": "progress"}),
 }
+NEGATED = {(("sweep",), "quiet")}  # a flag that is the negation of its parameter: --quiet False is progress=True
 
 # (command, option dest): why the command line's default is not the Python default of the same parameter
 DIFFER = {
@@ -35,7 +36,6 @@ DIFFER = {
     (("mc",), "progress"): "False: a bar only when asked; the library's None draws one on a terminal",
     (("audit",), "latents"): "None: --latents on a tree run is refused (its decoder uses the leaves); the "
                              "library's 512 applies when it is not given",
-    (("sweep",), "quiet"): "the flag is the negation of the parameter: --quiet False is progress=True",
 }
 
 # (command, option dest): options with a default whose parameter has none (the Python call must say it)
@@ -90,7 +90,8 @@ def test_each_option_defaults_to_its_parameters_default(path):
             assert not given or (path, action.dest) in PYTHON_ASKS, (path, action.dest, action.default)
             continue
         assert (path, action.dest) not in PYTHON_ASKS, (path, action.dest)  # a stale entry: the function has one
-        assert _number(action.default) == _number(param.default), (path, action.dest, action.default, param.default)
+        given = (not action.default) if (path, action.dest) in NEGATED else action.default
+        assert _number(given) == _number(param.default), (path, action.dest, action.default, param.default)
         compared.append(action.dest)
     assert compared  # the walk found the options it should (seeds, samples, channels, ...)
 
@@ -104,14 +105,31 @@ def test_the_listed_exceptions_name_real_options():
     assert _parser_of(("audit",)).get_default("latents") is None
 
 
-def test_fv_mc_and_bounds_fall_back_to_the_librarys_label_noise():
-    """``--s2`` not given: fv mc uses loss_mc's default, fv bounds' default is bounds'."""
-    from fvnum.bracket import bounds
+def test_the_label_noise_has_one_default_everywhere(capsys):
+    """``s2`` (the tokens channel's label noise) defaults to one value in every function and configuration that
+    takes it and in every command's option; ``fv mc`` without ``--s2`` runs at it (its record says so)."""
+    import json
+
+    from bridges.cli import main
+    from bridges.config import DataConfig
+    from bridges.scaling import ScalingConfig
+    from fvnum import plot
+    from fvnum.bracket import best_adaptive, bounds
+    from fvnum.channels import make_channel, tau_of_tokens
+    from fvnum.noisy_dp import noisy_bellman
+    from fvnum.patching import patched_loss, patching_table
     from fvnum.registry import loss_mc
+    from fvnum.theory import comparison_table
 
     s2 = inspect.signature(loss_mc).parameters["s2"].default
-    assert s2 == inspect.signature(bounds).parameters["s2"].default == 0.01
-    assert _number(_parser_of(("bounds",)).get_default("s2")) == _number(s2)
+    for fn in (bounds, best_adaptive, noisy_bellman, comparison_table, make_channel, tau_of_tokens, patching_table,
+               patched_loss, plot.curve, plot.loss_vs_budget):
+        assert inspect.signature(fn).parameters["s2"].default == s2, fn.__name__
+    assert DataConfig().s2 == ScalingConfig().s2 == s2
+    for path in (("bounds",), ("train",), ("compare",), ("scaling",)):
+        assert _number(_parser_of(path).get_default("s2")) == _number(s2), path
+    assert main(["mc", "--depth", "2", "--budget", "1", "--tokens", "8", "--samples", "50", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["s2"] == s2
 
 
 # --- the configuration dataclasses ----------------------------------------------------------------------------
