@@ -168,7 +168,7 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
     or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every function of ``fvnum`` that
     takes a channel takes these same keywords."""
     if n_tokens is not None:
-        if tokens is not None and tokens != n_tokens:
+        if tokens is not None and _check_tokens(tokens) != _check_tokens(n_tokens):  # checked first: N is an integer
             raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
         tokens = n_tokens
     if channel is not None:
