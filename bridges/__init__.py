@@ -14,7 +14,7 @@ _EXPORTS = {
     "ContextSampler": "data", "Contexts": "data", "data_channel": "data", "fv_prior": "data",
     "step_generator": "data",
     "WorkspaceModel": "models", "build_model": "models", "grow": "models", "key_rows": "models", "linear_model": "models",
-    "lmmse": "models", "path_model": "models", "top_levels_model": "models",
+    "linear_readout": "models", "path_model": "models", "top_levels_keys": "models", "top_levels_model": "models",
     "TrainResult": "train", "evaluate": "train", "load_result": "train",
     "load_checkpoint": "checkpoint", "load_model": "checkpoint", "save_checkpoint": "checkpoint",
     "RunStore": "store", "write_atomic": "store",
@@ -24,8 +24,8 @@ _EXPORTS = {
     "theory_patching_table": "patching", "unpatched_losses": "patching",
     "ProbeScore": "probes", "linear_probe": "probes", "probe_layers": "probes", "theory_probes": "probes",
     "workspace_probes": "probes",
-    # the audit of a model's measurements (bridges.audit is also callable: bridges.audit(result))
-    "audit": "audit", "Audit": "audit", "audit_model": "audit",
+    # the audit of a model's measurements (the function: bridges.audit.audit)
+    "Audit": "audit", "audit_model": "audit",
     # comparisons with the theory
     "Comparison": "compare", "learned_routing": "compare", "grid_checks": "compare", "theory_losses": "compare",
     "theory_table": "compare", "to_markdown": "compare",
@@ -35,10 +35,9 @@ _EXPORTS = {
     "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
 }
 
-# Names that are also submodules (``train``, ``compare``, ``reproduce``, ``taps``) are not exported: the
-# package attribute is the submodule (``bridges.train.train``, ``bridges.compare.compare``), as an import of
-# the submodule would make it anyway. ``audit`` is the exception: the submodule ``bridges.audit`` is callable
-# (``bridges.audit(result)`` runs ``bridges.audit.audit``), so either attribute does the same.
+# Names that are also submodules (``train``, ``compare``, ``audit``, ``reproduce``, ``taps``) are not exported:
+# the package attribute is the submodule (``bridges.train.train``, ``bridges.compare.compare``,
+# ``bridges.audit.audit``), as an import of the submodule would make it anyway. No module is callable.
 
 
 def __getattr__(name):
@@ -53,4 +52,4 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-__all__ = sorted(n for n in _EXPORTS if n != "audit")  # bridges.audit: the callable submodule (see above)
+__all__ = sorted(_EXPORTS)

@@ -1,6 +1,6 @@
 """The audit of a trained model's measurements: the loss its own readings allow (issue 19, item 3).
 
-``audit(result)`` (also ``bridges.audit(result)``; ``fv audit RUN_DIR``), for a trained model (a
+``audit(result)`` (``from bridges.audit import audit``; ``fv audit RUN_DIR``), for a trained model (a
 ``TrainResult`` with its model, or a finished ``fv train`` run folder):
 
 1. contexts are drawn from the run's data configuration (``seed``, data stream ``AUDIT_STREAM``); the model
@@ -33,8 +33,6 @@ Theory comes from ``fvnum``; this module runs the model and lays the numbers out
 """
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -289,19 +287,11 @@ def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_toke
     ``thetas`` (``fvnum.keys.ReadingLaw``): ``fvnum.keys.law_from_key_values`` for linear attention; for softmax
     attention ``F`` holds the scores ``S`` and the law is the self-normalised one of THEORY.md section 2b,
     ``fvnum.keys.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
-    from fvnum.keys import law_from_key_values
+    from fvnum.keys import law_from_key_values, law_from_scores
 
     if attention == "linear":
         return law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
-    return softmax_law()(X, F, thetas, n_tokens=n_tokens, s2=s2)
-
-
-def softmax_law():
-    """``fvnum.keys.law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw``, the law of softmax readings
-    (THEORY.md section 2b): the one place the audit of a softmax-attention model takes it from."""
-    from fvnum.keys import law_from_scores
-
-    return law_from_scores
+    return law_from_scores(X, F, thetas, n_tokens=n_tokens, s2=s2)
 
 
 def _keys_at(model: WorkspaceModel, layer: int, X: torch.Tensor, projected, p: torch.Tensor | None) -> torch.Tensor:
@@ -430,14 +420,5 @@ def _stein(rows: np.ndarray, L: int, d: int, depth: int) -> tuple:
     return tuple(out)
 
 
-class _CallableModule(types.ModuleType):
-    """``bridges.audit`` is this module and also callable: ``bridges.audit(result)`` is :func:`audit`."""
-
-    def __call__(self, *args, **kwargs) -> Audit:
-        return audit(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-
 __all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
-           "load_run", "softmax_law"]
+           "load_run"]

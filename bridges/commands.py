@@ -224,10 +224,6 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise ValueError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
-    if cfg.model.attention != "linear":  # its audit needs the softmax law: refused before training, not after
-        from .audit import softmax_law
-
-        softmax_law()
     from .cost import check_seconds, theory_table_seconds, train_seconds
 
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
@@ -445,16 +441,23 @@ def _register_scaling(subparsers) -> None:
     p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
+def scaling_config(args: argparse.Namespace):
+    """The ``ScalingConfig`` of parsed ``fv scaling`` options (its defaults are the config's)."""
+    from .scaling import ScalingConfig
+
+    return ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
+                         budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
+                         steps_per_budget=args.steps_per_budget, samples=args.samples,
+                         search_samples=args.search_samples, seed=args.seed, workers=args.workers,
+                         scheduler=args.scheduler, threads=args.threads, device=args.device, progress=not args.quiet,
+                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut)
+
+
 def scaling_command(args: argparse.Namespace) -> int:
-    from .scaling import ScalingConfig, run
+    from .scaling import run
 
     check_workers(args.workers, args.scheduler)
-    cfg = ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
-                        budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
-                        steps_per_budget=args.steps_per_budget, samples=args.samples,
-                        search_samples=args.search_samples, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
-                        threads=args.threads, device=args.device, progress=not args.quiet,
-                        keyed=None if args.keyed == "none" else args.keyed, cut=args.cut)
+    cfg = scaling_config(args)
     from .cost import scaling_seconds
 
     price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds

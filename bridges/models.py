@@ -19,7 +19,7 @@ patches the scores (``Layer.key_tap``).
 
 Hand-built models for tests and theory checks: ``path_model`` (Model A whose keys follow the ``path``
 policy exactly) and ``linear_model`` / ``top_levels_model`` (Model C with given keys and the exact linear
-MMSE readout of the ``tokens`` channel, ``lmmse``).
+MMSE readout of the ``tokens`` channel, ``linear_readout``).
 """
 from __future__ import annotations
 
@@ -419,8 +419,8 @@ def _sign_decoder(data: DataConfig) -> Callable[[torch.Tensor], torch.Tensor]:
     return decode
 
 
-def lmmse(data: DataConfig, W) -> tuple[torch.Tensor, float]:
-    """Linear MMSE readout of a fixed design ``W`` (B, D) under the ``tokens`` channel of ``data``, exactly
+def linear_readout(data: DataConfig, W) -> tuple[torch.Tensor, float]:
+    """The linear MMSE readout of a fixed design ``W`` (B, D) under the ``tokens`` channel of ``data``, exactly
     (``fvnum.theory.lmmse``: ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T``). Returns
     ``(U (D, B) float64, loss)``."""
     from fvnum.theory import lmmse as exact_lmmse
@@ -435,20 +435,21 @@ def linear_model(data: DataConfig, W) -> WorkspaceModel:
     W = torch.as_tensor(W, dtype=torch.float64)
     B = W.shape[0]
     model = WorkspaceModel(data.dim, B, [LinearKeys(data.dim, B)], BilinearReadout(data.dim, B))
-    U, _ = lmmse(data, W)
+    U, _ = linear_readout(data, W)
     with torch.no_grad():
         model.layers[0].keys.weight.copy_(W)
         model.readout.U.copy_(U)
     return model
 
 
-def top_levels_design(data: DataConfig, budget: int) -> torch.Tensor:
-    """Rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)."""
-    if not 1 <= budget <= data.dim:
-        raise ValueError(f"budget must lie in 1..D={data.dim}, got {budget}")
-    return torch.eye(data.dim, dtype=torch.float64)[:budget]
+def top_levels_keys(data: DataConfig, budget: int) -> torch.Tensor:
+    """Model C's keys for the ``top_levels`` design: rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)
+    float64 (``fvnum.theory.top_levels_rows`` as a tensor)."""
+    from fvnum.theory import top_levels_rows
+
+    return torch.from_numpy(top_levels_rows(data.dim, budget))
 
 
 def top_levels_model(data: DataConfig, budget: int) -> WorkspaceModel:
     """Model C reading the ``top_levels`` design with the linear MMSE readout."""
-    return linear_model(data, top_levels_design(data, budget))
+    return linear_model(data, top_levels_keys(data, budget))

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from fvnum.estimate import Estimate
 from fvnum.patching import PatchingTable
+from fvnum.simulate import check_seed  # the one seed check (bridges.probes takes it from here)
 
 from .config import DataConfig
 from .data import ContextSampler, Contexts, data_channel, fv_prior
@@ -62,12 +63,6 @@ def check_count(n, name: str = "n_contexts") -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"{name} must be an integer >= 2 (a standard error needs two), got {n!r}")
     return int(n)
-
-
-def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 def check_model_data(model, data_cfg: DataConfig) -> None:

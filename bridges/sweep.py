@@ -356,10 +356,6 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
                 seconds += _mc_cell_seconds(args)
             else:
                 run = RunConfig.from_options(values)
-                if spec.command == "compare" and run.model.attention != "linear":  # its audit needs the softmax law
-                    from .audit import softmax_law
-
-                    softmax_law()
                 config = _run_key_config(spec.command, run, samples)
                 payload = {"command": spec.command, "run": run.to_dict(), "samples": samples}
                 seconds += _train_cell_seconds(run, samples)

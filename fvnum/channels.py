@@ -46,10 +46,12 @@ from fvsym._validate import check_int, check_real
 CHANNELS = ("gaussian", "tokens")
 
 
-def effective_tau2(second_moment, s2, n_tokens):
+def effective_tau2(prior, *, n_tokens, s2=0.01):
     """``tau^2 = (E||theta||^2 + s2) / N``, the effective noise of an ``N``-token context (THEORY.md
-    section 2): the one definition of tau in the project. Works on floats and on exact sympy numbers."""
-    return (second_moment + s2) / n_tokens
+    section 2): the one definition of tau in the project. ``prior``: a prior (its ``second_moment``) or the
+    number ``E||theta||^2`` itself; the channel as everywhere, ``n_tokens=`` with ``s2``. Works on floats and
+    on exact sympy numbers (``TreePrior``'s second moment is exact)."""
+    return (getattr(prior, "second_moment", prior) + s2) / n_tokens
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def _gaussian_channel(prior, tau: float) -> Channel:
 
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (THEORY.md §2)."""
-    return make_channel(prior, tokens=n_tokens, s2=s2).tau
+    return make_channel(prior, n_tokens=n_tokens, s2=s2).tau
 
 
 def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channel=None) -> Channel:
@@ -166,7 +168,7 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
     or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every function of ``fvnum`` that
     takes a channel takes these same keywords."""
     if n_tokens is not None:
-        if tokens is not None and tokens != n_tokens:
+        if tokens is not None and _check_tokens(tokens) != _check_tokens(n_tokens):  # checked first: N is an integer
             raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
         tokens = n_tokens
     if channel is not None:
@@ -179,7 +181,7 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
         tokens, s2 = channel.n_tokens, channel.s2
     if (tau is None) == (tokens is None):
         given = "both" if tau is not None else "neither"
-        raise ValueError(f"give exactly one of tau (gaussian channel) or tokens (tokens channel); got {given}")
+        raise ValueError(f"give exactly one of tau (gaussian channel) or n_tokens (tokens channel); got {given}")
     from .limits import check_spec
     from .tree import numeric_prior
 
@@ -188,7 +190,7 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
         return _gaussian_channel(prior, check_tau(tau))
     N = _check_tokens(tokens)
     s2 = _check_s2(s2)
-    tau2 = effective_tau2(_second_moment(prior), s2, N)
+    tau2 = effective_tau2(_second_moment(prior), n_tokens=N, s2=s2)
     return Channel("tokens", math.sqrt(tau2), N, s2, tau2)
 
 

@@ -187,7 +187,7 @@ def _bounds(args) -> int:
     if args.tokens is None and args.s2 != "1/100":
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
     # priced whole before any work (fvnum.bracket.check_bounds_cost)
-    res = bounds(prior, args.budget, tau=_number(args.tau), tokens=args.tokens,
+    res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
               **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
@@ -386,11 +386,13 @@ def _mc(args) -> int:
     s2 = _number(args.s2) if args.s2 is not None else 0.01
     spec = numeric_prior(prior)
     strategy, klass = resolve_strategy(args.strategy, args.measurement)
+    if args.tau is None and args.tokens is None:  # the library says n_tokens; the command line names its flags
+        raise ValueError("give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got neither")
     check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
              tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
     channel = make_channel(spec, tau, args.tokens, s2)
     est = loss_mc(
-        prior, args.strategy, args.budget, tau=tau, tokens=args.tokens, s2=s2,
+        prior, args.strategy, args.budget, tau=tau, n_tokens=args.tokens, s2=s2,
         design=design, layers=args.layers, width=args.width, measurement=args.measurement,
         samples=args.samples, seed=args.seed, threads=args.threads, progress=True if args.progress else None,
     )

@@ -13,9 +13,10 @@
 
 A *source* is one of:
 
-- a strategy name (``"path"``, ``"top_levels"``, ``"optimal_nonadaptive"``, ...): its Monte Carlo loss
-  ``fvnum.loss_mc(prior, name, B, ...)`` at every budget, under the channel given (``tau=`` or
-  ``n_tokens=``/``tokens=``), with its standard error;
+- a strategy name (``"path"``, ``"top_levels"``, ``"optimal_nonadaptive_coordinate"``, ...): its Monte Carlo
+  loss ``fvnum.loss_mc(prior, name, B, ...)`` at every budget, under the channel given as everywhere (a
+  ``channel=`` ``Channel``, or ``tau=``, or ``n_tokens=`` with ``s2``; ``tokens=`` is the old spelling of
+  ``n_tokens=``), with its standard error;
 - a ``fvsym.Formula`` whose only free parameter left is the budget ``B`` (fix the others first with
   ``f.subs(...)``, or pass ``values={"alpha": "1/2", "K": 6}``): exact values, no error bar;
 - a callable ``budget -> value`` (a number, an ``Estimate``, or anything with ``value`` and ``stderr``);
@@ -116,11 +117,11 @@ def _budgets(budgets) -> tuple:
     return out
 
 
-def curve(label: str, source, budgets=None, *, prior=None, tau=None, n_tokens=None, tokens=None, s2=0.01,
-          samples: int = 20_000, seed: int = 0, values=None, style=None, **mc) -> Curve:
+def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=None, n_tokens=None, tokens=None,
+          s2=0.01, samples: int = 20_000, seed: int = 0, values=None, style=None, **mc) -> Curve:
     """Evaluate one source (module docstring) into a :class:`Curve`. Monte Carlo sources use ``prior``,
-    the channel (``tau`` or ``n_tokens``), ``samples`` and ``seed`` (the same seed at every budget), and any
-    other keyword of ``loss_mc`` (``design=``, ``measurement=``, ...)."""
+    the channel (``channel``, or ``tau``, or ``n_tokens`` with ``s2``), ``samples`` and ``seed`` (the same seed
+    at every budget), and any other keyword of ``loss_mc`` (``design=``, ``measurement=``, ...)."""
     style = dict(style or {})
     if isinstance(source, Curve):
         return source if not style else Curve(source.label, source.budgets, source.values, source.errors,
@@ -134,8 +135,8 @@ def curve(label: str, source, budgets=None, *, prior=None, tau=None, n_tokens=No
         ests = []
         for b in bs:
             try:
-                ests.append(loss_mc(prior, source, b, tau=tau, tokens=_tokens(n_tokens, tokens), s2=s2,
-                                    samples=samples, seed=seed, **mc))
+                ests.append(loss_mc(prior, source, b, channel=channel, tau=tau, n_tokens=_tokens(n_tokens, tokens),
+                                    s2=s2, samples=samples, seed=seed, **mc))
             except ValueError as exc:
                 raise ValueError(f"curve {label!r} at budget {b}: {exc}") from None
         return Curve(label, bs, tuple(e.value for e in ests), tuple(e.stderr for e in ests), "mc", style)
@@ -229,8 +230,8 @@ def figure(figsize=(7.5, 4.8), ncols: int = 1, **kw):
     return fig, axes
 
 
-def loss_vs_budget(sources, budgets=None, *, prior=None, tau=None, n_tokens=None, tokens=None, s2=0.01,
-                   samples: int = 20_000, seed: int = 0, values=None, styles=None, ax=None, title=None,
+def loss_vs_budget(sources, budgets=None, *, prior=None, channel=None, tau=None, n_tokens=None, tokens=None,
+                   s2=0.01, samples: int = 20_000, seed: int = 0, values=None, styles=None, ax=None, title=None,
                    logy: bool = True, legend: bool = True, **mc):
     """Loss ``E||theta_hat - theta||^2`` against the budget for any set of sources (module docstring),
     with error bars, on one axis. ``sources``: a mapping ``label -> source`` or a list of sources (labelled
@@ -241,8 +242,9 @@ def loss_vs_budget(sources, budgets=None, *, prior=None, tau=None, n_tokens=None
     else:
         named = [(_label(s), s) for s in sources]
     styles = styles or {}
-    curves = [curve(label, s, budgets, prior=prior, tau=tau, n_tokens=n_tokens, tokens=tokens, s2=s2,
-                    samples=samples, seed=seed, values=values, style=styles.get(label), **mc) for label, s in named]
+    curves = [curve(label, s, budgets, prior=prior, channel=channel, tau=tau, n_tokens=n_tokens, tokens=tokens,
+                    s2=s2, samples=samples, seed=seed, values=values, style=styles.get(label), **mc)
+              for label, s in named]
     if ax is None:
         fig, ax = figure()
     else:
@@ -251,9 +253,10 @@ def loss_vs_budget(sources, budgets=None, *, prior=None, tau=None, n_tokens=None
     ax.set_xlabel("budget B = L d")
     ax.set_ylabel("loss  E||theta_hat - theta||^2")
     if title is None and prior is not None:
-        channel = (f"tau {tau}" if tau is not None else
-                   f"N = {_tokens(n_tokens, tokens)} tokens" if _tokens(n_tokens, tokens) is not None else "")
-        title = f"{prior!r}" + (f", {channel}" if channel else "")
+        N = channel.n_tokens if channel is not None else _tokens(n_tokens, tokens)
+        noise = channel.tau if channel is not None and channel.kind == "gaussian" else tau
+        said = f"tau {noise}" if noise is not None else f"N = {N} tokens" if N is not None else ""
+        title = f"{prior!r}" + (f", {said}" if said else "")
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")

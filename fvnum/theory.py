@@ -394,7 +394,7 @@ def _exact_noise(prior, channel: Channel):
     import sympy as sp
 
     if channel.kind == "tokens":
-        return effective_tau2(prior.second_moment, sp.Rational(repr(channel.s2)), channel.n_tokens)
+        return effective_tau2(prior, n_tokens=channel.n_tokens, s2=sp.Rational(repr(channel.s2)))
     return sp.Rational(repr(channel.tau)) ** 2
 
 

@@ -113,3 +113,45 @@ def test_comparison_table_keyed_under_the_gaussian_channel_refused_in_one_line(k
     with pytest.raises(ValueError) as info:
         comparison_table(TreePrior(2, "1/2"), 1, tau=0.1, samples=100, search_samples=50, keyed=keyed)
     assert "\n" not in str(info.value)
+
+
+# --- one channel argument -------------------------------------------------------------------------------------
+NOISE = st.one_of(st.none(), st.integers(-2, 300), st.floats(allow_nan=True, allow_infinity=True),
+                  st.sampled_from([True, "", "0.1", "1/2", [1], object(), np.float32(0.3), sp.Rational(1, 3)]))
+
+
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
+@given(tau=NOISE, n_tokens=NOISE, tokens=NOISE, s2=NOISE, as_channel=st.booleans())
+def test_every_spelling_of_the_channel_works_or_is_refused_in_one_line(tau, n_tokens, tokens, s2, as_channel):
+    """``make_channel`` is where every entry point builds its channel: any mix of ``channel``, ``tau``,
+    ``n_tokens``, ``tokens`` and ``s2`` gives a Channel or one line (a ValueError), never another error."""
+    from fvnum.channels import Channel, make_channel
+
+    prior = TreePrior(2, "1/2")
+    channel = make_channel(prior, tau=0.2) if as_channel else None
+    try:
+        ch = make_channel(prior, tau=tau, tokens=tokens, s2=0.01 if s2 is None else s2, n_tokens=n_tokens,
+                          channel=channel)
+    except ValueError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert isinstance(ch, Channel) and np.isfinite(ch.tau) and ch.tau >= 0
+    assert (channel is not None) + (tau is not None) + (n_tokens is not None or tokens is not None) == 1
+
+
+@pytest.mark.parametrize("channel", ["tokens", 0.3, {"tau": 0.3}, TreePrior(2, "1/2")])
+def test_plot_curve_refuses_a_channel_that_is_no_channel_in_one_line(channel):
+    from fvnum import plot
+
+    with pytest.raises(ValueError) as info:
+        plot.curve("path", "path", [1], prior=TreePrior(2, "1/2"), channel=channel, samples=50, threads=1)
+    assert "\n" not in str(info.value) and "channel must be a fvnum Channel" in str(info.value)
+
+
+@pytest.mark.parametrize("argv", [[], ["--s2", "0.5"], ["--tokens", "0"], ["--tau", "x"], ["--tau", "0.1", "--tokens", "8"]])
+def test_fv_mc_channel_options_refused_in_one_line(capsys, argv):
+    from bridges.cli import main
+
+    code = main(["mc", "--depth", "2", "--budget", "1", "--samples", "50", *argv])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in lines[0] and "--" in lines[0]

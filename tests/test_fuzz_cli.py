@@ -191,7 +191,7 @@ def test_fv_audit_latents_apply_to_gaussian_runs_only(monkeypatch, prior):
 
     import bridges.audit
 
-    run = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(prior=prior)))
+    run = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(prior=prior, has_leaves=prior == "tree")))
     taken = []
 
     class Done:

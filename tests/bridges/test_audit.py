@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-import bridges
 import fvnum
-from bridges.audit import audit_model
+from bridges.audit import audit, audit_model
 from bridges.cli import main
 from bridges.config import DataConfig
 from bridges.data import ContextSampler, fv_prior
-from bridges.models import lmmse, linear_model, path_model
+from bridges.models import linear_model, linear_readout, path_model
 from fvnum.channels import token_statistics
 from fvnum.keys import LinearKeys, ReadingLaw, posterior_mean
 
@@ -69,7 +68,7 @@ def test_model_c_audit_is_the_bayes_loss_of_its_design():
     W = np.array([[1, 1, 0, 0, 0, 0, 0], [1, 0, -1, 0, 0, 0, 0.0]])
     W /= np.linalg.norm(W, axis=1, keepdims=True)  # unit rows that mix the nodes: the covariance matters
     a = audit_model(linear_model(DATA, W), DATA, samples=1500, token_sample=8192, seed=1)
-    assert a.loss.z(lmmse(DATA, W)[1]) == pytest.approx(0, abs=5)
+    assert a.loss.z(linear_readout(DATA, W)[1]) == pytest.approx(0, abs=5)
     ref, ref_se = _design_reference(DATA, W, 40_000, seed=2)
     assert abs(a.bayes_on_readings.value - ref) < 5 * math.hypot(a.bayes_on_readings.stderr, ref_se)
     # the linear readout leaves a gap that Bayes decoding closes (far beyond noise on this prior)
@@ -111,7 +110,7 @@ def test_audit_is_reproducible_and_refuses_bad_arguments():
     with pytest.raises(ValueError, match="D = 7"):
         audit_model(model, DataConfig(depth=4), samples=10)
     with pytest.raises(ValueError, match="TrainResult"):
-        bridges.audit(object())
+        audit(object())
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +128,7 @@ def test_fv_audit_of_a_run_folder(run_folder, capsys):
     assert d["model"] == "A" and d["budget"] == 2 and d["bayes_on_readings"]["n"] == 40
     assert d["decoder_gap"]["value"] == pytest.approx(d["loss"]["value"] - d["bayes_on_readings"]["value"])
     # the same numbers from the Python API on the loaded run
-    again = bridges.audit(str(run_folder), samples=40, token_sample=512)
+    again = audit(str(run_folder), samples=40, token_sample=512)
     assert again.bayes_on_readings.value == pytest.approx(d["bayes_on_readings"]["value"], rel=1e-12)
 
 
@@ -173,7 +172,7 @@ def test_gaussian_prior_audit_of_linear_keys_is_near_the_linear_theory():
     W = np.eye(7)[:2]
     a = audit_model(linear_model(data, W), data, samples=150, token_sample=1024, n_latents=128, seed=7)
     assert a.decoder.startswith("approximate")
-    assert a.loss.z(lmmse(data, W)[1]) == pytest.approx(0, abs=5)
+    assert a.loss.z(linear_readout(data, W)[1]) == pytest.approx(0, abs=5)
     assert abs(a.decoder_gap.value) < 0.03 * a.loss.value + 5 * a.decoder_gap.stderr
 
 

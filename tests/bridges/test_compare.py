@@ -13,7 +13,7 @@ from bridges.compare import (
 )
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import data_channel, fv_prior
-from bridges.models import lmmse, path_model, top_levels_design
+from bridges.models import linear_readout, path_model, top_levels_keys
 from bridges.train import train
 
 torch.set_num_threads(1)
@@ -33,7 +33,7 @@ def test_trained_model_c_reaches_the_linear_theory():
     cfg = RunConfig(data, ModelConfig(model="C", budget=2),
                     TrainConfig(steps=400, lr=1e-2, batch=128, warmup=50, eval_every=400, eval_batches=8))
     result = train(cfg, progress=False)
-    linear = lmmse(data, top_levels_design(data, 2))[1]
+    linear = linear_readout(data, top_levels_keys(data, 2))[1]
     best_linear = gaussian_optimum(data, 2)
     assert abs(result.loss / linear - 1) < 0.03
     assert result.loss > best_linear - 5 * result.stderr

@@ -6,7 +6,8 @@ import torch
 
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.data import ContextSampler, path_nodes, step_generator
-from bridges.models import build_model, key_rows, lmmse, linear_model, path_model, top_levels_design, top_levels_model
+from bridges.models import (build_model, key_rows, linear_model, linear_readout, path_model, top_levels_keys,
+                            top_levels_model)
 from bridges.taps import patch, record, tap_context, tap_names, taps
 
 torch.set_num_threads(1)
@@ -134,12 +135,12 @@ def test_hand_built_path_model_reproduces_the_tokens_channel_statistics():
 def test_hand_built_model_c_reaches_the_linear_mmse_theory(prior, design):
     data = DataConfig(prior=prior, depth=3, n_tokens=8, alpha=0.5)
     if design == "top":
-        W = top_levels_design(data, 3)
+        W = top_levels_keys(data, 3)
         model = top_levels_model(data, 3)
     else:
         W = torch.linalg.qr(torch.randn(7, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64))[0].T
         model = linear_model(data, W)
-    _, exact = lmmse(data, W)
+    _, exact = linear_readout(data, W)
     s = ContextSampler(data)
     losses = []
     for i in range(10):
@@ -177,7 +178,7 @@ def test_hand_built_models_refuse_bad_budgets():
     with pytest.raises(ValueError, match="tree prior"):
         path_model(DataConfig(prior="gaussian", depth=3), 2)
     with pytest.raises(ValueError, match="budget"):
-        top_levels_design(DataConfig(depth=2), 4)
+        top_levels_keys(DataConfig(depth=2), 4)
 
 
 def test_key_rows_are_the_design_of_c_and_the_path_nodes_of_the_path_model():

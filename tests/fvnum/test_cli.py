@@ -55,7 +55,7 @@ def test_gaussian_prior_text_output(capsys):
     (["--tau", "0.3", "--samples", "1"], "samples must be >= 2"),
     (["--tokens", "0"], "tokens N must be >= 1"),
     (["--tau", "-0.5"], "tau must be >= 0"),
-    ([], "exactly one of tau"),
+    ([], "exactly one of --tau"),
     (["--tau", "0.1", "--budget", "9"], "budget 9 is too large"),
     (["--tau", "0.1", "--strategy", "fixed", "--design", "1,2,99"], "design node 99 is outside the tree"),
     (["--tau", "0.1", "--strategy", "fixed"], "needs --design"),

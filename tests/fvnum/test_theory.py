@@ -92,10 +92,10 @@ def test_best_linear_loss_of_the_gaussian_channel_is_water_filling():
 
 def test_tau_has_one_definition_for_floats_and_exact_numbers():
     prior = TreePrior(4, "1/2")
-    exact = effective_tau2(prior.second_moment, sp.Rational(1, 100), 128)
+    exact = effective_tau2(prior, n_tokens=128, s2=sp.Rational(1, 100))
     assert exact == (sp.Rational(15, 8) + sp.Rational(1, 100)) / 128
     ch = make_channel(prior, tokens=128, s2=0.01)
-    assert ch.tau2 == effective_tau2(15 / 8, 0.01, 128) and ch.tau == math.sqrt(ch.tau2)
+    assert ch.tau2 == effective_tau2(15 / 8, n_tokens=128, s2=0.01) and ch.tau == math.sqrt(ch.tau2)
 
 
 def test_bad_inputs_get_one_line_errors():
