@@ -10,6 +10,7 @@ water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from fvsym.errors import InputError
 from fvsym.strategy_names import BARE, bare_refusal
@@ -19,7 +20,29 @@ from fvsym.strategy_names import BARE, bare_refusal
 # candidate roles, figure label): STRATEGIES maps its name to it.
 from .strategy_objects import MEASUREMENTS, STRATEGIES, Strategy, load  # noqa: F401 (the registry's names)
 
-CLI_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if s.cli)
+
+
+class _CliStrategies(Sequence):
+    """The names ``fv mc --strategy`` takes (``Strategy.cli``), read from the registry when asked: a strategy
+    registered before the command line is parsed is a choice too."""
+
+    def _names(self) -> tuple:
+        return tuple(name for name, s in STRATEGIES.items() if s.cli)
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+CLI_STRATEGIES = _CliStrategies()
 
 
 def _builtin_names() -> frozenset:
@@ -31,7 +54,7 @@ def _builtin_names() -> frozenset:
 def register_strategy(name, description: str | None = None, build=None) -> Strategy:
     """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, every caller of
     :func:`build_policy`, the prices, the searches whose candidate it is (``Strategy.roles``) and the figures
-    (``Strategy.label``) then know it (``fv mc``'s choices are fixed when the CLI loads). Returns its object.
+    (``Strategy.label``) then know it (and ``fv mc --strategy``, parsed after it is registered: :data:`CLI_STRATEGIES`). Returns its object.
 
     Either ``register_strategy(Strategy(name, description, measurement, adaptive, build=..., price=..., ...))``
     or ``register_strategy(name, description, build)`` (a strategy of no declared class, priced as a user policy).

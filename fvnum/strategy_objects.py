@@ -19,6 +19,8 @@ import importlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from fvsym.errors import InputError
+
 MEASUREMENTS = ("unit", "coordinate")
 ROLES = ("best_adaptive", "bracket", "figure")  # where a strategy takes part, each with its rank there
 # best_adaptive: fvnum.bracket.best_adaptive's default candidates (the best adaptive policy found);
@@ -108,8 +110,6 @@ class Strategy:
     cli: bool = True
 
     def __post_init__(self):
-        from fvsym.errors import InputError
-
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise InputError(f"a strategy name must be an identifier, got {self.name!r}")
         if self.measurement not in (None, *MEASUREMENTS):
@@ -156,10 +156,19 @@ class Strategy:
              dense_design: bool = False, solve: bool = True) -> float:
         """Upper seconds of ``samples`` Monte Carlo samples of it on the numeric ``prior`` under ``channel``:
         its own ``price`` where it has one, else the engine's (``fvnum.limits.mc_cost`` with its ``work``)."""
-        if self.price is not None:
-            return float(load(self.price)(prior, channel, budget, samples, threads=threads))
-        return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
-                                        search_samples=search_samples, dense_design=dense_design, solve=solve))
+        if self.price is None:
+            return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
+                                            search_samples=search_samples, dense_design=dense_design, solve=solve))
+        given = load(self.price)(prior, channel, budget, samples, threads=threads)
+        try:
+            seconds = float(given)
+        except (TypeError, ValueError, OverflowError):
+            seconds = float("nan")
+        if not seconds >= 0:  # NaN, negative or not a number: no price
+            from fvsym._validate import _short
+
+            raise InputError(f"strategy {self.name!r}: its price gave {_short(given)} seconds; a price is a number >= 0")
+        return seconds
 
 
 _TREE_LOOKAHEAD = Work(tree_ops=36.0, per_level=True, per_leaf=False)  # O(B K) a sample (about 400 at depth 10, B 4)
