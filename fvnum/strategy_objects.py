@@ -115,7 +115,7 @@ class Strategy:
         if self.measurement not in (None, *MEASUREMENTS):
             raise InputError(f"strategy {self.name!r}: measurement must be one of {', '.join(MEASUREMENTS)} or None, "
                              f"got {self.measurement!r}")
-        if self.adaptive not in (None, True, False):
+        if not (self.adaptive is None or isinstance(self.adaptive, bool)):
             raise InputError(f"strategy {self.name!r}: adaptive must be True, False or None, got {self.adaptive!r}")
         for what in ("build", "price"):
             ref = getattr(self, what)
@@ -125,6 +125,8 @@ class Strategy:
         if self.work is not None and not isinstance(self.work, Work):
             raise InputError(f"strategy {self.name!r}: work must be a fvnum.strategy_objects.Work, got "
                              f"{type(self.work).__name__}")
+        if not isinstance(self.roles, tuple):
+            raise InputError(f"strategy {self.name!r}: roles are a tuple of (role, rank) pairs, got {self.roles!r}")
         for pair in self.roles:
             if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in ROLES):
                 raise InputError(f"strategy {self.name!r}: roles are (role, rank) pairs with role one of "
