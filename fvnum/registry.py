@@ -21,7 +21,6 @@ from fvsym.strategy_names import BARE, bare_refusal
 from .strategy_objects import MEASUREMENTS, STRATEGIES, Strategy, load  # noqa: F401 (the registry's names)
 
 
-
 class _CliStrategies(Sequence):
     """The names ``fv mc --strategy`` takes (``Strategy.cli``), read from the registry when asked: a strategy
     registered before the command line is parsed is a choice too."""
@@ -54,7 +53,8 @@ def _builtin_names() -> frozenset:
 def register_strategy(name, description: str | None = None, build=None) -> Strategy:
     """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, every caller of
     :func:`build_policy`, the prices, the searches whose candidate it is (``Strategy.roles``) and the figures
-    (``Strategy.label``) then know it (and ``fv mc --strategy``, parsed after it is registered: :data:`CLI_STRATEGIES`). Returns its object.
+    (``Strategy.label``) then know it, and so does ``fv mc --strategy`` parsed after it is registered
+    (:data:`CLI_STRATEGIES`). Returns its object.
 
     Either ``register_strategy(Strategy(name, description, measurement, adaptive, build=..., price=..., ...))``
     or ``register_strategy(name, description, build)`` (a strategy of no declared class, priced as a user policy).
@@ -86,7 +86,7 @@ def register_strategy(name, description: str | None = None, build=None) -> Strat
 
 def unregister_strategy(name: str) -> None:
     """Remove a strategy added by :func:`register_strategy` (built-in ones stay)."""
-    if name not in STRATEGIES or name in _builtin_names():
+    if not isinstance(name, str) or name not in STRATEGIES or name in _builtin_names():
         raise InputError(f"strategy {name!r} was not added by register_strategy")
     STRATEGIES.pop(name)
 

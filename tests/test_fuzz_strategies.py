@@ -98,3 +98,15 @@ def test_registrations_the_registry_cannot_hold_are_refused():
             unregister_strategy(name)
     code, out, err = fv("mc", "--strategy", "toy_twice", "--depth", 3, "--budget", 2, "--tau", "1/2")
     assert code == 2 and "toy_twice" in _one_line(err)  # unregistered: no longer a choice
+
+
+@pytest.mark.parametrize("ref", ["fvnum.no_such_module:f", "fvnum.limits:no_such_price", "fvnum.limits:RATE"])
+def test_a_price_named_by_a_reference_that_loads_nothing_is_refused_in_one_line(ref):
+    register_strategy(Strategy("toy_ref", "the first B nodes, priced by a reference", "coordinate", False,
+                               build=_first_nodes, price=ref))
+    try:
+        code, out, err = fv("mc", "--strategy", "toy_ref", "--depth", 3, "--budget", 2, "--tau", "1/2",
+                            "--samples", 100)
+        assert code == 2 and out == "" and ref in _one_line(err), (code, err)
+    finally:
+        unregister_strategy("toy_ref")
