@@ -188,25 +188,16 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
 
 
 def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:
-    """``bridges.compare.theory_losses`` (``fvnum.theory.comparison_table``): every Monte Carlo row, the
-    candidate policies of ``best_adaptive`` and of the bracket, the design searches, and the keyed rows of
-    ``keyed`` (a key family; None: computed beforehand, or none)."""
-    B = budget
-    seconds = keyed_seconds(data, [B], search_samples, keyed)
-    if not data.has_leaves:
-        return seconds + _mc(data, B, "optimal", samples) + 1e-7 * data.dim**3 + 1.0
-    K = data.depth
-    few, select = min(samples, 4 * search_samples), min(1000, search_samples)
-    adaptive = [s for s in ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense") if s != "path" or B <= K]
-    seconds += _mc(data, B, "path", samples) if B <= K else 0.0
-    seconds += sum(_mc(data, B, s, select) for s in adaptive) + max(_mc(data, B, s, few) for s in adaptive)
-    bracket = [s for s in ("path", "greedy_coordinate", "rollout", "bellman_noiseless") if s != "path" or B <= K]
-    # the exact noiseless solves: best_adaptive's bellman_noiseless, the bracket's lower bound and its candidate
-    seconds += 2 * sum(_mc(data, B, s, few) for s in bracket) + 3 * _solve(K, B)
-    seconds += _mc(data, B, "top_levels", samples)
-    seconds += _mc(data, B, "optimal_nonadaptive", search_samples, search_samples=search_samples)
-    seconds += _mc(data, B, "optimal_nonadaptive", search_samples, dense_design=True, search_samples=search_samples)
-    return seconds + 1.0
+    """``bridges.compare.theory_losses`` (``fvnum.theory.comparison_table``): its own price,
+    ``fvnum.theory.comparison_table_seconds`` (every Monte Carlo row, the default candidates of ``best_adaptive``
+    and of the bracket, the design searches), and the keyed rows of ``keyed`` (a key family; None: computed
+    beforehand, or none)."""
+    from fvnum.theory import comparison_table_seconds
+
+    tree = data.has_leaves
+    return keyed_seconds(data, [budget], search_samples, keyed) + comparison_table_seconds(
+        tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, samples=samples,
+        search_samples=search_samples, tokens=True, threads=1)
 
 
 def theory_curves_seconds(cfg) -> float:

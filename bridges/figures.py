@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 
 from fvnum.priors import prior_entry
@@ -9,15 +10,32 @@ from fvnum.priors import prior_entry
 from .model_registry import MODELS
 from .store import write_atomic
 
-STYLE = {  # strategy -> (label, colour); each curve's noise is added to its label
-    "path": ("path (adaptive, coordinate)", "C0"),
-    "optimal": ("Bellman optimum (adaptive, coordinate class; exact only noiseless)", "C2"),
-    "bellman_noiseless": ("noiseless Bellman policy run under noise (not the noisy optimum)", "C8"),
-    "top_levels": ("top levels (one layer, coordinate)", "C1"),
-    "optimal_nonadaptive": ("best fixed design, coordinate class (one layer)", "C3"),
-    "optimal_nonadaptive_coordinate": ("best fixed design, coordinate class (one layer)", "C3"),
-    "gaussian_optimum": ("Gaussian optimum (gaussian channel at the same tau)", "C7"),
-}
+class StrategyStyles(Mapping):
+    """``strategy -> (label, colour)`` of the curves of :func:`loss_vs_budget`, read live from the strategy registry
+    (``fvnum.registry.STRATEGIES``: each strategy object's ``label`` and ``colour``; a registered strategy with a
+    label is drawn too), in the figure's order (the role ``figure``'s ranks, then labelled strategies without
+    one), then the theory rows drawn beside them (:data:`ROW_STYLE`). Each curve's noise is added to its label."""
+
+    def _styles(self) -> dict:
+        from fvnum.registry import STRATEGIES
+
+        drawn = [s for s in STRATEGIES.values() if s.label is not None]
+        ranks = [s.rank("figure") for s in drawn]
+        order = sorted(range(len(drawn)), key=lambda i: (ranks[i] is None, ranks[i] or 0, i))
+        return {**{drawn[i].name: (drawn[i].label, drawn[i].colour or "C7") for i in order}, **ROW_STYLE}
+
+    def __getitem__(self, name):
+        return self._styles()[name]
+
+    def __iter__(self):
+        return iter(self._styles())
+
+    def __len__(self) -> int:
+        return len(self._styles())
+
+
+ROW_STYLE = {"gaussian_optimum": ("Gaussian optimum (gaussian channel at the same tau)", "C7")}  # a theory row
+STYLE = StrategyStyles()
 UNREGISTERED_MARKER = ("x", "C7")  # a stored table's model that is not registered now
 
 

@@ -30,10 +30,25 @@ from .registry import build_policy
 from .simulate import check_inputs, check_samples, simulate
 from .tree import TreeSpec
 
-BOUND_CANDIDATES = ("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal")
+from .strategy_objects import candidates as role_candidates
+from .strategy_objects import strategy_of
+
+# The default candidates of the bracket and of best_adaptive are the strategies whose object says so
+# (Strategy.roles "bracket" and "best_adaptive", in their ranks' order: path, greedy_coordinate, rollout,
+# bellman_noiseless, optimal; path, bellman_noiseless, greedy_coordinate, greedy_dense); where each applies is
+# its object's too (Strategy.applies, min_budget, solved_only).
 CHEAP_SECONDS = 1.0  # where the exact optimum is solved, default candidates priced above this are not sampled
 TOKENS_SECONDS = 2.0  # under tokens on a solved tree (no exact optimum), default candidates priced above this are not sampled
-ADAPTIVE_CANDIDATES = ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense")
+
+
+def bound_candidates() -> tuple:
+    """The bracket's default candidates: the registered strategies of role ``bracket``."""
+    return role_candidates("bracket")
+
+
+def adaptive_candidates() -> tuple:
+    """:func:`best_adaptive`'s default candidates: the registered strategies of role ``best_adaptive``."""
+    return role_candidates("best_adaptive")
 
 
 @dataclass(frozen=True)
@@ -153,15 +168,16 @@ class BoundsPlan:
 
 
 def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: int, threads: int) -> float:
-    """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples."""
+    """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples: the exact noisy policy's
+    (``solved_only``) by ``fvnum.noisy_dp``, every other the strategy's own (``Strategy.cost``)."""
     from . import noisy_dp
     from .limits import mc_cost
-    from .strategies import rollout_seconds
 
-    if name == "rollout":
-        return rollout_seconds(spec.depth, budget, samples, threads)
-    if name == "optimal":
+    s = strategy_of(name)
+    if s is not None and s.solved_only:
         return noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
+    if s is not None:
+        return s.cost(spec, channel, budget, samples, threads=threads)  # bellman_noiseless: with its solve
     return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                    tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
 
@@ -198,18 +214,15 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
             solve = False
             skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "
                                 f"half the time cap of {max_seconds():.3g} s")
-    names = BOUND_CANDIDATES if candidates is None else tuple(candidates)
+    names = bound_candidates() if candidates is None else tuple(candidates)
     applies = []
     for name in names:
-        if name == "optimal" and not solve:
-            continue
-        if name == "path" and budget > spec.depth:
-            continue
-        if name == "bellman_noiseless" and budget > spec.dim:
-            continue
-        if name == "rollout" and (tau == 0 or budget < 2):
-            continue
-        applies.append(name)
+        s = strategy_of(name)
+        if s is not None and s.solved_only:  # the exact noisy policy: where the recursion is solved
+            if solve:
+                applies.append(name)
+        elif s is None or (s.applies(spec.depth, spec.dim, budget, tau) and budget >= s.min_budget):
+            applies.append(name)
     n = samples + min(samples, select_samples)
     for name in applies:
         seconds[name] = candidate_seconds(name, spec, channel, budget, n, threads)
@@ -307,7 +320,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
            select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
-    policies tried for the upper bound (default ``BOUND_CANDIDATES``, each where it applies, less those
+    policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
     exact recursion (default: where ``fvnum.noisy_dp.exact_feasible`` and within the time cap)."""
     from . import noisy_dp
@@ -375,7 +388,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
 def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
                   candidates=None, select_samples: int = 2000, threads=None) -> SearchResult:
     """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
-    Candidates (tree prior): ``path`` (when ``B <= K``), ``bellman_noiseless`` (the noiseless Bellman
+    Candidates (tree prior; by default the strategies of role ``best_adaptive``): ``path`` (when ``B <= K``), ``bellman_noiseless`` (the noiseless Bellman
     policy of ``fvsym`` run under noise), ``greedy_coordinate`` and ``greedy_dense`` (add ``rollout``
     with ``candidates``). They are compared on ``min(samples, select_samples)`` common random numbers
     (stream ``SELECT``); the winner is re-estimated on ``samples`` samples of the ``EVAL`` stream.
@@ -390,14 +403,11 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
         est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)
         return SearchResult("optimal", est, "water-filling design (by Theorem G1 no adaptive policy beats it)",
                             pol.design, pol, {"optimal": est})
-    names = ADAPTIVE_CANDIDATES if candidates is None else tuple(candidates)
+    names = adaptive_candidates() if candidates is None else tuple(candidates)
     policies = {}
     for name in names:
-        if name == "path" and budget > spec.depth:
-            continue
-        if name in ("bellman_noiseless", "optimal") and budget > spec.dim:
-            continue
-        if name == "rollout" and channel.tau == 0:
+        s = strategy_of(name)
+        if s is not None and not s.applies(spec.depth, spec.dim, budget, channel.tau):
             continue
         policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
     if not policies:

@@ -6,6 +6,8 @@ scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vec
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
 (``0.3 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
+Each strategy's factors are its ``Work``, on its object (``fvnum.strategy_objects``); a strategy with a price of its
+own (``Strategy.price``) is checked against the time cap by :func:`check_price`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .prior_checks import (  # noqa: F401 (the float checks of the priors, named
     RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
 )
 from .resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+from .strategy_objects import COORDINATE, DENSE, Strategy, Work, classed_by_measurement, load, strategy_of
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
@@ -31,61 +34,89 @@ SCRATCH_FLOATS = 8  # D-sized float arrays per thread
 TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 GAUSS_OPS = 0.2  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 to 45 times over at D 200, B 10)
 TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.7 times over at depth 12)
-COORDINATE = ("path", "top_levels", "bellman_noiseless", "optimal")
-COORDINATE_OPS = 0.3  # per sample, reading and level of a coordinate strategy (measured 8 to 36 ns per reading and
-# level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to 20 times over)
-SEARCHING = ("optimal_nonadaptive", "rollout", "greedy_dense")
+# Each strategy's own factors (operations a sample, dense rows, searches, solves) are its Work, on its object
+# (fvnum.strategy_objects; the coordinate kernels' measured factor there, COORDINATE): mc_cost reads them; a
+# strategy registered without one is priced like a user policy (dense rows on every sample).
+COORDINATE_OPS = COORDINATE.tree_ops  # per sample, reading and level of a coordinate strategy
 
 
-def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy: str, tokens: bool, samples: int,
+def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, tokens: bool, samples: int,
             threads: int, dense_design: bool = False, search_samples: int = 4000,
             solve: bool = True) -> tuple[float, float]:
-    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates). ``solve``: include the exact
-    noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.costs.tree_loss_cost``) that the policies
+    """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates) of ``strategy`` (a name or a
+    ``fvnum.strategy_objects.Strategy``), from its :class:`~fvnum.strategy_objects.Work`. ``solve``: include the
+    exact noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.costs.tree_loss_cost``) that the policies
     ``bellman_noiseless`` and ``optimal`` (tree prior) build before sampling; False where the caller prices
     the solves itself."""
+    w = strategy_work(strategy)
+    if dense_design and w.rows_given:  # a given design of dense rows
+        w = DENSE
     D, B = dim, max(int(budget), 1)
-    coordinate = tree and (strategy in COORDINATE or (strategy == "fixed" and not dense_design))
     per_sample = 2 + 6 * B + (depth if tree else 0)
     if tokens:
         per_sample += TOKENS_FLOATS * D
-    elif not (coordinate or (tree and strategy == "greedy_coordinate")):
+    elif not tree or w.dense_rows:
         per_sample += 3 * D
     fixed = SCRATCH_FLOATS * D * max(1, threads) + (3 * D * D if not tree else 0)
     memory = 8.0 * (fixed + MIN_CHUNK * per_sample * max(1, threads)) + BASE_BYTES
     if tree:
-        ops = B * depth * COORDINATE_OPS if coordinate else (2**depth) * B * 2
-        if strategy in ("greedy_coordinate", "rollout"):
-            ops = 36 * B * depth  # O(B K) per sample (measured about 400 at depth 10, budget 4)
-        if strategy == "rollout":  # n_cand (4) greedy continuations over n_rollouts (32) each, per sample
-            ops *= 4 * 32
-        if strategy == "greedy_dense":  # ~30 lookahead evaluations a layer, each O(lattice x 2^K K)
-            ops = 80 * 2**depth * depth * B  # (measured 2 to 8 ms a sample at depth 6, budgets 3 and 4)
+        ops = w.tree_ops_per_sample(depth, B)
     else:
-        ops = D * B * GAUSS_OPS + (D * D * B if strategy in ("greedy_dense", "rollout") else 0)
+        ops = D * B * GAUSS_OPS + (D * D * B if w.quadratic else 0)
     if tokens:
         ops += TOKENS_OPS * D
     work = samples * ops + (D**3 if not tree else 0)
-    if tree and strategy == "greedy_dense":  # the shared first row: about 20 samples' work
-        work += 20 * ops
-    elif strategy in SEARCHING and not (tree and strategy == "rollout"):
-        work += search_samples * ops * max(D, 1) * (2 if strategy == "rollout" else 1)
+    if tree and w.first_samples:  # a shared first row, priced as this many samples' work
+        work += w.first_samples * ops
+    elif w.search:
+        work += search_samples * ops * max(D, 1) * w.search
     seconds = work / (RATE * max(1, threads))
-    if tree and strategy == "optimal_nonadaptive" and dense_design:  # the unit class's L-BFGS search
-        seconds = unit_search_seconds(depth, dim, B, samples, search_samples, threads)
-    elif tree and strategy == "optimal_nonadaptive":  # the coordinate class's search, then its design sampled
-        seconds = (coordinate_search_seconds(depth, dim, B, search_samples)
-                   + samples * (B * depth * COORDINATE_OPS) / (RATE * max(1, threads)))
-    if solve and tree and strategy in ("bellman_noiseless", "optimal") and budget >= 1:
+    if tree and w.tree_seconds is not None:  # the strategy's own measured model on the tree
+        seconds = load(w.tree_seconds)(depth, dim, B, samples, search_samples, threads, dense_design)
+    if solve and tree and w.solve and budget >= 1:
         from fvsym.costs import tree_loss_cost
 
         solve_bytes, solve_seconds = tree_loss_cost(depth, min(B, dim), "optimal", False)
         memory, seconds = max(memory, solve_bytes + BASE_BYTES / 2), seconds + solve_seconds
-    if tree and strategy == "rollout":  # priced by the policy's own measured model (quadratic in the budget)
-        from .strategies import rollout_seconds
-
-        seconds = rollout_seconds(depth, B, samples, threads)
     return memory, seconds
+
+
+def strategy_work(strategy) -> Work:
+    """The :class:`~fvnum.strategy_objects.Work` of a strategy (a name or its object): its own, or a user
+    policy's (:data:`~fvnum.strategy_objects.DENSE`) for a name not registered or a strategy without one."""
+    obj = strategy if isinstance(strategy, Strategy) else strategy_of(strategy)
+    return DENSE if obj is None else obj.engine_work
+
+
+def engine_seconds(strategy, prior, channel, budget: int, samples: int, *, threads: int = 1,
+                   search_samples: int = 4000, dense_design: bool = False, solve: bool = True) -> float:
+    """The engine's price (:func:`mc_cost`, seconds) of ``samples`` samples of ``strategy`` on the numeric
+    ``prior`` under ``channel``: what ``Strategy.cost`` answers for a strategy without a price of its own."""
+    from .capabilities import capability
+
+    depth = capability(prior, "heap_depth")
+    tree = depth is not None
+    return mc_cost(tree=tree, depth=depth or 0, dim=prior.dim, budget=budget, strategy=strategy,
+                   tokens=channel.kind == "tokens", samples=samples, threads=threads, dense_design=dense_design,
+                   search_samples=search_samples, solve=solve)[1]
+
+
+def nonadaptive_search_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int,
+                               dense_design: bool) -> float:
+    """The tree's price of ``optimal_nonadaptive``: the unit class's L-BFGS search (``dense_design``), or the
+    coordinate class's search and then its design sampled."""
+    if dense_design:
+        return unit_search_seconds(depth, dim, budget, samples, search_samples, threads)
+    return (coordinate_search_seconds(depth, dim, budget, search_samples)
+            + samples * (budget * depth * COORDINATE_OPS) / (RATE * max(1, threads)))
+
+
+def rollout_tree_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int,
+                         dense_design: bool) -> float:
+    """The tree's price of ``rollout``: the policy's own measured model (quadratic in the budget)."""
+    from .strategies import rollout_seconds
+
+    return rollout_seconds(depth, budget, samples, threads)
 
 
 # The coordinate class's design search (fvnum.search.optimal_nonadaptive_coordinate): every symmetry class of B
@@ -167,8 +198,9 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
             dense = np.asarray(design).ndim == 2
         except (TypeError, ValueError):
             dense = False
-    if strategy == "optimal_nonadaptive" and measurement in (None, "unit"):
+    if classed_by_measurement(strategy) and measurement in (None, "unit"):
         dense = True  # the unit class's search
+    own_price = getattr(strategy_of(strategy), "price", None) is not None  # its time: check_price, in loss_mc
 
     def cost(depth_=depth, samples_=samples):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
@@ -184,11 +216,36 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
     else:
         mem_hint = time_hint = ""
     check_memory(what, memory, mem_hint)
-    if not fits_time(seconds):
+    if not own_price and not fits_time(seconds):
         per = seconds / samples
         most = int(max(0.0, (seconds_cap() - (cost(samples_=0)[1])) / per)) if per > 0 else samples
         extra = f"; at this size at most {most} samples fit" if most >= 2 else ""
         check_time(f"{what} with {samples} samples", seconds, time_hint + extra)
+
+
+def check_price(strategy: Strategy, spec, channel, budget: int, samples: int, threads: int | None) -> None:
+    """Refuse (one line, naming the most samples that fit) a ``loss_mc`` call of a strategy with a price of its own
+    (``Strategy.price``) that is priced over the time cap."""
+    from ._chunks import default_threads
+
+    threads = default_threads() if threads is None else int(threads)
+
+    def seconds(n):
+        return strategy.cost(spec, channel, budget, n, threads=threads)  # refuses a price that is no number >= 0
+
+    total = seconds(samples)
+    if fits_time(total):
+        return
+    lo, hi = 1, samples  # the most samples that fit, by bisection (a price grows with the samples)
+    if fits_time(seconds(2)):
+        while hi - lo > max(1, lo // 100):
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits_time(seconds(mid)) else (lo, mid)
+        hint = f"; at this size at most {max(lo, 2)} samples fit"
+    else:
+        hint = "; no sample count fits"
+    check_time(f"fv mc --strategy {strategy.name} (its own price) at budget {budget} with {samples} samples", total,
+               hint)
 
 
 # The sizes of the keyed searches in a comparison (fvnum.theory.keyed_curves), and their price.

@@ -10,69 +10,91 @@ water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from fvsym.errors import InputError
 from fvsym.strategy_names import BARE, bare_refusal
 
-# Only the names load at import (``fv`` lists them without loading numpy or numba); the builders
-# import the engine when called.
-
-STRATEGIES = {
-    "path": "adaptive: read the depth-l node of the path decoded so far (L = B, d = 1)",
-    "top_levels": "non-adaptive: the first B nodes in heap order, one layer",
-    "fixed": "non-adaptive: a given design (node list or unit rows)",
-    "optimal": "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at tau = 0, "
-               "water-filling (Gaussian prior); elsewhere refused (see fv bounds)",
-    "bellman_noiseless": "the noiseless Bellman policy of fvsym, run under the channel",
-    "optimal_nonadaptive_unit": "the best non-adaptive design of the unit class found by search (one layer)",
-    "optimal_nonadaptive_coordinate": "the best non-adaptive design of the coordinate class found by search",
-    "optimal_nonadaptive": "old spelling: optimal_nonadaptive_unit (the default measurement='unit') or "
-                           "optimal_nonadaptive_coordinate; say the class",
-    "policy": "a user policy (callable, see fvnum.strategies)",
-    "greedy_coordinate": "adaptive: greedy one-step lookahead over coordinates",
-    "greedy_dense": "adaptive: greedy one-step lookahead over unit rows",
-    "rollout": "adaptive: one-step rollout over the greedy policy (approximate noisy Bellman)",
-}
-CLI_STRATEGIES = tuple(s for s in STRATEGIES if s != "policy")
-MEASUREMENTS = ("unit", "coordinate")
-CLASS_OF_STRATEGY = {"optimal_nonadaptive_unit": "unit", "optimal_nonadaptive_coordinate": "coordinate"}
+# Only the objects load at import (``fv`` lists them without loading numpy or numba); the builders import the
+# engine when called. Each strategy is one ``fvnum.strategy_objects.Strategy`` (class, adaptivity, price,
+# candidate roles, figure label): STRATEGIES maps its name to it.
+from .strategy_objects import MEASUREMENTS, STRATEGIES, Strategy, load  # noqa: F401 (the registry's names)
 
 
-BUILDERS: dict = {}  # strategies registered from outside the package: name -> build(prior, channel, budget, ...)
+class _CliStrategies(Sequence):
+    """The names ``fv mc --strategy`` takes (``Strategy.cli``), read from the registry when asked: a strategy
+    registered before the command line is parsed is a choice too."""
+
+    def _names(self) -> tuple:
+        return tuple(name for name, s in STRATEGIES.items() if s.cli)
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __repr__(self) -> str:
+        return repr(self._names())
 
 
-def register_strategy(name: str, description: str, build) -> None:
-    """Add a strategy under ``name`` from outside the package: :func:`loss_mc`, ``patching_table`` and every
-    caller of :func:`build_policy` then know it (``fv mc``'s choices are fixed when the CLI loads).
+CLI_STRATEGIES = _CliStrategies()
 
+
+def _builtin_names() -> frozenset:
+    from .strategy_objects import BUILTIN
+
+    return frozenset(s.name for s in BUILTIN)
+
+
+def register_strategy(name, description: str | None = None, build=None) -> Strategy:
+    """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, every caller of
+    :func:`build_policy`, the prices, the searches whose candidate it is (``Strategy.roles``) and the figures
+    (``Strategy.label``) then know it, and so does ``fv mc --strategy`` parsed after it is registered
+    (:data:`CLI_STRATEGIES`). Returns its object.
+
+    Either ``register_strategy(Strategy(name, description, measurement, adaptive, build=..., price=..., ...))``
+    or ``register_strategy(name, description, build)`` (a strategy of no declared class, priced as a user policy).
     ``build(prior, channel, budget, *, layers, width, seed)`` returns a :class:`fvnum.strategies.Policy`
     (e.g. ``CallablePolicy(fn, layers, width, name)``, or a subclass with ``rows``/``update``), or raises a
     ValueError for a prior or layout it does not apply to. ``prior`` is the object the caller gave; the Policy's
     rows are coordinates (1-based, int) or dense rows (float), as in ``fvnum.strategies``. Its Monte Carlo is
-    priced as a user policy's (dense rows per sample). Names of built-in strategies cannot be taken."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise InputError(f"a strategy name must be an identifier, got {name!r}")
-    if name in STRATEGIES:
-        raise InputError(f"strategy {name!r} is registered already")
-    if not callable(build):
+    priced by its ``price`` (``price(prior, channel, budget, samples, *, threads) -> seconds``), else by the
+    engine with its ``work``, else as a user policy's (dense rows per sample). Names of built-in strategies
+    cannot be taken."""
+    if isinstance(name, Strategy):
+        if description is not None or build is not None:
+            raise InputError("give a Strategy alone, or a name, a description and a build")
+        strategy = name
+    else:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InputError(f"a strategy name must be an identifier, got {name!r}")
+        if name in STRATEGIES:
+            raise InputError(f"strategy {name!r} is registered already")
+        strategy = Strategy(name, str(description), build=build)
+    if strategy.name in STRATEGIES:
+        raise InputError(f"strategy {strategy.name!r} is registered already")
+    if strategy.build is None or not (callable(strategy.build) or isinstance(strategy.build, str)):
         raise InputError(f"build must be callable (prior, channel, budget, *, layers, width, seed) -> Policy, got "
-                         f"{type(build).__name__}")
-    STRATEGIES[name] = str(description)
-    BUILDERS[name] = build
+                         f"{type(strategy.build).__name__}")
+    STRATEGIES[strategy.name] = strategy
+    return strategy
 
 
 def unregister_strategy(name: str) -> None:
     """Remove a strategy added by :func:`register_strategy` (built-in ones stay)."""
-    if name not in BUILDERS:
+    if not isinstance(name, str) or name not in STRATEGIES or name in _builtin_names():
         raise InputError(f"strategy {name!r} was not added by register_strategy")
-    BUILDERS.pop(name)
     STRATEGIES.pop(name)
 
 
 def _registered(name, prior, channel, budget, layers, width, seed):
     from .strategies import Policy
 
-    pol = BUILDERS[name](prior, channel, budget, layers=layers, width=width, seed=seed)
+    pol = load(STRATEGIES[name].build)(prior, channel, budget, layers=layers, width=width, seed=seed)
     if not isinstance(pol, Policy):
         raise InputError(f"strategy {name!r}: its build returned {type(pol).__name__}, not a fvnum.strategies.Policy")
     if pol.layers * pol.width != budget:
@@ -85,11 +107,12 @@ def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
     """``(strategy, measurement)`` with the class-named spellings (``optimal_nonadaptive_unit`` /
     ``_coordinate``) mapped onto ``optimal_nonadaptive`` and its class; the bare ``optimal_nonadaptive`` needs its
     ``measurement`` (else one line: say the class); for other strategies ``measurement=None`` is ``unit``."""
-    if strategy in CLASS_OF_STRATEGY:
-        klass = CLASS_OF_STRATEGY[strategy]
+    spelled = STRATEGIES.get(strategy) if isinstance(strategy, str) else None
+    if spelled is not None and spelled.runs_as is not None:  # a class-named spelling
+        klass = spelled.measurement
         if measurement not in (None, klass):
             raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
-        return "optimal_nonadaptive", klass
+        return spelled.runs_as, klass
     if strategy == BARE and measurement is None:  # one meaning per name: the class is said, here or in the name
         raise InputError(bare_refusal(strategy))
     return strategy, "unit" if measurement is None else measurement
@@ -146,7 +169,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if strategy in BUILDERS:  # registered from outside: its builder decides where it applies
+    if STRATEGIES[strategy].build is not None:  # registered from outside: its builder decides where it applies
         check_budget(budget)
         return _registered(strategy, prior, channel, budget, layers, width, seed)
     if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
@@ -292,7 +315,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
-    from .limits import check_loss_mc_args
+    from .limits import check_loss_mc_args, check_price
     from .priors import is_prior_object, numeric
     from .simulate import check_inputs, check_samples, plain_scalars, simulate
 
@@ -312,6 +335,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
+    if STRATEGIES[strategy].price is not None:  # a strategy that prices itself
+        check_price(STRATEGIES[strategy], spec, channel, budget, samples, threads)
     if strategy == "optimal" and channel.tau > 0:
         _check_noisy_optimal_cost(spec, channel, budget, samples, threads)
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,

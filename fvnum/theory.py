@@ -39,9 +39,10 @@ from fvsym.errors import InputError
 from .channels import Channel, effective_tau2
 from .defaults import KEYED
 from .estimate import Estimate
-from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
 from .model_rows import MODELS, model
 from .priors import prior_entry
+from .strategy_objects import adaptive_class
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
@@ -81,7 +82,6 @@ ROW_KINDS = {
 # design. A bound row bounds the models that name it (``bounded_by``); every other bound row bounds a theory
 # quantity, no trained model.
 RENAMED_ROWS = {"optimal_mc": "water_filling_mc"}  # names in tables stored before: not an optimum under tokens
-DENSE_POLICIES = ("greedy_dense",)  # adaptive policies of the unit class (the others read coordinates)
 
 
 def prediction_row(name: str, names) -> str | None:
@@ -163,7 +163,7 @@ def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = 
     """``role``, ``models``, ``class`` and ``keys`` of the row ``name`` in a table whose rows are ``names``."""
     role, klass, family = ROW_KINDS.get(name, ("reference", "unit", "linear"))
     if klass is None:
-        klass = "unit" if policy in DENSE_POLICIES else "coordinate"
+        klass = adaptive_class(policy)  # the class of the policy found: its strategy object's
     predicted = tuple(m for m in MODELS if prediction_row(m, names) == name)
     bounded = tuple(m for m, s in MODELS.items() if name in s.bounded_by)
     models = predicted if predicted else bounded if role in ("lower_bound", "upper_bound") else ()
@@ -521,7 +521,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
-    from .bracket import best_adaptive, bounds
+    from .bracket import best_adaptive, bound_candidates, bounds
     from .capabilities import capability
     from .registry import loss_mc
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
@@ -551,8 +551,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         rows.append(TheoryRow.mc("best_adaptive", found.estimate, f"best adaptive policy found: {found.name} "
                                  f"({linear_keys}; an upper bound on the linear-key adaptive optimum)", ch,
                                  policy=found.name))
-        br = bounds(prior, B, **few,
-                    candidates=("path", "greedy_coordinate", "rollout", "bellman_noiseless", "optimal"))
+        br = bounds(prior, B, **few, candidates=bound_candidates())  # every default candidate, each where it applies
         rows.append(TheoryRow.exact("optimum_lower", br.lower,
                                     f"noisy adaptive optimum of the coordinate class with linear keys ({ch} channel) "
                                     f">= this: {br.lower_how}; not a bound for Models A, B (MLP keys) or C "
@@ -597,8 +596,45 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
                            int(seed), tuple(rows))
 
 
+def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, samples: int, search_samples: int,
+                             tokens: bool = True, threads: int = 1) -> float:
+    """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.limits.keyed_cost`` prices those),
+    beside it and from the prices of the strategies it runs (``fvnum.limits.mc_cost``, each strategy's factors
+    from its object): the path row, the default candidates of ``best_adaptive`` (role ``best_adaptive``, each on
+    the selection samples, the winner again on ``min(samples, 4 search_samples)``) and of the bracket (role
+    ``bracket``, less the exact noisy policy, sampled twice), the three exact noiseless solves (the bracket's
+    lower bound, its and best_adaptive's noiseless Bellman policy), the top levels and both design searches; on a
+    prior without a tree's heap the water-filling design and its ``D^3`` solve."""
+    from fvsym.costs import tree_loss_cost
+
+    from .strategy_objects import candidates, strategy_of
+
+    B = budget
+
+    def mc(strategy, n, **kw):
+        return mc_cost(tree=tree, depth=depth if tree else 0, dim=dim, budget=B, strategy=strategy, tokens=tokens,
+                       samples=n, threads=threads, solve=False, **kw)[1]  # the solves: below
+
+    if not tree:
+        return mc("optimal", samples) + 1e-7 * dim**3 + 1.0
+    few, select = min(samples, 4 * search_samples), min(1000, search_samples)
+
+    def runs(role):  # the default candidates of a search that apply at this budget (the channel is noisy)
+        return [s for s in candidates(role) if not strategy_of(s).solved_only
+                and strategy_of(s).applies(depth, dim, B, tau=1.0)]
+
+    adaptive, bracket = runs("best_adaptive"), runs("bracket")
+    seconds = mc("path", samples) if B <= depth else 0.0
+    seconds += sum(mc(s, select) for s in adaptive) + max(mc(s, few) for s in adaptive)
+    seconds += 2 * sum(mc(s, few) for s in bracket) + 3 * tree_loss_cost(depth, B, "optimal", False)[1]
+    seconds += mc("top_levels", samples)
+    seconds += mc("optimal_nonadaptive", search_samples, search_samples=search_samples)
+    seconds += mc("optimal_nonadaptive", search_samples, dense_design=True, search_samples=search_samples)
+    return seconds + 1.0
+
+
 __all__ = [
     "CLASSES", "ComparisonTable", "LinearDecoder", "MODELS", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
+    "comparison_table", "comparison_table_seconds", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
     "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
 ]

@@ -130,3 +130,183 @@ def test_the_toy_prior_on_a_tree_s_leaves_is_the_tree():
 
     for layers in (1, 2):
         assert noiseless_bellman(Leaves(), layers).value == pytest.approx(float(solve(tree, layers, 1).loss), abs=1e-12)
+
+
+# --- a strategy as one object (issue 30, item 1): class, adaptivity, build, its own price, roles, figure label ---
+TOY_SECONDS_PER_SAMPLE = 1e-3  # the toy's own price: far above the engine's (top levels at depth 3: ~1e-7 s)
+
+
+def _toy_top_build(prior, channel, budget, *, layers, width, seed):
+    from fvnum.strategies import FixedDesign
+
+    return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_top")
+
+
+def _toy_top_price(prior, channel, budget, samples, *, threads):
+    return TOY_SECONDS_PER_SAMPLE * samples
+
+
+def _toy_path_strategy():
+    from fvnum.strategy_objects import Strategy
+
+    return Strategy("toy_path_obj", "path by hand on depth-2 trees, a candidate of best_adaptive", "coordinate", True,
+                    build=_toy_path, roles=(("best_adaptive", 9),), max_budget="depth")
+
+
+@pytest.fixture
+def toy_top():
+    """Top levels written outside the package as a Strategy object, with its own class, price, label and colour."""
+    from fvnum.strategy_objects import Strategy
+
+    before = (dict(STRATEGIES), tuple(_cli_names()), dict(_styles()))
+    s = register_strategy(Strategy("toy_top", "the first B nodes, by hand (a test's strategy)", "coordinate", False,
+                                   build=_toy_top_build, price=_toy_top_price, label="toy top levels", colour="C6"))
+    try:
+        yield s
+    finally:
+        unregister_strategy("toy_top")
+        assert (dict(STRATEGIES), tuple(_cli_names()), dict(_styles())) == before  # the state restored
+
+
+def _cli_names():
+    from fvnum.registry import CLI_STRATEGIES
+
+    return CLI_STRATEGIES
+
+
+def _styles():
+    from bridges.figures import STYLE
+
+    return STYLE
+
+
+def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_top):
+    from fvnum.strategy_objects import Strategy
+
+    assert isinstance(STRATEGIES["toy_top"], Strategy) and STRATEGIES["toy_top"] is toy_top
+    assert (toy_top.measurement, toy_top.adaptive) == ("coordinate", False) and str(toy_top) == toy_top.description
+    prior = TreePrior(3, "1/2")
+    mine = loss_mc(prior, "toy_top", 2, tau=0.2, samples=3000, seed=5)
+    builtin = loss_mc(prior, "top_levels", 2, tau=0.2, samples=3000, seed=5)
+    assert mine.value == builtin.value and mine.stderr == builtin.stderr
+    assert "toy_top" in _cli_names()
+
+
+def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_top):
+    from fvnum.channels import make_channel
+    from fvnum.resources import time_limit
+    from fvnum.tree import numeric_prior
+
+    from tests._cli import fv
+
+    spec = numeric_prior(TreePrior(3, "1/2"))
+    assert toy_top.cost(spec, make_channel(spec, 0.2, None, 0.01), 2, 1000) == pytest.approx(1.0)
+    # the engine would price top levels at depth 3 with 100,000 samples far below a second: a refusal is its price
+    with time_limit(5):
+        with pytest.raises(ValueError, match="toy_top .its own price.*100000 samples") as caught:
+            loss_mc(TreePrior(3, "1/2"), "toy_top", 2, tau=0.2, samples=100_000, seed=0)
+    assert "at most" in str(caught.value)
+    code, out, err = fv("--max-seconds", 5, "mc", "--strategy", "toy_top", "--depth", 3, "--budget", 2, "--tau", 0.2,
+                        "--samples", 100_000)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "toy_top" in err and "--max-seconds" in err and "samples fit" in err
+    code, out, err = fv("--max-seconds", 5, "mc", "--strategy", "toy_top", "--depth", 3, "--budget", 2, "--tau", 0.2,
+                        "--samples", 1000)
+    assert code == 0, err
+
+
+def test_a_strategy_object_with_a_label_is_drawn_in_the_report_figure(toy_top, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import bridges.figures as figures
+
+    assert figures.STYLE["toy_top"] == ("toy top levels", "C6")
+    drawn = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.setdefault("fig", fig) and [path])
+    curves = [{"prior": "tree", "strategy": s, "noise": "N=16", "budget": b, "value": v, "stderr": 0.01}
+              for s in ("path", "toy_top") for b, v in ((1, 0.5), (2, 0.3))]
+    figures.loss_vs_budget(tmp_path / "f.png", curves, [], SimpleNamespace(n_tokens=16, depth=3, tree="alpha 1/2"))
+    labels = [t.get_text() for legend in drawn["fig"].legends for t in legend.get_texts()]
+    assert "toy top levels, N=16" in labels and "path (adaptive, coordinate), N=16" in labels
+
+
+def test_a_strategy_object_with_a_role_is_a_candidate_of_its_search():
+    from fvnum.bracket import adaptive_candidates, best_adaptive
+
+    s = register_strategy(_toy_path_strategy())
+    try:
+        assert adaptive_candidates()[-1] == s.name
+        found = best_adaptive(TreePrior(2, "1/2"), 2, tau=0.3, samples=2000, select_samples=500, seed=1)
+        # same common random numbers, same reads: the hand-written path scores as the built-in one
+        assert found.candidates[s.name].value == found.candidates["path"].value
+        assert adaptive_candidates()[:4] == ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense")
+    finally:
+        unregister_strategy(s.name)
+    assert s.name not in adaptive_candidates()
+
+
+def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
+    from fvnum.strategy_objects import Strategy
+
+    for kw, says in ((dict(measurement="diagonal"), "measurement must be"), (dict(roles=(("nowhere", 0),)), "roles"),
+                     (dict(price=3), "price must be callable"), (dict(max_budget="leaves"), "max_budget")):
+        with pytest.raises(ValueError, match=says):
+            Strategy("toy_bad", "x", **kw)
+    with pytest.raises(ValueError, match="build must be callable"):
+        register_strategy(Strategy("toy_bad", "no build"))
+    with pytest.raises(ValueError, match="registered already"):
+        register_strategy(Strategy("path", "x", build=_toy_path))
+    with pytest.raises(ValueError, match="alone"):
+        register_strategy(Strategy("toy_bad", "x", build=_toy_path), "x")
+    assert "toy_bad" not in STRATEGIES
+
+
+# --- the prices read from the objects equal the prices before them (fvnum.limits.mc_cost, bridges.cost) --------
+OLD_PRICES = {  # (tree, depth, dim, strategy, budget, tokens, dense_design, threads): (bytes, seconds) before
+    (True, 6, 63, "path", 4, True, False, 1): (301359808.0, 0.025425),
+    (True, 6, 63, "rollout", 4, False, False, 2): (300913280.0, 1.8476399359999998),
+    (True, 6, 63, "greedy_dense", 2, True, False, 1): (301335232.0, 15.4451595),
+    (True, 6, 63, "optimal_nonadaptive", 4, True, True, 1): (301359808.0, 2.6079999999999997),
+    (True, 6, 63, "optimal_nonadaptive", 4, True, False, 1): (301359808.0, 3.56464),
+    (True, 10, 1023, "bellman_noiseless", 4, False, False, 2): (1360449254.9999998, 76.69811699999998),
+    (True, 3, 7, "fixed", 2, False, True, 1): (300078272.0, 0.008),
+    (True, 3, 7, "fixed", 2, False, False, 1): (300035264.0, 0.00045),
+    (False, 0, 200, "greedy_dense", 4, False, False, 1): (302254848.0, 4845.24),
+    (False, 0, 200, "rollout", 2, True, False, 2): (309234944.0, 2421.6475),
+    (True, 6, 63, "a_name_not_registered", 2, True, False, 1): (301335232.0, 0.087625),
+    (True, 6, 63, "greedy_coordinate", 4, True, False, 1): (301359808.0, 0.239625),
+}
+OLD_TABLE_SECONDS = {("tree", 3, 3): 8.257011024, ("tree", 6, 5): 106.13143332, ("gaussian", 6, 3): 1.16980705}
+
+
+@pytest.mark.parametrize("case", sorted(OLD_PRICES, key=str))
+def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
+    from fvnum.limits import mc_cost
+
+    tree, depth, dim, strategy, budget, tokens, dense, threads = case
+    got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, tokens=tokens, samples=5000,
+                  threads=threads, dense_design=dense, search_samples=3000)
+    assert got == pytest.approx(OLD_PRICES[case], rel=1e-12)
+
+
+def test_the_comparison_table_price_equals_the_price_before_it():
+    from bridges.config import DataConfig
+    from bridges.cost import theory_table_seconds
+
+    for (prior, depth, budget), seconds in OLD_TABLE_SECONDS.items():
+        got = theory_table_seconds(DataConfig(prior=prior, depth=depth), budget, 20000, 2000)
+        assert got == pytest.approx(seconds, rel=1e-12)
+
+
+def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
+    from fvnum.channels import make_channel
+    from fvnum.limits import mc_cost
+    from fvnum.tree import numeric_prior
+
+    spec = numeric_prior(TreePrior(6, "1/2"))
+    for name in ("path", "greedy_coordinate", "rollout", "bellman_noiseless"):
+        for tau, tokens in ((0.2, None), (None, 64)):
+            channel = make_channel(spec, tau, tokens, 0.01)
+            want = mc_cost(tree=True, depth=6, dim=63, budget=3, strategy=name, tokens=tokens is not None,
+                           samples=4000, threads=2)[1]
+            assert STRATEGIES[name].cost(spec, channel, 3, 4000, threads=2) == want
