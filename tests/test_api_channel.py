@@ -22,6 +22,7 @@ LEFT = {
     "fvnum.limits.mc_cost": "tokens is a flag there (is it the tokens channel?), the price needs no N",
     "fvnum.limits.check_mc": "tokens is a flag there (is it the tokens channel?), the price needs no N",
     "fvnum.limits.check_loss_mc_args": "tokens is the N already checked by make_channel's caller",
+    "fvnum.theory.comparison_table_seconds": "tokens is a flag there (is it the tokens channel?), as in mc_cost",
 }
 
 
