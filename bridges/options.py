@@ -209,3 +209,17 @@ def usage(options, prog: str, description: str = "") -> str:
         help_ = f"{o.help}; " if o.help else ""
         lines.append(f"  {o.flag}=<{shown_kind(o)}>  ({help_}default {default})")
     return "\n".join(lines)
+
+
+def script_options(argv: list[str], names) -> dict:
+    """The options of the docs' study scripts (``docs/scaling/*.py``, ``docs/softmax/study.py``): ``--name=value``,
+    or ``--name`` alone for ``"1"``. An option not among ``names`` ends the script: one line on stderr naming it,
+    exit code 2."""
+    import sys
+
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
+    unknown = sorted(set(opts) - set(names))
+    if unknown:
+        print(f"unknown options: {', '.join(unknown)}; choose among --{', --'.join(sorted(names))}", file=sys.stderr)
+        raise SystemExit(2)
+    return opts

@@ -5,14 +5,13 @@ takes it one way, ``channel=`` (a ``Channel``), or ``tau=`` (gaussian), or ``n_t
 from __future__ import annotations
 
 import ast
-import importlib
 import math
-from pathlib import Path
 
 import pytest
 import sympy as sp
 
 from fvsym.priors import TreePrior
+from tests._cli import public_modules
 
 SPELLINGS = {"channel", "tau", "n_tokens", "tokens"}
 ALL = {"channel", "tau", "n_tokens", "s2"}
@@ -29,14 +28,9 @@ LEFT = {
 def _signatures(pkg: str) -> dict[str, list[str]]:
     """Parameter names of the public functions and methods of a package's public modules, read from the source
     (no import): ``module.function`` or ``module.Class.method`` -> names."""
-    root = Path(importlib.import_module(pkg).__file__).parent
     found = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).with_suffix("").parts
-        if any(p.startswith("_") for p in parts) or parts[-1] in ("cli", "commands"):
-            continue
-        module = ".".join((pkg, *parts))
-        for node in ast.parse(path.read_text()).body:
+    for module, tree in public_modules(pkg):
+        for node in tree.body:
             defs = [(node.name, node)] if isinstance(node, ast.FunctionDef) else []
             if isinstance(node, ast.ClassDef):
                 defs = [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)]

@@ -18,6 +18,7 @@ import sympy as sp
 from fvsym.priors import TreePrior
 from fvsym.strategy_names import SAY_THE_CLASS
 from fvsym.tree import tree_loss
+from tests._cli import default_number, public_modules
 
 
 # --- a prior object -------------------------------------------------------------------------------------------
@@ -121,19 +122,6 @@ def _subparsers():
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
-def _number(value):
-    from fvsym._validate import parse_fraction
-
-    if isinstance(value, str):
-        try:
-            return parse_fraction(value, "default")
-        except ValueError:
-            return value
-    if isinstance(value, float):
-        return Fraction(value).limit_denominator(10**12)
-    return value
-
-
 # ``fv COMMAND`` -> the function it calls. An option's default None on the command line means "not given"
 # where the function's own default then applies; those pairs are named here with why.
 CALLED = {"mc": ("fvnum.registry", "loss_mc"), "bounds": ("fvnum.bracket", "bounds"),
@@ -152,7 +140,7 @@ def test_the_command_lines_defaults_equal_the_functions_they_call():
             if param is None or param.default is inspect.Parameter.empty or (command, action.dest) in NOT_GIVEN:
                 continue
             found += 1
-            assert _number(action.default) == _number(param.default), (command, action.dest, action.default,
+            assert default_number(action.default) == default_number(param.default), (command, action.dest, action.default,
                                                                          param.default)
     assert found >= 12  # the walk compared the options it should (samples, seeds, channels, keys, ...)
 
@@ -200,17 +188,12 @@ def _public_definitions(pkg: str) -> dict[str, str]:
     """Top-level ``def`` / ``class`` names of a package's public modules (no ``_`` module, no command line module),
     read from the source (no import): name -> module."""
     import ast
-    from pathlib import Path
 
-    root = Path(importlib.import_module(pkg).__file__).parent
     found = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).with_suffix("").parts
-        if any(p.startswith("_") for p in parts) or parts[-1] in ("cli", "commands"):
-            continue
-        for node in ast.parse(path.read_text()).body:
+    for module, tree in public_modules(pkg):
+        for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
-                found[node.name] = ".".join((pkg, *parts))
+                found[node.name] = module
     return found
 
 

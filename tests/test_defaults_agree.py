@@ -11,9 +11,9 @@ import argparse
 import dataclasses
 import importlib
 import inspect
-from fractions import Fraction
 
 import pytest
+from tests._cli import default_number
 
 # ``fv COMMAND`` -> (module, function) whose parameters its options set; {option dest: parameter} where the names
 # differ. The options not named by a parameter (``--format``, ``--prior``'s pieces, ``--quiet``) are the command
@@ -62,20 +62,6 @@ def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in parser._actions if a.dest != "help" and not isinstance(a, argparse._SubParsersAction)]
 
 
-def _number(value):
-    """Defaults compared as numbers where they are numbers (``"1/100"`` equals ``0.01``), else as given."""
-    from fvsym._validate import parse_fraction
-
-    if isinstance(value, str):
-        try:
-            return parse_fraction(value, "default")
-        except ValueError:
-            return value
-    if isinstance(value, float):
-        return Fraction(value).limit_denominator(10**12)
-    return value
-
-
 @pytest.mark.parametrize("path", list(FUNCTIONS), ids=" ".join)
 def test_each_option_defaults_to_its_parameters_default(path):
     module, name, renamed = FUNCTIONS[path]
@@ -91,7 +77,7 @@ def test_each_option_defaults_to_its_parameters_default(path):
             continue
         assert (path, action.dest) not in PYTHON_ASKS, (path, action.dest)  # a stale entry: the function has one
         given = (not action.default) if (path, action.dest) in NEGATED else action.default
-        assert _number(given) == _number(param.default), (path, action.dest, action.default, param.default)
+        assert default_number(given) == default_number(param.default), (path, action.dest, action.default, param.default)
         compared.append(action.dest)
     assert compared  # the walk found the options it should (seeds, samples, channels, ...)
 
@@ -127,7 +113,7 @@ def test_the_label_noise_has_one_default_everywhere(capsys):
         assert inspect.signature(fn).parameters["s2"].default == s2, fn.__name__
     assert DataConfig().s2 == ScalingConfig().s2 == s2
     for path in (("bounds",), ("train",), ("compare",), ("scaling",)):
-        assert _number(_parser_of(path).get_default("s2")) == _number(s2), path
+        assert default_number(_parser_of(path).get_default("s2")) == default_number(s2), path
     assert main(["mc", "--depth", "2", "--budget", "1", "--tokens", "8", "--samples", "50", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["s2"] == s2
 
@@ -167,7 +153,7 @@ def test_each_run_option_defaults_to_its_field_or_leaves_it_to_the_field(command
         given = parser.get_default(option.dest)
         if (option.section, option.field) in RUN_DIFFER or given is None:
             continue
-        assert _number(given) == _number(field.default), (option.dest, given, field.default)
+        assert default_number(given) == default_number(field.default), (option.dest, given, field.default)
 
 
 def test_fv_compares_own_options_default_to_compare():

@@ -16,6 +16,7 @@ from fvnum import loss_mc
 from fvnum.atoms import AtomsPrior, noiseless_bellman, read_atoms
 from fvnum.mixture import MixturePrior
 from fvsym import GaussianPrior, TreePrior
+from tests._cli import one_line
 
 
 def fv(*argv):
@@ -23,12 +24,6 @@ def fv(*argv):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["mc", *[str(a) for a in argv]])
     return code, err.getvalue()
-
-
-def one_line(code, err) -> str:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
-    return lines[0]
 
 
 MC = ("--prior", "atoms", "--strategy", "top_levels", "--budget", "2", "--tau", "1/2", "--samples", "100")

@@ -15,18 +15,10 @@ from hypothesis import strategies as st
 
 from fvnum import bounds, loss_mc, noisy_bellman
 from fvsym.priors import TreePrior
-from tests._cli import examples, fv
+from tests._cli import examples, fv, one_line
 
 torch.set_num_threads(1)
 PRIOR = TreePrior(2, "1/2")
-
-
-def one_line(code, err, *fragments):
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,

@@ -10,15 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridges.reproduce import DEFAULT_CELL, FULL_CELL, ReproduceConfig
-from tests._cli import examples, fv
-
-
-def one_line(code, err, *fragments):
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
+from tests._cli import examples, fv, one_line
 
 
 @pytest.mark.parametrize("argv,fragment", [

@@ -9,17 +9,11 @@ from hypothesis import strategies as st
 from fvnum.keyed import best_nonadaptive_keyed
 from fvnum.keys import FAMILIES, SoftmaxKeys, check_family, finite_n_terms, law_from_scores
 from fvsym.priors import GaussianPrior, TreePrior
+from tests._cli import one_message
 
 TREE = TreePrior(2, "1/2")  # D = 3
 THETAS = np.array([[0.5, -0.2, 0.1], [0.0, 0.3, 0.4]])
 X = np.random.default_rng(0).standard_normal((50, 3))
-
-
-def one_line(excinfo, *fragments):
-    msg = str(excinfo.value)
-    assert "\n" not in msg and 0 < len(msg) < 300, msg
-    for f in fragments:
-        assert f in msg, msg
 
 
 def test_softmax_is_a_key_family():
@@ -34,7 +28,7 @@ def test_a_score_that_overflows_is_named_in_one_line(t, c, bad):
                  lambda: finite_n_terms(X, S, THETAS, n_tokens=16, s2=0.01)):
         with pytest.raises(ValueError) as e:
             call()
-        one_line(e, "softmax scores must be finite", f"token {t}", f"channel {c}")
+        one_message(e, "softmax scores must be finite", f"token {t}", f"channel {c}")
 
 
 @given(st.floats(min_value=-1e300, max_value=1e300))
@@ -51,7 +45,7 @@ def test_large_finite_scores_give_a_finite_law(shift):
 def test_beta_not_finite_is_refused(bad):
     with pytest.raises(ValueError) as e:
         SoftmaxKeys(np.array([[bad, 0.0, 0.0]]))
-    one_line(e, "beta not finite")
+    one_message(e, "beta not finite")
 
 
 @given(st.floats(min_value=40.0, max_value=1e150))
@@ -59,18 +53,18 @@ def test_a_law_that_overflows_is_refused_in_one_line(beta):
     keys = SoftmaxKeys(np.array([[beta, 0.0, 0.0]]))
     with pytest.raises(ValueError) as e:
         keys.law(THETAS, n_tokens=16, s2=0.01)
-    one_line(e, "overflows")
+    one_message(e, "overflows")
 
 
 def test_a_score_function_that_overflows_is_refused_in_one_line():
     keys = SoftmaxKeys.of_scores(lambda x: np.where(x[:, :1] > 2.0, np.inf, x[:, :1]), 3, n_samples=500)
     with pytest.raises(ValueError) as e:
         keys.law(THETAS, n_tokens=16, s2=0.01)
-    one_line(e, "softmax scores must be finite", "token")
+    one_message(e, "softmax scores must be finite", "token")
     Xc = np.full((2, 4, 3), 3.0)
     with pytest.raises(ValueError) as e:
         keys.readings(Xc, np.ones((2, 4)))
-    one_line(e, "softmax scores must be finite")
+    one_message(e, "softmax scores must be finite")
 
 
 @pytest.mark.parametrize("call,fragment", [
@@ -91,7 +85,7 @@ def test_a_score_function_that_overflows_is_refused_in_one_line():
 def test_bad_arguments_get_one_line(call, fragment):
     with pytest.raises(ValueError) as e:
         call()
-    one_line(e, fragment)
+    one_message(e, fragment)
 
 
 def fv(*argv):

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from bridges.cli import main
 from bridges.config import ATTENTIONS, DataConfig, ModelConfig, RunConfig, TrainConfig
-from tests._cli import examples
-
+from tests._cli import examples, one_line
 
 
 def fv(*argv):
@@ -26,14 +25,6 @@ def fv(*argv):
         except SystemExit as exc:
             code = exc.code
     return code, out.getvalue(), err.getvalue()
-
-
-def one_line(code, err, *fragments):
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 BAD = st.text(min_size=0, max_size=30).filter(lambda t: t not in ATTENTIONS and not t.startswith("-") and "\x00" not in t)

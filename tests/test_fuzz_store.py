@@ -19,18 +19,9 @@ from hypothesis import strategies as st
 
 from bridges.reproduce import SHAPES
 from bridges.store import RunStore, checksum, config_key, result_problem, write_json
-from tests._cli import fv
+from tests._cli import fv, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def one_line(code, err, *fragments):
-    assert code == 2 and "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 def plant(store: RunStore, name: str, config: dict, result) -> Path:

@@ -32,6 +32,7 @@ from bridges.config import DataConfig
 from bridges.patching import key_patching_table, theory_patching_table, table_from_dict
 from bridges.probes import theory_probes, workspace_probes
 from bridges.store import write_atomic
+from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "causal.json")
@@ -116,11 +117,7 @@ def table() -> str:
 
 
 def main(argv: list[str]) -> int:
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
-    unknown = set(opts) - {"budget", "contexts", "samples", "table"}
-    if unknown:
-        print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 2
+    opts = script_options(argv, {"budget", "contexts", "samples", "table"})
     if "table" in opts:
         print(table())
         return 0

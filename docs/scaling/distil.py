@@ -30,6 +30,7 @@ from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.distil import TEACHERS, teacher_model
 from bridges.store import write_atomic
 from bridges.train import train
+from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "distil.json")
@@ -177,11 +178,7 @@ def table(teacher_name: str = "path") -> str:
 
 
 def main(argv: list[str]) -> int:
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
-    unknown = set(opts) - {"phase", "budgets", "seeds", "out", "table", "teacher"}
-    if unknown:
-        print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 2
+    opts = script_options(argv, {"phase", "budgets", "seeds", "out", "table", "teacher"})
     teacher = opts.get("teacher", "path")
     if teacher not in TEACHERS:
         print(f"--teacher must be one of {', '.join(TEACHERS)}, got {teacher!r}", file=sys.stderr)

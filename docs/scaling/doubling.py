@@ -21,6 +21,7 @@ import sys
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args
 from bridges.store import write_atomic
+from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "doubling.json")
@@ -110,11 +111,7 @@ def table() -> str:
 
 
 def main(argv: list[str]) -> int:
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
-    unknown = set(opts) - {"models", "seeds", "out", "table"}
-    if unknown:
-        print(f"unknown options: {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 2
+    opts = script_options(argv, {"models", "seeds", "out", "table"})
     if "table" in opts:
         print(table())
         return 0

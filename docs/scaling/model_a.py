@@ -24,6 +24,7 @@ import sys
 
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
 from bridges.scaling import CONVERGED, convergence
+from bridges.options import script_options
 from bridges.store import write_atomic
 from bridges.train import train
 
@@ -157,7 +158,7 @@ def figure(path: str = os.path.join(HERE, "fig_model_a.png")) -> str:
 
 
 def main(argv: list[str]) -> int:
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
+    opts = script_options(argv, {"table", "figure", "out", "only"})
     if "table" in opts or "figure" in opts:
         print(table() if "table" in opts else figure())
         return 0

@@ -107,3 +107,13 @@ def test_the_run_options_are_the_fields_of_the_run_configs():
     assert not any(o.none or o.many for o in RUN_OPTIONS)
     defaults = {o.dest: o.default for o in RUN_OPTIONS}
     assert defaults["tokens"] == DataConfig().n_tokens and defaults["depth"] is None and defaults["out"] == "runs"
+
+
+def test_the_study_scripts_options_and_their_one_line_refusal(capsys):
+    from bridges.options import script_options
+
+    assert script_options(["--budgets=4,5", "--table"], {"budgets", "table"}) == {"budgets": "4,5", "table": "1"}
+    with pytest.raises(SystemExit) as exc:
+        script_options(["--budget=4"], {"budgets", "table"})
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "unknown options: budget; choose among --budgets, --table\n"
