@@ -127,7 +127,8 @@ def table(depth: int = 4) -> str:
                 continue
             lin = (_row(data["theory"], f"K{depth}-linear", b, "top_levels_linear") if not spec.mlp_keys
                    else _row(data["theory"], f"K{depth}-weighted", b, row))
-            soft = _row(data["theory"], f"K{depth}-softmax", b, row)
+            # C reads its softmax readings with a linear readout: no Bayes-decoded softmax row is its prediction
+            soft = _row(data["theory"], f"K{depth}-softmax", b, row) if spec.mlp_keys else None
             ratio = "—"
             if soft and runs["softmax"]:
                 ratio = f"{sum(r['loss'] for r in runs['softmax']) / len(runs['softmax']) / soft['value']:.2f}"
