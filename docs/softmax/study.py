@@ -1,7 +1,7 @@
 """Softmax against linear aggregation, trained (issue 31, item 3; docs/softmax.md).
 
 Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
-[--models=ABC] [--steps-per-budget=2000] [--phase=theory|train] [--table]``.
+[--models=ABC] [--steps-per-budget=2000] [--phase=theory|train] [--table] [--figure]``.
 
 On the tree prior (alpha 0.6, N 64, s2 0.01; depth 4 by default, the cell of ``fv reproduce``, or 7, the
 scaling study's): every model A, B, C at every budget and seed is trained twice with the same recipe and steps,
@@ -139,11 +139,62 @@ def table(depth: int = 4) -> str:
     return "\n".join(lines)
 
 
+def figure(depth: int = 4) -> str:
+    """Loss against budget per model: trained linear and softmax (points, seed mean) beside the prediction rows of
+    both families (lines); written to docs/softmax/fig_K<depth>.png (atomically)."""
+    import io
+
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bridges.model_registry import MODELS
+
+    data = load()
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(4.2 * len(MODELS), 3.6), sharey=True)
+    for ax, (model, spec) in zip(axes, MODELS.items()):
+        row = PREDICTION["adaptive" if spec.adaptive else "one_layer"]
+        for attention, colour in (("linear", "C0"), ("softmax", "C3")):
+            runs = [r for r in data["runs"].values() if (r["model"], r["depth"], r["attention"]) == (model, depth,
+                                                                                                    attention)]
+            budgets = sorted({r["budget"] for r in runs})
+            means = [sum(r["loss"] for r in runs if r["budget"] == b) / sum(r["budget"] == b for r in runs)
+                     for b in budgets]
+            ax.plot(budgets, means, "o", color=colour, ms=7, mfc="none", mew=2, label=f"trained, {attention}")
+            family = "linear" if attention == "linear" and not spec.mlp_keys else (
+                "weighted" if attention == "linear" else "softmax")
+            if attention == "softmax" and not spec.mlp_keys:
+                continue  # C's readout is linear: no Bayes-decoded softmax row is its prediction
+            name = row if spec.mlp_keys else "top_levels_linear"
+            curve = sorted((int(b), rows) for b, rows in data["theory"].get(f"K{depth}-{family}", {}).items())
+            xs = [b for b, rows in curve if any(r["name"] == name for r in rows)]
+            ys = [next(r["value"] for r in rows if r["name"] == name) for b, rows in curve if b in xs]
+            ax.plot(xs, ys, "-", color=colour, alpha=0.7, label=f"prediction, {family}")
+        ax.set_yscale("log")
+        ax.set_xlabel("budget B")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_title(f"Model {model}")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("held-out loss")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"tree depth {depth}, alpha {CELL['alpha']}, N {CELL['tokens']}: linear against softmax aggregation")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    path = os.path.join(HERE, f"fig_K{depth}.png")
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
 def main(argv: list[str]) -> int:
-    opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table"})
+    opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
+                                 "figure"})
     depth = int(opts.get("depth", 4))
-    if "table" in opts:
-        print(table(depth))
+    if "table" in opts or "figure" in opts:
+        print(table(depth) if "table" in opts else figure(depth))
         return 0
     budgets = [int(b) for b in opts.get("budgets", "1,2,3,4").split(",")]
     seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
