@@ -264,6 +264,10 @@ class TrainConfig:
     before training (``bridges.distil``: key regression on the policy's contexts, then the readout fitted
     with the routers frozen); the held-out loss at step 0 is the distilled model's. None (the default) is
     left out of the dictionary and key, as ``init_from`` is.
+    ``aux_readout``: adaptive models only, the weight ``W >= 0`` of an auxiliary loss after every layer: the
+    training loss is ``loss(final) + W * mean over l < L of loss(readout of the workspace after layer l)``
+    (slots ``l+1..B`` still zero), so each reading must pay off on its own; the held-out loss stays the
+    final one. 0 (the default) is plain training and is left out of the dictionary and key.
     """
 
     steps: int | None = None
@@ -283,6 +287,7 @@ class TrainConfig:
     checkpoint_every: int = 200
     init_from: str | None = None
     init_policy: str | None = None
+    aux_readout: float = 0.0
 
     def __post_init__(self):
         if self.steps is not None:
@@ -311,6 +316,7 @@ class TrainConfig:
                              f"got {self.init_from!r:.80}")
         if self.init_policy is not None:
             _choice(self.init_policy, "init_policy", INIT_POLICIES)
+        _set(self, "aux_readout", _float(self.aux_readout, "aux_readout", 0.0, 1e6))
 
 
 @dataclass(frozen=True)
@@ -356,6 +362,12 @@ class RunConfig:
             if not self.data.has_leaves or self.model.budget > self.data.depth:
                 raise ValueError(f"init_policy {self.train.init_policy!r} needs the tree prior and budget <= depth "
                                  f"(got prior {self.data.prior!r}, budget {self.model.budget}, depth {self.data.depth})")
+        if self.train.aux_readout > 0:
+            if not self.model.spec.adaptive:
+                raise ValueError(f"aux_readout reads the workspace after every layer of an adaptive model "
+                                 f"({_adaptive()}); model {self.model.model} has one layer")
+            if self.model.budget < 2:
+                raise ValueError(f"aux_readout needs at least two layers (budget >= 2), got budget {self.model.budget}")
 
     def to_argv(self) -> list[str]:
         """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
@@ -396,6 +408,8 @@ class RunConfig:
         for name in ("init_from", "init_policy"):
             if train[name] is None:  # runs without a curriculum or a distilled start keep their dictionaries and keys
                 del train[name]
+        if train["aux_readout"] == 0:  # runs without auxiliary readouts keep their dictionaries and keys
+            del train["aux_readout"]
         return {"format": FORMAT, "data": self.data.to_dict(), "model": self.model.to_dict(),
                 "train": train}
 
@@ -548,6 +562,9 @@ RUN_OPTIONS = (
                        "(its layers and readout; the new layers fresh), the curriculum", metavar="KEY"),
         init_policy=dict(help="Model A only: start from the theory policy POLICY distilled into the routers "
                          "(bridges.distil)", choices=INIT_POLICIES, metavar="POLICY"),
+        aux_readout=dict(help="adaptive models only: weight W of the readout loss after every layer (slots not yet "
+                         "written zero), added to the final loss as W x their mean (default 0: none)", low=0,
+                         high=1e6, metavar="W"),
         out=dict(help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR", default=DEFAULT_OUT)),
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes

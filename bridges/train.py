@@ -35,6 +35,7 @@ from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
 from .models import WorkspaceModel, build_model, grow
 from .precision import describe
 from .store import abridge, number_problem, verify_checksum, with_checksum, write_atomic, write_json
+from .taps import record
 
 RESULT_FORMAT = "fv-train-result-1"
 EVAL_BATCH = 256  # held-out contexts come in chunks of this size, whatever the training batch
@@ -109,6 +110,27 @@ def context_losses(model: WorkspaceModel, c: Contexts, kind: str) -> torch.Tenso
     if kind == "theta":
         return ((out.theta_hat - c.theta) ** 2).sum(-1)  # (batch,)
     return (out.y_hat - c.target) ** 2  # (batch,)
+
+
+def readout_losses(model: WorkspaceModel, p: torch.Tensor, c: Contexts, kind: str) -> torch.Tensor:
+    """Per-context loss (batch,) of the model's readout applied to the workspace ``p`` (batch, B)."""
+    if kind == "theta":
+        return ((model.decode(p) - c.theta) ** 2).sum(-1)  # (batch,)
+    y_hat = (model.decode(p) * c.x_q).sum(-1) if model.decodes else model.readout(p, c.x_q)
+    return (y_hat - c.target) ** 2  # (batch,)
+
+
+def training_loss(model: WorkspaceModel, c: Contexts, kind: str, aux_readout: float = 0.0) -> torch.Tensor:
+    """The training objective (a scalar): the mean context loss, plus, with ``aux_readout`` W > 0,
+    ``W * mean over l < L`` of the mean loss of the readout of the workspace after layer ``l`` (the tap
+    ``workspace.l``: slots ``l+1..B`` still zero), so each layer's reading must pay off on its own."""
+    if aux_readout == 0 or model.n_layers < 2:
+        return context_losses(model, c, kind).mean()
+    names = [f"workspace.{l}" for l in range(1, model.n_layers)]
+    with record(model, names, detach=False) as partial:
+        final = context_losses(model, c, kind).mean()
+    aux = torch.stack([readout_losses(model, partial[name], c, kind).mean() for name in names]).mean()
+    return final + aux_readout * aux
 
 
 @torch.no_grad()
@@ -333,7 +355,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             for group in optimizer.param_groups:
                 group["lr"] = tc.lr * lr_factor(step, tc.steps, tc.warmup, tc.schedule)
             c = sampler.sample(tc.batch, sampler.generator(tc.seed, TRAIN_STREAM, step))
-            loss = context_losses(model, c, tc.loss).mean()
+            loss = training_loss(model, c, tc.loss, tc.aux_readout)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if tc.grad_clip > 0:
