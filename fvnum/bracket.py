@@ -229,26 +229,26 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     sample = list(applies)
     # the exact recursion is the optimum of the gaussian channel; for tokens it is a reference at tau(N)
     known = (solve and channel.kind == "gaussian") or tau == 0
-    if known and candidates is None and applies:
-        cheapest = min(applies, key=lambda k: seconds[k])
+    limit, why = None, None
+    if known:
         what = "the exact recursion" if solve else "the noiseless Bellman optimum (tau = 0)"
+        limit = CHEAP_SECONDS
+        why = (lambda t: f"not sampled: the optimum is known exactly ({what}), so no policy narrows the bracket, and "
+                         f"{samples} samples of it would take up to {t:.3g} s (name it in candidates to sample it)")
+    elif solve and channel.kind == "tokens":
+        # small trees under tokens (the recursion is a reference at tau(N), not the optimum): every candidate may
+        # narrow the bracket, but by default one priced above TOKENS_SECONDS (the exact gaussian-channel policy at
+        # tau(N), about 3 ms a sample) is left out so a small tree's bracket stays a matter of seconds
+        limit = TOKENS_SECONDS
+        why = (lambda t: f"not sampled by default: {samples} samples of it would take up to {t:.3g} s, over "
+                         f"{TOKENS_SECONDS:g} s; the bracket's upper end is the best of the others (name it in "
+                         "candidates to sample it)")
+    if limit is not None and candidates is None and applies:
+        cheapest = min(applies, key=lambda k: seconds[k])  # the cheapest is always sampled
         for name in applies:
-            if name != cheapest and seconds[name] > CHEAP_SECONDS:
+            if name != cheapest and seconds[name] > limit:
                 sample.remove(name)
-                skipped[name] = (f"not sampled: the optimum is known exactly ({what}), so no policy narrows the "
-                                 f"bracket, and {samples} samples of it would take up to {seconds[name]:.3g} s "
-                                 f"(name it in candidates to sample it)")
-    elif solve and channel.kind == "tokens" and candidates is None and applies:
-        # small trees under tokens (the recursion is a reference at tau(N), not the optimum): every candidate may narrow the bracket, but by default one
-        # priced above TOKENS_SECONDS (the exact gaussian-channel policy at tau(N), about 3 ms a sample) is
-        # left out so a small tree's bracket stays a matter of seconds; the cheapest is always sampled
-        cheapest = min(applies, key=lambda k: seconds[k])
-        for name in applies:
-            if name != cheapest and seconds[name] > TOKENS_SECONDS:
-                sample.remove(name)
-                skipped[name] = (f"not sampled by default: {samples} samples of it would take up to "
-                                 f"{seconds[name]:.3g} s, over {TOKENS_SECONDS:g} s; the bracket's upper end is "
-                                 f"the best of the others (name it in candidates to sample it)")
+                skipped[name] = why(seconds[name])
     from .limits import mc_cost
 
     chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
