@@ -102,3 +102,24 @@ def test_the_table_has_a_row_per_case_and_the_verdict():
     text = paired.markdown(result)
     assert "| path | 1 | 1.2 | 1.200 | 1.200-1.200 | 20% slower: not within 10% | 2, 2 | yes |" in text
     assert text.rstrip().endswith("Verdict: not within 10%: path.")
+
+
+def test_the_suite_is_timed_pair_by_pair_in_each_tree_with_its_exit_codes(tmp_path, monkeypatch):
+    import sys
+
+    trees = {k: tmp_path / k for k in ("baseline", "current")}
+    for k, tree in trees.items():
+        tree.mkdir()
+        (tree / "mark.py").write_text(f"WHO = {k!r}\n")
+    # a stand-in for pytest: says which tree it ran in (PYTHONPATH) and fails in the baseline
+    monkeypatch.setattr(paired, "SUITE", [sys.executable, "-c", "import mark; print('1 passed', mark.WHO); "
+                                          "raise SystemExit(mark.WHO == 'baseline')"])
+    monkeypatch.setattr(paired, "CASES", [])
+    result = paired.measure(trees["baseline"], trees["current"], tmp_path, 3, True, True)
+    row = result["suite"]
+    assert result["cases"] == [] and row["exit_codes"] == {"baseline": [1, 1, 1], "current": [0, 0, 0]}
+    assert [r["summary"] for r in row["runs"]["current"]] == ["1 passed current"] * 3
+    assert len(row["pair_ratios"]) == 3 and row["ratio"] > 0 and "same_value" not in row
+    text = paired.markdown(dict(result, current_commit="a" * 40, baseline_commit="b" * 40, date="2026-12-03",
+                                pairs=3, quick=True, cores=2, load_before=1.0, load_after=1.0, verdict="x"))
+    assert "Suite exit codes {'baseline': [1, 1, 1], 'current': [0, 0, 0]}" in text and "`1 passed current`" in text

@@ -229,6 +229,11 @@ def markdown(result: dict) -> str:
                      f"{fmt(r.get('ratio'), '{:.3f}')} | {spread} | {r.get('verdict') or r.get('note', '')} | "
                      f"{fmt(r.get('baseline_first_s'), '{:.3g}')}, {fmt(r.get('current_first_s'), '{:.3g}')} "
                      f"| {same} |")
+    suite = result.get("suite")
+    if suite:
+        last = {k: v[-1].get("summary", "") for k, v in suite["runs"].items()}
+        lines += ["", f"Suite exit codes {suite['exit_codes']}; last summaries: baseline `{last['baseline']}`, "
+                      f"current `{last['current']}` (the current checkout holds the tests added since the baseline)."]
     lines += ["", f"Verdict: {result['verdict']}.", ""]
     return "\n".join(lines)
 
