@@ -418,8 +418,9 @@ def _mc_cell_seconds(args) -> float:
     tree = capability(spec, "heap_depth") is not None  # the tree's strategies and prices
     check_loss_mc_args(spec, args.strategy, args.budget, design=design, tokens=args.tokens is not None,
                        samples=args.samples, threads=args.threads, search_samples=4000)
-    channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None, args.tokens,
-                           float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01)
+    channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None,
+                           s2=float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01,
+                           n_tokens=args.tokens)
     if args.strategy in ("path", "top_levels", "fixed"):  # policies that cost nothing to build: their checks
         build_policy(prior, spec, channel, args.strategy, args.budget, design=design, layers=args.layers,
                      width=args.width)
