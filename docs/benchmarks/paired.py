@@ -277,13 +277,17 @@ def parse(argv: list) -> dict:
     if stray:
         fail(f"unexpected argument {stray[0]!r}; options are --{', --'.join(OPTIONS)} (--name=value)")
     opts = script_options(argv, OPTIONS)
-    quick = opts.get("quick") == "1"
+    for flag in ("quick", "no-suite"):
+        if opts.get(flag, "1") != "1":
+            fail(f"--{flag} takes no value, got --{flag}={opts[flag]!r}")
+    quick = "quick" in opts
     pairs = opts.get("pairs", "2" if quick else "5")
-    if not pairs.isdigit() or not 1 <= int(pairs) <= 100:
+    if not (pairs.isascii() and pairs.isdigit()) or not 1 <= int(pairs) <= 100:
         fail(f"--pairs must be a whole number from 1 to 100, got {pairs!r}")
-    out = Path(opts.get("out", Path(__file__).parent))
-    if not out.is_dir():
-        fail(f"--out {str(out)!r} is not a folder")
+    given = opts.get("out")
+    if given is not None and not (given and Path(given).is_dir()):
+        fail(f"--out {given!r} is not a folder")
+    out = Path(given) if given else Path(__file__).parent
     return {"baseline": opts.get("baseline", BASELINE), "pairs": int(pairs), "quick": quick,
             "suite": "no-suite" not in opts, "out": out}
 
@@ -297,7 +301,7 @@ def main(argv=None) -> dict:
 
     opts = parse(sys.argv[1:] if argv is None else argv)
     try:
-        rev = git("rev-parse", "--verify", "--quiet", opts["baseline"] + "^{commit}")
+        rev = git("rev-parse", "--verify", "--quiet", "--end-of-options", opts["baseline"] + "^{commit}")
     except RuntimeError:
         fail(f"--baseline {opts['baseline']!r} names no commit of this repository")
     signal.signal(signal.SIGTERM, on_sigterm)
