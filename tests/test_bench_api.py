@@ -137,3 +137,17 @@ def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
         assert data_channel(DataConfig(depth=3, n_tokens=16)).n_tokens == 16
         code, out, err = fv("mc", "--depth", 3, "--budget", 2, "--tokens", 16, "--samples", 200)
         assert code == 0 and "Deprecation" not in err, err
+
+
+def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object():
+    from bridges.sweep import _mc_cell_seconds, _mc_parser
+    from fvnum.limits import mc_cost
+    from fvnum.strategy_objects import STRATEGIES
+
+    args = _mc_parser().parse_args(["--strategy=optimal", "--depth=4", "--budget=2", "--tau=0.3", "--samples=100000",
+                                    "--threads=1"])
+    spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
+    want = STRATEGIES["optimal"].cost(spec, noisy, 2, 100_000, threads=1)
+    engine = mc_cost(tree=True, depth=4, dim=15, budget=2, strategy="optimal", tokens=False, samples=100_000,
+                     threads=1)[1]
+    assert _mc_cell_seconds(args) == want and want > 2 * engine  # the recursion per sample, not the path kernel
