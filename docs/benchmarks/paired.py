@@ -57,7 +57,7 @@ CASES = [
      dict(strategy="optimal", depth=4, budget=3, samples=200_000, tau=0.0)),
     ("optimal K4 B2 (noisy Bellman policy)", "loss_mc", dict(strategy="optimal", depth=4, budget=2, samples=20_000)),
     ("noisy Bellman solve K4 B2", "noisy_bellman", dict(depth=4, budget=2)),
-    ("noisy Bellman solve K3 B3", "noisy_bellman", dict(depth=3, budget=3)),
+    ("noisy Bellman solve K3 B3 (one quadrature)", "noisy_bellman", dict(depth=3, budget=3, refine=False)),
     ("nonadaptive keyed search K4 B2", "nonadaptive_keyed", dict(depth=4, budget=2, samples=500)),
     ("adaptive keyed search K4 B2", "adaptive_keyed", dict(depth=4, budget=2, samples=200)),
     ("atoms decoder M256 D8 B4", "atoms_decoder", dict(atoms=256, dim=8, budget=4, samples=20_000)),
@@ -92,7 +92,7 @@ if kind == "loss_mc":
     call = lambda: fvnum.loss_mc(prior, p["strategy"], p["budget"], samples=p["samples"], seed=0, threads=1,
                                  **channel).value
 elif kind == "noisy_bellman":
-    call = lambda: fvnum.noisy_bellman(prior, p["budget"], 0.3, threads=1).value
+    call = lambda: fvnum.noisy_bellman(prior, p["budget"], 0.3, threads=1, refine=p.get("refine", True)).value
 elif kind == "nonadaptive_keyed":
     call = lambda: fvnum.best_nonadaptive_keyed(prior, p["budget"], "weighted", n_tokens=128,
                                                 samples=p["samples"], seed=0).estimate.value
