@@ -68,7 +68,7 @@ def data_channel(cfg: DataConfig):
     ``tau`` is the decoder's effective noise (``fvnum.channels.effective_tau2``, the one definition)."""
     from fvnum.channels import make_channel
 
-    return make_channel(fv_prior(cfg), tokens=cfg.n_tokens, s2=cfg.s2)
+    return make_channel(fv_prior(cfg), n_tokens=cfg.n_tokens, s2=cfg.s2)
 
 
 @functools.cache

@@ -211,7 +211,7 @@ def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 2
     from fvnum.patching import patching_table
 
     check_tree_data(data_cfg)
-    return patching_table(fv_prior(data_cfg), budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, strategy=strategy,
+    return patching_table(fv_prior(data_cfg), budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, strategy=strategy,
                           samples=samples, seed=seed, depths=depths)
 
 

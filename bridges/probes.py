@@ -165,7 +165,7 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
 
     check_tree_data(data_cfg)
     prior = fv_prior(data_cfg)
-    fv = loss_mc(prior, strategy, budget, tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
+    fv = loss_mc(prior, strategy, budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
                  record=True).function_vectors
     L = fv.phi.shape[1]
     signs = numeric_prior(prior).signs(fv.leaves)

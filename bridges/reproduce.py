@@ -195,7 +195,7 @@ def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
                         kw = {}
                     noisy = "bellman_noiseless" if strategy == "optimal" else strategy  # optimal is exact only when small
                     jobs.append((dict(base, strategy=noisy, noise=f"N={cfg.n_tokens}"), lambda s=noisy, kw=kw:
-                                 fvnum.loss_mc(prior, s, B, tokens=cfg.n_tokens, s2=cfg.s2,
+                                 fvnum.loss_mc(prior, s, B, n_tokens=cfg.n_tokens, s2=cfg.s2,
                                                samples=cfg.samples, seed=cfg.seed, **kw).to_dict()))
             jobs.append((dict(base, strategy="gaussian_optimum", noise="none"),
                          lambda: {"value": gaussian_optimum(prior, B, make_channel(prior, tau=0)), "stderr": 0.0,

@@ -41,7 +41,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from fvsym._validate import check_int, check_real
+from fvsym._validate import _short, check_int, check_real
+from fvsym.errors import InputError
 
 CHANNELS = ("gaussian", "tokens")
 
@@ -162,15 +163,43 @@ def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     return make_channel(prior, n_tokens=n_tokens, s2=s2).tau
 
 
+OLD_TOKENS = "tokens=N is the old spelling of n_tokens=N (the tokens channel's N): pass n_tokens={}"
+LIBRARY = ("fvsym", "fvnum", "bridges")  # a deprecation is shown at the first line outside these packages
+
+
+def _n_tokens_of(n_tokens, tokens):
+    """The tokens channel's ``N`` given as ``n_tokens=`` or under its old spelling ``tokens=``, which is accepted
+    with a ``DeprecationWarning`` naming ``n_tokens=`` (shown at the caller's line, outside the library). Both
+    given: they must name the same ``N`` (one line otherwise). Every function of ``fvnum`` that takes a channel
+    reads ``tokens=`` through here (:func:`make_channel`)."""
+    if tokens is None:
+        return n_tokens
+    _warn_at_caller(OLD_TOKENS.format(_short(tokens)), DeprecationWarning)
+    if n_tokens is None:
+        return tokens
+    if _check_tokens(tokens) != _check_tokens(n_tokens):  # checked first: N is an integer
+        raise InputError(f"n_tokens and tokens name the same N; got n_tokens={_short(n_tokens)}, "
+                         f"tokens={_short(tokens)}")
+    return n_tokens
+
+
+def _warn_at_caller(message: str, category) -> None:
+    """``warnings.warn`` at the first frame outside :data:`LIBRARY` (the user's line, however deep the call)."""
+    import sys
+    import warnings
+
+    frame, level = sys._getframe(0), 1
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in LIBRARY:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
+
+
 def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channel=None) -> Channel:
     """Exactly one of ``tau`` (gaussian channel), ``n_tokens`` = N (tokens channel, with label noise ``s2``;
-    ``tokens`` is the same keyword under the CLI's name) or ``channel`` (a ``Channel``: its kind and noise,
-    or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every function of ``fvnum`` that
-    takes a channel takes these same keywords."""
-    if n_tokens is not None:
-        if tokens is not None and _check_tokens(tokens) != _check_tokens(n_tokens):  # checked first: N is an integer
-            raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
-        tokens = n_tokens
+    ``tokens`` is its old spelling, accepted with a ``DeprecationWarning``: :func:`_n_tokens_of`) or ``channel``
+    (a ``Channel``: its kind and noise, or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every
+    function of ``fvnum`` that takes a channel takes these same keywords."""
+    tokens = _n_tokens_of(n_tokens, tokens)
     if channel is not None:
         if not isinstance(channel, Channel):
             raise ValueError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")

@@ -390,7 +390,7 @@ def _mc(args) -> int:
         raise ValueError("give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got neither")
     check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
              tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
-    channel = make_channel(spec, tau, args.tokens, s2)
+    channel = make_channel(spec, tau, s2=s2, n_tokens=args.tokens)
     est = loss_mc(
         prior, args.strategy, args.budget, tau=tau, n_tokens=args.tokens, s2=s2,
         design=design, layers=args.layers, width=args.width, measurement=args.measurement,

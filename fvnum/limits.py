@@ -244,8 +244,12 @@ def check_price(strategy: Strategy, spec, channel, budget: int, samples: int, th
         hint = f"; at this size at most {max(lo, 2)} samples fit"
     else:
         hint = "; no sample count fits"
-    check_time(f"fv mc --strategy {strategy.name} (its own price) at budget {budget} with {samples} samples", total,
-               hint)
+    from .capabilities import capability
+
+    depth = capability(spec, "heap_depth")
+    where = f"depth {depth}, " if depth is not None else ""
+    check_time(f"the Monte Carlo of strategy {strategy.name} (its own price) at {where}budget {budget} with {samples} "
+               f"samples", total, hint)
 
 
 # The sizes of the keyed searches in a comparison (fvnum.theory.keyed_curves), and their price.

@@ -340,6 +340,23 @@ def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, 
     return EXACT_OVERHEAD + samples * (per / EXACT_RATE + 5e-6 * budget) / busy
 
 
+def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -> float:
+    """The price of ``optimal`` (its ``Strategy.price``): upper seconds of ``samples`` Monte Carlo samples on the
+    numeric ``prior`` under ``channel`` (a ``fvnum.Channel``). Under noise, where the exact recursion is solved
+    (:func:`exact_feasible`), its solve (one quadrature: the policy alone) and the samples of
+    :class:`NoisyBellmanPolicy`; elsewhere (``tau = 0``: the noiseless Bellman policy with its solve; a Gaussian
+    prior: water-filling) the engine's price of its coordinate kernels (``fvnum.limits.engine_seconds``). A size
+    the recursion does not solve is refused by the strategy itself, not by its price."""
+    from .limits import engine_seconds
+    from .strategy_objects import strategy_of
+
+    tau = channel.tau
+    if tau > 0 and 1 <= budget <= 3 and exact_feasible(prior, budget, tau=tau):
+        return solve_seconds(prior, budget, tau, threads, refine=False) + policy_seconds(prior, budget, samples, tau,
+                                                                                          threads)
+    return engine_seconds(strategy_of("optimal"), prior, channel, budget, samples, threads=threads)
+
+
 def exact_feasible(spec, budget: int, points=None, tau=None) -> bool:
     """Whether the exact recursion is small enough: tree prior, ``budget <= 3``, work below MAX_WORK."""
     from .capabilities import capability

@@ -174,9 +174,9 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
 
 
 def _tokens(n_tokens, tokens):
-    if n_tokens is not None and tokens is not None and n_tokens != tokens:
-        raise ValueError(f"n_tokens and tokens name the same N; got n_tokens={n_tokens}, tokens={tokens}")
-    return n_tokens if n_tokens is not None else tokens
+    from .channels import _n_tokens_of
+
+    return _n_tokens_of(n_tokens, tokens)  # tokens=: the old spelling, with a DeprecationWarning
 
 
 _DEFAULT_STYLE = {"mc": dict(marker=".", ms=5, capsize=2, ls="-"),

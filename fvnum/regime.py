@@ -119,7 +119,7 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
 
     prior = tree_prior(depth, alpha, scales)
     budgets = tuple(int(b) for b in budgets)
-    kw = dict(tokens=n_tokens, s2=s2, samples=samples, seed=seed)
+    kw = dict(n_tokens=n_tokens, s2=s2, samples=samples, seed=seed)
     curves = {"path": [loss_mc(prior, "path", b, **kw) for b in budgets],
               "top_levels": [loss_mc(prior, "top_levels", b, **kw) for b in budgets]}
     if keyed:

@@ -18,7 +18,7 @@ from fvsym.strategy_names import BARE, bare_refusal
 # Only the objects load at import (``fv`` lists them without loading numpy or numba); the builders import the
 # engine when called. Each strategy is one ``fvnum.strategy_objects.Strategy`` (class, adaptivity, price,
 # candidate roles, figure label): STRATEGIES maps its name to it.
-from .strategy_objects import MEASUREMENTS, STRATEGIES, Strategy, load  # noqa: F401 (the registry's names)
+from .strategy_objects import MEASUREMENTS, STRATEGIES, Strategy, load, strategy_name  # noqa: F401 (its names)
 
 
 class _CliStrategies(Sequence):
@@ -167,8 +167,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
     )
 
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    strategy = strategy_name(strategy)  # a registered name or object; else one line listing the names
     if STRATEGIES[strategy].build is not None:  # registered from outside: its builder decides where it applies
         check_budget(budget)
         return _registered(strategy, prior, channel, budget, layers, width, seed)
@@ -255,27 +254,6 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     return solved.policy
 
 
-def _check_noisy_optimal_cost(spec, channel, budget, samples, threads) -> None:
-    """The exact noisy policy runs the recursion from each sample's posterior: priced by
-    ``fvnum.noisy_bellman`` (solve and samples) and refused over the time cap, naming the samples that fit."""
-    from .resources import check_time, fits_time, max_seconds
-
-    from . import noisy_dp
-    from ._chunks import default_threads
-
-    if not 1 <= budget <= 3 or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
-        return  # refused with its own message by optimal_policy
-    threads = default_threads() if threads is None else int(threads)
-    solve = noisy_dp.solve_seconds(spec, budget, channel.tau, threads, refine=False)
-    total = solve + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
-    if not fits_time(total):
-        per = (total - solve) / samples
-        most = int((max_seconds() - solve) / per) if per > 0 else 0
-        check_time(f"fv mc --strategy optimal (the exact noisy policy) at depth {spec.depth}, budget {budget} with "
-                   f"{samples} samples", total, f"; at this size at most {most} samples fit" if most >= 2 else
-                   "; no sample count fits")
-
-
 def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
     """The noiseless-optimal policy of ``fvsym.bellman.solve`` as a TablePolicy (run under noise ``tau``)."""
     import numpy as np
@@ -323,6 +301,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
         tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
         width=width, search_samples=search_samples, threads=threads).values()
+    if isinstance(strategy, Strategy):  # a registered object runs under its name
+        strategy = strategy_name(strategy)
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric(prior)  # a prior object (fvnum.priors), or the numeric view of a fvsym prior
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
@@ -335,10 +315,8 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
-    if STRATEGIES[strategy].price is not None:  # a strategy that prices itself
+    if STRATEGIES[strategy].price is not None:  # a strategy that prices itself (optimal: the exact noisy policy)
         check_price(STRATEGIES[strategy], spec, channel, budget, samples, threads)
-    if strategy == "optimal" and channel.tau > 0:
-        _check_noisy_optimal_cost(spec, channel, budget, samples, threads)
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
                        width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
                        threads=threads)

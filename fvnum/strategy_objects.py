@@ -198,8 +198,8 @@ BUILTIN = (
              work=replace(COORDINATE, rows_given=True)),
     Strategy("optimal", "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at "
              "tau = 0, water-filling (Gaussian prior); elsewhere refused (see fv bounds)", "coordinate", True,
-             work=replace(COORDINATE, solve=True), roles=(("bracket", 4), ("figure", 1)), max_budget="dim",
-             solved_only=True,
+             work=replace(COORDINATE, solve=True), price="fvnum.noisy_dp:mc_seconds",  # noisy: the exact policy
+             roles=(("bracket", 4), ("figure", 1)), max_budget="dim", solved_only=True,
              label="Bellman optimum (adaptive, coordinate class; exact only noiseless)", colour="C2"),
     Strategy("bellman_noiseless", "the noiseless Bellman policy of fvsym, run under the channel", "coordinate", True,
              work=replace(COORDINATE, solve=True), roles=(("best_adaptive", 1), ("bracket", 3), ("figure", 2)),
@@ -233,6 +233,24 @@ STRATEGIES: dict = {s.name: s for s in BUILTIN}
 def strategy_of(name: str) -> Strategy | None:
     """The registered :class:`Strategy` called ``name`` (None: none is)."""
     return STRATEGIES.get(name) if isinstance(name, str) else None
+
+
+def strategy_name(strategy) -> str:
+    """The registry's name of ``strategy``: a registered name, or a :class:`Strategy` object registered under its
+    name (the same object, or one equal to it). Anything else is one :class:`~fvsym.errors.InputError` line that
+    lists the registered names (an object not registered: ``register_strategy`` adds it)."""
+    from fvsym._validate import _short
+
+    known = ", ".join(STRATEGIES)
+    if isinstance(strategy, Strategy):
+        if STRATEGIES.get(strategy.name) == strategy:
+            return strategy.name
+        raise InputError(f"strategy {strategy.name!r} is not registered (fvnum.registry.register_strategy adds it); "
+                         f"registered: {known}")
+    if isinstance(strategy, str) and strategy in STRATEGIES:
+        return strategy
+    what = _short(strategy) if isinstance(strategy, str) else f"{type(strategy).__name__} {_short(strategy)}"
+    raise InputError(f"unknown strategy {what}; choose one of {known}")
 
 
 def candidates(role: str) -> tuple:

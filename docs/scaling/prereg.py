@@ -99,7 +99,7 @@ def screen_cell(cell: dict) -> dict:
 
     prior = prior_of(cell)
     start = time.time()
-    kw = dict(tokens=cell["n_tokens"], s2=0.01, samples=SCREEN_SAMPLES, seed=0)
+    kw = dict(n_tokens=cell["n_tokens"], s2=0.01, samples=SCREEN_SAMPLES, seed=0)
     curves = {name: [loss_mc(prior, name, b, **kw).to_dict() for b in budgets_of(cell["depth"])]
               for name in ("path", "top_levels")}
     return {**cell, "budgets": budgets_of(cell["depth"]), "samples": SCREEN_SAMPLES, "curves": curves,
