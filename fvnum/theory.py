@@ -479,7 +479,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     from dataclasses import replace
 
     from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
-    from .keyed_adaptive import adaptive_keyed_losses, adaptive_softmax_losses, has_adaptive_search
+    from .keyed_adaptive import adaptive_keyed_losses, has_adaptive_search
     from fvsym._validate import check_int
 
     from .resources import check_memory
@@ -509,6 +509,8 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
                       else gaussian_keyed(prior, b, family, **gaussian_design_settings(b, samples), **kw))
     adaptive, old = None, None
     if tree and family == "softmax":
+        from .keyed_adaptive import adaptive_softmax_losses
+
         adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, first=one[1], **kw)
         if greedy:
             old = [replace(r, name="greedy_adaptive_keyed")
