@@ -461,8 +461,8 @@ def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, 
     joint_steps = check_int(joint_steps, "joint_steps", minimum=0, maximum=10_000)
     chunk = check_int(chunk, "chunk", minimum=1, maximum=100_000)
     grid = check_int(grid, "grid", minimum=8, maximum=100_000)
-    if first is not None and (not isinstance(first, SearchResult) or first.keys is None
-                              or first.keys.name != "softmax" or np.shape(first.keys.B)[0] != 1):
+    if first is not None and (not isinstance(first, SearchResult) or getattr(first.keys, "name", None) != "softmax"
+                              or first.keys.B is None or np.shape(first.keys.B)[0] != 1):
         raise ValueError(f"first must be a one-key softmax design (best_nonadaptive_keyed at budget 1), got "
                          f"{type(first).__name__}")
     _check_time_softmax(spec, max_budget, samples, steps, joint_steps)

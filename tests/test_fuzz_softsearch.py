@@ -22,6 +22,8 @@ TWO = SearchResult("best_nonadaptive_keyed", Estimate(0.5, 0.0, 1, "exact"), "tw
                    keys=SoftmaxKeys(np.ones((2, 3)), 0.1))
 WEIGHTED = SearchResult("best_nonadaptive_keyed", Estimate(0.5, 0.0, 1, "exact"), "a weighted key", np.ones((1, 3)),
                         keys=WeightedKeys(np.ones((1, 3)), np.ones(3), 1.0))
+SCORES = SearchResult("best_nonadaptive_keyed", Estimate(0.5, 0.0, 1, "exact"), "a score function", None,
+                      keys=SoftmaxKeys.of_scores(lambda x: x[:, :1], 3, n_samples=100))
 SEARCHES = (adaptive_softmax_losses, adaptive_softmax_losses_mc)
 
 
@@ -42,6 +44,7 @@ SEARCHES = (adaptive_softmax_losses, adaptive_softmax_losses_mc)
     (dict(first="a design"), "one-key softmax design"),
     (dict(first=WEIGHTED), "one-key softmax design"),
     (dict(first=TWO), "one-key softmax design"),
+    (dict(first=SCORES), "one-key softmax design"),
 ])
 def test_bad_arguments_get_one_line(search, kwargs, fragment):
     kw = dict(max_budget=2, n_tokens=16, samples=10, first=SOFT)
@@ -59,11 +62,6 @@ def test_a_gaussian_prior_is_refused_in_one_line(search):
     with pytest.raises(ValueError) as e:
         best_adaptive_keyed(GaussianPrior.matched(TREE), 2, "softmax", n_tokens=16, samples=10)
     one_message(e, "tree prior")
-
-
-def test_best_adaptive_keyed_refuses_the_greedy_engines_options_under_softmax():
-    with pytest.raises(TypeError):
-        best_adaptive_keyed(TREE, 2, "softmax", n_tokens=16, samples=10, first=SOFT, engine="numba")
 
 
 @examples(10)

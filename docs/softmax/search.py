@@ -68,8 +68,8 @@ def _pm(e: dict) -> str:
 
 
 def table(data: dict) -> str:
-    lines = ["| B | old row (greedy, layer-1 Q) | new row (Q per layer) | new policy, real tokens | trained softmax A | "
-             "trained / new row | trained / real tokens |", "|---|---|---|---|---|---|---|"]
+    lines = ["| B | old row (greedy, layer-1 Q) | new row (Q per layer) | new policy, real tokens | "
+             "trained softmax A | trained / new row | trained / real tokens |", "|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         ratio = "—" if r["trained_over_new"] is None else f"{r['trained_over_new']:.2f}"
         tok = "—" if r["trained_over_tokens"] is None else f"{r['trained_over_tokens']:.2f}"
@@ -84,7 +84,11 @@ def main(argv: list[str]) -> None:
         with open(OUT) as f:
             print(table(json.load(f)))
         return
-    data = compute(int(opts.get("samples", 1000)), int(opts.get("seed", 0)))
+    try:
+        data = compute(int(opts.get("samples", 1000)), int(opts.get("seed", 0)))
+    except ValueError as e:  # a bad number, or the library's refusal: one line, exit code 2
+        print(f"docs/softmax/search.py: error: {e}", file=sys.stderr)
+        raise SystemExit(2)
     write_atomic(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(table(data))
 
