@@ -184,7 +184,12 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
     from fvnum.keyed import SOFTMAX_COST_FACTOR
 
     factor = SOFTMAX_COST_FACTOR if keyed == "softmax" else 1.0
-    return keyed_cost(**{**size, "depth": data.depth if tree else 0}) * factor
+    seconds = keyed_cost(**{**size, "depth": data.depth if tree else 0}) * factor
+    if keyed == "softmax":  # its adaptive row is its own search (fvnum.keyed_adaptive.adaptive_softmax_losses)
+        from fvnum.keyed_adaptive import adaptive_softmax_cost
+
+        seconds += adaptive_softmax_cost(data.depth, data.dim, max(budgets), samples)
+    return seconds
 
 
 def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:

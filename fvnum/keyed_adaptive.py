@@ -11,19 +11,25 @@ so the policy of budget ``B`` is the first ``B`` layers of any longer one: :func
 returns the loss after every layer on the same samples. Readings are decoded by the exact Bayes posterior
 under the family's CLT law; every loss is that decoder's.
 
+Softmax keys have a stronger search of their own (the section at the end: :func:`adaptive_softmax_losses`, the
+row :func:`best_adaptive_keyed` gives for them): each later layer also searches its own quadratic part ``Q``,
+per sample, from the greedy step's choice. :func:`adaptive_keyed_losses` under softmax keys stays the greedy
+search (its row is cited as "old" in docs/softmax.md).
+
 The found policy is an achievable loss of its family: an upper bound on the family's adaptive optimum, not
 a bound on any trained model (docs/theory.md, section 11).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _chunks
 from .estimate import Estimate, SearchResult
-from .keyed_tree import (_torch, _Tree, _tree_mean, _tree_second, first_rows, geometry_of, mixture_loss, one_thread,
-                         rows_of, tree_law)
+from .keyed_tree import (SoftmaxGeometry, _torch, _Tree, _tree_mean, _tree_second, first_rows, geometry_of,
+                         mixture_loss, one_thread, rows_of, tree_law)
 from .keys import check_family
 from .simulate import check_inputs
 from .tree import numeric_prior
@@ -328,6 +334,282 @@ def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -
             + samples * leaves * (KEYED_ADAPTIVE * (budget - 1) + KEYED_STATE * budget * dim))
 
 
+# --- softmax keys: a quadratic part per layer (issue 31, item 2; docs/softmax.md, "A stronger adaptive softmax
+# search"). The greedy search above scores every layer b.x - x^T Q x with the Q of the best single key, tuned to
+# read the root, whose coordinate later layers already know. Here each later layer, per sample, searches its
+# whole score: the row b and its own diagonal Q = diag(q), one value per coordinate (q = exp(lq) > 0), by the
+# same one-step lookahead under the exact conditional law (docs/theory.md section 10.6: the pair terms take each
+# channel's own Q, fvnum.keys.softmax_law). Each layer first runs the greedy step (b with the layer-1 Q, Adam from
+# the three starts of _starts), then Adam on (b, lq) from that choice; per sample the better of the two by the
+# lookahead objective is read, so no layer's objective is above the greedy step's from the same state. The
+# result is an achievable loss of the family (an upper bound on its adaptive optimum), a bound on no trained
+# model; adaptive_softmax_losses_mc runs the same policy on real tokens.
+LR_ROW, LR_LOG_Q = 0.05, 0.1  # Adam's steps on the score row and on log q
+MAX_LOG_RATIO = 30.0  # log E[w w'] / E[w] E[w'] clipped there in the law (as fvnum.keyed.SEARCH_LOG_RATIO)
+# seconds of adaptive_softmax_losses (torch, one thread, the shared 2-core machine): SOFTMAX_ROW_S per sample,
+# lookahead layer, leaf and coordinate / 15 at the default steps (25 from three starts, then 40 joint; the time
+# scales with 3 steps + joint_steps), plus the layer-1 design (fvnum.keyed's price of it, SOFTMAX_COST_FACTOR
+# times the weighted one's); measured 62 CPU s for 1000 samples to budget 4 at tree depth 4 (priced 76 s;
+# docs/softmax/search.json)
+SOFTMAX_ROW_S = 1.5e-3
+
+
+class RowQGeometry(SoftmaxGeometry):
+    """Softmax rows that carry their own quadratic part (torch tensors): a row is ``[b, q]`` (2D,), scored
+    ``b.x - x^T diag(q) x`` (``q > 0``); the mean and second moment ``N Cov + mean mean^T`` of any rows on every
+    leaf, with the pair terms of :func:`fvnum.keys.softmax_law` (``Sigma_cc' = (I + 2 Q_c + 2 Q_c')^-1``;
+    ``log R`` clipped at :data:`MAX_LOG_RATIO`, as the one-layer search clips it)."""
+
+    def __init__(self, tree: _Tree, s2, xp):
+        super().__init__(tree, 1.0, 0.0, s2, xp)
+        self.D = tree.spec.dim
+
+    def mean(self, A):
+        b, q = A[..., : self.D], A[..., self.D :]
+        return ((b / (1.0 + 2.0 * q)) @ self.th.T).transpose(-1, -2)  # (..., M, i)
+
+    def second(self, A, B):
+        xp, th, D = self.xp, self.th, self.D
+        bA, a1A, bB, a1B = A[..., :D], 1.0 + 2.0 * A[..., D:], B[..., :D], 1.0 + 2.0 * B[..., D:]
+        a2 = a1A[..., :, None, :] + a1B[..., None, :, :] - 1.0  # (..., i, j, D)
+        b2 = bA[..., :, None, :] + bB[..., None, :, :]
+        zA = 0.5 * ((bA**2 / a1A).sum(-1) - xp.log(a1A).sum(-1))  # log E[w] (..., i)
+        zB = 0.5 * ((bB**2 / a1B).sum(-1) - xp.log(a1B).sum(-1))
+        log_ratio = 0.5 * ((b2**2 / a2).sum(-1) - xp.log(a2).sum(-1)) - zA[..., :, None] - zB[..., None, :]
+        ma, mb = ((bA / a1A) @ th.T)[..., :, None, :], ((bB / a1B) @ th.T)[..., None, :, :]
+        pm, t2 = (b2 / a2) @ th.T, (1.0 / a2) @ (th**2).T  # (..., i, j, M)
+        ratio = xp.exp(xp.clamp(log_ratio, max=MAX_LOG_RATIO))[..., None]
+        return (ratio * (t2 + (pm - ma) * (pm - mb) + self.s2) + ma * mb).movedim(-1, -3)
+
+
+def _lookahead(tree, geo, rows, mean, L, alpha, logw, live, sub, W, N, grid, torch):
+    """(c, S) expected loss after reading rows ``W`` (c, S, 2D) from the chunk's state."""
+    cm, cv = _next_law(tree, geo, rows, W, mean, L, alpha, N, torch)
+    return mixture_loss(cm[..., live], cv[..., live], logw[:, live][:, None, :], sub, torch, grid), cm, cv
+
+
+def _adam(parts, make, fun, steps, torch):
+    """``steps`` Adam steps on the free tensors ``parts`` (pairs of a tensor and its learning rate);
+    ``make(*tensors)`` the rows, ``fun(rows)`` their (c, S) objective, summed over the chunk (the samples'
+    parameters are their own: the sum's gradient is each sample's own)."""
+    ts = [t.clone().requires_grad_(True) for t, _ in parts]
+    opt = torch.optim.Adam([{"params": [t], "lr": lr} for t, (_, lr) in zip(ts, parts)])
+    for _ in range(steps):
+        loss = fun(make(*ts)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return [t.detach() for t in ts]
+
+
+def _softmax_layer(tree, geo, rows, mean, L, alpha, logw, q1, fixed, N, steps, joint_steps, chunk, grid, torch):
+    """The next layer's rows (n, 2D) and, per sample, the lookahead objective of the greedy step and of the
+    row read (n,), n, and the conditional law (mean, var) of the reading read on each leaf (n, M)."""
+    n, D = rows.shape[0], tree.spec.dim
+    out_w = torch.zeros(n, 2 * D, dtype=torch.float64)
+    f_greedy, f_new = torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)
+    cm_out, cv_out = torch.zeros(n, logw.shape[1], dtype=torch.float64), torch.zeros_like(logw)
+    order = torch.argsort(logw.argmax(1), stable=True)
+    for a in range(0, n, chunk):
+        sl = order[a : a + chunk]
+        lw = logw[sl]
+        live = (lw > lw.max(1, keepdim=True).values - 27.6).any(0)
+        sub = tree.thetas[live.numpy()]
+        state = (rows[sl], mean[sl], L[sl], alpha[sl], lw, live, sub)
+
+        def fun(W):
+            return _lookahead(tree, geo, *state[:4], state[4], live, sub, W, N, grid, torch)[0]
+
+        with torch.no_grad():
+            U0 = _starts(tree, lw, torch, fixed)  # (c, 3, D)
+        qs = q1.expand(U0.shape[:-1] + (D,))
+
+        def greedy_rows(U):
+            return torch.cat([U, qs[:, : U.shape[1]]], -1)
+
+        U, = _adam([(U0, LR_ROW)], greedy_rows, fun, steps, torch)
+        with torch.no_grad():
+            fa = fun(greedy_rows(U))
+            best = fa.argmin(1)
+            idx = torch.arange(len(sl))
+            b_a = U[idx, best]
+
+        def joint_rows(b, lq):
+            return torch.cat([b, torch.exp(lq)], -1)
+
+        b, lq = _adam([(b_a[:, None], LR_ROW), (torch.log(q1).expand_as(b_a)[:, None], LR_LOG_Q)], joint_rows, fun,
+                      joint_steps, torch)  # (c, 1, D) each
+        with torch.no_grad():
+            W = torch.cat([greedy_rows(b_a[:, None]), joint_rows(b, lq)], 1)  # (c, 2, 2D)
+            f, cm, cv = _lookahead(tree, geo, *state[:4], lw, live, sub, W, N, grid, torch)
+            pick = f.argmin(1)
+            out_w[sl] = W[idx, pick]
+            f_greedy[sl], f_new[sl] = f[:, 0], f[idx, pick]
+            cm_out[sl], cv_out[sl] = cm[idx, pick], cv[idx, pick]
+    return out_w, f_greedy, f_new, cm_out, cv_out
+
+
+def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid):
+    from fvsym._validate import check_int
+
+    spec, channel, samples, seed, max_budget = check_inputs(
+        prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
+        tree="the adaptive softmax search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
+    if not 1 <= max_budget <= spec.dim:
+        raise ValueError(f"the adaptive softmax policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+    steps = check_int(steps, "steps", minimum=1, maximum=10_000)
+    joint_steps = check_int(joint_steps, "joint_steps", minimum=0, maximum=10_000)
+    chunk = check_int(chunk, "chunk", minimum=1, maximum=100_000)
+    grid = check_int(grid, "grid", minimum=8, maximum=100_000)
+    if first is not None and (not isinstance(first, SearchResult) or getattr(first.keys, "name", None) != "softmax"
+                              or first.keys.B is None or np.shape(first.keys.B)[0] != 1):
+        raise ValueError(f"first must be a one-key softmax design (best_nonadaptive_keyed at budget 1), got "
+                         f"{type(first).__name__}")
+    _check_time_softmax(spec, max_budget, samples, steps, joint_steps)
+    return spec, channel, samples, seed, max_budget, steps, joint_steps, chunk, grid
+
+
+def _softmax_policy(prior, max_budget, *, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid,
+                    reader=None):
+    """The search layer by layer: yields ``(thetas, leaves, rows, phi, theta_hat, f_greedy, f_new)`` after every
+    layer (``rows`` (n, l, 2D): ``[b, q]`` per layer; ``f_*`` the layer's lookahead objectives, None at layer 1).
+    ``reader``: a function of the samples' latents (n, D) that returns ``read(rows (n, 2D)) -> (n,)``, the
+    readings of real tokens instead of draws from the law (the same ``read`` for every layer: one context)."""
+    spec, channel, samples, seed, max_budget, steps, joint_steps, chunk, grid = _check_search(
+        prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
+    N, s2 = channel.n_tokens, channel.s2
+    torch = _torch()
+    if first is None:
+        from .keyed import best_nonadaptive_keyed
+
+        first = best_nonadaptive_keyed(spec, 1, "softmax", n_tokens=N, s2=s2, seed=seed)
+    tree, D = _Tree(spec), spec.dim
+    geo = RowQGeometry(tree, s2, torch)
+    q1 = torch.as_tensor(first.keys.Q, dtype=torch.float64)
+    rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.EVAL))
+    leaves = spec.sample(samples, rng)
+    xi = torch.tensor(rng.standard_normal((samples, max_budget)), dtype=torch.float64)
+    fixed = torch.tensor(np.random.default_rng(20240229).standard_normal(D), dtype=torch.float64)
+    th = torch.tensor(tree.thetas, dtype=torch.float64)
+    lt, idx = torch.tensor(leaves), torch.arange(samples)
+    read = None if reader is None else reader(tree.thetas[leaves])
+    row1 = torch.cat([torch.as_tensor(first.keys.B[0], dtype=torch.float64), q1])
+    rows = row1.expand(samples, 1, -1).clone()
+    with torch.no_grad():
+        m, c = tree_law(tree, geo, rows, N, torch)
+        phi = (m[idx, lt, 0] + torch.sqrt(c[idx, lt, 0, 0]) * xi[:, 0])[:, None]
+        if read is not None:
+            phi = torch.as_tensor(read(rows[:, 0].numpy()), dtype=torch.float64)[:, None]
+    f_greedy = f_new = None
+    for layer in range(max_budget):
+        with torch.no_grad():
+            mean, L, alpha, logw = _posterior_state(tree, geo, rows, phi, N, torch)
+        yield th, lt, rows, phi, torch.exp(logw) @ th, f_greedy, f_new
+        if layer + 1 == max_budget:
+            return
+        w, f_greedy, f_new, cm, cv = _softmax_layer(tree, geo, rows, mean, L, alpha, logw, q1, fixed, N, steps,
+                                                    joint_steps, chunk, grid, torch)
+        new_phi = (cm[idx, lt] + torch.sqrt(cv[idx, lt]) * xi[:, layer + 1] if read is None else
+                   torch.as_tensor(read(w.numpy()), dtype=torch.float64))
+        rows = torch.cat([rows, w[:, None]], 1)
+        phi = torch.cat([phi, new_phi[:, None]], 1)
+
+
+def _softmax_result(layer: int, keys, values, how: str) -> SearchResult:
+    return SearchResult("best_adaptive_keyed", Estimate.of(values),
+                        f"adaptive (d = 1, L = {layer + 1}), unit, softmax keys: {how}", keys=keys)
+
+
+SOFTMAX_HOW = ("one-step lookahead over the score row and a quadratic part per layer and sample, from the greedy "
+               "step, exact Bayes decoder under the keys' CLT law")
+
+
+@one_thread()
+def adaptive_softmax_losses(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 2000,
+                            seed: int = 0, first: SearchResult | None = None, steps: int = 25, joint_steps: int = 40,
+                            chunk: int = 200, grid: int = 128) -> list:
+    """The search of the module docstring run to ``max_budget`` layers on ``samples`` samples (stream
+    ``EVAL``, the same samples and reading noise as :func:`fvnum.keyed_adaptive.adaptive_keyed_losses`); one
+    :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (``keys``: the layer-1 key). ``steps``:
+    the greedy step's Adam steps from each of its three starts; ``joint_steps``: Adam's steps on ``(b, log q)``
+    after it (0: the greedy policy itself, on this geometry). ``first``: the layer-1 design (default
+    :func:`fvnum.keyed.best_nonadaptive_keyed` at budget 1)."""
+    out = []
+    _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
+    first = _softmax_first(prior, first, n_tokens, s2, seed)
+    for layer, (th, lt, rows, phi, hat, _, _) in enumerate(_softmax_policy(
+            prior, max_budget, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            joint_steps=joint_steps, chunk=chunk, grid=grid)):
+        out.append(_softmax_result(layer, first.keys, ((hat - th[lt]) ** 2).sum(-1).numpy(), SOFTMAX_HOW))
+    return out
+
+
+def _softmax_first(prior, first, n_tokens, s2, seed):
+    if first is not None:
+        return first
+    from .keyed import best_nonadaptive_keyed
+
+    return best_nonadaptive_keyed(prior, 1, "softmax", n_tokens=n_tokens, s2=s2, seed=seed)
+
+
+@one_thread()
+def adaptive_softmax_losses_mc(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 500,
+                               seed: int = 0, first: SearchResult | None = None, steps: int = 25,
+                               joint_steps: int = 40, chunk: int = 200, grid: int = 128) -> list:
+    """The policy of :func:`adaptive_softmax_losses` run on real tokens: per sample a context of ``n_tokens``
+    tokens ``x ~ N(0, I)``, ``y = theta.x + N(0, s2)`` (stream ``DONOR``), every layer's reading
+    ``sum_i softmax_i(b.x_i - x_i^T diag(q) x_i) y_i`` over that one context (the rows chosen from the earlier
+    real readings), decoded by the law's Bayes posterior. One :class:`~fvnum.estimate.Estimate` per budget: the
+    loss of a real reader, to hold against the law's (they differ by the law's finite-``N`` error only)."""
+    _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
+    from .resources import check_memory
+
+    check_memory(f"real tokens for {samples} samples of {n_tokens} tokens", 8.0 * 4 * samples * n_tokens *
+                 (numeric_prior(prior).dim + 1))
+    first = _softmax_first(prior, first, n_tokens, s2, seed)
+
+    def reader(thetas):
+        n, D = thetas.shape
+        rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.DONOR))
+        X = rng.standard_normal((n, n_tokens, D))
+        y = np.einsum("nid,nd->ni", X, thetas) + math.sqrt(s2) * rng.standard_normal((n, n_tokens))
+
+        def read(rows):
+            s = np.einsum("nid,nd->ni", X, rows[:, :D]) - np.einsum("nid,nd->ni", X**2, rows[:, D:])
+            a = np.exp(s - s.max(1, keepdims=True))  # the largest score subtracted: the ratios do not change
+            return (a * y).sum(1) / a.sum(1)
+
+        return read
+
+    out = []
+    for th, lt, rows, phi, hat, _, _ in _softmax_policy(
+            prior, max_budget, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            joint_steps=joint_steps, chunk=chunk, grid=grid, reader=reader):
+        out.append(Estimate.of(((hat - th[lt]) ** 2).sum(-1).numpy()))
+    return out
+
+
+def adaptive_softmax_cost(depth: int, dim: int, budget: int, samples: int, *, steps: int = 25,
+                          joint_steps: int = 40) -> float:
+    """Seconds of :func:`adaptive_softmax_losses` (or of :func:`adaptive_softmax_losses_mc`, whose tokens cost
+    little beside the search) on the tree of ``depth`` (``dim`` coordinates) to ``budget`` layers: the layer-1
+    design and, per sample, lookahead layer and leaf, the greedy step and the joint one (:data:`SOFTMAX_ROW_S`)."""
+    from .keyed import SOFTMAX_COST_FACTOR
+    from .limits import KEYED_LEAF_S, KEYED_SEARCH_S
+
+    leaves, work = 2**depth, (3 * steps + joint_steps) / 115.0
+    return (SOFTMAX_COST_FACTOR * (KEYED_SEARCH_S + KEYED_LEAF_S * leaves)
+            + SOFTMAX_ROW_S * samples * leaves * (dim / 15.0) * (budget - 1) * work)
+
+
+def _check_time_softmax(spec, budget: int, samples: int, steps: int, joint_steps: int) -> None:
+    """Refuse in one line (:func:`fvnum.resources.check_time`) a search priced over the time cap."""
+    from .resources import check_time
+
+    check_time(f"the adaptive softmax search (tree depth {spec.depth}, budget {budget}, {samples} samples)",
+               adaptive_softmax_cost(spec.depth, spec.dim, budget, samples, steps=steps, joint_steps=joint_steps))
+
+
 def has_adaptive_search(prior) -> bool:
     """Whether :func:`best_adaptive_keyed` applies to ``prior`` (the tree prior)."""
     from .capabilities import capability
@@ -336,6 +618,8 @@ def has_adaptive_search(prior) -> bool:
 
 
 def best_adaptive_keyed(prior, budget: int, family: str = "weighted", **kw) -> SearchResult:
-    """The best adaptive keyed policy found (``d = 1``, ``L = B``): :func:`adaptive_keyed_losses` at
-    ``budget`` layers."""
+    """The best adaptive keyed policy found (``d = 1``, ``L = B``) at ``budget`` layers: under softmax keys
+    :func:`adaptive_softmax_losses` (a quadratic part per layer), else :func:`adaptive_keyed_losses`."""
+    if check_family(family) == "softmax":
+        return adaptive_softmax_losses(prior, budget, **kw)[-1]
     return adaptive_keyed_losses(prior, budget, family, **kw)[-1]

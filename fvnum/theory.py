@@ -62,6 +62,7 @@ ROW_KINDS = {
     # the keyed rows are the best found within a key family: an upper bound on THAT FAMILY's optimum (a search
     # can only overstate it), a bound on no trained model (a model's keys may lie outside the family)
     "best_adaptive_keyed": ("upper_bound", "unit", None),  # keys from the row
+    "greedy_adaptive_keyed": ("upper_bound", "unit", None),  # softmax keys: the greedy search (layer-1 Q), kept
     "optimum_lower": ("lower_bound", "coordinate", "linear"),
     "optimum_upper": ("upper_bound", "coordinate", "linear"),
     "optimum_exact": ("reference", "coordinate", "linear"),
@@ -97,6 +98,7 @@ def prediction_row(name: str, names) -> str | None:
 # non-adaptive rows, Models B and C) as a power, loss ~ c B^-e. A model's law is its own (``MODELS[name].law``).
 PREDICTED_LAW = {
     "path": "exponential", "best_adaptive": "exponential", "best_adaptive_keyed": "exponential",
+    "greedy_adaptive_keyed": "exponential",
     "top_levels": "power", "best_nonadaptive_coordinate": "power", "best_nonadaptive_unit": "power",
     "best_nonadaptive_keyed": "power", "top_levels_linear": "power",
 }
@@ -461,7 +463,7 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
 
 
 def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, samples: int = 2000,
-                 seed: int = 0, design_samples: int | None = None) -> dict:
+                 seed: int = 0, design_samples: int | None = None, greedy: bool = False) -> dict:
     """The rows under the key family ``family`` (``fvnum.keyed``: ``best_adaptive_keyed`` where it exists, the
     tree prior, and ``best_nonadaptive_keyed``) at every budget of ``budgets`` at once
     (``{budget: [TheoryRow, ..]}``; tokens channel only: the key channel is the tokens' one): the greedy
@@ -470,7 +472,12 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     ``design_samples`` common samples (default :data:`fvnum.limits.DESIGN_SAMPLES_PER_SAMPLE` x ``samples``: its Monte
     Carlo loss is dominated by rare confusions of leaves, and a search on 2000 samples fits their noise —
     tree depth 4, budget 3: 0.0233 on its own samples, 0.039 on fresh ones; on 8000, 0.034). Each row is
-    the best found within the family: an upper bound on the family's optimum, a bound on no trained model."""
+    the best found within the family: an upper bound on the family's optimum, a bound on no trained model.
+    Softmax keys: the adaptive row is :func:`fvnum.keyed_adaptive.adaptive_softmax_losses` (a quadratic part per
+    layer and sample); ``greedy``: also the greedy softmax search of docs/softmax.md's first table (every layer
+    with the layer-1 key's ``Q``), as ``greedy_adaptive_keyed`` (same samples)."""
+    from dataclasses import replace
+
     from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
     from .keyed_adaptive import adaptive_keyed_losses, has_adaptive_search
     from fvsym._validate import check_int
@@ -480,6 +487,9 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
 
     channel = _check_keyed_channel(channel)
     family = check_family(family)
+    if greedy and family != "softmax":
+        raise ValueError(f"greedy adds the softmax family's greedy adaptive row; the {family} adaptive row is that "
+                         f"greedy search already")
     design_samples = DESIGN_SAMPLES_PER_SAMPLE * samples if design_samples is None else design_samples
     spec = numeric_prior(prior)
     if isinstance(budgets, (str, bytes)) or not hasattr(budgets, "__iter__"):
@@ -497,8 +507,18 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
         if b not in one:
             one[b] = (best_nonadaptive_keyed(prior, b, family, samples=design_samples, **kw) if tree
                       else gaussian_keyed(prior, b, family, **gaussian_design_settings(b, samples), **kw))
-    adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw) if tree else None
-    return {b: ([_keyed_row(adaptive[b - 1])] if adaptive is not None else []) + [_keyed_row(one[b])] for b in budgets}
+    adaptive, old = None, None
+    if tree and family == "softmax":
+        from .keyed_adaptive import adaptive_softmax_losses
+
+        adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, first=one[1], **kw)
+        if greedy:
+            old = [replace(r, name="greedy_adaptive_keyed")
+                   for r in adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)]
+    elif tree:
+        adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)
+    return {b: [_keyed_row(r[b - 1]) for r in (adaptive, old) if r is not None] + [_keyed_row(one[b])]
+            for b in budgets}
 
 
 def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
