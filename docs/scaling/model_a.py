@@ -10,7 +10,9 @@ at seed 0, each against the study's recipe (5000 x budget steps, MLP width 64, n
   the same at a peak learning rate of 0.002 instead of the recipe's 0.005;
 - ``curriculum``: budgets 4, 5, 6, each started from the finished run one budget below
   (``TrainConfig.init_from``, ``bridges.models.grow``), 10000 steps each; the chain starts from the study's
-  own budget-3 run (copied from docs/scaling/study/train when it is there, else trained again: same key).
+  own budget-3 run (copied from docs/scaling/study/train when it is there, else trained again: same key);
+- ``lr-high``, ``lr-low``: budget 4 at peak learning rates 0.01 and 0.0025 around the recipe's 0.005 (20000
+  steps; a learning-rate scan, issue 29 item 2).
 
 Runs live in ``DIR/<key>/`` (default docs/scaling/model_a/train, git-ignored) and resume after interruption;
 every finished run is added to docs/scaling/model_a.json at once (atomically), with the study's seed mean
@@ -49,7 +51,7 @@ def attempts(out: str) -> dict:
         chain.append(prev)
     return {"longer": [config(b, out, steps=int(f * recipe_steps(b, "A"))) for b, f in ((4, 2), (5, 1.5))], "wider": [config(4, out, mlp_width=128)],
             "deeper": [config(4, out, hidden_layers=3)], "deeper-slow": [config(4, out, hidden_layers=3, lr=0.002)],
-            "curriculum": chain}
+            "curriculum": chain, "lr-high": [config(4, out, lr=0.01)], "lr-low": [config(4, out, lr=0.0025)]}
 
 
 def study_source(out: str) -> None:
