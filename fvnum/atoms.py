@@ -15,6 +15,7 @@ share): refused in one line.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from itertools import combinations
@@ -357,6 +358,49 @@ def read_atoms(path) -> np.ndarray:
         check_memory(f"atoms file {shown} of shape {shape}", 3.0 * nbytes)
 
     return read_matrix(p, f"atoms file {shown}", "an (M, D) array", check).astype(float)
+
+
+# --- atoms by their content (a training run's key and its run folder) ------------------------------------
+_BY_DIGEST: dict = {}  # sha256 -> (M, D) read-only atoms this process has read or drawn (content-addressed)
+
+
+def atoms_digest(atoms) -> str:
+    """The SHA-256 (hex) of atoms as float64 with their shape: what a training run's key holds for atoms read
+    from a file (two different files never share a key; the same numbers saved twice do)."""
+    arr = np.ascontiguousarray(np.asarray(atoms, dtype=np.float64))
+    h = hashlib.sha256(f"atoms {arr.shape} float64\n".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def remember_atoms(atoms) -> str:
+    """Keep ``atoms`` (validated) under their digest for :func:`atoms_by_digest`; returns the digest."""
+    arr = check_atoms(atoms)
+    arr.flags.writeable = False
+    digest = atoms_digest(arr)
+    _BY_DIGEST.setdefault(digest, arr)
+    return digest
+
+
+def atoms_by_digest(digest: str) -> np.ndarray | None:
+    """The atoms of ``digest`` read or drawn before in this process (:func:`remember_atoms`), or None."""
+    return _BY_DIGEST.get(digest)
+
+
+def read_atoms_file(path, digest: str | None = None) -> tuple[np.ndarray, str]:
+    """``(atoms, digest)`` of an ``(M, D)`` ``.npy`` file: read by :func:`read_atoms` (sized first), checked by
+    :func:`check_atoms` (finite, within the guards) and remembered; with ``digest``, a file whose content differs
+    is refused in one line (the run was trained on other atoms)."""
+    arr = read_atoms(path)
+    try:
+        arr = check_atoms(arr)
+    except ValueError as exc:
+        raise ValueError(f"atoms file {str(path)[:80]!r}: {exc}") from None
+    found = remember_atoms(arr)
+    if digest is not None and found != digest:
+        raise ValueError(f"atoms file {str(path)[:80]!r} holds other atoms (SHA-256 {found[:12]}...) than the run's "
+                         f"({str(digest)[:12]}...)")
+    return _BY_DIGEST[found], found
 
 
 def atoms_from_options(args) -> AtomsPrior:
