@@ -220,6 +220,9 @@ class DataConfig:
                 raise ValueError("atoms_sha256 is the digest of an atoms file; drawn atoms (diversity) have none")
             if self.atoms_seed is not None:
                 _int(self.atoms_seed, "atoms_seed", 0, 2**63 - 1)
+            from fvnum.resources import check_memory  # before any run folder: the atoms are drawn when training starts
+
+            check_memory(f"{self.diversity} atoms of dimension {self.atoms_dim}", 16.0 * self.diversity * self.atoms_dim)
             return
         if self.atoms_seed is not None:
             raise ValueError(f"atoms_seed={self.atoms_seed!r} draws the atoms of diversity M; atoms read from a file "
