@@ -160,11 +160,14 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
 
+    from .data import finite_latents
+
     run = load_run(args.run_dir)
-    if args.latents is not None and run.config.data.has_leaves:  # the decoder of a prior without leaves draws latents
+    data = run.config.data
+    if args.latents is not None and (data.has_leaves or finite_latents(data) is not None):  # exact: no draws
+        what = "its 2^K leaves" if data.has_leaves else "its atoms"
         raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
-                         f"prior is {run.config.data.prior}, whose decoder uses its 2^K leaves exactly: got --latents "
-                         f"{args.latents}")
+                         f"prior is {data.prior}, whose decoder uses {what} exactly: got --latents {args.latents}")
     result = audit(run, samples=args.samples, token_sample=args.token_sample,
                    n_latents=512 if args.latents is None else args.latents, seed=args.seed)
     emit(result.to_dict(), args.format, result.lines())

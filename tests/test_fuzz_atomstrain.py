@@ -105,6 +105,8 @@ def test_audit_of_a_run_whose_atoms_are_gone(tmp_path):
     import json
 
     folder = json.loads(out)["run_dir"]
+    code, _, err = fv("audit", folder, "--samples", "4", "--token-sample", "16", "--latents", "8")
+    one_line(code, err, "uses its atoms exactly")
     np.save(f"{folder}/atoms.npy", np.zeros((5, 3)))  # the folder's copy replaced by other atoms
     from bridges import data as data_module
     import fvnum.atoms as atoms_module
@@ -125,3 +127,10 @@ def test_drawn_atoms_fields_are_accepted_or_refused_in_one_line(M, D, seed):
         assert M < 1 or D < 1 or seed < 0
     else:
         assert data.dim == D and data.depth is None
+
+
+def test_the_configurations_limits_are_the_priors():
+    import fvnum.atoms as atoms_module
+    from bridges import config
+
+    assert (config.ATOMS_MAX, config.ATOMS_MAX_DIM) == (atoms_module.MAX_ATOMS, atoms_module.MAX_DIM)
