@@ -160,11 +160,11 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
 
-    from .data import finite_latents
+    from .config import built_from_options
 
     run = load_run(args.run_dir)
     data = run.config.data
-    if args.latents is not None and (data.has_leaves or finite_latents(data) is not None):  # exact: no draws
+    if args.latents is not None and (data.has_leaves or built_from_options(data.prior)):  # exact: no draws
         what = "its 2^K leaves" if data.has_leaves else "its atoms"
         raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
                          f"prior is {data.prior}, whose decoder uses {what} exactly: got --latents {args.latents}")

@@ -128,7 +128,7 @@ ATOMS_MAX = 10**8  # = fvnum.atoms.MAX_ATOMS and MAX_DIM (a test holds them equa
 ATOMS_MAX_DIM = 10**6
 
 
-def _built_from_options(prior: str) -> bool:
+def built_from_options(prior: str) -> bool:
     """Whether the registered prior ``prior`` is built from its own options (``fvnum.priors.PriorEntry.from_options``:
     the atoms prior, from a file or drawn), not from a tree's depth and scales."""
     from fvnum.priors import prior_entry
@@ -171,7 +171,7 @@ class DataConfig:
 
     def __post_init__(self):
         _choice(self.prior, "prior", PRIORS)
-        if _built_from_options(self.prior):
+        if built_from_options(self.prior):
             self._check_atoms()
             return
         given = [f for f in ATOMS_FIELDS if getattr(self, f) is not None]
