@@ -16,7 +16,9 @@
    ``bayes_on_readings`` (the loss the model's measurements allow), ``decoder_gap`` = model - Bayes on the
    same contexts (a paired estimate: how much the model's readout leaves on the table).
 
-Tree prior: the latents are the ``2^K`` leaves, uniform: the decoder is exact under the CLT law. Gaussian
+Tree prior: the latents are the ``2^K`` leaves, uniform: the decoder is exact under the CLT law. Atoms prior
+(THEORY.md section 6b): the latents are its ``M`` atoms with their weights, the same exact decoder (the dMMSE
+posterior over the atoms, under the CLT law of the model's own readings). Gaussian
 prior: self-normalised importance sampling, ``n_latents`` draws per context from the Gaussian posterior of the
 readings' linearised law (mean ``A theta``, ``A`` the Stein rows, covariance averaged over the prior), weighted
 by the CLT likelihood; the decoder is then an approximation, its loss an upper bound on the loss the readings
@@ -43,12 +45,13 @@ from fvnum.estimate import Estimate
 from fvsym._validate import check_int
 
 from .config import DataConfig
-from .data import ContextSampler, step_generator
+from .data import ContextSampler, finite_latents, find_prior_files, step_generator
 from .models import WorkspaceModel, _autocast
 from .taps import record
 
 AUDIT_STREAM = 4  # data stream of audit contexts (training 0, evaluation 1, patching 2, probes 3)
 EXACT = "exact Bayes under the CLT law of the readings (the 2^K leaves of the tree prior)"
+EXACT_ATOMS = "exact Bayes under the CLT law of the readings (the {m} atoms of the atoms prior, by their weights)"
 APPROXIMATE = ("approximate: Bayes by importance sampling, {n} draws a context from the Gaussian posterior of its "
                "readings' linearised law; an upper bound on the loss the readings allow")
 _KEY_ENTRIES = 1 << 22  # token-sample entries (n_x x mlp_width) of the keys evaluated at once
@@ -99,6 +102,7 @@ class Audit:
             by_layer.append({"layer": l, "channels": [s.to_dict() for s in self.stein if s.layer == l]})
         d = self.data
         return {"key": self.key, "model": self.model, "prior": d.prior, "depth": d.depth, "alpha": d.alpha,
+                **({"dim": d.dim} if d.depth is None else {}),
                 **({"scales": list(d.scales)} if d.scales is not None else {}), "n_tokens": d.n_tokens, "s2": d.s2, "budget": self.budget, "metric": self.metric,
                 "loss": est(self.loss), "bayes_on_readings": est(self.bayes_on_readings),
                 "decoder_gap": est(self.decoder_gap), "layers": by_layer, "decoder": self.decoder,
@@ -118,7 +122,8 @@ def audit_lines(a: dict) -> list[str]:
     """The text form of an audit's ``to_dict`` (also of one stored in a table)."""
     lo, ba, gap = a["loss"], a["bayes_on_readings"], a["decoder_gap"]
     unit = "E||theta_hat - theta||^2" if a["metric"] == "theta" else "query MSE"
-    out = [f"audit of {a['key'] or 'a model'}: {a['prior']} prior, depth {a['depth']}, budget {a['budget']}, "
+    size = f"depth {a['depth']}" if a.get("depth") is not None else f"D {a.get('dim', '?')}"
+    out = [f"audit of {a['key'] or 'a model'}: {a['prior']} prior, {size}, budget {a['budget']}, "
            f"N {a['n_tokens']} ({a['samples']} contexts, token sample {a['token_sample']}, seed {a['seed']}; {unit})",
            f"  loss (the model's own)        {lo['value']:.5g} +- {lo['stderr']:.2g}",
            f"  bayes_on_readings             {ba['value']:.5g} +- {ba['stderr']:.2g}  ({a['decoder']})",
@@ -151,6 +156,7 @@ def load_run(run_dir):
     result = load_result(folder / "result.json")
     if not result.finished:
         raise ValueError(f"{folder} is not a finished fv train run ({result.steps} of {result.config.train.steps} steps)")
+    find_prior_files(result.config.data, folder)  # the atoms the folder keeps (atoms.npy), wherever the file went
     model, _, step = load_model(folder, result.config)
     if step != result.steps:
         raise ValueError(f"checkpoint {folder / 'checkpoint.pt'} is at step {step}, its result.json at step "
@@ -175,14 +181,15 @@ AUDIT_BASE_BYTES = 350e6
 
 def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, budget: int, mlp_width: int,
                hidden_layers: int, samples: int, token_sample: int, n_latents: int = 512,
-               batch: int = 256) -> tuple[float, float]:
+               batch: int = 256, atoms: int | None = None) -> tuple[float, float]:
     """``(bytes, seconds)`` of :func:`audit_model` (upper estimates, see the constants above): memory = the
     keys of a batch on the token sample ``F`` (batch, n_x, B), the layers' token projections, the keys'
     activations of one evaluation (three alive at once: no gradients are kept), the laws' chunks, the Stein
-    rows and losses, and the interpreter."""
+    rows and losses, and the interpreter. ``atoms``: the exact decoder's latents are that many atoms (with
+    ``tree`` True: exact), not the ``2^depth`` leaves."""
     D, B, d, W, H, n_x = dim, budget, width, max(1, mlp_width), max(1, hidden_layers), token_sample
     k = B
-    M = 2**depth if tree else n_latents
+    M = (2**depth if atoms is None else atoms) if tree else n_latents
     b = min(batch, samples)
     from fvnum.keys import MAX_CHUNK
 
@@ -241,6 +248,15 @@ def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: i
     cfg = result.config
     return audit_model(result.model, cfg.data, samples=samples, token_sample=token_sample, n_latents=n_latents,
                        seed=seed, batch=batch, key=cfg.key(), name=cfg.model.model)
+
+
+def _latents(data: DataConfig):
+    """``(thetas (M, D), log prior weights (M,))`` of a prior with finitely many latents, whose Bayes decoder is
+    exact: the tree's ``2^K`` leaves (uniform), the atoms prior's atoms (by their weights); None for a Gaussian."""
+    if data.has_leaves:
+        leaves = _leaves(data)
+        return leaves, np.zeros(len(leaves))
+    return finite_latents(data)
 
 
 def _leaves(data: DataConfig) -> np.ndarray:
@@ -326,12 +342,14 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     seed = check_int(seed, "seed", 0, 2**63 - 1)
     batch = check_int(batch, "batch", 1, 10**6)
     L, d, B, D = model.n_layers, model.width, model.budget, model.dim
-    tree = data.has_leaves  # the exact decoder over its 2^K leaves
+    latents = _latents(data)  # the exact decoder's latents: the tree's 2^K leaves, the atoms; None for a Gaussian
+    tree = latents is not None
+    atoms = None if data.has_leaves or not tree else len(latents[0])
     check_audit_cost(f"the audit of {name or 'a model'}", tree=tree, depth=data.depth, dim=D, layers=L, width=d,
                      budget=B, mlp_width=_mlp_width(model), hidden_layers=_hidden_layers(model), samples=samples,
-                     token_sample=token_sample, n_latents=n_latents, batch=batch)
-    thetas = _leaves(data) if tree else None  # (2^K, D)
-    decoder = EXACT if tree else APPROXIMATE.format(n=n_latents)
+                     token_sample=token_sample, n_latents=n_latents, batch=batch, atoms=atoms)
+    thetas, log_prior = latents if tree else (None, None)  # (M, D), (M,)
+    decoder = (EXACT if atoms is None else EXACT_ATOMS.format(m=atoms)) if tree else APPROXIMATE.format(n=n_latents)
     C = ContextSampler(data, dtype=torch.float64).cov.numpy()  # (D, D) prior covariance
     proposal_rng = np.random.default_rng(np.random.SeedSequence([seed, AUDIT_STREAM, 1]))
     N, s2 = data.n_tokens, data.s2
@@ -373,7 +391,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 else:
                     laws = [_reading_law(attention, X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
                     law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
-                theta_b = posterior_mean(thetas, np.zeros(len(thetas)), law, phi)  # (b, D)
+                theta_b = posterior_mean(thetas, log_prior, law, phi)  # (b, D)
             theta = c.theta.double().cpu().numpy()
             if model.decodes:
                 own.append(((out.theta_hat.double().cpu().numpy() - theta) ** 2).sum(1))
@@ -404,10 +422,12 @@ def _mlp_width(model: WorkspaceModel) -> int:
     return lin.out_features if lin is not None else 1
 
 
-def _stein(rows: np.ndarray, L: int, d: int, depth: int) -> tuple:
-    """Per layer and channel: mean ``||row||`` and mean energy share by node depth; rows (n, B, D)."""
+def _stein(rows: np.ndarray, L: int, d: int, depth: int | None) -> tuple:
+    """Per layer and channel: mean ``||row||`` and mean energy share by node depth (``depth`` None, a prior
+    without a heap of nodes such as the atoms prior: by coordinate); rows (n, B, D)."""
     D = rows.shape[-1]
-    node_depth = np.array([int(n).bit_length() for n in range(1, D + 1)])  # (D,)
+    node_depth = np.array([int(n).bit_length() if depth is not None else n for n in range(1, D + 1)])  # (D,)
+    depth = int(node_depth.max())
     sq = rows**2
     total = np.maximum(sq.sum(-1, keepdims=True), 1e-300)
     share = sq / total  # (n, B, D)

@@ -160,11 +160,14 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from .audit import audit, load_run
 
+    from .config import built_from_options
+
     run = load_run(args.run_dir)
-    if args.latents is not None and run.config.data.has_leaves:  # the decoder of a prior without leaves draws latents
+    data = run.config.data
+    if args.latents is not None and (data.has_leaves or built_from_options(data.prior)):  # exact: no draws
+        what = "its 2^K leaves" if data.has_leaves else "its atoms"
         raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
-                         f"prior is {run.config.data.prior}, whose decoder uses its 2^K leaves exactly: got --latents "
-                         f"{args.latents}")
+                         f"prior is {data.prior}, whose decoder uses {what} exactly: got --latents {args.latents}")
     result = audit(run, samples=args.samples, token_sample=args.token_sample,
                    n_latents=512 if args.latents is None else args.latents, seed=args.seed)
     emit(result.to_dict(), args.format, result.lines())
@@ -226,8 +229,10 @@ def compare_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
     from .cost import check_seconds, theory_table_seconds, train_seconds
 
-    check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples",
-                  train_seconds(cfg) + theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed))
+    theory_s = _own_table_seconds(cfg, args)
+    if theory_s is None:
+        theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed)
+    check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples", train_seconds(cfg) + theory_s)
     from .compare import beside_of, compare, to_markdown
     from .train import run_dir, train
 
@@ -239,6 +244,22 @@ def compare_command(args: argparse.Namespace) -> int:
     write_atomic(folder / "compare.md", to_markdown(table))
     emit(table, args.format, [to_markdown(table), f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}"])
     return 0
+
+
+def _own_table_seconds(cfg, args) -> float | None:
+    """The price of the theory rows of a prior that computes its own (the atoms prior:
+    ``fvnum.atoms.FinitePrior.comparison_table``), or None for the others; an explicit ``--keyed`` family is
+    refused there in one line (keyed rows are built on the tree and Gaussian priors only)."""
+    from .compare import has_own_table
+
+    if not has_own_table(cfg.data):
+        return None
+    if given(args, "keyed") and args.keyed != "none":
+        raise ValueError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
+                         "held to its dMMSE rows); leave --keyed out or give --keyed none")
+    from .data import data_channel, fv_prior
+
+    return fv_prior(cfg.data).comparison_seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
 
 
 def _grid_options(args) -> None:

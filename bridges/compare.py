@@ -59,9 +59,28 @@ def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: 
     rows computed beforehand (:func:`keyed_cells` at this budget)."""
     from fvnum.theory import comparison_table
 
-    return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
+    prior = fv_prior(data)
+    own = getattr(prior, "comparison_table", None)
+    if own is not None:  # a prior object with its own rows (the atoms prior: fvnum.atoms.FinitePrior.comparison_table)
+        return own(budget, data_channel(data), samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                   keyed=own_keyed(data, keyed))
+    return comparison_table(prior, budget, data_channel(data), samples=samples, seed=seed,
                             search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
                             keyed_rows_given=keyed_rows)
+
+
+def has_own_table(data: DataConfig) -> bool:
+    """Whether the prior of ``data`` computes its own theory rows (a prior object with ``comparison_table``: the
+    atoms prior), rather than ``fvnum.theory.comparison_table``."""
+    return callable(getattr(fv_prior(data), "comparison_table", None))
+
+
+def own_keyed(data: DataConfig, keyed) -> str | None:
+    """The key family passed to a prior's own table: the default family (``fvnum.defaults.KEYED``) reads as none
+    there (keyed rows are built on the tree and Gaussian priors only, so a comparison on atoms holds A and B to
+    their linear-key rows, which its rows name); a family asked for otherwise is passed on, and refused there."""
+    keyed = check_keyed(keyed)
+    return None if keyed == KEYED else keyed
 
 
 def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
@@ -84,7 +103,8 @@ def learned_routing(model: WorkspaceModel, data: DataConfig, *, n_contexts: int 
     """What each layer's keys measure. Rows ``W_l(p)`` (Stein, ``bridges.models.key_rows``) are taken at
     the workspace the layer actually sees; their energy ``w_n^2 / ||w||^2`` is summarised per layer:
 
-    - ``energy_by_depth``: mean energy on the nodes of each tree depth (the prior's eigen-directions);
+    - ``energy_by_depth``: mean energy on the nodes of each tree depth (the prior's eigen-directions; on the
+      atoms prior, which has no depth, on each coordinate);
     - tree prior: ``on_path_node`` (mean energy on the node ``n_l(s)`` that ``path`` reads),
       ``in_path_subtree`` (energy in the subtree of ``n_l(s)``), ``top_is_path_node`` (how often the
       strongest node is ``n_l(s)``), and ``by_prefix``: for each path prefix ``s_1..s_{l-1}``, the
@@ -95,8 +115,10 @@ def learned_routing(model: WorkspaceModel, data: DataConfig, *, n_contexts: int 
     names = [f"workspace.{l}" for l in range(1, model.n_layers + 1)]
     with torch.no_grad(), record(model, names) as rec:
         model(c.x, c.y, c.x_q)
-    D, K = data.dim, data.depth
-    depth_of = np.array([int(n).bit_length() for n in range(1, D + 1)])  # (D,)
+    D = data.dim
+    # the nodes of each tree depth; on a prior without a heap of nodes (atoms) each coordinate is its own group
+    depth_of = np.array([int(n).bit_length() if data.depth is not None else n for n in range(1, D + 1)])  # (D,)
+    K = int(depth_of.max())
     out = {"layers": []}
     truth = path_nodes(c.signs).numpy() if c.signs is not None else None  # (n, K)
     for l in range(1, model.n_layers + 1):
@@ -158,7 +180,8 @@ AUDIT_TOKEN_SAMPLE = 4096
 # Gaussian prior: importance sampling per context costs about 100 times more (measured: 500 contexts, 4096
 # tokens, 256 draws took 14 s at depth 2 on one thread); the attached audit is smaller there
 AUDIT_GAUSSIAN = dict(samples=200, token_sample=2048, n_latents=128)
-AUDIT_SIZES = {"tree": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE), "gaussian": AUDIT_GAUSSIAN}
+AUDIT_SIZES = {"tree": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE), "gaussian": AUDIT_GAUSSIAN,
+               "atoms": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE)}  # atoms: exact, as the tree
 
 
 def audit_dict(result, *, seed: int = 0) -> dict:
@@ -195,9 +218,11 @@ class Comparison:
     theory: list
     routing: dict | None = None
     audit: dict | None = None
+    dim: int | None = None  # D where the prior has no depth (the atoms prior); None otherwise (D = 2^depth - 1)
 
     def to_dict(self) -> dict:
         d = {"key": self.key, "model": self.model, "prior": self.prior, "depth": self.depth, "budget": self.budget,
+             **({"dim": self.dim} if self.dim is not None else {}),
              "n_tokens": self.n_tokens, "alpha": self.alpha,
              **({"scales": list(self.scales)} if self.scales is not None else {}), "channel": self.channel,
              "tau": self.tau, "seed": self.seed, "trained": dict(self.trained), "theory": list(self.theory)}
@@ -257,7 +282,12 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
                "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds}
     return Comparison(cfg.key(), cfg.model.model, data.prior, data.depth, B, data.n_tokens, data.alpha,
                       None if data.scales is None else tuple(data.scales), "tokens", data_channel(data).tau,
-                      cfg.train.seed, trained, theory, routing, audited)
+                      cfg.train.seed, trained, theory, routing, audited, data.dim if data.depth is None else None)
+
+
+def _size(table: dict) -> str:
+    """``depth 4`` of a tree or Gaussian table; ``D 8`` of a prior without depth (the atoms prior)."""
+    return f"depth {table['depth']}" if table.get("depth") is not None else f"D {table.get('dim', '?')}"
 
 
 NEAR_ZERO_SE = 3  # a prediction within this many of its standard errors of 0 is 0 within its error
@@ -316,7 +346,7 @@ def to_markdown(table: dict) -> str:
 
     t = table["trained"]
     lines = [
-        f"### Model {table['model']}, {table['prior']} prior, depth {table['depth']}, budget {table['budget']}, "
+        f"### Model {table['model']}, {table['prior']} prior, {_size(table)}, budget {table['budget']}, "
         f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})",
         "",
     ]

@@ -31,7 +31,7 @@ from .model_registry import DEFAULT_MODEL, MODEL_NAMES, MODELS
 from .model_registry import adaptive_names as _adaptive
 from .options import options_of
 
-PRIORS = ("tree", "gaussian")
+PRIORS = ("tree", "gaussian", "atoms")  # atoms: THEORY.md section 6b, the atoms from a file or drawn (DataConfig)
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
 # MODELS (bridges.model_registry): the registered models, each with its recipe, shape and readouts
 READOUTS = ("decode", "generic")
@@ -61,7 +61,11 @@ def _recipes(what) -> str:
 
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
-_KEY = re.compile(r"[A-Z]s?-[A-Za-z]+-K\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
+_KEY = re.compile(r"[A-Z]s?-[A-Za-z]+-[KD]\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
+# the prior's part of a run key: tree-K4, gaussmat-K4 / gaussiso-K4 (as before the atoms prior), atoms-D8 (its D;
+# the atoms themselves, by their digest or M, D and seed, enter the key's hash)
+_KEY_PRIOR = {"tree": lambda d: f"tree-K{d.depth}", "gaussian": lambda d: f"gauss{d.cov[:3]}-K{d.depth}",
+              "atoms": lambda d: f"atoms-D{d.dim}"}
 
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
@@ -119,6 +123,19 @@ def _set(obj, name, value):  # normalise a field of a frozen dataclass inside __
     object.__setattr__(obj, name, value)
 
 
+ATOMS_FIELDS = ("atoms", "diversity", "atoms_dim", "atoms_seed", "atoms_sha256")  # DataConfig's atoms prior
+ATOMS_MAX = 10**8  # = fvnum.atoms.MAX_ATOMS and MAX_DIM (a test holds them equal; this module loads no numpy)
+ATOMS_MAX_DIM = 10**6
+
+
+def built_from_options(prior: str) -> bool:
+    """Whether the registered prior ``prior`` is built from its own options (``fvnum.priors.PriorEntry.from_options``:
+    the atoms prior, from a file or drawn), not from a tree's depth and scales."""
+    from fvnum.priors import prior_entry
+
+    return prior_entry(prior).from_options is not None
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Contexts of THEORY.md section 1: ``prior`` over ``theta`` in R^D with ``D = 2^depth - 1``.
@@ -129,18 +146,38 @@ class DataConfig:
     ones ``a_1 >= .. >= a_K > 0`` (``depth`` entries, exact rationals such as ``"1/2"``; checked by
     ``fvsym.priors.TreePrior``, kept as strings such as ``("1", "1/2", "1/3")``), and then ``alpha`` is None.
     ``to_dict()`` leaves ``scales`` out when it is None, so configurations by ``alpha`` keep their keys.
+
+    The atoms prior (THEORY.md section 6b; a prior the registry builds from its options, ``fvnum.priors``): ``atoms``
+    (the path of an ``(M, D)`` ``.npy`` file, read and checked here, its SHA-256 kept in ``atoms_sha256``) or
+    ``diversity`` M with ``atoms_dim`` D (atoms drawn once from ``N(0, I_D)`` by ``atoms_seed``, which
+    ``RunConfig`` sets to the run's seed unless given: ``fvnum.atoms.AtomsPrior.draw``); ``atoms_dim`` is D in
+    both cases (a file's own D, checked when given). ``depth``, ``alpha``, ``scales`` and ``cov`` do not apply to
+    it (``depth`` is None). The path is where the atoms were found, not what they are: it stays out of the run's
+    key (``RunConfig.key_dict``), the digest enters it. Every atoms field is left out of ``to_dict()`` when None.
     """
 
     prior: str = "tree"
-    depth: int = 4
+    depth: int | None = 4
     alpha: float | None = None
     n_tokens: int = 128
     s2: float = 0.01
     cov: str | None = None
     scales: tuple[str, ...] | None = None
+    atoms: str | None = None
+    diversity: int | None = None
+    atoms_dim: int | None = None
+    atoms_seed: int | None = None
+    atoms_sha256: str | None = None
 
     def __post_init__(self):
         _choice(self.prior, "prior", PRIORS)
+        if built_from_options(self.prior):
+            self._check_atoms()
+            return
+        given = [f for f in ATOMS_FIELDS if getattr(self, f) is not None]
+        if given:
+            raise ValueError(f"{given[0]}={getattr(self, given[0])!r:.60} applies to the atoms prior, not to "
+                             f"prior={self.prior!r}")
         _int(self.depth, "depth", 1, MAX_DEPTH)
         if self.scales is None:
             alpha = 0.5 if self.alpha is None else self.alpha
@@ -160,9 +197,58 @@ class DataConfig:
         if self.scales is not None and self.cov == "isotropic":
             raise ValueError("scales apply to the tree prior and the matched gaussian, not to cov='isotropic'")
 
+    def _check_atoms(self) -> None:
+        """The fields of the atoms prior (class docstring): one of ``atoms`` or ``diversity``, D known and
+        consistent; the file read, checked and digested unless its digest and D are given (a stored run, whose
+        atoms the run folder keeps: ``bridges.data.atoms_prior`` finds them by their digest)."""
+        for name, value in (("depth", self.depth if self.depth != DataConfig.depth else None), ("alpha", self.alpha),
+                            ("scales", self.scales), ("cov", self.cov)):
+            if value is not None:
+                raise ValueError(f"{name}={value!r:.40} applies to the tree and gaussian priors, not to the atoms "
+                                 f"prior (its atoms give D)")
+        _set(self, "depth", None)
+        if (self.atoms is None) == (self.diversity is None):
+            raise ValueError("the atoms prior needs exactly one of atoms (an (M, D) .npy file) or diversity M (with "
+                             f"D), got {'both' if self.atoms is not None else 'neither'}")
+        if self.atoms_dim is not None:
+            _int(self.atoms_dim, "dim D", 1, ATOMS_MAX_DIM)
+        if self.diversity is not None:
+            _int(self.diversity, "diversity M", 1, ATOMS_MAX)
+            if self.atoms_dim is None:
+                raise ValueError(f"diversity M = {self.diversity} needs the atoms' dimension D (--dim)")
+            if self.atoms_sha256 is not None:
+                raise ValueError("atoms_sha256 is the digest of an atoms file; drawn atoms (diversity) have none")
+            if self.atoms_seed is not None:
+                _int(self.atoms_seed, "atoms_seed", 0, 2**63 - 1)
+            from fvnum.resources import check_memory  # before any run folder: the atoms are drawn when training starts
+
+            check_memory(f"{self.diversity} atoms of dimension {self.atoms_dim}", 16.0 * self.diversity * self.atoms_dim)
+            return
+        if self.atoms_seed is not None:
+            raise ValueError(f"atoms_seed={self.atoms_seed!r} draws the atoms of diversity M; atoms read from a file "
+                             "take none")
+        if not isinstance(self.atoms, str) or not self.atoms:
+            raise ValueError(f"atoms must be the path of an (M, D) .npy file, got {self.atoms!r:.60}")
+        if self.atoms_sha256 is not None and not (isinstance(self.atoms_sha256, str)
+                                                  and re.fullmatch(r"[0-9a-f]{64}", self.atoms_sha256)):
+            raise ValueError(f"atoms_sha256 must be 64 hex digits (a SHA-256), got {self.atoms_sha256!r:.80}")
+        if self.atoms_sha256 is None or self.atoms_dim is None:
+            from fvnum.atoms import read_atoms_file  # numpy: loaded only for a run on atoms
+
+            arr, digest = read_atoms_file(self.atoms, self.atoms_sha256)
+            if self.atoms_dim is not None and arr.shape[1] != self.atoms_dim:
+                raise ValueError(f"atoms file {self.atoms[:80]!r} holds atoms of dimension D = {arr.shape[1]}, "
+                                 f"not the D = {self.atoms_dim} given (--dim)")
+            _set(self, "atoms_dim", int(arr.shape[1]))
+            _set(self, "atoms_sha256", digest)
+
     def to_dict(self) -> dict:
-        """The fields as a JSON-able dict; ``scales`` (a list) only where it is given."""
+        """The fields as a JSON-able dict; ``scales`` (a list) only where it is given, the atoms fields only
+        where they are given."""
         d = dataclasses.asdict(self)
+        for name in ATOMS_FIELDS:
+            if d[name] is None:  # the keys of every tree and Gaussian configuration stay as they were
+                del d[name]
         if d["scales"] is None:
             del d["scales"]  # the keys of every configuration by alpha stay as they were before scales existed
         else:
@@ -171,8 +257,9 @@ class DataConfig:
 
     @property
     def dim(self) -> int:
-        """``D = 2^depth - 1`` (the gaussian priors live in the same space as the tree of that depth)."""
-        return 2**self.depth - 1
+        """``D = 2^depth - 1`` (the gaussian priors live in the same space as the tree of that depth); the atoms'
+        D for the atoms prior."""
+        return self.atoms_dim if self.depth is None else 2**self.depth - 1
 
     @property
     def has_leaves(self) -> bool:
@@ -339,11 +426,12 @@ class RunConfig:
                       loss=("query" if m.readout == "generic" else "theta") if t.loss is None else t.loss)
         if any(getattr(t, k) != v for k, v in recipe.items()):
             _set(self, "train", dataclasses.replace(t, **recipe))
+        if self.data.diversity is not None and self.data.atoms_seed is None:  # drawn by the run's seed, as fv mc's
+            _set(self, "data", dataclasses.replace(self.data, atoms_seed=self.train.seed))
         D = self.data.dim
         if self.model.budget > D:
-            raise ValueError(
-                f"budget={self.model.budget} exceeds the dimension D = 2^depth - 1 = {D} (depth={self.data.depth})"
-            )
+            where = f"2^depth - 1 = {D} (depth={self.data.depth})" if self.data.depth is not None else f"{D} of the atoms"
+            raise ValueError(f"budget={self.model.budget} exceeds the dimension D = {where}")
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
         if self.train.init_from is not None:
@@ -456,6 +544,7 @@ class RunConfig:
         ``checkpoint_every``)."""
         d = self.to_dict()
         d["train"] = {k: v for k, v in d["train"].items() if k not in _NOT_IN_KEY}
+        d["data"].pop("atoms", None)  # where an atoms file was found; its digest (atoms_sha256) is what it holds
         return d
 
     def cell_config(self) -> dict:
@@ -470,10 +559,9 @@ class RunConfig:
         """Short stable key: a readable prefix and 10 hex digits of the SHA-256 of ``key_dict()``,
         e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``; softmax attention marks the model, ``As-tree-...``."""
         digest = hashlib.sha256(json.dumps(self.key_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        prior = self.data.prior if self.data.prior == "tree" else f"gauss{self.data.cov[:3]}"
         mark = "s" if self.model.attention == "softmax" else ""
         return (
-            f"{self.model.model}{mark}-{prior}-K{self.data.depth}-B{self.model.budget}"
+            f"{self.model.model}{mark}-{_KEY_PRIOR[self.data.prior](self.data)}-B{self.model.budget}"
             f"-N{self.data.n_tokens}-s{self.train.seed}-{digest}"
         )
 
@@ -528,7 +616,17 @@ RUN_OPTIONS = (
                     "instead of --alpha (tree or --cov matched)", metavar="a1,..,aK"),
         n_tokens=dict(flag="--tokens", help=f"context length (default {DataConfig().n_tokens})", low=1,
                       aliases=("--n-tokens",), label="n_tokens (--tokens)", metavar="N"),
-        s2=dict(help=f"label noise variance (default {DataConfig().s2})", low=0, high=1e100)),
+        s2=dict(help=f"label noise variance (default {DataConfig().s2})", low=0, high=1e100),
+        atoms=dict(help="atoms prior: an (M, D) .npy file of the atoms (copied into the run folder as atoms.npy)",
+                   metavar="FILE.npy"),
+        diversity=dict(help="atoms prior: M atoms drawn once from N(0, I_D) (with --dim D)", low=1, high=ATOMS_MAX,
+                       metavar="M", label="diversity M (--diversity)"),
+        atoms_dim=dict(flag="--dim", help="atoms prior: the atoms' dimension D (with --diversity; with --atoms it "
+                       "must match the file)", low=1, high=ATOMS_MAX_DIM, metavar="D", label="dim D (--dim)"),
+        atoms_seed=dict(help="atoms prior: the seed the --diversity atoms are drawn by (default: --seed)", low=0,
+                        high=2**63 - 1),
+        atoms_sha256=dict(help="atoms prior: the SHA-256 of the --atoms file's atoms (computed when left out; given, "
+                          "the file must hold those atoms)", metavar="HEX")),
     *options_of(
         ModelConfig, section="model", none=False,
         model=dict(choices=MODEL_NAMES),

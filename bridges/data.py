@@ -52,14 +52,91 @@ def gaussian_prior(depth: int, alpha: float | None, cov: str, scales: tuple[str,
     return GaussianPrior.isotropic(2**depth - 1)
 
 
-# the fvsym prior of a configuration's fields (depth, alpha, scales; cov), by its registered name
+ATOMS_FILE = "atoms.npy"  # a run on the atoms prior keeps its atoms in its folder (the run stays self-contained)
+
+
+@functools.cache
+def _atoms_prior(path, digest, diversity, dim, seed):
+    from fvnum.atoms import AtomsPrior, atoms_by_digest, read_atoms_file
+
+    if diversity is not None:
+        return AtomsPrior.draw(diversity, dim, seed)
+    atoms = atoms_by_digest(digest)  # read before in this process (the configuration, the run folder)
+    if atoms is None:
+        try:
+            atoms, _ = read_atoms_file(path, digest)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; a run folder keeps its atoms in {ATOMS_FILE}: give that file as the atoms") \
+                from None
+    return AtomsPrior(atoms)
+
+
+def atoms_prior(cfg: DataConfig):
+    """The ``fvnum.atoms.AtomsPrior`` of an atoms configuration: drawn by ``atoms_seed``, or the atoms of the
+    digest ``atoms_sha256`` (found among the atoms read in this process, else read from ``atoms`` and checked)."""
+    seed = 0 if cfg.atoms_seed is None else cfg.atoms_seed
+    return _atoms_prior(cfg.atoms, cfg.atoms_sha256, cfg.diversity, cfg.atoms_dim, seed)
+
+
+# the prior of a configuration's fields (depth, alpha, scales; cov; the atoms), by its registered name
 _PRIOR_OF_CONFIG = {"tree": lambda cfg: tree_prior(cfg.depth, cfg.alpha, cfg.scales),
-                    "gaussian": lambda cfg: gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales)}
+                    "gaussian": lambda cfg: gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales),
+                    "atoms": atoms_prior}
 
 
 def fv_prior(cfg: DataConfig):
-    """The ``fvsym`` prior object that ``cfg`` samples from (exact numbers)."""
+    """The prior object that ``cfg`` samples from: a ``fvsym`` prior (exact numbers), or a ``fvnum`` prior
+    object (the atoms prior)."""
     return _PRIOR_OF_CONFIG[cfg.prior](cfg)
+
+
+def finite_latents(cfg: DataConfig):
+    """``(atoms (M, D), log_weights (M,))`` of a prior whose latents are finitely many atoms given as such (a
+    ``fvnum`` prior object with atoms: the atoms prior), else None (the tree's leaves are its signs, a Gaussian
+    has none)."""
+    from fvnum.priors import is_prior_object
+
+    prior = fv_prior(cfg)
+    if not is_prior_object(prior) or getattr(prior, "atoms", None) is None:
+        return None
+    return np.asarray(prior.atoms, dtype=np.float64), np.asarray(prior.log_weights, dtype=np.float64)
+
+
+def keep_prior_files(cfg: DataConfig, folder) -> None:
+    """Keep what a run folder needs to rebuild its prior: the atoms of an atoms prior as ``atoms.npy`` (written
+    atomically; one already there is checked against the run's digest, and a copy that differs is refused in
+    one line). Nothing for the other priors (their fields are the prior)."""
+    from pathlib import Path
+
+    latents = finite_latents(cfg)
+    if latents is None:
+        return
+    from fvnum.atoms import atoms_digest, read_atoms_file
+
+    path = Path(folder) / ATOMS_FILE
+    atoms = latents[0]
+    if path.exists():
+        read_atoms_file(path, atoms_digest(atoms))
+        return
+    import io
+
+    from .store import write_atomic
+
+    buf = io.BytesIO()
+    np.save(buf, atoms, allow_pickle=False)
+    write_atomic(path, buf.getvalue())
+
+
+def find_prior_files(cfg: DataConfig, folder) -> None:
+    """Make the atoms a run folder keeps (``atoms.npy``, checked against the run's digest) the ones its
+    configuration finds, wherever its ``atoms`` path now points (``fv audit`` of a run whose file moved)."""
+    from pathlib import Path
+
+    path = Path(folder) / ATOMS_FILE
+    if cfg.atoms_sha256 is not None and path.is_file():
+        from fvnum.atoms import read_atoms_file
+
+        read_atoms_file(path, cfg.atoms_sha256)
 
 
 @functools.cache
@@ -76,6 +153,8 @@ def _moments(cfg: DataConfig) -> tuple[tuple[float, ...], tuple[tuple[float, ...
     """(scales, covariance, E||theta||^2) as floats, evaluated once from the fvsym prior."""
     prior = fv_prior(cfg)
     scales = tuple(float(a) for a in prior.scales) if cfg.has_leaves else ()
+    if finite_latents(cfg) is not None:  # a fvnum prior object: its covariance in floats already
+        return scales, tuple(map(tuple, np.asarray(prior.covariance, dtype=float).tolist())), float(prior.second_moment)
     C = prior.covariance if cfg.has_leaves else prior.cov  # exact (fvsym names it so on each prior)
     cov = tuple(tuple(float(C[i, j]) for j in range(C.cols)) for i in range(C.rows))
     return scales, cov, float(prior.second_moment)
@@ -134,11 +213,20 @@ class ContextSampler:
         scales, cov, second_moment = _moments(cfg)
         self.scales = torch.tensor(scales, dtype=dtype, device=self.device)  # (K,) tree only, else (0,)
         self.cov = torch.tensor(cov, dtype=torch.float64)  # (D, D) exact prior covariance, float64
-        if _is_diagonal(self.cov):
+        latents = finite_latents(cfg)
+        self.atoms = self.atom_weights = None  # (M, D), (M,): a prior of finitely many atoms, sampled by index
+        if latents is not None:
+            self.atoms = torch.tensor(latents[0], dtype=dtype, device=self.device)
+            self.atom_weights = torch.tensor(np.exp(latents[1]), dtype=torch.float64, device=self.device)
+            self.uniform = bool(np.all(latents[1] == latents[1][0]))
+        if self.atoms is not None:  # no Cholesky factor: M < D atoms have a singular covariance
+            self.chol = None
+        elif _is_diagonal(self.cov):
             chol = torch.diag(self.cov.diagonal().sqrt())  # (D, D)
         else:
             chol = torch.linalg.cholesky(self.cov)  # (D, D)
-        self.chol = chol.to(device=self.device, dtype=dtype)  # (D, D) lower factor of the covariance
+        if self.atoms is None:
+            self.chol = chol.to(device=self.device, dtype=dtype)  # (D, D) lower factor of the covariance
         self.second_moment = second_moment  # E||theta||^2
 
     @property
@@ -182,6 +270,12 @@ class ContextSampler:
         if self.cfg.has_leaves:
             signs = self.sample_signs(n, generator)
             return self.theta_from_signs(signs), signs
+        if self.atoms is not None:  # one atom per context, by the weights
+            if self.uniform:
+                index = torch.randint(0, self.atoms.shape[0], (n,), generator=generator, device=self.device)
+            else:
+                index = torch.multinomial(self.atom_weights, n, replacement=True, generator=generator)
+            return self.atoms[index], None
         z = torch.randn(n, self.dim, generator=generator, dtype=self.dtype, device=self.device)  # (n, D)
         return z @ self.chol.T, None
 

@@ -31,7 +31,7 @@ from ._malloc import keep_freed_memory
 from .checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
                          usable_checkpoint)
 from .config import RunConfig
-from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts
+from .data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts, keep_prior_files
 from .models import WorkspaceModel, build_model, grow
 from .precision import describe
 from .store import abridge, number_problem, verify_checksum, with_checksum, write_atomic, write_json
@@ -302,6 +302,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
                 diffs = "; ".join(cfg.differences(stored)[:3])
                 raise ValueError(f"{folder} belongs to another configuration ({diffs})")
         write_atomic(folder / "config.json", cfg.to_json() + "\n")
+        keep_prior_files(cfg.data, folder)  # the atoms of an atoms prior, as atoms.npy
 
     ck = None
     if resume and ckpt_path is not None:

@@ -15,6 +15,7 @@ share): refused in one line.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from itertools import combinations
@@ -179,10 +180,21 @@ class FinitePrior(Prior):
         the decoder ``DECODE_OPS M (B + D)`` a sample; the greedy lookahead, per layer, its candidates times
         ``M (D + 1)`` times the grid (at most ``GRID_MAX`` points; the distinct readings without noise)."""
         from ._chunks import default_threads
-        from ._kernels.atoms import GRID_MAX, GRID_STEP, GRID_TAIL
         from .resources import check_memory, check_time
 
         self._check_channel(channel)
+        threads = default_threads() if threads is None else int(threads)
+        M, D, B = self.n_atoms, self.dim, max(int(budget), 1)
+        seconds = self.mc_seconds(strategy, budget, channel, samples, threads)
+        what = f"Monte Carlo of {strategy!r} on the {self.name} prior (M = {M}, D = {D}, budget {budget})"
+        check_memory(what, 8.0 * (M * D + 256 * threads * self.work_floats(B)))
+        check_time(f"{what} with {samples} samples", seconds)
+
+    def mc_seconds(self, strategy: str, budget: int, channel, samples: int, threads=None) -> float:
+        """Estimated seconds of :func:`fvnum.loss_mc` of ``strategy`` on this prior (:meth:`check_cost`'s price)."""
+        from ._chunks import default_threads
+        from ._kernels.atoms import GRID_MAX, GRID_STEP, GRID_TAIL
+
         threads = default_threads() if threads is None else int(threads)
         M, D, B = self.n_atoms, self.dim, max(int(budget), 1)
         ops = DECODE_OPS * M * (B + D) / RATE
@@ -195,10 +207,7 @@ class FinitePrior(Prior):
             ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
         if strategy == "optimal":  # the noiseless policy routes each sample in Python, a cell lookup per layer
             ops += B * BELLMAN_ROUTE_SECONDS
-        seconds = samples * ops / max(1, min(threads, samples // 256 + 1))
-        what = f"Monte Carlo of {strategy!r} on the {self.name} prior (M = {M}, D = {D}, budget {budget})"
-        check_memory(what, 8.0 * (M * D + 256 * threads * self.work_floats(B)))
-        check_time(f"{what} with {samples} samples", seconds)
+        return samples * ops / max(1, min(threads, samples // 256 + 1))
 
     # --- the ridge baseline -------------------------------------------------------------------------------
     def ridge(self):
@@ -223,6 +232,108 @@ class FinitePrior(Prior):
 
         spec = GaussSpec.from_cov(self.covariance)
         return design_loss(spec, optimal_design(spec, int(budget), float(tau)), float(tau))
+
+    # --- the theory beside trained models (bridges.compare, fv compare) ---------------------------------------
+    @property
+    def second_moment_matrix(self) -> np.ndarray:
+        """``S = E[theta theta^T]`` (D, D): the covariance plus ``mean mean^T``."""
+        S = (self.atoms * self.weights[:, None]).T @ self.atoms
+        return (S + S.T) / 2
+
+    def linear_loss(self, design, channel) -> float:
+        """Exact loss of the best linear readout WITHOUT intercept, ``theta_hat = U phi``, of a fixed ``design``
+        (node numbers or unit rows (B, D)) with linear keys: Model C's readout ``x_q^T U p`` (THEORY.md sections 3,
+        7). It depends on the prior through ``S = E[theta theta^T]`` only, exactly, for any ``N``: under ``tokens``
+        ``E[phi phi^T] = (1 + 1/N) W S W^T + tau^2 W W^T`` (``E[y^2 x x^T | theta] = (||theta||^2 + s2) I + 2 theta
+        theta^T``), under ``gaussian`` ``W S W^T + tau^2 I``; loss ``tr S - tr(S W^T E[phi phi^T]^-1 W S)``."""
+        S, W = self.second_moment_matrix, _rows(design, self.dim)
+        if channel.kind == "tokens":
+            G = (1 + 1 / channel.n_tokens) * W @ S @ W.T + channel.tau2 * W @ W.T
+        else:
+            G = W @ S @ W.T + channel.tau2 * np.eye(W.shape[0])
+        SW = S @ W.T  # (D, B)
+        return float(np.trace(S) - np.trace(SW @ np.linalg.pinv(G, hermitian=True) @ SW.T))
+
+    def top_directions(self, budget: int) -> np.ndarray:
+        """The ``budget`` leading eigen-directions of ``S = E[theta theta^T]`` as unit rows (B, D): the best linear
+        design without intercept under either channel (``E[phi phi^T]`` commutes with ``S``; Ky Fan)."""
+        _, V = np.linalg.eigh(self.second_moment_matrix)
+        return np.ascontiguousarray(V[:, ::-1][:, : int(budget)].T)
+
+    def comparison_table(self, budget: int, channel, *, samples: int = 20_000, seed: int = 0,
+                         search_samples: int = 2_000, dense: bool = True, keyed=None, threads=None):
+        """The theory rows beside Models A, B, C trained on this prior (a ``fvnum.theory.ComparisonTable``; the
+        models see the ``tokens`` ``channel``). Each model's prediction (``fvnum.model_rows``):
+
+        - A: ``best_adaptive``, the better of the path-free adaptive policies ``greedy_coordinate`` and
+          ``greedy_dense`` (``greedy_dense`` only with ``dense``) with the dMMSE decoder, chosen on
+          ``search_samples`` samples and reported on them (the best adaptive policy found on atoms; an upper bound
+          on the linear-key adaptive optimum of the gaussian channel);
+        - B: ``best_nonadaptive_unit``, the best of the fixed designs: the top eigen-directions of ``S``, of the
+          covariance, and the first ``B`` coordinates, with the dMMSE decoder (chosen on ``search_samples``
+          samples of another seed, reported on ``samples``);
+        - C: ``top_levels_linear``, the exact linear theory of the top eigen-directions of ``S`` (no intercept,
+          as C's readout) under the models' channel, equal to ``best_linear_nonadaptive`` (Ky Fan: no linear
+          estimator with linear keys and no intercept beats it, a lower bound for C).
+
+        dMMSE rows are computed under the gaussian channel at the models' ``tau`` (the atoms prior's exact decoder
+        is the gaussian channel's: under ``tokens`` the noise reveals ``||theta||^2``, which the atoms do not
+        share), and say so (``channel: gaussian``); they are references for the trained models, not bounds.
+        Reference rows: ``top_levels`` (dMMSE, coordinates ``1..B``), ridge (the Gaussian of the atoms' mean and
+        covariance) on those coordinates (``ridge_top_levels``) and with its best design (``gaussian_optimum``),
+        exact. Keyed rows (``keyed``) are not built on this prior: refused in one line."""
+        from .registry import loss_mc
+        from .theory import ComparisonTable, TheoryRow, _with_roles
+
+        if keyed is not None:
+            raise ValueError(f"keyed rows (key family {keyed!r}) are not built on the {self.name} prior: their laws "
+                             "and searches are the tree's and the Gaussian's; give keyed=None (fv compare: --keyed none)")
+        B = check_int(budget, "budget", minimum=1, maximum=self.dim)
+        tau = channel.tau
+        gauss = {"tau": tau, "threads": threads, "progress": False}
+        here = f"dMMSE decoder, gaussian channel at the models' tau = {tau:.4g}"
+        rows = [TheoryRow.mc("top_levels", loss_mc(self, "top_levels", B, samples=samples, seed=seed, **gauss),
+                             f"non-adaptive, coordinates 1..B, {here}", "gaussian")]
+        found = []
+        for strategy in ("greedy_coordinate", "greedy_dense")[: 2 if dense else 1]:
+            found.append((loss_mc(self, strategy, B, samples=search_samples, seed=seed, **gauss), strategy))
+        est, name = min(found, key=lambda f: f[0].value)
+        rows.append(TheoryRow.mc("best_adaptive", est, f"best adaptive policy found on atoms: {name} (of "
+                                 f"{', '.join(n for _, n in found)}), {here}", "gaussian", policy=name))
+        designs = {"top eigen-directions of E[theta theta^T]": self.top_directions(B),
+                   "top eigen-directions of the covariance": _top_eigen(self.covariance, B),
+                   "coordinates 1..B": np.arange(1, B + 1, dtype=np.int64)}
+        scored = [(loss_mc(self, "fixed", B, design=d, samples=search_samples, seed=seed + 1, **gauss).value, what)
+                  for what, d in designs.items()]
+        what = min(scored)[1]
+        est = loss_mc(self, "fixed", B, design=designs[what], samples=samples, seed=seed, **gauss)
+        rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive design found: {what} (of "
+                                 f"{len(designs)} fixed designs), {here}", "gaussian"))
+        linear = self.linear_loss(self.top_directions(B), channel)
+        rows.append(TheoryRow.exact("top_levels_linear", linear, "exact linear theory: the top eigen-directions of "
+                                    "E[theta theta^T], linear keys, linear readout without intercept (Model C's)",
+                                    channel.kind))
+        rows.append(TheoryRow.exact("best_linear_nonadaptive", linear, "best linear non-adaptive loss (any linear "
+                                    "keys, linear readout without intercept; Ky Fan on E[theta theta^T]): no such "
+                                    "estimator beats it", channel.kind))
+        coords = np.arange(1, B + 1, dtype=np.int64)
+        rows.append(TheoryRow.exact("ridge_top_levels", self.ridge_loss(coords, tau), "ridge (the Gaussian of the "
+                                    "atoms' mean and covariance) on coordinates 1..B, gaussian channel at the same tau",
+                                    "gaussian"))
+        rows.append(TheoryRow.exact("gaussian_optimum", self.ridge_optimum(B, tau), "ridge with its best unit design "
+                                    "(water-filling on the atoms' covariance), gaussian channel at the same tau",
+                                    "gaussian"))
+        return ComparisonTable(self.name, B, channel, int(samples), int(seed), _with_roles(rows))
+
+    def comparison_seconds(self, budget: int, channel, *, samples: int = 20_000, search_samples: int = 2_000,
+                           dense: bool = True, threads=None) -> float:
+        """The price of :meth:`comparison_table` (its Monte Carlo runs, by :meth:`mc_seconds`)."""
+        from .channels import make_channel
+
+        gauss = make_channel(self, tau=channel.tau)
+        mc = lambda strategy, n: self.mc_seconds(strategy, budget, gauss, n, threads)  # noqa: E731
+        adaptive = mc("greedy_coordinate", search_samples) + (mc("greedy_dense", search_samples) if dense else 0.0)
+        return adaptive + 2 * mc("top_levels", samples) + 3 * mc("top_levels", search_samples)
 
     # --- derived priors ---------------------------------------------------------------------------------------
     def rotated(self, Q) -> "AtomsPrior":
@@ -359,6 +470,49 @@ def read_atoms(path) -> np.ndarray:
     return read_matrix(p, f"atoms file {shown}", "an (M, D) array", check).astype(float)
 
 
+# --- atoms by their content (a training run's key and its run folder) ------------------------------------
+_BY_DIGEST: dict = {}  # sha256 -> (M, D) read-only atoms this process has read or drawn (content-addressed)
+
+
+def atoms_digest(atoms) -> str:
+    """The SHA-256 (hex) of atoms as float64 with their shape: what a training run's key holds for atoms read
+    from a file (two different files never share a key; the same numbers saved twice do)."""
+    arr = np.ascontiguousarray(np.asarray(atoms, dtype=np.float64))
+    h = hashlib.sha256(f"atoms {arr.shape} float64\n".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def remember_atoms(atoms) -> str:
+    """Keep ``atoms`` (validated) under their digest for :func:`atoms_by_digest`; returns the digest."""
+    arr = check_atoms(atoms)
+    arr.flags.writeable = False
+    digest = atoms_digest(arr)
+    _BY_DIGEST.setdefault(digest, arr)
+    return digest
+
+
+def atoms_by_digest(digest: str) -> np.ndarray | None:
+    """The atoms of ``digest`` read or drawn before in this process (:func:`remember_atoms`), or None."""
+    return _BY_DIGEST.get(digest)
+
+
+def read_atoms_file(path, digest: str | None = None) -> tuple[np.ndarray, str]:
+    """``(atoms, digest)`` of an ``(M, D)`` ``.npy`` file: read by :func:`read_atoms` (sized first), checked by
+    :func:`check_atoms` (finite, within the guards) and remembered; with ``digest``, a file whose content differs
+    is refused in one line (the run was trained on other atoms)."""
+    arr = read_atoms(path)
+    try:
+        arr = check_atoms(arr)
+    except ValueError as exc:
+        raise ValueError(f"atoms file {str(path)[:80]!r}: {exc}") from None
+    found = remember_atoms(arr)
+    if digest is not None and found != digest:
+        raise ValueError(f"atoms file {str(path)[:80]!r} holds other atoms (SHA-256 {found[:12]}...) than the run's "
+                         f"({str(digest)[:12]}...)")
+    return _BY_DIGEST[found], found
+
+
 def atoms_from_options(args) -> AtomsPrior:
     """``fv mc --prior atoms``: ``--atoms FILE.npy``, or ``--diversity M --dim D`` drawn by ``--seed``."""
     given_file, given_m = getattr(args, "atoms", None), getattr(args, "diversity", None)
@@ -466,6 +620,12 @@ def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
+def _top_eigen(matrix, budget: int) -> np.ndarray:
+    """The ``budget`` leading eigen-directions of a symmetric ``matrix`` as unit rows (B, D)."""
+    _, V = np.linalg.eigh(np.asarray(matrix, dtype=float))
+    return np.ascontiguousarray(V[:, ::-1][:, : int(budget)].T)
+
+
 def _rows(design, dim: int) -> np.ndarray:
     """A design as unit rows (B, D): node numbers (coordinates 1..D) become ``e_n``."""
     arr = np.asarray(design)
