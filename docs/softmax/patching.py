@@ -41,6 +41,7 @@ DEFAULT_TRAIN = os.path.join("docs", "softmax", "train")
 DEPTH, SEED = 4, 0
 FAMILIES = ("weighted", "softmax")
 Z = 5.0  # a cell moves when its effect is more than Z paired standard errors from 0
+LARGE = 0.1  # ... and, in the "large" pattern, at least this fraction of the table's largest effect
 OPTIONS = {"train-dir", "budgets", "contexts", "samples", "keyed-samples", "table"}
 
 
@@ -146,12 +147,14 @@ def effects(entry: dict) -> tuple:
     return t.loss - t.unpatched_by_depth[None, :], se
 
 
-def pattern(entry: dict) -> list:
+def pattern(entry: dict, large: bool = False) -> list:
     """Per layer, per divergence depth: ``+`` (the patch raises the loss by more than Z standard errors),
-    ``-`` (lowers it), ``0`` (neither)."""
+    ``-`` (lowers it), ``0`` (neither); ``large``: a sign only where the effect is also at least LARGE times the
+    table's largest (2048 contexts resolve effects of 0.01, where the largest are about 1)."""
     eff, se = effects(entry)
-    return ["".join("+" if e > Z * s else "-" if e < -Z * s else "0" for e, s in zip(er, sr)) for er, sr in
-            zip(eff, se)]
+    floor = LARGE * np.abs(eff).max() if large else 0.0
+    return ["".join("+" if e > max(Z * s, floor) else "-" if e < -max(Z * s, floor) else "0" for e, s in zip(er, sr))
+            for er, sr in zip(eff, se)]
 
 
 def _block(name: str, entry: dict) -> list:
@@ -160,7 +163,8 @@ def _block(name: str, entry: dict) -> list:
     t = table_from_dict(entry["patching"])
     eff, se = effects(entry)
     out = [f"**{name}** (unpatched {t.unpatched.value:.4f} ± {t.unpatched.stderr:.4f}; {t.n} "
-           f"{'contexts' if name.startswith('model') else 'samples'}; pattern {' / '.join(pattern(entry))})", "",
+           f"{'contexts' if name.startswith('model') else 'samples'}; pattern {' / '.join(pattern(entry))}, large "
+           f"{' / '.join(pattern(entry, True))})", "",
            "| layer | " + " | ".join(f"j={j}" for j in t.depths) + " |", "|---|" + "---|" * len(t.depths)]
     out += [f"| {layer} | " + " | ".join(f"{e:+.3f} ± {s:.3f}" for e, s in zip(eff[a], se[a])) + " |"
             for a, layer in enumerate(t.layers)]
@@ -190,12 +194,18 @@ def same_patterns(pieces: dict, budget: int) -> str:
         entry = pieces.get(f"model:A-{attention}-K{DEPTH}-B{budget}-s{SEED}")
         if entry is None:
             continue
-        mine = pattern(entry)
-        same = [s for s, t in theories.items() if t is not None and pattern(t) == mine]
-        lines.append(f"- A {attention}, budget {budget}: pattern {' / '.join(mine)}; the same as "
-                     f"{', '.join(same) if same else 'no theory table'}"
-                     + "".join(f"; {s} {' / '.join(pattern(t))}" for s, t in theories.items()
-                               if t is not None and s not in same))
+        for large in (False, True):
+            mine = pattern(entry, large)
+            same = [s for s, t in theories.items() if t is not None and pattern(t, large) == mine]
+
+            def agree(t):
+                cells = list(zip("".join(mine), "".join(pattern(t, large))))
+                return f"{sum(a == b for a, b in cells)} of {len(cells)} cells agree"
+
+            lines.append(f"- A {attention}, budget {budget}, {'large' if large else 'significant'} effects: "
+                         f"{' / '.join(mine)}; the same as {', '.join(same) if same else 'no theory table'}"
+                         + "".join(f"; {s} {' / '.join(pattern(t, large))} ({agree(t)})" for s, t in theories.items()
+                                   if t is not None and s not in same))
     return "\n".join(lines)
 
 
