@@ -12,6 +12,16 @@ one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) an
 Runs live in ``docs/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
 every theory row is added to ``docs/softmax/study.json`` at once (atomically). ``--table`` prints the table of
 docs/softmax.md from study.json without computing anything.
+
+The matched Gaussian cell (``--prior=gaussian``; docs/softmax.md, section "The matched Gaussian prior"):
+``PYTHONPATH=. python docs/softmax/study.py --prior=gaussian [--budgets=1,2,3] [--seeds=0] [--models=AB]
+[--steps-per-budget=2000] [--phase=train|theory] [--table] [--paired]``: Models A and B, linear and softmax, on
+``theta ~ N(0, C)`` with ``C`` the covariance of the tree cell (``--cov matched``, depth 4, alpha 0.6: the same
+``D = 15`` and second moments, so only the tree's non-Gaussianity differs), same recipe and steps as the tree
+cell; beside them the one-layer keyed rows (weighted and linear keys; no softmax row is searched on a Gaussian
+prior). Results in ``docs/softmax/gaussian.json`` (the shape of study.json; runs ``<model>-<attention>-G4-B<b>-s0``),
+resumable. ``--table`` prints its table; ``--paired`` evaluates A and B of each budget on the same 8192 fresh
+contexts and prints (and stores) ``loss(A) - loss(B)`` with its paired standard error.
 """
 import json
 import os
@@ -274,9 +284,56 @@ def gaussian_table(depth: int = 4) -> str:
     return "\n".join(lines)
 
 
+PAIRED_CONTEXTS, PAIRED_STREAM = 8192, 3  # A and B on the same fresh contexts (training uses stream 0, evaluation 1)
+
+
+def paired(depth: int = 4, n_contexts: int = PAIRED_CONTEXTS) -> str:
+    """A against B on the same ``n_contexts`` fresh contexts of the Gaussian cell (seed 0, per budget and
+    attention): ``loss(A) - loss(B)`` with its paired standard error, and their ratio; the runs' own held-out
+    losses share their contexts too, but their standard errors are not paired. Written into gaussian.json
+    (``paired``) and returned as a table."""
+    import torch
+
+    from bridges.audit import load_run
+    from bridges.data import ContextSampler
+
+    data = load(GAUSSIAN_OUT)
+    lines = ["| B | attention | A | B | A - B (paired) | A / B |", "|---|---|---|---|---|---|"]
+    found = {}
+    for b in sorted({r["budget"] for r in data["runs"].values() if r["depth"] == depth}):
+        for attention in ("linear", "softmax"):
+            runs = {m: data["runs"].get(f"{m}-{attention}-G{depth}-B{b}-s0") for m in "AB"}
+            if None in runs.values():
+                continue
+            losses = {}
+            for m, run in runs.items():
+                result = load_run(os.path.join(HERE, "train", run["key"]))
+                model, cfg = result.model.eval(), result.config.data
+                sampler = ContextSampler(cfg)
+                per = []
+                with torch.no_grad():
+                    for c in range(0, n_contexts, 512):
+                        ctx = sampler.sample(512, sampler.generator(0, PAIRED_STREAM, c // 512))
+                        out = model(ctx.x, ctx.y, ctx.x_q)
+                        per.append(((out.theta_hat.double() - ctx.theta.double()) ** 2).sum(-1))
+                losses[m] = torch.cat(per).numpy()
+            d = losses["A"] - losses["B"]
+            entry = {"A": float(losses["A"].mean()), "B": float(losses["B"].mean()), "difference": float(d.mean()),
+                     "stderr": float(d.std(ddof=1) / len(d) ** 0.5), "n": len(d)}
+            found[f"G{depth}-B{b}-{attention}"] = entry
+            se = {m: losses[m].std(ddof=1) / len(d) ** 0.5 for m in "AB"}
+            lines.append(f"| {b} | {attention} | {entry['A']:.4f} ± {se['A']:.4f} | {entry['B']:.4f} ± {se['B']:.4f} | "
+                         f"{entry['difference']:+.4f} ± {entry['stderr']:.4f} | {entry['A'] / entry['B']:.4f} |")
+    save("theory", "paired", found, GAUSSIAN_OUT)
+    return "\n".join(lines)
+
+
 def _gaussian_main(opts: dict, depth: int) -> int:
     if "table" in opts:
         print(gaussian_table(depth))
+        return 0
+    if "paired" in opts:
+        print(paired(depth))
         return 0
     try:
         budgets = [int(b) for b in opts.get("budgets", "1,2,3").split(",")]
@@ -307,7 +364,7 @@ def _gaussian_main(opts: dict, depth: int) -> int:
 
 def main(argv: list[str]) -> int:
     opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
-                                 "figure", "prior"})
+                                 "figure", "prior", "paired"})
     if opts.get("prior", "tree") not in PRIORS:
         print(f"--prior must be one of {', '.join(PRIORS)}, got {opts['prior']!r}", file=sys.stderr)
         return 2
