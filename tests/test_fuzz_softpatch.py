@@ -111,3 +111,32 @@ def test_bad_options_of_the_gaussian_cell_get_one_line(argv, words, monkeypatch,
     monkeypatch.setattr(study, "GAUSSIAN_OUT", str(tmp_path / "gaussian.json"))
     one_line(*refused(study.main, ["--prior=gaussian", *argv]), *words)
     assert not (tmp_path / "gaussian.json").exists()
+
+
+def test_a_missing_run_is_trained_from_its_recorded_command_and_found_after(tmp_path, monkeypatch):
+    """The script stays re-runnable on a clean clone: a run that no folder holds is trained from the command
+    study.json records (into its own --out), then found there; --train-dir is only read."""
+    import json
+
+    from bridges.cli import build_parser
+    from bridges.commands import config_from_args
+
+    out, given = tmp_path / "train", tmp_path / "given"
+    given.mkdir()
+    argv = ["train", "--prior", "tree", "--depth", "2", "--alpha", "0.6", "--tokens", "8", "--s2", "0.01", "--model",
+            "B", "--budget", "1", "--steps", "3", "--seed", "0", "--threads", "1", "--out", str(out)]
+    key = config_from_args(build_parser().parse_args(argv)).key()
+    study = tmp_path / "study.json"
+    study.write_text(json.dumps({"runs": {"tiny": {"command": "fv " + " ".join(argv), "key": key},
+                                          "wrong": {"command": "fv " + " ".join(argv), "key": "B-other"}}}))
+    monkeypatch.setattr(PATCHING, "STUDY", str(study))
+    with contextlib.redirect_stdout(io.StringIO()):
+        folder, command = PATCHING.run_folder("tiny", str(given))
+    assert folder == str(out / key) and (out / key / "result.json").is_file() and command.startswith("fv train")
+    assert list(given.iterdir()) == []  # nothing written into --train-dir
+    monkeypatch.setattr("bridges.cli.main", lambda argv: pytest.fail("trained again"))
+    assert PATCHING.run_folder("tiny", str(given))[0] == str(out / key)
+    with pytest.raises(SystemExit, match="study.json records B-other"):
+        PATCHING.run_folder("wrong", str(given))
+    with pytest.raises(SystemExit, match="not a run"):
+        PATCHING.run_folder("absent", str(given))

@@ -70,8 +70,8 @@ def data_config():
 
 
 def run_folder(name: str, train_dir: str) -> tuple:
-    """``(folder, command)`` of the study's run ``name``: found in ``train_dir`` or docs/softmax/train, or trained
-    from its recorded command (whose ``--out`` is docs/softmax/train)."""
+    """``(folder, command)`` of the study's run ``name``: found in ``train_dir`` or in its command's ``--out``
+    (docs/softmax/train, relative to the repository root), or trained there from its recorded command."""
     from bridges.cli import build_parser, main as fv
     from bridges.commands import config_from_args
 
@@ -81,21 +81,23 @@ def run_folder(name: str, train_dir: str) -> tuple:
         raise SystemExit(f"{name}: not a run of {STUDY}")
     command = runs[name]["command"]
     argv = shlex.split(command)[1:]  # without "fv"
-    key = config_from_args(build_parser().parse_args(argv)).key()
+    config = config_from_args(build_parser().parse_args(argv))
+    key = config.key()
     if key != runs[name]["key"]:
         raise SystemExit(f"{name}: its command gives the key {key}, study.json records {runs[name]['key']}")
-    for base in (train_dir, os.path.join(ROOT, DEFAULT_TRAIN)):
+    out = os.path.join(ROOT, config.train.out)  # the recorded --out is relative to the repository root
+    for base in (train_dir, out):
         if os.path.exists(os.path.join(base, key, "result.json")):
             return os.path.join(base, key), command
     print(f"{name}: no finished run in {train_dir}; training it ({command})", flush=True)
     cwd = os.getcwd()
-    os.chdir(ROOT)  # the recorded --out is relative to the repository root
+    os.chdir(ROOT)
     try:
         if fv(argv + ["--quiet"]):
             raise SystemExit(f"{name}: fv train failed")
     finally:
         os.chdir(cwd)
-    return os.path.join(ROOT, DEFAULT_TRAIN, key), command
+    return os.path.join(out, key), command
 
 
 def model_piece(model: str, attention: str, budget: int, train_dir: str, contexts: int) -> None:
