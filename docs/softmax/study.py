@@ -12,6 +12,16 @@ one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) an
 Runs live in ``docs/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
 every theory row is added to ``docs/softmax/study.json`` at once (atomically). ``--table`` prints the table of
 docs/softmax.md from study.json without computing anything.
+
+The matched Gaussian cell (``--prior=gaussian``; docs/softmax.md, section "The matched Gaussian prior"):
+``PYTHONPATH=. python docs/softmax/study.py --prior=gaussian [--budgets=1,2,3] [--seeds=0] [--models=AB]
+[--steps-per-budget=2000] [--phase=train|theory] [--table] [--paired]``: Models A and B, linear and softmax, on
+``theta ~ N(0, C)`` with ``C`` the covariance of the tree cell (``--cov matched``, depth 4, alpha 0.6: the same
+``D = 15`` and second moments, so only the tree's non-Gaussianity differs), same recipe and steps as the tree
+cell; beside them the one-layer keyed rows (weighted and linear keys; no softmax row is searched on a Gaussian
+prior). Results in ``docs/softmax/gaussian.json`` (the shape of study.json; runs ``<model>-<attention>-G4-B<b>-s0``),
+resumable. ``--table`` prints its table; ``--paired`` evaluates A and B of each budget on the same 8192 fresh
+contexts and prints (and stores) ``loss(A) - loss(B)`` with its paired standard error.
 """
 import json
 import os
@@ -29,17 +39,17 @@ CELL = {"alpha": 0.6, "tokens": 64, "s2": 0.01}
 THEORY_SAMPLES = 1000
 
 
-def load() -> dict:
-    if not os.path.exists(OUT):
+def load(path: str = OUT) -> dict:
+    if not os.path.exists(path):
         return {"runs": {}, "theory": {}}
-    with open(OUT) as f:
+    with open(path) as f:
         return json.load(f)
 
 
-def save(kind: str, name: str, entry: dict) -> None:
-    data = load()
+def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
+    data = load(path)
     data[kind][name] = entry
-    write_atomic(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
@@ -189,9 +199,181 @@ def figure(depth: int = 4) -> str:
     return path
 
 
+# --- the matched Gaussian cell (issue 31, item 3: "on the Gaussian prior does it still not [beat one layer]") ---
+GAUSSIAN_OUT = os.path.join(HERE, "gaussian.json")  # the shape of study.json; run names ``<model>-<attention>-G..``
+PRIORS = ("tree", "gaussian")
+
+
+def gaussian_command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list:
+    """``command`` on the matched Gaussian of the tree cell: ``theta ~ N(0, C)`` with ``C`` the tree prior's own
+    covariance (depth ``depth``, alpha 0.6: the same ``D = 2^depth - 1``, the same second moments, THEORY.md
+    section 5), so that only the tree's non-Gaussianity separates the two cells."""
+    argv = command(model, budget, seed, depth, attention, steps_per_budget)
+    return ["train", "--prior", "gaussian", "--cov", "matched"] + argv[3:]
+
+
+def train_gaussian(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> None:
+    name = f"{model}-{attention}-G{depth}-B{budget}-s{seed}"
+    if name in load(GAUSSIAN_OUT)["runs"]:
+        return
+    argv = gaussian_command(model, budget, seed, depth, attention, steps_per_budget)
+    key = config_from_args(build_parser().parse_args(argv)).key()
+    if fv(argv + ["--quiet"]):
+        raise SystemExit(f"{name}: fv train failed")
+    with open(os.path.join(HERE, "train", key, "result.json")) as f:
+        result = json.load(f)
+    save("runs", name, {"model": model, "attention": attention, "prior": "gaussian", "depth": depth,
+                        "budget": budget, "seed": seed, "key": key, "command": "fv " + shlex.join(argv),
+                        "loss": result["loss"], "stderr": result["stderr"], "steps": result["steps"],
+                        "train_seconds": result.get("train_seconds")}, GAUSSIAN_OUT)
+    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
+
+
+def gaussian_theory(depth: int, budgets: list[int]) -> None:
+    """The one-layer keyed rows on the matched Gaussian, weighted and linear keys (``keyed_curves``: on a
+    Gaussian prior no adaptive keyed search exists and none is needed, Theorem G1: the one-layer row is the
+    prediction of A and of B). Softmax rows are searched on the tree prior only (docs/theory.md section 11.1)."""
+    from bridges.config import DataConfig
+    from bridges.data import data_channel, fv_prior
+    from fvnum.theory import keyed_curves
+
+    data = DataConfig(prior="gaussian", cov="matched", depth=depth, alpha=CELL["alpha"], n_tokens=CELL["tokens"],
+                      s2=CELL["s2"])
+    for family in ("weighted", "linear"):
+        name = f"G{depth}-{family}"
+        if name in load(GAUSSIAN_OUT)["theory"]:
+            continue
+        curves = keyed_curves(fv_prior(data), budgets, data_channel(data), family, samples=THEORY_SAMPLES, seed=0)
+        save("theory", name, {str(b): [row.to_dict() for row in rows] for b, rows in curves.items()}, GAUSSIAN_OUT)
+        print(f"theory {name} done", flush=True)
+
+
+def gaussian_table(depth: int = 4) -> str:
+    """Per budget: trained A and B (seed 0: loss ± its held-out standard error), linear and softmax, their ratio
+    A / B (depth over one layer) beside the tree cell's, and the one-layer keyed rows (the prediction of both)."""
+    data, tree = load(GAUSSIAN_OUT), load()
+
+    def run(source, model, attention, b, prior):
+        found = [r for r in source["runs"].values() if (r["model"], r["attention"], r["depth"], r["budget"],
+                                                         r.get("prior", "tree")) == (model, attention, depth, b, prior)
+                 and r["seed"] == 0]
+        return found[0] if found else None
+
+    def ratio(a, b):
+        if a is None or b is None:
+            return "—"
+        r = a["loss"] / b["loss"]
+        return f"{r:.3f} ± {r * ((a['stderr'] / a['loss']) ** 2 + (b['stderr'] / b['loss']) ** 2) ** 0.5:.3f}"
+
+    show = (lambda r: "—" if r is None else f"{r['loss']:.4f} ± {r['stderr']:.4f}")
+    lines = ["| B | A linear | B linear | A softmax | B softmax | A / B linear | A / B softmax | A / B on the tree "
+             "(linear; softmax) | one layer, weighted | one layer, linear |", "|---" * 10 + "|"]
+    budgets = sorted({r["budget"] for r in data["runs"].values() if r["depth"] == depth})
+    for b in budgets:
+        cells = {(m, a): run(data, m, a, b, "gaussian") for m in "AB" for a in ("linear", "softmax")}
+        trees = {(m, a): run(tree, m, a, b, "tree") for m in "AB" for a in ("linear", "softmax")}
+        rows = [_row(data["theory"], f"G{depth}-{f}", b, "best_nonadaptive_keyed") for f in ("weighted", "linear")]
+        rows = ["—" if r is None else f"{r['value']:.4f}" + (f" ± {r['stderr']:.4f}" if r.get("stderr") else "")
+                for r in rows]
+        lines.append(f"| {b} | " + " | ".join(show(cells[k]) for k in (("A", "linear"), ("B", "linear"), ("A", "softmax"),
+                                                                        ("B", "softmax")))
+                     + f" | {ratio(cells['A', 'linear'], cells['B', 'linear'])} | "
+                     f"{ratio(cells['A', 'softmax'], cells['B', 'softmax'])} | "
+                     f"{ratio(trees['A', 'linear'], trees['B', 'linear'])}; "
+                     f"{ratio(trees['A', 'softmax'], trees['B', 'softmax'])} | {rows[0]} | {rows[1]} |")
+    return "\n".join(lines)
+
+
+PAIRED_CONTEXTS, PAIRED_STREAM = 8192, 3  # A and B on the same fresh contexts (training uses stream 0, evaluation 1)
+
+
+def paired(depth: int = 4, n_contexts: int = PAIRED_CONTEXTS) -> str:
+    """A against B on the same ``n_contexts`` fresh contexts of the Gaussian cell (seed 0, per budget and
+    attention): ``loss(A) - loss(B)`` with its paired standard error, and their ratio; the runs' own held-out
+    losses share their contexts too, but their standard errors are not paired. Written into gaussian.json
+    (``paired``) and returned as a table."""
+    import torch
+
+    from bridges.audit import load_run
+    from bridges.data import ContextSampler
+
+    data = load(GAUSSIAN_OUT)
+    lines = ["| B | attention | A | B | A - B (paired) | A / B |", "|---|---|---|---|---|---|"]
+    found = {}
+    for b in sorted({r["budget"] for r in data["runs"].values() if r["depth"] == depth}):
+        for attention in ("linear", "softmax"):
+            runs = {m: data["runs"].get(f"{m}-{attention}-G{depth}-B{b}-s0") for m in "AB"}
+            if None in runs.values():
+                continue
+            losses = {}
+            for m, run in runs.items():
+                result = load_run(os.path.join(HERE, "train", run["key"]))
+                model, cfg = result.model.eval(), result.config.data
+                sampler = ContextSampler(cfg)
+                per = []
+                with torch.no_grad():
+                    for c in range(0, n_contexts, 512):
+                        ctx = sampler.sample(512, sampler.generator(0, PAIRED_STREAM, c // 512))
+                        out = model(ctx.x, ctx.y, ctx.x_q)
+                        per.append(((out.theta_hat.double() - ctx.theta.double()) ** 2).sum(-1))
+                losses[m] = torch.cat(per).numpy()
+            d = losses["A"] - losses["B"]
+            entry = {"A": float(losses["A"].mean()), "B": float(losses["B"].mean()), "difference": float(d.mean()),
+                     "stderr": float(d.std(ddof=1) / len(d) ** 0.5), "n": len(d)}
+            found[f"G{depth}-B{b}-{attention}"] = entry
+            se = {m: losses[m].std(ddof=1) / len(d) ** 0.5 for m in "AB"}
+            lines.append(f"| {b} | {attention} | {entry['A']:.4f} ± {se['A']:.4f} | {entry['B']:.4f} ± {se['B']:.4f} | "
+                         f"{entry['difference']:+.4f} ± {entry['stderr']:.4f} | {entry['A'] / entry['B']:.4f} |")
+    save("theory", "paired", found, GAUSSIAN_OUT)
+    return "\n".join(lines)
+
+
+def _gaussian_main(opts: dict, depth: int) -> int:
+    if "table" in opts:
+        print(gaussian_table(depth))
+        return 0
+    if "paired" in opts:
+        print(paired(depth))
+        return 0
+    try:
+        budgets = [int(b) for b in opts.get("budgets", "1,2,3").split(",")]
+        seeds = [int(s) for s in opts.get("seeds", "0").split(",")]
+        steps = int(opts.get("steps-per-budget", 2000))
+        if not all(1 <= b <= 2**depth - 1 for b in budgets) or min(seeds) < 0 or steps < 1:
+            raise ValueError
+    except ValueError:
+        print(f"--budgets (1..{2**depth - 1}), --seeds (>= 0) and --steps-per-budget (>= 1) take integers separated by "
+              f"commas, got {opts.get('budgets')!r}, {opts.get('seeds')!r}, {opts.get('steps-per-budget')!r}",
+              file=sys.stderr)
+        return 2
+    if set(opts.get("models", "AB")) - set("AB") or opts.get("phase", "train") not in ("train", "theory"):
+        print(f"--models takes A and B, --phase train or theory, got {opts.get('models')!r}, {opts.get('phase')!r}",
+              file=sys.stderr)
+        return 2
+    phases = [opts["phase"]] if "phase" in opts else ["train", "theory"]
+    if "train" in phases:
+        for seed in seeds:
+            for budget in budgets:
+                for model in opts.get("models", "AB"):
+                    for attention in ("linear", "softmax"):
+                        train_gaussian(model, budget, seed, depth, attention, steps)
+    if "theory" in phases:
+        gaussian_theory(depth, budgets)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
-                                 "figure"})
+                                 "figure", "prior", "paired"})
+    if opts.get("prior", "tree") not in PRIORS:
+        print(f"--prior must be one of {', '.join(PRIORS)}, got {opts['prior']!r}", file=sys.stderr)
+        return 2
+    if opts.get("prior") == "gaussian":
+        if opts.get("depth", "4") not in ("4", "7"):
+            print(f"--depth of the Gaussian cell is 4 or 7 (the tree cells it matches), got {opts['depth']!r}",
+                  file=sys.stderr)
+            return 2
+        return _gaussian_main(opts, int(opts.get("depth", 4)))
     depth = int(opts.get("depth", 4))
     if "table" in opts or "figure" in opts:
         print(table(depth) if "table" in opts else figure(depth))

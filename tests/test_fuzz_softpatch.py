@@ -1,0 +1,142 @@
+"""Hostile inputs to the softmax patching study (docs/softmax/patching.py: --train-dir, --budgets, --contexts,
+--samples, --keyed-samples) and the Gaussian cell of docs/softmax/study.py (--prior): one line on stderr naming
+the value, exit code 2, no traceback, and nothing computed or written."""
+import contextlib
+import importlib.util
+import io
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests._cli import examples
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script(name):
+    spec = importlib.util.spec_from_file_location(f"softmax_{name}", os.path.join(ROOT, "docs", "softmax", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PATCHING = script("patching")
+
+
+def refused(main, argv):
+    """``(exit code, stderr)`` of ``main(argv)``; it must stop before computing anything."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+    return code, err.getvalue()
+
+
+def one_line(code, err, *words):
+    assert code == 2, (code, err)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budgets=abc"], ["--budgets", "'abc'"]),
+    (["--budgets=0"], ["--budgets", "1..4"]),
+    (["--budgets=5"], ["--budgets", "'5'"]),
+    (["--budgets="], ["--budgets"]),
+    (["--budgets=2,,3"], ["--budgets", "'2,,3'"]),
+    (["--contexts=1"], ["--contexts", ">= 2", "'1'"]),
+    (["--contexts=-5"], ["--contexts", "'-5'"]),
+    (["--contexts=1e9x"], ["--contexts", "'1e9x'"]),
+    (["--samples=nan"], ["--samples", "'nan'"]),
+    (["--keyed-samples=2.5"], ["--keyed-samples", "'2.5'"]),
+    (["--train-dir"], ["--train-dir"]),
+    (["--train-dir="], ["--train-dir"]),
+    ([f"--train-dir={__file__}"], ["--train-dir", "not a folder"]),
+    (["--bogus=1"], ["unknown options", "bogus"]),
+])
+def test_bad_patching_options_get_one_line(argv, words, tmp_path, monkeypatch):
+    monkeypatch.setattr(PATCHING, "OUT", str(tmp_path / "patching.json"))
+    one_line(*refused(PATCHING.main, argv), *words)
+    assert not (tmp_path / "patching.json").exists()
+
+
+@examples(25)
+@given(name=st.sampled_from(["budgets", "contexts", "samples", "keyed-samples"]),
+       text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=12))
+def test_any_option_text_is_read_or_refused_in_one_line(name, text):
+    """Every text either reads as a valid value or is refused in one line naming the option."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            opts = PATCHING.options([f"--{name}={text}"])
+        except SystemExit as e:
+            one_line(e.code, err.getvalue(), f"--{name}")
+            return
+    key = {"keyed-samples": "keyed_samples"}.get(name, name)
+    value = opts[key]
+    assert (all(1 <= b <= 4 for b in value) and value) if name == "budgets" else value >= 2
+
+
+def test_the_default_train_dir_is_the_studys():
+    opts = PATCHING.options([])
+    assert opts["train_dir"] == os.path.join(ROOT, "docs", "softmax", "train") and opts["budgets"] == [2, 3]
+
+
+@pytest.mark.parametrize("prior", ["gauss", "", "TREE", "1"])
+def test_an_unknown_prior_of_the_study_gets_one_line(prior, monkeypatch, tmp_path):
+    study = script("study")
+    monkeypatch.setattr(study, "GAUSSIAN_OUT", str(tmp_path / "gaussian.json"))
+    argv = ["--prior"] if prior == "1" else [f"--prior={prior}"]
+    one_line(*refused(study.main, argv), "--prior", "tree, gaussian", repr(prior))
+    assert not (tmp_path / "gaussian.json").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budgets=x"], ["--budgets", "'x'"]),
+    (["--budgets=0"], ["--budgets", "'0'"]),
+    (["--budgets=16"], ["--budgets", "1..15"]),
+    (["--seeds=-1"], ["--seeds", "'-1'"]),
+    (["--steps-per-budget=0"], ["--steps-per-budget", "'0'"]),
+    (["--models=AC"], ["--models", "'AC'"]),
+    (["--phase=figure"], ["--phase", "'figure'"]),
+    (["--depth=5"], ["--depth", "'5'"]),
+])
+def test_bad_options_of_the_gaussian_cell_get_one_line(argv, words, monkeypatch, tmp_path):
+    study = script("study")
+    monkeypatch.setattr(study, "GAUSSIAN_OUT", str(tmp_path / "gaussian.json"))
+    one_line(*refused(study.main, ["--prior=gaussian", *argv]), *words)
+    assert not (tmp_path / "gaussian.json").exists()
+
+
+def test_a_missing_run_is_trained_from_its_recorded_command_and_found_after(tmp_path, monkeypatch):
+    """The script stays re-runnable on a clean clone: a run that no folder holds is trained from the command
+    study.json records (into its own --out), then found there; --train-dir is only read."""
+    import json
+
+    from bridges.cli import build_parser
+    from bridges.commands import config_from_args
+
+    out, given = tmp_path / "train", tmp_path / "given"
+    given.mkdir()
+    argv = ["train", "--prior", "tree", "--depth", "2", "--alpha", "0.6", "--tokens", "8", "--s2", "0.01", "--model",
+            "B", "--budget", "1", "--steps", "3", "--seed", "0", "--threads", "1", "--out", str(out)]
+    key = config_from_args(build_parser().parse_args(argv)).key()
+    study = tmp_path / "study.json"
+    study.write_text(json.dumps({"runs": {"tiny": {"command": "fv " + " ".join(argv), "key": key},
+                                          "wrong": {"command": "fv " + " ".join(argv), "key": "B-other"}}}))
+    monkeypatch.setattr(PATCHING, "STUDY", str(study))
+    with contextlib.redirect_stdout(io.StringIO()):
+        folder, command = PATCHING.run_folder("tiny", str(given))
+    assert folder == str(out / key) and (out / key / "result.json").is_file() and command.startswith("fv train")
+    assert list(given.iterdir()) == []  # nothing written into --train-dir
+    monkeypatch.setattr("bridges.cli.main", lambda argv: pytest.fail("trained again"))
+    assert PATCHING.run_folder("tiny", str(given))[0] == str(out / key)
+    with pytest.raises(SystemExit, match="study.json records B-other"):
+        PATCHING.run_folder("wrong", str(given))
+    with pytest.raises(SystemExit, match="not a run"):
+        PATCHING.run_folder("absent", str(given))
