@@ -123,3 +123,21 @@ def test_the_suite_is_timed_pair_by_pair_in_each_tree_with_its_exit_codes(tmp_pa
     text = paired.markdown(dict(result, current_commit="a" * 40, baseline_commit="b" * 40, date="2026-12-03",
                                 pairs=3, quick=True, cores=2, load_before=1.0, load_after=1.0, verdict="x"))
     assert "Suite exit codes {'baseline': [1, 1, 1], 'current': [0, 0, 0]}" in text and "`1 passed current`" in text
+
+
+def test_shared_tests_sums_only_the_tests_both_checkouts_hold(tmp_path):
+    def report(name, cases):
+        body = "".join(f'<testcase classname="{c}" name="{n}" time="{t}">{"<skipped/>" if s else ""}</testcase>'
+                       for c, n, t, s in cases)
+        path = tmp_path / name
+        path.write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+        return paired.junit_times(path)
+
+    base = report("b.xml", [("t.a", "x", 1.0, False), ("t.a", "y", 2.0, False), ("t.a", "s", 5.0, True)])
+    cur = report("c.xml", [("t.a", "x", 1.5, False), ("t.a", "y", 2.5, False), ("t.new", "z", 9.0, False)])
+    row = paired.shared_tests({"baseline": [base], "current": [cur]})
+    assert row["n_tests"] == 2  # the new test and the skipped one are left out
+    assert (row["baseline_s"], row["current_s"]) == (3.0, 4.0)
+    assert row["ratio"] == 4.0 / 3.0 and not row["within"]
+    assert paired.junit_times(tmp_path / "missing.xml") == {}
+    assert paired.shared_tests({"baseline": [{}], "current": [cur]}) is None

@@ -234,6 +234,12 @@ def markdown(result: dict) -> str:
         last = {k: v[-1].get("summary", "") for k, v in suite["runs"].items()}
         lines += ["", f"Suite exit codes {suite['exit_codes']}; last summaries: baseline `{last['baseline']}`, "
                       f"current `{last['current']}` (the current checkout holds the tests added since the baseline)."]
+    shared = result.get("shared_tests")
+    if shared:
+        lines += ["", f"Tests both checkouts hold ({shared['n_tests']}), the sum of their own times per run "
+                      f"(JUnit XML): baseline {shared['baseline_s']:.1f} s, current {shared['current_s']:.1f} s, "
+                      f"ratio {shared['ratio']:.3f} (spread {shared['spread'][0]:.3f}-{shared['spread'][1]:.3f}): "
+                      f"{shared['verdict']}."]
     lines += ["", f"Verdict: {result['verdict']}.", ""]
     return "\n".join(lines)
 
@@ -256,18 +262,54 @@ def measure(base: Path, cur: Path, tmp: Path, pairs: int, quick: bool, suite: bo
     result = {"cases": rows, "suite": None}
     if suite:
         runs = {"baseline": [], "current": []}
-        for _ in range(pairs):
+        times = {"baseline": [], "current": []}
+        for i in range(pairs):
             for k, tree in trees.items():
-                rc, out, _, seconds = run_child(SUITE, tree, child_env(tree, caches[k], False))
+                xml = tmp / f"suite-{k}-{i}.xml"
+                rc, out, _, seconds = run_child(SUITE + [f"--junitxml={xml}"], tree, child_env(tree, caches[k], False))
                 tail = (out.strip().splitlines() or [""])[-1]
                 runs[k].append({"best": seconds, "first": seconds, "value": rc, "summary": tail})
+                times[k].append(junit_times(xml))
         row = summarise("test suite (pytest -n 2)", runs)
         row.pop("same_value", None)
         row["exit_codes"] = {k: [r["value"] for r in v] for k, v in runs.items()}
         result["suite"] = row
         print(f"{row['case']:42} {row['baseline_s']:9.4g} {row['current_s']:9.4g}  {row['ratio']:6.3f}  "
               f"{row['verdict']} (exit codes {row['exit_codes']})", flush=True)
+        shared = shared_tests(times)
+        if shared:
+            result["shared_tests"] = shared
+            print(f"{shared['case']:42} {shared['baseline_s']:9.4g} {shared['current_s']:9.4g}  "
+                  f"{shared['ratio']:6.3f}  {shared['verdict']}", flush=True)
     return result
+
+
+def junit_times(xml: Path) -> dict:
+    """``{test id: seconds}`` from a JUnit XML report (empty when the run left none)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(xml).getroot()
+    except (OSError, ET.ParseError):
+        return {}
+    return {f"{c.get('classname')}::{c.get('name')}": float(c.get("time") or 0.0) for c in root.iter("testcase")
+            if c.find("skipped") is None}
+
+
+def shared_tests(times: dict) -> dict | None:
+    """The suite restricted to the tests both checkouts hold (same id, run in every pair): per pair, the sum of
+    their own times in each checkout, then :func:`paired_ratio`. The whole suite's wall time counts the tests
+    added since the baseline; this one does not."""
+    runs = [set(t) for k in ("baseline", "current") for t in times[k]]
+    if not runs or not all(runs):
+        return None
+    common = set.intersection(*runs)
+    if not common:
+        return None
+    sums = {k: [sum(t[i] for i in common) for t in times[k]] for k in ("baseline", "current")}
+    row = {"case": f"shared tests ({len(common)}), sum of test times", "n_tests": len(common)}
+    row.update(paired_ratio(sums["baseline"], sums["current"]))
+    return row
 
 
 def parse(argv: list) -> dict:
@@ -313,7 +355,10 @@ def main(argv=None) -> dict:
     print(f"{'case':42} {'base s':>9} {'cur s':>9}  {'ratio':>6}  verdict")
     with baseline_worktree(rev) as base:
         result = measure(base, ROOT, base.parent, opts["pairs"], opts["quick"], opts["suite"])
-    rows = [r for r in result["cases"] + [result["suite"]] if r and "ratio" in r]
+    if result["suite"] and result.get("shared_tests"):  # the whole suite's wall time also counts the new tests
+        result["suite"]["verdict"] = "not judged: the current checkout holds more tests (see the shared tests)"
+    # the verdict: the kernels, and the suite on the tests both checkouts hold (its wall time when none is found)
+    rows = [r for r in result["cases"] + [result.get("shared_tests") or result["suite"]] if r and "ratio" in r]
     slow = [r["case"] for r in rows if not r["within"]]
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     result.update(date=date, baseline_commit=rev, current_commit=head, uncommitted=dirty, pairs=opts["pairs"],
