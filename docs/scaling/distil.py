@@ -23,6 +23,7 @@ of distil.md from distil.json without computing anything.
 """
 import json
 import os
+import statistics
 import sys
 
 from bridges.audit import audit_model, load_run
@@ -136,11 +137,13 @@ def finetune(budget: int, seed: int, out: str, teacher: str = "path") -> None:
 
 
 def finetune_table(teacher_name: str = "path") -> str:
-    """The fine-tuning table of distil.md: the start and the end, each by its own readout and by the audit."""
+    """The fine-tuning table of distil.md: the start and the end, each by its own readout and by the audit, one
+    row a seed, then the seed mean (± SD over seeds) of every budget with more than one seed."""
     cells = load()
-    lines = ["| budget | distilled: own readout / Bayes on its readings | fine-tuned: own readout | fine-tuned: Bayes "
-             "on its readings | from scratch (study mean) | path (Bayes) | prediction | fine-tuned / prediction |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| budget | seed | distilled: own readout / Bayes on its readings | fine-tuned: own readout | fine-tuned: "
+             "Bayes on its readings | from scratch (study mean) | path (Bayes) | prediction | fine-tuned / prediction |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    done = {}
     for name, e in sorted(cells.items()):
         if name.startswith("teacher") or name != cell(e["budget"], e["seed"], teacher_name) or "finetuned" not in e:
             continue
@@ -148,10 +151,17 @@ def finetune_table(teacher_name: str = "path") -> str:
         bayes = f.get("audit", {}).get("bayes_on_readings")
         audit = "—" if bayes is None else f"{bayes['value']:.4f} ± {bayes['stderr']:.4f}"
         path = cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings", e["path_row"])
+        done.setdefault(e["budget"], []).append((f["loss"], e["prediction"]["value"]))
         lines.append(
-            f"| {e['budget']} | {d['loss']:.4f} / {d['bayes_on_readings']['value']:.4f} | {f['loss']:.4f} ± "
+            f"| {e['budget']} | {e['seed']} | {d['loss']:.4f} / {d['bayes_on_readings']['value']:.4f} | {f['loss']:.4f} ± "
             f"{f['stderr']:.4f} | {audit} | {sum(e['study']) / len(e['study']):.4f} | {path['value']:.4f} | "
             f"{e['prediction']['value']:.4f} | {f['loss'] / e['prediction']['value']:.2f} |")
+    for budget, runs in sorted(done.items()):
+        if len(runs) > 1:
+            losses = [loss for loss, _ in runs]
+            mean, sd = statistics.mean(losses), statistics.stdev(losses)
+            lines.append(f"| {budget} | mean of {len(runs)} | | **{mean:.4f}** (SD {sd:.4f}) | | | | {runs[0][1]:.4f} | "
+                         f"**{mean / runs[0][1]:.2f}** |")
     return "\n".join(lines)
 
 
