@@ -274,9 +274,11 @@ def measure(base: Path, cur: Path, tmp: Path, pairs: int, quick: bool, suite: bo
         row.pop("same_value", None)
         row["exit_codes"] = {k: [r["value"] for r in v] for k, v in runs.items()}
         result["suite"] = row
+        shared = shared_tests(times)
+        if shared:  # the whole suite's wall time also counts the tests added since the baseline
+            row["verdict"] = "not judged: the current checkout holds more tests (see the shared tests)"
         print(f"{row['case']:42} {row['baseline_s']:9.4g} {row['current_s']:9.4g}  {row['ratio']:6.3f}  "
               f"{row['verdict']} (exit codes {row['exit_codes']})", flush=True)
-        shared = shared_tests(times)
         if shared:
             result["shared_tests"] = shared
             print(f"{shared['case']:42} {shared['baseline_s']:9.4g} {shared['current_s']:9.4g}  "
@@ -355,8 +357,6 @@ def main(argv=None) -> dict:
     print(f"{'case':42} {'base s':>9} {'cur s':>9}  {'ratio':>6}  verdict")
     with baseline_worktree(rev) as base:
         result = measure(base, ROOT, base.parent, opts["pairs"], opts["quick"], opts["suite"])
-    if result["suite"] and result.get("shared_tests"):  # the whole suite's wall time also counts the new tests
-        result["suite"]["verdict"] = "not judged: the current checkout holds more tests (see the shared tests)"
     # the verdict: the kernels, and the suite on the tests both checkouts hold (its wall time when none is found)
     rows = [r for r in result["cases"] + [result.get("shared_tests") or result["suite"]] if r and "ratio" in r]
     slow = [r["case"] for r in rows if not r["within"]]
