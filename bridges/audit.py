@@ -128,11 +128,12 @@ def audit_lines(a: dict) -> list[str]:
            f"  loss (the model's own)        {lo['value']:.5g} +- {lo['stderr']:.2g}",
            f"  bayes_on_readings             {ba['value']:.5g} +- {ba['stderr']:.2g}  ({a['decoder']})",
            f"  decoder_gap (model - Bayes)   {gap['value']:+.5g} +- {gap['stderr']:.2g}  (paired)"]
+    by = "depth" if a.get("depth") is not None else "coordinate"  # a prior without levels: one entry a coordinate
     for layer in a["layers"]:
         for ch in layer["channels"]:
             depth = ", ".join(f"{e:.2f}" for e in ch["energy_by_depth"])
             out.append(f"  layer {layer['layer']} channel {ch['channel']}: |E grad f| {ch['norm']:.3g}, "
-                       f"energy by depth [{depth}]")
+                       f"energy by {by} [{depth}]")
     return out
 
 

@@ -379,6 +379,7 @@ def to_markdown(table: dict) -> str:
     routing = table.get("routing")
     if routing:
         lines += ["", "Learned routing (energy of each layer's Stein rows):", ""]
+        by = "depth" if table.get("depth") is not None else "coordinate"  # a prior without levels
         for layer in routing["layers"]:
             for ch, info in enumerate(layer["channels"]):
                 depth = ", ".join(f"{e:.2f}" for e in info["energy_by_depth"])
@@ -386,7 +387,7 @@ def to_markdown(table: dict) -> str:
                 if "on_path_node" in info:
                     extra = (f"; on path node {info['on_path_node']:.2f}, in its subtree "
                              f"{info['in_path_subtree']:.2f}, strongest = path node {info['top_is_path_node']:.0%}")
-                lines.append(f"- layer {layer['layer']} channel {ch + 1}: energy by depth [{depth}]{extra}")
+                lines.append(f"- layer {layer['layer']} channel {ch + 1}: energy by {by} [{depth}]{extra}")
         if "design_top_nodes" in routing:
             lines.append(f"- learned design: strongest node of each row {routing['design_top_nodes']}, "
                          f"energy on the top-levels nodes {routing['design_energy_on_top_levels']:.2f}")
