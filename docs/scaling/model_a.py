@@ -112,7 +112,7 @@ def table() -> str:
 
 
 MARKERS = {"longer": ("s", "C1"), "wider": ("D", "C2"), "deeper": ("v", "C4"), "deeper-slow": ("<", "C5"),
-           "curriculum": ("^", "C3")}
+           "curriculum": ("^", "C3"), "lr-high": (">", "C6"), "lr-low": ("P", "C7")}
 
 
 def figure(path: str = os.path.join(HERE, "fig_model_a.png")) -> str:
