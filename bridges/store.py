@@ -166,6 +166,15 @@ def write_atomic(path, data: bytes | str) -> Path:
     return atomic_write_bytes(path, lambda fh: fh.write(raw))
 
 
+def read_json(path, default=None):
+    """The JSON document at ``path``, or ``default`` when there is none yet (a study's results before its first
+    cell). A damaged file raises: a study must not start again over results it cannot read."""
+    if not os.path.exists(path):
+        return default
+    with open(path) as f:
+        return json.load(f)
+
+
 def write_json(path, obj) -> Path:
     """Write ``obj`` as strict JSON (numbers that are not finite become ``null``), atomically."""
     return write_atomic(path, json.dumps(_normal(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")

@@ -267,3 +267,17 @@ def test_a_cell_that_is_a_folder_is_set_aside_and_written_again(tmp_path):
     assert store.cell("c", {"a": 1}, lambda: {"value": 0.25}) == ({"value": 0.25}, False)
     assert "set aside" in messages[0] and store.path(key).is_file()
     assert store.path(key).with_name(f"{key}.json.corrupt-1").is_dir()
+
+
+def test_read_json_gives_the_default_before_the_first_result_and_refuses_a_damaged_file(tmp_path):
+    import json
+
+    from bridges.store import read_json, write_json
+
+    path = tmp_path / "results.json"
+    assert read_json(path, {}) == {}
+    write_json(path, {"a": 1})
+    assert read_json(path, {}) == {"a": 1}
+    path.write_text('{"a": ')  # cut short
+    with pytest.raises(json.JSONDecodeError):
+        read_json(path, {})

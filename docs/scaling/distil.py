@@ -29,7 +29,7 @@ import sys
 from bridges.audit import audit_model, load_run
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.distil import TEACHERS, teacher_model
-from bridges.store import write_atomic
+from bridges.store import read_json, write_atomic
 from bridges.train import train
 from bridges.options import script_options
 
@@ -71,10 +71,7 @@ def _est(e) -> dict:
 
 
 def load() -> dict:
-    if not os.path.exists(OUT):
-        return {}
-    with open(OUT) as f:
-        return json.load(f)
+    return read_json(OUT, {})
 
 
 def save(name: str, entry: dict) -> None:

@@ -20,7 +20,7 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args
-from bridges.store import write_atomic
+from bridges.store import read_json, write_atomic
 from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,10 +50,7 @@ def doubled(command: str, out: str) -> list[str]:
 
 
 def load() -> dict:
-    if not os.path.exists(OUT):
-        return {}
-    with open(OUT) as f:
-        return json.load(f)
+    return read_json(OUT, {})
 
 
 def run(model: str, seed: int, out: str) -> None:

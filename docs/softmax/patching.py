@@ -31,7 +31,7 @@ import sys
 import numpy as np
 
 from bridges.options import script_options
-from bridges.store import write_atomic
+from bridges.store import read_json, write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -46,10 +46,7 @@ OPTIONS = {"train-dir", "budgets", "contexts", "samples", "keyed-samples", "tabl
 
 
 def load() -> dict:
-    if not os.path.exists(OUT):
-        return {}
-    with open(OUT) as f:
-        return json.load(f)
+    return read_json(OUT, {})
 
 
 def save(name: str, entry: dict) -> None:

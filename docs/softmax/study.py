@@ -59,20 +59,25 @@ def command(model: str, budget: int, seed: int, depth: int, attention: str, step
     return argv + (["--attention", "softmax"] if attention == "softmax" else [])
 
 
-def train_one(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> None:
-    name = f"{model}-{attention}-K{depth}-B{budget}-s{seed}"
-    if name in load()["runs"]:
+def train_one(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int,
+              prior: str = "tree") -> None:
+    """Train one run of the tree cell (``prior="tree"``, results in study.json) or of its matched Gaussian
+    (``prior="gaussian"``, results in gaussian.json), unless its results are there already."""
+    gaussian = prior == "gaussian"
+    name = f"{model}-{attention}-{'G' if gaussian else 'K'}{depth}-B{budget}-s{seed}"
+    out = GAUSSIAN_OUT if gaussian else OUT
+    if name in load(out)["runs"]:
         return
-    argv = command(model, budget, seed, depth, attention, steps_per_budget)
+    argv = (gaussian_command if gaussian else command)(model, budget, seed, depth, attention, steps_per_budget)
     key = config_from_args(build_parser().parse_args(argv)).key()
     if fv(argv + ["--quiet"]):
         raise SystemExit(f"{name}: fv train failed")
     with open(os.path.join(HERE, "train", key, "result.json")) as f:
         result = json.load(f)
-    save("runs", name, {"model": model, "attention": attention, "depth": depth, "budget": budget, "seed": seed,
-                        "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
-                        "stderr": result["stderr"], "steps": result["steps"],
-                        "train_seconds": result.get("train_seconds")})
+    save("runs", name, {"model": model, "attention": attention, **({"prior": "gaussian"} if gaussian else {}),
+                        "depth": depth, "budget": budget, "seed": seed, "key": key,
+                        "command": "fv " + shlex.join(argv), "loss": result["loss"], "stderr": result["stderr"],
+                        "steps": result["steps"], "train_seconds": result.get("train_seconds")}, out)
     print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
 
 
@@ -212,23 +217,6 @@ def gaussian_command(model: str, budget: int, seed: int, depth: int, attention: 
     return ["train", "--prior", "gaussian", "--cov", "matched"] + argv[3:]
 
 
-def train_gaussian(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> None:
-    name = f"{model}-{attention}-G{depth}-B{budget}-s{seed}"
-    if name in load(GAUSSIAN_OUT)["runs"]:
-        return
-    argv = gaussian_command(model, budget, seed, depth, attention, steps_per_budget)
-    key = config_from_args(build_parser().parse_args(argv)).key()
-    if fv(argv + ["--quiet"]):
-        raise SystemExit(f"{name}: fv train failed")
-    with open(os.path.join(HERE, "train", key, "result.json")) as f:
-        result = json.load(f)
-    save("runs", name, {"model": model, "attention": attention, "prior": "gaussian", "depth": depth,
-                        "budget": budget, "seed": seed, "key": key, "command": "fv " + shlex.join(argv),
-                        "loss": result["loss"], "stderr": result["stderr"], "steps": result["steps"],
-                        "train_seconds": result.get("train_seconds")}, GAUSSIAN_OUT)
-    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
-
-
 def gaussian_theory(depth: int, budgets: list[int]) -> None:
     """The one-layer keyed rows on the matched Gaussian, weighted and linear keys (``keyed_curves``: on a
     Gaussian prior no adaptive keyed search exists and none is needed, Theorem G1: the one-layer row is the
@@ -356,7 +344,7 @@ def _gaussian_main(opts: dict, depth: int) -> int:
             for budget in budgets:
                 for model in opts.get("models", "AB"):
                     for attention in ("linear", "softmax"):
-                        train_gaussian(model, budget, seed, depth, attention, steps)
+                        train_one(model, budget, seed, depth, attention, steps, "gaussian")
     if "theory" in phases:
         gaussian_theory(depth, budgets)
     return 0
