@@ -121,7 +121,8 @@ def check_train_time(cfg, what: str | None = None) -> float:
     if not fits_time(seconds):
         most = largest_steps(cfg)
         hint = f"; the largest --steps that fits is {most}" if most >= 1 else "; no --steps fits"
-        check_time(what or f"training {cfg.model.model} at depth {cfg.data.depth}, budget {cfg.model.budget} "
+        size = f"depth {cfg.data.depth}" if cfg.data.depth is not None else f"D {cfg.data.dim}"  # atoms: no depth
+        check_time(what or f"training {cfg.model.model} at {size}, budget {cfg.model.budget} "
                    f"for {cfg.train.steps} steps", seconds, hint)
     return seconds
 

@@ -134,3 +134,9 @@ def test_the_configurations_limits_are_the_priors():
     from bridges import config
 
     assert (config.ATOMS_MAX, config.ATOMS_MAX_DIM) == (atoms_module.MAX_ATOMS, atoms_module.MAX_DIM)
+
+
+def test_a_training_run_over_the_time_cap_names_the_atoms_dimension_not_a_depth(tmp_path):
+    code, _, err = fv("train", "--prior", "atoms", "--diversity", "16", "--dim", "8", "--model", "B", "--budget", "2",
+                      "--steps", "100000000", "--out", tmp_path / "runs")
+    assert "depth None" not in one_line(code, err, "at D 8, budget 2")
