@@ -59,28 +59,16 @@ def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: 
     rows computed beforehand (:func:`keyed_cells` at this budget)."""
     from fvnum.theory import comparison_table
 
-    prior = fv_prior(data)
-    own = getattr(prior, "comparison_table", None)
-    if own is not None:  # a prior object with its own rows (the atoms prior: fvnum.atoms.FinitePrior.comparison_table)
-        return own(budget, data_channel(data), samples=samples, seed=seed, search_samples=search_samples, dense=dense,
-                   keyed=own_keyed(data, keyed))
-    return comparison_table(prior, budget, data_channel(data), samples=samples, seed=seed,
+    own = has_own_table(data)  # the atoms prior: its own rows, no keyed rows (fvnum.theory.comparison_table)
+    return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
                             search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
-                            keyed_rows_given=keyed_rows)
+                            keyed_rows_given=None if own else keyed_rows)
 
 
 def has_own_table(data: DataConfig) -> bool:
     """Whether the prior of ``data`` computes its own theory rows (a prior object with ``comparison_table``: the
     atoms prior), rather than ``fvnum.theory.comparison_table``."""
     return callable(getattr(fv_prior(data), "comparison_table", None))
-
-
-def own_keyed(data: DataConfig, keyed) -> str | None:
-    """The key family passed to a prior's own table: the default family (``fvnum.defaults.KEYED``) reads as none
-    there (keyed rows are built on the tree and Gaussian priors only, so a comparison on atoms holds A and B to
-    their linear-key rows, which its rows name); a family asked for otherwise is passed on, and refused there."""
-    keyed = check_keyed(keyed)
-    return None if keyed == KEYED else keyed
 
 
 def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,

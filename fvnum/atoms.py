@@ -3,8 +3,9 @@
 :class:`FinitePrior` is every prior with atoms and log-weights, as a prior object (``fvnum.priors``): its
 sampling (atom indices), moments, the exact Bayes decoder over the atoms under the gaussian channel (the
 "dMMSE" of task-diversity studies: the posterior weights ``w_m exp(-||phi - W theta_m||^2 / (2 tau^2))``),
-its own strategies (``greedy_coordinate`` and ``greedy_dense``, ``optimal`` without noise: the noiseless
-Bellman recursion over the partitions of the atoms that coordinate readings induce), its ridge baseline (the
+its own strategies (``greedy_coordinate`` and ``greedy_dense``; ``optimal``: without noise the noiseless
+Bellman recursion over the partitions of the atoms that coordinate readings induce, under noise the exact noisy
+recursion of ``fvnum.atoms_dp`` where its work fits), its ridge baseline (the
 Gaussian prior of its mean and covariance, whose loss is given by the Gaussian formulas of THEORY.md section
 5) and its price. :class:`AtomsPrior` is the user's: ``AtomsPrior(atoms, weights=None)``, or
 ``AtomsPrior.draw(M, D, seed)`` (the atoms drawn once from ``N(0, I_D)``), or ``AtomsPrior.of(tree)`` (the
@@ -166,11 +167,37 @@ class FinitePrior(Prior):
             L, d = _layout(budget, layers, width)
             return FiniteBellmanPolicy(noiseless_bellman(self, L, d), name="optimal")
         if strategy == "optimal":
-            raise ValueError(f"strategy 'optimal' under noise on the {self.name} prior is not built (the exact noisy "
-                             "recursion, fvnum.noisy_bellman, works on tree priors); greedy_coordinate is an upper "
-                             "bound, and the noiseless optimum (tau = 0) a lower one")
+            from . import atoms_dp
+
+            if (layers not in (None, budget)) or (width not in (None, 1)) or not atoms_dp.feasible(
+                    self.atoms, channel.tau, budget):
+                raise ValueError(f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) on the {self.name} prior is "
+                                 f"solved exactly only for width 1 and budget <= {atoms_dp.MAX_BUDGET} where the "
+                                 f"recursion's work fits (M = {self.n_atoms}, D = {self.dim}, budget {budget} does "
+                                 "not); greedy_coordinate is an upper bound, and the noiseless optimum (tau = 0) a "
+                                 "lower one (fvnum.bounds brackets it)")
+            return self.noisy_bellman(budget, channel.tau, refine=False).policy
         raise ValueError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
                          "greedy_coordinate, greedy_dense, policy, or optimal at tau = 0")
+
+    def noisy_bellman(self, budget: int, tau: float, *, points=None, refine: bool = True):
+        """The exact noisy optimum on these atoms (``fvnum.atoms_dp.noisy_bellman``: coordinate class, width 1,
+        budget <= 3 where its work fits); ``fvnum.noisy_bellman`` asks this method of a finite prior."""
+        from . import atoms_dp
+
+        return atoms_dp.noisy_bellman(self, budget, tau, points=points, refine=refine)
+
+    def bounds(self, budget: int, channel, *, samples: int = 20_000, seed: int = 0, exact=None, threads=None,
+               progress=None):
+        """The bracket of the noisy optimum on these atoms (``fvnum.atoms_dp.bounds``); ``fvnum.bounds`` asks this
+        method of a finite prior."""
+        from . import atoms_dp
+
+        def noiseless(layers):  # None beyond the recursion's size: the bracket then starts at 0
+            return noiseless_bellman(self, layers).value if self.n_atoms <= BELLMAN_MAX_ATOMS else None
+
+        return atoms_dp.bounds(self, budget, channel, noiseless, samples=samples, seed=seed, exact=exact,
+                               threads=threads, progress=progress)
 
     def work_floats(self, budget: int) -> int:
         return self.n_atoms * (max(budget, 1) + 3 + self.dim + GREEDY_DIRECTIONS)
@@ -205,7 +232,13 @@ class FinitePrior(Prior):
             cands = D + (GREEDY_DIRECTIONS if strategy == "greedy_dense" else 0)
             ops += B * cands * M * (D + 1) * (grid + math.log2(M + 1)) / GREEDY_RATE
             ops += (B * M * D * D / RATE if strategy == "greedy_dense" else 0)
-        if strategy == "optimal":  # the noiseless policy routes each sample in Python, a cell lookup per layer
+        if strategy == "optimal" and channel.tau > 0:  # the exact noisy policy: its solve, then a solve per sample
+            from . import atoms_dp
+
+            if atoms_dp.feasible(self.atoms, channel.tau, B):
+                return (atoms_dp.solve_seconds(self.atoms, channel.tau, B, refine=False) + samples * ops
+                        + atoms_dp.policy_seconds(self.atoms, channel.tau, B, samples))
+        elif strategy == "optimal":  # the noiseless policy routes each sample in Python, a cell lookup per layer
             ops += B * BELLMAN_ROUTE_SECONDS
         return samples * ops / max(1, min(threads, samples // 256 + 1))
 
@@ -562,6 +595,8 @@ class _Partitions:
         self.memo = {}
 
     def terminal(self, cell) -> float:
+        if len(cell) == 1:  # one atom left: known exactly (no rounding residue)
+            return 0.0
         idx = list(cell)
         w, A = self.weights[idx], self.atoms[idx]
         mu = w @ A / w.sum()

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from fvsym.errors import InputError
+
 from . import _chunks
 from .estimate import Estimate, SearchResult
 from .capabilities import capability
@@ -319,7 +321,8 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
 def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
            select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
-    under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N. ``candidates``: the
+    under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N (a finite prior, ``fvnum.AtomsPrior``
+    or ``fvnum.MixturePrior``, brackets its own: ``fvnum.atoms_dp.bounds``, gaussian channel). ``candidates``: the
     policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
     exact recursion (default: where ``fvnum.noisy_dp.exact_feasible`` and within the time cap)."""
@@ -332,8 +335,13 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     select_samples = check_int(select_samples, "select_samples", minimum=2, maximum=10**10)
     threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
-        tree="bounds need a tree prior (a Gaussian prior's optimum is exact: water-filling)")
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget)
+    own = getattr(spec, "bounds", None)
+    if callable(own):  # a prior that brackets its own (the atoms and mixture priors: fvnum.atoms_dp.bounds)
+        return own(budget, channel, samples=samples, seed=seed, exact=exact, threads=threads, progress=progress)
+    if capability(spec, "heap_depth") is None:
+        raise InputError("bounds need a tree prior or a finite prior (a Gaussian prior's optimum is exact: "
+                         "water-filling)")
     if budget < 1:
         raise ValueError(f"bounds need budget >= 1, got {budget}")
     plan = check_bounds_cost(spec, channel, budget, samples=samples, select_samples=select_samples,

@@ -119,18 +119,21 @@ def register(subparsers) -> None:
 
     b = subparsers.add_parser(
         "bounds", help="bracket the noisy adaptive optimum: [lower, upper] and the exact value where solved",
-        description="The noisy adaptive optimum of the tree prior (coordinate class, L = B layers of width 1, "
-        "repeats allowed) lies in [lower, upper]: lower = the noiseless Bellman optimum (no noisy channel beats "
-        "it), upper = the Monte Carlo loss of the best adaptive policy found; exact = the exact noisy "
-        "recursion where the tree is small enough (else null).",
+        description="The noisy adaptive optimum of the tree prior, or of a finite prior (--prior atoms; gaussian "
+        "channel), in the coordinate class (L = B layers of width 1, repeats allowed) lies in [lower, upper]: "
+        "lower = the noiseless Bellman optimum (no noisy channel beats it), upper = the Monte Carlo loss of the "
+        "best adaptive policy found; exact = the exact noisy recursion where the prior is small enough (else "
+        "null).",
     )
     strict_options(b)
-    b.add_argument("--prior", choices=("tree",), default="tree")
+    b.add_argument("--prior", choices=tuple(n for n in cli_priors() if n != "gaussian"), default="tree",
+                   help="the prior: tree, or a finite prior registered with its options, such as atoms")
     b.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (default 3, or the number of --scales)")
     b.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
                    default=None, help="tree scale ratio in (0, 1), e.g. 0.5 or 1/2 (default 1/2)")
     b.add_argument("--scales", default=None, help=SCALES_HELP)
+    _add_prior_options(b)
     b.add_argument("--budget", type=int_arg("--budget", 0), default=2, help="layers L = B (width 1)")
     _add_channel_and_sampling(b, required=True, s2="1/100", samples=20_000)
     b.set_defaults(func=_bounds)
@@ -183,14 +186,26 @@ def _bounds(args) -> int:
 
     from .bracket import bounds
 
-    prior = _tree(args, default_depth=3)
+    if args.prior == "tree":
+        for dest in sorted({d for name in PRIORS for d in _own_options(name)}):
+            if getattr(args, dest, None) is not None:
+                raise ValueError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior tree --{dest} "
+                                 f"{_brief(getattr(args, dest))}")
+        prior = _tree(args, default_depth=3)
+    else:
+        cli_prior(args.prior).check(args)
+        prior = prior_of(args)
     if args.tokens is None and args.s2 != "1/100":
         raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
     # priced whole before any work (fvnum.bracket.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
-    record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
-              **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
+    if args.prior == "tree":
+        record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
+                  **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
+    else:
+        record = {**res.to_dict(), **{dest: getattr(args, dest) for dest in sorted(_own_options(args.prior))
+                                      if getattr(args, dest) is not None}}
     line = str(res)
     if res.exact is not None:  # say the channel of the exact value: under tokens it is the gaussian channel's
         record["exact_channel"] = "noiseless" if res.inputs.get("tau") == 0 else "gaussian"
@@ -244,8 +259,8 @@ def _check_tree_options(args) -> None:
 
 def _check_registered_options(args) -> None:
     """A prior built from its own options: the tree's and the Gaussian's do not apply."""
-    for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):
-        if getattr(args, opt) is not None:
+    for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):  # fv bounds has no --cov, --eigenvalues
+        if getattr(args, opt, None) is not None:
             raise ValueError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
                              f"--{opt} {_brief(getattr(args, opt))}")
 

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fvsym.errors import ResourceRefused
+from fvsym.errors import InputError, ResourceRefused
 
 from . import _kernels
+from .capabilities import capability
 from .simulate import check_inputs
 from .strategies import Policy
 from .tree import TreeSpec
@@ -351,6 +352,8 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     from .strategy_objects import strategy_of
 
     tau = channel.tau
+    if callable(getattr(prior, "noisy_bellman", None)):  # a finite prior prices its own (fvnum.atoms_dp)
+        return prior.mc_seconds("optimal", budget, channel, samples, threads)
     if tau > 0 and 1 <= budget <= 3 and exact_feasible(prior, budget, tau=tau):
         return solve_seconds(prior, budget, tau, threads, refine=False) + policy_seconds(prior, budget, samples, tau,
                                                                                           threads)
@@ -526,18 +529,26 @@ class NoisyBellman:
 def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, points=None,
                   threads=None, refine: bool = True) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
-    gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``).
+    gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``). A finite
+    prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) solves its own (``fvnum.atoms_dp``, gaussian channel).
     ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``).
     ``refine`` (default): solve a second quadrature too and return the value with its ``error`` estimate
     (see :class:`NoisyBellman`); False: one solve, ``error`` None (the policy alone, half the work or less)."""
     from fvsym._validate import check_int
 
     from ._chunks import default_threads
-
-    spec, channel, *_ = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel,
-        tree="the noisy Bellman recursion needs a tree prior (a Gaussian prior's optimum is water-filling)")
     from .simulate import plain_scalar
+
+    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
+    own = getattr(spec, "noisy_bellman", None)
+    if callable(own):  # a prior that solves its own (the atoms and mixture priors: fvnum.atoms_dp)
+        if channel.kind != "gaussian":
+            raise InputError(f"the exact noisy recursion on the {spec.name} prior is the gaussian channel's (its "
+                             "decoder's); give tau")
+        return own(plain_scalar(budget, "budget"), channel.tau, points=points, refine=refine)
+    if capability(spec, "heap_depth") is None:
+        raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
+                         "optimum is water-filling)")
 
     budget = check_int(plain_scalar(budget, "budget"), "budget", 0, 3)
     threads = plain_scalar(threads, "threads")

@@ -2,7 +2,7 @@
 built (THEORY.md sections 2, 3, 5, 6). The CLI's choices and the API's checks both read ``STRATEGIES``.
 
 Names under noise say what they are (THEORY.md section 3): ``optimal`` is the noisy optimum, built
-only where it is computed exactly (``fvnum.noisy_bellman``: tree prior, ``tau > 0``, width 1, small trees;
+only where it is computed exactly (``fvnum.noisy_bellman``: tree or finite prior, ``tau > 0``, width 1, small sizes;
 at ``tau = 0`` the noiseless Bellman policy of ``fvsym``, which is then optimal; Gaussian prior:
 water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``fv bounds``;
 ``bellman_noiseless`` is the noiseless Bellman policy run under the given noise.

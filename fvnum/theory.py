@@ -531,7 +531,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
     ``top_levels`` (Bayes decoder), the best non-adaptive coordinate and unit designs (searched under the
     noise). Gaussian prior: the water-filling design's Monte Carlo loss (``water_filling_mc``; the gaussian
-    channel's optimum, not the tokens channel's). Both: ``top_levels``
+    channel's optimum, not the tokens channel's). A prior object with its own ``comparison_table`` (the atoms
+    and mixture priors: ``fvnum.atoms.FinitePrior.comparison_table``) gives its own rows; the default key
+    family reads as none there (keyed rows are built on the tree and Gaussian priors only). Tree and Gaussian: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
     (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
@@ -552,10 +554,17 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
         channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
+    spec = numeric_prior(prior)
+    own = getattr(spec, "comparison_table", None)
+    if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.atoms.FinitePrior.comparison_table)
+        if keyed_rows_given is not None:
+            raise InputError(f"keyed_rows_given: the {getattr(spec, 'name', 'given')} prior computes its own rows "
+                             "(no keyed rows); give keyed_rows_given=None")
+        return own(budget, channel, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                   keyed=None if keyed == KEYED else keyed)
     if keyed is not None and channel.kind != "tokens":
         raise InputError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} "
                          f"channel: give keyed=None (keyed={keyed!r} is the default, as fv compare's)")
-    spec = numeric_prior(prior)
     B, ch = budget, channel.kind
     kw = dict(_mc_kw(channel), samples=samples, seed=seed)
     rows = []

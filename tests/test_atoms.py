@@ -348,3 +348,121 @@ def test_fv_mc_atoms_file_and_diversity(tmp_path):
     rec = json.loads(out)
     assert code == 0 and rec["diversity"] == 16 and rec["value"] == loss_mc(p, "top_levels", 2, tau=0.4, samples=500,
                                                                              seed=7).value
+
+
+# --- the exact noisy recursion on atoms (fvnum.atoms_dp) ----------------------------------------------------
+def ref_noisy_value(atoms, weights, tau, budget):
+    """``V_B`` of THEORY.md section 3 on the atoms, by scipy's adaptive quadrature over each reading (no lattice)."""
+    from scipy.integrate import quad
+
+    A, sq = np.asarray(atoms, float), (np.asarray(atoms, float) ** 2).sum(1)
+
+    def V(p, R):
+        p = p / p.sum()
+        if R == 0:
+            mu = p @ A
+            return float(p @ sq - mu @ mu)
+        best = math.inf
+        for n in range(A.shape[1]):
+            def f(y):
+                lik = p * np.exp(-0.5 * ((y - A[:, n]) / tau) ** 2) / (math.sqrt(2 * math.pi) * tau)
+                mass = lik.sum()
+                return 0.0 if mass <= 0 else mass * V(lik, R - 1)
+
+            lo, hi = A[:, n].min() - 9 * tau, A[:, n].max() + 9 * tau
+            pts = sorted(set(A[:, n].tolist()))
+            best = min(best, quad(f, lo, hi, points=pts, limit=200, epsabs=1e-10, epsrel=1e-9)[0])
+        return best
+
+    return V(np.asarray(weights, float), budget)
+
+
+@pytest.mark.parametrize("depth, budget, tau", [(2, 1, 0.5), (2, 2, 0.5), (3, 1, 0.4), (3, 2, 0.6)])
+def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
+    """The atoms' recursion (any values per coordinate) against fvnum.noisy_dp (the tree's three reading classes)."""
+    from fvnum import noisy_bellman
+
+    tree = TreePrior(depth, "1/2")
+    ours, theirs = noisy_bellman(AtomsPrior.of(tree), budget, tau=tau), noisy_bellman(tree, budget, tau=tau)
+    assert abs(ours.value - theirs.value) <= 2 * (ours.error + theirs.error) + 1e-9
+    assert ours.first_node == theirs.first_node
+
+
+@pytest.mark.parametrize("budget", [1, 2])
+def test_noisy_recursion_equals_adaptive_quadrature(budget):
+    p = _prior(M=4, D=2, seed=11)
+    ours = p.noisy_bellman(budget, 0.6)
+    ref = ref_noisy_value(p.atoms, p.weights, 0.6, budget)
+    assert abs(ours.value - ref) <= max(4 * ours.error, 1e-7) + 1e-6 * ref
+    assert ours.error < 1e-3 * ref
+
+
+def test_noisy_policy_mc_equals_its_value_and_beats_greedy():
+    from fvnum import noisy_bellman
+
+    p = AtomsPrior.draw(10, 3, seed=4)
+    solved = noisy_bellman(p, 2, tau=0.5)
+    est = loss_mc(p, "optimal", 2, tau=0.5, samples=6000, seed=2)
+    greedy = loss_mc(p, "greedy_coordinate", 2, tau=0.5, samples=6000, seed=2)
+    assert abs(est.z(solved.value)) < 5
+    assert solved.value <= greedy.value + 5 * greedy.stderr
+    q = solved.q_values()
+    assert q.best == solved.first_node and math.isclose(float(np.min(q)), solved.value, rel_tol=1e-3)
+
+
+def test_noisy_recursion_refuses_in_one_line():
+    from fvnum import noisy_bellman
+    from fvsym.errors import InputError, ResourceRefused
+
+    p = AtomsPrior.draw(10, 3, seed=4)
+    with pytest.raises(InputError, match="gaussian channel"):
+        noisy_bellman(p, 2, n_tokens=64)
+    with pytest.raises(InputError, match="budget must be <= 3, got 4"):
+        noisy_bellman(p, 4, tau=0.5)
+    with pytest.raises(InputError, match="noiseless optimum"):
+        noisy_bellman(p, 2, tau=0)
+    with pytest.raises(ResourceRefused, match="exact noisy recursion on 400 atoms"):
+        noisy_bellman(AtomsPrior.draw(400, 12, seed=0), 3, tau=0.05)
+    with pytest.raises(ValueError, match="solved exactly only for width 1 and budget <= 3"):
+        loss_mc(p, "optimal", 4, tau=0.5, samples=100)
+
+
+def test_bounds_on_atoms_bracket_the_solved_optimum():
+    from fvnum import bounds
+
+    p = AtomsPrior.draw(10, 3, seed=4)
+    b = bounds(p, 2, tau=0.5, samples=3000, seed=1)
+    assert b.collapsed and b.lower <= b.exact <= b.upper.value
+    assert noiseless_bellman(p, 2).value <= b.lower
+    assert b.candidates["greedy_coordinate"].value >= b.exact - 5 * b.candidates["greedy_coordinate"].stderr
+    b3 = bounds(p, 3, tau=0.5, samples=2000, seed=1, exact=False)
+    assert b3.exact is None and b3.lower == noiseless_bellman(p, 3).value and b3.policy == "greedy_coordinate"
+
+
+def test_fv_bounds_on_atoms_and_its_refusals(tmp_path):
+    from tests._cli import fv, one_line
+
+    path = tmp_path / "atoms.npy"
+    np.save(path, AtomsPrior.draw(10, 3, seed=4).atoms)
+    code, out, _ = fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "2", "--tau", "0.5", "--samples",
+                      "2000", "--format", "json")
+    rec = json.loads(out)
+    assert code == 0
+    assert rec["collapsed"] and rec["n_atoms"] == 10 and rec["atoms"] == str(path)
+    assert abs(rec["exact"] - AtomsPrior(np.load(path)).noisy_bellman(2, 0.5).value) < 1e-12
+    one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "2", "--tokens", "64")[::2],
+             "bounds on the atoms prior are the gaussian channel's")
+    one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "5", "--tau", "0.5")[::2],
+             "1 <= budget <= D = 3, got 5")
+    one_line(*fv("bounds", "--prior", "tree", "--diversity", "8", "--budget", "2", "--tau", "0.5")[::2],
+             "--diversity applies to --prior atoms")
+
+
+def test_comparison_table_of_atoms_is_the_priors_own():
+    from fvnum import comparison_table
+
+    p = AtomsPrior.draw(12, 4, seed=1)
+    ours = comparison_table(p, 2, tau=0.3, samples=1000, search_samples=500)
+    own = p.comparison_table(2, make_channel(p, tau=0.3), samples=1000, search_samples=500)
+    assert [r.name for r in ours.rows] == [r.name for r in own.rows] and "best_adaptive" in [r.name for r in ours.rows]
+    assert [r.value for r in ours.rows] == [r.value for r in own.rows]

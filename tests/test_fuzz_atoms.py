@@ -97,7 +97,7 @@ def test_options_of_the_atoms_prior_are_refused_on_other_priors():
 @pytest.mark.parametrize("argv, says", [
     (("--strategy", "fixed", "--design", "1,9"), "design node 9"),
     (("--strategy", "path"), "does not apply to the atoms prior"),
-    (("--strategy", "optimal"), "not built"),
+    (("--strategy", "optimal", "--width", "2"), "solved exactly only for width 1"),
     (("--strategy", "rollout"), "does not apply"),
 ])
 def test_strategies_and_designs_that_do_not_fit_are_one_line(argv, says):

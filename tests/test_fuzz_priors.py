@@ -90,7 +90,7 @@ def test_searches_of_another_structure_refuse_an_atoms_prior_in_one_line():
     prior = AtomsPrior.draw(5, 3, seed=2)
     for ask, says in ((lambda: best_nonadaptive_keyed(prior, 1, n_tokens=16), "not on the atoms prior"),
                       (lambda: gaussian_keyed(prior, 1, n_tokens=16), "for a Gaussian prior"),
-                      (lambda: fvnum.bounds(prior, 1, tau=0.3, samples=100), "need a tree prior"),
+                      (lambda: fvnum.bounds(prior, 1, n_tokens=16, samples=100), "gaussian channel"),
                       (lambda: fvnum.posterior_mean(prior, [1, 4], np.zeros((1, 2)), tau=0.5), "node 4"),
                       (lambda: fvnum.posterior_mean(prior, [1, 2], np.array([[np.nan, 0.0]]), tau=0.5), "finite")):
         with pytest.raises(ValueError, match=says) as info:
