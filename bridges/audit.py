@@ -48,6 +48,7 @@ from .config import DataConfig
 from .data import ContextSampler, finite_latents, find_prior_files, step_generator
 from .models import WorkspaceModel, _autocast
 from .taps import record
+from fvsym.errors import DamagedFile, InputError
 
 AUDIT_STREAM = 4  # data stream of audit contexts (training 0, evaluation 1, patching 2, probes 3)
 EXACT = "exact Bayes under the CLT law of the readings (the 2^K leaves of the tree prior)"
@@ -151,16 +152,16 @@ def load_run(run_dir):
         raise NotADirectoryError(f"{folder} is not a run folder (fv train writes DIR/<key>/)")
     if not (folder / "result.json").is_file():
         if (folder / "checkpoint.pt").exists() or (folder / "config.json").exists():
-            raise ValueError(f"{folder} is not a finished fv train run (no result.json: training stopped early; "
+            raise InputError(f"{folder} is not a finished fv train run (no result.json: training stopped early; "
                              f"run the same fv train command again to finish it)")
-        raise ValueError(f"{folder} is not an fv train run folder (no config.json, checkpoint.pt or result.json)")
+        raise InputError(f"{folder} is not an fv train run folder (no config.json, checkpoint.pt or result.json)")
     result = load_result(folder / "result.json")
     if not result.finished:
-        raise ValueError(f"{folder} is not a finished fv train run ({result.steps} of {result.config.train.steps} steps)")
+        raise InputError(f"{folder} is not a finished fv train run ({result.steps} of {result.config.train.steps} steps)")
     find_prior_files(result.config.data, folder)  # the atoms the folder keeps (atoms.npy), wherever the file went
     model, _, step = load_model(folder, result.config)
     if step != result.steps:
-        raise ValueError(f"checkpoint {folder / 'checkpoint.pt'} is at step {step}, its result.json at step "
+        raise DamagedFile(f"checkpoint {folder / 'checkpoint.pt'} is at step {step}, its result.json at step "
                          f"{result.steps}: the folder mixes two runs")
     return replace(result, model=model, run_dir=str(folder))
 
@@ -245,7 +246,7 @@ def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: i
     if isinstance(result, (str, Path)):
         result = load_run(result)
     if getattr(result, "model", None) is None or not hasattr(result, "config"):
-        raise ValueError("audit needs a TrainResult with its model (bridges.train.train, or a run folder)")
+        raise InputError("audit needs a TrainResult with its model (bridges.train.train, or a run folder)")
     cfg = result.config
     return audit_model(result.model, cfg.data, samples=samples, token_sample=token_sample, n_latents=n_latents,
                        seed=seed, batch=batch, key=cfg.key(), name=cfg.model.model)
@@ -334,9 +335,9 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     from fvnum.keys import ReadingLaw, posterior_mean
 
     if not isinstance(model, WorkspaceModel):
-        raise ValueError(f"audit needs a bridges WorkspaceModel, got {type(model).__name__}")
+        raise InputError(f"audit needs a bridges WorkspaceModel, got {type(model).__name__}")
     if not isinstance(data, DataConfig) or data.dim != model.dim:
-        raise ValueError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")
+        raise InputError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")
     samples = check_int(samples, "samples", 2, 10**7)
     token_sample = check_int(token_sample, "token sample", 2, 10**7)
     n_latents = check_int(n_latents, "n_latents", 2, 10**6)

@@ -20,6 +20,7 @@ from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, for
 from .config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from .model_registry import MODELS
 from .options import Option
+from fvsym.errors import InputError
 
 WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
@@ -166,7 +167,7 @@ def audit_command(args: argparse.Namespace) -> int:
     data = run.config.data
     if args.latents is not None and (data.has_leaves or built_from_options(data.prior)):  # exact: no draws
         what = "its 2^K leaves" if data.has_leaves else "its atoms"
-        raise ValueError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
+        raise InputError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
                          f"prior is {data.prior}, whose decoder uses {what} exactly: got --latents {args.latents}")
     result = audit(run, samples=args.samples, token_sample=args.token_sample,
                    n_latents=512 if args.latents is None else args.latents, seed=args.seed)
@@ -225,7 +226,7 @@ def compare_command(args: argparse.Namespace) -> int:
              args.format, lines)
         return 0
     if args.scheduler is not None or args.workers is not None:
-        raise ValueError("--scheduler and --workers apply to fv compare --grid only")
+        raise InputError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
     from .cost import check_seconds, theory_table_seconds, train_seconds
 
@@ -255,7 +256,7 @@ def _own_table_seconds(cfg, args) -> float | None:
     if not has_own_table(cfg.data):
         return None
     if given(args, "keyed") and args.keyed != "none":
-        raise ValueError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
+        raise InputError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
                          "held to its dMMSE rows); leave --keyed out or give --keyed none")
     from .data import data_channel, fv_prior
 
@@ -270,7 +271,7 @@ def _grid_options(args) -> None:
     ignored = [o.flag for o in RUN_OPTIONS
                if o.dest not in taken and (given(args, o.dest) or getattr(args, o.dest) != o.default)]
     if ignored:
-        raise ValueError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
+        raise InputError(f"fv compare --grid runs its own grid (tree and Gaussian priors, depths 4 and 6, the "
                          f"recipe) and does not take {', '.join(ignored)}; leave "
                          f"{'it' if len(ignored) == 1 else 'them'} out, or run fv compare without --grid (or fv "
                          "sweep) for other runs")
@@ -316,7 +317,7 @@ def check_workers(workers, scheduler=None) -> None:
     """Refuse more local training processes than the memory holds (one line, the largest count that fits),
     and a count of local processes beside a running cluster (``--scheduler``), whose own workers train."""
     if workers is not None and scheduler is not None:
-        raise ValueError("--workers sizes the local Dask cluster; with --scheduler the running cluster's own workers "
+        raise InputError("--workers sizes the local Dask cluster; with --scheduler the running cluster's own workers "
                          "train: give one of them")
     if workers is None or workers <= 1:
         return
@@ -419,10 +420,10 @@ def _parse_budgets(text: str) -> tuple[int, ...]:
     if "-" in text:
         ends = text.split("-")
         if len(ends) != 2 or not all(re.fullmatch(r"\s*\d{1,19}\s*", e) for e in ends):
-            raise ValueError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}")
+            raise InputError(f"--budgets must be a range such as 1-6 or a list such as 1,2,4, got {text!r}")
         lo, hi = (int(e) for e in ends)
         if not 1 <= lo <= hi <= 64:
-            raise ValueError(f"--budgets must lie in 1..64 in increasing order, got {text!r}")
+            raise InputError(f"--budgets must lie in 1..64 in increasing order, got {text!r}")
         return tuple(range(lo, hi + 1))
     return tuple(parse_int_list(text, "--budgets", 1, 64))
 

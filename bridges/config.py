@@ -30,6 +30,7 @@ from fvsym._validate import check_choice, check_int, check_real, plain_error
 from .model_registry import DEFAULT_MODEL, MODEL_NAMES, MODELS
 from .model_registry import adaptive_names as _adaptive
 from .options import options_of
+from fvsym.errors import DamagedFile, InputError
 
 PRIORS = ("tree", "gaussian", "atoms")  # atoms: THEORY.md section 6b, the atoms from a file or drawn (DataConfig)
 COVARIANCES = ("matched", "isotropic")  # = fvsym.gaussian.COVARIANCES (a test holds them equal)
@@ -70,13 +71,13 @@ _KEY_PRIOR = {"tree": lambda d: f"tree-K{d.depth}", "gaussian": lambda d: f"gaus
 
 def _int(value, name: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, float):  # a configuration field is an int, not a float that happens to be whole
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise InputError(f"{name} must be an integer, got {value!r}")
     return check_int(value, name, minimum, maximum)
 
 
 def _float(value, name: str, low: float = -math.inf, high: float = math.inf, *, open_low=False, open_high=False):
     if isinstance(value, str):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+        raise InputError(f"{name} must be a finite number, got {value!r}")
     return check_real(value, name, low, high, open_low=open_low, open_high=open_high)
 
 
@@ -89,11 +90,11 @@ def _tree_scales(depth: int, scales) -> tuple[str, ...]:
     from fvsym.priors import TreePrior  # sympy: loaded only when scales are given
 
     if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
-        raise ValueError(f"scales must be a sequence of depth={depth} numbers such as (1, 1/2, 1/3), got {scales!r}")
+        raise InputError(f"scales must be a sequence of depth={depth} numbers such as (1, 1/2, 1/3), got {scales!r}")
     prior = TreePrior(depth, scales=list(scales))
     for k, a in enumerate(prior.scales, 1):
         if not a.is_Rational:
-            raise ValueError(f"scales must be rational numbers such as 1/3, got a_{k} = {a}")
+            raise InputError(f"scales must be rational numbers such as 1/3, got a_{k} = {a}")
     return tuple(str(a) for a in prior.scales)
 
 
@@ -108,9 +109,9 @@ def study_tree(cfg, default_depth: int, default_alpha: float | None = None) -> N
     ``depth`` the number of scales or ``default_depth``; the scales as exact strings. ValueError (one line) on
     bad or conflicting values."""
     if cfg.scales is not None and cfg.alpha is not None:
-        raise ValueError(f"give alpha or scales, not both (got alpha={cfg.alpha!r} and scales)")
+        raise InputError(f"give alpha or scales, not both (got alpha={cfg.alpha!r} and scales)")
     if cfg.scales is not None and (isinstance(cfg.scales, (str, bytes)) or not hasattr(cfg.scales, "__len__")):
-        raise ValueError(f"scales must be a sequence of numbers such as (1, 1/2, 1/3), got {cfg.scales!r}")
+        raise InputError(f"scales must be a sequence of numbers such as (1, 1/2, 1/3), got {cfg.scales!r}")
     depth = cfg.depth if cfg.depth is not None else default_depth if cfg.scales is None else len(cfg.scales)
     alpha = default_alpha if cfg.alpha is None and cfg.scales is None else cfg.alpha
     data = DataConfig(depth=depth, alpha=alpha, n_tokens=cfg.n_tokens, s2=cfg.s2, scales=cfg.scales)  # validates
@@ -176,26 +177,26 @@ class DataConfig:
             return
         given = [f for f in ATOMS_FIELDS if getattr(self, f) is not None]
         if given:
-            raise ValueError(f"{given[0]}={getattr(self, given[0])!r:.60} applies to the atoms prior, not to "
+            raise InputError(f"{given[0]}={getattr(self, given[0])!r:.60} applies to the atoms prior, not to "
                              f"prior={self.prior!r}")
         _int(self.depth, "depth", 1, MAX_DEPTH)
         if self.scales is None:
             alpha = 0.5 if self.alpha is None else self.alpha
             _set(self, "alpha", _float(alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True))
         elif self.alpha is not None:
-            raise ValueError(f"give alpha or scales, not both (got alpha={self.alpha!r} and scales)")
+            raise InputError(f"give alpha or scales, not both (got alpha={self.alpha!r} and scales)")
         else:
             _set(self, "scales", _tree_scales(self.depth, self.scales))
         _int(self.n_tokens, "n_tokens (N)", 1)
         _set(self, "s2", _float(self.s2, "s2", 0.0))
         if self.prior == "gaussian":
             if self.cov == "tree":  # the spelling of `fv derive`/`fv mc` before the names of THEORY.md
-                raise ValueError("cov 'tree' is now called 'matched' (the matched Gaussian of the tree prior)")
+                raise InputError("cov 'tree' is now called 'matched' (the matched Gaussian of the tree prior)")
             _set(self, "cov", _choice("matched" if self.cov is None else self.cov, "cov", COVARIANCES))
         elif self.cov is not None:
-            raise ValueError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")
+            raise InputError(f"cov={self.cov!r} applies only to the gaussian prior, not to prior={self.prior!r}")
         if self.scales is not None and self.cov == "isotropic":
-            raise ValueError("scales apply to the tree prior and the matched gaussian, not to cov='isotropic'")
+            raise InputError("scales apply to the tree prior and the matched gaussian, not to cov='isotropic'")
 
     def _check_atoms(self) -> None:
         """The fields of the atoms prior (class docstring): one of ``atoms`` or ``diversity``, D known and
@@ -204,20 +205,20 @@ class DataConfig:
         for name, value in (("depth", self.depth if self.depth != DataConfig.depth else None), ("alpha", self.alpha),
                             ("scales", self.scales), ("cov", self.cov)):
             if value is not None:
-                raise ValueError(f"{name}={value!r:.40} applies to the tree and gaussian priors, not to the atoms "
+                raise InputError(f"{name}={value!r:.40} applies to the tree and gaussian priors, not to the atoms "
                                  f"prior (its atoms give D)")
         _set(self, "depth", None)
         if (self.atoms is None) == (self.diversity is None):
-            raise ValueError("the atoms prior needs exactly one of atoms (an (M, D) .npy file) or diversity M (with "
+            raise InputError("the atoms prior needs exactly one of atoms (an (M, D) .npy file) or diversity M (with "
                              f"D), got {'both' if self.atoms is not None else 'neither'}")
         if self.atoms_dim is not None:
             _int(self.atoms_dim, "dim D", 1, ATOMS_MAX_DIM)
         if self.diversity is not None:
             _int(self.diversity, "diversity M", 1, ATOMS_MAX)
             if self.atoms_dim is None:
-                raise ValueError(f"diversity M = {self.diversity} needs the atoms' dimension D (--dim)")
+                raise InputError(f"diversity M = {self.diversity} needs the atoms' dimension D (--dim)")
             if self.atoms_sha256 is not None:
-                raise ValueError("atoms_sha256 is the digest of an atoms file; drawn atoms (diversity) have none")
+                raise InputError("atoms_sha256 is the digest of an atoms file; drawn atoms (diversity) have none")
             if self.atoms_seed is not None:
                 _int(self.atoms_seed, "atoms_seed", 0, 2**63 - 1)
             from fvnum.resources import check_memory  # before any run folder: the atoms are drawn when training starts
@@ -225,19 +226,19 @@ class DataConfig:
             check_memory(f"{self.diversity} atoms of dimension {self.atoms_dim}", 16.0 * self.diversity * self.atoms_dim)
             return
         if self.atoms_seed is not None:
-            raise ValueError(f"atoms_seed={self.atoms_seed!r} draws the atoms of diversity M; atoms read from a file "
+            raise InputError(f"atoms_seed={self.atoms_seed!r} draws the atoms of diversity M; atoms read from a file "
                              "take none")
         if not isinstance(self.atoms, str) or not self.atoms:
-            raise ValueError(f"atoms must be the path of an (M, D) .npy file, got {self.atoms!r:.60}")
+            raise InputError(f"atoms must be the path of an (M, D) .npy file, got {self.atoms!r:.60}")
         if self.atoms_sha256 is not None and not (isinstance(self.atoms_sha256, str)
                                                   and re.fullmatch(r"[0-9a-f]{64}", self.atoms_sha256)):
-            raise ValueError(f"atoms_sha256 must be 64 hex digits (a SHA-256), got {self.atoms_sha256!r:.80}")
+            raise InputError(f"atoms_sha256 must be 64 hex digits (a SHA-256), got {self.atoms_sha256!r:.80}")
         if self.atoms_sha256 is None or self.atoms_dim is None:
             from fvnum.atoms import read_atoms_file  # numpy: loaded only for a run on atoms
 
             arr, digest = read_atoms_file(self.atoms, self.atoms_sha256)
             if self.atoms_dim is not None and arr.shape[1] != self.atoms_dim:
-                raise ValueError(f"atoms file {self.atoms[:80]!r} holds atoms of dimension D = {arr.shape[1]}, "
+                raise InputError(f"atoms file {self.atoms[:80]!r} holds atoms of dimension D = {arr.shape[1]}, "
                                  f"not the D = {self.atoms_dim} given (--dim)")
             _set(self, "atoms_dim", int(arr.shape[1]))
             _set(self, "atoms_sha256", digest)
@@ -299,7 +300,7 @@ class ModelConfig:
         _choice(self.attention, "attention", ATTENTIONS)
         if self.readout not in self.spec.readouts:
             takes = " and ".join(m for m, s in MODELS.items() if self.readout in s.readouts)
-            raise ValueError(f"model {self.model} has the bilinear readout; readout={self.readout!r} applies to {takes}")
+            raise InputError(f"model {self.model} has the bilinear readout; readout={self.readout!r} applies to {takes}")
 
     def to_dict(self) -> dict:
         """The fields as a JSON-able dict; ``attention`` only where it is not ``linear`` (the keys of every
@@ -393,13 +394,13 @@ class TrainConfig:
         _int(self.eval_batches, "eval_batches", 1)
         _int(self.seed, "seed", 0, 2**63 - 1)
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(f"device must be a torch device name such as 'cpu' or 'cuda', got {self.device!r}")
+            raise InputError(f"device must be a torch device name such as 'cpu' or 'cuda', got {self.device!r}")
         _int(self.threads, "threads", 1)
         if self.out is not None and not isinstance(self.out, str):
             _set(self, "out", str(self.out))
         _int(self.checkpoint_every, "checkpoint_every", 1)
         if self.init_from is not None and (not isinstance(self.init_from, str) or not _KEY.fullmatch(self.init_from)):
-            raise ValueError(f"init_from must be the key of a run folder such as A-tree-K7-B3-N64-s0-7594e7fc4c, "
+            raise InputError(f"init_from must be the key of a run folder such as A-tree-K7-B3-N64-s0-7594e7fc4c, "
                              f"got {self.init_from!r:.80}")
         if self.init_policy is not None:
             _choice(self.init_policy, "init_policy", INIT_POLICIES)
@@ -417,7 +418,7 @@ class RunConfig:
     def __post_init__(self):
         for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), kind):
-                raise ValueError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+                raise InputError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
         t, m = self.train, self.model
         mine = m.spec.recipe
         recipe = dict(steps=mine.steps(m.budget) if t.steps is None else t.steps,
@@ -431,31 +432,31 @@ class RunConfig:
         D = self.data.dim
         if self.model.budget > D:
             where = f"2^depth - 1 = {D} (depth={self.data.depth})" if self.data.depth is not None else f"{D} of the atoms"
-            raise ValueError(f"budget={self.model.budget} exceeds the dimension D = {where}")
+            raise InputError(f"budget={self.model.budget} exceeds the dimension D = {where}")
         if self.train.loss == "theta" and self.model.readout == "generic":
-            raise ValueError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
+            raise InputError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
         if self.train.init_from is not None:
             if not self.model.spec.adaptive:
-                raise ValueError(f"init_from grows an adaptive model ({_adaptive()}) by layers; model "
+                raise InputError(f"init_from grows an adaptive model ({_adaptive()}) by layers; model "
                                  f"{self.model.model} has one layer")
             if self.train.out is None:
-                raise ValueError(f"init_from needs a run folder root (out): the run {self.train.init_from} "
+                raise InputError(f"init_from needs a run folder root (out): the run {self.train.init_from} "
                                  "is looked up there")
         if self.train.init_policy is not None:
             if not (self.model.spec.adaptive and self.model.spec.mlp_keys):
-                raise ValueError(f"init_policy distils a policy into the MLP routers of an adaptive model "
+                raise InputError(f"init_policy distils a policy into the MLP routers of an adaptive model "
                                  f"({_adaptive()}); model {self.model.model} has one layer")
             if self.train.init_from is not None:
-                raise ValueError("give init_from or init_policy, not both")
+                raise InputError("give init_from or init_policy, not both")
             if not self.data.has_leaves or self.model.budget > self.data.depth:
-                raise ValueError(f"init_policy {self.train.init_policy!r} needs the tree prior and budget <= depth "
+                raise InputError(f"init_policy {self.train.init_policy!r} needs the tree prior and budget <= depth "
                                  f"(got prior {self.data.prior!r}, budget {self.model.budget}, depth {self.data.depth})")
         if self.train.aux_readout > 0:
             if not self.model.spec.adaptive:
-                raise ValueError(f"aux_readout reads the workspace after every layer of an adaptive model "
+                raise InputError(f"aux_readout reads the workspace after every layer of an adaptive model "
                                  f"({_adaptive()}); model {self.model.model} has one layer")
             if self.model.budget < 2:
-                raise ValueError(f"aux_readout needs at least two layers (budget >= 2), got budget {self.model.budget}")
+                raise InputError(f"aux_readout needs at least two layers (budget >= 2), got budget {self.model.budget}")
 
     def to_argv(self) -> list[str]:
         """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
@@ -480,9 +481,9 @@ class RunConfig:
         v = {o.dest: values.get(o.dest, o.default) for o in RUN_OPTIONS}
         scales = None if v["scales"] is None else tuple(v["scales"])
         if scales is not None and v["alpha"] is not None:
-            raise ValueError(f"give --alpha or --scales, not both (got --alpha {v['alpha']!r})")
+            raise InputError(f"give --alpha or --scales, not both (got --alpha {v['alpha']!r})")
         if scales is not None and v["depth"] is not None and len(scales) != v["depth"]:
-            raise ValueError(f"--scales needs depth = {v['depth']} entries (one a_k per level), got {len(scales)}")
+            raise InputError(f"--scales needs depth = {v['depth']} entries (one a_k per level), got {len(scales)}")
         v["depth"] = v["depth"] if v["depth"] is not None else DataConfig().depth if scales is None else len(scales)
         v["scales"], v["out"] = scales, v["out"] or None
         sections = {"data": {}, "model": {}, "train": {}}
@@ -504,25 +505,25 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         if not isinstance(d, dict):
-            raise ValueError(f"a run configuration is a JSON object, got {type(d).__name__}")
+            raise InputError(f"a run configuration is a JSON object, got {type(d).__name__}")
         d = dict(d)
         fmt = d.pop("format", FORMAT)
         if fmt != FORMAT:
-            raise ValueError(f"run configuration format {fmt!r} is not {FORMAT!r} (written by another version)")
+            raise InputError(f"run configuration format {fmt!r} is not {FORMAT!r} (written by another version)")
         unknown = set(d) - {"data", "model", "train"}
         if unknown:
-            raise ValueError(f"unknown run configuration sections: {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown run configuration sections: {', '.join(sorted(unknown))}")
         parts = {}
         for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             sub = d.get(name, {})
             if not isinstance(sub, dict):
-                raise ValueError(f"configuration section {name!r} must be an object, got {sub!r}")
+                raise InputError(f"configuration section {name!r} must be an object, got {sub!r}")
             bad = set(sub) - {f.name for f in dataclasses.fields(kind)}
             if name == "model" and "width" in bad:
-                raise ValueError("model configuration field 'width' is now 'mlp_width' (the MLP's hidden size; "
+                raise InputError("model configuration field 'width' is now 'mlp_width' (the MLP's hidden size; "
                                  "'width' is d, the channels per layer, in THEORY.md)")
             if bad:
-                raise ValueError(f"unknown {name} configuration fields: {', '.join(sorted(bad))}")
+                raise InputError(f"unknown {name} configuration fields: {', '.join(sorted(bad))}")
             parts[name] = kind(**sub)
         return cls(**parts)
 
@@ -534,9 +535,9 @@ class RunConfig:
         try:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"run configuration is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            raise DamagedFile(f"run configuration is not valid JSON ({exc.msg} at line {exc.lineno})") from None
         except ValueError as exc:  # Python's limit on the digits of an int
-            raise ValueError(f"run configuration is not readable ({plain_error(exc)})") from None
+            raise DamagedFile(f"run configuration is not readable ({plain_error(exc)})") from None
         return cls.from_dict(d)
 
     def key_dict(self) -> dict:
@@ -585,7 +586,7 @@ class RunConfig:
         parts = {}
         for name, changes in sections.items():
             if name not in ("data", "model", "train"):
-                raise ValueError(f"unknown run configuration section {name!r}")
+                raise InputError(f"unknown run configuration section {name!r}")
             parts[name] = dataclasses.replace(getattr(self, name), **changes)
         return dataclasses.replace(self, **parts)
 

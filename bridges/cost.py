@@ -33,6 +33,7 @@ from fvnum.resources import check_time, fits_time, max_seconds
 
 # the memory price of a run lives in a leaf module (bridges.config prices its runs with it); re-exported here
 from .train_memory import activation_bytes, check_train_memory, n_parameters, train_bytes  # noqa: F401
+from fvsym.errors import InputError
 
 SAFETY = 2.0
 STARTUP = 3.0  # seconds: import torch, build the model, the first step's allocations (1.5 to 2.5 s measured, quiet)
@@ -54,7 +55,7 @@ def step_seconds(cfg) -> float:
     if price is not None:
         seconds = float(price(cfg))
         if not seconds >= 0:
-            raise ValueError(f"model {m.model}: its price gave {seconds!r} seconds a step; a price is a number >= 0")
+            raise InputError(f"model {m.model}: its price gave {seconds!r} seconds a step; a price is a number >= 0")
     else:
         seconds = t.batch * (d.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
@@ -149,7 +150,7 @@ def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
 
     tree = data.has_leaves
     return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
-                   tokens=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
+                   token_channel=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
 
 
 def _solve(depth: int, budget: int) -> float:
@@ -172,7 +173,7 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
         return 0.0
     tree = data.has_leaves
     if keyed == "softmax" and not tree:
-        raise ValueError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
+        raise InputError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
                          f"{data.prior} prior")
     size = dict(tree=tree, depth=data.depth, dim=data.dim, budgets=budgets, samples=samples)
     need = keyed_memory(**size, family=keyed)
@@ -203,11 +204,11 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
     tree = data.has_leaves
     return keyed_seconds(data, [budget], search_samples, keyed) + comparison_table_seconds(
         tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, samples=samples,
-        search_samples=search_samples, tokens=True, threads=1)
+        search_samples=search_samples, token_channel=True, threads=1)
 
 
-def theory_curves_seconds(cfg) -> float:
-    """``bridges.reproduce.theory_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
+def reproduction_curves_seconds(cfg) -> float:
+    """``bridges.reproduce.reproduction_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
     from fvsym.costs import tree_loss_cost
 
     K = cfg.depth
@@ -240,7 +241,7 @@ def reproduce_seconds(cfg) -> float:
 
     train_out = str(Path(cfg.out) / "train")
     runs = grid(cfg, train_out)
-    seconds = theory_curves_seconds(cfg) + runs_seconds(runs, cfg.workers)
+    seconds = reproduction_curves_seconds(cfg) + runs_seconds(runs, cfg.workers)
     seconds += _tables_seconds(runs, cfg)
     seconds += _probes_seconds(cfg.data("tree"), cfg.train_budget, cfg.samples)
     if cfg.full:

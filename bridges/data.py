@@ -21,6 +21,7 @@ from fvsym.heap import child
 from fvsym.priors import GaussianPrior, TreePrior
 
 from .config import DataConfig
+from fvsym.errors import InputError, reworded
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
@@ -38,7 +39,7 @@ def _exact_alpha(alpha: float) -> str:
 
 
 @functools.cache
-def tree_prior(depth: int, alpha: float | None, scales: tuple[str, ...] | None = None) -> TreePrior:
+def _tree_prior(depth: int, alpha: float | None, scales: tuple[str, ...] | None = None) -> TreePrior:
     """``TreePrior(depth, alpha)``, or ``TreePrior(depth, scales=scales)`` where general scales are given."""
     if scales is not None:
         return TreePrior(depth, scales=scales)
@@ -48,7 +49,7 @@ def tree_prior(depth: int, alpha: float | None, scales: tuple[str, ...] | None =
 @functools.cache
 def gaussian_prior(depth: int, alpha: float | None, cov: str, scales: tuple[str, ...] | None = None) -> GaussianPrior:
     if cov == "matched":
-        return GaussianPrior.matched(tree_prior(depth, alpha, scales))
+        return GaussianPrior.matched(_tree_prior(depth, alpha, scales))
     return GaussianPrior.isotropic(2**depth - 1)
 
 
@@ -66,7 +67,7 @@ def _atoms_prior(path, digest, diversity, dim, seed):
         try:
             atoms, _ = read_atoms_file(path, digest)
         except ValueError as exc:
-            raise ValueError(f"{exc}; a run folder keeps its atoms in {ATOMS_FILE}: give that file as the atoms") \
+            raise reworded(exc, f"{exc}; a run folder keeps its atoms in {ATOMS_FILE}: give that file as the atoms") \
                 from None
     return AtomsPrior(atoms)
 
@@ -79,7 +80,7 @@ def atoms_prior(cfg: DataConfig):
 
 
 # the prior of a configuration's fields (depth, alpha, scales; cov; the atoms), by its registered name
-_PRIOR_OF_CONFIG = {"tree": lambda cfg: tree_prior(cfg.depth, cfg.alpha, cfg.scales),
+_PRIOR_OF_CONFIG = {"tree": lambda cfg: _tree_prior(cfg.depth, cfg.alpha, cfg.scales),
                     "gaussian": lambda cfg: gaussian_prior(cfg.depth, cfg.alpha, cfg.cov, cfg.scales),
                     "atoms": atoms_prior}
 
@@ -293,7 +294,7 @@ class ContextSampler:
         if x_q is None:
             x_q = torch.randn(n, D, **kw)  # (n, D)
         if x.shape != (n, N, D) or noise.shape != (n, N) or x_q.shape != (n, D):
-            raise ValueError(
+            raise InputError(
                 f"shared tensors must have shapes x {(n, N, D)}, noise {(n, N)}, x_q {(n, D)}; got "
                 f"{tuple(x.shape)}, {tuple(noise.shape)}, {tuple(x_q.shape)}"
             )
@@ -307,7 +308,7 @@ class ContextSampler:
 
     def _need_tree(self):
         if not self.cfg.has_leaves:
-            raise ValueError(f"leaf signs exist only for the tree prior, not prior={self.cfg.prior!r}")
+            raise InputError(f"leaf signs exist only for the tree prior, not prior={self.cfg.prior!r}")
 
 
 def _is_diagonal(M: torch.Tensor) -> bool:

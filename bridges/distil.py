@@ -31,6 +31,7 @@ from .config import INIT_POLICIES as TEACHERS  # policies a Model A can be start
 from .config import DataConfig
 from .data import ContextSampler, fv_prior
 from .models import MLPKeys, WorkspaceModel, path_model
+from fvsym.errors import InputError
 
 # data streams (training 0, evaluation 1, patching 2, probes 3, audit 4): key regression, readout fit, held out
 DISTIL_STREAM, READOUT_STREAM, HELD_OUT_STREAM = 5, 6, 7
@@ -56,16 +57,16 @@ class DistilConfig:
 
     def __post_init__(self):
         if self.teacher not in TEACHERS:
-            raise ValueError(f"unknown teacher policy {self.teacher!r}; choose one of {', '.join(TEACHERS)}")
+            raise InputError(f"unknown teacher policy {self.teacher!r}; choose one of {', '.join(TEACHERS)}")
         for name in ("key_steps", "readout_steps", "batch", "trace_samples"):
             value = getattr(self, name)
             least = {"batch": 1, "trace_samples": 4}.get(name, 0)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+                raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
         for name in ("lr", "readout_lr"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+                raise InputError(f"{name} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,9 @@ def teacher_model(data: DataConfig, budget: int, teacher: str = "path") -> Works
     :func:`distil`'s fitted one where a loss is measured). The ``keyed`` teacher is a search, not a model:
     :class:`KeyedTeacher`."""
     if teacher not in TEACHERS:
-        raise ValueError(f"unknown teacher policy {teacher!r}; choose one of {', '.join(TEACHERS)}")
+        raise InputError(f"unknown teacher policy {teacher!r}; choose one of {', '.join(TEACHERS)}")
     if teacher != "path":
-        raise ValueError(f"the {teacher} teacher is a search over rows per sample, not a fixed model; use "
+        raise InputError(f"the {teacher} teacher is a search over rows per sample, not a fixed model; use "
                          "KeyedTeacher")
     return path_model(data, budget)
 
@@ -225,7 +226,7 @@ TEACHER_CLASSES = {"path": PathTeacher, "keyed": KeyedTeacher}
 def _mlp_routers(model: WorkspaceModel) -> list[MLPKeys]:
     keys = [layer.keys for layer in model.layers]
     if model.width != 1 or not all(isinstance(k, MLPKeys) for k in keys):
-        raise ValueError("distillation starts Model A (one MLP-keyed channel per layer), "
+        raise InputError("distillation starts Model A (one MLP-keyed channel per layer), "
                          f"got d = {model.width} with keys {type(keys[0]).__name__}")
     return keys
 

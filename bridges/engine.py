@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fvsym.errors import ResourceRefused
+from fvsym.errors import DamagedFile, InputError, ResourceRefused, reworded
 from fvsym.guards import TIME_CAP_NOTE
 
 from .store import RunStore, config_key
@@ -69,15 +69,15 @@ class Cell:
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not _KEY.match(self.key):
-            raise ValueError(f"cell key must be letters, digits, '.', '_' or '-', got {self.key!r}")
+            raise InputError(f"cell key must be letters, digits, '.', '_' or '-', got {self.key!r}")
         if not callable(self.fn):
-            raise ValueError(f"cell {self.key}: fn must be a function, got {self.fn!r}")
+            raise InputError(f"cell {self.key}: fn must be a function, got {self.fn!r}")
         if not isinstance(self.kwargs, dict):
-            raise ValueError(f"cell {self.key}: kwargs must be a dict, got {type(self.kwargs).__name__}")
+            raise InputError(f"cell {self.key}: kwargs must be a dict, got {type(self.kwargs).__name__}")
         try:
             json.dumps(self.kwargs, sort_keys=True)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"cell {self.key}: kwargs must be JSON-able ({exc})") from None
+            raise reworded(exc, f"cell {self.key}: kwargs must be JSON-able ({exc})") from None
 
     @classmethod
     def keyed(cls, name: str, config: dict, fn: Callable, kwargs: dict | None = None, shape=None) -> "Cell":
@@ -136,8 +136,10 @@ def _raise_reported(ran: dict) -> dict:
         if error["errno"] is not None and error["strerror"] is not None:
             raise OSError(error["errno"], error["strerror"], *([error["filename"]] if error["filename"] else []))
         raise OSError(error["message"])
-    if error["value"]:
-        raise ValueError(error["message"])
+    if error["value"]:  # a typed error comes back as its class; a plain ValueError as an InputError
+        typed = {"ResourceRefused": ResourceRefused, "DamagedFile": DamagedFile, "DamagedResult": DamagedFile,
+                 "DamagedCheckpoint": DamagedFile}
+        raise typed.get(error["type"], InputError)(error["message"])
     kind = {"MemoryError": MemoryError, "OverflowError": OverflowError, "RecursionError": RecursionError}
     raise kind.get(error["type"], RuntimeError)(error["message"])
 
@@ -202,12 +204,12 @@ def cluster(scheduler=None, workers: int | None = None, *, quiet: bool = False, 
         yield None
         return
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        raise InputError(f"workers must be an integer >= 1, got {workers!r}")
     from distributed import Client
 
     if scheduler is not None and not isinstance(scheduler, str):
         if not isinstance(scheduler, Client):
-            raise ValueError(f"scheduler must be an address, a scheduler file, {SYNCHRONOUS!r} or a Client, "
+            raise InputError(f"scheduler must be an address, a scheduler file, {SYNCHRONOUS!r} or a Client, "
                              f"got {scheduler!r}")
         yield scheduler  # the caller's connection: the caller closes it
         return
@@ -241,11 +243,11 @@ def scheduler_address(scheduler: str) -> str:
         try:
             address = json.loads(Path(scheduler).read_text())["address"]
         except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            raise ValueError(f"{scheduler} is not a Dask scheduler file (JSON with an 'address')") from None
+            raise InputError(f"{scheduler} is not a Dask scheduler file (JSON with an 'address')") from None
     else:
         address = scheduler
         if ":" not in address:
-            raise ValueError(f"scheduler must be an address such as tcp://host:8786, a scheduler file or "
+            raise InputError(f"scheduler must be an address such as tcp://host:8786, a scheduler file or "
                              f"{SYNCHRONOUS!r}, got {scheduler!r}")
     _check_address(address)
     return address
@@ -264,13 +266,13 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
     order, by_key = [], {}
     for cell in cells:
         if not isinstance(cell, Cell):
-            raise ValueError(f"run_cells takes Cell objects, got {type(cell).__name__}")
+            raise InputError(f"run_cells takes Cell objects, got {type(cell).__name__}")
         seen = by_key.get(cell.key)
         if seen is None:
             by_key[cell.key] = cell
             order.append(cell.key)
         elif (seen.fn, seen.kwargs) != (cell.fn, cell.kwargs):
-            raise ValueError(f"two different cells share the key {cell.key}")
+            raise InputError(f"two different cells share the key {cell.key}")
     from fvnum.resources import seconds_left, time_over
 
     deadline = time.time() + seconds_left() if time_over() is not None else None  # the command's time cap
@@ -311,7 +313,7 @@ def _guard(cell: Cell, get):
         return get()
     except ValueError as exc:
         text = str(exc)
-        raise ValueError(text if text.startswith(f"cell {cell.key}: ") else f"cell {cell.key}: {text}") from None
+        raise InputError(text if text.startswith(f"cell {cell.key}: ") else f"cell {cell.key}: {text}") from None
 
 
 def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> None:

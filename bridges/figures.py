@@ -11,7 +11,7 @@ from .model_registry import MODELS
 from .store import write_atomic
 
 class StrategyStyles(Mapping):
-    """``strategy -> (label, colour)`` of the curves of :func:`loss_vs_budget`, read live from the strategy registry
+    """``strategy -> (label, colour)`` of the curves of :func:`reproduction_figure`, read live from the strategy registry
     (``fvnum.registry.STRATEGIES``: each strategy object's ``label`` and ``colour``; a registered strategy with a
     label is drawn too), in the figure's order (the role ``figure``'s ranks, then labelled strategies without
     one), then the theory rows drawn beside them (:data:`ROW_STYLE`). Each curve's noise is added to its label."""
@@ -71,7 +71,7 @@ def _save(fig, path: Path) -> list[Path]:
     return [write_atomic(path, png_bytes(fig))]
 
 
-def loss_vs_budget(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
+def reproduction_figure(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
     """Two panels (tree, matched Gaussian): loss against budget on a log scale, exact noiseless lines
     dashed, lines at the noise of N solid (Monte Carlo error bars), trained models as points."""
     from fvnum import plot

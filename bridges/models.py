@@ -13,7 +13,7 @@ read as a score ``s_{l,c}(x_i, p)`` and the layer aggregates ``phi_{l,c} = sum_i
 self-normalised average of the values (``torch.softmax`` over the tokens, which subtracts the maximum; in
 float32 whatever the autocast). A and B score with the same key MLPs; C's bilinear score
 ``s_c = q_c(p) . W_c x_i`` sees the empty workspace at its one layer, so ``q_c`` is a learned constant vector
-per channel and ``s_c = (W_c^T q_c) . x_i``: one learned row per channel, the ``LinearKeys`` weight. Taps:
+per channel and ``s_c = (W_c^T q_c) . x_i``: one learned row per channel, the ``LinearKeyLayer`` weight. Taps:
 ``layers.{l}.scores`` and ``layers.{l}.weights`` (batch, N, d) in place of ``layers.{l}.keys``; key patching
 patches the scores (``Layer.key_tap``).
 
@@ -34,6 +34,7 @@ from .config import DataConfig, ModelConfig, RunConfig
 from .data import ContextSampler, data_channel, fv_prior, path_nodes
 from .model_registry import MODELS, ModelSpec, Recipe, register_model, unregister_model  # noqa: F401 (the public import)
 from .taps import Tap
+from fvsym.errors import InputError
 
 
 class Output(NamedTuple):
@@ -107,7 +108,7 @@ class MLPKeys(nn.Module):
         return self.mlp.forward_tokens_major(projected_t, p, n_tokens).permute(1, 2, 0)
 
 
-class LinearKeys(nn.Module):
+class LinearKeyLayer(nn.Module):
     """``k_i = W x_i`` with ``W`` (d, D); ignores the workspace (Model C)."""
 
     token_linear = None  # nothing to share between layers
@@ -137,7 +138,7 @@ class PathKeys(nn.Module):
         for k in range(self.layer - 1):
             n = child(n, p[:, k])
         if int(n.max()) > x.shape[-1]:
-            raise ValueError(f"path layer {self.layer} runs past the leaves of a tree with D = {x.shape[-1]}")
+            raise InputError(f"path layer {self.layer} runs past the leaves of a tree with D = {x.shape[-1]}")
         idx = (n - 1).view(-1, 1, 1).expand(-1, x.shape[1], 1)  # (batch, N, 1)
         return x.gather(2, idx)  # (batch, N, 1)
 
@@ -203,7 +204,7 @@ class Layer(nn.Module):
     def __init__(self, index: int, keys: nn.Module, attention: str = "linear"):
         super().__init__()
         if attention not in ("linear", "softmax"):
-            raise ValueError(f"attention must be 'linear' or 'softmax', got {attention!r}")
+            raise InputError(f"attention must be 'linear' or 'softmax', got {attention!r}")
         self.index = index  # 1-based, as in THEORY.md
         self.keys = keys
         self.attention = attention
@@ -292,7 +293,7 @@ class WorkspaceModel(nn.Module):
     def decode(self, p: torch.Tensor) -> torch.Tensor:
         """``theta_hat = g(p)``: (batch, B) -> (batch, D); decoding readouts only."""
         if not self.decodes:
-            raise ValueError("the generic readout g([x_q, p]) does not decode theta_hat")
+            raise InputError("the generic readout g([x_q, p]) does not decode theta_hat")
         return self.tap_theta(self.readout(p))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, x_q: torch.Tensor) -> Output:
@@ -314,7 +315,7 @@ def mlp_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
 
 def linear_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
     """Model C: one layer of ``d = B`` channels, linear keys ``W x_i`` and the bilinear readout ``x_q^T U p``."""
-    return WorkspaceModel(data.dim, mc.budget, [LinearKeys(data.dim, mc.budget)], BilinearReadout(data.dim, mc.budget),
+    return WorkspaceModel(data.dim, mc.budget, [LinearKeyLayer(data.dim, mc.budget)], BilinearReadout(data.dim, mc.budget),
                           mc.attention)
 
 
@@ -341,16 +342,16 @@ def grow(source: WorkspaceModel, target: WorkspaceModel) -> WorkspaceModel:
     the readout is blind to the new slots, so ``target`` computes exactly ``source``'s function until
     training moves the new weights: the curriculum of ``TrainConfig.init_from``."""
     if source.width != 1 or target.width != 1:
-        raise ValueError(f"grow takes Model A (one channel per layer), got d = {source.width} and {target.width}")
+        raise InputError(f"grow takes Model A (one channel per layer), got d = {source.width} and {target.width}")
     if source.budget >= target.budget or source.dim != target.dim:
-        raise ValueError(f"grow needs a smaller source of the same dimension: budget {source.budget} -> "
+        raise InputError(f"grow needs a smaller source of the same dimension: budget {source.budget} -> "
                          f"{target.budget}, D {source.dim} -> {target.dim}")
     b, mine = source.budget, target.state_dict()
     with torch.no_grad():
         for name, weight in source.state_dict().items():
             new = mine.get(name)
             if new is None or new.shape[:-1] != weight.shape[:-1] or new.shape[-1] < weight.shape[-1]:
-                raise ValueError(f"the source's weight {name} {tuple(weight.shape)} does not fit the target "
+                raise InputError(f"the source's weight {name} {tuple(weight.shape)} does not fit the target "
                                  f"({None if new is None else tuple(new.shape)}): other MLP sizes or readout")
             if new.shape == weight.shape:
                 new.copy_(weight)
@@ -368,7 +369,7 @@ def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_sa
     ``E[grad w] / E[w] = E[w grad s] / E[w]`` with ``w = exp(s)``, the same samples self-normalised.
     workspace (batch, B) -> rows (batch, d, D)."""
     if not 1 <= layer <= model.n_layers:
-        raise ValueError(f"layer must lie in 1..{model.n_layers}, got {layer}")
+        raise InputError(f"layer must lie in 1..{model.n_layers}, got {layer}")
     keys = model.layers[layer - 1].keys
     g = torch.Generator(device=workspace.device).manual_seed(seed)
     x = torch.randn(workspace.shape[0], n_samples, model.dim, generator=g, device=workspace.device)  # (batch, M, D)
@@ -394,7 +395,7 @@ def path_model(data: DataConfig, budget: int, readout: nn.Module | Callable | No
     ``theta_hat = sum_k a_k s_hat_k e_{n_k}`` over the decoded path (the Bayes decoder when ``tau = 0``).
     """
     if not data.has_leaves or not 1 <= budget <= data.depth:
-        raise ValueError(
+        raise InputError(
             f"the path model needs the tree prior and 1 <= budget <= depth={data.depth}, got budget={budget}"
         )
     if readout is None:
@@ -434,7 +435,7 @@ def linear_model(data: DataConfig, W) -> WorkspaceModel:
     """Model C with keys ``W`` (B, D) and its exact linear MMSE readout (weights set by hand)."""
     W = torch.as_tensor(W, dtype=torch.float64)
     B = W.shape[0]
-    model = WorkspaceModel(data.dim, B, [LinearKeys(data.dim, B)], BilinearReadout(data.dim, B))
+    model = WorkspaceModel(data.dim, B, [LinearKeyLayer(data.dim, B)], BilinearReadout(data.dim, B))
     U, _ = linear_readout(data, W)
     with torch.no_grad():
         model.layers[0].keys.weight.copy_(W)

@@ -23,6 +23,7 @@ import typing
 from dataclasses import dataclass
 
 from fvsym._validate import _short, check_choice, check_int, check_real, parse_number_list
+from fvsym.errors import InputError
 
 KINDS = ("int", "real", "choice", "text", "numbers", "bool")
 _INT = re.compile(r"[+-]?\d{1,19}")
@@ -59,7 +60,7 @@ class Option:
 
     def __post_init__(self):
         if self.kind not in KINDS or not self.flag.startswith("--"):
-            raise ValueError(f"option {self.flag}: kind {self.kind!r} is unknown or the flag lacks its '--'")
+            raise InputError(f"option {self.flag}: kind {self.kind!r} is unknown or the flag lacks its '--'")
 
     @property
     def dest(self) -> str:
@@ -77,7 +78,7 @@ class Option:
         if self.many:
             items = [item.strip() for item in str(text).split(",")]
             if not all(items):
-                raise ValueError(f"{name} must be comma-separated values such as 1,2, got {str(text)[:60]!r} "
+                raise InputError(f"{name} must be comma-separated values such as 1,2, got {str(text)[:60]!r} "
                                  "(an empty item)")
             return tuple(self._one(item, name) for item in items)
         return self._one(text, name)
@@ -86,7 +87,7 @@ class Option:
         if self.kind == "int":
             t = str(text).strip()
             if not _INT.fullmatch(t):
-                raise ValueError(f"{name} must be an integer, got {_short(text)}")
+                raise InputError(f"{name} must be an integer, got {_short(text)}")
             return check_int(int(t), name, -math.inf if self.low is None else self.low, self.high)
         if self.kind == "real":
             low, high = (-math.inf if self.low is None else self.low), (math.inf if self.high is None else self.high)
@@ -97,7 +98,7 @@ class Option:
         if self.kind == "bool":
             low = str(text).strip().lower()
             if low not in _TRUE + _FALSE:
-                raise ValueError(f"{name} must be true or false, got {text!r}")
+                raise InputError(f"{name} must be true or false, got {text!r}")
             return low in _TRUE
         if self.kind == "numbers":
             return tuple(parse_number_list(text, name))
@@ -172,17 +173,17 @@ def read_argv(options, argv: list[str]) -> dict:
     while args:
         arg = args.pop(0)
         if not arg.startswith("--") or arg == "--":
-            raise ValueError(f"unexpected argument {arg!r}; options look like --field=value")
+            raise InputError(f"unexpected argument {arg!r}; options look like --field=value")
         key, sep, text = arg[2:].partition("=")
         option = by_name.get(key.replace("-", "_"))
         if option is None:
-            raise ValueError(f"unknown option --{key}; the options are {', '.join(o.flag for o in options)}")
+            raise InputError(f"unknown option --{key}; the options are {', '.join(o.flag for o in options)}")
         if not sep:
             if not args:
-                raise ValueError(f"option {option.flag} needs a value ({option.flag}=value)")
+                raise InputError(f"option {option.flag} needs a value ({option.flag}=value)")
             text = args.pop(0)
         if option.dest in values:
-            raise ValueError(f"option {option.flag} is given twice: give each option once")
+            raise InputError(f"option {option.flag} is given twice: give each option once")
         values[option.dest] = option.parse(text)
     return values
 

@@ -31,6 +31,7 @@ from .config import DataConfig
 from .data import ContextSampler, Contexts, data_channel, fv_prior
 from .models import WorkspaceModel
 from .taps import patch, record
+from fvsym.errors import InputError
 
 PATCH_STREAM = 2  # data stream of patching contexts (training uses 0, held-out evaluation 1)
 CHUNK = 256  # contexts per forward pass
@@ -40,36 +41,36 @@ _CHUNK_STEPS = 64  # generator steps reserved per chunk: 0 for the targets, j fo
 # --- inputs ----------------------------------------------------------------------------------------
 def check_tree_data(data_cfg: DataConfig) -> None:
     if not isinstance(data_cfg, DataConfig):
-        raise ValueError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
+        raise InputError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
     if not data_cfg.has_leaves:  # two leaves' divergence depth
-        raise ValueError(
+        raise InputError(
             f"key patching needs the tree prior (divergence depth of two leaves), not prior={data_cfg.prior!r}"
         )
 
 
 def _check_depth(j, depth: int) -> int:
     if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 1 <= j <= depth:
-        raise ValueError(f"divergence depth j must be an integer in 1..K={depth}, got {j!r}")
+        raise InputError(f"divergence depth j must be an integer in 1..K={depth}, got {j!r}")
     return int(j)
 
 
 def _check_layer(layer, model: WorkspaceModel) -> int:
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 1 <= layer <= model.n_layers:
-        raise ValueError(f"layer must be an integer in 1..L={model.n_layers}, got {layer!r}")
+        raise InputError(f"layer must be an integer in 1..L={model.n_layers}, got {layer!r}")
     return int(layer)
 
 
 def check_count(n, name: str = "n_contexts") -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"{name} must be an integer >= 2 (a standard error needs two), got {n!r}")
+        raise InputError(f"{name} must be an integer >= 2 (a standard error needs two), got {n!r}")
     return int(n)
 
 
 def check_model_data(model, data_cfg: DataConfig) -> None:
     if not isinstance(model, WorkspaceModel):
-        raise ValueError(f"model must be a WorkspaceModel, got {type(model).__name__}")
+        raise InputError(f"model must be a WorkspaceModel, got {type(model).__name__}")
     if model.dim != data_cfg.dim:
-        raise ValueError(
+        raise InputError(
             f"model works in D = {model.dim} but the data have D = {data_cfg.dim} (depth {data_cfg.depth})"
         )
 
@@ -86,7 +87,7 @@ def donor_signs(signs: torch.Tensor, j: int, generator: torch.Generator) -> torc
     ``K - j`` signs below drawn uniformly from ``generator``. ``signs`` (n, K) in {+1, -1} -> (n, K) int8."""
     if not isinstance(signs, torch.Tensor) or signs.dim() != 2:
         got = tuple(signs.shape) if isinstance(signs, torch.Tensor) else type(signs).__name__
-        raise ValueError(f"signs must be an (n, K) tensor of +1/-1, got {got}")
+        raise InputError(f"signs must be an (n, K) tensor of +1/-1, got {got}")
     K = signs.shape[1]
     j = _check_depth(j, K)
     below = 1 - 2 * torch.randint(0, 2, (signs.shape[0], K - j), generator=generator, device=signs.device)
@@ -174,7 +175,7 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
     K = data_cfg.depth
     depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K) for j in depths)
     if not depths:
-        raise ValueError("depths must name at least one divergence depth")
+        raise InputError("depths must name at least one divergence depth")
     layers = tuple(range(1, model.n_layers + 1))
     runs = _run(model, data_cfg, n, seed, depths, layers)
     base = runs[("base",)]

@@ -16,6 +16,7 @@ import functools
 import torch
 
 from .config import PRECISIONS
+from fvsym.errors import InputError
 
 
 @functools.cache
@@ -32,7 +33,7 @@ def native_bf16(device_type: str) -> bool:
 def autocast_dtype(precision: str, device, *, has_mlp_keys: bool) -> torch.dtype | None:
     """The autocast dtype of the key MLPs (None: float32 throughout)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+        raise InputError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     device_type = torch.device(device).type
     if precision == "fp32" or not has_mlp_keys:
         return None

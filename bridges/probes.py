@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from fvsym.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ def linear_probe(features, labels, *, ridge: float = 1e-3, seed: int = 0) -> Pro
     X = np.asarray(features, dtype=float)
     y = np.asarray(labels)
     if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
-        raise ValueError(f"probe needs features (n, f) and labels (n,), got {X.shape} and {y.shape}")
+        raise InputError(f"probe needs features (n, f) and labels (n,), got {X.shape} and {y.shape}")
     if X.shape[0] < 4:
-        raise ValueError(f"probe needs at least 4 samples, got {X.shape[0]}")
+        raise InputError(f"probe needs at least 4 samples, got {X.shape[0]}")
     classes, y_idx = np.unique(y, return_inverse=True)
     rng = np.random.default_rng(seed)
     order = rng.permutation(X.shape[0])
@@ -90,7 +91,7 @@ def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> 
     """
     signs = np.asarray(signs)
     if signs.ndim != 2:
-        raise ValueError(f"signs must be an (n, K) array, got shape {signs.shape}")
+        raise InputError(f"signs must be an (n, K) array, got shape {signs.shape}")
     K = signs.shape[1]
     prefix, per_sign, ctrl = [], [], []
     shuffle = np.random.default_rng([seed, 1]).permutation(signs.shape[0])
@@ -131,7 +132,7 @@ def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) 
     check_model_data(model, data_cfg)
     n, seed = check_count(n_contexts), check_seed(seed)
     if n < 4:
-        raise ValueError(f"n_contexts must be >= 4 for a held-out probe, got {n}")
+        raise InputError(f"n_contexts must be >= 4 for a held-out probe, got {n}")
     sampler = ContextSampler(data_cfg, model_device(model))
     L = model.n_layers
     names = [f"workspace.{l}" for l in range(1, L + 1)]

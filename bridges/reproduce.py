@@ -18,6 +18,7 @@ from fvnum.priors import prior_entry
 from .config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
+from fvsym.errors import InputError
 
 KIND = "reproduce"
 GRID_PRIORS = ("tree", "gaussian")  # the training issue's grid: the tree and its matched Gaussian
@@ -90,7 +91,7 @@ class ReproduceConfig:
 
     def __post_init__(self):
         if self.full and self.scales is not None:
-            raise ValueError(f"scales give one depth (K = {len(self.scales)}) and the full grid has depths 4 and 6; "
+            raise InputError(f"scales give one depth (K = {len(self.scales)}) and the full grid has depths 4 and 6; "
                              "give alpha with full, or scales without it")
         cell = FULL_CELL if self.full else DEFAULT_CELL
         for name in ("n_tokens", "train_budget"):
@@ -103,11 +104,11 @@ class ReproduceConfig:
             if getattr(self, name) is not None:  # an integer >= 1 (not a float, a text or a bool)
                 object.__setattr__(self, name, check_int(getattr(self, name), name, 1))
         if self.train_budget > 2**self.depth - 1:
-            raise ValueError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+            raise InputError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
         if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
-            raise ValueError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
+            raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
+            raise InputError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
         from fvnum.keys import check_family
 
         object.__setattr__(self, "keyed", check_family(self.keyed, optional=True))
@@ -164,7 +165,7 @@ def train_cell(run: dict) -> dict:
 
 
 # --- stages ----------------------------------------------------------------------------------------
-def theory_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
+def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
     import fvnum
     from fvnum.channels import make_channel
@@ -342,7 +343,7 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
              "seed": t["seed"], "loss": t["trained"]["loss"], "stderr": t["trained"]["stderr"],
              **{f"theory_{r['name']}": r["value"] for r in t["theory"]}} for t in tables])),
     ]
-    written += figures.loss_vs_budget(folder / "fig_loss_vs_budget.png", curves, tables, cfg)
+    written += figures.reproduction_figure(folder / "fig_loss_vs_budget.png", curves, tables, cfg)
     deep = patched_model(cfg.models)
     written += figures.patching(folder / "fig_patching.png", {"theory: path strategy": extra.get("patching_theory"),
                                                               f"trained Model {deep}": extra.get(f"patching_{deep}")})
@@ -414,7 +415,7 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
         scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
-    curves = theory_curves(cfg, store, log)
+    curves = reproduction_curves(cfg, store, log)
     tables = training(cfg, store, log)
     extra = patching_and_probes(cfg, store, log)
     if cfg.full:

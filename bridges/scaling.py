@@ -29,6 +29,7 @@ from fvnum.laws import DEFAULT_CUT
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from .model_registry import BUILT_IN, DEFAULT_MODEL, MODELS
 from .store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
+from fvsym.errors import InputError
 
 STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
 
@@ -73,17 +74,17 @@ class ScalingConfig:
         study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
         budgets = tuple(int(b) for b in self.budgets)
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
-            raise ValueError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
+            raise InputError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
         if not isinstance(self.models, str) or not self.models or any(m not in MODELS for m in self.models) \
                 or len(set(self.models)) != len(self.models):
-            raise ValueError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r:.40}")
+            raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r:.40}")
         for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads", "cut"):
             value = getattr(self, name)
             if value is None and name in ("workers", "steps_per_budget"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
 
     def data(self) -> DataConfig:
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,
@@ -191,7 +192,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     except ValueError as exc:
         if train or "holds no" not in str(exc):
             raise
-        raise ValueError(f"{cfg.out} has no finished run of this study yet; run fv scaling without --report-only "
+        raise InputError(f"{cfg.out} has no finished run of this study yet; run fv scaling without --report-only "
                          "to train") from None
     log(f"output folder: {store.folder}")
     runs = cfg.runs(str(store.folder / "train"))
@@ -205,7 +206,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
         rows = [cell["result"] for cell, _ in found if cell is not None]
         log(f"report only: {len(rows)} of {len(found)} runs finished, no training")
         if not rows:
-            raise ValueError(f"{store.folder} has no finished run of this study yet; run fv scaling without "
+            raise InputError(f"{store.folder} has no finished run of this study yet; run fv scaling without "
                              "--report-only to train")
     rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
             for row, run in zip(rows, runs)]

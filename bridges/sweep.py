@@ -42,6 +42,7 @@ from fvsym._validate import check_int, parse_fraction, plain_error
 from .config import DEFAULT_SAMPLES, RENAMED_OPTIONS, RUN_OPTION_NAMES, RunConfig
 from .engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run_cells, scheduler_address
 from .store import RunStore, abridge, csv_text, fields, short_repr, with_checksum, write_atomic, write_json
+from fvsym.errors import InputError, reworded
 
 __all__ = [
     "COMMANDS", "CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "plan", "run",
@@ -82,15 +83,15 @@ def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[d
     for name, value in options.items():
         key, flag = f"{tables[name]}.{abridge(name, 60)}", "--" + abridge(name.replace("_", "-"), 60)
         if name in COMMANDS[command].reserved:
-            raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
+            raise InputError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
         if flag in RENAMED_OPTIONS:
             new, why = RENAMED_OPTIONS[flag]
-            raise ValueError(f"spec {key}: {flag} is now {new} ({why})")
+            raise InputError(f"spec {key}: {flag} is now {new} ({why})")
         option = RUN_OPTION_NAMES.get(name)
         if option is None and not (command == "compare" and name == "samples"):
-            raise ValueError(f"spec {key}: fv {command} has no option {flag}")
+            raise InputError(f"spec {key}: fv {command} has no option {flag}")
         if isinstance(value, bool):
-            raise ValueError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
+            raise InputError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
         text = repr(value) if isinstance(value, float) else str(value)
         try:
             if option is None:
@@ -98,16 +99,16 @@ def _run_options(command: str, options: dict, tables: dict, out: str) -> tuple[d
             else:
                 values[option.dest] = option.parse(text)
         except ValueError as exc:
-            raise ValueError(f"spec {abridge(key, 60)} = {short_repr(value)}: fv {command} rejects it "
+            raise reworded(exc, f"spec {abridge(key, 60)} = {short_repr(value)}: fv {command} rejects it "
                              f"({abridge(str(exc), 200)})") from None
     if "model" not in values:
-        raise ValueError(f"spec: fv {command} needs model; set it in [base] or [grid]")
+        raise InputError(f"spec: fv {command} needs model; set it in [base] or [grid]")
     return values, samples
 
 
 def _samples(text: str) -> int:
     if not re.fullmatch(r"\s*\d{1,19}\s*", text):
-        raise ValueError(f"--samples must be an integer, got {short_repr(text)}")
+        raise InputError(f"--samples must be an integer, got {short_repr(text)}")
     return check_int(int(text), "--samples", 2, 10**10)
 
 
@@ -129,7 +130,7 @@ class _Refusing(argparse.ArgumentParser):
         super().__init__(*args, **{**kw, "allow_abbrev": False})
 
     def error(self, message):
-        raise ValueError(message)
+        raise InputError(message)
 
 
 def _mc_parser() -> argparse.ArgumentParser:
@@ -147,11 +148,11 @@ def _mc_argv(options: dict, tables: dict) -> list[str]:
     for name, value in options.items():
         key, flag = f"{tables[name]}.{abridge(name, 60)}", "--" + abridge(name.replace("_", "-"), 60)
         if name in COMMANDS["mc"].reserved:
-            raise ValueError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
+            raise InputError(f"spec {key}: {flag} is set by fv sweep, not by the spec")
         if name == "help":
-            raise ValueError(f"spec {key}: fv mc has no option {flag}")
+            raise InputError(f"spec {key}: fv mc has no option {flag}")
         if isinstance(value, bool):  # every option of fv mc a spec may set takes a value
-            raise ValueError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
+            raise InputError(f"spec {key}: {flag} takes a value, got {str(value).lower()}")
         argv.append(f"{flag}={value!r}" if isinstance(value, float) else f"{flag}={value}")
     return argv
 
@@ -169,21 +170,21 @@ def _check_mc(args) -> None:
     from fractions import Fraction
 
     if (args.tau is None) == (args.tokens is None):
-        raise ValueError("give exactly one of tau (gaussian channel) or tokens (tokens channel)")
+        raise InputError("give exactly one of tau (gaussian channel) or tokens (tokens channel)")
     if args.tau is not None:
         try:
             tau = Fraction(args.tau)
         except (ValueError, ZeroDivisionError):
-            raise ValueError(f"tau must be a number such as 0.3 or 3/10, got {short_repr(args.tau)}") from None
+            raise InputError(f"tau must be a number such as 0.3 or 3/10, got {short_repr(args.tau)}") from None
         if tau < 0:
-            raise ValueError(f"tau must be >= 0, got {args.tau}")
+            raise InputError(f"tau must be >= 0, got {args.tau}")
     if args.strategy == "fixed" and args.design is None:
-        raise ValueError("strategy fixed needs design = \"n1,n2,...\"")
+        raise InputError("strategy fixed needs design = \"n1,n2,...\"")
     if args.design is not None and args.strategy != "fixed":
-        raise ValueError(f"design applies to strategy fixed only, got strategy {args.strategy}")
+        raise InputError(f"design applies to strategy fixed only, got strategy {args.strategy}")
     for name, low in (("samples", 2), ("seed", 0), ("budget", 1)):
         if getattr(args, name) < low:
-            raise ValueError(f"{name} must be >= {low}, got {getattr(args, name)}")
+            raise InputError(f"{name} must be >= {low}, got {getattr(args, name)}")
     from fvnum.cli import prior_of
 
     prior_of(args)  # depth, alpha
@@ -253,50 +254,50 @@ def load_spec(spec) -> Spec:
         try:
             spec = tomllib.loads(path.read_text())
         except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError, or Python's limit on int digits
-            raise ValueError(f"{path} is not valid TOML ({plain_error(exc)})") from None
+            raise reworded(exc, f"{path} is not valid TOML ({plain_error(exc)})") from None
     if not isinstance(spec, dict):
-        raise ValueError(f"a sweep spec is a TOML file or a dict, got {type(spec).__name__}")
+        raise InputError(f"a sweep spec is a TOML file or a dict, got {type(spec).__name__}")
     unknown = set(spec) - {"command", "base", "grid"}
     if unknown:
-        raise ValueError(f"{where}: unknown key {short_repr(sorted(unknown)[0])}; a spec has command, [base] and "
+        raise InputError(f"{where}: unknown key {short_repr(sorted(unknown)[0])}; a spec has command, [base] and "
                          "[grid]")
     command = spec.get("command")
     if command not in COMMANDS:
-        raise ValueError(f"{where}: command = {short_repr(command)} is not one of {', '.join(COMMANDS)}")
+        raise InputError(f"{where}: command = {short_repr(command)} is not one of {', '.join(COMMANDS)}")
     tables = {}
     for table in ("base", "grid"):
         raw = spec.get(table, {})
         if not isinstance(raw, dict):
-            raise ValueError(f"{where}: {table} must be a table of options, got {short_repr(raw)}")
+            raise InputError(f"{where}: {table} must be a table of options, got {short_repr(raw)}")
         tables[table] = {}
         for key, value in raw.items():
             name = _option_name(key)
             if name in tables[table] or (table == "grid" and name in tables["base"]):
-                raise ValueError(f"{where}: option {short_repr(key)} is given twice (in [base] and [grid], or spelled "
+                raise InputError(f"{where}: option {short_repr(key)} is given twice (in [base] and [grid], or spelled "
                                  "twice)")
             if table == "grid":
                 if not isinstance(value, list) or not value:
-                    raise ValueError(f"{where}: grid.{abridge(key, 60)} must be a non-empty list of values, got "
+                    raise InputError(f"{where}: grid.{abridge(key, 60)} must be a non-empty list of values, got "
                                      f"{short_repr(value)}")
                 for v in value:
                     _scalar(v, f"grid.{key}", where)
                 if len(set(map(repr, value))) != len(value):
-                    raise ValueError(f"{where}: grid.{abridge(key, 60)} repeats a value: {short_repr(value)}")
+                    raise InputError(f"{where}: grid.{abridge(key, 60)} repeats a value: {short_repr(value)}")
                 value = tuple(value)
             else:
                 _scalar(value, f"base.{key}", where)
             tables[table][name] = value
     if not tables["grid"]:
-        raise ValueError(f"{where}: grid is empty; give at least one option with a list of values in [grid]")
+        raise InputError(f"{where}: grid is empty; give at least one option with a list of values in [grid]")
     return Spec(command, tables["base"], tables["grid"])
 
 
 def _scalar(value, key: str, where: str) -> None:
     if isinstance(value, (list, dict)):
-        raise ValueError(f"{where}: {abridge(key, 60)} must be a single value (lists of values go in [grid]), got "
+        raise InputError(f"{where}: {abridge(key, 60)} must be a single value (lists of values go in [grid]), got "
                          f"{short_repr(value)}")
     if not isinstance(value, (bool, int, float, str)):
-        raise ValueError(f"{where}: {abridge(key, 60)} must be a number, a string or a boolean, got "
+        raise InputError(f"{where}: {abridge(key, 60)} must be a number, a string or a boolean, got "
                          f"{short_repr(value)}")
 
 
@@ -334,7 +335,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
         n_cells *= len(values)
     if n_cells > MAX_CELLS:
         sizes = " x ".join(str(len(v)) for v in spec.grid.values())
-        raise ValueError(f"spec: the grid has {n_cells:,} cells ({sizes}), more than fv sweep takes ({MAX_CELLS:,}); "
+        raise InputError(f"spec: the grid has {n_cells:,} cells ({sizes}), more than fv sweep takes ({MAX_CELLS:,}); "
                          "split it into several sweeps")
     tables = {**{k: "base" for k in spec.base}, **{k: "grid" for k in spec.grid}}
     train_out = str(Path(out).resolve() / "train")
@@ -347,7 +348,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
             try:
                 args = parser.parse_args(argv)
             except ValueError as exc:
-                raise ValueError(_explain(str(exc), spec.command, options, tables)) from None
+                raise reworded(exc, _explain(str(exc), spec.command, options, tables)) from None
         else:
             values, samples = _run_options(spec.command, options, tables, train_out)
         try:
@@ -360,7 +361,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
                 payload = {"command": spec.command, "run": run.to_dict(), "samples": samples}
                 seconds += _train_cell_seconds(run, samples)
         except ValueError as exc:
-            raise ValueError(_blame(str(exc), spec, point, options, tables)) from None
+            raise reworded(exc, _blame(str(exc), spec, point, options, tables)) from None
         cells.append(Cell.keyed(spec.command, config, run_command, payload, SHAPES[spec.command]))
         points.append(point)
     from fvnum.resources import check_time
@@ -417,7 +418,7 @@ def _mc_cell_seconds(args) -> float:
     spec = numeric_prior(prior)
     design = parse_design(args.design) if args.design is not None else None
     tree = capability(spec, "heap_depth") is not None  # the tree's strategies and prices
-    check_loss_mc_args(spec, args.strategy, args.budget, design=design, tokens=args.tokens is not None,
+    check_loss_mc_args(spec, args.strategy, args.budget, design=design, token_channel=args.tokens is not None,
                        samples=args.samples, threads=args.threads, search_samples=4000)
     channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None,
                            s2=float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01,
@@ -431,7 +432,7 @@ def _mc_cell_seconds(args) -> float:
     if own is not None and own.price is not None:  # its own price (optimal: the exact noisy policy under noise)
         return own.cost(spec, channel, args.budget, args.samples, threads=args.threads or 1)
     return mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=args.budget,
-                   strategy=args.strategy, tokens=args.tokens is not None, samples=args.samples,
+                   strategy=args.strategy, token_channel=args.tokens is not None, samples=args.samples,
                    threads=args.threads or 1)[1]
 
 
@@ -490,7 +491,7 @@ def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool
     """Run a sweep (a TOML path, a dict or a ``Spec``) into the folder ``out``; see the module docstring."""
     start = time.perf_counter()
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an integer >= 1, got {short_repr(workers)}")
+        raise InputError(f"workers must be an integer >= 1, got {short_repr(workers)}")
     spec, cells, points = plan(spec, out, workers=workers)  # every cell checked before anything is written
     if isinstance(scheduler, str) and scheduler != SYNCHRONOUS:
         scheduler_address(scheduler)  # a scheduler that does not answer: one line, before anything is written

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Mapping
 
 import torch
 from torch import nn
+from fvsym.errors import InputError
 
 
 class Tap(nn.Identity):
@@ -43,7 +44,7 @@ def taps(model: nn.Module) -> dict[str, Tap]:
     for module in model.modules():
         if isinstance(module, Tap):
             if module.name in found and found[module.name] is not module:
-                raise ValueError(f"two taps are named {module.name!r}")
+                raise InputError(f"two taps are named {module.name!r}")
             found[module.name] = module
     return found
 
@@ -57,7 +58,7 @@ def _lookup(model: nn.Module, names: Iterable[str]) -> dict[str, Tap]:
     out = {}
     for name in names:
         if name not in available:
-            raise ValueError(f"unknown tap {name!r}; available: {', '.join(available) or '(none)'}")
+            raise InputError(f"unknown tap {name!r}; available: {', '.join(available) or '(none)'}")
         out[name] = available[name]
     return out
 
@@ -106,7 +107,7 @@ def patch(model: nn.Module, name, value=None, *, strict: bool = True):
     Yields a dict ``{name: number of times applied}``."""
     patches = dict(name) if isinstance(name, Mapping) else {name: value}
     if not patches:
-        raise ValueError("patch needs at least one tap name")
+        raise InputError("patch needs at least one tap name")
     calls = {n: 0 for n in patches}
 
     def replacer(n, v):
@@ -115,9 +116,9 @@ def patch(model: nn.Module, name, value=None, *, strict: bool = True):
             if callable(v):
                 return v(out)
             if not isinstance(v, torch.Tensor):
-                raise ValueError(f"patch for tap {n!r} must be a tensor or a function, got {type(v).__name__}")
+                raise InputError(f"patch for tap {n!r} must be a tensor or a function, got {type(v).__name__}")
             if v.shape != out.shape:
-                raise ValueError(f"patch for tap {n!r} has shape {tuple(v.shape)}, the activation {tuple(out.shape)}")
+                raise InputError(f"patch for tap {n!r} has shape {tuple(v.shape)}, the activation {tuple(out.shape)}")
             return v.to(device=out.device, dtype=out.dtype)
 
         return fn

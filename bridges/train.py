@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from fvnum.estimate import Estimate
 from fvsym._validate import plain_error
-from fvsym.errors import ResourceRefused
+from fvsym.errors import DamagedFile, InputError, ResourceRefused, reworded
 
 from ._malloc import keep_freed_memory
 from .checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
@@ -45,7 +45,7 @@ class TrainingDiverged(ValueError):
     """The training loss, the held-out loss or the weights became NaN or infinite."""
 
 
-class DamagedResult(ValueError):
+class DamagedResult(DamagedFile):
     """A ``result.json`` that cannot be used: not JSON, not a training result, no checksum or a wrong one, a
     key that is not its configuration's, or fields of the wrong type or range (a loss that is NaN, negative or
     not a number)."""
@@ -97,7 +97,7 @@ class TrainResult:
     @classmethod
     def from_dict(cls, d: dict) -> "TrainResult":
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
-            raise ValueError(f"not a training result (format {RESULT_FORMAT!r})")
+            raise DamagedFile(f"not a training result (format {RESULT_FORMAT!r})")
         d = {k: v for k, v in d.items() if k not in ("format", "key", "checksum")}
         d["config"] = RunConfig.from_dict(d["config"])
         d["history"] = tuple(tuple(row) for row in d["history"])
@@ -166,11 +166,11 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"unknown device {name!r}; use e.g. cpu, cuda, cuda:1, mps") from None
+        raise InputError(f"unknown device {name!r}; use e.g. cpu, cuda, cuda:1, mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} is not available (torch sees no CUDA device)")
+        raise InputError(f"device {name!r} is not available (torch sees no CUDA device)")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {name!r} is not available")
+        raise InputError(f"device {name!r} is not available")
     return device
 
 
@@ -219,7 +219,7 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
         raise DamagedResult(f"{path} says {result.steps} of {result.config.train.steps} steps, "
                             f"{'finished' if result.finished else 'unfinished'}")
     if cfg is not None and key != cfg.key():
-        raise ValueError(f"{path} holds the result of another configuration ({abridge(key, 40)})")
+        raise InputError(f"{path} holds the result of another configuration ({abridge(key, 40)})")
     return result
 
 
@@ -258,11 +258,11 @@ def train(cfg: RunConfig, *, progress: bool = True, resume: bool = True, stop_at
     ``stop_at``: stop after that many steps (checkpointed, ``finished=False``), as an interruption would.
     """
     if not isinstance(cfg, RunConfig):
-        raise ValueError(f"train needs a RunConfig, got {type(cfg).__name__} {cfg!r:.60}")
+        raise InputError(f"train needs a RunConfig, got {type(cfg).__name__} {cfg!r:.60}")
     cfg.check_resources()
     device = resolve_device(cfg.train.device)
     if stop_at is not None and not 0 <= stop_at <= cfg.train.steps:
-        raise ValueError(f"stop_at must lie in 0..steps={cfg.train.steps}, got {stop_at}")
+        raise InputError(f"stop_at must lie in 0..steps={cfg.train.steps}, got {stop_at}")
     keep_freed_memory()  # reuse activation memory across steps instead of page-faulting it in again
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.train.threads)
@@ -300,7 +300,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
                 stored = cfg
             if stored.key() != cfg.key():
                 diffs = "; ".join(cfg.differences(stored)[:3])
-                raise ValueError(f"{folder} belongs to another configuration ({diffs})")
+                raise InputError(f"{folder} belongs to another configuration ({diffs})")
         write_atomic(folder / "config.json", cfg.to_json() + "\n")
         keep_prior_files(cfg.data, folder)  # the atoms of an atoms prior, as atoms.npy
 
@@ -441,14 +441,14 @@ def _init_source(cfg: RunConfig) -> RunConfig:
     key = cfg.train.init_from
     folder = Path(cfg.train.out) / key
     if not (folder / "result.json").is_file():
-        raise ValueError(f"init_from: no finished run {key} in {cfg.train.out} (train it there first)")
+        raise InputError(f"init_from: no finished run {key} in {cfg.train.out} (train it there first)")
     try:
         s = load_result(folder / "result.json").config
     except ValueError as exc:
-        raise ValueError(f"init_from: {exc}") from None
+        raise reworded(exc, f"init_from: {exc}") from None
     m = cfg.model
     if s.key() != key:
-        raise ValueError(f"init_from: {folder} holds the run {s.key()}, not {key}")
+        raise InputError(f"init_from: {folder} holds the run {s.key()}, not {key}")
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, m.model), ("mlp_width", s.model.mlp_width, m.mlp_width),
         ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
@@ -459,7 +459,7 @@ def _init_source(cfg: RunConfig) -> RunConfig:
     if not s.model.budget < m.budget:
         problems.append(f"budget {s.model.budget} is not below {m.budget}")
     if problems:
-        raise ValueError(f"init_from: run {key} cannot start this one: " + ", ".join(problems))
+        raise InputError(f"init_from: run {key} cannot start this one: " + ", ".join(problems))
     return s
 
 
@@ -471,7 +471,7 @@ def _grow_from(cfg: RunConfig, model: WorkspaceModel, device, source: RunConfig 
     try:
         small, _, _ = load_model(folder, s, device=device)
     except (DamagedCheckpoint, FileNotFoundError) as exc:
-        raise ValueError(f"init_from: {exc}") from None
+        raise reworded(exc, f"init_from: {exc}") from None
     grow(small, model)
 
 

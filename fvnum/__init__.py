@@ -1,6 +1,7 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
 from importlib import import_module
+from fvsym.errors import InputError
 
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
@@ -53,7 +54,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
     if design.dtype.kind in "iu":
         nodes = np.broadcast_to(design, phi.shape)
         if nodes.size and (nodes.min() < 0 or nodes.max() > spec.dim):
-            raise ValueError(f"design node {int(nodes.max() if nodes.max() > spec.dim else nodes.min())} "
+            raise InputError(f"design node {int(nodes.max() if nodes.max() > spec.dim else nodes.min())} "
                              f"is outside 0..{spec.dim}")
         if capability(spec, "decodes_nodes"):
             return spec.posterior_means(channel, nodes, phi)
@@ -61,7 +62,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
         design = eye[nodes]
     W = design.astype(float)
     if W.shape[-1] != spec.dim or W.shape[-2] != phi.shape[1] or W.ndim not in (2, 3):
-        raise ValueError(f"design of shape {W.shape} does not match readings of shape {phi.shape} and D = {spec.dim}")
+        raise InputError(f"design of shape {W.shape} does not match readings of shape {phi.shape} and D = {spec.dim}")
     return spec.posterior_means(channel, W, phi)  # the prior's own exact decoder
 
 

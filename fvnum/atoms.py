@@ -28,6 +28,7 @@ from fvsym._validate import _short, check_int
 
 from .priors import Prior
 from .strategies import GREEDY_DIRECTIONS
+from fvsym.errors import DamagedFile, InputError, reworded
 
 MAX_ATOMS = 10**8  # atoms of one prior (the guards price the work on them before that)
 MAX_DIM = 10**6
@@ -147,7 +148,7 @@ class FinitePrior(Prior):
 
     def _check_channel(self, channel) -> None:
         if channel.kind != "gaussian":
-            raise ValueError(f"the {self.name} prior has an exact decoder under the gaussian channel only (the "
+            raise InputError(f"the {self.name} prior has an exact decoder under the gaussian channel only (the "
                              "tokens channel's law depends on ||theta||^2); give tau")
 
     # --- strategies, price ---------------------------------------------------------------------------
@@ -161,7 +162,7 @@ class FinitePrior(Prior):
         self._check_channel(channel)
         if strategy in ("greedy_coordinate", "greedy_dense"):
             if (layers not in (None, budget)) or (width not in (None, 1)):
-                raise ValueError(f"strategy {strategy!r} has layers = budget and width = 1")
+                raise InputError(f"strategy {strategy!r} has layers = budget and width = 1")
             return FiniteGreedy(self, channel.tau, budget, dense=strategy == "greedy_dense")
         if strategy == "optimal" and channel.tau == 0:
             L, d = _layout(budget, layers, width)
@@ -171,13 +172,13 @@ class FinitePrior(Prior):
 
             if (layers not in (None, budget)) or (width not in (None, 1)) or not atoms_dp.feasible(
                     self.atoms, channel.tau, budget):
-                raise ValueError(f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) on the {self.name} prior is "
+                raise InputError(f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) on the {self.name} prior is "
                                  f"solved exactly only for width 1 and budget <= {atoms_dp.MAX_BUDGET} where the "
                                  f"recursion's work fits (M = {self.n_atoms}, D = {self.dim}, budget {budget} does "
                                  "not); greedy_coordinate is an upper bound, and the noiseless optimum (tau = 0) a "
                                  "lower one (fvnum.bounds brackets it)")
             return self.noisy_bellman(budget, channel.tau, refine=False).policy
-        raise ValueError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
+        raise InputError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
                          "greedy_coordinate, greedy_dense, policy, or optimal at tau = 0")
 
     def noisy_bellman(self, budget: int, tau: float, *, points=None, refine: bool = True):
@@ -319,7 +320,7 @@ class FinitePrior(Prior):
         from .theory import ComparisonTable, TheoryRow, _with_roles
 
         if keyed is not None:
-            raise ValueError(f"keyed rows (key family {keyed!r}) are not built on the {self.name} prior: their laws "
+            raise InputError(f"keyed rows (key family {keyed!r}) are not built on the {self.name} prior: their laws "
                              "and searches are the tree's and the Gaussian's; give keyed=None (fv compare: --keyed none)")
         B = check_int(budget, "budget", minimum=1, maximum=self.dim)
         tau = channel.tau
@@ -373,7 +374,7 @@ class FinitePrior(Prior):
         """The same prior turned by an orthogonal ``Q`` (D, D): atoms ``Q theta_m``."""
         Q = np.asarray(Q, dtype=float)
         if Q.shape != (self.dim, self.dim) or not np.allclose(Q @ Q.T, np.eye(self.dim), atol=1e-9):
-            raise ValueError(f"Q must be an orthogonal ({self.dim}, {self.dim}) matrix, got shape {Q.shape}")
+            raise InputError(f"Q must be an orthogonal ({self.dim}, {self.dim}) matrix, got shape {Q.shape}")
         return AtomsPrior(self.atoms @ Q.T, self.weights)
 
     def to_dict(self) -> dict:
@@ -428,49 +429,49 @@ def atoms_of(prior) -> tuple[np.ndarray, np.ndarray]:
 def check_atoms(atoms) -> np.ndarray:
     """A finite (M, D) float array, M, D >= 1, within the guards (one-line errors naming the value)."""
     if isinstance(atoms, (str, bytes)) or not hasattr(atoms, "__len__"):
-        raise ValueError(f"atoms must be an (M, D) array of numbers, got {type(atoms).__name__} {_short(atoms)}")
+        raise InputError(f"atoms must be an (M, D) array of numbers, got {type(atoms).__name__} {_short(atoms)}")
     shape = getattr(atoms, "shape", None)
     if shape is not None and len(shape) == 2 and shape[0] * shape[1] > MAX_ATOMS * 16:
-        raise ValueError(f"atoms of shape {tuple(shape)} are too many numbers (at most {MAX_ATOMS * 16})")
+        raise InputError(f"atoms of shape {tuple(shape)} are too many numbers (at most {MAX_ATOMS * 16})")
     try:
         arr = np.array(atoms, dtype=float)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"atoms must be an (M, D) array of numbers, got {_short(atoms)}") from None
+        raise InputError(f"atoms must be an (M, D) array of numbers, got {_short(atoms)}") from None
     if arr.ndim != 2:
-        raise ValueError(f"atoms must be an (M, D) array, got shape {arr.shape}")
+        raise InputError(f"atoms must be an (M, D) array, got shape {arr.shape}")
     M, D = arr.shape
     if M < 1 or D < 1:
-        raise ValueError(f"atoms must have M >= 1 rows and D >= 1 columns, got shape {arr.shape}")
+        raise InputError(f"atoms must have M >= 1 rows and D >= 1 columns, got shape {arr.shape}")
     if M > MAX_ATOMS or D > MAX_DIM:
-        raise ValueError(f"atoms of shape {arr.shape}: at most {MAX_ATOMS} atoms of dimension at most {MAX_DIM}")
+        raise InputError(f"atoms of shape {arr.shape}: at most {MAX_ATOMS} atoms of dimension at most {MAX_DIM}")
     bad = ~np.isfinite(arr)
     if bad.any():
         m, d = map(int, np.argwhere(bad)[0])
-        raise ValueError(f"atoms must be finite, got {arr[m, d]} at atom {m}, coordinate {d + 1}")
+        raise InputError(f"atoms must be finite, got {arr[m, d]} at atom {m}, coordinate {d + 1}")
     big = np.abs(arr) >= VALUE_RANGE
     if big.any():
         m, d = map(int, np.argwhere(big)[0])
-        raise ValueError(f"atom entries must be below {VALUE_RANGE:g} in size, got {arr[m, d]:.3g} at atom {m}")
+        raise InputError(f"atom entries must be below {VALUE_RANGE:g} in size, got {arr[m, d]:.3g} at atom {m}")
     return arr
 
 
 def check_weights(weights, M: int) -> np.ndarray:
     if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
-        raise ValueError(f"weights must be {M} non-negative numbers, got {_short(weights)}")
+        raise InputError(f"weights must be {M} non-negative numbers, got {_short(weights)}")
     try:
         w = np.array(weights, dtype=float)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"weights must be {M} non-negative numbers, got {_short(weights)}") from None
+        raise InputError(f"weights must be {M} non-negative numbers, got {_short(weights)}") from None
     if w.shape != (M,):
-        raise ValueError(f"weights must be {M} numbers (one per atom), got shape {w.shape}")
+        raise InputError(f"weights must be {M} numbers (one per atom), got shape {w.shape}")
     if not np.isfinite(w).all():
         i = int(np.argmin(np.isfinite(w)))
-        raise ValueError(f"weights must be finite, got {w[i]} at atom {i}")
+        raise InputError(f"weights must be finite, got {w[i]} at atom {i}")
     if (w < 0).any():
         i = int(np.argmax(w < 0))
-        raise ValueError(f"weights must be non-negative, got {w[i]:.6g} at atom {i}")
+        raise InputError(f"weights must be non-negative, got {w[i]:.6g} at atom {i}")
     if not w.sum() > 0:
-        raise ValueError("weights must sum to more than 0, got all zeros")
+        raise InputError("weights must sum to more than 0, got all zeros")
     return w
 
 
@@ -487,14 +488,14 @@ def read_atoms(path) -> np.ndarray:
     except (OSError, ValueError):
         is_file = False
     if not is_file:
-        raise ValueError(f"no such atoms file {shown}")
+        raise InputError(f"no such atoms file {shown}")
     if p.suffix != ".npy":
-        raise ValueError(f"atoms file {shown}: must be a .npy array (numpy.save of an (M, D) array)")
+        raise InputError(f"atoms file {shown}: must be a .npy array (numpy.save of an (M, D) array)")
     def check(shape, nbytes):
         if shape[0] < 1 or shape[1] < 1:
-            raise ValueError(f"atoms file {shown}: need M >= 1 atoms of dimension D >= 1, got shape {shape}")
+            raise InputError(f"atoms file {shown}: need M >= 1 atoms of dimension D >= 1, got shape {shape}")
         if shape[0] > MAX_ATOMS or shape[1] > MAX_DIM:
-            raise ValueError(f"atoms file {shown}: shape {shape} is over the limits (M <= {MAX_ATOMS}, "
+            raise InputError(f"atoms file {shown}: shape {shape} is over the limits (M <= {MAX_ATOMS}, "
                              f"D <= {MAX_DIM})")
         from .resources import check_memory
 
@@ -538,10 +539,10 @@ def read_atoms_file(path, digest: str | None = None) -> tuple[np.ndarray, str]:
     try:
         arr = check_atoms(arr)
     except ValueError as exc:
-        raise ValueError(f"atoms file {str(path)[:80]!r}: {exc}") from None
+        raise reworded(exc, f"atoms file {str(path)[:80]!r}: {exc}") from None
     found = remember_atoms(arr)
     if digest is not None and found != digest:
-        raise ValueError(f"atoms file {str(path)[:80]!r} holds other atoms (SHA-256 {found[:12]}...) than the run's "
+        raise DamagedFile(f"atoms file {str(path)[:80]!r} holds other atoms (SHA-256 {found[:12]}...) than the run's "
                          f"({str(digest)[:12]}...)")
     return _BY_DIGEST[found], found
 
@@ -550,16 +551,16 @@ def atoms_from_options(args) -> AtomsPrior:
     """``fv mc --prior atoms``: ``--atoms FILE.npy``, or ``--diversity M --dim D`` drawn by ``--seed``."""
     given_file, given_m = getattr(args, "atoms", None), getattr(args, "diversity", None)
     if (given_file is None) == (given_m is None):
-        raise ValueError("the atoms prior needs exactly one of --atoms FILE.npy or --diversity M (with --dim D)")
+        raise InputError("the atoms prior needs exactly one of --atoms FILE.npy or --diversity M (with --dim D)")
     if given_file is not None:
         if getattr(args, "dim", None) is not None:
-            raise ValueError(f"--dim applies to --diversity (the file gives its own D), got --dim {args.dim}")
+            raise InputError(f"--dim applies to --diversity (the file gives its own D), got --dim {args.dim}")
         try:
             return AtomsPrior(read_atoms(given_file))
         except ValueError as exc:
-            raise ValueError(f"--atoms: {exc}") from None
+            raise reworded(exc, f"--atoms: {exc}") from None
     if getattr(args, "dim", None) is None:
-        raise ValueError("--diversity M needs --dim D (the atoms' dimension)")
+        raise InputError("--diversity M needs --dim D (the atoms' dimension)")
     return AtomsPrior.draw(given_m, args.dim, getattr(args, "seed", 0))
 
 
@@ -641,7 +642,7 @@ def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
     L = check_int(layers, "layers", minimum=0, maximum=64)
     d = check_int(width, "width", minimum=1, maximum=D)
     if M > BELLMAN_MAX_ATOMS:
-        raise ValueError(f"the noiseless Bellman recursion over partitions takes at most {BELLMAN_MAX_ATOMS} atoms, "
+        raise InputError(f"the noiseless Bellman recursion over partitions takes at most {BELLMAN_MAX_ATOMS} atoms, "
                          f"got M = {M}")
     n_designs = comb(D, d)
     cells = sum(min(M, n_designs**k) for k in range(L + 1))  # cells met at each depth, at most M apart
@@ -666,13 +667,13 @@ def _rows(design, dim: int) -> np.ndarray:
     arr = np.asarray(design)
     if arr.ndim == 1:
         if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 1 or arr.max() > dim):
-            raise ValueError(f"a coordinate design holds coordinates 1..{dim}, got {_short(design)}")
+            raise InputError(f"a coordinate design holds coordinates 1..{dim}, got {_short(design)}")
         W = np.zeros((arr.size, dim))
         W[np.arange(arr.size), arr.astype(np.int64) - 1] = 1.0
         return W
     W = arr.astype(float)
     if W.ndim != 2 or W.shape[1] != dim:
-        raise ValueError(f"a design of unit rows has shape (B, {dim}), got {W.shape}")
+        raise InputError(f"a design of unit rows has shape (B, {dim}), got {W.shape}")
     return W
 
 

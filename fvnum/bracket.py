@@ -181,7 +181,7 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
     if s is not None:
         return s.cost(spec, channel, budget, samples, threads=threads)  # bellman_noiseless: with its solve
     return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
-                   tokens=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
+                   token_channel=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
 
 
 def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
@@ -254,7 +254,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     from .limits import mc_cost
 
     chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
-                        tokens=channel.kind == "tokens", samples=samples, threads=threads)[0]
+                        token_channel=channel.kind == "tokens", samples=samples, threads=threads)[0]
                 for name in ("path", "greedy_coordinate"))
     recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
     memory = max(chunk, solve_bytes) + recorded + (8.0 * 3 * noisy_dp.CHUNK_FLOATS if solve else 0.0)
@@ -298,7 +298,7 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
     from .limits import check_mc
 
     for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
-        check_mc(spec, budget=budget, strategy=name, tokens=channel.kind == "tokens", samples=samples,
+        check_mc(spec, budget=budget, strategy=name, token_channel=channel.kind == "tokens", samples=samples,
                  threads=threads)
     what = f"fv bounds at depth {spec.depth}, budget {budget}"
     check_noiseless_cost(spec, budget, what)
@@ -343,7 +343,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
         raise InputError("bounds need a tree prior or a finite prior (a Gaussian prior's optimum is exact: "
                          "water-filling)")
     if budget < 1:
-        raise ValueError(f"bounds need budget >= 1, got {budget}")
+        raise InputError(f"bounds need budget >= 1, got {budget}")
     plan = check_bounds_cost(spec, channel, budget, samples=samples, select_samples=select_samples,
                              candidates=candidates, exact=exact, threads=threads)
     lower, lower_how = noiseless_lower(prior, spec, budget)
@@ -362,7 +362,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
         if name != "optimal":
             policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
     if not policies:
-        raise ValueError(f"no candidate policy applies to budget {budget} (candidates {candidates})")
+        raise InputError(f"no candidate policy applies to budget {budget} (candidates {candidates})")
     n_select = check_samples(min(samples, select_samples))
     scores = {name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,
                              purpose=_chunks.SELECT) for name, pol in policies.items()}
@@ -419,7 +419,7 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
             continue
         policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
     if not policies:
-        raise ValueError(f"no adaptive candidate applies to budget {budget} (candidates {names})")
+        raise InputError(f"no adaptive candidate applies to budget {budget} (candidates {names})")
     n_select = check_samples(min(samples, select_samples))
     scores = {
         name: simulate(spec, channel, pol, budget, samples=n_select, seed=seed, threads=threads,

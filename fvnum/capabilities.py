@@ -5,6 +5,7 @@ numeric tree and Gaussian (``fvnum.tree.TreeSpec``, ``fvnum.gaussian.GaussSpec``
 (``fvnum.priors.Prior``) subclass it. A leaf module: it imports nothing of fvnum, so every module may ask.
 """
 from __future__ import annotations
+from fvsym.errors import InputError
 
 
 class Capabilities:
@@ -57,11 +58,11 @@ class Capabilities:
     def atoms_and_weights(self):
         atoms, log_weights = getattr(self, "atoms", None), getattr(self, "log_weights", None)
         if atoms is None or log_weights is None:
-            raise ValueError(f"{type(self).__name__} has no atoms (a finite prior or a tree prior has)")
+            raise InputError(f"{type(self).__name__} has no atoms (a finite prior or a tree prior has)")
         return atoms, log_weights
 
     def exact_prior(self):
-        raise ValueError(f"{type(self).__name__} has no exact (fvsym) form for the symbolic solvers")
+        raise InputError(f"{type(self).__name__} has no exact (fvsym) form for the symbolic solvers")
 
     def matched_gaussian(self):
         from fvsym.priors import GaussianPrior

@@ -70,9 +70,9 @@ class Channel:
 
     def __post_init__(self):
         if self.kind not in CHANNELS:
-            raise ValueError(f"unknown channel {self.kind!r}; choose one of {', '.join(CHANNELS)}")
+            raise InputError(f"unknown channel {self.kind!r}; choose one of {', '.join(CHANNELS)}")
         if self.kind == "tokens" and self.n_tokens is None:
-            raise ValueError("the tokens channel needs n_tokens (N)")
+            raise InputError("the tokens channel needs n_tokens (N)")
         if self.tau2 is None:
             object.__setattr__(self, "tau2", float(self.tau) ** 2)
 
@@ -152,7 +152,7 @@ def _gaussian_channel(prior, tau: float) -> Channel:
     if tau <= NOISELESS_RATIO * small:
         return Channel("gaussian", 0.0, tau_given=tau)
     if tau < FLOAT_RATIO * large and hasattr(prior_spec, "scales"):  # a Gaussian prior's algebra copes
-        raise ValueError(f"tau = {tau:.3g} is too small to compute next to the prior's scales {small:.3g} .. "
+        raise InputError(f"tau = {tau:.3g} is too small to compute next to the prior's scales {small:.3g} .. "
                          f"{large:.3g}: give tau >= {FLOAT_RATIO * large:.3g}, or tau <= "
                          f"{NOISELESS_RATIO * small:.3g} (noiseless in effect, computed as tau = 0)")
     return Channel("gaussian", tau)
@@ -202,15 +202,15 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
     tokens = _n_tokens_of(n_tokens, tokens)
     if channel is not None:
         if not isinstance(channel, Channel):
-            raise ValueError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")
+            raise InputError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")
         if tau is not None or tokens is not None:
-            raise ValueError("give channel or tau / n_tokens, not both")
+            raise InputError("give channel or tau / n_tokens, not both")
         if channel.kind == "gaussian":
             return Channel("gaussian", check_tau(channel.tau))
         tokens, s2 = channel.n_tokens, channel.s2
     if (tau is None) == (tokens is None):
         given = "both" if tau is not None else "neither"
-        raise ValueError(f"give exactly one of tau (gaussian channel) or n_tokens (tokens channel); got {given}")
+        raise InputError(f"give exactly one of tau (gaussian channel) or n_tokens (tokens channel); got {given}")
     from .limits import check_spec
     from .tree import numeric_prior
 

@@ -19,6 +19,7 @@ from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
 from .priors import PRIORS, cli_priors
 from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
+from fvsym.errors import InputError
 
 
 MAX_DEPTH = 30
@@ -189,14 +190,14 @@ def _bounds(args) -> int:
     if args.prior == "tree":
         for dest in sorted({d for name in PRIORS for d in _own_options(name)}):
             if getattr(args, dest, None) is not None:
-                raise ValueError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior tree --{dest} "
+                raise InputError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior tree --{dest} "
                                  f"{_brief(getattr(args, dest))}")
         prior = _tree(args, default_depth=3)
     else:
         cli_prior(args.prior).check(args)
         prior = prior_of(args)
     if args.tokens is None and args.s2 != "1/100":
-        raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
+        raise InputError("--s2 applies to the tokens channel (--tokens N) only")
     # priced whole before any work (fvnum.bracket.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
@@ -228,21 +229,21 @@ def check_mc_options(args) -> None:
     """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored (nor
     echoed): each ValueError names the option, the value given and what it applies to."""
     if args.strategy == "fixed" and args.design is None:
-        raise ValueError("--strategy fixed needs --design n1,n2,...")
+        raise InputError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":
-        raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+        raise InputError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
     others = {dest for name in PRIORS if name != args.prior for dest in _own_options(name)} - _own_options(args.prior)
     for dest in sorted(others - {"dim"}):  # another prior's options (--dim: checked with the prior's own)
         if getattr(args, dest, None) is not None:
-            raise ValueError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
+            raise InputError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
                              f"{_brief(getattr(args, dest))}")
     cli_prior(args.prior).check(args)
     if args.s2 is not None and args.tokens is None:
-        raise ValueError("--s2 applies to the tokens channel (--tokens N) only")
+        raise InputError("--s2 applies to the tokens channel (--tokens N) only")
     if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
-        raise ValueError(f"--measurement applies to --strategy optimal_nonadaptive only, got --strategy {args.strategy}")
+        raise InputError(f"--measurement applies to --strategy optimal_nonadaptive only, got --strategy {args.strategy}")
     if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
-        raise ValueError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
+        raise InputError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
                          f"got --strategy {args.strategy}")
 
 
@@ -253,7 +254,7 @@ def _owner(dest: str) -> str:
 def _check_tree_options(args) -> None:
     for opt in ("cov", "dim", "eigenvalues"):
         if getattr(args, opt) is not None:
-            raise ValueError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
+            raise InputError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
                              f"{_brief(getattr(args, opt))}")
 
 
@@ -261,7 +262,7 @@ def _check_registered_options(args) -> None:
     """A prior built from its own options: the tree's and the Gaussian's do not apply."""
     for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):  # fv bounds has no --cov, --eigenvalues
         if getattr(args, opt, None) is not None:
-            raise ValueError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
+            raise InputError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
                              f"--{opt} {_brief(getattr(args, opt))}")
 
 
@@ -273,19 +274,19 @@ def _check_gaussian_options(args) -> None:
     what = ("--eigenvalues" if args.eigenvalues is not None else f"--cov {_brief(args.cov)}") if given else (
         f"--cov {args.cov or 'matched'}")
     if args.eigenvalues is not None and args.cov is not None:
-        raise ValueError(f"--cov applies without --eigenvalues (the eigenvalues give the covariance), got --cov "
+        raise InputError(f"--cov applies without --eigenvalues (the eigenvalues give the covariance), got --cov "
                          f"{_brief(args.cov)} --eigenvalues {_brief(args.eigenvalues)}")
     if args.cov == "isotropic" or given:
         for opt in ("alpha", "scales"):
             if getattr(args, opt) is not None:
-                raise ValueError(f"--{opt} applies to a tree (--prior tree, or --prior gaussian --cov matched), "
+                raise InputError(f"--{opt} applies to a tree (--prior tree, or --prior gaussian --cov matched), "
                                  f"not to {what}: got --{opt} {_brief(getattr(args, opt))}")
     if args.depth is not None and (given or args.dim is not None):
-        raise ValueError(f"--depth applies to a tree (--cov matched, or --cov isotropic without --dim: D = 2^depth - "
+        raise InputError(f"--depth applies to a tree (--cov matched, or --cov isotropic without --dim: D = 2^depth - "
                          f"1), not to {what}{' --dim ' + str(args.dim) if args.dim is not None else ''}: got "
                          f"--depth {args.depth}")
     if args.dim is not None and args.cov != "isotropic":
-        raise ValueError("--dim applies to --cov isotropic (the matched Gaussian has D = 2^depth - 1; a covariance "
+        raise InputError("--dim applies to --cov isotropic (the matched Gaussian has D = 2^depth - 1; a covariance "
                          f"file or --eigenvalues gives its own D), got {what} --dim {args.dim}")
     if args.strategy not in GAUSSIAN_STRATEGIES:
         why = ("the coordinate-class search is for the tree prior; a Gaussian prior's optimum is the water-filling "
@@ -293,13 +294,13 @@ def _check_gaussian_options(args) -> None:
                "it is adaptive; on a Gaussian prior adaptivity does not help, THEORY.md Theorem G1")
         named = ("--strategy " if "strategy" in getattr(args, "_given", ("strategy",)) else
                  "fv mc's default strategy, ")  # fv's parser records the options given
-        raise ValueError(f"{named}{args.strategy} applies to --prior tree only ({why}); on a Gaussian prior give "
+        raise InputError(f"{named}{args.strategy} applies to --prior tree only ({why}); on a Gaussian prior give "
                          f"--strategy {' | '.join(GAUSSIAN_STRATEGIES)} (optimal: water-filling)")
     if args.measurement == "coordinate":
-        raise ValueError("--measurement coordinate applies to --prior tree only (a Gaussian prior's optimum is the "
+        raise InputError("--measurement coordinate applies to --prior tree only (a Gaussian prior's optimum is the "
                          "water-filling design of the unit class)")
     if args.layers is not None or args.width is not None:
-        raise ValueError("--layers and --width apply to --prior tree only (a Gaussian prior's optimum, water-filling, "
+        raise InputError("--layers and --width apply to --prior tree only (a Gaussian prior's optimum, water-filling, "
                          "is one layer)")
 
 
@@ -402,9 +403,9 @@ def _mc(args) -> int:
     spec = numeric_prior(prior)
     strategy, klass = resolve_strategy(args.strategy, args.measurement)
     if args.tau is None and args.tokens is None:  # the library says n_tokens; the command line names its flags
-        raise ValueError("give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got neither")
+        raise InputError("give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got neither")
     check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
-             tokens=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
+             token_channel=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
     channel = make_channel(spec, tau, s2=s2, n_tokens=args.tokens)
     est = loss_mc(
         prior, args.strategy, args.budget, tau=tau, n_tokens=args.tokens, s2=s2,

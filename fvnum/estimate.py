@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from fvsym.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Estimate:
         """The mean of per-sample ``values`` with its standard error (sample standard deviation / sqrt(n))."""
         v = np.asarray(values, dtype=float).ravel()
         if v.size < 2:
-            raise ValueError(f"an estimate needs at least 2 samples, got {v.size}")
+            raise InputError(f"an estimate needs at least 2 samples, got {v.size}")
         return cls(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), int(v.size), how)
 
     def z(self, exact: float) -> float:
@@ -122,7 +123,7 @@ class NodeValues(np.ndarray):
     def __new__(cls, values, nodes, what: str = "value"):
         obj = np.asarray(values, dtype=float).view(cls)
         if obj.ndim != 1 or len(nodes) != obj.shape[0]:
-            raise ValueError(f"need one value per node, got {obj.shape} values for {len(nodes)} nodes")
+            raise InputError(f"need one value per node, got {obj.shape} values for {len(nodes)} nodes")
         obj.nodes, obj.what = tuple(int(n) for n in nodes), what
         return obj
 
@@ -182,7 +183,7 @@ class Moments:
 
     def estimate(self) -> Estimate:
         if self.n < 2:
-            raise ValueError(f"an estimate needs at least 2 samples, got {self.n}")
+            raise InputError(f"an estimate needs at least 2 samples, got {self.n}")
         return Estimate(self.mean, math.sqrt(max(self.m2, 0.0) / (self.n - 1) / self.n), self.n)
 
 

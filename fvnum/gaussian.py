@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .capabilities import Capabilities
+from fvsym.errors import InputError
 
 @dataclass(frozen=True, eq=False)
 class GaussSpec(Capabilities):
@@ -202,7 +203,7 @@ def deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8, me
     method = check_choice(method, "method", ("auto", "symbolic", "numeric"))
     numeric = t.is_number and all(x.is_number for x in C)
     if method == "numeric" and not numeric:
-        raise ValueError("method 'numeric' needs a numeric covariance and tau; use 'symbolic'")
+        raise InputError("method 'numeric' needs a numeric covariance and tau; use 'symbolic'")
     if method == "symbolic" or not numeric:
         return gaussian.deep_shallow_gap(gauss, B, t)
     from scipy.optimize import minimize

@@ -42,6 +42,7 @@ from .keys import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadratu
                    weighted_moments)
 from .capabilities import capability
 from .simulate import check_inputs
+from fvsym.errors import InputError
 
 
 SEARCH_LOG_RATIO = 30.0  # log E[w^2] / E[w]^2 clipped there in the softmax search's objective (N e^-30: no signal)
@@ -284,13 +285,13 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
                                                         budget=budget)
     N, s2 = channel.n_tokens, channel.s2
     if budget < 1:
-        raise ValueError(f"a keyed design needs budget >= 1, got {budget}")
+        raise InputError(f"a keyed design needs budget >= 1, got {budget}")
     if budget > spec.dim:
-        raise ValueError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
+        raise InputError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
     if capability(spec, "linear_posterior"):
         return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
     if capability(spec, "heap_depth") is None:
-        raise ValueError(f"keyed designs are searched on the tree prior and Gaussian priors, not on the {getattr(spec, 'name', None) or type(spec).__name__} prior")
+        raise InputError(f"keyed designs are searched on the tree prior and Gaussian priors, not on the {getattr(spec, 'name', None) or type(spec).__name__} prior")
     tree = _Tree(spec)
     with one_thread():
         if family == "softmax":
@@ -443,15 +444,15 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     spec, channel, samples, seed, budget = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                         budget=budget)
     if family == "softmax":
-        raise ValueError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
+        raise InputError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
                          "softmax keys yet)")
     if not capability(spec, "linear_posterior"):
-        raise ValueError("gaussian_keyed is for a Gaussian prior; on the tree prior use best_nonadaptive_keyed")
+        raise InputError("gaussian_keyed is for a Gaussian prior; on the tree prior use best_nonadaptive_keyed")
     n_tokens, s2 = channel.n_tokens, channel.s2
     vals, vecs = spec.eigenvalues, spec.eigenvectors
     D = spec.dim
     if budget > D:
-        raise ValueError(f"a keyed design on a Gaussian prior reads at most D = {D} directions, got budget {budget}")
+        raise InputError(f"a keyed design on a Gaussian prior reads at most D = {D} directions, got budget {budget}")
     groups = np.unique(-np.round(vals, 12), return_inverse=True)[1].ravel()  # one Q value per eigenvalue
 
     def draws(purpose):
@@ -492,7 +493,7 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
                                                    tree="tokens_loss_mc checks one-layer keyed designs on the tree prior")
     if result.design is None or result.keys is None:
-        raise ValueError(f"tokens_loss_mc checks one-layer keyed designs (best_nonadaptive_keyed), got {result.name}")
+        raise InputError(f"tokens_loss_mc checks one-layer keyed designs (best_nonadaptive_keyed), got {result.name}")
     tree, keys, N, s2 = _Tree(spec), result.keys, channel.n_tokens, channel.s2
     law = keys.law(tree.thetas, n_tokens=N, s2=s2)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))

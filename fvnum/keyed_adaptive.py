@@ -33,6 +33,7 @@ from .keyed_tree import (SoftmaxGeometry, _torch, _Tree, _tree_mean, _tree_secon
 from .keys import check_family
 from .simulate import check_inputs
 from .tree import numeric_prior
+from fvsym.errors import InputError
 
 NODE_STEP = 0.5  # quadrature nodes at most this many narrowest standard deviations apart
 
@@ -169,13 +170,13 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
     ``canonical``: each chosen row's sign flipped (with its drawn reading) so that its largest entry is positive
     (the law of the posterior does not change: a row and its negative read the same)."""
     if engine not in ("numba", "torch"):
-        raise ValueError(f"engine must be 'numba' or 'torch', got {engine!r}")
+        raise InputError(f"engine must be 'numba' or 'torch', got {engine!r}")
     if engine == "torch" and (screen not in (None, steps) or node_step not in (None, 0)):
-        raise ValueError(f"the torch reference runs every start the whole way on {grid} nodes; got screen={screen!r}, "
+        raise InputError(f"the torch reference runs every start the whole way on {grid} nodes; got screen={screen!r}, "
                          f"node_step={node_step!r}")
     node_step = (NODE_STEP if engine == "numba" else 0.0) if node_step is None else float(node_step)
     if not node_step >= 0:
-        raise ValueError(f"node_step must be >= 0 (0: always grid nodes), got {node_step!r}")
+        raise InputError(f"node_step must be >= 0 (0: always grid nodes), got {node_step!r}")
 
     torch = _torch()
     family = check_family(family)
@@ -184,22 +185,22 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
         tree="the adaptive keyed search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     N, s2 = channel.n_tokens, channel.s2
     if not 1 <= max_budget <= spec.dim:
-        raise ValueError(f"the adaptive keyed policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+        raise InputError(f"the adaptive keyed policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
     if readings is not None:
         readings = np.asarray(readings, dtype=float)
         if readings.shape != (samples, max_budget) or not np.all(np.isfinite(readings)):
-            raise ValueError(f"readings must be finite, shape (samples, budget) = {(samples, max_budget)}, got "
+            raise InputError(f"readings must be finite, shape (samples, budget) = {(samples, max_budget)}, got "
                              f"shape {readings.shape}")
         readings = torch.tensor(readings, dtype=torch.float64)
     if first is not None and not isinstance(first, SearchResult):
-        raise ValueError(f"first must be a SearchResult of best_nonadaptive_keyed at budget 1, got "
+        raise InputError(f"first must be a SearchResult of best_nonadaptive_keyed at budget 1, got "
                          f"{type(first).__name__}")
     if first is None:
         from .keyed import best_nonadaptive_keyed
 
         first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
     if first.design is None or np.shape(first.design)[0] != 1 or first.keys is None or first.keys.name != family:
-        raise ValueError(f"first must be a one-key {family} design (best_nonadaptive_keyed at budget 1), got {first!r}")
+        raise InputError(f"first must be a one-key {family} design (best_nonadaptive_keyed at budget 1), got {first!r}")
     tree = _Tree(spec)
     D = spec.dim
     with torch.no_grad():
@@ -456,14 +457,14 @@ def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, 
         prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive softmax search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     if not 1 <= max_budget <= spec.dim:
-        raise ValueError(f"the adaptive softmax policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
+        raise InputError(f"the adaptive softmax policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
     steps = check_int(steps, "steps", minimum=1, maximum=10_000)
     joint_steps = check_int(joint_steps, "joint_steps", minimum=0, maximum=10_000)
     chunk = check_int(chunk, "chunk", minimum=1, maximum=100_000)
     grid = check_int(grid, "grid", minimum=8, maximum=100_000)
     if first is not None and (not isinstance(first, SearchResult) or getattr(first.keys, "name", None) != "softmax"
                               or first.keys.B is None or np.shape(first.keys.B)[0] != 1):
-        raise ValueError(f"first must be a one-key softmax design (best_nonadaptive_keyed at budget 1), got "
+        raise InputError(f"first must be a one-key softmax design (best_nonadaptive_keyed at budget 1), got "
                          f"{type(first).__name__}")
     _check_time_softmax(spec, max_budget, samples, steps, joint_steps)
     return spec, channel, samples, seed, max_budget, steps, joint_steps, chunk, grid

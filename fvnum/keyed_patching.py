@@ -26,6 +26,7 @@ from .estimate import Estimate
 from .keys import check_family
 from .patching import PatchingTable, donor_leaves
 from .simulate import check_inputs
+from fvsym.errors import InputError
 
 
 def family_readings(keys, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -39,7 +40,7 @@ def family_readings(keys, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.
         return (a * y).sum(1) / a.sum(1)
     if keys.name == "weighted":
         if keys.Q.ndim != 1:
-            raise ValueError("the keyed policy's weighted key has a diagonal Q; got a full matrix")
+            raise InputError("the keyed policy's weighted key has a diagonal Q; got a full matrix")
         proj = proj / ((X**2) @ keys.Q + keys.c)
     return (proj * y).mean(1)
 
@@ -121,14 +122,14 @@ def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_toke
         prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=budget,
         tree="key patching of the keyed policy needs the tree prior (divergence depth of two leaves)")
     if samples < 2:
-        raise ValueError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+        raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")
     check_int(budget, "budget", minimum=1, maximum=spec.dim)
     N, s2 = channel.n_tokens, channel.s2
     K, D = spec.depth, spec.dim
     depths = tuple(range(1, K + 1)) if depths is None else tuple(check_int(j, "divergence depth j", minimum=1,
                                                                            maximum=K) for j in depths)
     if not depths:
-        raise ValueError("depths must name at least one divergence depth")
+        raise InputError("depths must name at least one divergence depth")
     if first is None:
         first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
     policy = _Policy(prior, family, first, samples, N, s2, seed, steps)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fvsym._validate import check_int, check_real
+from fvsym.errors import InputError
 
 MAX_CHUNK = 1 << 22  # entries of the (n_x, M) projection matrix held at once
 FAMILIES = ("linear", "weighted", "softmax")  # the key families the keyed searches (fvnum.keyed) run over
@@ -41,7 +42,7 @@ def check_family(family, *, optional: bool = False) -> str | None:
         return None
     if family not in FAMILIES:
         extra = " (or none)" if optional else ""
-        raise ValueError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}{extra}")
+        raise InputError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}{extra}")
     return family
 
 
@@ -57,7 +58,7 @@ class ReadingLaw:
     def __post_init__(self):
         mean, cov = np.asarray(self.mean, dtype=float), np.asarray(self.cov, dtype=float)
         if mean.ndim not in (2, 3) or cov.shape != mean.shape + mean.shape[-1:]:
-            raise ValueError(f"a reading law needs mean (M, k) and cov (M, k, k) (or with a leading sample axis), "
+            raise InputError(f"a reading law needs mean (M, k) and cov (M, k, k) (or with a leading sample axis), "
                              f"got mean {mean.shape} and cov {cov.shape}")
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "cov", cov)
@@ -87,9 +88,9 @@ def _check_thetas(thetas, dim=None) -> np.ndarray:
     thetas = np.asarray(thetas, dtype=float)
     if thetas.ndim != 2 or thetas.shape[0] < 1 or (dim is not None and thetas.shape[1] != dim):
         want = f"(M, {dim})" if dim is not None else "(M, D)"
-        raise ValueError(f"thetas must be {want} with M >= 1, got shape {thetas.shape}")
+        raise InputError(f"thetas must be {want} with M >= 1, got shape {thetas.shape}")
     if not np.all(np.isfinite(thetas)):
-        raise ValueError("thetas must be finite")
+        raise InputError("thetas must be finite")
     return thetas
 
 
@@ -105,9 +106,9 @@ def law_from_key_values(X, F, thetas, *, n_tokens, s2) -> ReadingLaw:
     if F.ndim == 1:
         F = F[:, None]
     if X.ndim != 2 or F.ndim != 2 or X.shape[0] != F.shape[0] or X.shape[0] < 1:
-        raise ValueError(f"X must be (n_x, D) and F (n_x, k) with the same n_x >= 1, got {X.shape} and {F.shape}")
+        raise InputError(f"X must be (n_x, D) and F (n_x, k) with the same n_x >= 1, got {X.shape} and {F.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(F))):
-        raise ValueError("key values F (and tokens X) must be finite")
+        raise InputError("key values F (and tokens X) must be finite")
     thetas = _check_thetas(thetas, X.shape[1])
     n_x, k = F.shape
     M = thetas.shape[0]
@@ -133,13 +134,13 @@ def _check_scores(X, S) -> tuple:
     if S.ndim == 1:
         S = S[:, None]
     if X.ndim != 2 or S.ndim != 2 or X.shape[0] != S.shape[0] or X.shape[0] < 1:
-        raise ValueError(f"X must be (T, D) and S (T, d) with the same T >= 1, got {X.shape} and {S.shape}")
+        raise InputError(f"X must be (T, D) and S (T, d) with the same T >= 1, got {X.shape} and {S.shape}")
     if not np.all(np.isfinite(X)):
-        raise ValueError("tokens X must be finite")
+        raise InputError("tokens X must be finite")
     bad = np.argwhere(~np.isfinite(S))
     if bad.size:
         t, c = bad[0]
-        raise ValueError(f"softmax scores must be finite, got {S[t, c]} (overflow) at token {t}, channel {c}")
+        raise InputError(f"softmax scores must be finite, got {S[t, c]} (overflow) at token {t}, channel {c}")
     return X, S
 
 
@@ -263,9 +264,9 @@ def log_likelihoods(law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
         phi = phi[None]
     k = law.n_readings
     if phi.ndim != 2 or phi.shape[1] != k:
-        raise ValueError(f"readings must be (k,) or (n, k) with k = {k}, got shape {phi.shape}")
+        raise InputError(f"readings must be (k,) or (n, k) with k = {k}, got shape {phi.shape}")
     if law.mean.ndim == 3 and law.mean.shape[0] != phi.shape[0]:
-        raise ValueError(f"a law per sample has {law.mean.shape[0]} samples but the readings have {phi.shape[0]}")
+        raise InputError(f"a law per sample has {law.mean.shape[0]} samples but the readings have {phi.shape[0]}")
     if k == 0:
         return np.zeros((phi.shape[0], law.n_latents))
     U = _reduced_basis(law.cov, rtol)  # (k, r), shared: the span is the same for every latent of a family
@@ -287,7 +288,7 @@ def posterior_weights(log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -
     ll = log_likelihoods(law, phi, rtol=rtol)
     log_prior = np.asarray(log_prior, dtype=float)
     if log_prior.shape != (law.n_latents,):
-        raise ValueError(f"log_prior must be (M,) with M = {law.n_latents}, got shape {log_prior.shape}")
+        raise InputError(f"log_prior must be (M,) with M = {law.n_latents}, got shape {log_prior.shape}")
     logw = ll + log_prior
     logw -= logw.max(axis=1, keepdims=True)
     w = np.exp(logw)
@@ -301,7 +302,7 @@ def posterior_mean(thetas, log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-
     Returns (n, D) (or (D,) for a single reading vector)."""
     thetas = _check_thetas(thetas)
     if thetas.shape[0] != law.n_latents:
-        raise ValueError(f"thetas has {thetas.shape[0]} latents but the law has {law.n_latents}")
+        raise InputError(f"thetas has {thetas.shape[0]} latents but the law has {law.n_latents}")
     single = np.ndim(phi) == 1
     out = posterior_weights(log_prior, law, phi, rtol=rtol) @ thetas
     return out[0] if single else out
@@ -338,7 +339,7 @@ class LinearKeys(KeyFamily):
         if W.ndim == 1:
             W = W[None]
         if W.ndim != 2 or not np.all(np.isfinite(W)):
-            raise ValueError(f"linear keys need a finite (k, D) matrix W, got shape {W.shape}")
+            raise InputError(f"linear keys need a finite (k, D) matrix W, got shape {W.shape}")
         self.W = W
 
     def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:
@@ -424,14 +425,14 @@ class WeightedKeys(KeyFamily):
         if W.ndim == 1:
             W = W[None]
         if W.ndim != 2 or not np.all(np.isfinite(W)):
-            raise ValueError(f"weighted keys need a finite (k, D) matrix W, got shape {W.shape}")
+            raise InputError(f"weighted keys need a finite (k, D) matrix W, got shape {W.shape}")
         D = W.shape[1]
         Q = np.asarray(Q, dtype=float)
         if Q.ndim == 0:
             Q = np.full(D, float(Q))
         if Q.shape == (D, D):
             if not np.allclose(Q, Q.T, rtol=0, atol=1e-12 * max(1.0, np.abs(Q).max())):
-                raise ValueError("weighted keys need a symmetric Q")
+                raise InputError("weighted keys need a symmetric Q")
             if np.count_nonzero(Q - np.diag(np.diag(Q))) == 0:
                 q, basis = np.diag(Q).copy(), None
             else:
@@ -439,9 +440,9 @@ class WeightedKeys(KeyFamily):
         elif Q.shape == (D,):
             q, basis = Q.copy(), None
         else:
-            raise ValueError(f"Q must be (D,) (its diagonal) or (D, D) with D = {D}, got shape {Q.shape}")
+            raise InputError(f"Q must be (D,) (its diagonal) or (D, D) with D = {D}, got shape {Q.shape}")
         if not np.all(np.isfinite(q)) or q.min() < -1e-12 * max(1.0, np.abs(q).max()):
-            raise ValueError(f"Q must be positive semi-definite, got smallest eigenvalue {q.min():.3g}")
+            raise InputError(f"Q must be positive semi-definite, got smallest eigenvalue {q.min():.3g}")
         c = check_real(c, "weighted key offset c", 0.0, 1e100, open_low=True)
         self.W, self.Q, self.c, self.step = W, Q, c, float(step)
         self._q, self._basis = np.maximum(q, 0.0), basis
@@ -487,7 +488,7 @@ class LearnedKeys(KeyFamily):
 
     def __init__(self, fn, dim: int, *, n_samples: int = 200_000, seed: int = 0, chunk: int = 65536):
         if not callable(fn):
-            raise ValueError(f"learned keys need a callable key function, got {type(fn).__name__}")
+            raise InputError(f"learned keys need a callable key function, got {type(fn).__name__}")
         self.fn = fn
         self.dim = check_int(dim, "dimension D", minimum=1)
         self.n_samples = check_int(n_samples, "n_samples", minimum=2)
@@ -519,7 +520,7 @@ class LearnedKeys(KeyFamily):
             parts = [self._evaluate(X[a : a + self.chunk]) for a in range(0, self.n_samples, self.chunk)]
             F = np.concatenate([p[:, None] if p.ndim == 1 else p for p in parts])
             if F.ndim != 2 or F.shape[0] != self.n_samples:
-                raise ValueError(f"the key function must map (n, {self.dim}) to (n, k), got {F.shape}")
+                raise InputError(f"the key function must map (n, {self.dim}) to (n, k), got {F.shape}")
             self._X, self._F = X, F
         return self._X, self._F
 
@@ -555,22 +556,22 @@ class SoftmaxKeys(KeyFamily):
         if B.ndim == 1:
             B = B[None]
         if B.ndim != 2 or B.shape[0] < 1 or B.shape[1] < 1:
-            raise ValueError(f"softmax keys need a (k, D) matrix of score rows b = beta w, got shape {B.shape}")
+            raise InputError(f"softmax keys need a (k, D) matrix of score rows b = beta w, got shape {B.shape}")
         if not np.all(np.isfinite(B)):
-            raise ValueError("softmax keys need finite score rows b = beta w (beta not finite)")
+            raise InputError("softmax keys need finite score rows b = beta w (beta not finite)")
         D = B.shape[1]
         Q = np.asarray(Q, dtype=float)
         if Q.ndim == 2 and Q.shape == (D, D):
             if np.count_nonzero(Q - np.diag(np.diag(Q))):
-                raise ValueError("softmax keys take a diagonal Q (its closed form is per coordinate)")
+                raise InputError("softmax keys take a diagonal Q (its closed form is per coordinate)")
             Q = np.diag(Q).copy()
         elif Q.ndim == 0:
             Q = np.full(D, float(Q))
         if Q.shape != (D,):
-            raise ValueError(f"Q must be a scalar, (D,) (its diagonal) or diagonal (D, D) with D = {D}, got shape "
+            raise InputError(f"Q must be a scalar, (D,) (its diagonal) or diagonal (D, D) with D = {D}, got shape "
                              f"{Q.shape}")
         if not np.all(np.isfinite(Q)) or Q.min() < 0:
-            raise ValueError(f"softmax keys need a finite Q >= 0, got smallest entry {Q.min()!r}")
+            raise InputError(f"softmax keys need a finite Q >= 0, got smallest entry {Q.min()!r}")
         self.B, self.Q, self.fn, self._learned = B, Q, None, None
 
     @classmethod
@@ -596,7 +597,7 @@ class SoftmaxKeys(KeyFamily):
     def stein_rows(self) -> np.ndarray:
         """(k, D) ``E[grad w] / E[w]`` (parametric keys): the mean of the readings is ``stein_rows() @ theta``."""
         if self.fn is not None:
-            raise ValueError("stein_rows is the closed form of parametric softmax keys; a score function's law "
+            raise InputError("stein_rows is the closed form of parametric softmax keys; a score function's law "
                              "comes from its token sample")
         return self.B / (1.0 + 2.0 * self.Q)
 
@@ -607,7 +608,7 @@ class SoftmaxKeys(KeyFamily):
             mean, cov, log_ratio = softmax_law(self.B, self.Q, thetas, N, s2)
         if not log_ratio.max() <= MAX_LOG_RATIO or not np.all(np.isfinite(cov)) or not np.all(np.isfinite(mean)):
             largest = np.linalg.norm(self.B, axis=1).max()
-            raise ValueError(f"the softmax keys' law overflows: E[w^2] / E[w]^2 = exp({log_ratio.max():.4g}) (the "
+            raise InputError(f"the softmax keys' law overflows: E[w^2] / E[w]^2 = exp({log_ratio.max():.4g}) (the "
                              f"score rows b = beta w are too large: |b| up to {largest:.4g})")
         return mean, cov, log_ratio, thetas
 

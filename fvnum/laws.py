@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from fvsym.errors import InputError
 
 LAWS = ("exponential", "power")
 
@@ -59,11 +60,11 @@ def _points(budgets, losses) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(budgets, dtype=float).ravel()
     v = np.asarray(losses, dtype=float).ravel()
     if b.shape != v.shape:
-        raise ValueError(f"budgets and losses must have the same length, got {b.size} and {v.size}")
+        raise InputError(f"budgets and losses must have the same length, got {b.size} and {v.size}")
     if b.size < 3 or np.unique(b).size < 2:
-        raise ValueError(f"a law needs at least 3 points at 2 or more budgets, got {b.size} at {np.unique(b).size}")
+        raise InputError(f"a law needs at least 3 points at 2 or more budgets, got {b.size} at {np.unique(b).size}")
     if np.any(b < 1) or np.any(~np.isfinite(v)) or np.any(v <= 0):
-        raise ValueError("budgets must be >= 1 and losses finite and positive")
+        raise InputError("budgets must be >= 1 and losses finite and positive")
     return b, v
 
 
@@ -76,7 +77,7 @@ def _t95(dof: int) -> float:
 def fit_law(law: str, budgets, losses) -> LawFit:
     """Fit ``law`` (``exponential`` or ``power``) to points ``(budgets[i], losses[i])``."""
     if law not in LAWS:
-        raise ValueError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
+        raise InputError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     b, v = _points(budgets, losses)
     x = b if law == "exponential" else np.log(b)
     a, slope, se, rss = _line(x, np.log(v))
@@ -155,11 +156,11 @@ def _grouped(budgets, losses, stderr, floor):
     b = np.asarray(budgets, dtype=float).ravel()
     v = np.asarray(losses, dtype=float).ravel()
     if b.shape != v.shape:
-        raise ValueError(f"budgets and losses must have the same length, got {b.size} and {v.size}")
+        raise InputError(f"budgets and losses must have the same length, got {b.size} and {v.size}")
     if np.any(b < 1) or np.any(b != np.round(b)) or np.any(~np.isfinite(v)) or np.any(v <= 0):
-        raise ValueError("budgets must be integers >= 1 and losses finite and positive")
+        raise InputError("budgets must be integers >= 1 and losses finite and positive")
     if not (isinstance(floor, (int, float)) and 0 <= floor < 1):
-        raise ValueError(f"floor must be a relative error in [0, 1), got {floor!r}")
+        raise InputError(f"floor must be a relative error in [0, 1), got {floor!r}")
     levels = np.unique(b).astype(int)
     logs = np.log(v)
     mean = np.array([logs[b == k].mean() for k in levels])
@@ -167,16 +168,16 @@ def _grouped(budgets, losses, stderr, floor):
     if stderr is not None:
         se = np.asarray(stderr, dtype=float).ravel()
         if se.shape != v.shape or np.any(se < 0) or np.any(~np.isfinite(se)):
-            raise ValueError("stderr must be finite, >= 0 and one per loss")
+            raise InputError("stderr must be finite, >= 0 and one per loss")
         if np.any(count > 1):
-            raise ValueError("give either one loss per budget with its stderr, or several seeds per budget")
+            raise InputError("give either one loss per budget with its stderr, or several seeds per budget")
         var = np.array([(se[b == k] / v[b == k])[0] ** 2 for k in levels]) + floor**2
         if np.any(var <= 0):
-            raise ValueError("a loss with stderr 0 needs floor > 0 (the relative error to allow)")
+            raise InputError("a loss with stderr 0 needs floor > 0 (the relative error to allow)")
         return levels, mean, var, None, f"stderr of each point, relative floor {floor:g}"
     dof = int((count - 1).sum())
     if dof < 1:
-        raise ValueError("several seeds at some budget are needed to estimate the noise (or pass stderr)")
+        raise InputError("several seeds at some budget are needed to estimate the noise (or pass stderr)")
     pooled = sum(((logs[b == k] - m) ** 2).sum() for k, m in zip(levels, mean)) / dof
     pooled = max(pooled, floor**2)
     return levels, mean, pooled / count, dof, f"seed spread of log loss pooled over budgets ({dof} dof)"
@@ -222,11 +223,11 @@ def law_test(budgets, losses, *, stderr=None, cut: int = DEFAULT_CUT, floor: flo
     from scipy import stats
 
     if isinstance(cut, bool) or not isinstance(cut, int) or cut < 1:
-        raise ValueError(f"cut must be an integer budget >= 1, got {cut!r}")
+        raise InputError(f"cut must be an integer budget >= 1, got {cut!r}")
     levels, mean, var, dof, noise = _grouped(budgets, losses, stderr, floor)
     keep = levels >= cut
     if keep.sum() < 4:
-        raise ValueError(f"the law test needs at least 4 budgets at or past the cut {cut}, got "
+        raise InputError(f"the law test needs at least 4 budgets at or past the cut {cut}, got "
                          f"{[int(k) for k in levels[keep]]}")
     x_b, y, v = levels[keep].astype(float), mean[keep], var[keep]
     n = int(keep.sum())
@@ -302,7 +303,7 @@ class LawPower:
 
 def _whole(name: str, value, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
     return int(value)
 
 
@@ -325,30 +326,30 @@ def law_power(budgets, curve, *, spread: float, n_seeds: int = 3, target: str | 
     b = np.asarray(budgets, dtype=float).ravel()
     v = np.asarray(curve, dtype=float).ravel()
     if b.size == 0 or np.any(~np.isfinite(b)) or np.any(b < 1) or np.any(b != np.round(b)):
-        raise ValueError(f"budgets must be integers >= 1, got {list(np.asarray(budgets).ravel())}")
+        raise InputError(f"budgets must be integers >= 1, got {list(np.asarray(budgets).ravel())}")
     if np.unique(b).size != b.size:
-        raise ValueError(f"budgets must be distinct (one curve value each), got {[int(k) for k in b]}")
+        raise InputError(f"budgets must be distinct (one curve value each), got {[int(k) for k in b]}")
     if v.shape != b.shape:
-        raise ValueError(f"curve must have one loss per budget: {b.size} budgets, got {v.size} losses")
+        raise InputError(f"curve must have one loss per budget: {b.size} budgets, got {v.size} losses")
     if np.any(~np.isfinite(v)) or np.any(v <= 0):
-        raise ValueError(f"curve must be finite and positive, got {list(v)}")
+        raise InputError(f"curve must be finite and positive, got {list(v)}")
     if isinstance(spread, bool) or not isinstance(spread, (int, float, np.floating)) or not (
             math.isfinite(spread) and spread > 0):
-        raise ValueError(f"spread must be a positive standard deviation of log loss, got {spread!r}")
+        raise InputError(f"spread must be a positive standard deviation of log loss, got {spread!r}")
     n_seeds = _whole("n_seeds", n_seeds, 2)
     replicates = _whole("replicates", replicates, 1)
     cut = _whole("cut", cut, 1)
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
-        raise ValueError(f"floor must be a relative error in [0, 1), got {floor!r}")
+        raise InputError(f"floor must be a relative error in [0, 1), got {floor!r}")
     if target is not None and target not in VERDICTS:
-        raise ValueError(f"target must be one of {', '.join(map(repr, VERDICTS))} or None, got {target!r}")
+        raise InputError(f"target must be one of {', '.join(map(repr, VERDICTS))} or None, got {target!r}")
     if int((b >= cut).sum()) < 4:
-        raise ValueError(f"the law test needs at least 4 budgets at or past the cut {cut}, got "
+        raise InputError(f"the law test needs at least 4 budgets at or past the cut {cut}, got "
                          f"{[int(k) for k in b if k >= cut]}")
     bias_v = np.broadcast_to(np.asarray(bias, dtype=float), b.shape) if np.ndim(bias) == 0 else np.asarray(
         bias, dtype=float).ravel()
     if bias_v.shape != b.shape or np.any(~np.isfinite(bias_v)) or np.any(bias_v <= -1):
-        raise ValueError(f"bias must be one relative bias > -1 or one per budget ({b.size}), got {bias!r}")
+        raise InputError(f"bias must be one relative bias > -1 or one per budget ({b.size}), got {bias!r}")
     order = np.argsort(b)
     b, v, bias_v = b[order].astype(int), v[order], bias_v[order]
     z = np.random.default_rng(seed).standard_normal((replicates, b.size, n_seeds))

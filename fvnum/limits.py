@@ -40,7 +40,7 @@ TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.
 COORDINATE_OPS = COORDINATE.tree_ops  # per sample, reading and level of a coordinate strategy
 
 
-def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, tokens: bool, samples: int,
+def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, token_channel: bool, samples: int,
             threads: int, dense_design: bool = False, search_samples: int = 4000,
             solve: bool = True) -> tuple[float, float]:
     """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates) of ``strategy`` (a name or a
@@ -53,7 +53,7 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, tokens: 
         w = DENSE
     D, B = dim, max(int(budget), 1)
     per_sample = 2 + 6 * B + (depth if tree else 0)
-    if tokens:
+    if token_channel:
         per_sample += TOKENS_FLOATS * D
     elif not tree or w.dense_rows:
         per_sample += 3 * D
@@ -63,7 +63,7 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, tokens: 
         ops = w.tree_ops_per_sample(depth, B)
     else:
         ops = D * B * GAUSS_OPS + (D * D * B if w.quadratic else 0)
-    if tokens:
+    if token_channel:
         ops += TOKENS_OPS * D
     work = samples * ops + (D**3 if not tree else 0)
     if tree and w.first_samples:  # a shared first row, priced as this many samples' work
@@ -97,7 +97,7 @@ def engine_seconds(strategy, prior, channel, budget: int, samples: int, *, threa
     depth = capability(prior, "heap_depth")
     tree = depth is not None
     return mc_cost(tree=tree, depth=depth or 0, dim=prior.dim, budget=budget, strategy=strategy,
-                   tokens=channel.kind == "tokens", samples=samples, threads=threads, dense_design=dense_design,
+                   token_channel=channel.kind == "tokens", samples=samples, threads=threads, dense_design=dense_design,
                    search_samples=search_samples, solve=solve)[1]
 
 
@@ -179,7 +179,7 @@ def unit_search_seconds(depth: int, dim: int, budget: int, samples: int, search_
     return search + UNIT_EVAL_NS * 1e-9 * samples * leaves / max(1, threads)
 
 
-def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: int, threads: int | None,
+def check_mc(prior_spec, *, budget: int, strategy: str, token_channel: bool, samples: int, threads: int | None,
              design=None, search_samples: int = 4000, measurement: str | None = None) -> None:
     """Refuse (one-line ValueError) a ``loss_mc`` call that would not fit in memory or in the time cap.
     ``measurement``: the class of ``optimal_nonadaptive`` (``unit``, the default, searches dense rows)."""
@@ -204,7 +204,7 @@ def check_mc(prior_spec, *, budget: int, strategy: str, tokens: bool, samples: i
 
     def cost(depth_=depth, samples_=samples):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
-        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget, strategy=strategy, tokens=tokens,
+        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget, strategy=strategy, token_channel=token_channel,
                        samples=samples_, threads=threads, dense_design=dense, search_samples=search_samples)
 
     memory, seconds = cost()
@@ -310,7 +310,7 @@ def seconds_cap() -> float:
     return max_seconds()
 
 
-def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples, threads, search_samples,
+def check_loss_mc_args(spec, strategy, budget, *, design, token_channel: bool, samples, threads, search_samples,
                        measurement: str | None = None) -> None:
     """The checks ``loss_mc`` runs before any work: types and ranges of the arguments, the design's
     nodes, and the resource guard (:func:`check_mc`)."""
@@ -345,7 +345,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, tokens: bool, samples,
                 raise InputError("design matrix must hold finite numbers")
         else:
             raise InputError(f"design must be a node list or a (B, D) matrix, got an array of shape {arr.shape}")
-    check_mc(spec, budget=budget, strategy=strategy, tokens=tokens, samples=samples, threads=threads,
+    check_mc(spec, budget=budget, strategy=strategy, token_channel=token_channel, samples=samples, threads=threads,
              design=design if design is not None and np.asarray(design, dtype=object).ndim == 2 else None,
              search_samples=search_samples, measurement=measurement)
 

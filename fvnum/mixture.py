@@ -18,6 +18,7 @@ import numpy as np
 from fvsym._validate import _short
 
 from .atoms import FinitePrior, atoms_of, check_weights
+from fvsym.errors import InputError
 
 
 class MixturePrior(FinitePrior):
@@ -28,12 +29,12 @@ class MixturePrior(FinitePrior):
 
     def __init__(self, priors, weights):
         if isinstance(priors, (str, bytes)) or not hasattr(priors, "__len__") or len(priors) == 0:
-            raise ValueError(f"priors must be a non-empty list of priors with atoms, got {_short(priors)}")
+            raise InputError(f"priors must be a non-empty list of priors with atoms, got {_short(priors)}")
         pi = check_weights(weights, len(priors))
         parts = [atoms_of(p) for p in priors]
         dims = {a.shape[1] for a, _ in parts}
         if len(dims) > 1:
-            raise ValueError(f"the components of a mixture must share their dimension D, got {sorted(dims)}")
+            raise InputError(f"the components of a mixture must share their dimension D, got {sorted(dims)}")
         atoms = np.concatenate([a for a, _ in parts])
         with np.errstate(divide="ignore"):
             log_w = np.concatenate([np.log(p / pi.sum()) + lw for p, (_, lw) in zip(pi, parts)])

@@ -55,7 +55,7 @@ class Quadrature:
 
     def __init__(self, spec: TreeSpec, tau: float, points=(65,)):
         if not tau > 0:
-            raise ValueError(f"the noisy Bellman recursion needs tau > 0, got {tau}")
+            raise InputError(f"the noisy Bellman recursion needs tau > 0, got {tau}")
         self.spec, self.tau, self.points = spec, float(tau), tuple(int(p) for p in points)
         D, nl, K = spec.dim, spec.n_leaves, spec.depth
         leaves = np.arange(nl)
@@ -496,10 +496,10 @@ class NoisyBellman:
         nodes = np.asarray(nodes, dtype=np.int64).reshape(1, -1)
         readings = np.asarray(readings, dtype=float).reshape(1, -1)
         if nodes.shape != readings.shape or nodes.shape[1] >= max(self.budget, 1):
-            raise ValueError(f"need fewer than budget = {self.budget} readings, one per node; "
+            raise InputError(f"need fewer than budget = {self.budget} readings, one per node; "
                              f"got nodes {nodes.shape[1]} and readings {readings.shape[1]}")
         if nodes.size and (nodes.min() < 1 or nodes.max() > self.quad.spec.dim):
-            raise ValueError(f"nodes must lie in 1..{self.quad.spec.dim}, got {nodes.ravel().tolist()}")
+            raise InputError(f"nodes must lie in 1..{self.quad.spec.dim}, got {nodes.ravel().tolist()}")
         ll = self.quad.log_likelihood(nodes, readings) if nodes.size else np.zeros((1, self.quad.spec.n_leaves))
         P = np.exp(ll - ll.max())
         return P / P.sum(), nodes.shape[1]
@@ -559,10 +559,10 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
         points = default_points(budget)
     points = tuple(check_int(p, "points", 3, 10_000) for p in np.atleast_1d(plain_scalar(points, "points")).tolist())
     if len(points) < budget:
-        raise ValueError(f"points needs one entry per layer, {budget}, got {points}")
+        raise InputError(f"points needs one entry per layer, {budget}, got {points}")
     if channel.tau == 0:
         given = "" if channel.tau_given is None else f" (tau = {channel.tau_given:.3g} is noiseless in effect)"
-        raise ValueError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
+        raise InputError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points, channel.tau):
         raise ResourceRefused(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
                               f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use "

@@ -31,6 +31,7 @@ from .estimate import Estimate, Moments, pool
 from .registry import build_policy
 from .simulate import Draws, blocks, check_inputs, run_policy
 from .tree import TreeSpec
+from fvsym.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_toke
     depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
     for j in depths:
         if not 1 <= j <= spec.depth:
-            raise ValueError(f"divergence depth {j} is outside 1..{spec.depth}")
+            raise InputError(f"divergence depth {j} is outside 1..{spec.depth}")
     L = pol.layers
     cols = [_column(spec, channel, pol, budget, j, None, samples, seed, informed, threads, progress) for j in depths]
     loss = np.array([[cols[b][l].estimate().value for b in range(len(depths))] for l in range(1, L + 1)])
@@ -173,7 +174,7 @@ def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2
                                                samples, seed, threads, n_tokens=n_tokens, channel=channel)
     pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
     if pair[0] == pair[1]:
-        raise ValueError(f"target and donor are the same leaf {pair[0]}; they must differ")
+        raise InputError(f"target and donor are the same leaf {pair[0]}; they must differ")
     s, sd = spec.signs(np.array(pair))
     j = int(np.argmax(s != sd)) + 1
     col = _column(spec, channel, pol, budget, j, pair, samples, seed, informed, threads, False)
@@ -185,10 +186,10 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
     if np.ndim(leaf) == 1:
         signs = [int(x) for x in leaf]
         if len(signs) != spec.depth or any(x not in (1, -1) for x in signs):
-            raise ValueError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
+            raise InputError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
         return functools.reduce(heap.child, signs, 0)  # index <- 2 index + [s_k < 0], k = 1..K
     if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
-        raise ValueError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
+        raise InputError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
     return int(leaf)
 
 

@@ -36,6 +36,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
+from fvsym.errors import InputError, reworded
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def _value_error(x) -> tuple[float, float]:
     if isinstance(x, dict):
         value = x.get("value", x.get("loss"))
         if value is None:
-            raise ValueError(f"a point needs 'value' or 'loss', got keys {sorted(x)}")
+            raise InputError(f"a point needs 'value' or 'loss', got keys {sorted(x)}")
         return float(value), float(x.get("stderr") or 0.0)
     if hasattr(x, "value") and not callable(getattr(x, "value")):
         return float(x.value), float(getattr(x, "stderr", 0.0) or 0.0)
@@ -81,7 +82,7 @@ def _value_error(x) -> tuple[float, float]:
     try:
         return float(x), 0.0
     except (TypeError, ValueError):
-        raise ValueError(f"cannot read a loss from {type(x).__name__}: give a number, an Estimate or (value, stderr)") from None
+        raise InputError(f"cannot read a loss from {type(x).__name__}: give a number, an Estimate or (value, stderr)") from None
 
 
 def _budget_of(d: dict) -> int:
@@ -90,7 +91,7 @@ def _budget_of(d: dict) -> int:
     try:
         return int(d["config"]["model"]["budget"])  # a training result
     except (KeyError, TypeError):
-        raise ValueError(f"a point needs its budget ('budget', or config.model.budget), got keys {sorted(d)}") from None
+        raise InputError(f"a point needs its budget ('budget', or config.model.budget), got keys {sorted(d)}") from None
 
 
 def _point(item) -> tuple[int, float, float]:
@@ -105,15 +106,15 @@ def _point(item) -> tuple[int, float, float]:
         if len(item) == 3:
             err = float(item[2])
         return int(b), value, err
-    raise ValueError(f"a point is (budget, value[, stderr]), a dict or a result with to_dict(); got {item!r}")
+    raise InputError(f"a point is (budget, value[, stderr]), a dict or a result with to_dict(); got {item!r}")
 
 
 def _budgets(budgets) -> tuple:
     if budgets is None:
-        raise ValueError("this source is evaluated at budgets: give budgets=, e.g. range(1, 6)")
+        raise InputError("this source is evaluated at budgets: give budgets=, e.g. range(1, 6)")
     out = tuple(int(b) for b in budgets)
     if not out or any(b < 0 for b in out):
-        raise ValueError(f"budgets must be integers >= 0, got {list(budgets)}")
+        raise InputError(f"budgets must be integers >= 0, got {list(budgets)}")
     return out
 
 
@@ -130,7 +131,7 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
         from .registry import loss_mc
 
         if prior is None:
-            raise ValueError(f"curve {label!r}: the strategy {source!r} needs prior=")
+            raise InputError(f"curve {label!r}: the strategy {source!r} needs prior=")
         bs = _budgets(budgets)
         ests = []
         for b in bs:
@@ -138,7 +139,7 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
                 ests.append(loss_mc(prior, source, b, channel=channel, tau=tau, n_tokens=_tokens(n_tokens, tokens),
                                     s2=s2, samples=samples, seed=seed, **mc))
             except ValueError as exc:
-                raise ValueError(f"curve {label!r} at budget {b}: {exc}") from None
+                raise reworded(exc, f"curve {label!r} at budget {b}: {exc}") from None
         return Curve(label, bs, tuple(e.value for e in ests), tuple(e.stderr for e in ests), "mc", style)
     from fvsym import Formula
 
@@ -146,7 +147,7 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
         f = source.subs(**values) if values else source
         left = [str(p) for p in f.params if str(p) != "B"]
         if "B" not in f.symbols or left:
-            raise ValueError(f"curve {label!r}: the formula {f.name} must have the budget B as its only free "
+            raise InputError(f"curve {label!r}: the formula {f.name} must have the budget B as its only free "
                              f"parameter; left: {', '.join(left) or 'no B'} (fix them with f.subs(...) or values=)")
         bs = _budgets(budgets)
         return Curve(label, bs, tuple(float(f.exact(B=b)) for b in bs), None, "exact", style)
@@ -163,11 +164,11 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
         try:
             items = list(source)
         except TypeError:
-            raise ValueError(f"curve {label!r}: cannot plot a {type(source).__name__} (module docstring lists "
+            raise InputError(f"curve {label!r}: cannot plot a {type(source).__name__} (module docstring lists "
                              "the sources)") from None
     pts = sorted(_point(i) for i in items)
     if not pts:
-        raise ValueError(f"curve {label!r} has no points")
+        raise InputError(f"curve {label!r} has no points")
     errors = tuple(p[2] for p in pts)
     return Curve(label, tuple(p[0] for p in pts), tuple(p[1] for p in pts), errors if any(errors) else None,
                  "points", style)

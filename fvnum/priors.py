@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 
 from .capabilities import Capabilities, capability  # noqa: F401 (the questions every prior answers, named here too)
+from fvsym.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class PriorEntry:
     def build(self, args):
         """The prior of a namespace of its options (``fv mc``'s arguments)."""
         if self.from_options is None:
-            raise ValueError(f"prior {self.name!r} has no builder from options")
+            raise InputError(f"prior {self.name!r} has no builder from options")
         return _resolve(self.from_options)(args)
 
 
@@ -87,14 +88,14 @@ def register_prior(name: str, entry_point, *, options=(), from_options=None, sum
     ``"module:attribute"`` string; ``options`` its command-line :class:`PriorOption` rows; ``from_options`` what
     builds it from them; ``heap`` (:class:`PriorEntry`). A name already taken is refused unless ``replace``."""
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"a prior's name must be an identifier such as 'atoms', got {name!r}")
+        raise InputError(f"a prior's name must be an identifier such as 'atoms', got {name!r}")
     if name in PRIORS and not replace:
-        raise ValueError(f"prior {name!r} is registered already (give replace=True to replace it)")
+        raise InputError(f"prior {name!r} is registered already (give replace=True to replace it)")
     if not (isinstance(entry_point, str) and ":" in entry_point) and not callable(entry_point):
-        raise ValueError(f"entry_point must be a class or 'module:attribute', got {entry_point!r}")
+        raise InputError(f"entry_point must be a class or 'module:attribute', got {entry_point!r}")
     for opt in options:
         if not isinstance(opt, PriorOption):
-            raise ValueError(f"options must be PriorOption rows, got {type(opt).__name__}")
+            raise InputError(f"options must be PriorOption rows, got {type(opt).__name__}")
     entry = PriorEntry(name, entry_point, tuple(options), from_options, summary, heap=bool(heap))
     PRIORS[name] = entry
     return entry
@@ -102,7 +103,7 @@ def register_prior(name: str, entry_point, *, options=(), from_options=None, sum
 
 def prior_entry(name: str) -> PriorEntry:
     if name not in PRIORS:
-        raise ValueError(f"unknown prior {name!r}; choose one of {', '.join(PRIORS)}")
+        raise InputError(f"unknown prior {name!r}; choose one of {', '.join(PRIORS)}")
     return PRIORS[name]
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .estimate import Estimate
 from .laws import DEFAULT_CUT, law_test
 from .model_rows import model as model_of
+from fvsym.errors import InputError
 
 ADAPTIVE = ("path", "best_adaptive_keyed")
 ONE_LAYER = ("top_levels", "best_nonadaptive_keyed")
@@ -107,7 +108,7 @@ def tail_geometric_variances(depth: int, alpha) -> tuple:
 
     a = Fraction(alpha).limit_denominator(1000)
     if not 0 < a <= Fraction(1, 2):
-        raise ValueError(f"tail-geometric scales need alpha in (0, 1/2], got {alpha!r}")
+        raise InputError(f"tail-geometric scales need alpha in (0, 1/2], got {alpha!r}")
     return tuple(a ** (k - 1) for k in range(1, depth)) + (a ** (depth - 2),)
 
 
@@ -175,7 +176,7 @@ def predicted_powers(budgets, curves: dict, *, spread, n_seeds: int = 3, replica
 
     if isinstance(spread, dict):
         if set(spread) != {"adaptive", "one_layer"}:
-            raise ValueError(f"spread must be a number or a dict with keys 'adaptive' and 'one_layer', got {spread!r}")
+            raise InputError(f"spread must be a number or a dict with keys 'adaptive' and 'one_layer', got {spread!r}")
         spreads = spread
     else:
         spreads = {"adaptive": spread, "one_layer": spread}

@@ -111,7 +111,7 @@ def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
     if spelled is not None and spelled.runs_as is not None:  # a class-named spelling
         klass = spelled.measurement
         if measurement not in (None, klass):
-            raise ValueError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
+            raise InputError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
         return spelled.runs_as, klass
     if strategy == BARE and measurement is None:  # one meaning per name: the class is said, here or in the name
         raise InputError(bare_refusal(strategy))
@@ -123,14 +123,14 @@ def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, in
         width = default_width
     if width is None:
         if layers < 1 or budget % layers:
-            raise ValueError(f"budget {budget} is not a multiple of layers {layers}")
+            raise InputError(f"budget {budget} is not a multiple of layers {layers}")
         width = budget // layers
     if layers is None:
         if width < 1 or budget % width:
-            raise ValueError(f"budget {budget} is not a multiple of width {width}")
+            raise InputError(f"budget {budget} is not a multiple of width {width}")
         layers = budget // width
     if layers * width != budget:
-        raise ValueError(f"layers x width = {layers} x {width} does not equal the budget {budget}")
+        raise InputError(f"layers x width = {layers} x {width} does not equal the budget {budget}")
     return int(layers), int(width)
 
 
@@ -141,7 +141,7 @@ def _tree_depth_of(spec) -> int:
         return spec.heap_depth
     K = (spec.dim + 1).bit_length() - 1
     if 2**K - 1 != spec.dim:
-        raise ValueError(f"the path strategy needs a tree layout, D = 2^K - 1; the {_name(spec)} prior has D = {spec.dim}")
+        raise InputError(f"the path strategy needs a tree layout, D = 2^K - 1; the {_name(spec)} prior has D = {spec.dim}")
     return K
 
 
@@ -151,7 +151,7 @@ def _name(spec) -> str:
 
 def _deep_only(strategy, budget, layers, width):
     if (layers not in (None, budget)) or (width not in (None, 1)):
-        raise ValueError(f"strategy {strategy!r} has layers = budget and width = 1")
+        raise InputError(f"strategy {strategy!r} has layers = budget and width = 1")
 
 
 def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=None, policy=None,
@@ -191,17 +191,17 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         return FixedDesign(check_design(design, spec, budget), "fixed")
     if strategy == "policy":
         if policy is None:
-            raise ValueError("strategy 'policy' needs policy=callable (see fvnum.strategies for the protocol)")
+            raise InputError("strategy 'policy' needs policy=callable (see fvnum.strategies for the protocol)")
         check_budget(budget)
         L, d = _layout(budget, layers, width)
         return CallablePolicy(policy, L, d)
     if capability(spec, "linear_posterior"):  # Gaussian: by Theorem G1 water-filling is optimal, adaptive or not
         if strategy not in ("optimal", "optimal_nonadaptive"):
-            raise ValueError(f"strategy {strategy!r} needs a tree prior")
+            raise InputError(f"strategy {strategy!r} needs a tree prior")
         check_budget(budget)
         return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
     if capability(spec, "heap_depth") is None:  # the rest read the nodes of a tree
-        raise ValueError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to the "
+        raise InputError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to the "
                          f"{_name(spec)} prior")
     if strategy == "bellman_noiseless":
         check_budget(budget, *coord_max)
@@ -213,7 +213,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
 
         if measurement not in MEASUREMENTS:
-            raise ValueError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
+            raise InputError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
         check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
         search = optimal_nonadaptive_unit if measurement == "unit" else optimal_nonadaptive_coordinate
         found = search(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
@@ -226,7 +226,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     if strategy == "rollout":
         if channel.tau == 0:
             given = "" if channel.tau_given is None else f", and tau = {channel.tau_given:.3g} is noiseless in effect (at most 1e-9 a_K)"
-            raise ValueError(f"strategy 'rollout' needs noise (tau > 0){given}; at tau = 0 use 'optimal'")
+            raise InputError(f"strategy 'rollout' needs noise (tau > 0){given}; at tau = 0 use 'optimal'")
         return RolloutPolicy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian", seed=seed)
     return GreedyDense(spec, channel.tau, budget)
 
@@ -246,7 +246,7 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     _layout(budget, layers, width)
     check_resolution(spec, "strategy 'optimal' under noise")
     if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
-        raise ValueError(
+        raise InputError(
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
@@ -306,13 +306,13 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric(prior)  # a prior object (fvnum.priors), or the numeric view of a fvsym prior
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
-    check_loss_mc_args(spec, strategy, budget, design=design, tokens=named, samples=samples,
+    check_loss_mc_args(spec, strategy, budget, design=design, token_channel=named, samples=samples,
                        threads=threads, search_samples=search_samples, measurement=measurement)
     # budget: a plain int from here on (numpy, sympy or Fraction integers given)
     spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
     if STRATEGIES[strategy].price is not None:  # a strategy that prices itself (optimal: the exact noisy policy)
@@ -323,7 +323,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=record, threads=threads,
                    progress=progress)
     if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN
-        raise ValueError(f"the Monte Carlo loss of {strategy!r} came out {est.value} +- {est.stderr} (floating point "
+        raise InputError(f"the Monte Carlo loss of {strategy!r} came out {est.value} +- {est.stderr} (floating point "
                          f"failed at tau = {channel.tau:.3g}, scales or variances {_span(spec)}); please report it")
     return est
 

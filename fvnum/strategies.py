@@ -34,6 +34,7 @@ from fvsym._validate import _short
 
 from . import _kernels
 from .tree import TreeSpec, tokens_law
+from fvsym.errors import InputError
 
 GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
 
@@ -80,20 +81,20 @@ def check_rows(out, *, n: int, width: int, dim: int, layer: int, allow_idle: boo
     )
     if arr.dtype.kind in "iu" or arr.dtype == bool:
         if arr.dtype == bool or arr.shape not in ((n, width), (width,)):
-            raise ValueError(f"policy returned an array of shape {arr.shape} at layer {layer}; {expected}")
+            raise InputError(f"policy returned an array of shape {arr.shape} at layer {layer}; {expected}")
         lo = 0 if allow_idle else 1
         if arr.size and (arr.min() < lo or arr.max() > dim):
             bad = arr.min() if arr.min() < lo else arr.max()
-            raise ValueError(f"policy returned node {bad} at layer {layer}, outside the nodes {lo}..{dim}")
+            raise InputError(f"policy returned node {bad} at layer {layer}, outside the nodes {lo}..{dim}")
         return Rows(np.ascontiguousarray(arr, dtype=np.int64), True, arr.ndim == 1)
     if arr.dtype.kind != "f":
-        raise ValueError(f"policy returned {arr.dtype} values at layer {layer}; {expected}")
+        raise InputError(f"policy returned {arr.dtype} values at layer {layer}; {expected}")
     if arr.shape not in ((n, width, dim), (width, dim)):
-        raise ValueError(f"policy returned rows of shape {arr.shape} at layer {layer}; {expected}")
+        raise InputError(f"policy returned rows of shape {arr.shape} at layer {layer}; {expected}")
     norms = np.linalg.norm(arr, axis=-1)
     if not np.all(np.abs(norms - 1) <= 1e-6):
         bad = norms.ravel()[np.argmax(np.abs(norms - 1).ravel())]
-        raise ValueError(f"policy returned a row of norm {bad:.6g} at layer {layer}; rows must be unit vectors")
+        raise InputError(f"policy returned a row of norm {bad:.6g} at layer {layer}; rows must be unit vectors")
     return Rows(np.ascontiguousarray(arr, dtype=float), False, arr.ndim == 2)
 
 
@@ -138,7 +139,7 @@ class Policy:
 
         spec = getattr(self, "spec", None) if prior is None else numeric_prior(prior)
         if getattr(spec, "heap_depth", None) is None:  # it walks the tree's leaves
-            raise ValueError(f"describe() needs a tree prior for {type(self).__name__}: policy.describe(TreePrior(K, alpha))")
+            raise InputError(f"describe() needs a tree prior for {type(self).__name__}: policy.describe(TreePrior(K, alpha))")
         lines: list[str] = []
         leaves = np.arange(spec.n_leaves)
 
@@ -268,7 +269,7 @@ class TablePolicy(Policy):
             node = table[t]
             read = tuple(int(x) for x in node.nodes)
             if len(read) > width:
-                raise ValueError(f"policy node reads {len(read)} nodes, more than width {width}")
+                raise InputError(f"policy node reads {len(read)} nodes, more than width {width}")
             rows.append(read + (0,) * (width - len(read)))
             counts = {}
             belief = getattr(node, "belief", None)
@@ -403,10 +404,10 @@ class RolloutPolicy(Policy):
     def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
                  n_cand: int = 4, screen: float = 0.25, allow_repeat: bool = True, seed: int = 0):
         if isinstance(screen, bool) or not isinstance(screen, (int, float, np.integer, np.floating)) or not 0 < screen <= 1:
-            raise ValueError(f"screen must be a fraction in (0, 1], got {screen!r}")
+            raise InputError(f"screen must be a fraction in (0, 1], got {screen!r}")
         for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
-                raise ValueError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
+                raise InputError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
         self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
         self.n_cand, self.allow_repeat, self.screen = int(n_cand), bool(allow_repeat), float(screen)
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
@@ -526,7 +527,7 @@ class CallablePolicy(Policy):
 
     def __init__(self, fn, layers: int, width: int, name: str = "policy"):
         if not callable(fn):
-            raise ValueError(f"policy must be callable, got {type(fn).__name__}")
+            raise InputError(f"policy must be callable, got {type(fn).__name__}")
         self.fn, self.layers, self.width, self.name = fn, layers, width, name
 
     def rows(self, layer, state, phi):

@@ -213,19 +213,19 @@ class TheoryRow:
 
     def __post_init__(self):
         if self.channel not in ROW_CHANNELS:
-            raise ValueError(f"row channel must be one of {', '.join(ROW_CHANNELS)}, got {self.channel!r}")
+            raise InputError(f"row channel must be one of {', '.join(ROW_CHANNELS)}, got {self.channel!r}")
         if self.role not in ROLES:
-            raise ValueError(f"row role must be one of {', '.join(ROLES)}, got {self.role!r}")
+            raise InputError(f"row role must be one of {', '.join(ROLES)}, got {self.role!r}")
         if self.measurement_class not in CLASSES:
-            raise ValueError(f"row class must be one of {', '.join(CLASSES)}, got {self.measurement_class!r}")
+            raise InputError(f"row class must be one of {', '.join(CLASSES)}, got {self.measurement_class!r}")
         models = tuple(self.models)
         if any(m not in MODELS for m in models):
-            raise ValueError(f"row models must be among {', '.join(MODELS)}, got {list(self.models)}")
+            raise InputError(f"row models must be among {', '.join(MODELS)}, got {list(self.models)}")
         if self.role == "prediction" and not models:
-            raise ValueError(f"a prediction row names the models it predicts; row {self.name!r} names none")
+            raise InputError(f"a prediction row names the models it predicts; row {self.name!r} names none")
         object.__setattr__(self, "models", models)
         if not isinstance(self.keys, str) or not self.keys:
-            raise ValueError(f"row keys must name a key family (e.g. 'linear'), got {self.keys!r}")
+            raise InputError(f"row keys must name a key family (e.g. 'linear'), got {self.keys!r}")
 
     @classmethod
     def exact(cls, name: str, value, what: str, channel: str, **extra) -> "TheoryRow":
@@ -304,7 +304,7 @@ class ComparisonTable:
         for r in self.rows:
             if r.name == name:
                 return r
-        raise ValueError(f"no theory row {name!r}; the table has {', '.join(self.names)}")
+        raise InputError(f"no theory row {name!r}; the table has {', '.join(self.names)}")
 
     @property
     def optimum_bracket(self) -> tuple | None:
@@ -361,7 +361,7 @@ def prior_covariance(prior) -> np.ndarray:
 
 def _check_channel(channel) -> Channel:
     if not isinstance(channel, Channel):
-        raise ValueError(f"channel must be a fvnum Channel (fvnum.channels.make_channel), got {type(channel).__name__}")
+        raise InputError(f"channel must be a fvnum Channel (fvnum.channels.make_channel), got {type(channel).__name__}")
     return channel
 
 
@@ -376,7 +376,7 @@ def lmmse(prior, W, channel: Channel) -> LinearDecoder:
     C = prior_covariance(prior)  # (D, D)
     W = np.asarray(W, dtype=np.float64)  # (B, D)
     if W.ndim != 2 or W.shape[1] != C.shape[0] or W.shape[0] < 1:
-        raise ValueError(f"design must be (B, D) with D = {C.shape[0]}, got shape {W.shape}")
+        raise InputError(f"design must be (B, D) with D = {C.shape[0]}, got shape {W.shape}")
     # noise: tau^2 W W^T under tokens (one statistic S, projected), tau^2 I_B under gaussian (fresh per row)
     noise = W @ W.T if channel.kind == "tokens" else np.eye(W.shape[0])  # (B, B)
     M = _token_factor(channel) * W @ C @ W.T + channel.tau2 * noise  # (B, B) Cov(phi)
@@ -387,7 +387,7 @@ def lmmse(prior, W, channel: Channel) -> LinearDecoder:
 def top_levels_rows(dim: int, budget: int) -> np.ndarray:
     """Rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= dim:
-        raise ValueError(f"budget must be an integer in 1..D={dim}, got {_short(budget)}")
+        raise InputError(f"budget must be an integer in 1..D={dim}, got {_short(budget)}")
     return np.eye(dim)[:budget]
 
 
@@ -453,7 +453,7 @@ def _keyed_row(found) -> TheoryRow:
 def _check_keyed_channel(channel: Channel) -> Channel:
     channel = _check_channel(channel)
     if channel.kind != "tokens":
-        raise ValueError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
+        raise InputError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} channel")
     return channel
 
 
@@ -488,15 +488,15 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     channel = _check_keyed_channel(channel)
     family = check_family(family)
     if greedy and family != "softmax":
-        raise ValueError(f"greedy adds the softmax family's greedy adaptive row; the {family} adaptive row is that "
+        raise InputError(f"greedy adds the softmax family's greedy adaptive row; the {family} adaptive row is that "
                          f"greedy search already")
     design_samples = DESIGN_SAMPLES_PER_SAMPLE * samples if design_samples is None else design_samples
     spec = numeric_prior(prior)
     if isinstance(budgets, (str, bytes)) or not hasattr(budgets, "__iter__"):
-        raise ValueError(f"budgets must be a list of budgets, got {_short(budgets)}")
+        raise InputError(f"budgets must be a list of budgets, got {_short(budgets)}")
     budgets = sorted({check_int(b, "budget", minimum=1, maximum=spec.dim) for b in budgets})
     if not budgets:
-        raise ValueError("keyed rows need at least one budget, got none")
+        raise InputError("keyed rows need at least one budget, got none")
     kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=seed)
     tree = has_adaptive_search(prior)
     check_memory(f"the {family} keyed rows at budgets {', '.join(map(str, budgets))}",
@@ -626,7 +626,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 
 def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, samples: int, search_samples: int,
-                             tokens: bool = True, threads: int = 1) -> float:
+                             token_channel: bool = True, threads: int = 1) -> float:
     """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.limits.keyed_cost`` prices those),
     beside it and from the prices of the strategies it runs (``fvnum.limits.mc_cost``, each strategy's factors
     from its object): the path row, the default candidates of ``best_adaptive`` (role ``best_adaptive``, each on
@@ -641,7 +641,7 @@ def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, s
     B = budget
 
     def mc(strategy, n, **kw):
-        return mc_cost(tree=tree, depth=depth if tree else 0, dim=dim, budget=B, strategy=strategy, tokens=tokens,
+        return mc_cost(tree=tree, depth=depth if tree else 0, dim=dim, budget=B, strategy=strategy, token_channel=token_channel,
                        samples=n, threads=threads, solve=False, **kw)[1]  # the solves: below
 
     if not tree:

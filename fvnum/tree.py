@@ -22,6 +22,7 @@ from fvsym.heap import leaf_bit, path_node
 
 from . import _kernels
 from .capabilities import Capabilities
+from fvsym.errors import InputError
 
 MAX_ATOMS_DEPTH = 20  # the tree as a finite prior: at most 2^20 leaves
 
@@ -122,7 +123,7 @@ class TreeSpec(Capabilities):
     def atoms_and_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """Its ``2^K`` leaves, uniform (THEORY.md section 6b)."""
         if self.depth > MAX_ATOMS_DEPTH:
-            raise ValueError(f"the tree of depth {self.depth} has 2^{self.depth} leaves: too many atoms "
+            raise InputError(f"the tree of depth {self.depth} has 2^{self.depth} leaves: too many atoms "
                              f"(depth <= {MAX_ATOMS_DEPTH})")
         return self.thetas(np.arange(self.n_leaves)), np.full(self.n_leaves, -self.depth * math.log(2))
 
@@ -159,13 +160,13 @@ def numeric_prior(prior):
 
     if isinstance(prior, TreePrior):
         if not prior.is_numeric:
-            raise ValueError(f"Monte Carlo needs numeric tree scales, got {prior!r}; give alpha a value")
+            raise InputError(f"Monte Carlo needs numeric tree scales, got {prior!r}; give alpha a value")
         return TreeSpec(prior.depth, np.array([float(a) for a in prior.scales]), prior)
     if isinstance(prior, GaussianPrior):
         if not all(x.is_number for x in prior.cov):
-            raise ValueError(f"Monte Carlo needs a numeric covariance, got {prior!r} with symbols")
+            raise InputError(f"Monte Carlo needs a numeric covariance, got {prior!r} with symbols")
         return GaussSpec.from_cov(np.array(prior.cov.evalf(), dtype=float), prior)
-    raise ValueError(f"prior must be a fvsym TreePrior or GaussianPrior, got {type(prior).__name__}")
+    raise InputError(f"prior must be a fvsym TreePrior or GaussianPrior, got {type(prior).__name__}")
 
 
 def coordinate_posterior_mean(spec: TreeSpec, nodes, readings, tau: float) -> np.ndarray:

@@ -18,6 +18,7 @@ from ._validate import check_int
 from .policy import PolicyNode
 from .priors import TreePrior, node_depth, squared_scales
 from .priors import check_tree_prior as _check_prior
+from .errors import InputError
 
 
 class _Lin:
@@ -478,7 +479,7 @@ def _solver(prior: TreePrior, width: int) -> _Solver:
 def _check_numeric(prior) -> TreePrior:
     prior = _check_prior(prior)
     if not prior.is_numeric:
-        raise ValueError(f"the Bellman solver needs a numeric alpha or numeric scales, got {prior!r}")
+        raise InputError(f"the Bellman solver needs a numeric alpha or numeric scales, got {prior!r}")
     return prior
 
 

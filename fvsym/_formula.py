@@ -9,7 +9,7 @@ import sympy as sp
 from sympy.logic.boolalg import BooleanFunction
 
 
-from fvsym.errors import DomainError  # noqa: F401 - raised here; defined with the other typed errors
+from fvsym.errors import DomainError, InputError, reworded  # DomainError: raised here; defined with the other typed errors
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Formula:
     def __post_init__(self):
         extra = self.expr.free_symbols - set(self.params)
         if extra:
-            raise ValueError(f"formula {self.name}: free symbols {sorted(map(str, extra))} not in params")
+            raise InputError(f"formula {self.name}: free symbols {sorted(map(str, extra))} not in params")
         object.__setattr__(self, "constraints", tuple(sp.sympify(c) for c in self.constraints))
 
     # --- symbols ------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class Formula:
     def _param(self, symbol) -> sp.Symbol:
         found = next((p for p in self.params if p == symbol or str(p) == str(symbol)), None)
         if found is None:
-            raise ValueError(f"formula {self.name}: no parameter {symbol!r}; has {[str(p) for p in self.params]}")
+            raise InputError(f"formula {self.name}: no parameter {symbol!r}; has {[str(p) for p in self.params]}")
         return found
 
     # --- domain ------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class Formula:
         by_name = {str(p): p for p in self.params}
         unknown = set(values) - set(by_name)
         if unknown:
-            raise ValueError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {sorted(by_name)}")
+            raise InputError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {sorted(by_name)}")
         subs = {by_name[k]: to_exact(v, k) for k, v in values.items()}
         domain = self.domain
         for symbol, value in subs.items():
@@ -166,11 +166,11 @@ class Formula:
             others = sorted(map(str, self.expr.free_symbols - {found}))
             fix = f"; fix {', '.join(others)} first: f.subs({', '.join(o + '=...' for o in others)}).limit(...)" \
                 if others else ""
-            raise ValueError(f"{self.name}.limit({found}, {point}): sympy cannot take this limit"
+            raise reworded(exc, f"{self.name}.limit({found}, {point}): sympy cannot take this limit"
                              + (" for every value of the other parameters" if others else "")
                              + f" ({str(exc)[:80]}){fix}") from None
         if value.has(sp.Limit, sp.AccumBounds):
-            raise ValueError(f"{self.name}.limit({found}, {point}): the limit does not exist or sympy cannot "
+            raise InputError(f"{self.name}.limit({found}, {point}): the limit does not exist or sympy cannot "
                              f"evaluate it (got {str(value)[:80]})")
         return sp.simplify(value.subs(back))
 
@@ -197,7 +197,7 @@ class Formula:
         if direction is None:
             direction = "-" if point == high and point.is_finite else "+"
         if direction not in ("+", "-", "+-"):
-            raise ValueError(f"direction must be '+' (from above) or '-' (from below), got {direction!r}")
+            raise InputError(f"direction must be '+' (from above) or '-' (from below), got {direction!r}")
         if point.is_finite and not isinstance(domain, sp.Range):
             if (point == high and "+" in direction) or (point == low and "-" in direction):
                 side = "above" if point == high else "below"
@@ -220,7 +220,7 @@ class Formula:
         x0, _ = self._check_point(found, x0, None, "series")
         n = int(n)
         if n < 1:
-            raise ValueError(f"series order n must be >= 1, got {n}")
+            raise InputError(f"series order n must be >= 1, got {n}")
         bad = set()
         for power in self.expr.atoms(sp.Pow):
             base, exponent = power.as_base_exp()
@@ -233,7 +233,7 @@ class Formula:
         if bad:
             names = ", ".join(sorted(map(str, bad)))
             example = ", ".join(f"{b}=..." for b in sorted(map(str, bad)))
-            raise ValueError(
+            raise InputError(
                 f"{self.name}.series({found}, {x0}): the order of its terms in {found} depends on the symbolic "
                 f"{names}; fix {'it' if len(bad) == 1 else 'them'} first: f.subs({example}).series(...)"
             )
@@ -319,13 +319,13 @@ class Formula:
             names = [str(p) for p in self.params]
             unknown = set(kwargs) - set(names)
             if unknown:
-                raise ValueError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {names}")
+                raise InputError(f"formula {self.name}: unknown parameters {sorted(unknown)}; has {names}")
             missing = [n for n in names[len(args):] if n not in kwargs]
             if missing:
-                raise ValueError(f"{self.name} needs {', '.join(missing)} (its parameters: {', '.join(names)})")
+                raise InputError(f"{self.name} needs {', '.join(missing)} (its parameters: {', '.join(names)})")
             args = list(args) + [kwargs[n] for n in names[len(args):]]
         if len(args) != len(self.params):
-            raise ValueError(
+            raise InputError(
                 f"formula {self.name} takes {len(self.params)} values {[str(p) for p in self.params]}, "
                 f"got {len(args)}"
             )
@@ -420,5 +420,5 @@ def _plain(value):
 
         return check_real(value, "argument")
     if isinstance(value, sp.Basic) and not value.is_number:
-        raise ValueError(f"a formula's value needs numbers, got {value}; use .exact(...) or .expr.subs(...) for symbols")
+        raise InputError(f"a formula's value needs numbers, got {value}; use .exact(...) or .expr.subs(...) for symbols")
     return value

@@ -42,6 +42,7 @@ from ._validate import _short, check_int
 from .bellman_equations import Recursion, noisy_recursion, recursion, recursion_latex, unroll, unroll_cost, unrolled_size
 from .policy import REPR_LINES, BellmanSolution, PolicyNode
 from .priors import TreePrior, squared_scales
+from .errors import InputError
 
 
 # --- public API ------------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def solve(prior: TreePrior, layers: int, width: int) -> BellmanSolution:
     layers = check_int(layers, "layers", minimum=0)
     width = check_int(width, "width", minimum=0)
     if layers * width > prior.n_nodes:
-        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+        raise InputError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
     if layers * width == 0:
         loss = sp.expand(sum(squared_scales(prior)))
         return BellmanSolution(loss=loss, policy=None, layers=layers, width=width, n_states=0)
@@ -72,7 +73,7 @@ def optimal_nonadaptive(prior: TreePrior, budget: int) -> tuple[sp.Expr, tuple[i
     prior = _check_numeric(prior)
     budget = check_int(budget, "budget", minimum=0)
     if budget > prior.n_nodes:
-        raise ValueError(f"budget must be <= D = {prior.n_nodes}, got {budget}")
+        raise InputError(f"budget must be <= D = {prior.n_nodes}, got {budget}")
     solver = _solver(prior, 1)
     value, nodes = solver.full_nonadaptive(budget)[budget]
     return solver.loss(solver.full, value), nodes
@@ -134,7 +135,7 @@ class AlphaOptimum:
 
         a = check_alpha(alpha)
         if not a.is_number:
-            raise ValueError(f"at() needs a number alpha, got {_short(alpha)}")
+            raise InputError(f"at() needs a number alpha, got {_short(alpha)}")
         for piece in self.pieces:
             if (a <= piece.upper) == sp.true:
                 return sp.expand(piece.loss.subs(_symbols.alpha, a))
@@ -214,7 +215,7 @@ def solve_alpha(depth: int, layers: int, width: int) -> AlphaOptimum:
     width = check_int(width, "width", minimum=0)
     n_nodes = 2**depth - 1
     if layers * width > n_nodes:
-        raise ValueError(f"budget layers * width must be <= D = {n_nodes}, got {layers * width}")
+        raise InputError(f"budget layers * width must be <= D = {n_nodes}, got {layers * width}")
     solver = _alpha_solver(depth, max(width, 1))
     gains = (solver.zero,) if layers * width == 0 else solver.value(solver.full, layers)  # memo kept
     return _assemble(solver, gains, layers, width, nonadaptive=False)
@@ -227,7 +228,7 @@ def optimal_nonadaptive_alpha(depth: int, budget: int) -> AlphaOptimum:
     budget = check_int(budget, "budget", minimum=0)
     n_nodes = 2**depth - 1
     if budget > n_nodes:
-        raise ValueError(f"budget must be <= D = {n_nodes}, got {budget}")
+        raise InputError(f"budget must be <= D = {n_nodes}, got {budget}")
     solver = _alpha_solver(depth, 1)
     if solver._nonadaptive_full is None:
         solver._nonadaptive_full = solver.nonadaptive_sets(solver.full, n_nodes)

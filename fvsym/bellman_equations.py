@@ -12,6 +12,7 @@ from . import _symbols
 from ._bellman_dp import _AlphaSolver, _check_alpha_depth, _Solver
 from ._validate import check_int
 from .priors import check_tree_prior as _check_prior
+from .errors import InputError
 
 
 MAX_WRITTEN_WIDTH = 4  # the sum over the 3^d reading outcomes is written out term by term
@@ -131,9 +132,9 @@ def recursion(prior, layers: int, width: int, tau=None) -> Recursion:
     if tau is not None:
         return noisy_recursion(prior, layers, width, tau)
     if width > MAX_WRITTEN_WIDTH:
-        raise ValueError(f"width must be <= {MAX_WRITTEN_WIDTH} to write out the 3^d reading outcomes, got {width}")
+        raise InputError(f"width must be <= {MAX_WRITTEN_WIDTH} to write out the 3^d reading outcomes, got {width}")
     if layers * width > prior.n_nodes:
-        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+        raise InputError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
     S, S0, W = sp.Symbol("S"), sp.Symbol("S_0"), sp.Symbol("W")
     actions = sp.Function(f"N_{width}")(S)
     outcomes = list(itertools.product((1, -1, 0), repeat=width))
@@ -173,13 +174,13 @@ def noisy_recursion(prior, layers: int, width: int = 1, tau=None) -> Recursion:
     layers = check_int(layers, "layers", minimum=1)
     width = check_int(width, "width", minimum=1)
     if width != 1:
-        raise ValueError(f"the noisy recursion is written for layers of width 1 (any node at every layer), got width={width}")
+        raise InputError(f"the noisy recursion is written for layers of width 1 (any node at every layer), got width={width}")
     if prior.depth > MAX_NOISY_WRITTEN_DEPTH:
-        raise ValueError(f"depth must be <= {MAX_NOISY_WRITTEN_DEPTH} to write out the leaves of the noisy "
+        raise InputError(f"depth must be <= {MAX_NOISY_WRITTEN_DEPTH} to write out the leaves of the noisy "
                          f"recursion, got {prior.depth}")
     t = _symbols.tau if tau is None else check_tau(tau)
     if t == 0:
-        raise ValueError("tau = 0 is the noiseless recursion: leave out tau")
+        raise InputError("tau = 0 is the noiseless recursion: leave out tau")
     M, D = prior.n_leaves, prior.n_nodes
     b, n, m, phi = sp.Symbol("b"), sp.Symbol("n"), sp.Symbol("m", integer=True, positive=True), sp.Symbol("phi", real=True)
     V = lambda l: sp.Function(f"V_{l}")  # noqa: E731
@@ -226,13 +227,13 @@ def _unroll_solver(prior, layers, width):
     layers = check_int(layers, "layers", minimum=0)
     width = check_int(width, "width", minimum=1)
     if layers * width > prior.n_nodes:
-        raise ValueError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
+        raise InputError(f"budget layers * width must be <= D = {prior.n_nodes}, got {layers * width}")
     if prior.is_numeric:
         solver = _Solver(prior, width)
     elif prior.alpha is not None and isinstance(prior.alpha, sp.Symbol) and prior.alpha == _symbols.alpha:
         solver = _AlphaSolver(_check_alpha_depth(prior.depth), width)
     else:
-        raise ValueError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
+        raise InputError(f"unroll needs numeric scales or the symbol alpha, got {prior!r}")
     return prior, layers, solver
 
 
@@ -261,7 +262,7 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
             options.append(sp.Add(*terms, evaluate=False))
         n_terms += len(options)
         if n_terms > max_terms:
-            raise ValueError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
+            raise InputError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
                              "use a smaller depth, fewer layers or a larger max_terms")
         memo[key] = options[0] if len(options) == 1 else sp.Min(*options, evaluate=False)
         return memo[key]
@@ -305,7 +306,7 @@ def _unrolled_counts(prior, layers, solver, max_terms) -> tuple[int, int]:
         options = list(solver.choices(S))
         n_terms += len(options)
         if n_terms > max_terms:
-            raise ValueError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
+            raise InputError(f"the unrolled recursion has more than max_terms={max_terms} actions; "
                              "use a smaller depth, fewer layers or a larger max_terms")
         for _, cells in options:
             total += 1 + sum(2 + size(c, left - 1) for _, c in cells)

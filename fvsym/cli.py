@@ -33,6 +33,7 @@ from .guards import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_t
 from .priors import MAX_DEPTH
 from .strategy_names import BARE, CLASS_NAMED, bare_refusal
 from .strategy_names import DERIVE as STRATEGIES
+from .errors import DamagedFile, InputError, reworded
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
 _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
@@ -110,10 +111,10 @@ def tree_prior_of(depth, alpha, scales):
     if scales is None:
         return TreePrior(depth) if alpha is None else TreePrior(depth, check_alpha(alpha))
     if alpha is not None:
-        raise ValueError(f"give --alpha or --scales, not both (got --alpha {alpha})")
+        raise InputError(f"give --alpha or --scales, not both (got --alpha {alpha})")
     values = parse_number_list(scales, "--scales")
     if depth is not None and depth != len(values):
-        raise ValueError(f"--scales needs depth = {depth} entries (one a_k per level), got {len(values)}")
+        raise InputError(f"--scales needs depth = {depth} entries (one a_k per level), got {len(values)}")
     return TreePrior(len(values), scales=values)
 
 
@@ -137,11 +138,11 @@ def load_covariance(path) -> list:
     except (OSError, ValueError):  # a name too long, or holding a NUL byte
         is_file = False
     if not is_file:
-        raise ValueError(f"--cov: no such covariance file {shown} (or give isotropic, matched)")
+        raise InputError(f"--cov: no such covariance file {shown} (or give isotropic, matched)")
     if p.suffix == ".npy":
         return _load_npy(p, shown, MAX_GAUSSIAN_DIM)
     if p.suffix not in (".csv", ".txt"):
-        raise ValueError(f"--cov {shown}: a covariance file must end in .npy, .csv or .txt")
+        raise InputError(f"--cov {shown}: a covariance file must end in .npy, .csv or .txt")
     rows = []
     try:
         with open(p, "rb") as fh:
@@ -150,11 +151,11 @@ def load_covariance(path) -> list:
                 if not raw:
                     break
                 if len(raw) > MAX_COV_LINE:
-                    raise ValueError(f"--cov {shown}, line {i}: longer than {MAX_COV_LINE} characters")
+                    raise InputError(f"--cov {shown}, line {i}: longer than {MAX_COV_LINE} characters")
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError:
-                    raise ValueError(f"--cov {shown}, line {i}: not text (a .csv or .txt file holds rows of "
+                    raise DamagedFile(f"--cov {shown}, line {i}: not text (a .csv or .txt file holds rows of "
                                      "numbers)") from None
                 line = line.split("#", 1)[0].strip()
                 if not line:
@@ -164,16 +165,16 @@ def load_covariance(path) -> list:
                     try:
                         parse_fraction(x, "covariance entry")
                     except ValueError:
-                        raise ValueError(f"--cov {shown}, line {i}, item {j}: not a number (numbers such as 1, "
+                        raise InputError(f"--cov {shown}, line {i}, item {j}: not a number (numbers such as 1, "
                                          "1/2, 0.3)") from None
                 rows.append(items)
                 if len(rows) > MAX_GAUSSIAN_DIM or len(items) > MAX_GAUSSIAN_DIM:
-                    raise ValueError(f"--cov {shown}: covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got "
+                    raise InputError(f"--cov {shown}: covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got "
                                      f"more than {MAX_GAUSSIAN_DIM} {'rows' if len(rows) > MAX_GAUSSIAN_DIM else 'columns'}")
     except OSError as exc:
-        raise ValueError(f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+        raise reworded(exc, f"--cov {shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     if not rows:
-        raise ValueError(f"--cov {shown}: the file holds no rows")
+        raise InputError(f"--cov {shown}: the file holds no rows")
     return rows
 
 
@@ -192,9 +193,9 @@ def _load_npy(p, shown: str, max_dim: int) -> list:
 
     def check(shape, nbytes):
         if max(shape) > max_dim:
-            raise ValueError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape {shape}")
+            raise InputError(f"--cov {shown}: covariance dimension D must be <= {max_dim}, got shape {shape}")
         if shape[0] != shape[1] or shape[0] == 0:
-            raise ValueError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape {shape}")
+            raise InputError(f"--cov {shown}: covariance must be a non-empty square matrix, got shape {shape}")
 
     arr = read_matrix(p, f"--cov {shown}", "a 2-d array", check)
     return [[repr(float(x)) for x in row] for row in arr.tolist()]
@@ -205,7 +206,7 @@ def covariance_of(cov, eigenvalues, dim=None):
     and ``--eigenvalues`` (text)."""
     if eigenvalues is not None:
         if cov not in (None, "isotropic"):
-            raise ValueError(f"give --cov or --eigenvalues, not both (got --cov {cov})")
+            raise InputError(f"give --cov or --eigenvalues, not both (got --cov {cov})")
         return "isotropic", parse_number_list(eigenvalues, "--eigenvalues")
     if cov is None or cov in ("isotropic", "matched"):
         return cov, None
@@ -285,21 +286,21 @@ def _tree_loss(args) -> int:
     from .tree import tree_loss
 
     if args.design is not None and args.strategy != "fixed":
-        raise ValueError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+        raise InputError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
     if args.strategy == "fixed":
         return _fixed_design_loss(args)
     if args.budget is None:
-        raise ValueError(f"--strategy {args.strategy} needs --budget B")
+        raise InputError(f"--strategy {args.strategy} needs --budget B")
     args.strategy = CLASS_NAMED.get(args.strategy, args.strategy)  # noiseless exact: the coordinate class
     if args.scales is not None:
         return _tree_loss_scales(args)
     if args.depth is None:
-        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
+        raise InputError("--depth K is required (or give --scales a_1,..,a_K)")
     depth = check_int(args.depth, "depth", minimum=1)
     budget = check_int(args.budget, "budget", minimum=0)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
     if args.strategy in ("path", "top_levels") and (args.layers is not None or args.width is not None):
-        raise ValueError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
+        raise InputError(f"--layers and --width apply to the optimal strategies; {args.strategy} has "
                          + ("L = B, d = 1" if args.strategy == "path" else "L = 1, d = B"))
     check_tree_loss_cost(depth, budget, args.strategy, alpha, args.layers, args.width)
     if args.policy and args.strategy == "top_levels":
@@ -321,7 +322,7 @@ def _tree_loss_scales(args) -> int:
     from .tree import tree_loss
 
     if args.policy:
-        raise ValueError("--policy applies with --alpha (or symbolic alpha), not --scales")
+        raise InputError("--policy applies with --alpha (or symbolic alpha), not --scales")
     prior = tree_prior_of(args.depth, args.alpha, args.scales)
     depth, budget = prior.depth, check_int(args.budget, "budget", minimum=0)
     check_tree_loss_cost(depth, budget, args.strategy, "1/2", args.layers, args.width)
@@ -340,15 +341,15 @@ def _fixed_design_loss(args) -> int:
     from .tree import SOURCE, coordinate_design_loss
 
     if args.design is None:
-        raise ValueError("--strategy fixed needs --design n1,n2,... (heap node numbers)")
+        raise InputError("--strategy fixed needs --design n1,n2,... (heap node numbers)")
     if args.layers is not None or args.width is not None or args.policy:
-        raise ValueError("--layers, --width and --policy do not apply to --strategy fixed (one layer, the design)")
+        raise InputError("--layers, --width and --policy do not apply to --strategy fixed (one layer, the design)")
     if args.depth is None and args.scales is None:
-        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
+        raise InputError("--depth K is required (or give --scales a_1,..,a_K)")
     prior = tree_prior_of(args.depth, args.alpha, args.scales)
     nodes = check_node_list(parse_int_list(args.design, "--design"), "design", prior.n_nodes)
     if args.budget is not None and check_int(args.budget, "budget") != len(nodes):
-        raise ValueError(f"--budget must equal the number of design nodes, {len(nodes)}, got {args.budget}")
+        raise InputError(f"--budget must equal the number of design nodes, {len(nodes)}, got {args.budget}")
     check_tree_loss_cost(prior.depth, len(nodes), "fixed", args.alpha or "1/2")  # one O(D K) pass
     expr = sp.simplify(coordinate_design_loss(prior, nodes))
     params = tuple(sorted(expr.free_symbols, key=str))
@@ -363,7 +364,7 @@ def _bellman(args) -> int:
     from . import bellman
 
     if args.depth is None and args.scales is None:
-        raise ValueError("--depth K is required (or give --scales a_1,..,a_K)")
+        raise InputError("--depth K is required (or give --scales a_1,..,a_K)")
     prior = tree_prior_of(args.depth, args.alpha, args.scales)
     depth = prior.depth
     layers = check_int(args.layers, "layers", minimum=1)
@@ -371,7 +372,7 @@ def _bellman(args) -> int:
     alpha = None if args.alpha is None else check_alpha(args.alpha)
     tau = None if args.tau is None else check_tau(args.tau)
     if tau is not None and args.unroll:
-        raise ValueError("--unroll expands the noiseless recursion; the noisy optimum's value: fv bounds --tau T")
+        raise InputError("--unroll expands the noiseless recursion; the noisy optimum's value: fv bounds --tau T")
     if args.unroll:
         check_tree_loss_cost(depth, layers * width, "optimal", alpha if alpha is not None else "1/2", layers, width)
     if args.unroll:

@@ -43,4 +43,15 @@ class DamagedFile(ValueError):
         self.path = path
 
 
+def reworded(exc: BaseException, message: str) -> ValueError:
+    """The refusal ``exc`` said again in ``message`` (a caller adding where it happened), keeping its class:
+    one of the typed errors stays of its class with its fields (``limit``, ``path``); anything else (a plain
+    ``ValueError`` of a third-party reader) becomes an :class:`InputError`."""
+    cls = type(exc) if isinstance(exc, (InputError, ResourceRefused, DamagedFile)) else InputError
+    new = cls.__new__(cls)
+    ValueError.__init__(new, message)
+    new.__dict__.update(getattr(exc, "__dict__", {}) if cls is type(exc) else {})
+    return new
+
+
 __all__ = ["DamagedFile", "DomainError", "InputError", "ResourceRefused"]

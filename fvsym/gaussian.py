@@ -31,6 +31,7 @@ from . import _symbols
 from ._formula import Formula
 from ._validate import _short, check_choice, check_int, check_tau, to_exact
 from .priors import GaussianPrior, TreePrior
+from .errors import InputError
 
 MAX_TREE_DEPTH = 12  # matched Gaussian of a tree: D = 2^K - 1 eigenvalues, handled exactly
 COVARIANCES = ("matched", "isotropic")  # THEORY.md section 5: the matched Gaussian of the tree, or I_D
@@ -106,7 +107,7 @@ def _design(W, dim: int) -> sp.Matrix:
     if W.rows == 0 or W.cols == 0:
         return sp.zeros(0, dim)
     if W.cols != dim:
-        raise ValueError(f"design must have {dim} columns (the latent dimension), got shape {W.shape}")
+        raise InputError(f"design must have {dim} columns (the latent dimension), got shape {W.shape}")
     return W.applyfunc(lambda x: to_exact(x, "design entry"))
 
 
@@ -175,7 +176,7 @@ def _decreasing_order(c: list) -> list[int]:
         return sorted(range(len(c)), key=lambda i: -float(sp.re(sp.N(c[i], 30))))
     for i in range(len(c) - 1):  # symbolic: taken as given, refuted only where decidable
         if (c[i] - c[i + 1]).is_negative:
-            raise ValueError(f"symbolic eigenvalues must be given largest first, got {c[i]} before {c[i + 1]}")
+            raise InputError(f"symbolic eigenvalues must be given largest first, got {c[i]} before {c[i + 1]}")
     return list(range(len(c)))
 
 
@@ -191,10 +192,10 @@ def water_filling(eigenvalues, budget, tau) -> WaterFilling:
     """
     c = [to_exact(v, "eigenvalue") for v in eigenvalues]
     if not c:
-        raise ValueError("water_filling needs at least one eigenvalue")
+        raise InputError("water_filling needs at least one eigenvalue")
     for v in c:
         if v.is_negative:
-            raise ValueError(f"eigenvalues must be >= 0, got {v}")
+            raise InputError(f"eigenvalues must be >= 0, got {v}")
     B = check_int(budget, "budget", minimum=0)
     t = check_tau(tau)
     order = _decreasing_order(c)
@@ -336,10 +337,10 @@ def optimal_design(prior, budget, tau) -> sp.Matrix:
     B = check_int(budget, "budget", minimum=0)
     t = check_tau(tau)
     if not t.is_number:
-        raise ValueError(f"optimal_design needs a numeric tau (the active set depends on it), got {_short(tau)}")
+        raise InputError(f"optimal_design needs a numeric tau (the active set depends on it), got {_short(tau)}")
     vals, vecs = _eigenbasis(C)
     if not all(v.is_number for v in vals):
-        raise ValueError("optimal_design needs a numeric covariance")
+        raise InputError("optimal_design needs a numeric covariance")
     weights = water_filling(vals, B, t).weights
     active = [i for i, s in enumerate(weights) if s != 0]
     if B == 0:
@@ -457,7 +458,7 @@ def gaussian_loss(dim, budget, tau=None, cov="isotropic", depth=None, alpha=None
         return _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scales)
     if scales is not None:
         if cov != "matched" or alpha is not None:
-            raise ValueError("scales apply to cov 'matched' (instead of alpha)")
+            raise InputError("scales apply to cov 'matched' (instead of alpha)")
         tree = TreePrior(check_int(depth, "depth", minimum=1), scales=scales)
         return _custom_gaussian_loss(dim, budget, tau, GaussianPrior.matched(tree), None, None, None, None,
                                      what=f"matched Gaussian of {tree!r}")
@@ -472,25 +473,25 @@ def gaussian_loss(dim, budget, tau=None, cov="isotropic", depth=None, alpha=None
 def _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scales, what=None) -> Formula:
     """``gaussian_loss`` of a covariance given as a prior, a matrix or its eigenvalues (water-filling)."""
     if depth is not None or alpha is not None or scales is not None:
-        raise ValueError("depth, alpha and scales apply only to cov 'matched'")
+        raise InputError("depth, alpha and scales apply only to cov 'matched'")
     if eigenvalues is not None:
         if not isinstance(cov, str) or cov != "isotropic":
-            raise ValueError("give the covariance (cov) or its eigenvalues, not both")
+            raise InputError("give the covariance (cov) or its eigenvalues, not both")
         if isinstance(eigenvalues, (str, bytes)) or not hasattr(eigenvalues, "__iter__"):
-            raise ValueError(f"eigenvalues must be a sequence of numbers >= 0, got {eigenvalues!r:.60}")
+            raise InputError(f"eigenvalues must be a sequence of numbers >= 0, got {eigenvalues!r:.60}")
         values = tuple(to_exact(v, "eigenvalue") for v in eigenvalues)
         if not values:
-            raise ValueError("eigenvalues must not be empty")
+            raise InputError("eigenvalues must not be empty")
         for v in values:
             if v.is_number and v < 0:
-                raise ValueError(f"eigenvalues must be >= 0 (C is a covariance), got {v}")
+                raise InputError(f"eigenvalues must be >= 0 (C is a covariance), got {v}")
         what = what or f"covariance of eigenvalues {', '.join(map(str, values))}"
     else:
         prior = cov if isinstance(cov, GaussianPrior) else GaussianPrior(cov)
         values = prior.eigenvalues
         what = what or f"the given {prior.dim} x {prior.dim} covariance"
     if dim is not None and check_int(dim, "dim", minimum=1) != len(values):
-        raise ValueError(f"dim must equal the covariance's dimension {len(values)}, got {dim}")
+        raise InputError(f"dim must equal the covariance's dimension {len(values)}, got {dim}")
     B = check_int(budget, "budget", minimum=0)
     t = _symbols.tau if tau is None else check_tau(tau)
     expr = water_filling(list(values), B, t).loss
@@ -502,20 +503,20 @@ def _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scal
 def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
     if cov == "isotropic":
         if depth is not None or alpha is not None:
-            raise ValueError("depth and alpha apply only to cov 'matched', not 'isotropic'")
+            raise InputError("depth and alpha apply only to cov 'matched', not 'isotropic'")
         if dim is None:
-            raise ValueError("cov 'isotropic' needs dim")
+            raise InputError("cov 'isotropic' needs dim")
         f = isotropic_loss()
         expr = sp.simplify(f.expr.subs({_symbols.dim: dim, _symbols.budget: B, _symbols.tau: t}))
         source = f"{f.source}; D = {dim}"
     else:
         if depth is None:
-            raise ValueError("cov 'matched' needs depth")
+            raise InputError("cov 'matched' needs depth")
         if depth > MAX_TREE_DEPTH:
-            raise ValueError(f"depth must be <= {MAX_TREE_DEPTH} for cov 'matched' (D = 2^depth - 1), got {depth}")
+            raise InputError(f"depth must be <= {MAX_TREE_DEPTH} for cov 'matched' (D = 2^depth - 1), got {depth}")
         tree = TreePrior(depth, _symbols.alpha if alpha is None else alpha)
         if dim is not None and dim != tree.n_nodes:
-            raise ValueError(f"dim must equal 2^depth - 1 = {tree.n_nodes} for cov 'matched', got {dim}")
+            raise InputError(f"dim must equal 2^depth - 1 = {tree.n_nodes} for cov 'matched', got {dim}")
         # eigenvalues of the matched covariance, largest first: a_k^2 / 2^(k-1), 2^(k-1) times
         eigenvalues = [sp.simplify(a**2 / 2**k) for k, a in enumerate(tree.scales) for _ in range(2**k)]
         expr = water_filling(eigenvalues, B, t).loss

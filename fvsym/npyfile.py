@@ -4,6 +4,7 @@ data is read; never a pickle), one-line errors that never echo the file's conten
 from __future__ import annotations
 
 from typing import Callable
+from .errors import DamagedFile, InputError, reworded
 
 
 def read_matrix(p, label: str, what: str, check_shape: Callable[[tuple, int], None]):
@@ -22,7 +23,7 @@ def read_matrix(p, label: str, what: str, check_shape: Callable[[tuple, int], No
             try:
                 version = npy.read_magic(fh)
             except (ValueError, EOFError):
-                raise ValueError(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") \
+                raise DamagedFile(f"{bad} (empty or no .npy header)" if size < 6 else f"{bad} (no .npy header)") \
                     from None
             try:
                 if version == (1, 0):
@@ -30,18 +31,18 @@ def read_matrix(p, label: str, what: str, check_shape: Callable[[tuple, int], No
                 elif version in ((2, 0), (3, 0)):
                     shape, fortran, dtype = npy.read_array_header_2_0(fh, max_header_size=10_000)
                 else:
-                    raise ValueError("version")
+                    raise DamagedFile("version")
             except Exception:  # numpy parses the header text with tokenize and ast: any of their errors
-                raise ValueError(f"{bad} (a damaged .npy header)") from None
+                raise DamagedFile(f"{bad} (a damaged .npy header)") from None
             header_end = fh.tell()
             if len(shape) != 2 or dtype.kind not in "iuf" or dtype.hasobject:
-                raise ValueError(f"{label}: need {what} of numbers, got shape {tuple(shape)[:4]}, "
+                raise InputError(f"{label}: need {what} of numbers, got shape {tuple(shape)[:4]}, "
                                  f"dtype {str(dtype)[:40]}")
             need = shape[0] * shape[1] * dtype.itemsize
             check_shape(tuple(shape), need)
             if size - header_end < need:
-                raise ValueError(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
+                raise DamagedFile(f"{bad} (the data is cut short: {size - header_end} of {need} bytes)")
             arr = np.frombuffer(fh.read(need), dtype=dtype)
     except OSError as exc:
-        raise ValueError(f"{label}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+        raise reworded(exc, f"{label}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     return arr.reshape(shape, order="F" if fortran else "C")

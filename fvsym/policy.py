@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
+from .errors import InputError
 
 SOURCE = "THEORY.md §3"
 
@@ -31,7 +32,7 @@ class PolicyNode:
         """The policy after observing ``reading`` (one sign per read node)."""
         key = tuple(int(x) for x in reading)
         if key not in self.children:
-            raise ValueError(
+            raise InputError(
                 f"reading {key} of nodes {self.nodes} has probability zero here; possible: {sorted(self.children)}"
             )
         return self.children[key]
@@ -43,7 +44,7 @@ class PolicyNode:
         for layer, reading in enumerate(readings):
             if node is None:
                 if tuple(reading):
-                    raise ValueError(f"layer {layer + 1} reads no node, got reading {tuple(reading)}")
+                    raise InputError(f"layer {layer + 1} reads no node, got reading {tuple(reading)}")
                 continue
             node = node.child(reading)
         return node.nodes if node is not None else ()

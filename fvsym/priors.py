@@ -14,6 +14,7 @@ import sympy as sp
 from . import _symbols
 from .heap import child, leaf_bit
 from ._validate import _short, check_alpha, check_int, to_exact
+from .errors import InputError
 
 MAX_DEPTH = 30
 MAX_GAUSSIAN_DIM = 1023  # a sympy D x D covariance: D = 1023 (the matched Gaussian at depth 10) takes seconds
@@ -22,7 +23,7 @@ MAX_GAUSSIAN_DIM = 1023  # a sympy D x D covariance: D = 1023 (the matched Gauss
 def node_depth(n: int) -> int:
     """Depth ``k(n) = floor(log2 n) + 1`` of heap node ``n >= 1``."""
     if n < 1:
-        raise ValueError(f"node numbers start at 1, got {n}")
+        raise InputError(f"node numbers start at 1, got {n}")
     return int(n).bit_length()
 
 
@@ -38,19 +39,19 @@ class TreePrior:
         self.depth = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
         if scales is not None:
             if alpha is not _symbols.alpha:
-                raise ValueError(f"give alpha or scales, not both (got alpha={_short(alpha)} and scales)")
+                raise InputError(f"give alpha or scales, not both (got alpha={_short(alpha)} and scales)")
             if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
-                raise ValueError(f"scales must be a sequence of {self.depth} numbers, got {_short(scales)}")
+                raise InputError(f"scales must be a sequence of {self.depth} numbers, got {_short(scales)}")
             scales = tuple(to_exact(a, "scales") for a in scales)
             if len(scales) != self.depth:
-                raise ValueError(f"scales must have depth={self.depth} entries, got {len(scales)}")
+                raise InputError(f"scales must have depth={self.depth} entries, got {len(scales)}")
             for i, a in enumerate(scales):
                 if a.is_number and not a > 0:
-                    raise ValueError(f"scales must be > 0, got a_{i + 1} = {a}")
+                    raise InputError(f"scales must be > 0, got a_{i + 1} = {a}")
             for i in range(self.depth - 1):
                 gap = scales[i] - scales[i + 1]
                 if gap.is_number and gap.is_real and gap < 0:
-                    raise ValueError(
+                    raise InputError(
                         f"scales must be non-increasing, got a_{i + 1} = {scales[i]} < a_{i + 2} = {scales[i + 1]}"
                     )
             self.alpha = None
@@ -78,7 +79,7 @@ class TreePrior:
     def with_alpha(self, alpha) -> "TreePrior":
         """The same tree with ``alpha`` fixed (only for priors built from ``alpha``)."""
         if self.alpha is None:
-            raise ValueError("this TreePrior was built from explicit scales, not alpha")
+            raise InputError("this TreePrior was built from explicit scales, not alpha")
         return TreePrior(self.depth, alpha)
 
     # --- structure ---------------------------------------------------------------------
@@ -125,7 +126,7 @@ class TreePrior:
 
     def _check_signs(self, signs):
         if len(signs) != self.depth or any(s not in (1, -1) for s in signs):
-            raise ValueError(f"a leaf is {self.depth} signs in {{+1, -1}}, got {tuple(signs)!r}")
+            raise InputError(f"a leaf is {self.depth} signs in {{+1, -1}}, got {tuple(signs)!r}")
 
     # --- moments -----------------------------------------------------------------------
     def variance(self, n: int):
@@ -166,7 +167,7 @@ def squared_scales(prior: TreePrior) -> tuple:
 def check_tree_prior(prior) -> TreePrior:
     """``prior`` itself if it is a TreePrior, else a one-line ValueError."""
     if not isinstance(prior, TreePrior):
-        raise ValueError(f"prior must be a TreePrior, got {type(prior).__name__}")
+        raise InputError(f"prior must be a TreePrior, got {type(prior).__name__}")
     return prior
 
 
@@ -176,21 +177,21 @@ class GaussianPrior:
     def __init__(self, cov):
         C = _matrix(cov)
         if C.rows != C.cols or C.rows == 0:
-            raise ValueError(f"covariance must be a non-empty square matrix, got shape {C.shape}")
+            raise InputError(f"covariance must be a non-empty square matrix, got shape {C.shape}")
         check_int(C.rows, "covariance dimension D", minimum=1, maximum=MAX_GAUSSIAN_DIM)
         for x in set(C):  # few distinct entries in the usual (diagonal, isotropic) matrices
             to_exact(x, "covariance entry")
         if C != C.T and any(sp.simplify(C[i, j] - C[j, i]) != 0 for i in range(C.rows) for j in range(i)):
-            raise ValueError("covariance must be symmetric")
+            raise InputError("covariance must be symmetric")
         if C.is_diagonal():
             for i in range(C.rows):
                 if C[i, i].is_number and C[i, i] < 0:
-                    raise ValueError(f"covariance is not PSD: diagonal entry {i} is {C[i, i]}")
+                    raise InputError(f"covariance is not PSD: diagonal entry {i} is {C[i, i]}")
         elif all(x.is_number for x in C):
             lam_min = min(sp.N(e) for e in C.evalf().eigenvals(multiple=True, simplify=False, rational=False)) \
                 if C.rows <= 4 else _min_eig_numeric(C)
             if lam_min < -1e-12:
-                raise ValueError(f"covariance is not PSD: smallest eigenvalue {float(lam_min):.3g}")
+                raise InputError(f"covariance is not PSD: smallest eigenvalue {float(lam_min):.3g}")
         self.cov = C
 
     @classmethod
@@ -203,7 +204,7 @@ class GaussianPrior:
         """The Gaussian with the tree prior's mean and covariance."""
         tree = check_tree_prior(tree)
         if tree.n_nodes > MAX_GAUSSIAN_DIM:
-            raise ValueError(f"the matched Gaussian of depth {tree.depth} has D = {tree.n_nodes} > "
+            raise InputError(f"the matched Gaussian of depth {tree.depth} has D = {tree.n_nodes} > "
                              f"{MAX_GAUSSIAN_DIM}; the largest depth that fits is {MAX_GAUSSIAN_DIM.bit_length()}")
         return cls(tree.covariance)
 
@@ -243,17 +244,17 @@ def _matrix(cov) -> sp.Matrix:
     if isinstance(cov, sp.MatrixBase):
         return sp.Matrix(cov)
     if isinstance(cov, (str, bytes)) or not hasattr(cov, "__len__"):
-        raise ValueError(f"covariance must be a square matrix of numbers, got {type(cov).__name__} {_short(cov)}")
+        raise InputError(f"covariance must be a square matrix of numbers, got {type(cov).__name__} {_short(cov)}")
     shape = getattr(cov, "shape", None)
     if shape is not None and len(shape) == 2 and max(shape) > MAX_GAUSSIAN_DIM:
-        raise ValueError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got shape {tuple(shape)}")
+        raise InputError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got shape {tuple(shape)}")
     rows = list(cov)
     if len(rows) > MAX_GAUSSIAN_DIM:
-        raise ValueError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got {len(rows)} rows")
+        raise InputError(f"covariance dimension D must be <= {MAX_GAUSSIAN_DIM}, got {len(rows)} rows")
     if not rows or any(isinstance(r, (str, bytes)) or not hasattr(r, "__len__") for r in rows):
-        raise ValueError("covariance must be a non-empty square matrix of numbers (a list of rows)")
+        raise InputError("covariance must be a non-empty square matrix of numbers (a list of rows)")
     if any(len(r) != len(rows) for r in rows):
-        raise ValueError(f"covariance must be square, got {len(rows)} rows of lengths {sorted({len(r) for r in rows})}")
+        raise InputError(f"covariance must be square, got {len(rows)} rows of lengths {sorted({len(r) for r in rows})}")
     return sp.Matrix([[to_exact(x, "covariance entry") for x in r] for r in rows])
 
 

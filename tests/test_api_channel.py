@@ -16,13 +16,9 @@ from tests._cli import public_modules
 SPELLINGS = {"channel", "tau", "n_tokens", "tokens"}
 ALL = {"channel", "tau", "n_tokens", "s2"}
 
-# functions that still take the channel another way, each with why (their modules belong to other changes)
-LEFT = {
-    "fvnum.limits.mc_cost": "tokens is a flag there (is it the tokens channel?), the price needs no N",
-    "fvnum.limits.check_mc": "tokens is a flag there (is it the tokens channel?), the price needs no N",
-    "fvnum.limits.check_loss_mc_args": "tokens is the N already checked by make_channel's caller",
-    "fvnum.theory.comparison_table_seconds": "tokens is a flag there (is it the tokens channel?), as in mc_cost",
-}
+# functions that still take the channel another way, each with why (none left: the prices of Monte Carlo and of a
+# comparison table take ``token_channel``, a flag, since a price needs the channel's kind and no N)
+LEFT: dict = {}
 
 
 def _signatures(pkg: str) -> dict[str, list[str]]:

@@ -198,12 +198,8 @@ def _public_definitions(pkg: str) -> dict[str, str]:
 
 
 # bridges names that still repeat an fvnum / fvsym name, each with why (their modules belong to other changes)
-REPEATS_LEFT = {
-    "LinearKeys": "bridges.models' torch key layer of Model C beside fvnum.keys' key family of the theory",
-    "loss_vs_budget": "bridges.figures' figure of a study beside fvnum.plot's figure of the theory rows",
-    "theory_curves": "bridges.reproduce's curves of a reproduction beside fvnum.regime's",
-    "tree_prior": "bridges.data's cached TreePrior of a run configuration beside fvnum.regime's of a cell",
-}
+REPEATS_LEFT: dict = {}  # none left: the torch key layer is LinearKeyLayer, the reproduction's curves and figure
+# reproduction_curves and reproduction_figure, a run configuration's tree prior private (bridges.data._tree_prior)
 
 
 def test_no_bridges_function_repeats_an_fvnum_name():

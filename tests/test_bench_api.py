@@ -67,11 +67,11 @@ def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_objec
         assert optimal.cost(spec, noisy, 2, samples, threads=threads) == want
     # noiseless: the engine's price of the coordinate kernels and the solve, as before
     _, noiseless = _spec_channel(TreePrior(4, "1/2"), tau=0.0)
-    want = mc_cost(tree=True, depth=4, dim=15, budget=3, strategy="optimal", tokens=False, samples=5000, threads=1)[1]
+    want = mc_cost(tree=True, depth=4, dim=15, budget=3, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
     assert optimal.cost(spec, noiseless, 3, 5000, threads=1) == want
     # a size the recursion does not solve (budget 4) is refused by the strategy, not by its price
     assert optimal.cost(spec, noisy, 4, 5000, threads=1) == mc_cost(
-        tree=True, depth=4, dim=15, budget=4, strategy="optimal", tokens=False, samples=5000, threads=1)[1]
+        tree=True, depth=4, dim=15, budget=4, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
 
 
 def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_adds_its_flag():
@@ -148,6 +148,6 @@ def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object(
                                     "--threads=1"])
     spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
     want = STRATEGIES["optimal"].cost(spec, noisy, 2, 100_000, threads=1)
-    engine = mc_cost(tree=True, depth=4, dim=15, budget=2, strategy="optimal", tokens=False, samples=100_000,
+    engine = mc_cost(tree=True, depth=4, dim=15, budget=2, strategy="optimal", token_channel=False, samples=100_000,
                      threads=1)[1]
     assert _mc_cell_seconds(args) == want and want > 2 * engine  # the recursion per sample, not the path kernel

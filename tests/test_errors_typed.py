@@ -113,3 +113,65 @@ def test_a_damaged_checkpoint_is_a_damaged_file(tmp_path):
         path.write_bytes(content)
         with pytest.raises(DamagedFile, match="checkpoint"):
             load_checkpoint(path)
+
+
+def test_no_library_module_raises_a_plain_value_error():
+    """Every refusal of fvsym, fvnum and bridges is one of the typed classes (an AST walk: a bare
+    ``raise ValueError(...)`` anywhere in the three packages fails this test and names its line)."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    plain = []
+    for package in ("fvsym", "fvnum", "bridges"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Raise) and node.exc is not None:
+                    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                    if isinstance(exc, ast.Name) and exc.id == "ValueError":
+                        plain.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert plain == []
+
+
+def test_reworded_keeps_the_class_and_its_fields():
+    from fvsym.errors import reworded
+
+    refused = reworded(ResourceRefused("over the cap", limit="memory"), "cell x: over the cap")
+    assert type(refused) is ResourceRefused and refused.limit == "memory" and str(refused) == "cell x: over the cap"
+    damaged = reworded(DamagedFile("bad", path="f.json"), "init_from: bad")
+    assert type(damaged) is DamagedFile and damaged.path == "f.json"
+    plain = reworded(ValueError("x"), "y")
+    assert type(plain) is InputError and str(plain) == "y"
+
+
+def test_damaged_files_of_every_reader_are_damaged_files(tmp_path):
+    """A damaged .npy header, a cut-short .npy, a training result of another format, atoms of another digest."""
+    import numpy as np
+
+    from bridges.config import RunConfig
+    from bridges.train import DamagedResult, TrainResult
+    from fvnum.atoms import read_atoms_file
+    from fvsym.npyfile import read_matrix
+
+    assert issubclass(DamagedResult, DamagedFile)
+    head = tmp_path / "head.npy"
+    head.write_bytes(b"\x93NUMPY\x01\x00\xff\xff{'descr': broken")
+    def any_shape(shape, nbytes):
+        return None
+
+    with pytest.raises(DamagedFile):
+        read_matrix(head, "atoms", "an (M, D) array", any_shape)
+    good = tmp_path / "atoms.npy"
+    np.save(good, np.arange(12.0).reshape(4, 3))
+    cut = tmp_path / "cut.npy"
+    cut.write_bytes(good.read_bytes()[:-8])
+    with pytest.raises(DamagedFile, match="cut short"):
+        read_matrix(cut, "atoms", "an (M, D) array", any_shape)
+    with pytest.raises(DamagedFile, match="other atoms"):
+        read_atoms_file(str(good), "0" * 64)
+    with pytest.raises(DamagedFile, match="not a training result"):
+        TrainResult.from_dict({"format": "something else"})
+    with pytest.raises(DamagedFile, match="not valid JSON"):
+        RunConfig.from_json("{")
+    with pytest.raises(InputError, match="unknown run configuration sections"):
+        RunConfig.from_dict({"bogus": {}})

@@ -20,9 +20,9 @@ TOY_STEP_S = 1e-3  # the toy model's own price of one training step
 
 def _toy_network(data: DataConfig, model: ModelConfig):
     """One layer of ``d = B`` channels, linear keys and the bilinear readout, built by hand (a toy network)."""
-    from bridges.models import BilinearReadout, LinearKeys, WorkspaceModel
+    from bridges.models import BilinearReadout, LinearKeyLayer, WorkspaceModel
 
-    return WorkspaceModel(data.dim, model.budget, [LinearKeys(data.dim, model.budget)],
+    return WorkspaceModel(data.dim, model.budget, [LinearKeyLayer(data.dim, model.budget)],
                           BilinearReadout(data.dim, model.budget), model.attention)
 
 
@@ -75,7 +75,7 @@ def test_a_toy_model_is_a_model_everywhere(toy):
     assert (cfg.model.layers, cfg.model.width, cfg.train.steps) == (1, 3, 9)
     torch.manual_seed(0)
     net = build_model(cfg)
-    assert [type(layer.keys).__name__ for layer in net.layers] == ["LinearKeys"] and net.budget == 3
+    assert [type(layer.keys).__name__ for layer in net.layers] == ["LinearKeyLayer"] and net.budget == 3
     assert step_seconds(cfg) == TOY_STEP_S  # its own price
     assert model_marker("D") == ("D", "C5")
     names = ["best_adaptive", "best_nonadaptive_unit", "top_levels_linear", "best_linear_nonadaptive"]

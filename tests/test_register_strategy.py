@@ -225,7 +225,7 @@ def test_a_strategy_object_with_a_label_is_drawn_in_the_report_figure(toy_top, t
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.setdefault("fig", fig) and [path])
     curves = [{"prior": "tree", "strategy": s, "noise": "N=16", "budget": b, "value": v, "stderr": 0.01}
               for s in ("path", "toy_top") for b, v in ((1, 0.5), (2, 0.3))]
-    figures.loss_vs_budget(tmp_path / "f.png", curves, [], SimpleNamespace(n_tokens=16, depth=3, tree="alpha 1/2"))
+    figures.reproduction_figure(tmp_path / "f.png", curves, [], SimpleNamespace(n_tokens=16, depth=3, tree="alpha 1/2"))
     labels = [t.get_text() for legend in drawn["fig"].legends for t in legend.get_texts()]
     assert "toy top levels, N=16" in labels and "path (adaptive, coordinate), N=16" in labels
 
@@ -284,7 +284,7 @@ def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
     from fvnum.limits import mc_cost
 
     tree, depth, dim, strategy, budget, tokens, dense, threads = case
-    got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, tokens=tokens, samples=5000,
+    got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
                   threads=threads, dense_design=dense, search_samples=3000)
     assert got == pytest.approx(OLD_PRICES[case], rel=1e-12)
 
@@ -307,6 +307,6 @@ def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
     for name in ("path", "greedy_coordinate", "rollout", "bellman_noiseless"):
         for tau, tokens in ((0.2, None), (None, 64)):
             channel = make_channel(spec, tau, tokens, 0.01)
-            want = mc_cost(tree=True, depth=6, dim=63, budget=3, strategy=name, tokens=tokens is not None,
+            want = mc_cost(tree=True, depth=6, dim=63, budget=3, strategy=name, token_channel=tokens is not None,
                            samples=4000, threads=2)[1]
             assert STRATEGIES[name].cost(spec, channel, 3, 4000, threads=2) == want

@@ -176,13 +176,13 @@ def test_bad_scales_of_a_study_are_one_line(argv, match, tmp_path, capsys):
 def test_theory_curves_by_scales_equal_those_by_the_same_alpha(tmp_path):
     """alpha = 1/4 is the scales (1, 1/2): every theory curve (exact, Monte Carlo with the same seed, the
     Gaussian optimum) is the same number."""
-    from bridges.reproduce import theory_curves
+    from bridges.reproduce import reproduction_curves
     from bridges.store import RunStore
 
     small = dict(depth=2, samples=200, train_budget=1, workers=1, progress=False)
-    by_alpha = theory_curves(ReproduceConfig(out=str(tmp_path / "a"), alpha=0.25, **small),
+    by_alpha = reproduction_curves(ReproduceConfig(out=str(tmp_path / "a"), alpha=0.25, **small),
                              RunStore(tmp_path / "a", "reproduce"), lambda *a: None)
-    by_scales = theory_curves(ReproduceConfig(out=str(tmp_path / "s"), scales=("1", "1/2"), **small),
+    by_scales = reproduction_curves(ReproduceConfig(out=str(tmp_path / "s"), scales=("1", "1/2"), **small),
                               RunStore(tmp_path / "s", "reproduce"), lambda *a: None)
     assert [r["scales"] for r in by_scales] == [["1", "1/2"]] * len(by_alpha)
     strip = lambda rows: [{k: v for k, v in r.items() if k not in ("alpha", "scales", "exact")} for r in rows]  # noqa: E731

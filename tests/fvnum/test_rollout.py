@@ -186,7 +186,7 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     cap = 3.0
     spec = numeric_prior(TreePrior(3, "1/2"))
     with time_limit(cap):
-        n = _largest_accepted(lambda m: _fits(lambda: check_mc(spec, budget=8, strategy="rollout", tokens=False,
+        n = _largest_accepted(lambda m: _fits(lambda: check_mc(spec, budget=8, strategy="rollout", token_channel=False,
                                                                 samples=m, threads=1)), 10**6)
     assert n is not None and n >= 20, n
     argv = ["--max-seconds", str(cap), "mc", "--depth", "3", "--budget", "8", "--strategy", "rollout", "--tau", "0.5",
