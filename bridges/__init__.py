@@ -22,7 +22,7 @@ _EXPORTS = {
     "patch": "taps", "record": "taps",
     "key_patching_table": "patching", "patched_losses": "patching", "path_bayes_decoder": "patching",
     "theory_patching_table": "patching", "unpatched_losses": "patching",
-    "ProbeScore": "probes", "linear_probe": "probes", "probe_layers": "probes", "theory_probes": "probes",
+    "ProbeScore": "probes", "ProbeTable": "probes", "linear_probe": "probes", "probe_layers": "probes", "theory_probes": "probes",
     "workspace_probes": "probes",
     # the audit of a model's measurements (the function: bridges.audit.audit)
     "Audit": "audit", "audit_model": "audit",
@@ -30,8 +30,8 @@ _EXPORTS = {
     "Comparison": "compare", "learned_routing": "compare", "grid_checks": "compare", "theory_losses": "compare",
     "theory_table": "compare", "to_markdown": "compare",
     # studies
-    "ReproduceConfig": "reproduce",
-    "ScalingConfig": "scaling",
+    "ReproduceConfig": "reproduce", "Reproduction": "reproduce",
+    "ScalingConfig": "scaling", "ScalingStudy": "scaling",
     "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
 }
 

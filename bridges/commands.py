@@ -408,9 +408,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)
     quiet = args.quiet or args.format == "json"
     out = reproduce(cfg, log=(lambda *a: None) if quiet else print)
-    folder = out.get("folder", str(cfg.out)) if isinstance(out, dict) else str(cfg.out)
-    written = out.get("written", []) if isinstance(out, dict) else []
-    emit({"folder": folder, "written": written}, args.format, [f"report: {folder}/report.md"])
+    emit({"folder": out.folder, "written": list(out.written)}, args.format, [f"report: {out.folder}/report.md"])
     return 0
 
 
@@ -487,7 +485,7 @@ def scaling_command(args: argparse.Namespace) -> int:
     quiet = args.quiet or args.format == "json"
     result = run(cfg, log=(lambda *a: None) if quiet else print, train=not args.report_only)
     lines = []
-    for model, entry in result["fits"]["models"].items():
+    for model, entry in result.fits["models"].items():
         t = entry.get("test")
         if t is None:
             lines.append(f"Model {model}: no law test ({entry.get('test_refused')})")
@@ -495,8 +493,8 @@ def scaling_command(args: argparse.Namespace) -> int:
         r, e = t["fits"]["exponential"], t["fits"]["power"]
         lines.append(f"Model {model}: {t['verdict']} (predicted {entry['predicted']}); r = {r['value']:.3g} "
                      f"[{r['ci'][0]:.3g}, {r['ci'][1]:.3g}], e = {e['value']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]")
-    lines.append(f"study: {result['folder']}/report.md, scaling.json, scaling.csv, fig_scaling.png, fig_decay.png")
-    emit({"folder": result["folder"], "fits": result["fits"]}, args.format, lines)
+    lines.append(f"study: {result.folder}/report.md, scaling.json, scaling.csv, fig_scaling.png, fig_decay.png")
+    emit({"folder": result.folder, "fits": result.fits}, args.format, lines)
     return 0
 
 

@@ -24,6 +24,7 @@ from .config import DataConfig
 from .data import ContextSampler, EVAL_SEED, EVAL_STREAM, data_channel, fv_prior, path_nodes
 from .model_registry import MODELS
 from .models import WorkspaceModel, key_rows
+from .results import DictLayout
 from .taps import record
 
 
@@ -183,7 +184,7 @@ def audit_dict(result, *, seed: int = 0) -> dict:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(DictLayout):
     """One trained run beside the theory (:func:`compare`): what was trained (``key``, ``model``, the data's
     ``prior``, ``depth``, ``budget``, ``n_tokens``, ``alpha`` or ``scales``, the models' ``channel`` and
     ``tau``, the training ``seed``), its held-out loss (``trained``: loss, stderr, n, steps, ...), every
@@ -219,15 +220,6 @@ class Comparison:
         if self.audit is not None:
             d["audit"] = self.audit
         return d
-
-    def __getitem__(self, name: str):  # the dict layout's fields, as callers of the earlier dict read them
-        return self.to_dict()[name]
-
-    def __contains__(self, name) -> bool:
-        return name in self.to_dict()
-
-    def get(self, name: str, default=None):
-        return self.to_dict().get(name, default)
 
     def beside_prediction(self) -> dict | None:
         """The trained loss beside the row the model is held to (:func:`beside_of`)."""

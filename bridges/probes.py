@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from fvsym.errors import InputError
 
+from .results import DictLayout
+
 
 @dataclass(frozen=True)
 class ProbeScore:
@@ -78,14 +80,58 @@ def prefix_labels(signs: np.ndarray, length: int) -> np.ndarray:
     return code
 
 
-def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> dict:
+@dataclass(frozen=True)
+class ProbeTable(DictLayout):
+    """Linear probes of every layer's function vector (:func:`probe_layers`, :func:`workspace_probes`,
+    :func:`theory_probes`): ``prefix[l-1] = [accuracy, stderr, chance]`` of decoding the path prefix
+    ``s_1..s_l`` (capped at K) from layer ``l``'s state; ``sign[l-1][k]`` the accuracy of the sign ``s_{k+1}``
+    alone; ``final_prefix[m-1]`` the prefix ``s_1..s_m`` from the last state; ``control`` the prefix probe on
+    rows shuffled across samples (None where not run); ``n`` contexts (or samples) and ``layers`` L where known.
+    ``to_dict()`` is the JSON layout of the run store; ``to_frame()`` one row per layer."""
+
+    prefix: list
+    sign: list
+    final_prefix: list
+    control: list | None = None
+    n: int | None = None
+    layers: int | None = None
+
+    def to_dict(self) -> dict:
+        d = {"prefix": self.prefix, "sign": self.sign, "final_prefix": self.final_prefix}
+        if self.control is not None:
+            d["control"] = self.control
+        if self.n is not None:
+            d["n"], d["layers"] = self.n, self.layers
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProbeTable":
+        return cls(d["prefix"], d["sign"], d["final_prefix"], d.get("control"), d.get("n"), d.get("layers"))
+
+    def to_frame(self):
+        """One row per layer ``l``: the prefix probe (accuracy, stderr, chance), its shuffled control, and the
+        accuracy of each sign ``s_k`` alone (``sign_1..sign_K``); pandas is optional."""
+        from fvnum.estimate import to_frame
+
+        rows = []
+        for l, (acc, se, chance) in enumerate(self.prefix, start=1):
+            row = {"layer": l, "prefix_accuracy": acc, "prefix_stderr": se, "chance": chance}
+            if self.control is not None:
+                row["control_accuracy"] = self.control[l - 1][0]
+            row.update({f"sign_{k}": a for k, a in enumerate(self.sign[l - 1], start=1)})
+            rows.append(row)
+        return to_frame(rows, "a ProbeTable")
+
+
+def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> ProbeTable:
     """Probe every layer's function vector.
 
     ``workspaces``: list over layers ``l = 1..L`` of (n, f_l) arrays (the state after layer ``l``);
     ``signs``: (n, K) leaf signs. Returns ``{"prefix": [[acc, se, chance] per layer],
     "sign": [[acc per k] per layer], "final_prefix": [[acc, se, chance] per m]}`` where ``prefix[l-1]``
     decodes ``s_1..s_l`` (capped at ``K``) from layer ``l``'s state and ``final_prefix[m-1]`` decodes
-    ``s_1..s_m`` from the last state (so one-layer models compare with deep ones level by level).
+    ``s_1..s_m`` from the last state (so one-layer models compare with deep ones level by level), as a
+    :class:`ProbeTable` (``n`` and ``layers`` set).
     ``control=True`` adds ``"control"``: the prefix probe of each layer on the same features with their rows
     shuffled across samples (same marginals, no relation to the leaf), which must stay at chance.
     """
@@ -105,11 +151,9 @@ def probe_layers(workspaces, signs, *, seed: int = 0, control: bool = False) -> 
             c = linear_probe(np.asarray(ws)[shuffle], labels, seed=seed)
             ctrl.append([c.accuracy, c.stderr, c.chance])
     final = np.asarray(workspaces[-1])
-    out = {"prefix": prefix, "sign": per_sign,
-           "final_prefix": [_triple(linear_probe(final, prefix_labels(signs, m), seed=seed)) for m in range(1, K + 1)]}
-    if control:
-        out["control"] = ctrl
-    return out
+    return ProbeTable(prefix, per_sign,
+                      [_triple(linear_probe(final, prefix_labels(signs, m), seed=seed)) for m in range(1, K + 1)],
+                      ctrl if control else None, int(signs.shape[0]), len(prefix))
 
 
 # --- probes of models and of the theory (torch and fvnum are imported inside) -----------------------
@@ -117,11 +161,11 @@ PROBE_STREAM = 3  # data stream of probe contexts (training 0, held-out evaluati
 _PROBE_CHUNK = 256
 
 
-def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) -> dict:
+def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) -> ProbeTable:
     """``probe_layers`` (with the shuffled control) on a model's recorded workspace ``workspace.{l}`` after
     each layer ``l = 1..L`` (one entry for the one-layer Models B and C), over ``n_contexts`` fresh
     tree-prior contexts (chunk ``c`` drawn from ``step_generator(seed, PROBE_STREAM, c)``); half fit the
-    probes, half score them. Adds ``"n"`` (contexts) and ``"layers"`` (L)."""
+    probes, half score them. ``n``: the contexts, ``layers``: L."""
     import torch
 
     from .data import ContextSampler
@@ -150,14 +194,13 @@ def workspace_probes(model, data_cfg, *, n_contexts: int = 4096, seed: int = 0) 
                 signs.append(ctx.signs.cpu().numpy())
     finally:
         model.train(was_training)
-    out = probe_layers([np.concatenate(f) for f in feats], np.concatenate(signs), seed=seed, control=True)
-    return {**out, "n": n, "layers": L}
+    return probe_layers([np.concatenate(f) for f in feats], np.concatenate(signs), seed=seed, control=True)
 
 
-def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int = 4096, seed: int = 0) -> dict:
+def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int = 4096, seed: int = 0) -> ProbeTable:
     """``probe_layers`` (with the shuffled control) on the function vectors ``Phi_l`` of a theory strategy
     (``fvnum.loss_mc(..., record=True).function_vectors`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
-    Adds ``"n"`` (samples) and ``"layers"`` (L of the strategy)."""
+    ``n``: the samples, ``layers``: L of the strategy."""
     from fvnum import loss_mc
     from fvnum.tree import numeric_prior
 
@@ -170,5 +213,4 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
                  record=True).function_vectors
     L = fv.phi.shape[1]
     signs = numeric_prior(prior).signs(fv.leaves)
-    out = probe_layers([fv.Phi(l) for l in range(1, L + 1)], signs, seed=seed, control=True)
-    return {**out, "n": int(fv.phi.shape[0]), "layers": L}
+    return probe_layers([fv.Phi(l) for l in range(1, L + 1)], signs, seed=seed, control=True)

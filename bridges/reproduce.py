@@ -20,6 +20,8 @@ from .store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text
                     write_json)
 from fvsym.errors import InputError
 
+from .results import DictLayout, frame_of
+
 KIND = "reproduce"
 GRID_PRIORS = ("tree", "gaussian")  # the training issue's grid: the tree and its matched Gaussian
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
@@ -320,11 +322,13 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
     log("patching tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": data.to_dict(), "budget": B, "n": 4 * n, "seed": cfg.seed},
-                                          lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed), SHAPES["probes_theory"])
+                                          lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed).to_dict(),
+                                          SHAPES["probes_theory"])
     for name, run in runs.items():
         probes[f"Model {name}"], _ = store.cell("probes_model", {"run": run.cell_config(), "n": 4 * n, "seed": cfg.seed},
                                                lambda run=run: workspace_probes(_load_model(run), data, n_contexts=4 * n,
-                                                                                seed=cfg.seed), SHAPES["probes_model"])
+                                                                                seed=cfg.seed).to_dict(),
+                                               SHAPES["probes_model"])
     out["probes"] = probes
     log("probes done")
     return out
@@ -406,8 +410,30 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
-    """Run every stage (skipping finished cells) and write the report. Returns the paths and results."""
+@dataclass(frozen=True)
+class Reproduction(DictLayout):
+    """What :func:`reproduce` did: the output ``folder``, the files ``written``, the theory curves
+    (``theory_curves``: one row per prior, strategy, noise and budget), the trained models beside the theory
+    (``training``: one comparison table per run) and ``extra`` (patching tables, probes, and with ``full`` the
+    scaling study's fits). ``to_dict()`` is the earlier dict layout (``extra``'s entries at the top level);
+    ``to_frame("theory_curves" | "training")`` one of its tables."""
+
+    folder: str
+    written: tuple
+    theory_curves: list
+    training: list
+    extra: dict
+
+    def to_dict(self) -> dict:
+        return {"folder": self.folder, "written": list(self.written), "theory_curves": self.theory_curves,
+                "training": self.training, **self.extra}
+
+    def to_frame(self, which: str = "theory_curves"):
+        return frame_of({"theory_curves": self.theory_curves, "training": self.training}, which, "a Reproduction")
+
+
+def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> Reproduction:
+    """Run every stage (skipping finished cells) and write the report. Returns a :class:`Reproduction`."""
     start = time.time()
     if cfg.scheduler not in (None, "synchronous"):
         from .engine import scheduler_address
@@ -427,5 +453,4 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
         extra["scaling_fits"] = study["fits"]
     written = write_outputs(cfg, store.folder, curves, tables, extra)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
-    return {"folder": str(store.folder), "written": [str(p) for p in written], "theory_curves": curves,
-            "training": tables, **extra}
+    return Reproduction(str(store.folder), tuple(str(p) for p in written), curves, tables, extra)

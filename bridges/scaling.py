@@ -31,6 +31,8 @@ from .model_registry import BUILT_IN, DEFAULT_MODEL, MODELS
 from .store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
 from fvsym.errors import InputError
 
+from .results import DictLayout, frame_of
+
 STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
 
 KIND = "scaling"
@@ -183,7 +185,29 @@ def _cell_key(run: RunConfig) -> str:
     return f"run-{run.key()}-{config_key(run.cell_config())}"
 
 
-def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> dict:
+@dataclass(frozen=True)
+class ScalingStudy(DictLayout):
+    """What :func:`run` did: the output ``folder``, the trained ``runs`` (one row per run: its result, audit and
+    command), the ``theory`` rows per budget, the law ``fits`` (``fits["models"][X]["test"]["verdict"]``) and the
+    files ``written``. ``to_dict()`` is the earlier dict layout; ``to_frame("runs" | "theory")`` one table
+    (the theory rows with their budget)."""
+
+    folder: str
+    runs: list
+    theory: dict
+    fits: dict
+    written: tuple
+
+    def to_dict(self) -> dict:
+        return {"folder": self.folder, "runs": self.runs, "theory": self.theory, "fits": self.fits,
+                "written": list(self.written)}
+
+    def to_frame(self, which: str = "runs"):
+        theory = [{"budget": b, **row} for b, rows in self.theory.items() for row in rows]
+        return frame_of({"runs": self.runs, "theory": theory}, which, "a ScalingStudy")
+
+
+def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> ScalingStudy:
     """The whole study: train (skipping finished runs), theory per budget, fits, outputs. ``train=False``:
     no training, the outputs cover the runs finished so far (the report says how many of how many)."""
     start = time.time()
@@ -228,8 +252,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     fits = fit_study(rows, theory, cfg.cut)
     written = write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
-    return {"folder": str(store.folder), "runs": rows, "theory": theory, "fits": fits,
-            "written": [str(p) for p in written]}
+    return ScalingStudy(str(store.folder), rows, theory, fits, tuple(str(p) for p in written))
 
 
 # --- fits --------------------------------------------------------------------------------------------

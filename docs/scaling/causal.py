@@ -78,7 +78,7 @@ def model_piece(name: str, folder: str, command: str, contexts: int) -> None:
     table = key_patching_table(result.model, DATA, n_contexts=contexts, seed=0)
     probes = workspace_probes(result.model, DATA, n_contexts=2 * contexts, seed=0)
     save(f"model:{name}", {"command": command, "key": os.path.basename(folder), "loss": result.loss,
-                           "patching": table.to_dict(), "probes": probes})
+                           "patching": table.to_dict(), "probes": probes.to_dict()})
     print(f"model {name}: unpatched {table.unpatched.value:.4f}", flush=True)
 
 
@@ -87,7 +87,7 @@ def theory_piece(strategy: str, budget: int, samples: int) -> None:
         return
     table = theory_patching_table(DATA, budget, samples=samples, seed=0, strategy=strategy)
     probes = theory_probes(DATA, budget, strategy, samples=2 * samples, seed=0)
-    save(f"theory:{strategy}", {"patching": table.to_dict(), "probes": probes, "samples": samples})
+    save(f"theory:{strategy}", {"patching": table.to_dict(), "probes": probes.to_dict(), "samples": samples})
     print(f"theory {strategy}: unpatched {table.unpatched.value:.4f}", flush=True)
 
 

@@ -98,3 +98,21 @@ def test_final_prefix_decodes_levels_a_one_layer_state_holds():
     (a1, _, _), (a2, _, _), (a3, se3, c3) = out["final_prefix"]
     assert a1 > 0.99 and a2 > 0.99
     assert a3 < 0.5 + 5 * se3  # s_3 unknown: at most half of the 8 prefixes can be right
+
+
+def test_probe_tables_are_typed_with_their_dict_layout_and_a_frame():
+    """``probe_layers`` returns a ``ProbeTable``: ``to_dict()`` is the run store's layout (it round-trips),
+    ``table["prefix"]`` reads it as before, ``to_frame()`` holds one row per layer."""
+    import pandas as pd
+
+    from bridges.probes import ProbeTable
+
+    rng = np.random.default_rng(0)
+    signs = rng.choice([-1.0, 1.0], size=(400, 2))
+    table = probe_layers([signs[:, :1], signs], signs, seed=0, control=True)
+    assert isinstance(table, ProbeTable) and (table.n, table.layers) == (400, 2)
+    assert table["prefix"] == table.prefix and "control" in table and ProbeTable.from_dict(table.to_dict()) == table
+    frame = table.to_frame()
+    assert isinstance(frame, pd.DataFrame) and list(frame["layer"]) == [1, 2]
+    assert list(frame["prefix_accuracy"]) == [row[0] for row in table.prefix]
+    assert {"control_accuracy", "sign_1", "sign_2"} <= set(frame.columns)

@@ -146,8 +146,12 @@ def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monke
     seen = []
 
     def fake(cfg, log=print, **_):  # the study itself, replaced: what the command builds is checked
+        from bridges.reproduce import Reproduction
+        from bridges.scaling import ScalingStudy
+
         seen.append(cfg)
-        return {"folder": str(tmp_path), "written": [], "fits": {"models": {}}}
+        return (Reproduction(str(tmp_path), (), [], [], {}) if module == "reproduce"
+                else ScalingStudy(str(tmp_path), [], {}, {"models": {}}, ()))
 
     monkeypatch.setattr(importlib.import_module(f"bridges.{module}"), fn, fake)
     small = ["--budgets", "1-2", "--seeds", "1"] if command == "scaling" else []  # within the default time cap
@@ -227,7 +231,8 @@ def test_the_command_line_defaults_are_the_configs(monkeypatch, tmp_path):
     import bridges.reproduce
 
     seen = []
-    monkeypatch.setattr(bridges.reproduce, "reproduce", lambda cfg, log=print: seen.append(cfg) or {})
+    done = bridges.reproduce.Reproduction(str(tmp_path / "o"), (), [], [], {})
+    monkeypatch.setattr(bridges.reproduce, "reproduce", lambda cfg, log=print: seen.append(cfg) or done)
     out = str(tmp_path / "o")
     assert main(["reproduce", "--out", out, "--quiet"]) == 0
     assert main(["--max-seconds", "1e9", "reproduce", "--out", out, "--quiet", "--full"]) == 0
@@ -253,3 +258,15 @@ def test_the_full_grid_keeps_its_cell_and_the_defaults_are_priced_within_10_minu
     (cell,) = {(r.data.depth, r.model.budget) for r in grid(ReproduceConfig(), "x")}
     assert cell == (ReproduceConfig().depth, ReproduceConfig().train_budget)
     assert reproduce_seconds(dataclasses.replace(ReproduceConfig(), workers=2)) < 600
+
+
+def test_a_reproduction_is_typed_and_reads_as_its_dict(tmp_path):
+    from bridges.errors import InputError
+    from bridges.reproduce import Reproduction
+
+    r = Reproduction(str(tmp_path), ("a.md",), [{"strategy": "path", "budget": 1, "loss": 0.5}], [],
+                     {"probes": {}})
+    assert r["folder"] == str(tmp_path) and r.to_dict()["written"] == ["a.md"] and "probes" in r
+    assert list(r.to_frame()["loss"]) == [0.5] and len(r.to_frame("training")) == 0
+    with pytest.raises(InputError, match="'theory_curves', 'training'"):
+        r.to_frame("bogus")

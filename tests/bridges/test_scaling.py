@@ -94,6 +94,9 @@ def test_keyed_prediction_rows_join_the_study(tmp_path):
     assert rows["best_adaptive_keyed"]["role"] == "prediction" and rows["best_adaptive_keyed"]["models"] == ["A"]
     assert rows["best_nonadaptive_keyed"]["models"] == ["B"] and rows["best_adaptive"]["role"] != "prediction"
     assert rows["best_adaptive_keyed"]["keys"] == "weighted"
+    frame = result.to_frame("theory")  # a ScalingStudy: its theory rows with their budget, its runs
+    assert sorted(set(frame["budget"])) == [1, 2] and len(result.to_frame("runs")) == len(result.runs) == 4
+    assert result.to_dict()["fits"] == result.fits
 
 
 def test_report_states_the_seed_spread_only_where_there_is_one():
