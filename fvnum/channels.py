@@ -200,6 +200,8 @@ def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channe
     (a ``Channel``: its kind and noise, or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every
     function of ``fvnum`` that takes a channel takes these same keywords."""
     tokens = _n_tokens_of(n_tokens, tokens)
+    if isinstance(tau, Channel) and channel is None:  # a Channel in tau's place (``bounds(prior, B, channel)``)
+        tau, channel = None, tau
     if channel is not None:
         if not isinstance(channel, Channel):
             raise InputError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")

@@ -116,7 +116,7 @@ def register(subparsers) -> None:
                    "--strategy optimal_nonadaptive_unit or optimal_nonadaptive_coordinate")
     _add_channel_and_sampling(p, required=False, s2=None, samples=100_000)
     p.add_argument("--progress", action="store_true", help="progress bar on stderr (default: only on a TTY)")
-    p.set_defaults(func=_mc)
+    p.set_defaults(func=_mc, default_depth=4)
 
     b = subparsers.add_parser(
         "bounds", help="bracket the noisy adaptive optimum: [lower, upper] and the exact value where solved",
@@ -127,7 +127,9 @@ def register(subparsers) -> None:
         "null).",
     )
     strict_options(b)
-    b.add_argument("--prior", choices=tuple(n for n in cli_priors() if n != "gaussian"), default="tree",
+    bounds_priors = tuple(n for n in cli_priors() if n != "gaussian")
+    b.set_defaults(default_depth=3, prior_choices=bounds_priors)
+    b.add_argument("--prior", choices=bounds_priors, default="tree",
                    help="the prior: tree, or a finite prior registered with its options, such as atoms")
     b.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (default 3, or the number of --scales)")
@@ -187,26 +189,14 @@ def _bounds(args) -> int:
 
     from .bracket import bounds
 
-    if args.prior == "tree":
-        for dest in sorted({d for name in PRIORS for d in _own_options(name)}):
-            if getattr(args, dest, None) is not None:
-                raise InputError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior tree --{dest} "
-                                 f"{_brief(getattr(args, dest))}")
-        prior = _tree(args, default_depth=3)
-    else:
-        cli_prior(args.prior).check(args)
-        prior = prior_of(args)
+    check_prior_options(args)
+    prior = prior_of(args)
     if args.tokens is None and args.s2 != "1/100":
         raise InputError("--s2 applies to the tokens channel (--tokens N) only")
     # priced whole before any work (fvnum.bracket.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
-    if args.prior == "tree":
-        record = {**res.to_dict(), "alpha": args.alpha if args.scales is None else None,
-                  **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
-    else:
-        record = {**res.to_dict(), **{dest: getattr(args, dest) for dest in sorted(_own_options(args.prior))
-                                      if getattr(args, dest) is not None}}
+    record = {**res.to_dict(), **cli_prior(args.prior).shown(args, prior)}
     line = str(res)
     if res.exact is not None:  # say the channel of the exact value: under tokens it is the gaussian channel's
         record["exact_channel"] = "noiseless" if res.inputs.get("tau") == 0 else "gaussian"
@@ -232,12 +222,7 @@ def check_mc_options(args) -> None:
         raise InputError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":
         raise InputError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
-    others = {dest for name in PRIORS if name != args.prior for dest in _own_options(name)} - _own_options(args.prior)
-    for dest in sorted(others - {"dim"}):  # another prior's options (--dim: checked with the prior's own)
-        if getattr(args, dest, None) is not None:
-            raise InputError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
-                             f"{_brief(getattr(args, dest))}")
-    cli_prior(args.prior).check(args)
+    check_prior_options(args)
     if args.s2 is not None and args.tokens is None:
         raise InputError("--s2 applies to the tokens channel (--tokens N) only")
     if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
@@ -247,14 +232,28 @@ def check_mc_options(args) -> None:
                          f"got --strategy {args.strategy}")
 
 
+def check_prior_options(args) -> None:
+    """The options of ``--prior``, of ``fv mc`` and ``fv bounds``: another prior's own options are refused
+    (``--dim``: checked with the prior's own), then the prior's :class:`CliPrior` checks its own."""
+    others = {dest for name in PRIORS if name != args.prior for dest in _own_options(name)} - _own_options(args.prior)
+    for dest in sorted(others - {"dim"}):
+        if getattr(args, dest, None) is not None:
+            raise InputError(f"--{dest} applies to --prior {_owner(dest)} only, got --prior {args.prior} --{dest} "
+                             f"{_brief(getattr(args, dest))}")
+    cli_prior(args.prior).check(args)
+
+
 def _owner(dest: str) -> str:
     return " or ".join(name for name in PRIORS if dest in _own_options(name))
 
 
 def _check_tree_options(args) -> None:
-    for opt in ("cov", "dim", "eigenvalues"):
-        if getattr(args, opt) is not None:
-            raise InputError(f"--{opt} applies to --prior gaussian only, got --prior tree --{opt} "
+    for opt in ("cov", "dim", "eigenvalues"):  # fv bounds has no --cov, --eigenvalues (nor --prior gaussian)
+        if getattr(args, opt, None) is not None:
+            owners = [name for name in cli_priors() if name != "tree" and (name == "gaussian" or opt in
+                                                                          _own_options(name))]
+            owners = [name for name in owners if name in getattr(args, "prior_choices", owners)]
+            raise InputError(f"--{opt} applies to --prior {' or '.join(owners)} only, got --prior tree --{opt} "
                              f"{_brief(getattr(args, opt))}")
 
 
@@ -262,7 +261,8 @@ def _check_registered_options(args) -> None:
     """A prior built from its own options: the tree's and the Gaussian's do not apply."""
     for opt in ("depth", "alpha", "scales", "cov", "eigenvalues"):  # fv bounds has no --cov, --eigenvalues
         if getattr(args, opt, None) is not None:
-            raise InputError(f"--{opt} applies to --prior tree or gaussian, not to --prior {args.prior}: got "
+            fv_own = " or ".join(n for n in FV_PRIORS if n in getattr(args, "prior_choices", FV_PRIORS))
+            raise InputError(f"--{opt} applies to --prior {fv_own}, not to --prior {args.prior}: got "
                              f"--{opt} {_brief(getattr(args, opt))}")
 
 
@@ -351,11 +351,22 @@ class CliPrior:
     inputs: object = lambda args, prior, spec: {}
     alpha: bool = True
     depth: bool = True
+    shown: object = lambda args, prior: {}  # what fv bounds records of the prior beside its result
 
 
 # the two priors fv builds from its own options (--depth, --alpha, --scales, --cov, --eigenvalues); every other
 # registered prior builds itself from its options (fvnum.priors.PriorEntry.build)
-FV_PRIORS = {"tree": CliPrior(_check_tree_options, lambda args: _tree(args, default_depth=4)),
+def _tree_shown(args, prior) -> dict:
+    return {"alpha": args.alpha if args.scales is None else None,
+            **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
+
+
+def _registered_shown(args, prior) -> dict:
+    return {dest: getattr(args, dest) for dest in sorted(_own_options(args.prior)) if getattr(args, dest) is not None}
+
+
+FV_PRIORS = {"tree": CliPrior(_check_tree_options, lambda args: _tree(args, default_depth=getattr(args, "default_depth", 4)),
+                              shown=_tree_shown),
              "gaussian": CliPrior(_check_gaussian_options, _gaussian, _gaussian_inputs)}
 
 
@@ -363,7 +374,8 @@ def cli_prior(name: str) -> CliPrior:
     """The :class:`CliPrior` of ``--prior name``."""
     if name in FV_PRIORS:
         return FV_PRIORS[name]
-    return CliPrior(_check_registered_options, PRIORS[name].build, _registered_inputs, alpha=False, depth=False)
+    return CliPrior(_check_registered_options, PRIORS[name].build, _registered_inputs, alpha=False, depth=False,
+                    shown=_registered_shown)
 
 
 def prior_of(args):

@@ -525,7 +525,8 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
                      s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
                      dense: bool = True, keyed: str | None = KEYED, keyed_rows_given=None) -> ComparisonTable:
     """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
-    ``Channel``, or the keywords of every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
+    ``Channel`` (or a number: the gaussian channel's tau, as in ``bounds(prior, B, 0.3)``), or the keywords of
+    every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
@@ -549,6 +550,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from .tree import numeric_prior
 
+    if isinstance(channel, (int, float)) and not isinstance(channel, bool) and tau is None and n_tokens is None \
+            and tokens is None:  # a number in the channel's place: the gaussian channel's tau, as in bounds(prior, B, 0.3)
+        tau, channel = channel, None
     if channel is None or tau is not None or n_tokens is not None or tokens is not None:
         from .channels import make_channel
 

@@ -90,3 +90,24 @@ def test_fv_mc_without_a_channel_names_its_flags_in_one_line(capsys):
     assert main(["mc", "--depth", "3", "--samples", "100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--tau" in err[0] and "--tokens N" in err[0] and "Traceback" not in err[0]
+
+
+def test_the_third_place_is_the_channel_in_bounds_noisy_bellman_and_comparison_table():
+    """``f(prior, budget, x)``: ``x`` a ``Channel`` or the gaussian channel's tau, the same value either way,
+    in every function whose third parameter is the channel (``tau`` in ``bounds`` and ``noisy_bellman``,
+    ``channel`` in ``comparison_table``); a value of another kind is one line naming it."""
+    from fvnum import bounds, comparison_table, noisy_bellman
+    from fvnum.channels import make_channel
+    from fvnum.errors import InputError
+    from fvsym.priors import TreePrior
+
+    prior = TreePrior(3, "1/2")
+    ch = make_channel(prior, tau=0.3)
+    assert noisy_bellman(prior, 2, ch).value == noisy_bellman(prior, 2, 0.3).value
+    assert bounds(prior, 2, ch, samples=500).exact == bounds(prior, 2, 0.3, samples=500).exact
+    kw = dict(samples=500, search_samples=50, keyed=None, dense=False)
+    by_number = comparison_table(prior, 1, 0.3, **kw).to_dict()["rows"]
+    assert by_number == comparison_table(prior, 1, ch, **kw).to_dict()["rows"]
+    for bad in ("0.3", True):
+        with pytest.raises(InputError, match="channel must be a fvnum Channel"):
+            comparison_table(prior, 1, bad, **kw)

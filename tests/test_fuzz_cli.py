@@ -144,7 +144,7 @@ NOT_APPLYING = [
     (["--prior", "gaussian", "--strategy", "optimal", "--layers", "2"], "--layers and --width apply to --prior tree"),
     (["--prior", "gaussian", "--strategy", "optimal_nonadaptive", "--measurement", "coordinate"],
      "--measurement coordinate applies to --prior tree"),
-    (["--prior", "tree", "--dim", "7"], "--dim applies to --prior gaussian only"),
+    (["--prior", "tree", "--dim", "7"], "--dim applies to --prior gaussian or atoms only"),
     (["--prior", "tree", "--cov", "isotropic"], "--cov applies to --prior gaussian only"),
     (["--strategy", "path", "--design", "1,2"], "--design applies to --strategy fixed only"),
     (["--strategy", "path", "--layers", "2"], "--layers and --width apply to strategies optimal"),
