@@ -179,7 +179,8 @@ class FinitePrior(Prior):
                                  "lower one (fvnum.bounds brackets it)")
             return self.noisy_bellman(budget, channel.tau, refine=False).policy
         raise InputError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
-                         "greedy_coordinate, greedy_dense, policy, or optimal at tau = 0")
+                         "greedy_coordinate, greedy_dense, policy, or optimal (at tau = 0; under noise for width 1 "
+                         "and budget <= 3 where its recursion fits)")
 
     def noisy_bellman(self, budget: int, tau: float, *, points=None, refine: bool = True):
         """The exact noisy optimum on these atoms (``fvnum.atoms_dp.noisy_bellman``: coordinate class, width 1,
