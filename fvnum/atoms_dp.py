@@ -19,13 +19,13 @@ loss estimates the value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from fvsym.errors import InputError, ResourceRefused
 
-from .noisy_dp import SPAN, default_points, refined_points
+from .noisy_dp import SPAN, SolvedOptimum, default_points, refined_points
 from .strategies import Policy
 
 MAX_BUDGET = 3
@@ -201,22 +201,12 @@ class FiniteNoisyPolicy(Policy):
 
 
 @dataclass(frozen=True)
-class FiniteNoisyBellman:
+class FiniteNoisyBellman(SolvedOptimum):
     """The exact noisy optimum ``value`` = ``V_B(prior)`` of a finite prior, ``budget`` layers of width 1 at
     noise ``tau``, and its ``policy``. ``error``: ``|value - the solve at half the lattice step|`` (the refined
     solve is ``value``; None without ``refine``), as ``fvnum.noisy_dp.NoisyBellman.error``. ``q_values()``: the
-    expected final loss of each first coordinate."""
-
-    value: float
-    budget: int
-    tau: float
-    first_node: int
-    points: tuple
-    how: str
-    quad: FiniteQuadrature = field(repr=False, compare=False)
-    policy: FiniteNoisyPolicy = field(repr=False, compare=False)
-    error: float | None = None
-    checked_points: tuple | None = None
+    expected final loss of each first coordinate (its fields: ``fvnum.noisy_dp.SolvedOptimum``; ``quad`` a
+    ``FiniteQuadrature``, ``policy`` a ``FiniteNoisyPolicy``)."""
 
     def q_values(self) -> np.ndarray:
         """(D,): the expected final loss of reading each coordinate first (labelled: ``.best``, ``.to_dict()``)."""

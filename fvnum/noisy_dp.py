@@ -466,7 +466,26 @@ class NoisyBellmanPolicy(Policy):
 
 
 @dataclass(frozen=True)
-class NoisyBellman:
+class SolvedOptimum:
+    """What every exact noisy solve reports (the tree's :class:`NoisyBellman`, a finite prior's
+    ``fvnum.atoms_dp.FiniteNoisyBellman``): the optimum ``value`` of ``budget`` layers of width 1 at noise
+    ``tau``, the first node read, the quadrature (``points``, ``how``, ``quad``), the ``policy``, and the
+    quadrature ``error`` from a refined solve on ``checked_points``."""
+
+    value: float
+    budget: int
+    tau: float
+    first_node: int
+    points: tuple
+    how: str
+    quad: object = field(repr=False, compare=False)
+    policy: object = field(repr=False, compare=False)
+    error: float | None = None
+    checked_points: tuple | None = None
+
+
+@dataclass(frozen=True)
+class NoisyBellman(SolvedOptimum):
     """The exact noisy optimum ``value`` = ``V_B(prior)`` of ``budget`` layers of width 1 at noise ``tau``
     and its ``policy`` (a Policy: ``fvnum.simulate.simulate`` runs it; ``next_node`` and ``q_values``
     inspect it). ``how`` names the quadrature.
@@ -481,16 +500,6 @@ class NoisyBellman:
     the coarser one (step doubled), again conservative. ``checked_points``: the second quadrature (None when
     not refined: ``refine=False``, or budget 0, where ``error`` is 0 or None)."""
 
-    value: float
-    budget: int
-    tau: float
-    first_node: int
-    points: tuple
-    how: str
-    quad: Quadrature = field(repr=False, compare=False)
-    policy: NoisyBellmanPolicy = field(repr=False, compare=False)
-    error: float | None = None
-    checked_points: tuple | None = None
 
     def _belief(self, nodes, readings) -> np.ndarray:
         nodes = np.asarray(nodes, dtype=np.int64).reshape(1, -1)
