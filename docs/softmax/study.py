@@ -1,7 +1,11 @@
 """Softmax against linear aggregation, trained (issue 31, item 3; docs/softmax.md).
 
 Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
-[--models=ABC] [--steps-per-budget=2000] [--phase=theory|train] [--table] [--figure]``.
+[--models=ABC] [--steps-per-budget=2000 | --steps=scaling] [--phase=theory|train] [--table] [--figure]``.
+
+``--depth=7 --steps=scaling``: the scaling study's cell with its own recipe (A 5000, B and C 2500 steps a
+budget): each softmax run is the committed run's ``command`` of docs/scaling/scaling.json with ``--attention
+softmax`` added, and its linear twin is that committed run, read from scaling.json, not trained again.
 
 On the tree prior (alpha 0.6, N 64, s2 0.01; depth 4 by default, the cell of ``fv reproduce``, or 7, the
 scaling study's): every model A, B, C at every budget and seed is trained twice with the same recipe and steps,
@@ -47,9 +51,15 @@ def load(path: str = OUT) -> dict:
 
 
 def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
-    data = load(path)
-    data[kind][name] = entry
-    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    """Add one entry, under a lock on ``path + ".lock"``: two processes of this script (one per core) may
+    finish runs at the same time, and neither may lose the other's."""
+    import fcntl
+
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = load(path)
+        data[kind][name] = entry
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
@@ -57,6 +67,54 @@ def command(model: str, budget: int, seed: int, depth: int, attention: str, step
             str(CELL["tokens"]), "--s2", str(CELL["s2"]), "--model", model, "--budget", str(budget), "--steps",
             str(steps_per_budget * budget), "--seed", str(seed), "--threads", "1", "--out", "docs/softmax/train"]
     return argv + (["--attention", "softmax"] if attention == "softmax" else [])
+
+
+SCALING = os.path.join(os.path.dirname(HERE), "scaling", "scaling.json")
+
+
+def scaling_twin(model: str, budget: int, seed: int) -> dict:
+    """The committed linear run of the scaling study (docs/scaling/scaling.json: depth 7, alpha 0.6, N 64) of
+    this model, budget and seed: the linear twin of a softmax run trained with the same command."""
+    with open(SCALING) as f:
+        runs = json.load(f)["runs"]
+    found = [r for r in runs if (r["model"], r["budget"], r["seed"]) == (model, budget, seed)]
+    if not found:
+        raise SystemExit(f"{model} B{budget} s{seed}: no run of the scaling study (docs/scaling/scaling.json)")
+    return found[0]
+
+
+def scaling_command(model: str, budget: int, seed: int, attention: str) -> list[str]:
+    """The scaling study's command of this run (its recipe's steps, batch and learning rate), read from
+    scaling.json, with ``--attention softmax`` added and written under docs/softmax/train."""
+    argv = shlex.split(scaling_twin(model, budget, seed)["command"])[1:]
+    argv[argv.index("--out") + 1] = "docs/softmax/train"
+    return argv + (["--attention", "softmax"] if attention == "softmax" else [])
+
+
+def train_twin(model: str, budget: int, seed: int) -> None:
+    """The scaling study's cell (``--steps=scaling``, depth 7): the softmax run trained with the scaling study's
+    own command, beside its linear twin, which is the committed run of the study (not trained again)."""
+    twin = scaling_twin(model, budget, seed)
+    name = f"{model}-linear-K7-B{budget}-s{seed}"
+    if name not in load()["runs"]:
+        save("runs", name, {"model": model, "attention": "linear", "depth": 7, "budget": budget, "seed": seed,
+                            "key": twin["key"], "command": twin["command"], "loss": twin["loss"],
+                            "stderr": twin["stderr"], "steps": twin["steps"],
+                            "train_seconds": twin.get("train_seconds"), "source": "docs/scaling/scaling.json"})
+    name = f"{model}-softmax-K7-B{budget}-s{seed}"
+    if name in load()["runs"]:
+        return
+    argv = scaling_command(model, budget, seed, "softmax")
+    key = config_from_args(build_parser().parse_args(argv)).key()
+    if fv(argv + ["--quiet"]):
+        raise SystemExit(f"{name}: fv train failed")
+    with open(os.path.join(HERE, "train", key, "result.json")) as f:
+        result = json.load(f)
+    save("runs", name, {"model": model, "attention": "softmax", "depth": 7, "budget": budget, "seed": seed,
+                        "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
+                        "stderr": result["stderr"], "steps": result["steps"],
+                        "train_seconds": result.get("train_seconds")})
+    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
 
 
 def train_one(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int,
@@ -352,7 +410,7 @@ def _gaussian_main(opts: dict, depth: int) -> int:
 
 def main(argv: list[str]) -> int:
     opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
-                                 "figure", "prior", "paired"})
+                                 "figure", "prior", "paired", "steps"})
     if opts.get("prior", "tree") not in PRIORS:
         print(f"--prior must be one of {', '.join(PRIORS)}, got {opts['prior']!r}", file=sys.stderr)
         return 2
@@ -368,6 +426,14 @@ def main(argv: list[str]) -> int:
         return 0
     budgets = [int(b) for b in opts.get("budgets", "1,2,3,4").split(",")]
     seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
+    twins = opts.get("steps") == "scaling"
+    if "steps" in opts and not twins:
+        print(f"--steps takes one value, scaling (the scaling study's own commands), got {opts['steps']!r}",
+              file=sys.stderr)
+        return 2
+    if twins and depth != 7:
+        print(f"--steps=scaling trains the scaling study's cell, depth 7, got --depth={depth}", file=sys.stderr)
+        return 2
     steps = int(opts.get("steps-per-budget", 2000))
     phases = [opts["phase"]] if "phase" in opts else ["theory", "train"]
     if "theory" in phases:
@@ -376,6 +442,9 @@ def main(argv: list[str]) -> int:
         for seed in seeds:
             for budget in budgets:
                 for model in opts.get("models", "ABC"):
+                    if twins:
+                        train_twin(model, budget, seed)
+                        continue
                     for attention in ("linear", "softmax"):
                         train_one(model, budget, seed, depth, attention, steps)
     return 0
