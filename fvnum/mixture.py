@@ -5,7 +5,7 @@ components' atoms, component ``c``'s atom ``m`` weighted ``pi_c w_{c,m}``. For e
 
     from fvnum.atoms import AtomsPrior
     tree = TreePrior(3, "1/2")
-    MixturePrior([tree, TreePrior(3, "1/4")], [0.5, 0.5])
+    MixturePrior([tree, TreePrior(3, "1/4")])           # equal weights
     MixturePrior([tree, AtomsPrior.of(tree).rotated(Q)], [0.7, 0.3])
 
 Everything else (sampling, the exact decoder, greedy policies, the noiseless Bellman recursion, the ridge
@@ -23,14 +23,15 @@ from fvsym.errors import InputError
 
 class MixturePrior(FinitePrior):
     """``theta`` drawn from component ``c`` (one of ``priors``, each a prior with atoms: a finite prior or a
-    tree prior) with probability ``weights[c]`` (non-negative, summing to more than 0; normalised)."""
+    tree prior) with probability ``weights[c]`` (non-negative, summing to more than 0; normalised; None, the
+    default: the components equally likely, as ``AtomsPrior``'s atoms are)."""
 
     name = "mixture"
 
-    def __init__(self, priors, weights):
+    def __init__(self, priors, weights=None):
         if isinstance(priors, (str, bytes)) or not hasattr(priors, "__len__") or len(priors) == 0:
             raise InputError(f"priors must be a non-empty list of priors with atoms, got {_short(priors)}")
-        pi = check_weights(weights, len(priors))
+        pi = np.ones(len(priors)) if weights is None else check_weights(weights, len(priors))
         parts = [atoms_of(p) for p in priors]
         dims = {a.shape[1] for a, _ in parts}
         if len(dims) > 1:

@@ -293,6 +293,13 @@ def test_mixture_is_the_union_of_atoms_and_decodes_like_numpy():
     assert np.allclose(fv.loss, ref, atol=1e-12)
 
 
+def test_mixture_weights_default_to_equal_components():
+    t1, t2 = AtomsPrior.of(TreePrior(3, "1/2")), TreePrior(3, "1/4")
+    mix = MixturePrior([t1, t2])
+    assert np.allclose(mix.mixture_weights, [0.5, 0.5])
+    assert np.allclose(mix.weights, MixturePrior([t1, t2], [2, 2]).weights)
+
+
 def test_mixture_with_a_rotated_tree_runs_greedy_like_numpy():
     tree = TreePrior(2, "1/2")
     Q = np.linalg.qr(np.random.default_rng(0).standard_normal((3, 3)))[0]

@@ -1,7 +1,8 @@
 """Softmax against linear aggregation, trained (issue 31, item 3; docs/softmax.md).
 
 Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
-[--models=ABC] [--steps-per-budget=2000 | --steps=scaling] [--phase=theory|train] [--table] [--figure]``.
+[--models=ABC] [--steps-per-budget=2000 | --steps=scaling] [--phase=theory|train] [--samples=1000]
+[--families=weighted,softmax] [--table] [--figure]``.
 
 ``--depth=7 --steps=scaling``: the scaling study's cell with its own recipe (A 5000, B and C 2500 steps a
 budget): each softmax run is the committed run's ``command`` of docs/scaling/scaling.json with ``--attention
@@ -139,20 +140,23 @@ def train_one(model: str, budget: int, seed: int, depth: int, attention: str, st
     print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
 
 
-def theory(depth: int, budgets: list[int]) -> None:
-    """The keyed rows of both families and C's exact linear theory at every budget (seed 0)."""
+def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
+           families: tuple = ("weighted", "softmax")) -> None:
+    """The keyed rows of ``families`` (both by default) on ``samples`` samples and C's exact linear theory at
+    every budget (seed 0); a family's rows record their sample count (``samples``)."""
     from fvnum.channels import make_channel
     from fvnum.theory import keyed_curves, lmmse, top_levels_rows
     from fvsym.priors import TreePrior
 
     prior = TreePrior(depth, str(CELL["alpha"]))
     channel = make_channel(prior, n_tokens=CELL["tokens"], s2=CELL["s2"])
-    for family in ("weighted", "softmax"):
+    for family in families:
         name = f"K{depth}-{family}"
         if name in load()["theory"]:
             continue
-        curves = keyed_curves(prior, budgets, channel, family, samples=THEORY_SAMPLES, seed=0)
-        save("theory", name, {str(b): [row.to_dict() for row in rows] for b, rows in curves.items()})
+        curves = keyed_curves(prior, budgets, channel, family, samples=samples, seed=0)
+        save("theory", name, {str(b): [{**row.to_dict(), "samples": samples} for row in rows]
+                              for b, rows in curves.items()})
         print(f"theory {name} done", flush=True)
     name = f"K{depth}-linear"
     if name not in load()["theory"]:
@@ -410,7 +414,7 @@ def _gaussian_main(opts: dict, depth: int) -> int:
 
 def main(argv: list[str]) -> int:
     opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
-                                 "figure", "prior", "paired", "steps"})
+                                 "figure", "prior", "paired", "steps", "samples", "families"})
     if opts.get("prior", "tree") not in PRIORS:
         print(f"--prior must be one of {', '.join(PRIORS)}, got {opts['prior']!r}", file=sys.stderr)
         return 2
@@ -436,8 +440,19 @@ def main(argv: list[str]) -> int:
         return 2
     steps = int(opts.get("steps-per-budget", 2000))
     phases = [opts["phase"]] if "phase" in opts else ["theory", "train"]
+    families = tuple(opts.get("families", "weighted,softmax").split(","))
+    if not families or set(families) - {"weighted", "softmax"}:
+        print(f"--families takes weighted and/or softmax, got {opts['families']!r}", file=sys.stderr)
+        return 2
+    try:
+        samples = int(opts.get("samples", THEORY_SAMPLES))
+    except ValueError:
+        samples = 0
+    if samples < 2:
+        print(f"--samples must be an integer >= 2, got {opts.get('samples')!r}", file=sys.stderr)
+        return 2
     if "theory" in phases:
-        theory(depth, budgets)
+        theory(depth, budgets, samples, families)
     if "train" in phases:
         for seed in seeds:
             for budget in budgets:
