@@ -140,3 +140,45 @@ def test_a_missing_run_is_trained_from_its_recorded_command_and_found_after(tmp_
         PATCHING.run_folder("wrong", str(given))
     with pytest.raises(SystemExit, match="not a run"):
         PATCHING.run_folder("absent", str(given))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budgets=x"], ["--budgets", "'x'"]),
+    (["--budgets=16"], ["--budgets", "1..15"]),
+    (["--seeds=-1"], ["--seeds", "'-1'"]),
+    (["--models=AD"], ["--models", "'AD'"]),
+    (["--phase=figure"], ["--phase", "'figure'"]),
+    (["--depth=5"], ["--depth", "'5'"]),
+    (["--steps=recipe", "--depth=7"], ["--steps", "'recipe'"]),
+    (["--steps=scaling"], ["--steps=scaling", "depth 7"]),
+    (["--samples=1"], ["--samples", "'1'"]),
+    (["--samples=many"], ["--samples", "'many'"]),
+    (["--families=weighted,linear"], ["--families", "'weighted,linear'"]),
+])
+def test_bad_options_of_the_tree_cell_get_one_line(argv, words, monkeypatch, tmp_path):
+    study = script("study")
+    monkeypatch.setattr(study, "OUT", str(tmp_path / "study.json"))
+    one_line(*refused(study.main, argv), *words)
+    assert not (tmp_path / "study.json").exists()
+
+
+def test_a_softmax_twin_of_the_scaling_study_is_its_command_with_softmax_attention():
+    """--depth=7 --steps=scaling: each softmax run is the committed linear run's own command (recipe, steps, seed)
+    with --attention softmax, so the two differ in their attention alone."""
+    import shlex
+
+    from bridges.cli import build_parser
+    from bridges.commands import config_from_args
+
+    study = script("study")
+    for model, budget, seed in (("A", 4, 0), ("B", 2, 1), ("C", 1, 2)):
+        twin = study.scaling_twin(model, budget, seed)
+        linear = config_from_args(build_parser().parse_args(shlex.split(twin["command"])[1:]))
+        soft = config_from_args(build_parser().parse_args(study.scaling_command(model, budget, seed, "softmax")))
+        assert linear.key() == twin["key"]
+        assert soft.model.attention == "softmax" and linear.model.attention == "linear"
+        train = lambda config: {k: v for k, v in config.to_dict()["train"].items() if k != "out"}
+        assert train(soft) == train(linear) and soft.data == linear.data
+        assert study.scaling_command(model, budget, seed, "linear")[-2:] == ["--out", "docs/softmax/train"]
+    with pytest.raises(SystemExit, match="no run of the scaling study"):
+        study.scaling_twin("A", 9, 0)

@@ -103,18 +103,22 @@ def train_twin(model: str, budget: int, seed: int) -> None:
                             "stderr": twin["stderr"], "steps": twin["steps"],
                             "train_seconds": twin.get("train_seconds"), "source": "docs/scaling/scaling.json"})
     name = f"{model}-softmax-K7-B{budget}-s{seed}"
-    if name in load()["runs"]:
-        return
-    argv = scaling_command(model, budget, seed, "softmax")
+    if name not in load()["runs"]:
+        _train(name, scaling_command(model, budget, seed, "softmax"),
+               {"model": model, "attention": "softmax", "depth": 7, "budget": budget, "seed": seed}, OUT)
+
+
+def _train(name: str, argv: list[str], entry: dict, out: str) -> None:
+    """Run ``fv`` on ``argv`` (a training written under docs/softmax/train) and add its result to ``out`` as
+    run ``name``: ``entry`` with the run's key, command, loss, stderr, steps and training seconds."""
     key = config_from_args(build_parser().parse_args(argv)).key()
     if fv(argv + ["--quiet"]):
         raise SystemExit(f"{name}: fv train failed")
     with open(os.path.join(HERE, "train", key, "result.json")) as f:
         result = json.load(f)
-    save("runs", name, {"model": model, "attention": "softmax", "depth": 7, "budget": budget, "seed": seed,
-                        "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
+    save("runs", name, {**entry, "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
                         "stderr": result["stderr"], "steps": result["steps"],
-                        "train_seconds": result.get("train_seconds")})
+                        "train_seconds": result.get("train_seconds")}, out)
     print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
 
 
@@ -128,16 +132,8 @@ def train_one(model: str, budget: int, seed: int, depth: int, attention: str, st
     if name in load(out)["runs"]:
         return
     argv = (gaussian_command if gaussian else command)(model, budget, seed, depth, attention, steps_per_budget)
-    key = config_from_args(build_parser().parse_args(argv)).key()
-    if fv(argv + ["--quiet"]):
-        raise SystemExit(f"{name}: fv train failed")
-    with open(os.path.join(HERE, "train", key, "result.json")) as f:
-        result = json.load(f)
-    save("runs", name, {"model": model, "attention": attention, **({"prior": "gaussian"} if gaussian else {}),
-                        "depth": depth, "budget": budget, "seed": seed, "key": key,
-                        "command": "fv " + shlex.join(argv), "loss": result["loss"], "stderr": result["stderr"],
-                        "steps": result["steps"], "train_seconds": result.get("train_seconds")}, out)
-    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
+    _train(name, argv, {"model": model, "attention": attention, **({"prior": "gaussian"} if gaussian else {}),
+                        "depth": depth, "budget": budget, "seed": seed}, out)
 
 
 def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
@@ -378,16 +374,12 @@ def paired(depth: int = 4, n_contexts: int = PAIRED_CONTEXTS) -> str:
     return "\n".join(lines)
 
 
-def _gaussian_main(opts: dict, depth: int) -> int:
-    if "table" in opts:
-        print(gaussian_table(depth))
-        return 0
-    if "paired" in opts:
-        print(paired(depth))
-        return 0
+def _numbers(opts: dict, depth: int, budgets: str, seeds: str):
+    """``(budgets, seeds, steps per budget)`` read from the options (defaults ``budgets`` and ``seeds``), or
+    None after one line on stderr naming what was given."""
     try:
-        budgets = [int(b) for b in opts.get("budgets", "1,2,3").split(",")]
-        seeds = [int(s) for s in opts.get("seeds", "0").split(",")]
+        budgets = [int(b) for b in opts.get("budgets", budgets).split(",")]
+        seeds = [int(s) for s in opts.get("seeds", seeds).split(",")]
         steps = int(opts.get("steps-per-budget", 2000))
         if not all(1 <= b <= 2**depth - 1 for b in budgets) or min(seeds) < 0 or steps < 1:
             raise ValueError
@@ -395,7 +387,21 @@ def _gaussian_main(opts: dict, depth: int) -> int:
         print(f"--budgets (1..{2**depth - 1}), --seeds (>= 0) and --steps-per-budget (>= 1) take integers separated by "
               f"commas, got {opts.get('budgets')!r}, {opts.get('seeds')!r}, {opts.get('steps-per-budget')!r}",
               file=sys.stderr)
+        return None
+    return budgets, seeds, steps
+
+
+def _gaussian_main(opts: dict, depth: int) -> int:
+    if "table" in opts:
+        print(gaussian_table(depth))
+        return 0
+    if "paired" in opts:
+        print(paired(depth))
+        return 0
+    numbers = _numbers(opts, depth, "1,2,3", "0")
+    if numbers is None:
         return 2
+    budgets, seeds, steps = numbers
     if set(opts.get("models", "AB")) - set("AB") or opts.get("phase", "train") not in ("train", "theory"):
         print(f"--models takes A and B, --phase train or theory, got {opts.get('models')!r}, {opts.get('phase')!r}",
               file=sys.stderr)
@@ -424,12 +430,22 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         return _gaussian_main(opts, int(opts.get("depth", 4)))
+    if opts.get("depth", "4") not in ("4", "7"):
+        print(f"--depth of the tree cell is 4 (fv reproduce's) or 7 (the scaling study's), got {opts['depth']!r}",
+              file=sys.stderr)
+        return 2
     depth = int(opts.get("depth", 4))
     if "table" in opts or "figure" in opts:
         print(table(depth) if "table" in opts else figure(depth))
         return 0
-    budgets = [int(b) for b in opts.get("budgets", "1,2,3,4").split(",")]
-    seeds = [int(s) for s in opts.get("seeds", "0,1,2").split(",")]
+    numbers = _numbers(opts, depth, "1,2,3,4", "0,1,2")
+    if numbers is None:
+        return 2
+    budgets, seeds, steps = numbers
+    if set(opts.get("models", "ABC")) - set("ABC") or opts.get("phase", "train") not in ("train", "theory"):
+        print(f"--models takes A, B and C, --phase train or theory, got {opts.get('models')!r}, "
+              f"{opts.get('phase')!r}", file=sys.stderr)
+        return 2
     twins = opts.get("steps") == "scaling"
     if "steps" in opts and not twins:
         print(f"--steps takes one value, scaling (the scaling study's own commands), got {opts['steps']!r}",
@@ -438,7 +454,6 @@ def main(argv: list[str]) -> int:
     if twins and depth != 7:
         print(f"--steps=scaling trains the scaling study's cell, depth 7, got --depth={depth}", file=sys.stderr)
         return 2
-    steps = int(opts.get("steps-per-budget", 2000))
     phases = [opts["phase"]] if "phase" in opts else ["theory", "train"]
     families = tuple(opts.get("families", "weighted,softmax").split(","))
     if not families or set(families) - {"weighted", "softmax"}:
