@@ -46,6 +46,8 @@ MAX_THREADS = max(8, 4 * (os.cpu_count() or 1))  # torch threads of a run, or lo
 # The training recipe (docs/training.md): the defaults of every run. Peak learning rate, batch and steps per unit
 # of budget are the model's (``MODELS[model].recipe``, bridges.model_registry); warm-up and evaluation are shared.
 RECIPE_WARMUP = 200
+CURRICULUM_FRACTION = 0.5  # the noise curriculum (tokens_from) falls to the data's N over this part of the steps
+LATE_FRACTION = 0.5  # larger batches late (batch_late) from this part of the steps on
 RECIPE_EVAL_EVERY = 200
 
 
@@ -356,6 +358,12 @@ class TrainConfig:
     training loss is ``loss(final) + W * mean over l < L of loss(readout of the workspace after layer l)``
     (slots ``l+1..B`` still zero), so each reading must pay off on its own; the held-out loss stays the
     final one. 0 (the default) is plain training and is left out of the dictionary and key.
+    ``tokens_from``: a noise curriculum, large N first: training contexts start with ``N0 = tokens_from`` tokens
+    (more than the data's N, so less reading noise), their count falling geometrically to N over the first
+    ``CURRICULUM_FRACTION`` of the steps (``tokens_at``), then N; held-out contexts always have N tokens.
+    ``batch_late``: larger batches late: from ``LATE_FRACTION`` of the steps on, each step draws
+    ``batch_late`` contexts instead of ``batch`` (``batch_at``). Both 0 (the default): off, and left out of the
+    dictionary and key.
     """
 
     steps: int | None = None
@@ -376,6 +384,19 @@ class TrainConfig:
     init_from: str | None = None
     init_policy: str | None = None
     aux_readout: float = 0.0
+    tokens_from: int = 0
+    batch_late: int = 0
+
+    def tokens_at(self, step: int, n_tokens: int) -> int:
+        """Tokens of the training contexts at ``step`` for data of ``n_tokens`` tokens (the noise curriculum)."""
+        ramp = CURRICULUM_FRACTION * self.steps
+        if self.tokens_from == 0 or step >= ramp:
+            return n_tokens
+        return max(n_tokens, round(self.tokens_from * (n_tokens / self.tokens_from) ** (step / ramp)))
+
+    def batch_at(self, step: int) -> int:
+        """Contexts of the training batch at ``step`` (larger batches late)."""
+        return self.batch_late if self.batch_late and step >= LATE_FRACTION * self.steps else self.batch
 
     def __post_init__(self):
         if self.steps is not None:
@@ -405,6 +426,8 @@ class TrainConfig:
         if self.init_policy is not None:
             _choice(self.init_policy, "init_policy", INIT_POLICIES)
         _set(self, "aux_readout", _float(self.aux_readout, "aux_readout", 0.0, 1e6))
+        _int(self.tokens_from, "tokens_from", 0)
+        _int(self.batch_late, "batch_late", 0)
 
 
 @dataclass(frozen=True)
@@ -457,6 +480,9 @@ class RunConfig:
                                  f"({_adaptive()}); model {self.model.model} has one layer")
             if self.model.budget < 2:
                 raise InputError(f"aux_readout needs at least two layers (budget >= 2), got budget {self.model.budget}")
+        if 0 < self.train.tokens_from <= self.data.n_tokens:
+            raise InputError(f"tokens_from starts a noise curriculum above the data's N = {self.data.n_tokens} tokens, "
+                             f"got {self.train.tokens_from} (0: no curriculum)")
 
     def to_argv(self) -> list[str]:
         """The options of ``fv train`` (or ``fv compare``) that give exactly this configuration, every field
@@ -497,8 +523,9 @@ class RunConfig:
         for name in ("init_from", "init_policy"):
             if train[name] is None:  # runs without a curriculum or a distilled start keep their dictionaries and keys
                 del train[name]
-        if train["aux_readout"] == 0:  # runs without auxiliary readouts keep their dictionaries and keys
-            del train["aux_readout"]
+        for name in ("aux_readout", "tokens_from", "batch_late"):
+            if train[name] == 0:  # runs without these keep their dictionaries and keys
+                del train[name]
         return {"format": FORMAT, "data": self.data.to_dict(), "model": self.model.to_dict(),
                 "train": train}
 
@@ -664,6 +691,11 @@ RUN_OPTIONS = (
         aux_readout=dict(help="adaptive models only: weight W of the readout loss after every layer (slots not yet "
                          "written zero), added to the final loss as W x their mean (default 0: none)", low=0,
                          high=1e6, metavar="W"),
+        tokens_from=dict(help="a noise curriculum: training contexts start with N0 tokens (more than --tokens), "
+                         f"falling geometrically to --tokens over the first {CURRICULUM_FRACTION:g} of the steps "
+                         "(default 0: none)", low=0, metavar="N0"),
+        batch_late=dict(help=f"larger batches late: from {LATE_FRACTION:g} of the steps on, NB contexts a step "
+                        "(default 0: --batch throughout)", low=0, metavar="NB"),
         out=dict(help=f"run folders go to DIR/<key>/ (default {DEFAULT_OUT})", metavar="DIR", default=DEFAULT_OUT)),
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes

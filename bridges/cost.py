@@ -46,21 +46,39 @@ CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
 EVAL_BATCH = 256  # bridges.train.EVAL_BATCH (not imported: it would import torch)
 
 
-def step_seconds(cfg) -> float:
+def step_seconds(cfg, load: tuple[float, float] | None = None) -> float:
     """Measured seconds of one training step of ``cfg`` (a ``RunConfig``) on one thread (no SAFETY): the model's
     own price where it has one (``ModelSpec.price``), else the measured model above for its keys (MLP keys, or
-    the linear keys of Model C)."""
+    the linear keys of Model C). ``load``: the step's ``(tokens, contexts)`` of the batch where they differ from
+    ``batch x N`` and ``batch`` (a noise curriculum or larger batches late; a model's own price is scaled by
+    the tokens)."""
     d, m, t = cfg.data, cfg.model, cfg.train
+    tokens, contexts = load if load is not None else (t.batch * d.n_tokens, t.batch)
     price = m.spec.price
     if price is not None:
         seconds = float(price(cfg))
         if not seconds >= 0:
             raise InputError(f"model {m.model}: its price gave {seconds!r} seconds a step; a price is a number >= 0")
+        seconds *= tokens / (t.batch * d.n_tokens)
     else:
-        seconds = t.batch * (d.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 + overhead_seconds(cfg)
+        seconds = (tokens * _token_ns(cfg) + contexts * _context_ns(cfg)) * 1e-9 + overhead_seconds(cfg)
     if t.precision == "bf16" and not str(t.device).startswith("cuda"):
         seconds *= 4.0
     return seconds
+
+
+SCHEDULE_POINTS = 4096  # steps at which a varying batch (bridges.config.TrainConfig.tokens_at, batch_at) is priced
+
+
+def mean_load(cfg, done: int = 0) -> tuple[float, float] | None:
+    """The mean ``(tokens, contexts)`` of a training batch over steps ``done..steps`` where the schedule varies
+    them (``tokens_from``, ``batch_late``; evaluated at up to ``SCHEDULE_POINTS`` evenly spaced steps), else None."""
+    t, N = cfg.train, cfg.data.n_tokens
+    if not (t.tokens_from or t.batch_late) or done >= t.steps:
+        return None
+    n = min(SCHEDULE_POINTS, t.steps - done)
+    steps = [done + (i * (t.steps - done)) // n for i in range(n)]
+    return (sum(t.batch_at(s) * t.tokens_at(s, N) for s in steps) / n, sum(t.batch_at(s) for s in steps) / n)
 
 
 def _token_ns(cfg) -> float:
@@ -94,11 +112,12 @@ def train_seconds(cfg, *, done: int = 0) -> float:
     """Upper estimate of the seconds ``fv train`` takes for ``cfg``, from step ``done`` (resumed runs)."""
     t = cfg.train
     steps = max(0, t.steps - done)
-    step = step_seconds(cfg)
+    step = step_seconds(cfg, mean_load(cfg, done))
     n_evals = steps // t.eval_every + 2
     # a held-out batch is a forward pass: a third of a step's arithmetic, none of its per-step overhead (autograd,
     # Adam), which is most of a deep narrow MLP's step (1000 hidden layers: the old half a step priced 4.4 times over)
-    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * max(step - overhead_seconds(cfg), 0.0) / 3
+    base = step_seconds(cfg)  # held-out contexts have N tokens whatever the training schedule
+    eval_s = n_evals * t.eval_batches * EVAL_BATCH / t.batch * max(base - overhead_seconds(cfg), 0.0) / 3
     saves = steps // t.checkpoint_every + 1 if t.out else 0
     return SAFETY * (steps * step + eval_s) + saves * CHECKPOINT_S + STARTUP
 

@@ -281,11 +281,13 @@ class ContextSampler:
         return z @ self.chol.T, None
 
     # --- tokens ----------------------------------------------------------------------
-    def contexts(self, theta, generator, *, signs=None, x=None, x_q=None, noise=None) -> Contexts:
+    def contexts(self, theta, generator, *, signs=None, x=None, x_q=None, noise=None,
+                 n_tokens: int | None = None) -> Contexts:
         """Tokens for given ``theta`` (n, D). Pass ``x`` (n, N, D), ``x_q`` (n, D) and/or ``noise`` (n, N)
         to reuse them (a donor context that differs from its target only in theta, THEORY.md section 8);
-        whatever is not given is drawn from ``generator`` in the order x, noise, x_q."""
-        n, N, D = theta.shape[0], self.cfg.n_tokens, self.dim
+        whatever is not given is drawn from ``generator`` in the order x, noise, x_q. ``n_tokens``: N of these
+        contexts (default the data's; a noise curriculum trains on more)."""
+        n, N, D = theta.shape[0], self.cfg.n_tokens if n_tokens is None else n_tokens, self.dim
         kw = dict(generator=generator, dtype=self.dtype, device=self.device)
         if x is None:
             x = torch.randn(n, N, D, **kw)  # (n, N, D)
@@ -301,10 +303,11 @@ class ContextSampler:
         y = torch.einsum("bnd,bd->bn", x, theta) + noise  # (n, N)
         return Contexts(x=x, y=y, x_q=x_q, theta=theta, noise=noise, signs=signs)
 
-    def sample(self, n: int, generator: torch.Generator) -> Contexts:
-        """``n`` fresh contexts: theta (then signs), x, noise, x_q, in that order from ``generator``."""
+    def sample(self, n: int, generator: torch.Generator, n_tokens: int | None = None) -> Contexts:
+        """``n`` fresh contexts (of ``n_tokens`` tokens; default the data's N): theta (then signs), x, noise,
+        x_q, in that order from ``generator``."""
         theta, signs = self.sample_theta(n, generator)
-        return self.contexts(theta, generator, signs=signs)
+        return self.contexts(theta, generator, signs=signs, n_tokens=n_tokens)
 
     def _need_tree(self):
         if not self.cfg.has_leaves:

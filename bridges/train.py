@@ -355,7 +355,8 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             t0 = time.perf_counter()
             for group in optimizer.param_groups:
                 group["lr"] = tc.lr * lr_factor(step, tc.steps, tc.warmup, tc.schedule)
-            c = sampler.sample(tc.batch, sampler.generator(tc.seed, TRAIN_STREAM, step))
+            c = sampler.sample(tc.batch_at(step), sampler.generator(tc.seed, TRAIN_STREAM, step),
+                               tc.tokens_at(step, cfg.data.n_tokens))
             loss = training_loss(model, c, tc.loss, tc.aux_readout)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

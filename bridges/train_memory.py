@@ -27,9 +27,10 @@ def n_parameters(cfg) -> int:
 
 def activation_bytes(cfg) -> float:
     """The batch of contexts and the key MLPs' activations on every token of every layer (float32, kept for
-    the backward pass); softmax attention adds its scores and weights, ``2 d`` numbers a token and layer."""
+    the backward pass; at the schedule's largest batch); softmax attention adds its scores and weights, ``2 d`` numbers a token and layer."""
     d, m, t = cfg.data, cfg.model, cfg.train
-    tokens = t.batch * d.n_tokens
+    # the largest batch of the schedule: a noise curriculum's first (tokens_from), or larger batches late
+    tokens = max(t.batch * max(d.n_tokens, t.tokens_from), max(t.batch, t.batch_late) * d.n_tokens)
     per_token = 3 * (d.dim + 2) + 2 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
     if m.attention == "softmax":
         per_token += 2 * m.layers * m.width  # the (batch, N, d) scores and softmax weights of every layer
