@@ -12,7 +12,12 @@ at seed 0, each against the study's recipe (5000 x budget steps, MLP width 64, n
   (``TrainConfig.init_from``, ``bridges.models.grow``), 10000 steps each; the chain starts from the study's
   own budget-3 run (copied from docs/scaling/study/train when it is there, else trained again: same key);
 - ``lr-high``, ``lr-low``: budget 4 at peak learning rates 0.01 and 0.0025 around the recipe's 0.005 (20000
-  steps; a learning-rate scan, issue 29 item 2).
+  steps; a learning-rate scan, issue 29 item 2);
+- ``noise-curriculum``: budget 4, training contexts of 512 tokens at first, falling geometrically to the cell's
+  64 over the first half of the 20000 steps (``fv train --tokens-from 512``: less reading noise while the
+  routers form);
+- ``batch-late``: budget 4, batches of 512 contexts instead of 128 over the second half of the 20000 steps
+  (``fv train --batch-late 512``: less gradient noise where the schedule fine-tunes).
 
 Runs live in ``DIR/<key>/`` (default docs/scaling/model_a/train, git-ignored) and resume after interruption;
 every finished run is added to docs/scaling/model_a.json at once (atomically), with the study's seed mean
@@ -36,6 +41,8 @@ STUDY = json.load(open(os.path.join(HERE, "scaling.json")))
 DATA = DataConfig(prior="tree", depth=STUDY["config"]["depth"], alpha=STUDY["config"]["alpha"],
                   n_tokens=STUDY["config"]["n_tokens"], s2=STUDY["config"]["s2"])
 CURRICULUM_STEPS = 10_000
+NOISE_FROM = 512  # the noise curriculum's first N (8 x the cell's 64: a reading noise 8 times smaller in variance)
+LATE_BATCH = 512  # the batch of the second half of the steps (4 x the recipe's 128)
 
 
 def config(budget: int, out: str, **train) -> RunConfig:
@@ -51,7 +58,9 @@ def attempts(out: str) -> dict:
         chain.append(prev)
     return {"longer": [config(b, out, steps=int(f * recipe_steps(b, "A"))) for b, f in ((4, 2), (5, 1.5))], "wider": [config(4, out, mlp_width=128)],
             "deeper": [config(4, out, hidden_layers=3)], "deeper-slow": [config(4, out, hidden_layers=3, lr=0.002)],
-            "curriculum": chain, "lr-high": [config(4, out, lr=0.01)], "lr-low": [config(4, out, lr=0.0025)]}
+            "curriculum": chain, "lr-high": [config(4, out, lr=0.01)], "lr-low": [config(4, out, lr=0.0025)],
+            "noise-curriculum": [config(4, out, tokens_from=NOISE_FROM)],
+            "batch-late": [config(4, out, batch_late=LATE_BATCH)]}
 
 
 def study_source(out: str) -> None:
@@ -84,7 +93,8 @@ def entry(name: str, result) -> dict:
     (conv,) = convergence([row])
     return {"attempt": name, "budget": b, "key": c.key(), "steps": result.steps, "mlp_width": c.model.mlp_width,
             "hidden_layers": c.model.hidden_layers, "lr": c.train.lr,
-            "init_from": c.train.init_from, "loss": result.loss, "stderr": result.stderr,
+            "init_from": c.train.init_from, "tokens_from": c.train.tokens_from, "batch_late": c.train.batch_late,
+            "loss": result.loss, "stderr": result.stderr,
             "start_loss": result.history[0][2], "change_last_20": conv["change"],
             "converged": conv["converged"], "train_seconds": result.train_seconds,
             "prediction": {"name": pred["name"], "value": pred["value"], "stderr": pred["stderr"]},
@@ -112,7 +122,8 @@ def table() -> str:
 
 
 MARKERS = {"longer": ("s", "C1"), "wider": ("D", "C2"), "deeper": ("v", "C4"), "deeper-slow": ("<", "C5"),
-           "curriculum": ("^", "C3"), "lr-high": (">", "C6"), "lr-low": ("P", "C7")}
+           "curriculum": ("^", "C3"), "lr-high": (">", "C6"), "lr-low": ("P", "C7"),
+           "noise-curriculum": ("X", "C8"), "batch-late": ("*", "C9")}
 
 
 def figure(path: str = os.path.join(HERE, "fig_model_a.png")) -> str:
