@@ -46,15 +46,30 @@ def train_bytes(cfg) -> float:
 
 def check_train_memory(cfg, what: str | None = None) -> None:
     """Refuse (one-line ValueError) a run whose training would not fit in the memory available, naming the
-    largest size that fits: ``--tokens N`` when the weights fit and the activations do not, else the largest
+    largest size that fits: ``--tokens-from N0`` or ``--batch-late NB`` when only the schedule's largest batch
+    does not fit, ``--tokens N`` when the weights fit and the activations do not, else the largest
     ``--mlp-width`` (or ``--hidden-layers``) at which the weights fit."""
     from fvnum.resources import check_memory, fits_memory, largest_fitting
 
     need = train_bytes(cfg)
     if fits_memory(need):
         return
-    weights_fit = fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=1))))
-    if weights_fit:
+    d, t = cfg.data, cfg.train
+    schedule = ""
+    if (t.tokens_from or t.batch_late) and fits_memory(train_bytes(cfg.replace(train=dict(tokens_from=0, batch_late=0)))):
+        # the schedule's largest batch is what does not fit: name the largest N0 / NB that does
+        hint = ""
+        if t.tokens_from:
+            sizes = [n for n in (2**k for k in range(0, 41)) if d.n_tokens < n < t.tokens_from]
+            hint += largest_fitting("--tokens-from N0", sizes, lambda n: fits_memory(train_bytes(cfg.replace(
+                train=dict(tokens_from=n, batch_late=0)))))
+        if t.batch_late:
+            sizes = [n for n in (2**k for k in range(0, 41)) if n < t.batch_late]
+            hint += largest_fitting("--batch-late NB", sizes, lambda n: fits_memory(train_bytes(cfg.replace(
+                train=dict(tokens_from=0, batch_late=n)))))
+        schedule = (f" at the schedule's largest batch ({max(t.batch, t.batch_late)} contexts late, "
+                    f"{max(d.n_tokens, t.tokens_from)} tokens first)")
+    elif fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=1), train=dict(tokens_from=0, batch_late=0)))):
         sizes = [2**k for k in range(0, 41) if 2**k < cfg.data.n_tokens]
         hint = largest_fitting("--tokens N", sizes, lambda n: fits_memory(train_bytes(cfg.replace(data=dict(n_tokens=n)))))
     elif not cfg.model.spec.mlp_keys:
@@ -67,6 +82,6 @@ def check_train_memory(cfg, what: str | None = None) -> None:
             hint += largest_fitting("--hidden-layers", layers, lambda h: fits_memory(
                 train_bytes(cfg.replace(model=dict(hidden_layers=h))))).replace("; the largest", " (or the largest", 1)
             hint += ")" if "(or" in hint else ""
-    d, t = cfg.data, cfg.train
     check_memory(what or f"training {cfg.model.model} at depth {d.depth} with N = {d.n_tokens} tokens, batch "
-                 f"{t.batch}, {n_parameters(cfg):.3g} parameters (weights, gradients and Adam's moments)", need, hint)
+                 f"{t.batch}, {n_parameters(cfg):.3g} parameters (weights, gradients and Adam's moments){schedule}",
+                 need, hint)

@@ -100,3 +100,12 @@ def test_bad_schedules_get_one_line(flag, value, says):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err and says in lines[0], err
     assert flag.lstrip("-").split("-")[0] in lines[0]
+
+
+@pytest.mark.parametrize("flag, names", [("--tokens-from", "--tokens-from N0"), ("--batch-late", "--batch-late NB")])
+def test_a_schedule_over_the_memory_is_refused_naming_its_own_option(flag, names):
+    """Only the schedule's largest batch is too large: the refusal says so and names the largest N0 / NB that fits."""
+    code, _, err = fv(*BASE, flag, str(10**12))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "schedule's largest batch" in lines[0] and f"the largest {names} that fits is" in lines[0], err
