@@ -182,3 +182,20 @@ def test_a_softmax_twin_of_the_scaling_study_is_its_command_with_softmax_attenti
         assert study.scaling_command(model, budget, seed, "linear")[-2:] == ["--out", "docs/softmax/train"]
     with pytest.raises(SystemExit, match="no run of the scaling study"):
         study.scaling_twin("A", 9, 0)
+
+
+def test_the_contrasts_are_the_ratios_of_the_seed_means(tmp_path, monkeypatch):
+    import json
+
+    study = script("study")
+    runs = {}
+    for model, lin, soft in (("A", (0.2, 0.4), 0.45), ("B", (0.5, 0.5), 0.8), ("C", (0.9, 0.9), 0.99)):
+        for seed, loss in enumerate(lin):
+            runs[f"{model}-linear-{seed}"] = dict(model=model, depth=7, budget=2, attention="linear", seed=seed, loss=loss)
+        runs[f"{model}-softmax"] = dict(model=model, depth=7, budget=2, attention="softmax", seed=0, loss=soft)
+    rows = lambda a, b: {"2": [{"name": "best_adaptive_keyed", "value": a}, {"name": "best_nonadaptive_keyed", "value": b}]}
+    path = tmp_path / "study.json"
+    path.write_text(json.dumps({"runs": runs, "theory": {"K7-weighted": rows(0.25, 0.5), "K7-softmax": rows(0.3, 0.6)}}))
+    monkeypatch.setattr(study.load, "__defaults__", (str(path),))
+    (line,) = [l for l in study.contrasts(7).splitlines() if l.startswith("| 2 |")]
+    assert line == "| 2 | 0.60 | 0.56 | 0.50; 0.50 | 1.50 | 1.60 | 1.10 | 1.20 |"

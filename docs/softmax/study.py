@@ -2,7 +2,8 @@
 
 Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
 [--models=ABC] [--steps-per-budget=2000 | --steps=scaling] [--phase=theory|train] [--samples=1000]
-[--families=weighted,softmax] [--table] [--figure]``.
+[--families=weighted,softmax] [--table] [--contrasts] [--figure]``. ``--contrasts`` prints A / B under each
+aggregation, each model's softmax over its linear twin and the theory's same ratios.
 
 ``--depth=7 --steps=scaling``: the scaling study's cell with its own recipe (A 5000, B and C 2500 steps a
 budget): each softmax run is the committed run's ``command`` of docs/scaling/scaling.json with ``--attention
@@ -209,6 +210,45 @@ def table(depth: int = 4) -> str:
                                                                            else ""))
             lines.append(f"| {model} | {b} | {_mean(runs['linear'])} | {show(lin)} | {_mean(runs['softmax'])} | "
                          f"{show(soft)} | {ratio} |")
+    return "\n".join(lines)
+
+
+def contrasts(depth: int = 4) -> str:
+    """Per budget, from the seed means: the adaptive model over the one-layer one with MLP keys (A / B) under
+    each aggregation, each model's softmax over its linear twin, and what the theory says of the same: the
+    one-layer softmax row over the weighted one (the cost of self-normalisation to the best design found) and
+    the adaptive rows' A / B."""
+    from bridges.model_registry import MODELS
+
+    data = load()
+    adaptive = next(m for m, s in MODELS.items() if s.adaptive and s.mlp_keys)
+    one_layer = next(m for m, s in MODELS.items() if not s.adaptive and s.mlp_keys)
+    runs = data["runs"].values()
+
+    def mean(model, b, attention):
+        losses = [r["loss"] for r in runs if (r["model"], r["depth"], r["budget"], r["attention"]) == (model, depth, b,
+                                                                                                       attention)]
+        return sum(losses) / len(losses) if losses else None
+
+    def ratio(x, y):
+        return "—" if x is None or y is None else f"{x / y:.2f}"
+
+    def row(family, b, name):
+        r = _row(data["theory"], f"K{depth}-{family}", b, name)
+        return r["value"] if r else None
+
+    head = (f"| B | {adaptive} / {one_layer}, linear | {adaptive} / {one_layer}, softmax | theory {adaptive} / "
+            f"{one_layer}, weighted; softmax | " + " | ".join(f"{m} softmax / linear" for m in MODELS)
+            + " | theory one-layer softmax / weighted |")
+    lines = [head, "|" + "---|" * (5 + len(MODELS))]
+    budgets = sorted({r["budget"] for r in runs if r["depth"] == depth})
+    for b in budgets:
+        theory_ab = "; ".join(ratio(row(f, b, PREDICTION["adaptive"]), row(f, b, PREDICTION["one_layer"]))
+                              for f in ("weighted", "softmax"))
+        lines.append(f"| {b} | {ratio(mean(adaptive, b, 'linear'), mean(one_layer, b, 'linear'))} | "
+                     f"{ratio(mean(adaptive, b, 'softmax'), mean(one_layer, b, 'softmax'))} | {theory_ab} | "
+                     + " | ".join(ratio(mean(m, b, "softmax"), mean(m, b, "linear")) for m in MODELS)
+                     + f" | {ratio(row('softmax', b, PREDICTION['one_layer']), row('weighted', b, PREDICTION['one_layer']))} |")
     return "\n".join(lines)
 
 
@@ -420,7 +460,7 @@ def _gaussian_main(opts: dict, depth: int) -> int:
 
 def main(argv: list[str]) -> int:
     opts = script_options(argv, {"depth", "budgets", "seeds", "models", "steps-per-budget", "phase", "table",
-                                 "figure", "prior", "paired", "steps", "samples", "families"})
+                                 "figure", "prior", "paired", "steps", "samples", "families", "contrasts"})
     if opts.get("prior", "tree") not in PRIORS:
         print(f"--prior must be one of {', '.join(PRIORS)}, got {opts['prior']!r}", file=sys.stderr)
         return 2
@@ -435,8 +475,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     depth = int(opts.get("depth", 4))
-    if "table" in opts or "figure" in opts:
-        print(table(depth) if "table" in opts else figure(depth))
+    if "table" in opts or "figure" in opts or "contrasts" in opts:
+        print(table(depth) if "table" in opts else contrasts(depth) if "contrasts" in opts else figure(depth))
         return 0
     numbers = _numbers(opts, depth, "1,2,3,4", "0,1,2")
     if numbers is None:
