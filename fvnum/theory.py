@@ -384,6 +384,72 @@ def lmmse(prior, W, channel: Channel) -> LinearDecoder:
     return LinearDecoder(U, float(np.trace(C) - np.trace(U @ W @ C)))
 
 
+def softmax_lmmse(prior, W, channel: Channel) -> LinearDecoder:
+    """The linear readout ``U`` (D, B), without intercept, of softmax readings with linear scores
+    ``s_j(x) = W_j . x`` (rows ``W`` (B, D): Model C under softmax attention, whose bilinear score
+    ``q_c(p) . W_c x`` has one layer and so a fixed ``q_c``) and its loss ``E||U phi - theta||^2``, under the
+    tokens channel: the readings' CLT law of docs/theory.md section 10.6 (``fvnum.keys.SoftmaxKeys``), averaged
+    exactly over the prior's atoms (a tree: its ``2^K`` leaves). Unlike :func:`lmmse` of linear keys, whose
+    second moments are exact, this is the law's approximation, good where ``R = E[w^2] / E[w]^2`` is small
+    against N (measured against real tokens in ``tests/fvnum/test_softmax.py``: within 0.5% at ``R / N`` of 3%;
+    its first-order bias correction, ``SoftmaxKeys.bias``, made the loss worse there and is not applied)."""
+    from .atoms import atoms_of
+    from .keys import SoftmaxKeys
+
+    channel = _check_channel(channel)
+    if channel.kind != "tokens":
+        raise InputError("softmax readings average tokens: softmax_lmmse needs the tokens channel (n_tokens=)")
+    atoms, log_w = atoms_of(prior)  # (M, D), (M,)
+    p = np.exp(log_w - log_w.max())
+    p /= p.sum()
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[1] != atoms.shape[1] or W.shape[0] < 1:
+        raise InputError(f"score rows must be (B, D) with D = {atoms.shape[1]}, got shape {W.shape}")
+    keys = SoftmaxKeys(W)
+    law = keys.law(atoms, n_tokens=channel.n_tokens, s2=channel.s2)
+    mean = law.mean  # (M, B)
+    second = np.einsum("m,mi,mj->ij", p, mean, mean) + np.einsum("m,mij->ij", p, law.cov)  # (B, B) E[phi phi^T]
+    cross = np.einsum("m,mi,md->id", p, mean, atoms)  # (B, D) E[phi theta^T]
+    U = np.linalg.solve(second, cross).T  # (D, B)
+    return LinearDecoder(U, float(p @ (atoms**2).sum(1) - np.trace(U @ cross)))
+
+
+SOFTMAX_LAW_RANGE = 0.05  # the law holds where the weights' R = E[w^2] / E[w]^2 = exp(beta^2) stays below this x N
+
+
+def top_levels_softmax(prior, budget: int, channel: Channel, *, starts=(0.2, 0.5, 0.8)) -> tuple:
+    """Model C's row under softmax attention: the top levels' coordinates ``e_1 .. e_B`` read with scores
+    ``beta_j x_j``, the scales ``beta`` (one per row) chosen to minimise :func:`softmax_lmmse` (L-BFGS-B from
+    each of ``starts``: all rows alike, and all but the last, which starts near 0), within the range where the
+    law holds:
+    ``exp(beta^2) <= SOFTMAX_LAW_RANGE x N`` (beyond it the law's ``O(R/N)`` terms are not small: 5% of the
+    loss at ``R / N`` of 7%). Returns ``(LinearDecoder, beta (B,))``."""
+    from scipy.optimize import minimize
+
+    from .atoms import atoms_of
+
+    channel = _check_channel(channel)
+    if channel.kind != "tokens":
+        raise InputError("softmax readings average tokens: top_levels_softmax needs the tokens channel (n_tokens=)")
+    if channel.n_tokens * SOFTMAX_LAW_RANGE <= 1.0:
+        raise InputError(f"the softmax law needs N well above R >= 1: N = {channel.n_tokens} tokens is too few "
+                         f"(at least {int(1 / SOFTMAX_LAW_RANGE) + 1})")
+    dim = atoms_of(prior)[0].shape[1]
+    rows = top_levels_rows(dim, budget)
+    high = float(np.sqrt(np.log(SOFTMAX_LAW_RANGE * channel.n_tokens)))
+
+    def loss(beta):
+        return softmax_lmmse(prior, beta[:, None] * rows, channel).loss
+
+    # every start twice: all rows alike, and with the last row at the bottom of the range, a reference channel
+    # (at small scores a reading is the mean of y plus beta times a linear key's; differences cancel the mean)
+    inits = [np.full(budget, min(b, high)) for b in starts]
+    inits += [np.r_[np.full(budget - 1, min(b, high)), 1e-4] for b in starts] if budget > 1 else []
+    best = min((minimize(loss, x0, method="L-BFGS-B", bounds=[(1e-4, high)] * budget) for x0 in inits),
+               key=lambda r: r.fun)
+    return softmax_lmmse(prior, best.x[:, None] * rows, channel), best.x
+
+
 def top_levels_rows(dim: int, budget: int) -> np.ndarray:
     """Rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)."""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= dim:

@@ -13,7 +13,8 @@ On the tree prior (alpha 0.6, N 64, s2 0.01; depth 4 by default, the cell of ``f
 scaling study's): every model A, B, C at every budget and seed is trained twice with the same recipe and steps,
 once with linear attention (the theory's aggregation) and once with ``--attention softmax``; beside them the
 keyed prediction rows of both families (``fvnum.theory.keyed_curves``: the greedy adaptive policy for A, the best
-one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) and C's exact linear theory.
+one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) and C's exact linear theory, and
+under softmax C's linear readout of the top levels' softmax readings (``fvnum.theory.top_levels_softmax``).
 
 Runs live in ``docs/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
 every theory row is added to ``docs/softmax/study.json`` at once (atomically). ``--table`` prints the table of
@@ -155,6 +156,16 @@ def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
         save("theory", name, {str(b): [{**row.to_dict(), "samples": samples} for row in rows]
                               for b, rows in curves.items()})
         print(f"theory {name} done", flush=True)
+    name = f"K{depth}-softmax-linear"  # Model C's row under softmax: its linear readout of softmax readings
+    if name not in load()["theory"]:
+        from fvnum.theory import top_levels_softmax
+
+        rows = {}
+        for b in budgets:
+            dec, beta = top_levels_softmax(prior, b, channel)
+            rows[str(b)] = [{"name": "top_levels_softmax", "value": dec.loss, "stderr": 0.0, "beta": beta.tolist()}]
+        save("theory", name, rows)
+        print(f"theory {name} done", flush=True)
     name = f"K{depth}-linear"
     if name not in load()["theory"]:
         dim = 2**depth - 1
@@ -201,8 +212,9 @@ def table(depth: int = 4) -> str:
                 continue
             lin = (_row(data["theory"], f"K{depth}-linear", b, "top_levels_linear") if not spec.mlp_keys
                    else _row(data["theory"], f"K{depth}-weighted", b, row))
-            # C reads its softmax readings with a linear readout: no Bayes-decoded softmax row is its prediction
-            soft = _row(data["theory"], f"K{depth}-softmax", b, row) if spec.mlp_keys else None
+            # C reads its softmax readings with its linear readout: its row is that readout's loss under the law
+            soft = (_row(data["theory"], f"K{depth}-softmax", b, row) if spec.mlp_keys
+                    else _row(data["theory"], f"K{depth}-softmax-linear", b, "top_levels_softmax"))
             ratio = "—"
             if soft and runs["softmax"]:
                 ratio = f"{sum(r['loss'] for r in runs['softmax']) / len(runs['softmax']) / soft['value']:.2f}"
@@ -276,11 +288,9 @@ def figure(depth: int = 4) -> str:
             means = [sum(r["loss"] for r in runs if r["budget"] == b) / sum(r["budget"] == b for r in runs)
                      for b in budgets]
             ax.plot(budgets, means, "o", color=colour, ms=7, mfc="none", mew=2, label=f"trained, {attention}")
-            family = "linear" if attention == "linear" and not spec.mlp_keys else (
-                "weighted" if attention == "linear" else "softmax")
-            if attention == "softmax" and not spec.mlp_keys:
-                continue  # C's readout is linear: no Bayes-decoded softmax row is its prediction
-            name = row if spec.mlp_keys else "top_levels_linear"
+            family = ("weighted" if attention == "linear" else "softmax") if spec.mlp_keys else (
+                "linear" if attention == "linear" else "softmax-linear")
+            name = row if spec.mlp_keys else "top_levels_linear" if attention == "linear" else "top_levels_softmax"
             curve = sorted((int(b), rows) for b, rows in data["theory"].get(f"K{depth}-{family}", {}).items())
             xs = [b for b, rows in curve if any(r["name"] == name for r in rows)]
             ys = [next(r["value"] for r in rows if r["name"] == name) for b, rows in curve if b in xs]
