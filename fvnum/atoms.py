@@ -26,7 +26,7 @@ import numpy as np
 
 from fvsym._validate import _short, check_int
 
-from .priors import Prior
+from .priors import Prior, atoms_of  # noqa: F401 (atoms_of: its public name here too)
 from .strategies import GREEDY_DIRECTIONS
 from fvsym.errors import DamagedFile, InputError, reworded
 
@@ -414,16 +414,6 @@ class AtomsPrior(FinitePrior):
         """A prior with atoms as an ``AtomsPrior`` (the tree prior: its ``2^K`` leaves, uniform)."""
         atoms, log_w = atoms_of(prior)
         return cls(atoms, np.exp(log_w))
-
-
-def atoms_of(prior) -> tuple[np.ndarray, np.ndarray]:
-    """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
-    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b): the numeric prior's
-    ``atoms_and_weights()`` (``fvnum.capabilities.Capabilities``)."""
-    from .priors import capability, numeric
-
-    atoms, log_w = capability(numeric(prior), "atoms_and_weights")()
-    return np.asarray(atoms, dtype=float), np.asarray(log_w, dtype=float)
 
 
 # --- validation and the .npy reader ---------------------------------------------------------------------

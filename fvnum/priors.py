@@ -125,6 +125,16 @@ def is_prior_object(prior) -> bool:
                                            for m in ("sample", "thetas", "posterior_losses", "policy"))
 
 
+def atoms_of(prior):
+    """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
+    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b): the numeric prior's
+    ``atoms_and_weights()`` (``fvnum.capabilities.Capabilities``), as float arrays."""
+    import numpy as np
+
+    atoms, log_w = capability(numeric(prior), "atoms_and_weights")()
+    return np.asarray(atoms, dtype=float), np.asarray(log_w, dtype=float)
+
+
 def numeric(prior):
     """The object the engine computes with: a prior object itself, or the numeric view of a ``fvsym`` tree or
     Gaussian prior (``fvnum.tree.numeric_prior``)."""

@@ -41,7 +41,7 @@ from .defaults import KEYED
 from .estimate import Estimate
 from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
 from .model_rows import MODELS, model
-from .priors import prior_entry
+from .priors import atoms_of, prior_entry
 from .strategy_objects import adaptive_class
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
@@ -393,7 +393,6 @@ def softmax_lmmse(prior, W, channel: Channel) -> LinearDecoder:
     second moments are exact, this is the law's approximation, good where ``R = E[w^2] / E[w]^2`` is small
     against N (measured against real tokens in ``tests/fvnum/test_softmax.py``: within 0.5% at ``R / N`` of 3%;
     its first-order bias correction, ``SoftmaxKeys.bias``, made the loss worse there and is not applied)."""
-    from .atoms import atoms_of
     from .keys import SoftmaxKeys
 
     channel = _check_channel(channel)
@@ -425,8 +424,6 @@ def top_levels_softmax(prior, budget: int, channel: Channel, *, starts=(0.2, 0.5
     ``exp(beta^2) <= SOFTMAX_LAW_RANGE x N`` (beyond it the law's ``O(R/N)`` terms are not small: 5% of the
     loss at ``R / N`` of 7%). Returns ``(LinearDecoder, beta (B,))``."""
     from scipy.optimize import minimize
-
-    from .atoms import atoms_of
 
     channel = _check_channel(channel)
     if channel.kind != "tokens":
