@@ -446,7 +446,7 @@ def check_atoms(atoms) -> np.ndarray:
     return arr
 
 
-def check_weights(weights, M: int) -> np.ndarray:
+def check_weights(weights, M: int, what: str = "atom") -> np.ndarray:
     if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
         raise InputError(f"weights must be {M} non-negative numbers, got {_short(weights)}")
     try:
@@ -454,13 +454,13 @@ def check_weights(weights, M: int) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         raise InputError(f"weights must be {M} non-negative numbers, got {_short(weights)}") from None
     if w.shape != (M,):
-        raise InputError(f"weights must be {M} numbers (one per atom), got shape {w.shape}")
+        raise InputError(f"weights must be {M} numbers (one per {what}), got shape {w.shape}")
     if not np.isfinite(w).all():
         i = int(np.argmin(np.isfinite(w)))
-        raise InputError(f"weights must be finite, got {w[i]} at atom {i}")
+        raise InputError(f"weights must be finite, got {w[i]} at {what} {i}")
     if (w < 0).any():
         i = int(np.argmax(w < 0))
-        raise InputError(f"weights must be non-negative, got {w[i]:.6g} at atom {i}")
+        raise InputError(f"weights must be non-negative, got {w[i]:.6g} at {what} {i}")
     if not w.sum() > 0:
         raise InputError("weights must sum to more than 0, got all zeros")
     return w

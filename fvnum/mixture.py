@@ -31,7 +31,7 @@ class MixturePrior(FinitePrior):
     def __init__(self, priors, weights=None):
         if isinstance(priors, (str, bytes)) or not hasattr(priors, "__len__") or len(priors) == 0:
             raise InputError(f"priors must be a non-empty list of priors with atoms, got {_short(priors)}")
-        pi = np.ones(len(priors)) if weights is None else check_weights(weights, len(priors))
+        pi = np.ones(len(priors)) if weights is None else check_weights(weights, len(priors), "component")
         parts = [atoms_of(p) for p in priors]
         dims = {a.shape[1] for a, _ in parts}
         if len(dims) > 1:

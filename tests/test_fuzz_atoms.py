@@ -158,7 +158,7 @@ def test_bad_mixtures_and_solves_are_one_line():
         (([tree, TreePrior(3, "1/2")], [1, 1]), "share their dimension"),
         (([], []), "non-empty"),
         (([tree], [-1]), "non-negative"),
-        (([tree, tree], [1]), "one per atom"),
+        (([tree, tree], [1]), "one per component"),
         (([GaussianPrior.isotropic(3)], [1]), "has no atoms"),
         (([TreePrior(2)], [1]), "numeric"),
     ):
