@@ -75,9 +75,15 @@ def load() -> dict:
 
 
 def save(name: str, entry: dict) -> None:
-    cells = load()
-    cells[name] = {**cells.get(name, {}), **entry}
-    write_atomic(OUT, json.dumps(cells, indent=1, allow_nan=False) + "\n")
+    """Merge one entry into distil.json under a lock on ``distil.json.lock``: two processes of this script (one
+    per core, e.g. one budget each) may finish pieces at the same time, and neither may lose the other's."""
+    import fcntl
+
+    with open(OUT + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cells = load()
+        cells[name] = {**cells.get(name, {}), **entry}
+        write_atomic(OUT, json.dumps(cells, indent=1, allow_nan=False) + "\n")
 
 
 def teacher_audit(budget: int) -> None:
