@@ -307,3 +307,40 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
 
 __all__ = ["check_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]
+
+
+def step_flops(cfg) -> float:
+    """FLOPs of one training step of ``cfg`` (a ``RunConfig``): the forward pass and the backward pass of its
+    training loss on one batch of ``cfg.train.batch`` contexts of ``cfg.data.n_tokens`` tokens, counted by
+    ``torch.utils.flop_counter.FlopCounterMode`` on the model itself (every matrix product, 2 FLOPs a
+    multiply-add; elementwise work is not counted). The count is exact for the model as built, whatever it is
+    (a registered model, softmax attention), and does not depend on the weights: the model is built untrained
+    and the batch is drawn with seed 0. The optimizer's update is not counted (a few FLOPs a parameter).
+
+    The count compares models, not machines: ``flop_matched_steps`` turns it into a schedule."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from .data import TRAIN_STREAM, ContextSampler
+    from .models import build_model
+    from .train import training_loss
+
+    t = cfg.train
+    with torch.random.fork_rng(devices=[]):  # building the model draws weights: the caller's stream is kept
+        model = build_model(cfg)
+        sampler = ContextSampler(cfg.data)
+        contexts = sampler.sample(t.batch, sampler.generator(0, TRAIN_STREAM, 0))
+        with FlopCounterMode(display=False) as counter:
+            training_loss(model, contexts, t.loss, t.aux_readout).backward()
+    flops = float(counter.get_total_flops())
+    if not flops > 0:
+        raise InputError(f"{cfg.model.model} counts no matrix products in a training step: no FLOPs to match")
+    return flops
+
+
+def flop_matched_steps(cfg, reference) -> int:
+    """The steps of ``cfg`` whose training FLOPs equal those of ``reference`` (a ``RunConfig`` with its own steps
+    and batch): ``reference.train.steps x step_flops(reference) / step_flops(cfg)``, rounded, at least 1. At the
+    scaling study's cell, Model A at budget 6 matched to Model B's 15,000 steps trains for about 5,250 steps."""
+    steps = reference.train.steps * step_flops(reference) / step_flops(cfg)
+    return max(1, round(steps))
