@@ -181,40 +181,18 @@ def all_curves(data: dict) -> dict:
 
 
 # --- the plan: FLOPs per step, matched schedules, the step-doubling check, the price ---------------------------
-MLP_WIDTH, HIDDEN_LAYERS = 64, 2  # bridges.config.ModelConfig defaults (the recipe)
-BATCH = {"A": 128, "B": 256, "C": 256}  # bridges.config.RECIPE_BATCH
 CHOSEN = dict(depth=8, alpha=0.6, n_tokens=64)  # the best cell found (regime.md: none reaches 90% power)
 STEP_RULE = 5000  # steps per unit of budget of the step-matched arm (A's recipe, for A and B alike)
-
-
-def macs_per_context(model: str, depth: int, n_tokens: int, budget: int, mlp_width: int = MLP_WIDTH,
-                     hidden_layers: int = HIDDEN_LAYERS) -> dict:
-    """Multiply-adds of one forward pass per context (bridges.models): key MLPs over the N tokens, the workspace
-    projection, the aggregation and the readout. A: B layers of one key each; B: one layer of B keys; C: linear keys
-    ``W x`` and the bilinear readout ``U p``."""
-    D, N, B, W, H = 2**depth - 1, n_tokens, budget, mlp_width, hidden_layers
-    if model == "C":
-        return {"keys": N * D * B, "workspace": 0, "aggregation": N * B, "readout": D * B}
-    layers, d = (B, 1) if model == "A" else (1, B)
-    per_token = D * W + (H - 1) * W * W + W * d  # token projection, hidden layers, output: per layer
-    return {"keys": layers * N * per_token,
-            "workspace": (layers - 1) * B * W,  # layers 2..L project the workspace (layer 1 reads an empty one)
-            "aggregation": layers * N * d,
-            "readout": B * W + (H - 1) * W * W + W * D}
-
-
-def flops_per_step(model: str, depth: int, n_tokens: int, budget: int) -> float:
-    """About ``6 x batch x MACs``: 2 FLOPs per multiply-add, the backward pass twice the forward."""
-    return 6.0 * BATCH[model] * sum(macs_per_context(model, depth, n_tokens, budget).values())
 
 
 def plan(cell: dict, n_seeds: int) -> dict:
     """Schedules and prices of the study in ``cell``: the step-matched arm (A, B, C at ``STEP_RULE x budget`` steps,
     ``fv scaling --steps-per-budget``), the FLOP-matched arm (A at the steps whose FLOPs match B's step-matched
-    run), the step-doubling check (A, B, C at twice the steps at the largest budget), each run priced by
+    run: ``bridges.cost.step_flops``, the matrix-product FLOPs of one training step counted by torch on each model
+    at its recipe's batch), the step-doubling check (A, B, C at twice the steps at the largest budget), each run priced by
     ``bridges.cost.train_seconds`` (the project's upper estimate) and by the previous study's measured seconds
     per priced second."""
-    from bridges.cost import train_seconds
+    from bridges.cost import step_flops, train_seconds
     from bridges.scaling import ScalingConfig
 
     budgets = budgets_of(cell["depth"])
@@ -222,8 +200,9 @@ def plan(cell: dict, n_seeds: int) -> dict:
                          budgets=tuple(budgets), seeds=n_seeds, steps_per_budget=STEP_RULE, workers=2)
     runs = base.runs("runs/prereg/train")
     rows = []
+    seed0 = {(r.model.model, r.model.budget): r for r in runs if r.train.seed == 0}
     for b in budgets:
-        fa, fb, fc = (flops_per_step(m, cell["depth"], cell["n_tokens"], b) for m in "ABC")
+        fa, fb, fc = (step_flops(seed0[m, b]) for m in "ABC")
         rows.append({"budget": b, "flops_A": fa, "flops_B": fb, "flops_C": fc, "ratio_A_B": fa / fb,
                      "steps": STEP_RULE * b, "B_steps_matching_A": round(STEP_RULE * b * fa / fb),
                      "A_steps_matching_B": round(STEP_RULE * b * fb / fa)})
