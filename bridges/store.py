@@ -175,6 +175,24 @@ def read_json(path, default=None):
         return json.load(f)
 
 
+def update_json(path, change, default=None, *, indent: int = 1, sort_keys: bool = False) -> dict:
+    """Read the JSON document at ``path`` (``default``, else ``{}``, when there is none), apply ``change`` to it
+    (a function that edits it in place), and write it back atomically, all under an exclusive lock on
+    ``path + ".lock"``: several processes of one study (one per core) may finish pieces at the same time, and
+    none may lose another's. Returns the document as written."""
+    import copy
+    import fcntl
+
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = read_json(path, None)
+        if data is None:
+            data = {} if default is None else copy.deepcopy(default)
+        change(data)
+        write_atomic(path, json.dumps(data, indent=indent, sort_keys=sort_keys, allow_nan=False) + "\n")
+    return data
+
+
 def write_json(path, obj) -> Path:
     """Write ``obj`` as strict JSON (numbers that are not finite become ``null``), atomically."""
     return write_atomic(path, json.dumps(_normal(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")

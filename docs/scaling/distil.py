@@ -29,7 +29,7 @@ import sys
 from bridges.audit import audit_model, load_run
 from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.distil import TEACHERS, teacher_model
-from bridges.store import read_json, write_atomic
+from bridges.store import read_json, update_json
 from bridges.train import train
 from bridges.options import script_options
 
@@ -75,15 +75,8 @@ def load() -> dict:
 
 
 def save(name: str, entry: dict) -> None:
-    """Merge one entry into distil.json under a lock on ``distil.json.lock``: two processes of this script (one
-    per core, e.g. one budget each) may finish pieces at the same time, and neither may lose the other's."""
-    import fcntl
-
-    with open(OUT + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        cells = load()
-        cells[name] = {**cells.get(name, {}), **entry}
-        write_atomic(OUT, json.dumps(cells, indent=1, allow_nan=False) + "\n")
+    """Merge one entry into distil.json (under a lock: one process of this script per core may share it)."""
+    update_json(OUT, lambda cells: cells.__setitem__(name, {**cells.get(name, {}), **entry}))
 
 
 def teacher_audit(budget: int) -> None:

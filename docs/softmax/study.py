@@ -37,7 +37,7 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args
-from bridges.store import write_atomic
+from bridges.store import update_json, write_atomic
 from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,15 +54,8 @@ def load(path: str = OUT) -> dict:
 
 
 def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
-    """Add one entry, under a lock on ``path + ".lock"``: two processes of this script (one per core) may
-    finish runs at the same time, and neither may lose the other's."""
-    import fcntl
-
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = load(path)
-        data[kind][name] = entry
-        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    """Add one entry (under a lock: two processes of this script, one per core, may finish runs at once)."""
+    update_json(path, lambda data: data[kind].__setitem__(name, entry), {"runs": {}, "theory": {}}, sort_keys=True)
 
 
 def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
