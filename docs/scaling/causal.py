@@ -14,8 +14,9 @@ pieces):
   can express) and ``greedy_dense`` (the adaptive unit-class policy of the strategy registry), under the tokens
   channel of the study's cell.
 
-A's prediction row (``best_adaptive_keyed``) is a per-sample search, not a policy the patching simulator can run;
-its table is not computed here (causal.md says so).
+- ``theory:best_adaptive_keyed`` -- A's prediction policy, probes only (``bridges.probes.prediction_probes``: the
+  probes of the search's own readings, ``fvnum.keyed_adaptive.adaptive_keyed_trace``). It is a per-sample search,
+  not a policy with keys the patching simulator can replace: no key-patching table (causal.md says so).
 
 Every table is ``key_patching_table`` / ``fvnum.patching_table`` (loss with layer ``l``'s keys replaced by a donor
 that diverges from the target at depth ``j``) and ``workspace_probes`` / ``theory_probes`` (linear probes of the
@@ -30,8 +31,8 @@ import numpy as np
 from bridges.audit import load_run
 from bridges.config import DataConfig
 from bridges.patching import key_patching_table, theory_patching_table, table_from_dict
-from bridges.probes import theory_probes, workspace_probes
-from bridges.store import write_atomic
+from bridges.probes import prediction_probes, theory_probes, workspace_probes
+from bridges.store import update_json
 from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,9 +48,7 @@ def load() -> dict:
 
 
 def save(name: str, entry: dict) -> None:
-    cells = load()
-    cells[name] = entry
-    write_atomic(OUT, json.dumps(cells, indent=1, allow_nan=False) + "\n")
+    update_json(OUT, lambda cells: cells.__setitem__(name, entry))
 
 
 def study_row(budget: int) -> dict:
@@ -91,6 +90,17 @@ def theory_piece(strategy: str, budget: int, samples: int) -> None:
     print(f"theory {strategy}: unpatched {table.unpatched.value:.4f}", flush=True)
 
 
+def prediction_piece(budget: int, samples: int) -> None:
+    """The probes of A's prediction policy on ``2 x samples`` samples of its search (as many as the theory probes)."""
+    if "theory:best_adaptive_keyed" in load():
+        return
+    probes = prediction_probes(DATA, budget, samples=2 * samples, seed=0)
+    (row,) = [r for r in STUDY["theory"][str(budget)] if r["name"] == "best_adaptive_keyed"]
+    save("theory:best_adaptive_keyed", {"probes": probes.to_dict(), "samples": 2 * samples,
+                                        "loss": {"value": row["value"], "stderr": row["stderr"]}})
+    print(f"theory best_adaptive_keyed: probes {[round(p[0], 3) for p in probes.prefix]}", flush=True)
+
+
 def effects(entry: dict) -> np.ndarray:
     """The effect of the patch, loss - unpatched on the same column, (layers, depths)."""
     t = table_from_dict(entry["patching"])
@@ -103,6 +113,16 @@ def table() -> str:
     cells = load()
     out = []
     for name, entry in cells.items():
+        if "patching" not in entry:  # probes only (A's prediction policy: a per-sample search, no keys to patch)
+            loss = entry["loss"]
+            out.append(f"### {name} (its loss: the prediction row, {loss['value']:.4f}; probes only)\n")
+            out.append("| layer | probe: prefix s_1..s_l (chance) | shuffled control |")
+            out.append("|---|---|---|")
+            for a, ((acc, se, chance), (c_acc, _, _)) in enumerate(zip(entry["probes"]["prefix"],
+                                                                       entry["probes"]["control"]), start=1):
+                out.append(f"| {a} | {acc:.3f} ± {se:.3f} ({chance:.3f}) | {c_acc:.3f} |")
+            out.append("")
+            continue
         t = table_from_dict(entry["patching"])
         eff = effects(entry)
         out.append(f"### {name} (unpatched {t.unpatched.value:.4f} ± {t.unpatched.stderr:.4f})\n")
@@ -125,6 +145,7 @@ def main(argv: list[str]) -> int:
     contexts, samples = int(opts.get("contexts", 2048)), int(opts.get("samples", 2000))
     for strategy in THEORY:
         theory_piece(strategy, budget, samples)
+    prediction_piece(budget, samples)
     for name, (folder, command) in model_folders(budget).items():
         model_piece(name, folder, command, contexts)
     return 0

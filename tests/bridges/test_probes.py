@@ -116,3 +116,27 @@ def test_probe_tables_are_typed_with_their_dict_layout_and_a_frame():
     assert isinstance(frame, pd.DataFrame) and list(frame["layer"]) == [1, 2]
     assert list(frame["prefix_accuracy"]) == [row[0] for row in table.prefix]
     assert {"control_accuracy", "sign_1", "sign_2"} <= set(frame.columns)
+
+
+def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
+    """``prediction_probes`` is ``probe_layers`` on the search's readings ``phi_1..phi_l`` (same samples, same
+    seed), its first reading resolves ``s_1`` (the root is the first thing every adaptive policy reads), and the
+    shuffled control stays at chance."""
+    from fvnum.keyed_adaptive import adaptive_keyed_trace
+    from fvnum.tree import numeric_prior
+
+    from bridges.data import fv_prior
+    from bridges.probes import prediction_probes
+
+    data = DataConfig(prior="tree", depth=3, alpha=0.6, n_tokens=64, s2=0.01)
+    table = prediction_probes(data, 2, samples=400, seed=1)
+    trace = adaptive_keyed_trace(fv_prior(data), 2, n_tokens=64, s2=0.01, samples=400, seed=1)
+    signs = numeric_prior(fv_prior(data)).signs(trace.leaves)
+    direct = probe_layers([trace.phi[:, :1], trace.phi[:, :2]], signs, seed=1, control=True)
+    assert table.to_dict() == direct.to_dict()
+    acc, se, chance = table.prefix[0]
+    assert acc > chance + 5 * se + 0.2
+    for c_acc, c_se, c_chance in table.control:
+        assert abs(c_acc - c_chance) < 5 * max(c_se, 0.02)
+    with pytest.raises(ValueError, match="samples"):
+        prediction_probes(data, 2, samples=2)
