@@ -448,6 +448,9 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--steps-per-budget", type=int_arg("--steps-per-budget", 1), default=d.steps_per_budget,
                    help="training steps per unit of budget for every model (default: the recipe's, A 5000, B and C "
                    "2500)")
+    p.add_argument("--flop-match", type=_flop_match_arg, default=d.flop_match, metavar="M:REF",
+                   help="train model M for the steps whose FLOPs (counted on both models) equal model REF's run at "
+                   "the same budget, e.g. A:B (default: every model by the steps rule)")
     _add_keyed_argument(p, d.keyed)
     p.add_argument("--cut", type=int_arg("--cut", 1), default=d.cut,
                    help=f"first budget of the law test (default {d.cut}: after the dense first reading)")
@@ -461,6 +464,13 @@ def _register_scaling(subparsers) -> None:
     p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
 
+def _flop_match_arg(text: str) -> tuple[str, str]:
+    parts = text.split(":")
+    if len(parts) != 2 or not all(len(x) == 1 for x in parts):
+        raise argparse.ArgumentTypeError(f"--flop-match takes two model letters as M:REF (e.g. A:B), got {text!r:.40}")
+    return parts[0], parts[1]
+
+
 def scaling_config(args: argparse.Namespace):
     """The ``ScalingConfig`` of parsed ``fv scaling`` options (its defaults are the config's)."""
     from .scaling import ScalingConfig
@@ -470,7 +480,7 @@ def scaling_config(args: argparse.Namespace):
                          steps_per_budget=args.steps_per_budget, samples=args.samples,
                          search_samples=args.search_samples, seed=args.seed, workers=args.workers,
                          scheduler=args.scheduler, threads=args.threads, device=args.device, progress=not args.quiet,
-                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut)
+                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut, flop_match=args.flop_match)
 
 
 def scaling_command(args: argparse.Namespace) -> int:

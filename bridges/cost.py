@@ -317,7 +317,19 @@ def step_flops(cfg) -> float:
     (a registered model, softmax attention), and does not depend on the weights: the model is built untrained
     and the batch is drawn with seed 0. The optimizer's update is not counted (a few FLOPs a parameter).
 
-    The count compares models, not machines: ``flop_matched_steps`` turns it into a schedule."""
+    The count compares models, not machines: ``flop_matched_steps`` turns it into a schedule. It is computed once
+    per model, data and batch in a process (the steps do not enter it)."""
+    t = cfg.train
+    what = (cfg.data, cfg.model, t.batch, t.loss, t.aux_readout)
+    if what not in _FLOPS:
+        _FLOPS[what] = _count_step_flops(cfg)
+    return _FLOPS[what]
+
+
+_FLOPS: dict = {}  # (data, model, batch, loss, aux_readout) -> FLOPs of one training step
+
+
+def _count_step_flops(cfg) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

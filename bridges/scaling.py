@@ -71,6 +71,10 @@ class ScalingConfig:
     keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keyed); None: linear keys
     cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
+    # (model, reference): ``model`` trains for the steps whose FLOPs equal ``reference``'s run (by the steps rule) at
+    # the same budget (bridges.cost.flop_matched_steps), every other model by the steps rule; the reference need not
+    # be one of the study's models (``models="A", flop_match=("A", "B")``: the FLOP-matched arm alone)
+    flop_match: tuple[str, str] | None = None
 
     def __post_init__(self):
         study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
@@ -87,6 +91,12 @@ class ScalingConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.flop_match is not None:
+            pair = tuple(self.flop_match) if isinstance(self.flop_match, (tuple, list)) else ()
+            if len(pair) != 2 or pair[0] == pair[1] or pair[0] not in self.models or pair[1] not in MODELS:
+                raise InputError(f"flop_match must name a model of the study ({self.models}) and another model as its "
+                                 f"reference (trained or not), e.g. ('A', 'B'); got {self.flop_match!r:.40}")
+            object.__setattr__(self, "flop_match", pair)
 
     def data(self) -> DataConfig:
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,
@@ -96,12 +106,21 @@ class ScalingConfig:
     def tree(self) -> str:
         return tree_label(self.alpha, self.scales)
 
-    def steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
+    def rule_steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
         """The stated rule: the recipe's steps of each model (``bridges.config.recipe_steps``: A 5000, B and C
         2500 x budget), or ``steps_per_budget x budget`` for every model when it is set."""
         from .config import recipe_steps
 
         return recipe_steps(budget, model) if self.steps_per_budget is None else self.steps_per_budget * budget
+
+    def steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
+        """The steps of ``model`` at ``budget``: the rule (:meth:`rule_steps`), except for the model that
+        ``flop_match`` names, which trains for the FLOPs of its reference's run (counted on both models by torch,
+        ``bridges.cost.step_flops``; computed once per data, models and budget)."""
+        if self.flop_match is None or model != self.flop_match[0]:
+            return self.rule_steps(budget, model)
+        ref = self.flop_match[1]
+        return _flop_matched(self.data(), model, ref, budget, self.rule_steps(budget, ref))
 
     def runs(self, train_out: str) -> list[RunConfig]:
         """Every training run of the study: models x budgets x seeds, the recipe otherwise."""
@@ -109,6 +128,13 @@ class ScalingConfig:
                           TrainConfig(steps=self.steps(b, m), seed=self.seed + s, out=train_out, threads=self.threads,
                                       device=self.device))
                 for b in self.budgets for m in self.models for s in range(self.seeds)]
+
+
+def _flop_matched(data: DataConfig, model: str, reference: str, budget: int, reference_steps: int) -> int:
+    from .cost import flop_matched_steps
+
+    run = lambda m, steps: RunConfig(data, ModelConfig(model=m, budget=budget), TrainConfig(steps=steps))  # noqa: E731
+    return flop_matched_steps(run(model, 1), run(reference, reference_steps))
 
 
 def train_row(run: RunConfig) -> dict:
@@ -405,8 +431,15 @@ def _law_section(cfg, fits, held) -> list[str]:
 
 def _steps_words(cfg) -> str:
     if cfg.steps_per_budget is not None:
-        return f"{cfg.steps_per_budget} x budget steps"
-    return "the recipe's steps (" + ", ".join(f"{m} {MODELS[m].recipe.steps_per_budget}" for m in cfg.models) + " x budget)"
+        words = f"{cfg.steps_per_budget} x budget steps"
+    else:
+        words = "the recipe's steps (" + ", ".join(f"{m} {MODELS[m].recipe.steps_per_budget}" for m in cfg.models) + " x budget)"
+    if cfg.flop_match is not None:
+        m, ref = cfg.flop_match
+        per = ", ".join(f"{cfg.steps(b, m)} at budget {b}" for b in cfg.budgets)
+        words += (f"; Model {m} FLOP-matched to Model {ref} (the steps whose training FLOPs, counted on both models, "
+                  f"equal {ref}'s run at the same budget: {per})")
+    return words
 
 
 def _run_name(c: dict) -> str:

@@ -16,6 +16,7 @@ Command: ``PYTHONPATH=. python docs/scaling/prereg.py [--stage=STAGE] [--table]`
 Every result is cached in docs/scaling/prereg.json (written atomically after each piece), so a rerun computes only
 what is missing. ``--table`` prints the Markdown tables of regime.md's pre-registration section.
 """
+import dataclasses
 import json
 import os
 import sys
@@ -192,24 +193,25 @@ def plan(cell: dict, n_seeds: int) -> dict:
     at its recipe's batch), the step-doubling check (A, B, C at twice the steps at the largest budget), each run priced by
     ``bridges.cost.train_seconds`` (the project's upper estimate) and by the previous study's measured seconds
     per priced second."""
-    from bridges.cost import step_flops, train_seconds
+    from bridges.cost import flop_matched_steps, step_flops, train_seconds
     from bridges.scaling import ScalingConfig
 
     budgets = budgets_of(cell["depth"])
     base = ScalingConfig(out="runs/prereg", depth=cell["depth"], alpha=cell["alpha"], n_tokens=cell["n_tokens"],
                          budgets=tuple(budgets), seeds=n_seeds, steps_per_budget=STEP_RULE, workers=2)
     runs = base.runs("runs/prereg/train")
-    rows = []
+    # the FLOP-matched arm: A alone, its steps matched to B's step-matched run (fv scaling --models A --flop-match A:B)
+    flop_cfg = dataclasses.replace(base, models="A", flop_match=("A", "B"))
+    flop_runs = flop_cfg.runs("runs/prereg/train")
     seed0 = {(r.model.model, r.model.budget): r for r in runs if r.train.seed == 0}
+    rows = []
     for b in budgets:
         fa, fb, fc = (step_flops(seed0[m, b]) for m in "ABC")
         rows.append({"budget": b, "flops_A": fa, "flops_B": fb, "flops_C": fc, "ratio_A_B": fa / fb,
-                     "steps": STEP_RULE * b, "B_steps_matching_A": round(STEP_RULE * b * fa / fb),
-                     "A_steps_matching_B": round(STEP_RULE * b * fb / fa)})
+                     "steps": STEP_RULE * b, "B_steps_matching_A": flop_matched_steps(seed0["B", b], seed0["A", b]),
+                     "A_steps_matching_B": flop_cfg.steps(b, "A")})
     step_matched = [(r.model.model, r.model.budget, train_seconds(r)) for r in runs]
     matching = {x["budget"]: x for x in rows}
-    flop_runs = [r.replace(train=dict(steps=matching[r.model.budget]["A_steps_matching_B"]))
-                 for r in runs if r.model.model == "A"]
     flop_runs_b = [r.replace(train=dict(steps=matching[r.model.budget]["B_steps_matching_A"]))
                    for r in runs if r.model.model == "B"]
     top = max(budgets)

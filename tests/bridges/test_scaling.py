@@ -58,6 +58,10 @@ def test_the_command_of_a_row_reproduces_its_configuration():
     (["--budgets", "1-2", "--models", "AD"], "models must be distinct letters"),
     (["--budgets", "1-2", "--models", "AA"], "models must be distinct letters of ABC, got 'AA'"),
     (["--budgets", "1-2", "--seeds", "0"], "seeds must be"),
+    (["--budgets", "1-2", "--flop-match", "A:A"], "flop_match must name a model of the study"),
+    (["--budgets", "1-2", "--models", "BC", "--flop-match", "A:B"], "flop_match must name a model of the study"),
+    (["--budgets", "1-2", "--flop-match", "A:Z"], "flop_match must name a model of the study"),
+    (["--budgets", "1-2", "--flop-match", "AB"], "--flop-match takes two model letters as M:REF"),
 ])
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, match):
     assert main(["scaling", "--out", str(tmp_path / "x"), "--depth", "2", *argv]) == 2
@@ -71,6 +75,23 @@ def test_steps_rule_is_stated_and_applied():
     recipe = ScalingConfig(depth=3, budgets=(1, 3), models="AB", seeds=1)
     assert [(r.model.model, r.train.steps) for r in recipe.runs("x")] == [("A", 5000), ("B", 2500), ("A", 15000),
                                                                           ("B", 7500)]
+
+
+def test_a_flop_matched_model_trains_for_its_reference_flops_and_the_report_says_so():
+    from bridges.cost import flop_matched_steps, step_flops
+    from bridges.scaling import _steps_words
+
+    cfg = ScalingConfig(depth=3, budgets=(1, 3), models="AB", seeds=1, steps_per_budget=100, flop_match=("A", "B"))
+    runs = {(r.model.model, r.model.budget): r for r in cfg.runs("x")}
+    assert runs["B", 1].train.steps == 100 and runs["B", 3].train.steps == 300  # the reference keeps the rule
+    for b in (1, 3):
+        a, ref = runs["A", b], runs["B", b]
+        assert a.train.steps == flop_matched_steps(a, ref)
+        assert abs(a.train.steps * step_flops(a) - ref.train.steps * step_flops(ref)) <= step_flops(a) / 2
+    assert runs["A", 3].train.steps < 300  # a step of A at budget 3 costs more than one of B (batch 256 vs 128)
+    assert f"{runs['A', 3].train.steps} at budget 3" in _steps_words(cfg)
+    alone = ScalingConfig(depth=3, budgets=(1, 3), models="A", seeds=1, steps_per_budget=100, flop_match=("A", "B"))
+    assert [r.train.steps for r in alone.runs("x")] == [runs["A", 1].train.steps, runs["A", 3].train.steps]
 
 
 def test_convergence_reads_the_last_fifth_of_each_held_out_curve():
