@@ -216,13 +216,20 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
     return probe_layers([fv.Phi(l) for l in range(1, L + 1)], signs, seed=seed, control=True)
 
 
-def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int = 0) -> ProbeTable:
-    """``probe_layers`` (with the shuffled control) on the readings of Model A's prediction policy
+PREDICTION_STATES = ("readings", "posterior")
+
+
+def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int = 0,
+                      state: str = "readings") -> ProbeTable:
+    """``probe_layers`` (with the shuffled control) on the state of Model A's prediction policy
     (``best_adaptive_keyed``: the greedy adaptive keyed search behind A's prediction row,
-    ``fvnum.keyed_adaptive.adaptive_keyed_trace`` on ``samples`` samples, seed ``seed``): the state after layer
-    ``l`` is its readings ``phi_1..phi_l``, as Model A's workspace holds its own. The search chooses its rows per
-    sample, so there is no fixed key to patch: this is the probe half of the causal tables only. Priced before it
-    runs (``fvnum.keyed_adaptive.adaptive_keyed_trace_cost``; a time cap refuses it in one line)."""
+    ``fvnum.keyed_adaptive.adaptive_keyed_trace`` on ``samples`` samples, seed ``seed``) after each layer ``l``:
+    ``state="readings"``, its readings ``phi_1..phi_l``, as Model A's workspace holds its own; ``"posterior"``,
+    the exact Bayes posterior mean of ``theta`` after them (D numbers: what the readings say, made linear; the
+    policy's rows change with the sample, so what a raw reading means depends on the readings before it, which a
+    linear probe of the readings cannot follow). The search chooses its rows per sample, so there is no fixed key
+    to patch: this is the probe half of the causal tables only. Priced before it runs
+    (``fvnum.keyed_adaptive.adaptive_keyed_trace_cost``; a time cap refuses it in one line)."""
     from fvnum.keyed_adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
     from fvnum.resources import check_time
     from fvnum.tree import numeric_prior
@@ -234,9 +241,13 @@ def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int =
     n, seed = check_count(samples, "samples"), check_seed(seed)
     if n < 4:
         raise InputError(f"samples must be >= 4 for a held-out probe, got {n}")
+    if state not in PREDICTION_STATES:
+        raise InputError(f"state must be one of {', '.join(PREDICTION_STATES)}, got {state!r:.40}")
     check_time(f"the prediction policy's search at depth {data_cfg.depth}, budget {budget} on {n} samples",
                adaptive_keyed_trace_cost(data_cfg.depth, data_cfg.dim, budget, n))
     prior = fv_prior(data_cfg)
     trace = adaptive_keyed_trace(prior, budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=n, seed=seed)
     signs = numeric_prior(prior).signs(trace.leaves)
-    return probe_layers([trace.phi[:, :l] for l in range(1, budget + 1)], signs, seed=seed, control=True)
+    states = ([trace.phi[:, :l] for l in range(1, budget + 1)] if state == "readings"
+              else [trace.theta_hat[:, l] for l in range(budget)])
+    return probe_layers(states, signs, seed=seed, control=True)

@@ -91,14 +91,21 @@ def theory_piece(strategy: str, budget: int, samples: int) -> None:
 
 
 def prediction_piece(budget: int, samples: int) -> None:
-    """The probes of A's prediction policy on ``2 x samples`` samples of its search (as many as the theory probes)."""
-    if "theory:best_adaptive_keyed" in load():
-        return
-    probes = prediction_probes(DATA, budget, samples=2 * samples, seed=0)
-    (row,) = [r for r in STUDY["theory"][str(budget)] if r["name"] == "best_adaptive_keyed"]
-    save("theory:best_adaptive_keyed", {"probes": probes.to_dict(), "samples": 2 * samples,
-                                        "loss": {"value": row["value"], "stderr": row["stderr"]}})
-    print(f"theory best_adaptive_keyed: probes {[round(p[0], 3) for p in probes.prefix]}", flush=True)
+    """The probes of A's prediction policy on ``2 x samples`` samples of its search (as many as the theory probes):
+    of its readings (``probes``, A's kind of state) and of its posterior mean (``probes_posterior``)."""
+    name = "theory:best_adaptive_keyed"
+    entry = load().get(name, {})
+    if "probes" not in entry:
+        probes = prediction_probes(DATA, budget, samples=2 * samples, seed=0)
+        (row,) = [r for r in STUDY["theory"][str(budget)] if r["name"] == "best_adaptive_keyed"]
+        entry = {"probes": probes.to_dict(), "samples": 2 * samples,
+                 "loss": {"value": row["value"], "stderr": row["stderr"]}}
+        save(name, entry)
+        print(f"theory best_adaptive_keyed: probes {[round(p[0], 3) for p in probes.prefix]}", flush=True)
+    if "probes_posterior" not in entry:
+        probes = prediction_probes(DATA, budget, samples=2 * samples, seed=0, state="posterior")
+        save(name, {**entry, "probes_posterior": probes.to_dict()})
+        print(f"theory best_adaptive_keyed: posterior probes {[round(p[0], 3) for p in probes.prefix]}", flush=True)
 
 
 def effects(entry: dict) -> np.ndarray:
@@ -116,11 +123,14 @@ def table() -> str:
         if "patching" not in entry:  # probes only (A's prediction policy: a per-sample search, no keys to patch)
             loss = entry["loss"]
             out.append(f"### {name} (its loss: the prediction row, {loss['value']:.4f}; probes only)\n")
-            out.append("| layer | probe: prefix s_1..s_l (chance) | shuffled control |")
-            out.append("|---|---|---|")
+            post = entry.get("probes_posterior", {}).get("prefix")
+            out.append("| layer | probe of its readings: prefix s_1..s_l (chance) | shuffled control | "
+                       "probe of its posterior mean |")
+            out.append("|---|---|---|---|")
             for a, ((acc, se, chance), (c_acc, _, _)) in enumerate(zip(entry["probes"]["prefix"],
                                                                        entry["probes"]["control"]), start=1):
-                out.append(f"| {a} | {acc:.3f} ± {se:.3f} ({chance:.3f}) | {c_acc:.3f} |")
+                p = "—" if post is None else f"{post[a - 1][0]:.3f} ± {post[a - 1][1]:.3f}"
+                out.append(f"| {a} | {acc:.3f} ± {se:.3f} ({chance:.3f}) | {c_acc:.3f} | {p} |")
             out.append("")
             continue
         t = table_from_dict(entry["patching"])

@@ -140,3 +140,8 @@ def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
         assert abs(c_acc - c_chance) < 5 * max(c_se, 0.02)
     with pytest.raises(ValueError, match="samples"):
         prediction_probes(data, 2, samples=2)
+    with pytest.raises(ValueError, match="state must be one of readings, posterior"):
+        prediction_probes(data, 2, samples=400, state="keys")
+    posterior = prediction_probes(data, 2, samples=400, seed=1, state="posterior")
+    by_hand = probe_layers([trace.theta_hat[:, 0], trace.theta_hat[:, 1]], signs, seed=1, control=True)
+    assert posterior.to_dict() == by_hand.to_dict()
