@@ -330,6 +330,10 @@ _FLOPS: dict = {}  # (data, model, batch, loss, aux_readout) -> FLOPs of one tra
 
 
 def _count_step_flops(cfg) -> float:
+    """Counted at 1 and 2 contexts and extended to the run's batch (a step's FLOPs are affine in the batch: every
+    product is per context, or once per step), so the count allocates two contexts, not a batch: a configuration
+    too large to train is still counted, and one whose weights and two contexts do not fit is refused in one line
+    by the memory check of training."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -338,13 +342,18 @@ def _count_step_flops(cfg) -> float:
     from .train import training_loss
 
     t = cfg.train
+    check_train_memory(cfg.replace(train=dict(batch=2, tokens_from=0, batch_late=0)),
+                       f"counting the FLOPs of {cfg.model.model} at depth {cfg.data.depth}")
+    counts = []
     with torch.random.fork_rng(devices=[]):  # building the model draws weights: the caller's stream is kept
         model = build_model(cfg)
         sampler = ContextSampler(cfg.data)
-        contexts = sampler.sample(t.batch, sampler.generator(0, TRAIN_STREAM, 0))
-        with FlopCounterMode(display=False) as counter:
-            training_loss(model, contexts, t.loss, t.aux_readout).backward()
-    flops = float(counter.get_total_flops())
+        for n in (1, 2):
+            contexts = sampler.sample(n, sampler.generator(0, TRAIN_STREAM, 0))
+            with FlopCounterMode(display=False) as counter:
+                training_loss(model, contexts, t.loss, t.aux_readout).backward()
+            counts.append(float(counter.get_total_flops()))
+    flops = counts[0] + (counts[1] - counts[0]) * (t.batch - 1)
     if not flops > 0:
         raise InputError(f"{cfg.model.model} counts no matrix products in a training step: no FLOPs to match")
     return flops
