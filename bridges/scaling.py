@@ -72,7 +72,7 @@ class ScalingConfig:
     cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.config.DataConfig)
     # (model, reference): ``model`` trains for the steps whose FLOPs equal ``reference``'s run (by the steps rule) at
-    # the same budget (bridges.cost.flop_matched_steps), every other model by the steps rule; the reference need not
+    # the same budget (bridges.flops.flop_matched_steps), every other model by the steps rule; the reference need not
     # be one of the study's models (``models="A", flop_match=("A", "B")``: the FLOP-matched arm alone)
     flop_match: tuple[str, str] | None = None
 
@@ -116,7 +116,7 @@ class ScalingConfig:
     def steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
         """The steps of ``model`` at ``budget``: the rule (:meth:`rule_steps`), except for the model that
         ``flop_match`` names, which trains for the FLOPs of its reference's run (counted on both models by torch,
-        ``bridges.cost.step_flops``; computed once per data, models and budget)."""
+        ``bridges.flops.step_flops``; computed once per data, models and budget)."""
         if self.flop_match is None or model != self.flop_match[0]:
             return self.rule_steps(budget, model)
         ref = self.flop_match[1]
@@ -131,7 +131,7 @@ class ScalingConfig:
 
 
 def _flop_matched(data: DataConfig, model: str, reference: str, budget: int, reference_steps: int) -> int:
-    from .cost import flop_matched_steps
+    from .flops import flop_matched_steps
 
     run = lambda m, steps: RunConfig(data, ModelConfig(model=m, budget=budget), TrainConfig(steps=steps))  # noqa: E731
     return flop_matched_steps(run(model, 1), run(reference, reference_steps))

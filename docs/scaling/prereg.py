@@ -189,11 +189,12 @@ STEP_RULE = 5000  # steps per unit of budget of the step-matched arm (A's recipe
 def plan(cell: dict, n_seeds: int) -> dict:
     """Schedules and prices of the study in ``cell``: the step-matched arm (A, B, C at ``STEP_RULE x budget`` steps,
     ``fv scaling --steps-per-budget``), the FLOP-matched arm (A at the steps whose FLOPs match B's step-matched
-    run: ``bridges.cost.step_flops``, the matrix-product FLOPs of one training step counted by torch on each model
+    run: ``bridges.flops.step_flops``, the matrix-product FLOPs of one training step counted by torch on each model
     at its recipe's batch), the step-doubling check (A, B, C at twice the steps at the largest budget), each run priced by
     ``bridges.cost.train_seconds`` (the project's upper estimate) and by the previous study's measured seconds
     per priced second."""
-    from bridges.cost import flop_matched_steps, step_flops, train_seconds
+    from bridges.cost import train_seconds
+    from bridges.flops import flop_matched_steps, step_flops
     from bridges.scaling import ScalingConfig
 
     budgets = budgets_of(cell["depth"])

@@ -78,7 +78,7 @@ def test_steps_rule_is_stated_and_applied():
 
 
 def test_a_flop_matched_model_trains_for_its_reference_flops_and_the_report_says_so():
-    from bridges.cost import flop_matched_steps, step_flops
+    from bridges.flops import flop_matched_steps, step_flops
     from bridges.scaling import _steps_words
 
     cfg = ScalingConfig(depth=3, budgets=(1, 3), models="AB", seeds=1, steps_per_budget=100, flop_match=("A", "B"))
