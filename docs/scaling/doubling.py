@@ -19,7 +19,7 @@ import shlex
 import sys
 
 from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args
+from bridges.commands import config_from_args, train_argv
 from bridges.store import read_json, write_atomic
 from bridges.options import script_options
 
@@ -39,14 +39,8 @@ def study_runs(model: str) -> list[dict]:
 
 def doubled(command: str, out: str) -> list[str]:
     """The study's ``fv train`` command with its steps doubled and its run folder moved to ``out``."""
-    argv = shlex.split(command)
-    if argv[:2] != ["fv", "train"]:
-        raise ValueError(f"not an fv train command: {command!r}")
-    argv = argv[1:]
-    for flag, value in (("--steps", lambda v: str(2 * int(v))), ("--out", lambda v: out)):
-        i = argv.index(flag)
-        argv[i + 1] = value(argv[i + 1])
-    return argv
+    argv = train_argv(command)
+    return train_argv(command, {"--steps": 2 * int(argv[argv.index("--steps") + 1]), "--out": out})
 
 
 def load() -> dict:

@@ -22,7 +22,7 @@ import statistics
 import sys
 
 from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args
+from bridges.commands import config_from_args, train_argv
 from bridges.flops import flop_matched_steps, step_flops
 from bridges.options import script_options
 from bridges.store import read_json, update_json
@@ -42,17 +42,6 @@ def config_of(argv: list[str]):
     return config_from_args(build_parser().parse_args(argv))
 
 
-def rewritten(command: str, changes: dict) -> list[str]:
-    """The study's ``fv train`` command (without ``fv``) with the values of the flags in ``changes`` replaced."""
-    argv = shlex.split(command)
-    if argv[:2] != ["fv", "train"]:
-        raise ValueError(f"not an fv train command: {command!r}")
-    argv = argv[1:]
-    for flag, value in changes.items():
-        argv[argv.index(flag) + 1] = str(value)
-    return argv
-
-
 def load() -> dict:
     return read_json(OUT, {})
 
@@ -67,14 +56,14 @@ def run(budget: int, seed: int, out: str) -> None:
     if name in load():
         return
     a, b = study_run("A", budget, seed), study_run("B", budget, seed)
-    a_cfg, b_cfg = config_of(rewritten(a["command"], {})), config_of(rewritten(b["command"], {}))
+    a_cfg, b_cfg = config_of(train_argv(a["command"], {})), config_of(train_argv(b["command"], {}))
     if a_cfg.key() != a["key"] or b_cfg.key() != b["key"]:
         raise SystemExit(f"{name}: the study's commands no longer build the study's keys (the code changed)")
     steps = flop_matched_steps(a_cfg, b_cfg)
     if steps == a["steps"]:  # budget 1: the study's run is already matched (the same key): its row is the result
         result, key, command = a, a["key"], a["command"]
     else:
-        argv = rewritten(a["command"], {"--steps": steps, "--out": out})
+        argv = train_argv(a["command"], {"--steps": steps, "--out": out})
         key = config_of(argv).key()
         code = fv(argv + ["--quiet"])
         if code:
