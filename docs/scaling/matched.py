@@ -93,8 +93,9 @@ def table() -> str:
     from fvnum.laws import law_test
 
     cells = load()
-    lines = ["| budget | seeds | A steps (FLOP-matched) | A, FLOP-matched | A, study (5000 x B steps) | B, study | "
-             "A FLOP-matched / B | A FLOP-matched / A's prediction |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| budget | seeds | A steps (FLOP-matched) | A, FLOP-matched | A, study (5000 x budget steps) | B, study | "
+             "A FLOP-matched / B | A study / B | predictions A / B | A FLOP-matched / A's prediction |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     pts = []
     for budget in sorted({e["budget"] for e in cells.values()}):
         rows = sorted((e for e in cells.values() if e["budget"] == budget), key=lambda e: e["seed"])
@@ -106,9 +107,11 @@ def table() -> str:
         pts += [(budget, x) for x in fm]
         lines.append(f"| {budget} | {', '.join(map(str, seeds))} | {rows[0]['steps']} | {statistics.mean(fm):.4f}"
                      f"{sd} | {statistics.mean(a):.4f} | {statistics.mean(b):.4f} | "
-                     f"{statistics.mean(fm) / statistics.mean(b):.2f} | "
+                     f"{statistics.mean(fm) / statistics.mean(b):.2f} | {statistics.mean(a) / statistics.mean(b):.2f} | "
+                     f"{prediction(budget, 'A') / prediction(budget, 'B'):.2f} | "
                      f"{statistics.mean(fm) / prediction(budget, 'A'):.2f} |")
-    if len({b for b, _ in pts if b >= 2}) >= 4:  # the test's minimum: 4 budgets past its cut
+    seeds_at = {b: sum(1 for x, _ in pts if x == b) for b, _ in pts}
+    if len([b for b in seeds_at if b >= 2]) >= 4 and min(seeds_at.values()) >= 2:  # the test's minimum
         test = law_test(*zip(*pts)).to_dict()
         lines += ["", f"Law test of FLOP-matched A (budgets 2 and up, seeds as points): **{test['verdict']}** "
                       f"(chi2 exponential / power: {test['chi2']['exponential']:.3g} / {test['chi2']['power']:.3g})."]
