@@ -39,13 +39,12 @@ _CHUNK_STEPS = 64  # generator steps reserved per chunk: 0 for the targets, j fo
 
 
 # --- inputs ----------------------------------------------------------------------------------------
-def check_tree_data(data_cfg: DataConfig) -> None:
+def check_tree_data(data_cfg: DataConfig, what: str = "key patching",
+                    why: str = "divergence depth of two leaves") -> None:
     if not isinstance(data_cfg, DataConfig):
         raise InputError(f"data_cfg must be a DataConfig, got {type(data_cfg).__name__}")
-    if not data_cfg.has_leaves:  # two leaves' divergence depth
-        raise InputError(
-            f"key patching needs the tree prior (divergence depth of two leaves), not prior={data_cfg.prior!r}"
-        )
+    if not data_cfg.has_leaves:  # two leaves' divergence depth, or a leaf's signs
+        raise InputError(f"{what} needs the tree prior ({why}), not prior={data_cfg.prior!r}")
 
 
 def _check_depth(j, depth: int) -> int:

@@ -237,7 +237,7 @@ def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int =
     from .data import fv_prior
     from .patching import check_count, check_seed, check_tree_data
 
-    check_tree_data(data_cfg)
+    check_tree_data(data_cfg, "probing the prediction policy", "the signs of a leaf")
     n, seed = check_count(samples, "samples"), check_seed(seed)
     if n < 4:
         raise InputError(f"samples must be >= 4 for a held-out probe, got {n}")
