@@ -147,17 +147,21 @@ def finetune_table(teacher_name: str = "path") -> str:
         bayes = f.get("audit", {}).get("bayes_on_readings")
         audit = "—" if bayes is None else f"{bayes['value']:.4f} ± {bayes['stderr']:.4f}"
         path = cells.get(f"teacher-B{e['budget']}", {}).get("bayes_on_readings", e["path_row"])
-        done.setdefault(e["budget"], []).append((f["loss"], e["prediction"]["value"]))
+        done.setdefault(e["budget"], []).append((f["loss"], e["prediction"]["value"],
+                                                 None if bayes is None else bayes["value"]))
         lines.append(
             f"| {e['budget']} | {e['seed']} | {d['loss']:.4f} / {d['bayes_on_readings']['value']:.4f} | {f['loss']:.4f} ± "
             f"{f['stderr']:.4f} | {audit} | {sum(e['study']) / len(e['study']):.4f} | {path['value']:.4f} | "
             f"{e['prediction']['value']:.4f} | {f['loss'] / e['prediction']['value']:.2f} |")
     for budget, runs in sorted(done.items()):
         if len(runs) > 1:
-            losses = [loss for loss, _ in runs]
-            mean, sd = statistics.mean(losses), statistics.stdev(losses)
-            lines.append(f"| {budget} | mean of {len(runs)} | | **{mean:.4f}** (SD {sd:.4f}) | | | | {runs[0][1]:.4f} | "
-                         f"**{mean / runs[0][1]:.2f}** |")
+            losses = [loss for loss, _, _ in runs]
+            mean, sd, pred = statistics.mean(losses), statistics.stdev(losses), runs[0][1]
+            audits = [b for _, _, b in runs if b is not None]
+            allowed = (f"{statistics.mean(audits):.4f} ({statistics.mean(audits) / pred:.2f}x)"
+                       if len(audits) == len(runs) else "")
+            lines.append(f"| {budget} | mean of {len(runs)} | | **{mean:.4f}** (SD {sd:.4f}) | {allowed} | | | "
+                         f"{pred:.4f} | **{mean / pred:.2f}** |")
     return "\n".join(lines)
 
 
