@@ -501,7 +501,7 @@ def gaussian_optimum(prior, budget: int, channel: Channel) -> float:
 # --- the table -------------------------------------------------------------------------------------
 def _mc_kw(channel: Channel) -> dict:
     if channel.kind == "tokens":
-        return {"tokens": channel.n_tokens, "s2": channel.s2}
+        return {"n_tokens": channel.n_tokens, "s2": channel.s2}
     return {"tau": channel.tau}
 
 

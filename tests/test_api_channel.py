@@ -111,3 +111,18 @@ def test_the_third_place_is_the_channel_in_bounds_noisy_bellman_and_comparison_t
     for bad in ("0.3", True):
         with pytest.raises(InputError, match="channel must be a fvnum Channel"):
             comparison_table(prior, 1, bad, **kw)
+
+
+def test_the_library_never_calls_itself_with_the_old_tokens_spelling():
+    """``tokens=N`` is accepted from users with a DeprecationWarning; the library's own calls spell ``n_tokens=``,
+    so a tokens-channel comparison table (the first table of ``fv reproduce`` and ``fv compare``) warns nothing."""
+    import warnings
+
+    from fvnum import comparison_table
+    from fvnum.channels import make_channel
+
+    prior = TreePrior(3, "1/2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        comparison_table(prior, 2, make_channel(prior, n_tokens=16), samples=300, search_samples=50, keyed=None,
+                         dense=False)
