@@ -20,7 +20,7 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args, train_argv
-from bridges.store import read_json, write_atomic
+from bridges.store import read_json, update_json
 from bridges.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,9 +65,7 @@ def run(model: str, seed: int, out: str) -> None:
              "loss_T": base["loss"], "stderr_T": base["stderr"],
              "loss_2T": result["loss"], "stderr_2T": result["stderr"],
              "train_seconds_2T": result.get("train_seconds")}
-    cells = load()
-    cells[name] = entry
-    write_atomic(OUT, json.dumps(cells, indent=1) + "\n")
+    update_json(OUT, lambda cells: cells.__setitem__(name, entry))
     print(f"{name}: {base['loss']:.4f} -> {result['loss']:.4f} "
           f"({(result['loss'] - base['loss']) / base['loss']:+.1%})", flush=True)
 
