@@ -1,4 +1,4 @@
-"""Seconds of the keyed theory rows (fvnum.keyed, tree prior, alpha 1/2, N 128, weighted keys), this checkout
+"""Seconds of the keyed theory rows (fvnum.keys.nonadaptive, tree prior, alpha 1/2, N 128, weighted keys), this checkout
 against an older one measured in the same run (new / old ratios), one thread each.
 
     git worktree add --detach /tmp/old-keyed 3899f02   # the torch search, before the Numba kernel
@@ -20,7 +20,7 @@ two alternate for ``--rounds`` rounds and each keeps its best. Rows:
 
 With ``--prices``: the table :data:`PRICE_CASES` of whole keyed rows (``fvnum.theory.keyed_curves`` as a
 comparison runs them: tree and Gaussian priors, small to large budgets), each in a child process, CPU seconds
-and peak memory beside their prices (``fvnum.limits.keyed_cost``, ``fvnum.keyed.keyed_memory``) and the
+and peak memory beside their prices (``fvnum.guards.limits.keyed_cost``, ``fvnum.keys.nonadaptive.keyed_memory``) and the
 ratio price / measured (the guards want it within 3x both ways). With ``--compare-cell`` the theory part of
 the small comparison of issue 32 (tree, depth 3, budget 2, N 128, 2000 samples) in this checkout and,
 with ``--old``, in the old one, alternating ``--rounds`` times (the paired ratio).
@@ -43,8 +43,8 @@ CHILD = r"""
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from fvnum.keyed import best_nonadaptive_keyed
-from fvnum.keyed_adaptive import adaptive_keyed_losses
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+from fvnum.keys.adaptive import adaptive_keyed_losses
 from fvsym.priors import TreePrior
 a = json.loads(sys.argv[1])
 kw = dict(n_tokens=128, s2=0.01, seed=0)
@@ -76,9 +76,9 @@ print(json.dumps({"seconds": spent, "values": [r.estimate.value for r in out],
 PRICE_CHILD = r"""
 import json, resource, sys, time
 import torch
-from fvnum.channels import make_channel
+from fvnum.mc.channels import make_channel
 from fvnum.theory import keyed_curves
-from fvnum.tree import numeric_prior
+from fvnum.priors.tree import numeric_prior
 from fvsym.priors import GaussianPrior, TreePrior
 a = json.loads(sys.argv[1])
 def prior_of(kind, depth):
@@ -130,8 +130,8 @@ def run_price_child(src: Path, case, warm=True) -> dict:
 def prices(cases=PRICE_CASES) -> list:
     """Measured CPU seconds and peak memory of each case beside its price (this checkout)."""
     sys.path.insert(0, str(ROOT))
-    from fvnum.keyed import keyed_memory
-    from fvnum.limits import keyed_cost
+    from fvnum.keys.nonadaptive import keyed_memory
+    from fvnum.guards.limits import keyed_cost
 
     print(f"{'case':34} {'seconds':>8} {'price':>8} {'ratio':>6} {'peak MB':>8} {'price MB':>8} {'ratio':>6}")
     out = []

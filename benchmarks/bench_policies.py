@@ -36,9 +36,9 @@ from fvsym.priors import TreePrior
 a = json.loads(sys.argv[1])
 import os, fvnum
 if os.path.exists(os.path.join(os.path.dirname(fvnum.__file__), "registry.py")):
-    from fvnum.registry import STRATEGIES
+    from fvnum.policies.registry import STRATEGIES
 else:  # an implementation from before the registry module
-    from fvnum.simulate import STRATEGIES
+    from fvnum.mc.simulate import STRATEGIES
 if a["strategy"] not in STRATEGIES:
     print(json.dumps(None))
     sys.exit(0)

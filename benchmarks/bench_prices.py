@@ -14,7 +14,7 @@ compared. Memory: the prices are peak resident sets (``BASE_BYTES`` of the inter
 with the child's ``ru_maxrss`` (``os.wait4``), for the cases whose price is memory-sized (large ones; a price
 under 400 MB is the interpreter's floor and is shown, not judged).
 
-Cases owned by other parts (``fv derive``'s prices: ``fvsym.costs``; ``fv derive gaussian-loss`` has no time
+Cases owned by other parts (``fv derive``'s prices: ``fvsym.guards.costs``; ``fv derive gaussian-loss`` has no time
 price) are measured and reported, not tuned here. One thread everywhere (``--threads 1``), seeds fixed. The
 machine's load average is printed with the table: a loaded machine lengthens every measurement.
 """
@@ -50,11 +50,11 @@ class Case:
 def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, tokens=None, prior=None):
     from fvsym.priors import TreePrior
 
-    from fvnum import noisy_dp
-    from fvnum.channels import make_channel
-    from fvnum.limits import mc_cost
-    from fvnum.registry import resolve_strategy
-    from fvnum.tree import TreeSpec, numeric_prior
+    from fvnum.optimum import noisy_dp
+    from fvnum.mc.channels import make_channel
+    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.registry import resolve_strategy
+    from fvnum.priors.tree import TreeSpec, numeric_prior
 
     prior = prior if prior is not None else TreePrior(depth, "1/2")
     spec = numeric_prior(prior)
@@ -63,7 +63,7 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
     memory, seconds = mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=budget, strategy=name,
                               tokens=tokens is not None, samples=samples, threads=1,
                               dense_design=name == "optimal_nonadaptive" and klass == "unit")
-    if name == "optimal" and tree and tau:  # fvnum.registry._check_noisy_optimal_cost: the exact noisy policy
+    if name == "optimal" and tree and tau:  # fvnum.policies.registry._check_noisy_optimal_cost: the exact noisy policy
         channel = make_channel(spec, tau, None, 0.01)
         seconds = (noisy_dp.solve_seconds(spec, budget, channel.tau, 1, refine=False)
                    + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, 1))
@@ -73,9 +73,9 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
 def bounds_price(depth, budget, tau, samples):
     from fvsym.priors import TreePrior
 
-    from fvnum.bracket import bounds_plan
-    from fvnum.channels import make_channel
-    from fvnum.tree import numeric_prior
+    from fvnum.optimum.bracket import bounds_plan
+    from fvnum.mc.channels import make_channel
+    from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(depth, "1/2"))
     plan = bounds_plan(spec, make_channel(spec, tau, None, 0.01), budget, samples=samples, threads=1)
@@ -83,14 +83,14 @@ def bounds_price(depth, budget, tau, samples):
 
 
 def tree_loss_price(depth, budget, strategy):
-    from fvsym.costs import tree_loss_cost
+    from fvsym.guards.costs import tree_loss_cost
 
     return tree_loss_cost(depth, budget, strategy, False)
 
 
 def unroll_price(depth, layers, width):
     from fvsym import bellman
-    from fvsym.costs import UNROLL_SECONDS_PER_NODE
+    from fvsym.guards.costs import UNROLL_SECONDS_PER_NODE
     from fvsym.priors import TreePrior
 
     prior = TreePrior(depth, "1/2")
@@ -98,16 +98,16 @@ def unroll_price(depth, layers, width):
 
 
 def train_price(out, **options):
-    from bridges.config import RunConfig
-    from bridges.cost import train_bytes, train_seconds
+    from bridges.runs.config import RunConfig
+    from bridges.prices.cost import train_bytes, train_seconds
 
     cfg = RunConfig.from_options({**options, "out": out})
     return train_bytes(cfg), train_seconds(cfg)
 
 
 def audit_price(run_dir, samples, token_sample):
-    from bridges.audit import audit_cost
-    from bridges.train import load_result
+    from bridges.analysis.audit import audit_cost
+    from bridges.training.train import load_result
 
     cfg = load_result(Path(run_dir) / "result.json").config
     m, d = cfg.model, cfg.data

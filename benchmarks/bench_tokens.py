@@ -14,7 +14,7 @@ slows runs down). Rows:
 ``path`` at depth 10, budget 4 (target: at least half the baseline's samples/s); ``top_levels`` (depth 10;
 the closure route of the decoder); a fixed design of 4 random unit rows at depths 4, 6 and 10 and
 ``greedy_dense`` (budget 4) at depths 4, 6 and 10 (the leaf-enumeration route; target: at least the
-baseline's samples/s), and ``decoder``: that route alone (``fvnum.simulate.decode_losses`` of the fixed
+baseline's samples/s), and ``decoder``: that route alone (``fvnum.mc.simulate.decode_losses`` of the fixed
 design's readings, drawn once; same target) and ``decoder_rows``: the same with 4 random unit rows of each
 sample's own (the decoding of ``greedy_dense``'s readings); ``greedy_coordinate`` (depth 8). The loss column shows what changed: the
 baseline c3dee08 decodes with the gaussian likelihood at tau(N), readings treated as independent.
@@ -44,10 +44,10 @@ if a["strategy"] == "fixed":
 run = lambda n: loss_mc(prior, a["strategy"], a["budget"], tokens=a["tokens"], design=design, samples=n, seed=0,
                         threads=1)
 if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings of unit rows, drawn once
-    from fvnum.channels import make_channel
-    from fvnum.simulate import decode_losses, draw, read
-    from fvnum.strategies import Rows
-    from fvnum.tree import numeric_prior
+    from fvnum.mc.channels import make_channel
+    from fvnum.mc.simulate import decode_losses, draw, read
+    from fvnum.policies.strategies import Rows
+    from fvnum.priors.tree import numeric_prior
     spec = numeric_prior(prior)
     channel = make_channel(spec, tokens=a["tokens"])
     shared = a["strategy"] == "decoder"  # else decoder_rows: rows of each sample's own, as greedy_dense reads

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, dataclasses
 import torch
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.train import train
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.train import train
 a = json.loads(sys.argv[1])
 fields = {f.name for f in dataclasses.fields(TrainConfig)}
 tc = dict(steps=a["steps"], batch=a["batch"], lr=a["lr"], loss=a["loss"], warmup=min(200, a["steps"] // 10 + 1),

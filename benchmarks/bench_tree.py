@@ -1,4 +1,4 @@
-"""Time the tree kernels against their numpy references (fvnum/_reference.py: enumerate all 2^K leaves),
+"""Time the tree kernels against their numpy references (fvnum/mc/_reference.py: enumerate all 2^K leaves),
 measured in the same run, and print samples per second and the speed-up.
 
     python benchmarks/bench_tree.py                 # depths 8 and 12
@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from fvnum import _kernels as K
-from fvnum import _reference as R
+from fvnum.mc import _kernels as K
+from fvnum.mc import _reference as R
 from fvnum import loss_mc
 from fvsym.priors import TreePrior
 

@@ -5,39 +5,67 @@ theory of ``fvnum`` and ``fvsym``: it trains, measures and lays tables out; the 
 Public names (``__all__``) load their module on first use (PEP 562), so ``import bridges`` (done by the
 ``fv`` dispatcher) loads neither torch nor numba.
 """
+from fvsym import _moved
+# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
+_moved.install({
+    "bridges.model_registry": "bridges.models.registry",
+    "bridges.taps": "bridges.models.taps",
+    "bridges.precision": "bridges.models.precision",
+    "bridges.train": "bridges.training.train",
+    "bridges.checkpoint": "bridges.training.checkpoint",
+    "bridges.data": "bridges.training.data",
+    "bridges._malloc": "bridges.training._malloc",
+    "bridges.distil": "bridges.training.distil",
+    "bridges.config": "bridges.runs.config",
+    "bridges.options": "bridges.runs.options",
+    "bridges.store": "bridges.runs.store",
+    "bridges.engine": "bridges.runs.engine",
+    "bridges.results": "bridges.runs.results",
+    "bridges.compare": "bridges.analysis.compare",
+    "bridges.audit": "bridges.analysis.audit",
+    "bridges.probes": "bridges.analysis.probes",
+    "bridges.reproduce": "bridges.studies.reproduce",
+    "bridges.scaling": "bridges.studies.scaling",
+    "bridges.sweep": "bridges.studies.sweep",
+    "bridges.figures": "bridges.studies.figures",
+    "bridges.cost": "bridges.prices.cost",
+    "bridges.train_memory": "bridges.prices.memory",
+    "bridges.flops": "bridges.prices.flops",
+})
+
 from importlib import import_module
 
 _EXPORTS = {
     # configurations (standard library only)
-    "DataConfig": "config", "ModelConfig": "config", "RunConfig": "config", "TrainConfig": "config",
+    "DataConfig": "runs.config", "ModelConfig": "runs.config", "RunConfig": "runs.config", "TrainConfig": "runs.config",
     # data, models, training
-    "ContextSampler": "data", "Contexts": "data", "data_channel": "data", "fv_prior": "data",
-    "step_generator": "data",
-    "WorkspaceModel": "models", "build_model": "models", "grow": "models", "key_rows": "models", "linear_model": "models",
-    "linear_readout": "models", "path_model": "models", "top_levels_keys": "models", "top_levels_model": "models",
-    "TrainResult": "train", "evaluate": "train", "load_result": "train",
-    "load_checkpoint": "checkpoint", "load_model": "checkpoint", "save_checkpoint": "checkpoint",
-    "RunStore": "store", "write_atomic": "store",
+    "ContextSampler": "training.data", "Contexts": "training.data", "data_channel": "training.data", "fv_prior": "training.data",
+    "step_generator": "training.data",
+    "WorkspaceModel": "models.networks", "build_model": "models.networks", "grow": "models.networks", "key_rows": "models.networks", "linear_model": "models.networks",
+    "linear_readout": "models.networks", "path_model": "models.networks", "top_levels_keys": "models.networks", "top_levels_model": "models.networks",
+    "TrainResult": "training.train", "evaluate": "training.train", "load_result": "training.train",
+    "load_checkpoint": "training.checkpoint", "load_model": "training.checkpoint", "save_checkpoint": "training.checkpoint",
+    "RunStore": "runs.store", "write_atomic": "runs.store",
     # taps and the measurements of sections 8 and 9
-    "patch": "taps", "record": "taps",
-    "key_patching_table": "patching", "patched_losses": "patching", "path_bayes_decoder": "patching",
-    "theory_patching_table": "patching", "unpatched_losses": "patching",
-    "ProbeScore": "probes", "ProbeTable": "probes", "linear_probe": "probes", "probe_layers": "probes", "theory_probes": "probes",
-    "workspace_probes": "probes",
-    # the audit of a model's measurements (the function: bridges.audit.audit)
-    "Audit": "audit", "audit_model": "audit",
+    "patch": "models.taps", "record": "models.taps",
+    "key_patching_table": "patching.keys", "patched_losses": "patching.keys", "path_bayes_decoder": "patching.keys",
+    "theory_patching_table": "patching.keys", "unpatched_losses": "patching.keys",
+    "ProbeScore": "analysis.probes", "ProbeTable": "analysis.probes", "linear_probe": "analysis.probes", "probe_layers": "analysis.probes", "theory_probes": "analysis.probes",
+    "workspace_probes": "analysis.probes",
+    # the audit of a model's measurements (the function: bridges.analysis.audit.audit)
+    "Audit": "analysis.audit", "audit_model": "analysis.audit",
     # comparisons with the theory
-    "Comparison": "compare", "learned_routing": "compare", "grid_checks": "compare", "theory_losses": "compare",
-    "theory_table": "compare", "to_markdown": "compare",
+    "Comparison": "analysis.compare", "learned_routing": "analysis.compare", "grid_checks": "analysis.compare", "theory_losses": "analysis.compare",
+    "theory_table": "analysis.compare", "to_markdown": "analysis.compare",
     # studies
-    "ReproduceConfig": "reproduce", "Reproduction": "reproduce",
-    "ScalingConfig": "scaling", "ScalingStudy": "scaling",
-    "Cell": "engine", "run_cells": "engine", "SweepResult": "sweep",
+    "ReproduceConfig": "studies.reproduce", "Reproduction": "studies.reproduce",
+    "ScalingConfig": "studies.scaling", "ScalingStudy": "studies.scaling",
+    "Cell": "runs.engine", "run_cells": "runs.engine", "SweepResult": "studies.sweep",
 }
 
 # Names that are also submodules (``train``, ``compare``, ``audit``, ``reproduce``, ``taps``) are not exported:
-# the package attribute is the submodule (``bridges.train.train``, ``bridges.compare.compare``,
-# ``bridges.audit.audit``), as an import of the submodule would make it anyway. No module is callable.
+# the package attribute is the submodule (``bridges.training.train.train``, ``bridges.analysis.compare.compare``,
+# ``bridges.analysis.audit.audit``), as an import of the submodule would make it anyway. No module is callable.
 
 
 def __getattr__(name):

@@ -12,7 +12,7 @@ import os
 import sys
 
 from fvnum.cli import strict_options
-from fvnum.resources import time_limit, watchdog
+from fvnum.guards.resources import time_limit, watchdog
 from fvsym.cli import cli_words, number_arg
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None, *, watch=None) -> int:
     """Run ``fv`` on ``argv`` (default: the command line). ``watch``: end the command in one line if it runs
-    past its cap (``fvnum.resources.watchdog``, an ``os._exit``); default on for the process's own command
+    past its cap (``fvnum.guards.resources.watchdog``, an ``os._exit``); default on for the process's own command
     line (``argv`` None), off for calls from Python (a test calling ``main([...])`` must not end its process)."""
     parser = build_parser()
     try:

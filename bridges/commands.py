@@ -1,7 +1,7 @@
 """``fv`` subcommands of the torch side: ``fv train``, ``compare``, ``reproduce``, ``scaling``, ``audit``, ``sweep``.
 
-The options of one run are generated from ``bridges.config.RUN_OPTIONS`` (``add_run_arguments``, through
-``add_options``, the argparse reader of every ``bridges.options.Option``) and read back by
+The options of one run are generated from ``bridges.runs.config.RUN_OPTIONS`` (``add_run_arguments``, through
+``add_options``, the argparse reader of every ``bridges.runs.options.Option``) and read back by
 ``RunConfig.from_options`` (``config_from_args``); those of the studies from their config
 dataclasses' defaults. Handlers import torch lazily (``fv --help`` must stay light). This is the top layer:
 no module of the packages imports it.
@@ -15,11 +15,11 @@ from fvsym._emit import add_format_argument, emit
 from fvsym.cli import int_arg, number_arg
 from fvsym._validate import parse_int_list
 from fvnum.defaults import KEYED
-from fvnum.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
+from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
-from .config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
-from .model_registry import MODELS
-from .options import Option
+from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
+from bridges.models.registry import MODELS
+from bridges.runs.options import Option
 from fvsym.errors import InputError
 
 WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured: about 400 to 500 MB)
@@ -64,7 +64,7 @@ _GROUPS = {"data": "data (THEORY.md section 1)", "model": "model (THEORY.md sect
 
 
 def add_options(p: argparse.ArgumentParser, options, groups: dict | None = None, required: tuple = ()) -> None:
-    """An argparse option per :class:`bridges.options.Option` (its flag and aliases, ``dest``, default, help,
+    """An argparse option per :class:`bridges.runs.options.Option` (its flag and aliases, ``dest``, default, help,
     metavar; choices shown as argparse choices, every other kind read by ``Option.parse``), in the argument
     group ``groups[option.section]`` where ``groups`` names one (``{section: title}``); the options whose
     ``dest`` is in ``required`` must be given (no default)."""
@@ -81,7 +81,7 @@ def add_options(p: argparse.ArgumentParser, options, groups: dict | None = None,
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
-    """The options that define one run (data, model, training), generated from ``bridges.config.RUN_OPTIONS``."""
+    """The options that define one run (data, model, training), generated from ``bridges.runs.config.RUN_OPTIONS``."""
     add_options(p, RUN_OPTIONS, _GROUPS, required=("model",) if model_required else ())
     for old, (new, why) in RENAMED_OPTIONS.items():
         p.add_argument(old, action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
@@ -135,10 +135,10 @@ def _register_train(subparsers) -> None:
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
-    from .cost import check_train_time
+    from bridges.prices.cost import check_train_time
 
     check_train_time(cfg)
-    from .train import train  # torch is imported here, not at `fv --help`
+    from bridges.training.train import train  # torch is imported here, not at `fv --help`
 
     result = train(cfg, progress=not args.quiet and args.format == "text", resume=not args.no_resume)
     unit = "E||theta_hat - theta||^2" if result.metric == "theta" else "query MSE (= E||theta_hat - theta||^2)"
@@ -160,9 +160,9 @@ def _register_audit(subparsers) -> None:
         help="the loss a trained model's own readings allow: Bayes decoding on the law of its readings",
         description="For a finished fv train run (RUN_DIR = DIR/<key>/): draw contexts from its data, run the model, "
         "evaluate its keys at each context's own workspace on a fixed sample of tokens, take the CLT law of its "
-        "readings given each latent (fvnum.keys) and decode them with the Bayes posterior mean. Reports the model's "
+        "readings given each latent (fvnum.keys.families) and decode them with the Bayes posterior mean. Reports the model's "
         "own loss, bayes_on_readings (the loss its measurements allow), decoder_gap (model - Bayes, paired) and the "
-        "energy of each layer's Stein rows E grad f by tree depth (bridges.audit, docs/audit.md).",
+        "energy of each layer's Stein rows E grad f by tree depth (bridges.analysis.audit, docs/audit.md).",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
@@ -177,9 +177,9 @@ def _register_audit(subparsers) -> None:
 
 
 def audit_command(args: argparse.Namespace) -> int:
-    from .audit import audit, load_run
+    from bridges.analysis.audit import audit, load_run
 
-    from .config import built_from_options
+    from bridges.runs.config import built_from_options
 
     run = load_run(args.run_dir)
     data = run.config.data
@@ -218,19 +218,19 @@ def _register_compare(subparsers) -> None:
 def compare_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .store import RunStore, write_atomic, write_json
+    from bridges.runs.store import RunStore, write_atomic, write_json
 
     if args.grid:
         check_workers(args.workers, args.scheduler)
         _grid_options(args)
-        from .compare import grid_checks, grid_markdown, seed_summary
-        from .reproduce import ReproduceConfig, training
+        from bridges.analysis.compare import grid_checks, grid_markdown, seed_summary
+        from bridges.studies.reproduce import ReproduceConfig, training
 
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
                               device=args.device, models=args.model or "".join(MODELS), keyed=args.keyed)
-        from .cost import compare_grid_seconds
+        from bridges.prices.cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         store = RunStore(cfg.out, "compare-grid")
@@ -246,14 +246,14 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise InputError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
-    from .cost import check_seconds, theory_table_seconds, train_seconds
+    from bridges.prices.cost import check_seconds, theory_table_seconds, train_seconds
 
     theory_s = _own_table_seconds(cfg, args)
     if theory_s is None:
         theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed)
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples", train_seconds(cfg) + theory_s)
-    from .compare import beside_of, compare, to_markdown
-    from .train import run_dir, train
+    from bridges.analysis.compare import beside_of, compare, to_markdown
+    from bridges.training.train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
     table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed).to_dict()
@@ -267,16 +267,16 @@ def compare_command(args: argparse.Namespace) -> int:
 
 def _own_table_seconds(cfg, args) -> float | None:
     """The price of the theory rows of a prior that computes its own (the atoms prior:
-    ``fvnum.atoms.FinitePrior.comparison_table``), or None for the others; an explicit ``--keyed`` family is
+    ``fvnum.priors.atoms.FinitePrior.comparison_table``), or None for the others; an explicit ``--keyed`` family is
     refused there in one line (keyed rows are built on the tree and Gaussian priors only)."""
-    from .compare import has_own_table
+    from bridges.analysis.compare import has_own_table
 
     if not has_own_table(cfg.data):
         return None
     if given(args, "keyed") and args.keyed != "none":
         raise InputError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
                          "held to its dMMSE rows); leave --keyed out or give --keyed none")
-    from .data import data_channel, fv_prior
+    from bridges.training.data import data_channel, fv_prior
 
     return fv_prior(cfg.data).comparison_seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
 
@@ -300,7 +300,7 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     too long) or number of ``steps`` (the config field) that fits."""
     import dataclasses
 
-    from fvnum.resources import check_time, fits_time
+    from fvnum.guards.resources import check_time, fits_time
 
     seconds = price(cfg)
     if fits_time(seconds):
@@ -346,7 +346,7 @@ def check_workers(workers, scheduler=None) -> None:
 
 
 def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.engine``)."""
+    """``--scheduler`` and ``--workers`` (alias ``--jobs``): where training runs go (see ``bridges.runs.engine``)."""
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="train on the running Dask cluster at ADDRESS (tcp://host:8786 or a scheduler file); "
                    "the output folder must be on a file system every worker sees")
@@ -357,7 +357,7 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _register_reproduce(subparsers) -> None:
-    from .reproduce import ReproduceConfig
+    from bridges.studies.reproduce import ReproduceConfig
 
     d = ReproduceConfig()
     p = subparsers.add_parser(
@@ -400,7 +400,7 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
 
 
 def _add_keyed_argument(p: argparse.ArgumentParser, default: str | None) -> None:
-    """``--keyed weighted|softmax|none``: the key family of the prediction rows of A and B (``fvnum.keyed``: the
+    """``--keyed weighted|softmax|none``: the key family of the prediction rows of A and B (``fvnum.keys.nonadaptive``: the
     best found within the family, an upper bound on its optimum, not a bound on a trained model; softmax: the
     tree prior only; none: the linear-key rows)."""
     p.add_argument("--keyed", choices=("weighted", "softmax", "none"), default=default or "none",
@@ -414,14 +414,14 @@ def _tree_of(args) -> dict:
 
 
 def reproduce_command(args: argparse.Namespace) -> int:
-    from .reproduce import ReproduceConfig, reproduce
+    from bridges.studies.reproduce import ReproduceConfig, reproduce
 
     check_workers(args.workers, args.scheduler)
     cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,  # None: the config's defaults
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
                           keyed=args.keyed)
-    from .cost import reproduce_seconds
+    from bridges.prices.cost import reproduce_seconds
 
     _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)
     quiet = args.quiet or args.format == "json"
@@ -445,7 +445,7 @@ def _parse_budgets(text: str) -> tuple[int, ...]:
 
 
 def _register_scaling(subparsers) -> None:
-    from .scaling import ScalingConfig
+    from bridges.studies.scaling import ScalingConfig
 
     d = ScalingConfig()
     p = subparsers.add_parser(
@@ -491,7 +491,7 @@ def _flop_match_arg(text: str) -> tuple[str, str]:
 
 def scaling_config(args: argparse.Namespace):
     """The ``ScalingConfig`` of parsed ``fv scaling`` options (its defaults are the config's)."""
-    from .scaling import ScalingConfig
+    from bridges.studies.scaling import ScalingConfig
 
     return ScalingConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens, s2=args.s2,
                          budgets=_parse_budgets(args.budgets), models=args.models, seeds=args.seeds,
@@ -502,11 +502,11 @@ def scaling_config(args: argparse.Namespace):
 
 
 def scaling_command(args: argparse.Namespace) -> int:
-    from .scaling import run
+    from bridges.studies.scaling import run
 
     check_workers(args.workers, args.scheduler)
     cfg = scaling_config(args)
-    from .cost import scaling_seconds
+    from bridges.prices.cost import scaling_seconds
 
     price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds
     _check_study(f"fv scaling of {len(cfg.runs(''))} runs", price, cfg, steps="steps_per_budget", depth=False)
@@ -550,7 +550,7 @@ def _register_sweep(subparsers) -> None:
 def sweep_command(args) -> int:
     import sys
 
-    from .sweep import COMMANDS, run
+    from bridges.studies.sweep import COMMANDS, run
 
     check_workers(args.workers, args.scheduler)
     quiet = args.quiet or args.format == "json"

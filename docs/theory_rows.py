@@ -11,8 +11,8 @@ import time
 import numpy as np
 import torch
 
-from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed, tokens_loss_mc
-from fvnum.keyed_adaptive import adaptive_keyed_losses
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, tokens_loss_mc
+from fvnum.keys.adaptive import adaptive_keyed_losses
 from fvsym.priors import GaussianPrior, TreePrior
 
 QUICK = "--quick" in sys.argv

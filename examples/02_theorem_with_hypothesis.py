@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from fvnum import gaussian as fvnum_gaussian
+from fvnum.priors import gaussian as fvnum_gaussian
 from fvsym import GaussianPrior, TreePrior, bellman, tree
 
 G1_RELATIVE_TOLERANCE = 1e-6  # the deep optimum is a BFGS result in floating point; the shallow one is exact

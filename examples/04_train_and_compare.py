@@ -1,5 +1,5 @@
 """Train one model and hold it against the theory at the same prior, budget and effective noise
-(THEORY.md sections 2, 5-7; ``bridges.train`` and ``bridges.compare``).
+(THEORY.md sections 2, 5-7; ``bridges.training.train`` and ``bridges.analysis.compare``).
 
     python examples/04_train_and_compare.py                                  # Model A, depth 3, budget 2
     python examples/04_train_and_compare.py --model=B --steps=2000 --depth=4 --budget=3
@@ -49,8 +49,8 @@ class Config:
     out: str = _cli.default_out("04_train_and_compare")
 
     def run_config(self):
-        """The ``bridges.config.RunConfig`` of this example (validated there)."""
-        from bridges.config import DataConfig, ModelConfig, RunConfig
+        """The ``bridges.runs.config.RunConfig`` of this example (validated there)."""
+        from bridges.runs.config import DataConfig, ModelConfig, RunConfig
 
         return RunConfig(
             DataConfig(prior=self.prior, depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens),
@@ -66,8 +66,8 @@ class Config:
 
 
 def main(cfg: Config) -> dict:
-    from bridges.compare import beside_of, compare, to_markdown
-    from bridges.train import train
+    from bridges.analysis.compare import beside_of, compare, to_markdown
+    from bridges.training.train import train
 
     clock = _cli.Clock()
     _cli.prepare(cfg)

@@ -1,5 +1,5 @@
 """Key patching: the theory's (layer, divergence depth) table beside the same experiment on models
-(THEORY.md section 8; ``fvnum.patching_table``, ``bridges.patching``, ``bridges.taps.patch``).
+(THEORY.md section 8; ``fvnum.patching_table``, ``bridges.patching``, ``bridges.models.taps.patch``).
 
     python examples/05_key_patching.py                          # theory, hand-built path model, tiny Model A
     python examples/05_key_patching.py --models=path            # no training: a few seconds
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import _cli
 import numpy as np
 
-from bridges.figures import patching_effects as effects
+from bridges.studies.figures import patching_effects as effects
 
 MODELS = ("path", "trained")
 
@@ -65,12 +65,12 @@ class Config:
         self.data_config()
 
     def data_config(self):
-        from bridges.config import DataConfig
+        from bridges.runs.config import DataConfig
 
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens)
 
     def run_config(self):
-        from bridges.config import ModelConfig, RunConfig
+        from bridges.runs.config import ModelConfig, RunConfig
 
         return RunConfig(
             self.data_config(), ModelConfig(model="A", budget=self.budget, mlp_width=self.mlp_width),
@@ -86,7 +86,7 @@ def build(name: str, cfg: Config):
     data = cfg.data_config()
     if name == "path":
         return path_model(data, cfg.budget, readout=path_bayes_decoder(data)), "hand-built path model"
-    from bridges.train import train
+    from bridges.training.train import train
 
     result = train(cfg.run_config(), progress=cfg.progress)
     return result.model, f"trained Model A, {result.steps} steps, held-out loss {result.loss:.4f} ± {result.stderr:.4f}"
@@ -111,8 +111,8 @@ def z_scores(model: dict, theory: dict) -> np.ndarray:
 def main(cfg: Config) -> dict:
     import torch
 
-    from bridges.data import fv_prior
-    from bridges.figures import patching_png
+    from bridges.training.data import fv_prior
+    from bridges.studies.figures import patching_png
     from bridges.patching import key_patching_table, theory_patching_table
     from fvnum import tau_of_tokens
 

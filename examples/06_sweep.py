@@ -1,5 +1,5 @@
 """A sweep on Dask: Monte Carlo losses of ``path`` and ``top_levels`` over budgets and seeds, one cell per
-combination, run by ``bridges.sweep`` on a local cluster of worker processes (``fv sweep`` in Python).
+combination, run by ``bridges.studies.sweep`` on a local cluster of worker processes (``fv sweep`` in Python).
 
     python examples/06_sweep.py                                     # 2 x 3 x 2 = 12 cells, 2 workers
     python examples/06_sweep.py --tau=0 --samples=20000             # noiseless: path is exact
@@ -47,7 +47,7 @@ class Config:
                 "grid": {"strategy": list(self.strategies), "budget": list(self.budgets), "seed": list(self.seeds)}}
 
     def __post_init__(self):
-        from bridges.sweep import plan
+        from bridges.studies.sweep import plan
 
         if any(b > self.depth for b in self.budgets) and "path" in self.strategies:
             raise ValueError(f"budgets {self.budgets} exceed depth {self.depth}: path reads one node per level")
@@ -63,7 +63,7 @@ def toml(spec: dict) -> str:
 
 
 def main(cfg: Config) -> dict:
-    from bridges import sweep
+    from bridges.studies import sweep
     from fvsym.tree import tree_loss
 
     clock = _cli.Clock()

@@ -3,7 +3,7 @@ the run folder, and atomic outputs (``config.json``, ``results.json`` written la
 
 An example ends with ``sys.exit(_cli.run(main, Config))``. ``run`` parses ``sys.argv[1:]``: every field
 of ``Config`` is an option ``--field=value`` (``--field value`` works too; ``-`` and ``_`` are the same),
-made by ``bridges.options.options_of`` (the mechanism that makes the options of ``fv train``): read by the
+made by ``bridges.runs.options.options_of`` (the mechanism that makes the options of ``fv train``): read by the
 field's annotation, ``int``, ``float`` (``1/2`` reads too), ``str``, ``bool`` (``true``/``false``/``1``/``0``),
 ``X | None`` (``none``) and ``tuple[X, ...]`` (comma-separated, e.g. ``--taus=0.1,0.3``). ``--help`` lists
 the fields with their defaults. Bad input (an unknown option, a value of the wrong type, a ``ValueError``
@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from bridges.options import config_of, options_of
-from bridges.options import usage as options_usage
-from bridges.store import check_writable, write_atomic, write_json
+from bridges.runs.options import config_of, options_of
+from bridges.runs.options import usage as options_usage
+from bridges.runs.store import check_writable, write_atomic, write_json
 
 RUNS = Path("runs") / "examples"
 
@@ -60,7 +60,7 @@ def run(main, config_cls, argv: list[str] | None = None, *, ok=None) -> int:
 # --- outputs ---------------------------------------------------------------------------------------
 def png(fig) -> bytes:
     """A matplotlib figure as PNG bytes (the figure is closed)."""
-    from bridges.figures import png_bytes
+    from bridges.studies.figures import png_bytes
 
     return png_bytes(fig)
 
@@ -68,7 +68,7 @@ def png(fig) -> bytes:
 def train_config(cfg, *, evals: int, eval_batches: int):
     """The ``TrainConfig`` of an example's common fields (steps, batch, lr, seed, threads, out): linear
     warm-up over a tenth of the steps, ``evals`` held-out evaluations, the run under ``<out>/train``."""
-    from bridges.config import TrainConfig
+    from bridges.runs.config import TrainConfig
 
     return TrainConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, warmup=max(1, cfg.steps // 10),
                        eval_every=max(1, cfg.steps // evals), eval_batches=eval_batches, seed=cfg.seed,

@@ -1,22 +1,53 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
+from fvsym import _moved
+# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
+_moved.install({
+    "fvnum.tree": "fvnum.priors.tree",
+    "fvnum.gaussian": "fvnum.priors.gaussian",
+    "fvnum.atoms": "fvnum.priors.atoms",
+    "fvnum.mixture": "fvnum.priors.mixture",
+    "fvnum.capabilities": "fvnum.priors.capabilities",
+    "fvnum.prior_checks": "fvnum.priors.checks",
+    "fvnum.keyed": "fvnum.keys.nonadaptive",
+    "fvnum.keyed_adaptive": "fvnum.keys.adaptive",
+    "fvnum.keyed_tree": "fvnum.keys.tree",
+    "fvnum.keyed_patching": "fvnum.patching.keyed",
+    "fvnum.strategy_objects": "fvnum.policies.objects",
+    "fvnum.strategies": "fvnum.policies.strategies",
+    "fvnum.registry": "fvnum.policies.registry",
+    "fvnum.search": "fvnum.policies.search",
+    "fvnum.noisy_dp": "fvnum.optimum.noisy_dp",
+    "fvnum.bracket": "fvnum.optimum.bracket",
+    "fvnum.atoms_dp": "fvnum.optimum.atoms_dp",
+    "fvnum.simulate": "fvnum.mc.simulate",
+    "fvnum.channels": "fvnum.mc.channels",
+    "fvnum._chunks": "fvnum.mc._chunks",
+    "fvnum._reference": "fvnum.mc._reference",
+    "fvnum._kernels": "fvnum.mc._kernels",
+    "fvnum.limits": "fvnum.guards.limits",
+    "fvnum.resources": "fvnum.guards.resources",
+})
+
 from importlib import import_module
 from fvsym.errors import InputError
 
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
 _EXPORTS = {
-    "Channel": "channels", "tau_of_tokens": "channels", "Estimate": "estimate", "SearchResult": "estimate",
-    "PatchingTable": "patching", "patching_table": "patching", "patched_loss": "patching",
-    "best_adaptive": "bracket", "optimal_nonadaptive_coordinate": "search", "optimal_nonadaptive_unit": "search",
-    "FunctionVectors": "simulate", "loss_mc": "registry", "per_sample": "strategies", "STRATEGIES": "registry",
+    "Channel": "mc.channels", "tau_of_tokens": "mc.channels", "Estimate": "estimate", "SearchResult": "estimate",
+    "PatchingTable": "patching.keys", "patching_table": "patching.keys", "patched_loss": "patching.keys",
+    "state_patching_table": "patching.state", "mean_state": "patching.state", "injection_table": "patching.state",
+    "MeanState": "patching.state", "InjectionTable": "patching.state", "keyed_patching_table": "patching.keyed",
+    "best_adaptive": "optimum.bracket", "optimal_nonadaptive_coordinate": "policies.search", "optimal_nonadaptive_unit": "policies.search",
+    "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.strategies", "STRATEGIES": "policies.registry",
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
-    "Bounds": "bracket", "bounds": "bracket", "NoisyBellman": "noisy_dp", "noisy_bellman": "noisy_dp",
-    "make_channel": "channels", "effective_tau2": "channels",
+    "Bounds": "optimum.bracket", "bounds": "optimum.bracket", "NoisyBellman": "optimum.noisy_dp", "noisy_bellman": "optimum.noisy_dp",
+    "make_channel": "mc.channels", "effective_tau2": "mc.channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
-    "best_nonadaptive_keyed": "keyed", "best_adaptive_keyed": "keyed_adaptive",
-    "AtomsPrior": "atoms", "MixturePrior": "mixture", "PRIORS": "priors", "register_prior": "priors",
+    "best_nonadaptive_keyed": "keys.nonadaptive", "best_adaptive_keyed": "keys.adaptive",
+    "AtomsPrior": "priors.atoms", "MixturePrior": "priors.mixture", "PRIORS": "priors.registry", "register_prior": "priors.registry",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
     "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
 }
@@ -43,9 +74,9 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
     ``tau_of_tokens(prior, tokens, s2)``, an approximation (docs/decoders.md)."""
     import numpy as np
 
-    from .limits import check_posterior_args
-    from .capabilities import capability
-    from .simulate import check_inputs
+    from fvnum.guards.limits import check_posterior_args
+    from fvnum.priors.capabilities import capability
+    from fvnum.mc.simulate import check_inputs
 
     spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
     t = channel.tau
@@ -68,9 +99,9 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 __all__ = [
     "Bounds", "Channel", "DamagedFile", "DomainError", "InputError", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
-    "ComparisonTable", "Estimate", "FunctionVectors", "NoisyBellman", "PatchingTable",
+    "ComparisonTable", "Estimate", "FunctionVectors", "InjectionTable", "MeanState", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",
-    "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit", "patched_loss", "patching_table", "per_sample",
-    "posterior_mean", "tau_of_tokens",
+    "injection_table", "keyed_patching_table", "mean_state", "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit",
+    "patched_loss", "patching_table", "per_sample", "posterior_mean", "state_patching_table", "tau_of_tokens",
 ]

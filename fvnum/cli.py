@@ -17,8 +17,8 @@ from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, parse_int_list
 from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
-from .priors import PRIORS, cli_priors
-from .registry import CLI_STRATEGIES as STRATEGY_CHOICES
+from fvnum.priors.registry import PRIORS, cli_priors
+from fvnum.policies.registry import CLI_STRATEGIES as STRATEGY_CHOICES
 from fvsym.errors import InputError
 
 
@@ -92,7 +92,7 @@ def register(subparsers) -> None:
     )
     strict_options(p)  # also where fv sweep builds this parser with a class of its own
     p.add_argument("--prior", choices=cli_priors(), default="tree",
-                   help="the prior (fvnum.priors.PRIORS): tree, gaussian, or a registered one such as atoms")
+                   help="the prior (fvnum.priors.registry.PRIORS): tree, gaussian, or a registered one such as atoms")
     p.add_argument("--depth", type=int_arg("--depth", 1, MAX_DEPTH), default=None,
                    help="tree depth K (D = 2^K - 1; default 4, or the number of --scales)")
     p.add_argument("--alpha", type=number_arg("--alpha", exact=True, low=0, high=1, open_low=True, open_high=True),
@@ -143,7 +143,7 @@ def register(subparsers) -> None:
 
 
 def _add_prior_options(p) -> None:
-    """The options of every registered prior built from options (``fvnum.priors.PriorOption``), each flag once."""
+    """The options of every registered prior built from options (``fvnum.priors.registry.PriorOption``), each flag once."""
     seen = set()
     for entry in PRIORS.values():
         for opt in entry.options:
@@ -156,7 +156,7 @@ def _add_prior_options(p) -> None:
 
 
 def _own_options(prior: str) -> set:
-    """The dests of the options a prior built from options takes (``fvnum.priors``)."""
+    """The dests of the options a prior built from options takes (``fvnum.priors.registry``)."""
     return {opt.dest for opt in PRIORS[prior].options} if prior in PRIORS else set()
 
 
@@ -187,13 +187,13 @@ def _number(text):
 def _bounds(args) -> int:
     from fvsym.priors import TreePrior
 
-    from .bracket import bounds
+    from fvnum.optimum.bracket import bounds
 
     check_prior_options(args)
     prior = prior_of(args)
     if args.tokens is None and args.s2 != "1/100":
         raise InputError("--s2 applies to the tokens channel (--tokens N) only")
-    # priced whole before any work (fvnum.bracket.check_bounds_cost)
+    # priced whole before any work (fvnum.optimum.bracket.check_bounds_cost)
     res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
                  s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), **cli_prior(args.prior).shown(args, prior)}
@@ -355,7 +355,7 @@ class CliPrior:
 
 
 # the two priors fv builds from its own options (--depth, --alpha, --scales, --cov, --eigenvalues); every other
-# registered prior builds itself from its options (fvnum.priors.PriorEntry.build)
+# registered prior builds itself from its options (fvnum.priors.registry.PriorEntry.build)
 def _tree_shown(args, prior) -> dict:
     return {"alpha": args.alpha if args.scales is None else None,
             **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})}
@@ -394,13 +394,13 @@ def _alpha_shown(args):
 
 
 def _mc(args) -> int:
-    from . import loss_mc
-    from .channels import make_channel
-    from .limits import check_mc
-    from .tree import numeric_prior
+    from fvnum import loss_mc
+    from fvnum.mc.channels import make_channel
+    from fvnum.guards.limits import check_mc
+    from fvnum.priors.tree import numeric_prior
 
     check_mc_options(args)
-    from .registry import resolve_strategy
+    from fvnum.policies.registry import resolve_strategy
 
     if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
         _, klass = resolve_strategy(args.strategy, args.measurement)
@@ -449,7 +449,7 @@ def _mc(args) -> int:
         strategy, inputs["measurement"] = resolve_strategy(args.strategy, args.measurement)
         inputs["strategy"] = f"{strategy}_{inputs['measurement']}"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}
-    if channel.tau_given is not None:  # noiseless in effect (fvnum.channels): computed at tau = 0
+    if channel.tau_given is not None:  # noiseless in effect (fvnum.mc.channels): computed at tau = 0
         inputs["tau_given"] = channel.tau_given
         shown["tau"] = f"{args.tau} (noiseless in effect: computed at tau = 0)"
     what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)

@@ -3,4 +3,4 @@ keyword default and its ``fv`` option's default), so ``comparison_table(...)`` a
 same table. Standard library only: the parsers read it without loading numpy. ``tests/test_defaults_agree.py``
 walks the parsers and the functions and configurations they set and holds the defaults equal."""
 
-KEYED = "weighted"  # the key family of the prediction rows of Models A and B (fvnum.keyed); None: linear keys
+KEYED = "weighted"  # the key family of the prediction rows of Models A and B (fvnum.keys.nonadaptive); None: linear keys

@@ -17,9 +17,9 @@ class Estimate:
     """``value`` (the sample mean), ``stderr`` (sample standard deviation / sqrt(n)), ``n`` (samples).
 
     ``how`` says how the number was obtained: ``"mc"`` (Monte Carlo) unless stated otherwise;
-    ``decoder``, for a loss, which decoder produced it (``fvnum.channels.decoder_of``: ``"exact: ..."`` or
+    ``decoder``, for a loss, which decoder produced it (``fvnum.mc.channels.decoder_of``: ``"exact: ..."`` or
     ``"approximate: ..."``), None where not applicable. ``function_vectors``: the readings of every
-    sample (``fvnum.simulate.FunctionVectors``) when they were recorded (``loss_mc(..., record=True)``),
+    sample (``fvnum.mc.simulate.FunctionVectors``) when they were recorded (``loss_mc(..., record=True)``),
     else None; not part of equality or of ``to_dict()``.
     """
 
@@ -63,10 +63,10 @@ class SearchResult:
     ``name``: the strategy name of the design or of the winning policy; ``estimate``: its loss on fresh
     samples (stream ``EVAL``, so the selection does not bias it); ``how``: how it was found; ``design``:
     the design of a non-adaptive result, node numbers (B,) (coordinate class) or unit rows (B, D), None
-    for an adaptive policy; ``policy``: the Policy object (``fvnum.simulate.simulate`` runs it);
+    for an adaptive policy; ``policy``: the Policy object (``fvnum.mc.simulate.simulate`` runs it);
     ``candidates``: ``{name: Estimate}`` of the policies compared, on the selection stream (``SELECT``),
     for a search among named policies, else empty; ``keys``: for a search under a key family
-    (``fvnum.keyed``), the keys found (a ``fvnum.keys`` family object with its parameters: a design's keys,
+    (``fvnum.keys.nonadaptive``), the keys found (a ``fvnum.keys.families`` family object with its parameters: a design's keys,
     or an adaptive policy's first-layer key), else None (the linear keys of the tokens channel)."""
 
     name: str

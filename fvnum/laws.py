@@ -265,7 +265,7 @@ VERDICTS = ("exponential", "power", "can't tell", "neither")
 
 @dataclass(frozen=True)
 class LawPower:
-    """How often the study's law test (:func:`law_test` on seeds as points, as ``bridges.scaling.fit_study`` calls
+    """How often the study's law test (:func:`law_test` on seeds as points, as ``bridges.studies.scaling.fit_study`` calls
     it for trained models) reaches each verdict on synthetic replicates of a study whose losses scatter around a
     predicted ``curve`` (:func:`law_power`). ``fractions`` and their binomial standard errors ``stderr`` per
     verdict (:data:`VERDICTS`); ``power`` is the fraction of ``target`` (None without one)."""

@@ -1,10 +1,10 @@
 """The trained models as the theory sees them: one registry, ``MODELS`` (name -> model object, in the order they
-were registered), shared with ``bridges`` (``bridges.models.MODELS`` is this dict).
+were registered), shared with ``bridges`` (``bridges.models.networks.MODELS`` is this dict).
 
 Models A, B, C of THEORY.md section 7 are declared here, once, by what the theory says of them
 (:class:`ModelTheory`); ``bridges`` attaches the torch side to each (its network, recipe, figure marker and
-price: ``bridges.model_registry.ModelSpec``, which carries the same fields) and registers models of its own with
-``bridges.models.register_model``. fvnum reads only the theory's side of a model object, by name
+price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and registers models of its own with
+``bridges.models.networks.register_model``. fvnum reads only the theory's side of a model object, by name
 (``fvnum.theory``, ``fvnum.regime``):
 
 - ``name``: its letter; ``description``: one line;
@@ -16,7 +16,7 @@ price: ``bridges.model_registry.ModelSpec``, which carries the same fields) and 
   its keys are MLPs (else linear keys and a linear readout); the checks of THEORY.md section 7
   (``prediction_checks``) pair the models by these two.
 
-Standard library only: ``bridges.config`` reads the registry without loading numpy.
+Standard library only: ``bridges.runs.config`` reads the registry without loading numpy.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ LAWS = ("exponential", "power")  # fvnum.laws: depth decays exponentially, one l
 
 @dataclass(frozen=True)
 class ModelTheory:
-    """What the theory says of a trained model (the fields above). ``bridges.model_registry.ModelSpec`` adds the
+    """What the theory says of a trained model (the fields above). ``bridges.models.registry.ModelSpec`` adds the
     network, recipe, marker and price of the same model."""
 
     name: str

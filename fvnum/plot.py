@@ -22,12 +22,12 @@ A *source* is one of:
 - a callable ``budget -> value`` (a number, an ``Estimate``, or anything with ``value`` and ``stderr``);
 - points: a mapping ``{budget: value}`` or a list of ``(budget, value)``, ``(budget, value, stderr)``,
   dicts with ``budget`` and ``value`` or ``loss`` (and ``stderr``), or results with ``to_dict()`` such as
-  ``bridges.train.TrainResult`` (budget read from its config): trained models as points;
+  ``bridges.training.train.TrainResult`` (budget read from its config): trained models as points;
 - a :class:`Curve` (already evaluated).
 
 Figures are ``matplotlib.figure.Figure`` objects built without pyplot (no display, no global state:
 safe under any backend, in scripts, tests and notebooks); :func:`draw` puts curves on an existing axis,
-which is how the report figures of ``bridges.figures`` are drawn, so every figure of the project has
+which is how the report figures of ``bridges.studies.figures`` are drawn, so every figure of the project has
 this one source.
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
         return source if not style else Curve(source.label, source.budgets, source.values, source.errors,
                                               source.kind, {**source.style, **style})
     if isinstance(source, str):
-        from .registry import loss_mc
+        from fvnum.policies.registry import loss_mc
 
         if prior is None:
             raise InputError(f"curve {label!r}: the strategy {source!r} needs prior=")
@@ -175,7 +175,7 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
 
 
 def _tokens(n_tokens, tokens):
-    from .channels import _n_tokens_of
+    from fvnum.mc.channels import _n_tokens_of
 
     return _n_tokens_of(n_tokens, tokens)  # tokens=: the old spelling, with a DeprecationWarning
 

@@ -3,7 +3,7 @@
 For every cell of a grid of (depth, alpha, N) the theory curves of loss against budget are computed under the
 tokens channel: ``path`` (adaptive, linear keys) and ``top_levels`` (one layer, the prior's top levels) cheaply
 everywhere, and on a shortlist the prediction rows of Models A and B under weighted keys
-(``best_adaptive_keyed``, ``best_nonadaptive_keyed``; :mod:`fvnum.keyed`). Each curve gets the law test of
+(``best_adaptive_keyed``, ``best_nonadaptive_keyed``; :mod:`fvnum.keys.nonadaptive`). Each curve gets the law test of
 :func:`fvnum.laws.law_test` past the dense-measurement drop. A cell is *separating* when the adaptive curves
 are judged geometric and the one-layer curves a power law, over budgets whose largest is below the depth (so
 the path law is not ended by the tree's last level). Among separating cells the cheapest to train wins (the
@@ -15,9 +15,9 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from .estimate import Estimate
-from .laws import DEFAULT_CUT, law_test
-from .model_rows import model as model_of
+from fvnum.estimate import Estimate
+from fvnum.laws import DEFAULT_CUT, law_test
+from fvnum.model_rows import model as model_of
 from fvsym.errors import InputError
 
 ADAPTIVE = ("path", "best_adaptive_keyed")
@@ -116,7 +116,7 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
                   samples: int = 20_000, keyed_samples: int = 1000, seed: int = 0) -> dict:
     """Loss against budget under the tokens channel: ``path`` and ``top_levels`` (``samples`` Monte Carlo
     samples each, common seed), and with ``keyed`` the weighted-key prediction rows of Models A and B."""
-    from .registry import loss_mc
+    from fvnum.policies.registry import loss_mc
 
     prior = tree_prior(depth, alpha, scales)
     budgets = tuple(int(b) for b in budgets)
@@ -124,8 +124,8 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
     curves = {"path": [loss_mc(prior, "path", b, **kw) for b in budgets],
               "top_levels": [loss_mc(prior, "top_levels", b, **kw) for b in budgets]}
     if keyed:
-        from .keyed import best_nonadaptive_keyed
-        from .keyed_adaptive import adaptive_keyed_losses
+        from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+        from fvnum.keys.adaptive import adaptive_keyed_losses
 
         first = best_nonadaptive_keyed(prior, 1, n_tokens=n_tokens, s2=s2, seed=seed)
         found = adaptive_keyed_losses(prior, max(budgets), n_tokens=n_tokens, s2=s2, samples=keyed_samples,
@@ -172,7 +172,7 @@ def predicted_powers(budgets, curves: dict, *, spread, n_seeds: int = 3, replica
     :data:`ONE_LAYER` ones (:func:`fvnum.laws.law_power`, trained losses scattered around the curve with
     ``spread``, the seed SD of log loss: one number, or a dict ``{"adaptive": .., "one_layer": ..}``, e.g. the
     measured spreads of Models A and B). Other curves are left out. Returns name -> ``LawPower``."""
-    from .laws import law_power
+    from fvnum.laws import law_power
 
     if isinstance(spread, dict):
         if set(spread) != {"adaptive", "one_layer"}:

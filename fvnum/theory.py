@@ -1,5 +1,5 @@
 """The theory side of a comparison with trained models (THEORY.md sections 3 to 7), for one prior, one
-budget and one :class:`~fvnum.channels.Channel`.
+budget and one :class:`~fvnum.mc.channels.Channel`.
 
 Every row carries the channel it is for (``channel``): the channel the models see (``tokens``, or the
 ``gaussian`` channel when that is the one given), or says plainly which other one it is (``gaussian``:
@@ -36,19 +36,19 @@ import numpy as np
 from fvsym._validate import _short
 from fvsym.errors import InputError
 
-from .channels import Channel, effective_tau2
-from .defaults import KEYED
-from .estimate import Estimate
-from .limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
-from .model_rows import MODELS, model
-from .priors import atoms_of, prior_entry
-from .strategy_objects import adaptive_class
+from fvnum.mc.channels import Channel, effective_tau2
+from fvnum.defaults import KEYED
+from fvnum.estimate import Estimate
+from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
+from fvnum.model_rows import MODELS, model
+from fvnum.priors.registry import atoms_of, prior_entry
+from fvnum.policies.objects import adaptive_class
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
 CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
 # MODELS (fvnum.model_rows): the registered models, each naming the rows it is held to (``prediction``), the bound
-# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.register_model adds more
+# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.networks.register_model adds more
 
 # What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
 # measurement class, key family). A bound is a bound only where it is proven, and for the rows and models
@@ -76,7 +76,7 @@ ROW_KINDS = {
     "gaussian_optimum": ("reference", "unit", "linear"),
 }
 # The one row each model is held to is named by the model object (``prediction``, first present wins;
-# bridges.model_registry declares Models A, B, C of THEORY.md section 7): A the adaptive optimum found for its class
+# bridges.models.registry declares Models A, B, C of THEORY.md section 7): A the adaptive optimum found for its class
 # and keys, B the non-adaptive one (unit class), C the exact linear theory of its one layer (top levels = the prior's
 # top eigen-directions, the best linear design). Gaussian prior (no adaptive search): the one-layer keyed design for
 # A as for B (measured, not proven: Theorem G1 is for the gaussian channel), or without keyed rows the water-filling
@@ -319,7 +319,7 @@ class ComparisonTable:
 
     def to_frame(self):
         """The rows as a pandas DataFrame (one row per theory row; pandas is optional)."""
-        from .estimate import to_frame
+        from fvnum.estimate import to_frame
 
         return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
 
@@ -354,14 +354,14 @@ class LinearDecoder:
 def prior_covariance(prior) -> np.ndarray:
     """(D, D) float64 covariance of a numeric prior (each exact entry of a fvsym prior rounded once): the
     numeric prior's ``covariance``."""
-    from .priors import numeric
+    from fvnum.priors.registry import numeric
 
     return np.array(numeric(prior).covariance, dtype=np.float64)
 
 
 def _check_channel(channel) -> Channel:
     if not isinstance(channel, Channel):
-        raise InputError(f"channel must be a fvnum Channel (fvnum.channels.make_channel), got {type(channel).__name__}")
+        raise InputError(f"channel must be a fvnum Channel (fvnum.mc.channels.make_channel), got {type(channel).__name__}")
     return channel
 
 
@@ -388,12 +388,12 @@ def softmax_lmmse(prior, W, channel: Channel) -> LinearDecoder:
     """The linear readout ``U`` (D, B), without intercept, of softmax readings with linear scores
     ``s_j(x) = W_j . x`` (rows ``W`` (B, D): Model C under softmax attention, whose bilinear score
     ``q_c(p) . W_c x`` has one layer and so a fixed ``q_c``) and its loss ``E||U phi - theta||^2``, under the
-    tokens channel: the readings' CLT law of docs/theory.md section 10.6 (``fvnum.keys.SoftmaxKeys``), averaged
+    tokens channel: the readings' CLT law of docs/theory.md section 10.6 (``fvnum.keys.families.SoftmaxKeys``), averaged
     exactly over the prior's atoms (a tree: its ``2^K`` leaves). Unlike :func:`lmmse` of linear keys, whose
     second moments are exact, this is the law's approximation, good where ``R = E[w^2] / E[w]^2`` is small
     against N (measured against real tokens in ``tests/fvnum/test_softmax.py``: within 0.5% at ``R / N`` of 3%;
     its first-order bias correction, ``SoftmaxKeys.bias``, made the loss worse there and is not applied)."""
-    from .keys import SoftmaxKeys
+    from fvnum.keys.families import SoftmaxKeys
 
     channel = _check_channel(channel)
     if channel.kind != "tokens":
@@ -464,8 +464,8 @@ def _exact_noise(prior, channel: Channel):
 
 
 def _gaussian_of(prior):
-    """The fvsym Gaussian of the prior's covariance (``matched_gaussian``, ``fvnum.capabilities.Capabilities``)."""
-    from .priors import capability, numeric
+    """The fvsym Gaussian of the prior's covariance (``matched_gaussian``, ``fvnum.priors.capabilities.Capabilities``)."""
+    from fvnum.priors.registry import capability, numeric
 
     return capability(numeric(prior), "matched_gaussian")()
 
@@ -506,7 +506,7 @@ def _mc_kw(channel: Channel) -> dict:
 
 
 def _keyed_row(found) -> TheoryRow:
-    """The TheoryRow of a keyed search's result (``fvnum.keyed``: a ``SearchResult`` with its ``keys``)."""
+    """The TheoryRow of a keyed search's result (``fvnum.keys.nonadaptive``: a ``SearchResult`` with its ``keys``)."""
     est, family = found.estimate, found.keys.name
     return TheoryRow(found.name, float(est.value), float(est.stderr), "exact" if est.stderr == 0 else f"mc n={est.n}",
                      f"{found.how}: the best found within the {family} key family, an upper bound on that family's "
@@ -527,26 +527,26 @@ def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: in
 
 def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, samples: int = 2000,
                  seed: int = 0, design_samples: int | None = None, greedy: bool = False) -> dict:
-    """The rows under the key family ``family`` (``fvnum.keyed``: ``best_adaptive_keyed`` where it exists, the
+    """The rows under the key family ``family`` (``fvnum.keys.nonadaptive``: ``best_adaptive_keyed`` where it exists, the
     tree prior, and ``best_nonadaptive_keyed``) at every budget of ``budgets`` at once
     (``{budget: [TheoryRow, ..]}``; tokens channel only: the key channel is the tokens' one): the greedy
     adaptive keyed policy is run once to the largest budget (its loss after ``B`` layers is the row at ``B``,
     on the same samples, ``samples`` of them), the one-layer design is searched per budget on
-    ``design_samples`` common samples (default :data:`fvnum.limits.DESIGN_SAMPLES_PER_SAMPLE` x ``samples``: its Monte
+    ``design_samples`` common samples (default :data:`fvnum.guards.limits.DESIGN_SAMPLES_PER_SAMPLE` x ``samples``: its Monte
     Carlo loss is dominated by rare confusions of leaves, and a search on 2000 samples fits their noise —
     tree depth 4, budget 3: 0.0233 on its own samples, 0.039 on fresh ones; on 8000, 0.034). Each row is
     the best found within the family: an upper bound on the family's optimum, a bound on no trained model.
-    Softmax keys: the adaptive row is :func:`fvnum.keyed_adaptive.adaptive_softmax_losses` (a quadratic part per
+    Softmax keys: the adaptive row is :func:`fvnum.keys.adaptive.adaptive_softmax_losses` (a quadratic part per
     layer and sample); ``greedy``: also the greedy softmax search of docs/softmax.md's first table (every layer
     with the layer-1 key's ``Q``), as ``greedy_adaptive_keyed`` (same samples)."""
     from dataclasses import replace
 
-    from .keyed import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
-    from .keyed_adaptive import adaptive_keyed_losses, has_adaptive_search
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
+    from fvnum.keys.adaptive import adaptive_keyed_losses, has_adaptive_search
     from fvsym._validate import check_int
 
-    from .resources import check_memory
-    from .tree import numeric_prior
+    from fvnum.guards.resources import check_memory
+    from fvnum.priors.tree import numeric_prior
 
     channel = _check_keyed_channel(channel)
     family = check_family(family)
@@ -572,7 +572,7 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
                       else gaussian_keyed(prior, b, family, **gaussian_design_settings(b, samples), **kw))
     adaptive, old = None, None
     if tree and family == "softmax":
-        from .keyed_adaptive import adaptive_softmax_losses
+        from fvnum.keys.adaptive import adaptive_softmax_losses
 
         adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, first=one[1], **kw)
         if greedy:
@@ -596,7 +596,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     ``top_levels`` (Bayes decoder), the best non-adaptive coordinate and unit designs (searched under the
     noise). Gaussian prior: the water-filling design's Monte Carlo loss (``water_filling_mc``; the gaussian
     channel's optimum, not the tokens channel's). A prior object with its own ``comparison_table`` (the atoms
-    and mixture priors: ``fvnum.atoms.FinitePrior.comparison_table``) gives its own rows; the default key
+    and mixture priors: ``fvnum.priors.atoms.FinitePrior.comparison_table``) gives its own rows; the default key
     family reads as none there (keyed rows are built on the tree and Gaussian priors only). Tree and Gaussian: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
@@ -607,23 +607,23 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
     """
-    from .bracket import best_adaptive, bound_candidates, bounds
-    from .capabilities import capability
-    from .registry import loss_mc
-    from .search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-    from .tree import numeric_prior
+    from fvnum.optimum.bracket import best_adaptive, bound_candidates, bounds
+    from fvnum.priors.capabilities import capability
+    from fvnum.policies.registry import loss_mc
+    from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
+    from fvnum.priors.tree import numeric_prior
 
     if isinstance(channel, (int, float)) and not isinstance(channel, bool) and tau is None and n_tokens is None \
             and tokens is None:  # a number in the channel's place: the gaussian channel's tau, as in bounds(prior, B, 0.3)
         tau, channel = channel, None
     if channel is None or tau is not None or n_tokens is not None or tokens is not None:
-        from .channels import make_channel
+        from fvnum.mc.channels import make_channel
 
         channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
     own = getattr(spec, "comparison_table", None)
-    if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.atoms.FinitePrior.comparison_table)
+    if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.priors.atoms.FinitePrior.comparison_table)
         if keyed_rows_given is not None:
             raise InputError(f"keyed_rows_given: the {getattr(spec, 'name', 'given')} prior computes its own rows "
                              "(no keyed rows); give keyed_rows_given=None")
@@ -694,16 +694,16 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 
 def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, samples: int, search_samples: int,
                              token_channel: bool = True, threads: int = 1) -> float:
-    """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.limits.keyed_cost`` prices those),
-    beside it and from the prices of the strategies it runs (``fvnum.limits.mc_cost``, each strategy's factors
+    """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.guards.limits.keyed_cost`` prices those),
+    beside it and from the prices of the strategies it runs (``fvnum.guards.limits.mc_cost``, each strategy's factors
     from its object): the path row, the default candidates of ``best_adaptive`` (role ``best_adaptive``, each on
     the selection samples, the winner again on ``min(samples, 4 search_samples)``) and of the bracket (role
     ``bracket``, less the exact noisy policy, sampled twice), the three exact noiseless solves (the bracket's
     lower bound, its and best_adaptive's noiseless Bellman policy), the top levels and both design searches; on a
     prior without a tree's heap the water-filling design and its ``D^3`` solve."""
-    from fvsym.costs import tree_loss_cost
+    from fvsym.guards.costs import tree_loss_cost
 
-    from .strategy_objects import candidates, strategy_of
+    from fvnum.policies.objects import candidates, strategy_of
 
     B = budget
 

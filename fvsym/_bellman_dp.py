@@ -13,12 +13,12 @@ from fractions import Fraction
 
 import sympy as sp
 
-from . import _envelope, _symbols
-from ._validate import check_int
-from .policy import PolicyNode
-from .priors import TreePrior, node_depth, squared_scales
-from .priors import check_tree_prior as _check_prior
-from .errors import InputError
+from fvsym import _envelope, _symbols
+from fvsym._validate import check_int
+from fvsym.policy import PolicyNode
+from fvsym.priors import TreePrior, node_depth, squared_scales
+from fvsym.priors import check_tree_prior as _check_prior
+from fvsym.errors import InputError
 
 
 class _Lin:

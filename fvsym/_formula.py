@@ -84,7 +84,7 @@ class Formula:
     @property
     def domain(self) -> dict:
         """Each param's set of allowed values (``sp.Reals`` for a symbol of no known domain)."""
-        from ._symbols import DOMAINS
+        from fvsym._symbols import DOMAINS
 
         return {p: DOMAINS.get(p, sp.Reals) for p in self.params}
 
@@ -100,14 +100,14 @@ class Formula:
         return tuple(sp.Contains(p, d, evaluate=False) for p, d in self.domain.items()) + self.constraints
 
     def _refuse(self, what: str, given: dict):
-        from ._validate import _text
+        from fvsym._validate import _text
 
         shown = ", ".join(f"{k}={_text(v)}" for k, v in given.items())
         raise DomainError(f"{self.name}: {what}, got {shown}")
 
     def check(self, **values) -> dict:
         """Exact values (by param name) checked against the domain; returns ``{Symbol: value}``."""
-        from ._validate import to_exact
+        from fvsym._validate import to_exact
 
         by_name = {str(p): p for p in self.params}
         unknown = set(values) - set(by_name)
@@ -152,7 +152,7 @@ class Formula:
         domain); ``direction`` (``"+"`` from above, ``"-"`` from below) defaults to the side inside the
         domain. Otherwise a one-line :class:`DomainError`. A limit sympy cannot take for every value of the
         other parameters is a one-line ValueError asking to fix them first."""
-        from ._symbols import alpha
+        from fvsym._symbols import alpha
 
         found = self._param(symbol)
         point, direction = self._check_point(found, point, direction, "limit")
@@ -176,7 +176,7 @@ class Formula:
 
     def _check_point(self, found, point, direction, verb: str):
         """``(point, direction)`` of a limit or series of ``found``, checked against the domain."""
-        from ._validate import to_exact
+        from fvsym._validate import to_exact
 
         if isinstance(point, str) and point.strip() in ("oo", "+oo", "-oo"):
             point = sp.sympify(point.strip())
@@ -248,7 +248,7 @@ class Formula:
             expr_o, name_o, params_o, cons_o, source_o = other.expr, other.name, other.params, other.constraints, \
                 other.source
         else:
-            from ._validate import to_exact
+            from fvsym._validate import to_exact
 
             if isinstance(other, (str, bytes)) or other is None:
                 return NotImplemented
@@ -416,7 +416,7 @@ def _plain(value):
     """A scalar argument of ``Formula.__call__`` as numpy evaluates it: a number given as text ("1/2") is
     parsed by the one number parser; arrays and other numbers pass unchanged."""
     if isinstance(value, str):
-        from ._validate import check_real
+        from fvsym._validate import check_real
 
         return check_real(value, "argument")
     if isinstance(value, sp.Basic) and not value.is_number:

@@ -13,7 +13,7 @@ sympy numbers).
 
 The command line's argparse types are in :mod:`fvsym.cli` (:func:`~fvsym.cli.number_arg`,
 :func:`~fvsym.cli.int_arg`, built on these checks); the time cap and the memory probes in
-:mod:`fvsym.guards`. Every refusal is an :class:`~fvsym.errors.InputError` (a ``ValueError``).
+:mod:`fvsym.guards.limits`. Every refusal is an :class:`~fvsym.errors.InputError` (a ``ValueError``).
 """
 from __future__ import annotations
 

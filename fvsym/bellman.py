@@ -34,15 +34,15 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import _envelope, _symbols
-from ._bellman_dp import (
+from fvsym import _envelope, _symbols
+from fvsym._bellman_dp import (
     MAX_ALPHA_DEPTH, _AlphaSolver, _alpha_solver, _check_alpha_depth, _check_numeric, _solver,
 )
-from ._validate import _short, check_int
-from .bellman_equations import Recursion, noisy_recursion, recursion, recursion_latex, unroll, unroll_cost, unrolled_size
-from .policy import REPR_LINES, BellmanSolution, PolicyNode
-from .priors import TreePrior, squared_scales
-from .errors import InputError
+from fvsym._validate import _short, check_int
+from fvsym.bellman_equations import Recursion, noisy_recursion, recursion, recursion_latex, unroll, unroll_cost, unrolled_size
+from fvsym.policy import REPR_LINES, BellmanSolution, PolicyNode
+from fvsym.priors import TreePrior, squared_scales
+from fvsym.errors import InputError
 
 
 # --- public API ------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class AlphaOptimum:
 
     def at(self, alpha):
         """The exact optimal loss at a number ``alpha`` in ``(0, 1)``."""
-        from ._validate import check_alpha
+        from fvsym._validate import check_alpha
 
         a = check_alpha(alpha)
         if not a.is_number:

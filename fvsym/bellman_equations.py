@@ -8,11 +8,11 @@ import textwrap
 
 import sympy as sp
 
-from . import _symbols
-from ._bellman_dp import _AlphaSolver, _check_alpha_depth, _Solver
-from ._validate import check_int
-from .priors import check_tree_prior as _check_prior
-from .errors import InputError
+from fvsym import _symbols
+from fvsym._bellman_dp import _AlphaSolver, _check_alpha_depth, _Solver
+from fvsym._validate import check_int
+from fvsym.priors import check_tree_prior as _check_prior
+from fvsym.errors import InputError
 
 
 MAX_WRITTEN_WIDTH = 4  # the sum over the 3^d reading outcomes is written out term by term
@@ -107,14 +107,14 @@ def recursion(prior, layers: int, width: int, tau=None) -> Recursion:
     posterior covariance ``P``, whose update does not depend on the reading (the expectation over
     the reading is trivial), ``J_L(P) = tr P`` and ``J_{l-1}(P) = min_W J_l(P - P W^T (W P W^T +
     tau^2 I)^-1 W P)``, ``optimal_loss = J_0(C)``. :func:`unroll` expands the tree version."""
-    from . import _notation as N
-    from .priors import GaussianPrior
+    from fvsym import _notation as N
+    from fvsym.priors import GaussianPrior
 
     layers = check_int(layers, "layers", minimum=1)
     width = check_int(width, "width", minimum=1)
     optimum = sp.Symbol("optimal_loss")
     if isinstance(prior, GaussianPrior):
-        from ._validate import check_tau
+        from fvsym._validate import check_tau
 
         t = _symbols.tau if tau is None else check_tau(tau)
         D = prior.dim
@@ -167,8 +167,8 @@ def noisy_recursion(prior, layers: int, width: int = 1, tau=None) -> Recursion:
     ``V_0(b) = U(b)`` and ``V_l(b) = min_n int V_{l-1}(b * p_n(phi)) dphi`` with the Gaussian
     likelihoods ``p_n(phi)_m = N(phi; theta_m[n], tau^2)``; the optimum is ``V_L(b_0)``. The leaves'
     ``theta_m`` are written out. ``fvnum.noisy_bellman`` evaluates it numerically."""
-    from . import _notation as N
-    from ._validate import check_tau
+    from fvsym import _notation as N
+    from fvsym._validate import check_tau
 
     prior = _check_prior(prior)
     layers = check_int(layers, "layers", minimum=1)
@@ -272,18 +272,18 @@ def unroll(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) 
 
 def unroll_cost(prior, layers: int, width: int, max_terms: int = MAX_UNROLLED_TERMS) -> tuple[float, float]:
     """``(bytes, seconds)`` of ``fv derive bellman --unroll`` (building, evaluating and printing the unrolled
-    recursion), from its counts, without building it (:mod:`fvsym.costs` holds the measured constants).
+    recursion), from its counts, without building it (:mod:`fvsym.guards.costs` holds the measured constants).
     Numeric scales: linear in the written-out size (:func:`unrolled_size`). Symbolic alpha: simplifying the
     ``Min`` over the actions dominates, linear in the number of distinct actions; when the optimum is zero
     (every leaf identified) the ``Min`` collapses at once and the actions cost little."""
-    from . import costs
+    from fvsym.guards import costs
 
     prior, layers, solver = _unroll_solver(prior, layers, width)
     size, actions = _unrolled_counts(prior, layers, solver, max_terms)
     memory = costs.UNROLL_BASE_BYTES + costs.UNROLL_BYTES_PER_NODE * size
     if prior.is_numeric:
         return memory, costs.UNROLL_BASE_SECONDS + costs.UNROLL_SECONDS_PER_NODE * size
-    from .priors import TreePrior
+    from fvsym.priors import TreePrior
 
     numeric = _Solver(TreePrior(prior.depth, "1/2"), width)  # the structure only: zero for one alpha, for all
     zero = numeric.loss(numeric.full, numeric.value(numeric.full, layers)) == 0 if layers else False

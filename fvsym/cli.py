@@ -17,7 +17,7 @@ Handlers import the derivations lazily; nothing here loads numba or torch.
 
 This is fvsym's command-line layer, above the rest of fvsym (nothing in fvsym imports it): the one fvsym
 module with argparse types (:func:`number_arg`, :func:`int_arg`, shared by every ``fv`` command) and
-:func:`cli_words` (a library refusal said with the command line's flags). Its guards are :mod:`fvsym.guards`.
+:func:`cli_words` (a library refusal said with the command line's flags). Its guards are :mod:`fvsym.guards.limits`.
 """
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ import re
 
 import sympy as sp
 
-from ._emit import to_json
-from ._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
-from .costs import tree_loss_cost
-from .guards import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_time, largest_fitting
-from .priors import MAX_DEPTH
-from .strategy_names import BARE, CLASS_NAMED, bare_refusal
-from .strategy_names import DERIVE as STRATEGIES
-from .errors import DamagedFile, InputError, reworded
+from fvsym._emit import to_json
+from fvsym._validate import _short, check_alpha, check_int, check_printable, check_real, check_tau, parse_fraction, parse_number_list
+from fvsym.guards.costs import tree_loss_cost
+from fvsym.guards.limits import TIME_CAP_NOTE, check_memory, check_time, fits_memory, fits_time, largest_fitting
+from fvsym.priors import MAX_DEPTH
+from fvsym.strategy_names import BARE, CLASS_NAMED, bare_refusal
+from fvsym.strategy_names import DERIVE as STRATEGIES
+from fvsym.errors import DamagedFile, InputError, reworded
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)
 _PRINT_HINT = "; give alpha and tau with fewer digits (such as 1/2) or a smaller depth"
@@ -46,7 +46,7 @@ CLI_TIME_CAP_NOTE = "fv --max-seconds S raises it"  # the flag that sets the tim
 
 def cli_words(exc) -> str:
     """The one-line message of a library error as ``fv`` prints it: the library names the time cap in its own
-    words (:data:`fvsym.guards.TIME_CAP_NOTE`), the command line names its flag (``fv --max-seconds S``). Works
+    words (:data:`fvsym.guards.limits.TIME_CAP_NOTE`), the command line names its flag (``fv --max-seconds S``). Works
     on an error re-raised with more words around it (a sweep's cell), so it goes by the text."""
     return str(exc).replace(TIME_CAP_NOTE, CLI_TIME_CAP_NOTE)
 
@@ -106,7 +106,7 @@ def int_arg(name: str, minimum: int | None = None, maximum: int | None = None):
 def tree_prior_of(depth, alpha, scales):
     """The ``TreePrior`` of ``--depth`` with ``--alpha`` or ``--scales`` (text); ``depth=None`` with scales:
     the number of scales."""
-    from .priors import TreePrior
+    from fvsym.priors import TreePrior
 
     if scales is None:
         return TreePrior(depth) if alpha is None else TreePrior(depth, check_alpha(alpha))
@@ -129,7 +129,7 @@ def load_covariance(path) -> list:
     be a link to another file)."""
     from pathlib import Path
 
-    from .priors import MAX_GAUSSIAN_DIM
+    from fvsym.priors import MAX_GAUSSIAN_DIM
 
     p = Path(path)
     shown = _short_path(path)
@@ -189,7 +189,7 @@ def _short_path(path) -> str:
 def _load_npy(p, shown: str, max_dim: int) -> list:
     """A ``.npy`` covariance, its header read first (``fvsym.npyfile``): the shape, dtype and data size are
     checked before the array is loaded."""
-    from .npyfile import read_matrix
+    from fvsym.npyfile import read_matrix
 
     def check(shape, nbytes):
         if max(shape) > max_dim:
@@ -283,7 +283,7 @@ def register(subparsers) -> None:
 
 
 def _tree_loss(args) -> int:
-    from .tree import tree_loss
+    from fvsym.tree import tree_loss
 
     if args.design is not None and args.strategy != "fixed":
         raise InputError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
@@ -319,7 +319,7 @@ def _tree_loss(args) -> int:
 
 def _tree_loss_scales(args) -> int:
     """``fv derive tree-loss --scales``: the same derivations on a tree of general scales."""
-    from .tree import tree_loss
+    from fvsym.tree import tree_loss
 
     if args.policy:
         raise InputError("--policy applies with --alpha (or symbolic alpha), not --scales")
@@ -336,9 +336,9 @@ def _tree_loss_scales(args) -> int:
 def _fixed_design_loss(args) -> int:
     """``fv derive tree-loss --strategy fixed --design n1,n2,..``: the exact noiseless loss of a fixed
     coordinate design (``fvsym.tree.coordinate_design_loss``; symbolic in alpha by default)."""
-    from ._formula import Formula
-    from ._validate import check_node_list, parse_int_list
-    from .tree import SOURCE, coordinate_design_loss
+    from fvsym._formula import Formula
+    from fvsym._validate import check_node_list, parse_int_list
+    from fvsym.tree import SOURCE, coordinate_design_loss
 
     if args.design is None:
         raise InputError("--strategy fixed needs --design n1,n2,... (heap node numbers)")
@@ -361,7 +361,7 @@ def _fixed_design_loss(args) -> int:
 
 
 def _bellman(args) -> int:
-    from . import bellman
+    from fvsym import bellman
 
     if args.depth is None and args.scales is None:
         raise InputError("--depth K is required (or give --scales a_1,..,a_K)")
@@ -412,10 +412,10 @@ def _bellman(args) -> int:
 
 def _policy(depth: int, budget: int, args, alpha):
     """The argmins behind an optimal loss: the decision tree, or the fixed design (cached solves)."""
-    from . import bellman
-    from .priors import TreePrior
+    from fvsym import bellman
+    from fvsym.priors import TreePrior
 
-    from .tree import path_design, top_levels_design
+    from fvsym.tree import path_design, top_levels_design
 
     prior = TreePrior(depth) if alpha is None else TreePrior(depth, alpha)
     if args.strategy == "top_levels":  # the design does not depend on alpha
@@ -447,7 +447,7 @@ def _pieces_text(pieces, with_policy: bool) -> str:
 
 
 def _gaussian_loss(args) -> int:
-    from .gaussian import gaussian_loss
+    from fvsym.gaussian import gaussian_loss
 
     tau = None if args.tau is None else check_tau(args.tau)
     alpha = None if args.alpha is None else check_alpha(args.alpha)
@@ -502,7 +502,7 @@ def _emit(formula, inputs: dict, fmt: str, extra: dict | None = None) -> None:
         print(f"source: {record['source']}")
     if extra and fmt == "latex":  # LaTeX only: the pieces as cases, any text (a decision tree) as comments
         if "pieces" in extra:
-            from .bellman import pieces_latex
+            from fvsym.bellman import pieces_latex
 
             print(pieces_latex(formula.pieces))
         text = extra.get("policy_text") or (f"design: nodes {extra['design']}" if "design" in extra else None)
@@ -520,7 +520,7 @@ def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False)
     """Refuse, before building it, an unrolled recursion that would not fit in memory or would take longer
     than the cap (one line: the estimate, the cap, the most layers that fit); ``bellman.unroll_cost`` prices
     it (``symbolic`` is read from the prior)."""
-    from . import bellman
+    from fvsym import bellman
 
     what = f"fv derive bellman --unroll at depth {prior.depth} with {layers} layers"
     memory, seconds = bellman.unroll_cost(prior, layers, width)
@@ -535,7 +535,7 @@ def check_unroll_cost(prior, layers: int, width: int, *, symbolic: bool = False)
 def _gaussian_price(cov, eigenvalues, dim, depth, symbolic_alpha: bool, symbolic_tau: bool, budget: int = 0):
     """``(bytes, seconds, what, resize)`` of ``fv derive gaussian-loss`` for these inputs (``cov`` a name or
     the rows read from a file); ``resize(D)`` prices the same command at dimension ``D``."""
-    from .costs import gaussian_loss_cost
+    from fvsym.guards.costs import gaussian_loss_cost
 
     if eigenvalues is not None:
         def resize(D):
@@ -592,8 +592,8 @@ def derive_price(argv) -> dict:
     measured time and memory."""
     import argparse
 
-    from . import bellman
-    from .costs import DESIGN_LISTING_BYTES_PER_NODE, DESIGN_LISTING_SECONDS_PER_NODE, tree_loss_cost
+    from fvsym import bellman
+    from fvsym.guards.costs import DESIGN_LISTING_BYTES_PER_NODE, DESIGN_LISTING_SECONDS_PER_NODE, tree_loss_cost
 
     parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--max-seconds", default=None)
@@ -631,9 +631,9 @@ def derive_price(argv) -> dict:
 def check_design_listing_cost(budget: int) -> None:
     """Refuse, before building it, a listed design (``--policy`` of top_levels: its ``B`` node numbers) that
     would not fit in memory or in the time cap, naming the largest budget that fits."""
-    from .costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
+    from fvsym.guards.costs import DESIGN_LISTING_BYTES_PER_NODE as per_byte, DESIGN_LISTING_SECONDS_PER_NODE as per_second
 
-    from .guards import available_memory, max_seconds
+    from fvsym.guards.limits import available_memory, max_seconds
 
     what = f"listing the design of {budget} nodes (--policy)"
     fit_memory = int(max(available_memory() - 150e6, 0) // per_byte)

@@ -8,7 +8,7 @@ working; a caller that must tell them apart catches the class:
 - :class:`DomainError` (an :class:`InputError`): a formula evaluated, or a limit or series taken, outside
   its domain (:mod:`fvsym._formula`);
 - :class:`ResourceRefused`: a job priced over the time cap or the memory available, or past its cap while
-  running (:mod:`fvsym.guards`), in the library's words; the command line names its flag instead;
+  running (:mod:`fvsym.guards.limits`), in the library's words; the command line names its flag instead;
 - :class:`DamagedFile`: a file that is not what it claims (a run configuration, a cell, a checkpoint, a
   training result): one line naming the file.
 

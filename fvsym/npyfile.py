@@ -1,10 +1,10 @@
 """A two-dimensional ``.npy`` array read safely: the header first (shape, dtype, data size checked before any
 data is read; never a pickle), one-line errors that never echo the file's content. Used by ``--cov FILE.npy``
-(``fvsym.cli``) and ``--atoms FILE.npy`` (``fvnum.atoms``); numpy is imported when a file is read."""
+(``fvsym.cli``) and ``--atoms FILE.npy`` (``fvnum.priors.atoms``); numpy is imported when a file is read."""
 from __future__ import annotations
 
 from typing import Callable
-from .errors import DamagedFile, InputError, reworded
+from fvsym.errors import DamagedFile, InputError, reworded
 
 
 def read_matrix(p, label: str, what: str, check_shape: Callable[[tuple, int], None]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
-from .errors import InputError
+from fvsym.errors import InputError
 
 SOURCE = "THEORY.md §3"
 

@@ -11,10 +11,10 @@ from functools import cached_property
 
 import sympy as sp
 
-from . import _symbols
-from .heap import child, leaf_bit
-from ._validate import _short, check_alpha, check_int, to_exact
-from .errors import InputError
+from fvsym import _symbols
+from fvsym.heap import child, leaf_bit
+from fvsym._validate import _short, check_alpha, check_int, to_exact
+from fvsym.errors import InputError
 
 MAX_DEPTH = 30
 MAX_GAUSSIAN_DIM = 1023  # a sympy D x D covariance: D = 1023 (the matched Gaussian at depth 10) takes seconds

@@ -18,15 +18,15 @@ from fractions import Fraction
 
 import sympy as sp
 
-from . import _symbols, bellman
-from ._formula import Formula, IsPowerOfTwo
-from ._validate import _short, check_alpha, check_choice, check_int
-from .errors import InputError
-from .bellman import PolicyNode
-from .priors import TreePrior, node_depth, squared_scales
-from .priors import check_tree_prior as _check_prior
-from .strategy_names import CLASS_NAMED
-from .strategy_names import TREE_LOSS as STRATEGIES
+from fvsym import _symbols, bellman
+from fvsym._formula import Formula, IsPowerOfTwo
+from fvsym._validate import _short, check_alpha, check_choice, check_int
+from fvsym.errors import InputError
+from fvsym.bellman import PolicyNode
+from fvsym.priors import TreePrior, node_depth, squared_scales
+from fvsym.priors import check_tree_prior as _check_prior
+from fvsym.strategy_names import CLASS_NAMED
+from fvsym.strategy_names import TREE_LOSS as STRATEGIES
 SOURCE = "THEORY.md §6"
 
 _alpha, _K, _B, _j, _k = _symbols.alpha, _symbols.depth, _symbols.budget, _symbols.levels, _symbols.k

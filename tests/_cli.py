@@ -25,7 +25,7 @@ def examples(n: int):
 
 class FullDisk:
     """A file opened on descriptor ``fd`` whose disk is full: every write raises ENOSPC (for
-    ``bridges.store._open_tmp``, the atomic writer's temporary file)."""
+    ``bridges.runs.store._open_tmp``, the atomic writer's temporary file)."""
 
     def __init__(self, fd):
         import os

@@ -57,7 +57,7 @@ def test_a_function_that_lets_the_caller_choose_the_channel_takes_every_spelling
 
 def test_plot_curve_takes_a_channel_as_loss_mc_does():
     from fvnum import plot
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")
     kw = dict(prior=prior, samples=500, seed=2, threads=1)
@@ -72,7 +72,7 @@ def test_plot_curve_takes_a_channel_as_loss_mc_does():
 
 
 def test_effective_tau2_takes_a_prior_and_the_channels_keywords():
-    from fvnum.channels import effective_tau2, make_channel
+    from fvnum.mc.channels import effective_tau2, make_channel
 
     prior = TreePrior(4, "1/2")
     exact = effective_tau2(prior, n_tokens=128, s2=sp.Rational(1, 100))
@@ -97,7 +97,7 @@ def test_the_third_place_is_the_channel_in_bounds_noisy_bellman_and_comparison_t
     in every function whose third parameter is the channel (``tau`` in ``bounds`` and ``noisy_bellman``,
     ``channel`` in ``comparison_table``); a value of another kind is one line naming it."""
     from fvnum import bounds, comparison_table, noisy_bellman
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.errors import InputError
     from fvsym.priors import TreePrior
 
@@ -119,7 +119,7 @@ def test_the_library_never_calls_itself_with_the_old_tokens_spelling():
     import warnings
 
     from fvnum import comparison_table
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")
     with warnings.catch_warnings():

@@ -61,15 +61,15 @@ def test_bounds_and_noisy_bellman_are_functions_with_real_signatures():
         assert isinstance(fn, types.FunctionType)
         params = inspect.signature(fn).parameters
         assert list(params)[:3] == ["prior", "budget", "tau"] and "kwargs" not in params
-    importlib.import_module("fvnum.bracket")  # importing the modules leaves the names the functions
-    importlib.import_module("fvnum.noisy_dp")
+    importlib.import_module("fvnum.optimum.bracket")  # importing the modules leaves the names the functions
+    importlib.import_module("fvnum.optimum.noisy_dp")
     assert fvnum.bounds is bounds and fvnum.noisy_bellman is noisy_bellman
 
 
 @pytest.mark.parametrize("pkg", ["fvsym", "fvnum", "bridges"])
 def test_no_module_is_callable(pkg):
     """A module named for its function and called like it hides the signature (``(*args, **kwargs)``): none is
-    (``bridges.audit.audit`` is the audit's function)."""
+    (``bridges.analysis.audit.audit`` is the audit's function)."""
     package = importlib.import_module(pkg)
     callable_modules = []
     for info in pkgutil.iter_modules(package.__path__):
@@ -124,8 +124,8 @@ def _subparsers():
 
 # ``fv COMMAND`` -> the function it calls. An option's default None on the command line means "not given"
 # where the function's own default then applies; those pairs are named here with why.
-CALLED = {"mc": ("fvnum.registry", "loss_mc"), "bounds": ("fvnum.bracket", "bounds"),
-          "compare": ("bridges.compare", "compare"), "audit": ("bridges.audit", "audit_model")}
+CALLED = {"mc": ("fvnum.policies.registry", "loss_mc"), "bounds": ("fvnum.optimum.bracket", "bounds"),
+          "compare": ("bridges.analysis.compare", "compare"), "audit": ("bridges.analysis.audit", "audit_model")}
 NOT_GIVEN = {("mc", "s2"): "None: --s2 without --tokens is refused; the library's 0.01 applies",
              ("mc", "progress"): "False: a bar on a terminal only, the library's None (auto)"}
 
@@ -146,7 +146,7 @@ def test_the_command_lines_defaults_equal_the_functions_they_call():
 
 
 def test_comparison_tables_default_to_the_key_family_of_fv_compare():
-    from bridges.compare import compare, theory_table
+    from bridges.analysis.compare import compare, theory_table
     from fvnum.defaults import KEYED
     from fvnum.theory import comparison_table
 
@@ -154,8 +154,8 @@ def test_comparison_tables_default_to_the_key_family_of_fv_compare():
     assert _subparsers()["compare"].get_default("keyed") == KEYED
     for fn in (comparison_table, theory_table, compare):
         assert inspect.signature(fn).parameters["keyed"].default == KEYED
-    from bridges.reproduce import ReproduceConfig
-    from bridges.scaling import ScalingConfig
+    from bridges.studies.reproduce import ReproduceConfig
+    from bridges.studies.scaling import ScalingConfig
 
     assert ReproduceConfig().keyed == ScalingConfig().keyed == KEYED
 
@@ -171,7 +171,7 @@ def test_a_key_family_under_the_gaussian_channel_is_refused_saying_keyed_none():
 def test_compare_returns_a_typed_result_with_its_dict_layout():
     from dataclasses import fields
 
-    from bridges.compare import Comparison
+    from bridges.analysis.compare import Comparison
 
     names = [f.name for f in fields(Comparison)]
     assert names[:3] == ["key", "model", "prior"] and {"trained", "theory", "routing", "audit"} <= set(names)
@@ -199,22 +199,22 @@ def _public_definitions(pkg: str) -> dict[str, str]:
 
 # bridges names that still repeat an fvnum / fvsym name, each with why (their modules belong to other changes)
 REPEATS_LEFT: dict = {}  # none left: the torch key layer is LinearKeyLayer, the reproduction's curves and figure
-# reproduction_curves and reproduction_figure, a run configuration's tree prior private (bridges.data._tree_prior)
+# reproduction_curves and reproduction_figure, a run configuration's tree prior private (bridges.training.data._tree_prior)
 
 
 def test_no_bridges_function_repeats_an_fvnum_name():
-    import bridges.audit
-    import bridges.compare
-    import bridges.models
+    import bridges.analysis.audit
+    import bridges.analysis.compare
+    import bridges.models.networks
     import fvnum.theory
 
     for name in ("keyed_curves", "prediction_checks"):
-        assert hasattr(fvnum.theory, name) and not hasattr(bridges.compare, name)
-    assert callable(bridges.compare.keyed_cells) and callable(bridges.compare.grid_checks)
+        assert hasattr(fvnum.theory, name) and not hasattr(bridges.analysis.compare, name)
+    assert callable(bridges.analysis.compare.keyed_cells) and callable(bridges.analysis.compare.grid_checks)
     # the torch twins of fvnum.theory.lmmse and fvsym.tree.top_levels_design are named for what they return
-    assert not hasattr(bridges.models, "lmmse") and not hasattr(bridges.models, "top_levels_design")
-    assert callable(bridges.models.linear_readout) and callable(bridges.models.top_levels_keys)
-    assert not hasattr(bridges.audit, "softmax_law")  # fvnum.keys.softmax_law is the law; the audit calls it
+    assert not hasattr(bridges.models.networks, "lmmse") and not hasattr(bridges.models.networks, "top_levels_design")
+    assert callable(bridges.models.networks.linear_readout) and callable(bridges.models.networks.top_levels_keys)
+    assert not hasattr(bridges.analysis.audit, "softmax_law")  # fvnum.keys.families.softmax_law is the law; the audit calls it
     below = {**_public_definitions("fvsym"), **_public_definitions("fvnum")}
     repeats = {name: (module, below[name]) for name, module in _public_definitions("bridges").items()
                if name in below}

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.atoms import AtomsPrior, atoms_of, noiseless_bellman
-from fvnum.channels import make_channel
-from fvnum.mixture import MixturePrior
+from fvnum.priors.atoms import AtomsPrior, atoms_of, noiseless_bellman
+from fvnum.mc.channels import make_channel
+from fvnum.priors.mixture import MixturePrior
 from fvsym import TreePrior, bellman
 
 TAU = 0.4
@@ -34,7 +34,7 @@ def ref_posterior_mean(atoms, weights, W, phi, tau):
 
 
 def ref_read_value(b, w, atoms, tau):
-    """W E||E[theta | y]||^2 of one candidate read (the rule of fvnum._kernels.atoms, in numpy)."""
+    """W E||E[theta | y]||^2 of one candidate read (the rule of fvnum.mc._kernels.atoms, in numpy)."""
     live = w > 0
     b, w, A = b[live], w[live], atoms[live]
     if tau == 0:
@@ -138,8 +138,8 @@ def test_posterior_means_equal_plain_numpy(tau):
 
 
 def test_the_tree_is_the_atoms_prior_on_its_leaves():
-    """Same posterior means as the tree's own decoder (fvnum.tree), coordinates and unit rows."""
-    from fvnum.tree import numeric_prior, posterior_means
+    """Same posterior means as the tree's own decoder (fvnum.priors.tree), coordinates and unit rows."""
+    from fvnum.priors.tree import numeric_prior, posterior_means
 
     tree = TreePrior(3, "1/2")
     spec, atoms = numeric_prior(tree), AtomsPrior.of(tree)
@@ -314,7 +314,7 @@ def test_mixture_with_a_rotated_tree_runs_greedy_like_numpy():
 
 
 def test_a_mixture_of_one_tree_gives_the_trees_numbers():
-    from fvnum.tree import numeric_prior, posterior_means
+    from fvnum.priors.tree import numeric_prior, posterior_means
 
     tree = TreePrior(3, "1/2")
     mix = MixturePrior([tree], [1])
@@ -357,7 +357,7 @@ def test_fv_mc_atoms_file_and_diversity(tmp_path):
                                                                              seed=7).value
 
 
-# --- the exact noisy recursion on atoms (fvnum.atoms_dp) ----------------------------------------------------
+# --- the exact noisy recursion on atoms (fvnum.optimum.atoms_dp) ----------------------------------------------------
 def ref_noisy_value(atoms, weights, tau, budget):
     """``V_B`` of THEORY.md section 3 on the atoms, by scipy's adaptive quadrature over each reading (no lattice)."""
     from scipy.integrate import quad
@@ -386,7 +386,7 @@ def ref_noisy_value(atoms, weights, tau, budget):
 
 @pytest.mark.parametrize("depth, budget, tau", [(2, 1, 0.5), (2, 2, 0.5), (3, 1, 0.4), (3, 2, 0.6)])
 def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
-    """The atoms' recursion (any values per coordinate) against fvnum.noisy_dp (the tree's three reading classes)."""
+    """The atoms' recursion (any values per coordinate) against fvnum.optimum.noisy_dp (the tree's three reading classes)."""
     from fvnum import noisy_bellman
 
     tree = TreePrior(depth, "1/2")

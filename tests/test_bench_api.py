@@ -15,8 +15,8 @@ PRIOR = TreePrior(3, "1/2")
 
 
 def _spec_channel(prior=PRIOR, **channel):
-    from fvnum.channels import make_channel
-    from fvnum.tree import numeric_prior
+    from fvnum.mc.channels import make_channel
+    from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(prior)
     return spec, make_channel(spec, **channel)
@@ -25,7 +25,7 @@ def _spec_channel(prior=PRIOR, **channel):
 # --- a strategy by name (or its registered object) -------------------------------------------------------
 @pytest.mark.parametrize("given", ["nope", ["path"], None, 3, "Path"])
 def test_the_policy_builder_refuses_what_the_registry_does_not_hold_in_one_line_naming_its_names(given):
-    from fvnum.registry import STRATEGIES, build_policy
+    from fvnum.policies.registry import STRATEGIES, build_policy
 
     spec, channel = _spec_channel(tau=0.2)
     with pytest.raises(InputError) as caught:
@@ -39,7 +39,7 @@ def test_the_policy_builder_takes_a_registered_name_or_its_object_and_refuses_an
     from dataclasses import replace
 
     from fvnum import loss_mc
-    from fvnum.registry import STRATEGIES, build_policy
+    from fvnum.policies.registry import STRATEGIES, build_policy
 
     spec, channel = _spec_channel(tau=0.2)
     by_name = build_policy(PRIOR, spec, channel, "top_levels", 2)
@@ -54,12 +54,12 @@ def test_the_policy_builder_takes_a_registered_name_or_its_object_and_refuses_an
 
 # --- the noisy optimum's price, on its Strategy object --------------------------------------------------------
 def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_object():
-    from fvnum import noisy_dp
-    from fvnum.limits import mc_cost
-    from fvnum.strategy_objects import STRATEGIES
+    from fvnum.optimum import noisy_dp
+    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.objects import STRATEGIES
 
     optimal = STRATEGIES["optimal"]
-    assert optimal.price == "fvnum.noisy_dp:mc_seconds"
+    assert optimal.price == "fvnum.optimum.noisy_dp:mc_seconds"
     spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
     for samples, threads in ((1000, 1), (10**6, 2)):
         want = (noisy_dp.solve_seconds(spec, 2, 0.3, threads, refine=False)
@@ -76,7 +76,7 @@ def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_objec
 
 def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_adds_its_flag():
     from fvnum import loss_mc
-    from fvnum.resources import time_limit
+    from fvnum.guards.resources import time_limit
 
     with time_limit(2):
         with pytest.raises(ResourceRefused) as caught:
@@ -96,7 +96,7 @@ def _call(name: str, **channel):
 
     import fvnum
     from fvnum import plot
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
 
     kw = dict(samples=400, seed=1)
     calls = {
@@ -121,7 +121,7 @@ def test_tokens_is_accepted_with_a_deprecation_warning_at_the_callers_line(name)
 
 
 def test_tokens_given_beside_another_n_is_one_line():
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
 
     with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="name the same N; got n_tokens=16, "
                                                                            "tokens=32$"):
@@ -129,8 +129,8 @@ def test_tokens_given_beside_another_n_is_one_line():
 
 
 def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
-    from bridges.config import DataConfig
-    from bridges.data import data_channel
+    from bridges.runs.config import DataConfig
+    from bridges.training.data import data_channel
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
@@ -140,9 +140,9 @@ def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
 
 
 def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object():
-    from bridges.sweep import _mc_cell_seconds, _mc_parser
-    from fvnum.limits import mc_cost
-    from fvnum.strategy_objects import STRATEGIES
+    from bridges.studies.sweep import _mc_cell_seconds, _mc_parser
+    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.objects import STRATEGIES
 
     args = _mc_parser().parse_args(["--strategy=optimal", "--depth=4", "--budget=2", "--tau=0.3", "--samples=100000",
                                     "--threads=1"])

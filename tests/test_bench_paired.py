@@ -72,7 +72,7 @@ def test_baseline_worktree_holds_the_old_commit_and_is_removed_however_the_block
 
 
 def test_a_case_the_baseline_lacks_is_timed_in_the_current_checkout_alone():
-    absent = {"absent": "no fvnum.atoms in this checkout"}
+    absent = {"absent": "no fvnum.priors.atoms in this checkout"}
     runs = {"baseline": [absent, absent], "current": [{"first": 3.0, "best": 0.5, "value": 1.0},
                                                       {"first": 1.0, "best": 0.7, "value": 1.0}]}
     row = paired.summarise("atoms", runs)

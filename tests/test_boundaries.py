@@ -189,7 +189,7 @@ def test_huge_tau_gives_the_prior_loss_or_one_line(capsys):
 
 
 def test_water_filling_keeps_the_budget_at_huge_tau():
-    from fvnum.gaussian import water_filling_weights
+    from fvnum.priors.gaussian import water_filling_weights
 
     for tau in (1e-200, 1.0, 1e50, 1e100):
         w = water_filling_weights((2.0, 1.0, 0.5), 2, tau)
@@ -270,7 +270,8 @@ def test_huge_exact_numbers_are_refused_in_the_projects_words(value):
 
 
 def test_a_nan_loss_is_never_returned(monkeypatch):
-    from fvnum import loss_mc, simulate
+    from fvnum import loss_mc
+    from fvnum.mc import simulate
     from fvnum.estimate import Estimate
 
     monkeypatch.setattr(simulate, "simulate", lambda *a, **k: Estimate(math.nan, math.nan, 100))

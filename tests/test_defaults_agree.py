@@ -19,14 +19,14 @@ from tests._cli import default_number
 # differ. The options not named by a parameter (``--format``, ``--prior``'s pieces, ``--quiet``) are the command
 # line's own.
 FUNCTIONS = {
-    ("mc",): ("fvnum.registry", "loss_mc", {}),
-    ("bounds",): ("fvnum.bracket", "bounds", {}),
-    ("compare",): ("bridges.compare", "compare", {}),
-    ("audit",): ("bridges.audit", "audit", {"latents": "n_latents"}),
+    ("mc",): ("fvnum.policies.registry", "loss_mc", {}),
+    ("bounds",): ("fvnum.optimum.bracket", "bounds", {}),
+    ("compare",): ("bridges.analysis.compare", "compare", {}),
+    ("audit",): ("bridges.analysis.audit", "audit", {"latents": "n_latents"}),
     ("derive", "tree-loss"): ("fvsym.tree", "tree_loss", {}),
     ("derive", "gaussian-loss"): ("fvsym.gaussian", "gaussian_loss", {}),
     ("derive", "bellman"): ("fvsym.bellman", "recursion", {}),
-    ("sweep",): ("bridges.sweep", "run", {"quiet": "progress"}),
+    ("sweep",): ("bridges.studies.sweep", "run", {"quiet": "progress"}),
 }
 NEGATED = {(("sweep",), "quiet")}  # a flag that is the negation of its parameter: --quiet False is progress=True
 
@@ -97,14 +97,14 @@ def test_the_label_noise_has_one_default_everywhere(capsys):
     import json
 
     from bridges.cli import main
-    from bridges.config import DataConfig
-    from bridges.scaling import ScalingConfig
+    from bridges.runs.config import DataConfig
+    from bridges.studies.scaling import ScalingConfig
     from fvnum import plot
-    from fvnum.bracket import best_adaptive, bounds
-    from fvnum.channels import make_channel, tau_of_tokens
-    from fvnum.noisy_dp import noisy_bellman
-    from fvnum.patching import patched_loss, patching_table
-    from fvnum.registry import loss_mc
+    from fvnum.optimum.bracket import best_adaptive, bounds
+    from fvnum.mc.channels import make_channel, tau_of_tokens
+    from fvnum.optimum.noisy_dp import noisy_bellman
+    from fvnum.patching.keys import patched_loss, patching_table
+    from fvnum.policies.registry import loss_mc
     from fvnum.theory import comparison_table
 
     s2 = inspect.signature(loss_mc).parameters["s2"].default
@@ -128,7 +128,7 @@ RUN_ASKS = {"model": "a run names its model on the command line (--model A|B|C);
 
 @pytest.mark.parametrize("command", ["train", "compare"])
 def test_a_run_with_no_options_is_the_default_run_configuration(command):
-    from bridges.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
+    from bridges.runs.config import DEFAULT_MODEL, DEFAULT_OUT, RunConfig
 
     parser = _parser_of((command,))
     assert {a.dest for a in _options(parser) if a.required} <= set(RUN_ASKS)  # fv compare --grid needs none
@@ -144,7 +144,7 @@ def test_a_run_with_no_options_is_the_default_run_configuration(command):
 def test_each_run_option_defaults_to_its_field_or_leaves_it_to_the_field(command):
     """A run option's default is its field's, or None where the field's default applies (``--depth``: the
     config's depth, or the number of ``--scales``)."""
-    from bridges.config import RUN_OPTIONS, DataConfig, ModelConfig, TrainConfig
+    from bridges.runs.config import RUN_OPTIONS, DataConfig, ModelConfig, TrainConfig
 
     kinds = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
     parser = _parser_of((command,))
@@ -157,7 +157,7 @@ def test_each_run_option_defaults_to_its_field_or_leaves_it_to_the_field(command
 
 
 def test_fv_compares_own_options_default_to_compare():
-    from bridges.compare import compare
+    from bridges.analysis.compare import compare
 
     params = inspect.signature(compare).parameters
     parser = _parser_of(("compare",))
@@ -167,7 +167,7 @@ def test_fv_compares_own_options_default_to_compare():
 
 def test_fv_scaling_with_no_options_is_the_default_scaling_config():
     from bridges.commands import scaling_config
-    from bridges.scaling import ScalingConfig
+    from bridges.studies.scaling import ScalingConfig
 
     assert scaling_config(_parser_of(("scaling",)).parse_args([])) == ScalingConfig()
 
@@ -176,10 +176,10 @@ def test_fv_audit_with_no_options_calls_audit_with_its_defaults(monkeypatch):
     """The arguments ``fv audit RUN_DIR`` passes are audit's own defaults (``--latents`` not given: 512)."""
     from types import SimpleNamespace
 
-    import bridges.audit
+    import bridges.analysis.audit
     from bridges.cli import main
 
-    defaults = {k: p.default for k, p in inspect.signature(bridges.audit.audit).parameters.items()
+    defaults = {k: p.default for k, p in inspect.signature(bridges.analysis.audit.audit).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     run = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(prior="gaussian", has_leaves=False)))
     taken = {}
@@ -195,8 +195,8 @@ def test_fv_audit_with_no_options_calls_audit_with_its_defaults(monkeypatch):
         taken.update(kw)
         return Done()
 
-    monkeypatch.setattr(bridges.audit, "load_run", lambda folder: run)
-    monkeypatch.setattr(bridges.audit, "audit", fake)
+    monkeypatch.setattr(bridges.analysis.audit, "load_run", lambda folder: run)
+    monkeypatch.setattr(bridges.analysis.audit, "audit", fake)
     assert main(["audit", "runs/x", "--format", "json"]) == 0
     assert set(taken) == {"samples", "token_sample", "n_latents", "seed"}
     assert taken == {k: defaults[k] for k in taken}, (taken, defaults)

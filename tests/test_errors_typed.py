@@ -1,7 +1,7 @@
 """Issue 30 item 4: errors are typed (an input error, a resource refusal, a damaged file), each a ValueError so
-existing callers keep working, raised where the docs say: the argument checks (fvsym._validate, fvnum.simulate's
-check_*), the guards (fvsym.guards, re-exported by fvnum.resources), run folders and checkpoints (bridges.store,
-bridges.checkpoint). Library refusals name no command-line flag; ``fv`` adds it."""
+existing callers keep working, raised where the docs say: the argument checks (fvsym._validate, fvnum.mc.simulate's
+check_*), the guards (fvsym.guards.limits, re-exported by fvnum.guards.resources), run folders and checkpoints (bridges.runs.store,
+bridges.training.checkpoint). Library refusals name no command-line flag; ``fv`` adds it."""
 from __future__ import annotations
 
 import pytest
@@ -36,7 +36,7 @@ def test_the_argument_checks_raise_input_errors(call):
 
 
 def test_fvnum_simulate_checks_raise_input_errors():
-    from fvnum.simulate import check_budget, check_samples, check_seed
+    from fvnum.mc.simulate import check_budget, check_samples, check_seed
 
     for call in (lambda: check_samples(1), lambda: check_seed(-1), lambda: check_budget(-2), lambda: check_samples(2.5)):
         with pytest.raises(InputError):
@@ -56,8 +56,8 @@ def test_a_formula_outside_its_domain_is_a_domain_error_and_an_input_error():
 
 
 def test_the_guards_refuse_with_resource_refused_in_the_librarys_words():
-    from fvnum.resources import check_memory as reexported
-    from fvsym.guards import TIME_CAP_NOTE, check_memory, check_time, time_limit
+    from fvnum.guards.resources import check_memory as reexported
+    from fvsym.guards.limits import TIME_CAP_NOTE, check_memory, check_time, time_limit
 
     assert reexported is check_memory
     with time_limit(10), pytest.raises(ResourceRefused) as info:
@@ -88,7 +88,7 @@ def test_the_noisy_recursion_over_its_work_cap_is_a_resource_refusal():
 
 
 def test_a_run_folder_of_another_kind_is_a_damaged_file(tmp_path):
-    from bridges.store import RunStore
+    from bridges.runs.store import RunStore
 
     RunStore(tmp_path / "run", "reproduce", log=lambda m: None)
     with pytest.raises(DamagedFile) as info:
@@ -105,7 +105,7 @@ def test_a_run_folder_of_another_kind_is_a_damaged_file(tmp_path):
 
 
 def test_a_damaged_checkpoint_is_a_damaged_file(tmp_path):
-    from bridges.checkpoint import DamagedCheckpoint, load_checkpoint
+    from bridges.training.checkpoint import DamagedCheckpoint, load_checkpoint
 
     assert issubclass(DamagedCheckpoint, DamagedFile)
     path = tmp_path / "checkpoint.pt"
@@ -148,9 +148,9 @@ def test_damaged_files_of_every_reader_are_damaged_files(tmp_path):
     """A damaged .npy header, a cut-short .npy, a training result of another format, atoms of another digest."""
     import numpy as np
 
-    from bridges.config import RunConfig
-    from bridges.train import DamagedResult, TrainResult
-    from fvnum.atoms import read_atoms_file
+    from bridges.runs.config import RunConfig
+    from bridges.training.train import DamagedResult, TrainResult
+    from fvnum.priors.atoms import read_atoms_file
     from fvsym.npyfile import read_matrix
 
     assert issubclass(DamagedResult, DamagedFile)

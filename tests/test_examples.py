@@ -228,7 +228,7 @@ def test_05_path_model_matches_theory_and_patching_is_harmless_iff_l_le_j(load, 
 
 # --- 06: a sweep on a local Dask cluster ------------------------------------------------------------------
 def test_06_sweep_on_a_local_cluster_matches_exact_values_and_the_in_process_run(load, tmp_path):
-    from bridges import sweep
+    from bridges.studies import sweep
 
     ex = load("06_sweep")
     cfg = ex.Config(tau="0", samples=2000, budgets=(1, 2), seeds=(0,), workers=1, progress=False, out=str(tmp_path))

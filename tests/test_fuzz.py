@@ -438,7 +438,7 @@ def damage(text: str, data) -> str:
 @examples(12)
 @given(data=st.data())
 def test_damaged_run_configuration(data):
-    from bridges.config import RunConfig
+    from bridges.runs.config import RunConfig
 
     text = damage(RunConfig().to_json(), data)
     cfg = refused_or_finite(lambda: RunConfig.from_json(text))
@@ -461,7 +461,7 @@ seed = [0, 1]
 @examples(12)
 @given(data=st.data())
 def test_damaged_sweep_spec(data):
-    from bridges.sweep import load_spec
+    from bridges.studies.sweep import load_spec
 
     text = damage(SPEC, data)
     with tempfile.TemporaryDirectory() as tmp:
@@ -473,8 +473,8 @@ def test_damaged_sweep_spec(data):
 @examples(6)
 @given(data=st.data())
 def test_damaged_training_result(data):
-    from bridges.config import RunConfig
-    from bridges.train import load_result
+    from bridges.runs.config import RunConfig
+    from bridges.training.train import load_result
 
     cfg = RunConfig()
     record = json.dumps({"format": "fv-result-1", "key": cfg.key(), "config": cfg.to_dict(), "loss": 0.5,

@@ -86,7 +86,7 @@ def test_loss_mc_bare_name_refused_unless_its_class_is_said(measurement):
 
 @pytest.mark.parametrize("seconds, what", [(0.0, "zero"), (-1, "negative"), ("nan", "nan"), ("abc", "text")])
 def test_a_hostile_time_cap_is_an_input_error(seconds, what):
-    from fvsym.guards import time_limit
+    from fvsym.guards.limits import time_limit
 
     with pytest.raises(InputError):
         time_limit(seconds)
@@ -95,7 +95,7 @@ def test_a_hostile_time_cap_is_an_input_error(seconds, what):
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 @given(seconds=st.floats(min_value=1e-300, max_value=1e300), need=st.floats(min_value=0, max_value=1e300))
 def test_the_guards_refuse_in_one_line_naming_the_limit(seconds, need):
-    from fvsym.guards import TIME_CAP_NOTE, check_time, time_limit
+    from fvsym.guards.limits import TIME_CAP_NOTE, check_time, time_limit
 
     with time_limit(1.0):
         try:
@@ -125,7 +125,7 @@ NOISE = st.one_of(st.none(), st.integers(-2, 300), st.floats(allow_nan=True, all
 def test_every_spelling_of_the_channel_works_or_is_refused_in_one_line(tau, n_tokens, tokens, s2, as_channel):
     """``make_channel`` is where every entry point builds its channel: any mix of ``channel``, ``tau``,
     ``n_tokens``, ``tokens`` and ``s2`` gives a Channel or one line (a ValueError), never another error."""
-    from fvnum.channels import Channel, make_channel
+    from fvnum.mc.channels import Channel, make_channel
 
     prior = TreePrior(2, "1/2")
     channel = make_channel(prior, tau=0.2) if as_channel else None

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from bridges.cli import main
 from fvnum import loss_mc
-from fvnum.atoms import AtomsPrior, noiseless_bellman, read_atoms
-from fvnum.mixture import MixturePrior
+from fvnum.priors.atoms import AtomsPrior, noiseless_bellman, read_atoms
+from fvnum.priors.mixture import MixturePrior
 from fvsym import GaussianPrior, TreePrior
 from tests._cli import one_line
 

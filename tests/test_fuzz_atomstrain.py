@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.config import DataConfig
+from bridges.runs.config import DataConfig
 from tests._cli import examples, fv, one_line
 
 RUN = ("--model", "B", "--budget", "2", "--steps", "2", "--batch", "4", "--eval-batches", "1", "--tokens", "8",
@@ -108,8 +108,8 @@ def test_audit_of_a_run_whose_atoms_are_gone(tmp_path):
     code, _, err = fv("audit", folder, "--samples", "4", "--token-sample", "16", "--latents", "8")
     one_line(code, err, "uses its atoms exactly")
     np.save(f"{folder}/atoms.npy", np.zeros((5, 3)))  # the folder's copy replaced by other atoms
-    from bridges import data as data_module
-    import fvnum.atoms as atoms_module
+    from bridges.training import data as data_module
+    import fvnum.priors.atoms as atoms_module
 
     data_module._atoms_prior.cache_clear()
     atoms_module._BY_DIGEST.clear()
@@ -130,8 +130,8 @@ def test_drawn_atoms_fields_are_accepted_or_refused_in_one_line(M, D, seed):
 
 
 def test_the_configurations_limits_are_the_priors():
-    import fvnum.atoms as atoms_module
-    from bridges import config
+    import fvnum.priors.atoms as atoms_module
+    from bridges.runs import config
 
     assert (config.ATOMS_MAX, config.ATOMS_MAX_DIM) == (atoms_module.MAX_ATOMS, atoms_module.MAX_DIM)
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.config import TrainConfig
+from bridges.runs.config import TrainConfig
 from tests._cli import examples, fv
 
 BASE = ("train", "--model", "A", "--prior", "tree", "--depth", "3", "--tokens", "8", "--budget", "2",

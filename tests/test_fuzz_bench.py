@@ -42,7 +42,7 @@ HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.tex
 @examples(40)
 @given(value=HOSTILE)
 def test_a_strategy_that_is_no_registered_name_is_one_input_error_line(value):
-    from fvnum.strategy_objects import STRATEGIES, strategy_name
+    from fvnum.policies.objects import STRATEGIES, strategy_name
 
     if isinstance(value, str) and value in STRATEGIES:
         assert strategy_name(value) == value
@@ -56,7 +56,7 @@ def test_a_strategy_that_is_no_registered_name_is_one_input_error_line(value):
 @examples(40)
 @given(value=HOSTILE | st.integers(min_value=10**6, max_value=10**400) | st.just(float("nan")))
 def test_tokens_given_nonsense_is_one_line_after_its_warning(value):
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -171,7 +171,7 @@ def test_the_isotropic_gaussian_echoes_no_alpha():
 def test_sweep_cells_parse_fv_mc_with_the_same_checks():
     """``fv sweep`` builds ``fv mc``'s parser with a class of its own: repeats are refused there too (as a
     ValueError it reports with the spec key)."""
-    from bridges.sweep import _mc_parser
+    from bridges.studies.sweep import _mc_parser
 
     parser = _mc_parser()
     args = parser.parse_args(["--depth=3", "--tau=1/2", "--samples=200"])
@@ -189,7 +189,7 @@ def test_fv_audit_latents_apply_to_gaussian_runs_only(monkeypatch, prior):
     leaves, is refused in one line; on a Gaussian run it is passed on (default 512 when not given)."""
     from types import SimpleNamespace
 
-    import bridges.audit
+    import bridges.analysis.audit
 
     run = SimpleNamespace(config=SimpleNamespace(data=SimpleNamespace(prior=prior, has_leaves=prior == "tree")))
     taken = []
@@ -201,8 +201,8 @@ def test_fv_audit_latents_apply_to_gaussian_runs_only(monkeypatch, prior):
         def lines(self):
             return [f"n_latents {taken[-1]}"]
 
-    monkeypatch.setattr(bridges.audit, "load_run", lambda folder: run)
-    monkeypatch.setattr(bridges.audit, "audit", lambda result, **kw: taken.append(kw["n_latents"]) or Done())
+    monkeypatch.setattr(bridges.analysis.audit, "load_run", lambda folder: run)
+    monkeypatch.setattr(bridges.analysis.audit, "audit", lambda result, **kw: taken.append(kw["n_latents"]) or Done())
     code, out, err = fv("audit", "runs/x", "--latents", "64")
     if prior == "tree":
         assert "--latents applies to runs of a Gaussian prior" in _one_line(code, err) and not taken
@@ -216,7 +216,7 @@ def test_fv_train_takes_back_the_command_line_of_every_run(tmp_path):
     """``RunConfig.to_argv`` spells every field, those a model does not use included (Model C's MLP size, part
     of its key): the command line parses back to the same run, options given once."""
     from bridges.commands import config_from_args
-    from bridges.config import DataConfig, ModelConfig, RunConfig
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig
 
     for cfg in (RunConfig(DataConfig(depth=3), ModelConfig("C", 2, mlp_width=16)),
                 RunConfig(DataConfig(prior="gaussian", cov="isotropic", depth=3), ModelConfig("B", 2))):

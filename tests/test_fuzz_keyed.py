@@ -1,4 +1,4 @@
-"""Hostile inputs to the keyed theory rows (fvnum.keyed, fvnum.keyed_adaptive, fvnum.theory.keyed_curves and
+"""Hostile inputs to the keyed theory rows (fvnum.keys.nonadaptive, fvnum.keys.adaptive, fvnum.theory.keyed_curves and
 the --keyed option of fv compare): each gets one clear line (a ValueError in the library, exit 2 from the
 CLI), refused before any search runs; the prices stay finite and positive on every size they accept."""
 import contextlib
@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridges.cli import main
-from fvnum.channels import make_channel
-from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
-from fvnum.keyed_adaptive import adaptive_keyed_losses
-from fvnum.limits import keyed_cost
+from fvnum.mc.channels import make_channel
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
+from fvnum.keys.adaptive import adaptive_keyed_losses
+from fvnum.guards.limits import keyed_cost
 from fvnum.theory import keyed_curves
 from fvsym.priors import GaussianPrior, TreePrior
 from tests._cli import one_message

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from bridges.config import ModelConfig, RunConfig
-from bridges.models import MODELS
+from bridges.runs.config import ModelConfig, RunConfig
+from bridges.models.networks import MODELS
 from tests._cli import examples, fv
 
 

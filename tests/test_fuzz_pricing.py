@@ -105,10 +105,10 @@ def test_sizes_that_do_not_fit_are_refused_in_one_line(argv, fragments):
 @given(samples=st.integers(2, 10**7), token_sample=st.integers(2, 10**7), hidden=st.integers(1, 10**4),
        width=st.integers(1, 10**5), tree=st.booleans())
 def test_the_audit_price_refuses_or_accepts_in_one_line(samples, token_sample, hidden, width, tree):
-    """``bridges.audit.check_audit_cost`` at any sizes: accepted, or one line naming a size that fits (the
+    """``bridges.analysis.audit.check_audit_cost`` at any sizes: accepted, or one line naming a size that fits (the
     sizes it names are accepted)."""
-    from bridges.audit import check_audit_cost
-    from fvnum.resources import time_limit
+    from bridges.analysis.audit import check_audit_cost
+    from fvnum.guards.resources import time_limit
 
     sizes = dict(tree=tree, depth=4, dim=15, layers=3, width=1, budget=3, mlp_width=width, hidden_layers=hidden,
                  samples=samples, token_sample=token_sample)

@@ -1,4 +1,4 @@
-"""Hostile inputs where the engine asks a prior instead of its class (issue 30 item 1, ``fvnum.capabilities.Capabilities``):
+"""Hostile inputs where the engine asks a prior instead of its class (issue 30 item 1, ``fvnum.priors.capabilities.Capabilities``):
 another prior's options on ``fv mc``, strategies and searches on a prior without the structure they need, a prior
 that speaks the protocol without subclassing it. Each is one line (exit code 2 on the command line, a ValueError
 in Python), never a traceback or a silent answer."""
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import fvnum
 from fvnum import loss_mc
-from fvnum.atoms import AtomsPrior, atoms_of, noiseless_bellman
-from fvnum.capabilities import Capabilities, capability
-from fvnum.priors import Prior
+from fvnum.priors.atoms import AtomsPrior, atoms_of, noiseless_bellman
+from fvnum.priors.capabilities import Capabilities, capability
+from fvnum.priors.registry import Prior
 
 from ._cli import examples, fv
 
@@ -85,7 +85,7 @@ def test_a_strategy_of_the_tree_on_a_prior_without_its_nodes_is_refused_naming_t
 
 
 def test_searches_of_another_structure_refuse_an_atoms_prior_in_one_line():
-    from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed
 
     prior = AtomsPrior.draw(5, 3, seed=2)
     for ask, says in ((lambda: best_nonadaptive_keyed(prior, 1, n_tokens=16), "not on the atoms prior"),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.reproduce import DEFAULT_CELL, FULL_CELL, ReproduceConfig
+from bridges.studies.reproduce import DEFAULT_CELL, FULL_CELL, ReproduceConfig
 from tests._cli import examples, fv, one_line
 
 

@@ -1,4 +1,4 @@
-"""Hostile inputs to the law of softmax readings (fvnum.keys: law_from_scores, SoftmaxKeys, finite_n_terms;
+"""Hostile inputs to the law of softmax readings (fvnum.keys.families: law_from_scores, SoftmaxKeys, finite_n_terms;
 the softmax key family of the keyed searches): each gets one clear line (a ValueError naming the value),
 never a traceback from deep inside numpy, never a silent inf or nan."""
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fvnum.keyed import best_nonadaptive_keyed
-from fvnum.keys import FAMILIES, SoftmaxKeys, check_family, finite_n_terms, law_from_scores
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, finite_n_terms, law_from_scores
 from fvsym.priors import GaussianPrior, TreePrior
 from tests._cli import one_message
 

@@ -1,4 +1,4 @@
-"""Hostile inputs to the adaptive softmax search (fvnum.keyed_adaptive.adaptive_softmax_losses, its real-token
+"""Hostile inputs to the adaptive softmax search (fvnum.keys.adaptive.adaptive_softmax_losses, its real-token
 run adaptive_softmax_losses_mc, best_adaptive_keyed under softmax keys, keyed_curves' greedy row, and the
 ``fv`` commands that price it): each gets one clear line (a ValueError naming the value, exit code 2 on the
 command line), refused before any search runs, never a traceback."""
@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fvnum.estimate import Estimate, SearchResult
-from fvnum.keyed_adaptive import (adaptive_softmax_cost, adaptive_softmax_losses, adaptive_softmax_losses_mc,
+from fvnum.keys.adaptive import (adaptive_softmax_cost, adaptive_softmax_losses, adaptive_softmax_losses_mc,
                                   best_adaptive_keyed)
-from fvnum.keys import SoftmaxKeys, WeightedKeys
+from fvnum.keys.families import SoftmaxKeys, WeightedKeys
 from fvsym.errors import ResourceRefused
 from fvsym.priors import GaussianPrior, TreePrior
 from tests._cli import examples, one_message
@@ -75,7 +75,7 @@ def test_absurd_sizes_are_priced_and_refused_in_one_line(depth, samples):
 
 
 def test_keyed_curves_greedy_is_for_softmax_keys_only():
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.theory import keyed_curves
 
     channel = make_channel(TREE, n_tokens=16, s2=0.01)
@@ -85,10 +85,10 @@ def test_keyed_curves_greedy_is_for_softmax_keys_only():
 
 
 def test_the_command_lines_price_of_softmax_rows_holds_the_adaptive_search():
-    """bridges.cost.keyed_seconds (what fv compare, the grid and the scaling study price before work) counts the
+    """bridges.prices.cost.keyed_seconds (what fv compare, the grid and the scaling study price before work) counts the
     adaptive softmax search, so a command refuses in one line when it would run past its cap."""
-    from bridges.config import DataConfig
-    from bridges.cost import keyed_seconds
+    from bridges.runs.config import DataConfig
+    from bridges.prices.cost import keyed_seconds
 
     data = DataConfig(depth=4)
     assert keyed_seconds(data, [1, 2, 3, 4], 1000, "softmax") >= adaptive_softmax_cost(4, 15, 4, 1000)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridges.reproduce import SHAPES
-from bridges.store import RunStore, checksum, config_key, result_problem, write_json
+from bridges.studies.reproduce import SHAPES
+from bridges.runs.store import RunStore, checksum, config_key, result_problem, write_json
 from tests._cli import fv, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,12 +213,12 @@ def test_a_huge_string_in_a_spec_gives_a_short_line(tmp_path, where):
 
 
 def test_the_sweep_price_says_what_it_assumes_of_workers(tmp_path, monkeypatch):
-    from bridges import sweep
+    from bridges.studies import sweep
 
     monkeypatch.setattr(sweep, "_cpu_count", lambda: 2)
     spec = {"command": "train", "base": {"model": "A", "depth": 2, "budget": 1, "steps": 200},
             "grid": {"seed": list(range(8))}}
-    from fvnum.resources import time_limit
+    from fvnum.guards.resources import time_limit
 
     with time_limit(30), pytest.raises(ValueError) as info:  # each cell fits, the eight of them do not
         sweep.plan(spec, tmp_path / "out", workers=8)
@@ -229,7 +229,7 @@ def test_the_sweep_price_says_what_it_assumes_of_workers(tmp_path, monkeypatch):
 # --- item 8: a full disk inside a Dask cell -----------------------------------------------------------------------
 def full_disk_cell() -> dict:
     """A cell (on a Dask worker) whose disk is full: the atomic writer's file refuses every write."""
-    import bridges.store as store
+    import bridges.runs.store as store
 
     from tests._cli import FullDisk as Full
 
@@ -241,8 +241,8 @@ def full_disk_cell() -> dict:
 def test_a_full_disk_in_a_dask_cell_is_one_line_and_no_worker_traceback(tmp_path):
     script = (
         "import sys\n"
-        "from bridges.engine import Cell, run_cells\n"
-        "from bridges.store import RunStore\n"
+        "from bridges.runs.engine import Cell, run_cells\n"
+        "from bridges.runs.store import RunStore\n"
         "from tests.test_fuzz_store import full_disk_cell\n"
         f"store = RunStore({str(tmp_path / 'run')!r}, 'test')\n"
         "try:\n"
@@ -272,7 +272,7 @@ def test_a_cell_that_is_a_folder_is_set_aside_and_written_again(tmp_path):
 def test_read_json_gives_the_default_before_the_first_result_and_refuses_a_damaged_file(tmp_path):
     import json
 
-    from bridges.store import read_json, write_json
+    from bridges.runs.store import read_json, write_json
 
     path = tmp_path / "results.json"
     assert read_json(path, {}) == {}

@@ -1,4 +1,4 @@
-"""Hostile inputs to the strategy objects (issue 30 item 1, ``fvnum.strategy_objects.Strategy``): fields of the wrong
+"""Hostile inputs to the strategy objects (issue 30 item 1, ``fvnum.policies.objects.Strategy``): fields of the wrong
 kind, registrations the registry cannot hold, and a strategy whose own price is no number of seconds, in Python and on
 ``fv mc``. Each is one line (exit code 2 on the command line, a ValueError in Python), never a traceback or a
 silent answer."""
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fvnum import loss_mc
-from fvnum.registry import STRATEGIES, register_strategy, unregister_strategy
-from fvnum.strategy_objects import MEASUREMENTS, ROLES, Strategy
+from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
+from fvnum.policies.objects import MEASUREMENTS, ROLES, Strategy
 from fvsym import TreePrior
 
 from ._cli import examples, fv
@@ -23,7 +23,7 @@ NOT_A_NAME = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.j
 
 
 def _first_nodes(prior, channel, budget, *, layers, width, seed):
-    from fvnum.strategies import FixedDesign
+    from fvnum.policies.strategies import FixedDesign
 
     return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_priced")
 
@@ -100,7 +100,7 @@ def test_registrations_the_registry_cannot_hold_are_refused():
     assert code == 2 and "toy_twice" in _one_line(err)  # unregistered: no longer a choice
 
 
-@pytest.mark.parametrize("ref", ["fvnum.no_such_module:f", "fvnum.limits:no_such_price", "fvnum.limits:RATE"])
+@pytest.mark.parametrize("ref", ["fvnum.no_such_module:f", "fvnum.guards.limits:no_such_price", "fvnum.guards.limits:RATE"])
 def test_a_price_named_by_a_reference_that_loads_nothing_is_refused_in_one_line(ref):
     register_strategy(Strategy("toy_ref", "the first B nodes, priced by a reference", "coordinate", False,
                                build=_first_nodes, price=ref))

@@ -1,5 +1,5 @@
-"""Hostile inputs to Model A started from A's prediction policy (the keyed teacher: fvnum.keyed_adaptive's
-trace, bridges.distil, ``fv train --init-policy keyed``, docs/scaling/distil.py --teacher): each gets one
+"""Hostile inputs to Model A started from A's prediction policy (the keyed teacher: fvnum.keys.adaptive's
+trace, bridges.training.distil, ``fv train --init-policy keyed``, docs/scaling/distil.py --teacher): each gets one
 clear line (a ValueError in the library, exit 2 from the command line), refused before the search runs."""
 import importlib.util
 import math
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.distil import DistilConfig
-from fvnum.keyed_adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
+from bridges.training.distil import DistilConfig
+from fvnum.keys.adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
 from fvsym.priors import TreePrior
 from tests._cli import fv
 

@@ -14,43 +14,65 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
+PACKAGES = ("fvsym", "fvnum", "bridges")
 # Packages whose function-level imports must not form circles either (every package: the deep check).
-DEEP = ("fvsym", "fvnum", "fvnum._kernels", "bridges")
+DEEP = ("fvsym", "fvnum", "bridges")
 # Modules of bridges that must stay out of every circle, deferred imports included.
-OUT_OF_CIRCLES = ("engine", "sweep", "cli", "commands", "store", "progress", "config")
+OUT_OF_CIRCLES = ("runs.engine", "studies.sweep", "cli", "commands", "runs.store", "progress", "runs.config")
 # The command-line layer of bridges: no other module of bridges imports these, deferred imports included.
-CLI_MODULES = ("cli", "commands", "sweep")
+CLI_MODULES = ("cli", "commands", "studies.sweep")
 
 
 def _modules(pkg: str) -> dict[str, Path]:
-    """The modules of a package: ``name.py`` files and subpackages (folders with ``__init__.py``)."""
+    """The modules of a package, rooms included, by their dotted names inside it (``runs.config``); a
+    room's ``__init__`` is its own module (``runs``), the package's own ``__init__`` is left out (it loads
+    before any submodule)."""
     folder = ROOT.joinpath(*pkg.split("."))
-    found = {p.stem: p for p in folder.glob("*.py") if p.stem != "__init__"}
-    found.update({p.parent.name: p for p in folder.glob("*/__init__.py")})
+    found = {}
+    for p in folder.rglob("*.py"):
+        parts = p.relative_to(folder).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and "__pycache__" not in parts:
+            found[".".join(parts)] = p
     return found
+
+
+def _resolve(dotted: str, modules: set[str]) -> str | None:
+    """The longest module of ``modules`` that ``dotted`` (inside the package) names or lies in."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in modules:
+            return name
+    return None
 
 
 def _targets(node: ast.AST, pkg: str, modules: set[str], here: str) -> set[str]:
     """The modules of ``pkg`` that one import statement loads (``here``: the package its relative
-    imports start from: ``pkg``, or the subpackage itself for a subpackage's ``__init__``)."""
+    imports start from)."""
     found = set()
     if isinstance(node, ast.ImportFrom):
-        if node.level > 1:
-            return found
-        base = node.module if node.level == 0 else (f"{here}.{node.module}" if node.module else here)
+        if node.level:
+            base_parts = here.split(".")
+            base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+            base = ".".join(base_parts + ([node.module] if node.module else []))
+        else:
+            base = node.module
         if base is None or not (base == pkg or base.startswith(pkg + ".")):
             return found
-        parts = base[len(pkg):].lstrip(".").split(".")
-        if parts[0]:
-            found.add(parts[0])
-        else:  # from pkg import name: a submodule when the name is one
-            found.update(a.name for a in node.names if a.name in modules)
+        inner = base[len(pkg):].lstrip(".")
+        for a in node.names:  # from pkg.room import module: that module, when the name is one
+            sub = f"{inner}.{a.name}" if inner else a.name
+            if sub in modules:
+                found.add(sub)
+            elif inner:
+                found.add(_resolve(inner, modules))
     elif isinstance(node, ast.Import):
         for alias in node.names:
             if alias.name.startswith(pkg + "."):
-                found.add(alias.name[len(pkg) + 1:].split(".")[0])
-    return found & modules
+                found.add(_resolve(alias.name[len(pkg) + 1:], modules))
+    return {m for m in found if m} & modules
 
 
 def _module_level(tree: ast.Module):
@@ -69,13 +91,13 @@ def _module_level(tree: ast.Module):
 
 
 def import_graph(pkg: str, deep: bool) -> dict[str, set[str]]:
-    """``{module: modules of pkg it imports}`` (``__init__`` left out: it loads before any submodule)."""
+    """``{module: modules of pkg it imports}``, every module of every room."""
     files = _modules(pkg)
     graph = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         nodes = ast.walk(tree) if deep else _module_level(tree)
-        here = f"{pkg}.{name}" if path.name == "__init__.py" else pkg
+        here = ".".join([pkg] + name.split(".")[: None if path.name == "__init__.py" else -1])
         graph[name] = set().union(*(_targets(n, pkg, set(files), here) for n in nodes)) - {name}
     return graph
 
@@ -167,18 +189,18 @@ def test_the_command_line_is_a_layer_on_top():
     graph = import_graph("bridges", deep=True)
     below = {m: sorted(graph[m] & set(CLI_MODULES)) for m in graph if m not in CLI_MODULES}
     assert not any(below.values()), {m: v for m, v in below.items() if v}
-    assert "cli" not in graph["commands"] and "cli" not in graph["sweep"] and "commands" not in graph["sweep"]
+    assert "cli" not in graph["commands"] and "cli" not in graph["studies.sweep"] and "commands" not in graph["studies.sweep"]
     for name in set(graph) - set(CLI_MODULES):
-        tree = ast.parse((ROOT / "bridges" / f"{name}.py").read_text())
+        tree = ast.parse(_modules("bridges")[name].read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not imported & {"argparse", "fvnum.cli"}, name
 
 
 def test_the_engine_holds_no_command_line_code():
-    """``bridges.engine`` (cells, clusters, deadlines) imports neither the CLI modules nor argparse, so the
+    """``bridges.runs.engine`` (cells, clusters, deadlines) imports neither the CLI modules nor argparse, so the
     studies that use it (sweep, reproduce, scaling) do not pull the command line in with it."""
-    path = ROOT / "bridges" / "engine.py"
+    path = ROOT / "bridges" / "runs" / "engine.py"
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -186,9 +208,9 @@ def test_the_engine_holds_no_command_line_code():
         elif isinstance(node, ast.ImportFrom):
             base = ("bridges." if node.level else "") + (node.module or "")
             names.update([base] if node.module else [f"bridges.{a.name}" for a in node.names])
-    assert not names & {"argparse", "bridges.cli", "bridges.commands", "bridges.sweep", "fvnum.cli", "fvsym.cli"}, names
-    proc = subprocess.run([sys.executable, "-c", "import sys, bridges.engine; print(sorted(m for m in sys.modules "
-                           "if m in ('argparse', 'bridges.cli', 'bridges.commands', 'bridges.sweep')))"],
+    assert not names & {"argparse", "bridges.cli", "bridges.commands", "bridges.studies.sweep", "fvnum.cli", "fvsym.cli"}, names
+    proc = subprocess.run([sys.executable, "-c", "import sys, bridges.runs.engine; print(sorted(m for m in sys.modules "
+                           "if m in ('argparse', 'bridges.cli', 'bridges.commands', 'bridges.studies.sweep')))"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
@@ -196,7 +218,8 @@ def test_the_engine_holds_no_command_line_code():
 FRESH = """
 import importlib, pkgutil, sys
 pkg = sys.argv[1]
-names = [m.name for m in pkgutil.iter_modules(importlib.import_module(pkg).__path__)]
+root = importlib.import_module(pkg)
+names = sorted(m.name[len(pkg) + 1:] for m in pkgutil.walk_packages(root.__path__, pkg + "."))
 failed = []
 for name in names:
     for key in [k for k in sys.modules if k == pkg or k.startswith(pkg + ".")]:
@@ -222,7 +245,7 @@ def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
 
 # --- fvsym is pure math: sympy and the standard library ------------------------------------------------------
 # fvsym.cli is fvsym's command-line layer (``fv derive``): nothing in fvsym imports it, and it alone may use
-# argparse. Its guards are fvsym.guards: no fvsym module imports fvnum or bridges (no arrow up, none whitelisted).
+# argparse. Its guards are fvsym.guards.limits: no fvsym module imports fvnum or bridges (no arrow up, none whitelisted).
 FVSYM_CLI_LAYER = ("cli",)
 HEAVY = ("numpy", "scipy", "numba", "torch", "argparse")
 PURE = """
@@ -332,5 +355,5 @@ def test_fvsym_imports_nothing_from_fvnum_or_bridges_even_deferred():
 def test_the_upward_check_sees_deferred_imports(tmp_path):
     """The check has teeth: an import of fvnum inside a function is found."""
     path = tmp_path / "mod.py"
-    path.write_text("import math\n\ndef f():\n    from fvnum.resources import check_time\n    return check_time\n")
-    assert _all_imports(path) == {"math", "fvnum.resources"}
+    path.write_text("import math\n\ndef f():\n    from fvnum.guards.resources import check_time\n    return check_time\n")
+    assert _all_imports(path) == {"math", "fvnum.guards.resources"}

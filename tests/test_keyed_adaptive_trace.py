@@ -1,10 +1,10 @@
-"""The greedy keyed search's trace (fvnum.keyed_adaptive.adaptive_keyed_trace): the rows, readings and
+"""The greedy keyed search's trace (fvnum.keys.adaptive.adaptive_keyed_trace): the rows, readings and
 posterior means behind adaptive_keyed_losses' numbers."""
 import numpy as np
 import pytest
 
-from fvnum.keyed_adaptive import adaptive_keyed_losses, adaptive_keyed_trace
-from fvnum.keys import WeightedKeys
+from fvnum.keys.adaptive import adaptive_keyed_losses, adaptive_keyed_trace
+from fvnum.keys.families import WeightedKeys
 from fvsym.priors import TreePrior
 
 PRIOR = TreePrior(3, "3/5")

@@ -207,7 +207,7 @@ def test_posterior_mean_accepts_every_possible_noiseless_reading():
     import numpy as np
 
     from fvnum import posterior_mean
-    from fvnum.tree import numeric_prior
+    from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(3, "1/2"))
     leaves = np.arange(8)
@@ -219,7 +219,7 @@ def test_posterior_mean_accepts_every_possible_noiseless_reading():
 
 
 def test_train_refuses_a_non_config():
-    from bridges.train import train
+    from bridges.training.train import train
 
     with pytest.raises(ValueError, match="RunConfig"):
         train("x")
@@ -227,7 +227,7 @@ def test_train_refuses_a_non_config():
 
 # --- items 7, 8, 14, 17: the run store -----------------------------------------------------------------------
 def test_damaged_and_edited_cells_are_reported_and_recomputed(tmp_path):
-    from bridges.store import RunStore
+    from bridges.runs.store import RunStore
 
     messages = []
     store = RunStore(tmp_path / "run", "test", log=messages.append)
@@ -252,17 +252,17 @@ def test_damaged_and_edited_cells_are_reported_and_recomputed(tmp_path):
 
 
 def test_one_process_per_run_folder(tmp_path):
-    from bridges.store import RunStore
+    from bridges.runs.store import RunStore
 
     RunStore(tmp_path / "run", "reproduce")
     RunStore(tmp_path / "run", "reproduce")  # the same process may reopen it
-    code = f"from bridges.store import RunStore; RunStore({str(tmp_path / 'run')!r}, 'reproduce')"
+    code = f"from bridges.runs.store import RunStore; RunStore({str(tmp_path / 'run')!r}, 'reproduce')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode != 0 and f"process {os.getpid()}" in proc.stderr
 
 
 def test_stale_temporary_files_are_removed(tmp_path):
-    from bridges.store import write_atomic
+    from bridges.runs.store import write_atomic
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -279,8 +279,8 @@ def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
     """In-process, with the exit replaced: past the cap plus its grace the watchdog writes one line naming the
     cap and how to raise it, then exits with code 2; a block that ends in time, an inactive watchdog and one
     outside a time limit never fire."""
-    from fvnum import resources
-    from fvnum.resources import time_limit, watch_grace, watchdog
+    from fvnum.guards import resources
+    from fvnum.guards.resources import time_limit, watch_grace, watchdog
 
     assert watch_grace(10) == 2.0 and watch_grace(3600) == 180.0  # within 10% or a few seconds of the cap
     monkeypatch.setattr(resources, "WATCH_GRACE_S", 0.05)
@@ -305,7 +305,7 @@ def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
 
 WATCHED = r"""
 import sys, time
-import fvnum.bracket as b
+import fvnum.optimum.bracket as b
 def slow(*args):  # work the price did not see: pure Python, holding the GIL between switches
     while True:
         sum(range(10_000))
@@ -334,9 +334,9 @@ def test_a_command_past_its_cap_ends_within_it_plus_a_few_seconds():
 
 
 def test_the_coordinate_search_price_counts_the_classes_the_search_counts():
-    """``fvnum.limits.count_classes`` (the one count, beside the price) is the number of classes the search enumerates."""
-    from fvnum.limits import count_classes
-    from fvnum.search import coordinate_classes
+    """``fvnum.guards.limits.count_classes`` (the one count, beside the price) is the number of classes the search enumerates."""
+    from fvnum.guards.limits import count_classes
+    from fvnum.policies.search import coordinate_classes
 
     for depth in range(1, 5):
         for budget in range(1, min(2**depth, 5)):

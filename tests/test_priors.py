@@ -1,4 +1,4 @@
-"""The prior protocol and registry (issue 30 item 1, fvnum.priors): every prior found by name, and a toy prior
+"""The prior protocol and registry (issue 30 item 1, fvnum.priors.registry): every prior found by name, and a toy prior
 registered from outside the package (this file) that runs through ``loss_mc`` with no edit inside fvnum."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.priors import PRIORS, Prior, PriorOption, cli_priors, is_prior_object, numeric, prior_entry, register_prior
+from fvnum.priors.registry import PRIORS, Prior, PriorOption, cli_priors, is_prior_object, numeric, prior_entry, register_prior
 from fvsym import TreePrior
 
 
@@ -68,8 +68,8 @@ def toy():
 def test_the_registry_holds_every_prior_by_name():
     assert set(PRIORS) >= {"tree", "gaussian", "atoms", "mixture"}
     assert PRIORS["tree"].load() is TreePrior
-    from fvnum.atoms import AtomsPrior
-    from fvnum.mixture import MixturePrior
+    from fvnum.priors.atoms import AtomsPrior
+    from fvnum.priors.mixture import MixturePrior
 
     assert PRIORS["atoms"].load() is AtomsPrior and PRIORS["mixture"].load() is MixturePrior
     assert {"tree", "gaussian", "atoms"} <= set(cli_priors()) and "mixture" not in cli_priors()
@@ -147,11 +147,11 @@ class FiniteSignPrior(SignPrior):
 
 
 def test_a_toy_finite_prior_registered_outside_gets_a_bellman_solve():
-    """The noiseless Bellman recursion over the partitions of the atoms (fvnum.atoms) on the toy: the best
+    """The noiseless Bellman recursion over the partitions of the atoms (fvnum.priors.atoms) on the toy: the best
     coordinate is the one the two atoms differ on most, checked against brute force over every design."""
     from itertools import combinations
 
-    from fvnum.atoms import noiseless_bellman
+    from fvnum.priors.atoms import noiseless_bellman
 
     prior = FiniteSignPrior([0.0, 0.3, 2.0])
     none = noiseless_bellman(prior, 0)

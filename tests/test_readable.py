@@ -52,7 +52,7 @@ def test_policy_node_and_solution_print_as_decision_trees():
 
 
 def test_fvnum_policies_print_their_decision_tree():
-    from fvnum.strategies import FixedDesign, PathPolicy
+    from fvnum.policies.strategies import FixedDesign, PathPolicy
 
     prior = TreePrior(3, "1/2")
     p = PathPolicy(2)
@@ -87,7 +87,7 @@ def test_noisy_policy_prints_reading_intervals_and_labelled_q_values():
 
 
 def _table():
-    from fvnum.channels import Channel
+    from fvnum.mc.channels import Channel
     from fvnum.theory import ComparisonTable, TheoryRow
 
     rows = (TheoryRow("path", 0.17, 0.002, "mc n=1000", "adaptive, coordinate", "tokens"),
@@ -106,7 +106,7 @@ def test_tables_become_data_frames_and_print_as_tables():
     assert "path" in text.splitlines()[1] and "0.17 +- 0.002" in text
 
     from fvnum.estimate import Estimate
-    from fvnum.patching import PatchingTable
+    from fvnum.patching.keys import PatchingTable
 
     pt = PatchingTable(np.array([[0.1, 0.2], [0.3, 0.4]]), np.full((2, 2), 0.01), Estimate(0.05, 0.01, 100),
                        np.array([0.05, 0.06]), np.array([0.01, 0.01]), 100, "path", (1, 2), (1, 2))
@@ -123,7 +123,7 @@ def test_to_frame_without_pandas_is_one_clear_import_error(monkeypatch):
 
 
 def test_every_public_result_has_to_dict():
-    from bridges.probes import ProbeScore
+    from bridges.analysis.probes import ProbeScore
     from fvnum.theory import LinearDecoder
     from fvsym.gaussian import water_filling
 

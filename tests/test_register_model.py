@@ -1,6 +1,6 @@
 """The model registry used from outside the package (issue 30, item 1): a toy Model D, declared in this file as
 one ``ModelSpec`` (its own small network, recipe, price and marker; held to the exact linear theory like C) and
-registered with ``bridges.models.register_model``, is trained by ``fv train --model D``, accepted by
+registered with ``bridges.models.networks.register_model``, is trained by ``fv train --model D``, accepted by
 ``ModelConfig``, priced, drawn and held to its theory row, with no edit inside the package; unregistering it
 restores the registry. The models of THEORY.md section 7 keep their declarations and run keys."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.models import MODELS, register_model
-from bridges.model_registry import BUILT_IN, ModelSpec, Recipe, check_theory, unregister_model
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.models.networks import MODELS, register_model
+from bridges.models.registry import BUILT_IN, ModelSpec, Recipe, check_theory, unregister_model
 from tests._cli import fv
 
 TOY_STEP_S = 1e-3  # the toy model's own price of one training step
@@ -20,7 +20,7 @@ TOY_STEP_S = 1e-3  # the toy model's own price of one training step
 
 def _toy_network(data: DataConfig, model: ModelConfig):
     """One layer of ``d = B`` channels, linear keys and the bilinear readout, built by hand (a toy network)."""
-    from bridges.models import BilinearReadout, LinearKeyLayer, WorkspaceModel
+    from bridges.models.networks import BilinearReadout, LinearKeyLayer, WorkspaceModel
 
     return WorkspaceModel(data.dim, model.budget, [LinearKeyLayer(data.dim, model.budget)],
                           BilinearReadout(data.dim, model.budget), model.attention)
@@ -65,9 +65,9 @@ def test_a_toy_model_trains_from_the_command_line(toy, tmp_path):
 
 
 def test_a_toy_model_is_a_model_everywhere(toy):
-    from bridges.cost import step_seconds
-    from bridges.figures import model_marker
-    from bridges.models import build_model
+    from bridges.prices.cost import step_seconds
+    from bridges.studies.figures import model_marker
+    from bridges.models.networks import build_model
     from fvnum.regime import agrees
     from fvnum.theory import predicted_law, prediction_row, row_kind
 
@@ -150,7 +150,7 @@ def test_fvnum_alone_knows_the_models_of_the_theory():
 def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():
     import dataclasses
 
-    from bridges.cost import step_seconds
+    from bridges.prices.cost import step_seconds
 
     register_model(dataclasses.replace(TOY, price=lambda cfg: float("nan")))
     try:

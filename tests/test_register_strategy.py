@@ -1,5 +1,5 @@
 """Extension points used from outside the package (issue 30, item 5): a toy strategy registered with
-``fvnum.registry.register_strategy`` and a toy prior (a finite prior written in this file, registered with
+``fvnum.policies.registry.register_strategy`` and a toy prior (a finite prior written in this file, registered with
 ``register_prior``) run through ``loss_mc``, ``patching_table`` and the exact noiseless Bellman solve, with no
 edit inside fvnum; each checked against an independent reference."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.atoms import FinitePrior, noiseless_bellman
-from fvnum.priors import PRIORS, register_prior
-from fvnum.registry import STRATEGIES, register_strategy, unregister_strategy
-from fvnum.strategies import CallablePolicy
+from fvnum.priors.atoms import FinitePrior, noiseless_bellman
+from fvnum.priors.registry import PRIORS, register_prior
+from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
+from fvnum.policies.strategies import CallablePolicy
 from fvsym import TreePrior
 from fvsym.bellman import solve
 
@@ -70,7 +70,7 @@ def test_a_registered_strategy_runs_through_loss_mc_as_the_builtin_it_copies(toy
 
 
 def test_a_registered_strategy_runs_through_patching(toy_path):
-    from fvnum.patching import patching_table
+    from fvnum.patching.keys import patching_table
 
     prior = TreePrior(2, "1/2")
     mine = patching_table(prior, 2, 0.2, strategy="policy", policy=_toy_path(prior, None, 2, layers=2, width=1,
@@ -94,7 +94,7 @@ def test_register_strategy_refuses_what_it_cannot_hold(toy_path):
 def test_a_strategy_whose_build_is_wrong_is_named():
     register_strategy("toy_wrong", "returns a function", lambda *a, **k: (lambda layer, phi: None))
     try:
-        with pytest.raises(ValueError, match="not a fvnum.strategies.Policy"):
+        with pytest.raises(ValueError, match="not a fvnum.policies.strategies.Policy"):
             loss_mc(TreePrior(2, "1/2"), "toy_wrong", 2, tau=0.3, samples=10)
     finally:
         unregister_strategy("toy_wrong")
@@ -137,7 +137,7 @@ TOY_SECONDS_PER_SAMPLE = 1e-3  # the toy's own price: far above the engine's (to
 
 
 def _toy_top_build(prior, channel, budget, *, layers, width, seed):
-    from fvnum.strategies import FixedDesign
+    from fvnum.policies.strategies import FixedDesign
 
     return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_top")
 
@@ -147,7 +147,7 @@ def _toy_top_price(prior, channel, budget, samples, *, threads):
 
 
 def _toy_path_strategy():
-    from fvnum.strategy_objects import Strategy
+    from fvnum.policies.objects import Strategy
 
     return Strategy("toy_path_obj", "path by hand on depth-2 trees, a candidate of best_adaptive", "coordinate", True,
                     build=_toy_path, roles=(("best_adaptive", 9),), max_budget="depth")
@@ -156,7 +156,7 @@ def _toy_path_strategy():
 @pytest.fixture
 def toy_top():
     """Top levels written outside the package as a Strategy object, with its own class, price, label and colour."""
-    from fvnum.strategy_objects import Strategy
+    from fvnum.policies.objects import Strategy
 
     before = (dict(STRATEGIES), tuple(_cli_names()), dict(_styles()))
     s = register_strategy(Strategy("toy_top", "the first B nodes, by hand (a test's strategy)", "coordinate", False,
@@ -169,19 +169,19 @@ def toy_top():
 
 
 def _cli_names():
-    from fvnum.registry import CLI_STRATEGIES
+    from fvnum.policies.registry import CLI_STRATEGIES
 
     return CLI_STRATEGIES
 
 
 def _styles():
-    from bridges.figures import STYLE
+    from bridges.studies.figures import STYLE
 
     return STYLE
 
 
 def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_top):
-    from fvnum.strategy_objects import Strategy
+    from fvnum.policies.objects import Strategy
 
     assert isinstance(STRATEGIES["toy_top"], Strategy) and STRATEGIES["toy_top"] is toy_top
     assert (toy_top.measurement, toy_top.adaptive) == ("coordinate", False) and str(toy_top) == toy_top.description
@@ -193,9 +193,9 @@ def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_
 
 
 def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_top):
-    from fvnum.channels import make_channel
-    from fvnum.resources import time_limit
-    from fvnum.tree import numeric_prior
+    from fvnum.mc.channels import make_channel
+    from fvnum.guards.resources import time_limit
+    from fvnum.priors.tree import numeric_prior
 
     from tests._cli import fv
 
@@ -218,7 +218,7 @@ def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_t
 def test_a_strategy_object_with_a_label_is_drawn_in_the_report_figure(toy_top, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    import bridges.figures as figures
+    import bridges.studies.figures as figures
 
     assert figures.STYLE["toy_top"] == ("toy top levels", "C6")
     drawn = {}
@@ -231,7 +231,7 @@ def test_a_strategy_object_with_a_label_is_drawn_in_the_report_figure(toy_top, t
 
 
 def test_a_strategy_object_with_a_role_is_a_candidate_of_its_search():
-    from fvnum.bracket import adaptive_candidates, best_adaptive
+    from fvnum.optimum.bracket import adaptive_candidates, best_adaptive
 
     s = register_strategy(_toy_path_strategy())
     try:
@@ -246,7 +246,7 @@ def test_a_strategy_object_with_a_role_is_a_candidate_of_its_search():
 
 
 def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
-    from fvnum.strategy_objects import Strategy
+    from fvnum.policies.objects import Strategy
 
     for kw, says in ((dict(measurement="diagonal"), "measurement must be"), (dict(roles=(("nowhere", 0),)), "roles"),
                      (dict(price=3), "price must be callable"), (dict(max_budget="leaves"), "max_budget")):
@@ -261,7 +261,7 @@ def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
     assert "toy_bad" not in STRATEGIES
 
 
-# --- the prices read from the objects equal the prices before them (fvnum.limits.mc_cost, bridges.cost) --------
+# --- the prices read from the objects equal the prices before them (fvnum.guards.limits.mc_cost, bridges.prices.cost) --------
 OLD_PRICES = {  # (tree, depth, dim, strategy, budget, tokens, dense_design, threads): (bytes, seconds) before
     (True, 6, 63, "path", 4, True, False, 1): (301359808.0, 0.025425),
     (True, 6, 63, "rollout", 4, False, False, 2): (300913280.0, 1.8476399359999998),
@@ -281,7 +281,7 @@ OLD_TABLE_SECONDS = {("tree", 3, 3): 8.257011024, ("tree", 6, 5): 106.13143332, 
 
 @pytest.mark.parametrize("case", sorted(OLD_PRICES, key=str))
 def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
-    from fvnum.limits import mc_cost
+    from fvnum.guards.limits import mc_cost
 
     tree, depth, dim, strategy, budget, tokens, dense, threads = case
     got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
@@ -290,8 +290,8 @@ def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
 
 
 def test_the_comparison_table_price_equals_the_price_before_it():
-    from bridges.config import DataConfig
-    from bridges.cost import theory_table_seconds
+    from bridges.runs.config import DataConfig
+    from bridges.prices.cost import theory_table_seconds
 
     for (prior, depth, budget), seconds in OLD_TABLE_SECONDS.items():
         got = theory_table_seconds(DataConfig(prior=prior, depth=depth), budget, 20000, 2000)
@@ -299,9 +299,9 @@ def test_the_comparison_table_price_equals_the_price_before_it():
 
 
 def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
-    from fvnum.channels import make_channel
-    from fvnum.limits import mc_cost
-    from fvnum.tree import numeric_prior
+    from fvnum.mc.channels import make_channel
+    from fvnum.guards.limits import mc_cost
+    from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(6, "1/2"))
     for name in ("path", "greedy_coordinate", "rollout", "bellman_noiseless"):

@@ -2,7 +2,7 @@
 API reference shows them. mkdocstrings renders the docstrings as Markdown, which leaves the role in the
 text (``:func:bounds``); this drops the role, keeps the name as code, and links it to its entry where the
 same page documents exactly one object of that name (``bounds`` on the fvnum page links to
-``fvnum.bracket.bounds``)."""
+``fvnum.optimum.bracket.bounds``)."""
 from __future__ import annotations
 
 import re

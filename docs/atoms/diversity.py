@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from fvnum import loss_mc
-from fvnum.atoms import AtomsPrior
+from fvnum.priors.atoms import AtomsPrior
 
 QUICK = "--quick" in sys.argv
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +57,7 @@ def crossover(points, key_dmmse, key_ridge, within=0.05):
 def main() -> dict:
     doc = {"D": D, "budget": B, "tokens_N": N, "s2": S2, "tau": TAU, "atoms_seed": SEED, "fixed_design": FIXED,
            "how": "dMMSE: loss_mc (exact posterior over the atoms, gaussian channel at tau(N)); ridge: the exact "
-                  "Gaussian formula tr P with the atoms' covariance (fvnum.atoms.FinitePrior.ridge_loss)",
+                  "Gaussian formula tr P with the atoms' covariance (fvnum.priors.atoms.FinitePrior.ridge_loss)",
            "points": []}
     done = {}
     if not QUICK and os.path.exists(OUT_JSON):  # a run cut short goes on where it stopped

@@ -2,9 +2,9 @@
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python docs/atoms/trained.py            # resumable; --report to only lay out
 
-Atoms ``--diversity M --dim 8`` drawn by seed 0 (``fvnum.atoms.AtomsPrior.draw``), budget 4, N = 64 tokens, training
+Atoms ``--diversity M --dim 8`` drawn by seed 0 (``fvnum.priors.atoms.AtomsPrior.draw``), budget 4, N = 64 tokens, training
 seed 0, one thread, the six runs one at a time (each an ``fv train`` command, recorded with its result). Beside each
-trained loss: the model's prediction row on atoms (``fvnum.atoms.FinitePrior.comparison_table``: A the best adaptive
+trained loss: the model's prediction row on atoms (``fvnum.priors.atoms.FinitePrior.comparison_table``: A the best adaptive
 policy found with the dMMSE decoder, B the best fixed design found with the dMMSE decoder, C the exact linear
 theory), and the dMMSE and ridge baselines. Results: ``docs/atoms/trained.json`` (written atomically after each run
 or theory table, so an interrupted script resumes); run folders under ``docs/atoms/train/`` (not committed).
@@ -40,7 +40,7 @@ def load() -> dict:
 
 
 def save(state: dict) -> None:
-    from bridges.store import write_json
+    from bridges.runs.store import write_json
 
     write_json(OUT, state)
 
@@ -69,8 +69,8 @@ def train(state: dict) -> None:
 
 
 def theory(state: dict) -> None:
-    from bridges.compare import theory_losses
-    from bridges.config import DataConfig
+    from bridges.analysis.compare import theory_losses
+    from bridges.runs.config import DataConfig
 
     for M in DIVERSITIES:
         if str(M) in state["theory"]:

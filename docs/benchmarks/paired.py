@@ -77,9 +77,9 @@ from fvsym.priors import TreePrior
 kind, p = a["kind"], a["args"]
 if kind == "atoms_decoder":
     try:
-        from fvnum.atoms import AtomsPrior
+        from fvnum.priors.atoms import AtomsPrior
     except ImportError:
-        print(json.dumps({"absent": "no fvnum.atoms in this checkout"}))
+        print(json.dumps({"absent": "no fvnum.priors.atoms in this checkout"}))
         sys.exit(0)
     rng = np.random.default_rng(0)
     prior = AtomsPrior(rng.standard_normal((p["atoms"], p["dim"])))
@@ -315,7 +315,7 @@ def shared_tests(times: dict) -> dict | None:
 
 
 def parse(argv: list) -> dict:
-    from bridges.options import script_options
+    from bridges.runs.options import script_options
 
     stray = [a for a in argv if not a.startswith("--")]
     if stray:
@@ -341,7 +341,7 @@ def on_sigterm(signum, frame):
 
 
 def main(argv=None) -> dict:
-    from bridges.store import write_atomic, write_json
+    from bridges.runs.store import write_atomic, write_json
 
     opts = parse(sys.argv[1:] if argv is None else argv)
     try:

@@ -3,7 +3,7 @@
 Command: ``PYTHONPATH=. python docs/grid/keyed_rows.py [--keyed weighted]``; rewrites docs/grid/table.json
 and table.md. The trained models of docs/grid were run before the keyed rows existed and their run folders
 are not kept, so ``fv compare --grid`` cannot reuse them; this script computes the keyed rows by the code
-path ``fv compare --grid`` takes (``bridges.compare.keyed_cells``: ``fvnum.theory.keyed_curves`` at the
+path ``fv compare --grid`` takes (``bridges.analysis.compare.keyed_cells``: ``fvnum.theory.keyed_curves`` at the
 grid's settings, 2000 search samples, seed 0), once per data configuration, adds them to every run of that
 cell (replacing keyed rows stored before), gives every row its role again (``fvnum.theory.describe_rows``),
 re-checks the predictions and writes both tables with the writers of ``fv compare --grid``. No model is
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from bridges.compare import grid_checks, grid_markdown, keyed_cells
-from bridges.config import DataConfig
-from bridges.reproduce import SEARCH_SAMPLES
-from bridges.store import write_atomic, write_json
+from bridges.analysis.compare import grid_checks, grid_markdown, keyed_cells
+from bridges.runs.config import DataConfig
+from bridges.studies.reproduce import SEARCH_SAMPLES
+from bridges.runs.store import write_atomic, write_json
 from fvnum.theory import describe_rows
 
 HERE = Path(__file__).resolve().parent

@@ -14,8 +14,8 @@ pieces):
   can express) and ``greedy_dense`` (the adaptive unit-class policy of the strategy registry), under the tokens
   channel of the study's cell.
 
-- ``theory:best_adaptive_keyed`` -- A's prediction policy, probes only (``bridges.probes.prediction_probes``: the
-  probes of the search's own readings, ``fvnum.keyed_adaptive.adaptive_keyed_trace``). It is a per-sample search,
+- ``theory:best_adaptive_keyed`` -- A's prediction policy, probes only (``bridges.analysis.probes.prediction_probes``: the
+  probes of the search's own readings, ``fvnum.keys.adaptive.adaptive_keyed_trace``). It is a per-sample search,
   not a policy with keys the patching simulator can replace: no key-patching table (causal.md says so).
 
 Every table is ``key_patching_table`` / ``fvnum.patching_table`` (loss with layer ``l``'s keys replaced by a donor
@@ -28,12 +28,12 @@ import sys
 
 import numpy as np
 
-from bridges.audit import load_run
-from bridges.config import DataConfig
+from bridges.analysis.audit import load_run
+from bridges.runs.config import DataConfig
 from bridges.patching import key_patching_table, theory_patching_table, table_from_dict
-from bridges.probes import prediction_probes, theory_probes, workspace_probes
-from bridges.store import update_json
-from bridges.options import script_options
+from bridges.analysis.probes import prediction_probes, theory_probes, workspace_probes
+from bridges.runs.store import update_json
+from bridges.runs.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "causal.json")

@@ -5,7 +5,7 @@ Command: ``PYTHONPATH=. python docs/scaling/distil.py [--teacher=path|keyed] [--
 [--budgets=4,5,6] [--seeds=0,1,2] [--out=DIR] [--table[=finetune]]``.
 
 For every budget and seed, the study's Model A configuration (tree depth 7, alpha 0.6, N 64, MLPs 2 x 64, the
-recipe: 5000 x budget steps) with ``init_policy`` the teacher (``bridges.distil``; ``path``, the default, or
+recipe: 5000 x budget steps) with ``init_policy`` the teacher (``bridges.training.distil``; ``path``, the default, or
 ``keyed``: A's prediction policy, the greedy adaptive keyed search; its cells are named ``keyed-B<b>-s<seed>``,
 path's ``B<b>-s<seed>``):
 
@@ -26,12 +26,12 @@ import os
 import statistics
 import sys
 
-from bridges.audit import audit_model, load_run
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.distil import TEACHERS, teacher_model
-from bridges.store import read_json, update_json
-from bridges.train import train
-from bridges.options import script_options
+from bridges.analysis.audit import audit_model, load_run
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.distil import TEACHERS, teacher_model
+from bridges.runs.store import read_json, update_json
+from bridges.training.train import train
+from bridges.runs.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "distil.json")

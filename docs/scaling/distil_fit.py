@@ -5,10 +5,10 @@ Command: ``PYTHONPATH=. python docs/scaling/distil_fit.py`` (after ``distil.py -
 --seeds=0``; about 2 minutes for the search on an idle core).
 """
 import json, time, torch
-from bridges.config import RunConfig
-from bridges.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
-from bridges.data import ContextSampler
-from bridges.checkpoint import load_model
+from bridges.runs.config import RunConfig
+from bridges.training.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
+from bridges.training.data import ContextSampler
+from bridges.training.checkpoint import load_model
 from pathlib import Path
 torch.set_num_threads(1)
 folder = Path("docs/scaling/distil/train/A-tree-K7-B4-N64-s0-e20c2a2abe")

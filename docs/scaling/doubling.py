@@ -20,8 +20,8 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args, train_argv
-from bridges.store import read_json, update_json
-from bridges.options import script_options
+from bridges.runs.store import read_json, update_json
+from bridges.runs.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "doubling.json")

@@ -5,7 +5,7 @@ Command: ``PYTHONPATH=. python docs/scaling/matched.py [--budgets=6,5,4,3,2,1] [
 
 The study trains A for 5000 x budget steps at batch 128 and B for 2500 x budget steps at batch 256, so at budget 6
 A gets 2.9 times B's compute. Here every A run of the study (``docs/scaling/scaling.json``) is trained again with
-the steps whose training FLOPs equal those of B's run at the same budget (``bridges.flops.flop_matched_steps``:
+the steps whose training FLOPs equal those of B's run at the same budget (``bridges.prices.flops.flop_matched_steps``:
 matrix-product FLOPs of one step counted by torch on both models; about 5,000-5,250 steps at every budget), the
 rest of its command unchanged (the cosine schedule shrinks with the steps). The question: is A's advantage over B
 bought with compute? The law test of the FLOP-matched A is the study's (``fvnum.laws.law_test``, budgets 2..6,
@@ -23,9 +23,9 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args, train_argv
-from bridges.flops import flop_matched_steps, step_flops
-from bridges.options import script_options
-from bridges.store import read_json, update_json
+from bridges.prices.flops import flop_matched_steps, step_flops
+from bridges.runs.options import script_options
+from bridges.runs.store import read_json, update_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "matched.json")

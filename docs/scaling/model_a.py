@@ -29,11 +29,11 @@ import os
 import shutil
 import sys
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
-from bridges.scaling import CONVERGED, convergence
-from bridges.options import script_options
-from bridges.store import write_atomic
-from bridges.train import train
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
+from bridges.studies.scaling import CONVERGED, convergence
+from bridges.runs.options import script_options
+from bridges.runs.store import write_atomic
+from bridges.training.train import train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "model_a.json")

@@ -109,8 +109,8 @@ def screen_cell(cell: dict) -> dict:
 
 def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
     """The keyed rows of one cell, piece by piece into ``data['keyed'][key]`` (saved after each piece)."""
-    from fvnum.keyed import best_nonadaptive_keyed
-    from fvnum.keyed_adaptive import adaptive_keyed_losses
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.keys.adaptive import adaptive_keyed_losses
 
     k = key(cell)
     entry = data.setdefault("keyed", {}).setdefault(k, {**cell, "budgets": budgets_of(cell["depth"]),
@@ -189,13 +189,13 @@ STEP_RULE = 5000  # steps per unit of budget of the step-matched arm (A's recipe
 def plan(cell: dict, n_seeds: int) -> dict:
     """Schedules and prices of the study in ``cell``: the step-matched arm (A, B, C at ``STEP_RULE x budget`` steps,
     ``fv scaling --steps-per-budget``), the FLOP-matched arm (A at the steps whose FLOPs match B's step-matched
-    run: ``bridges.flops.step_flops``, the matrix-product FLOPs of one training step counted by torch on each model
+    run: ``bridges.prices.flops.step_flops``, the matrix-product FLOPs of one training step counted by torch on each model
     at its recipe's batch), the step-doubling check (A, B, C at twice the steps at the largest budget), each run priced by
-    ``bridges.cost.train_seconds`` (the project's upper estimate) and by the previous study's measured seconds
+    ``bridges.prices.cost.train_seconds`` (the project's upper estimate) and by the previous study's measured seconds
     per priced second."""
-    from bridges.cost import train_seconds
-    from bridges.flops import flop_matched_steps, step_flops
-    from bridges.scaling import ScalingConfig
+    from bridges.prices.cost import train_seconds
+    from bridges.prices.flops import flop_matched_steps, step_flops
+    from bridges.studies.scaling import ScalingConfig
 
     budgets = budgets_of(cell["depth"])
     base = ScalingConfig(out="runs/prereg", depth=cell["depth"], alpha=cell["alpha"], n_tokens=cell["n_tokens"],
@@ -231,10 +231,10 @@ def plan(cell: dict, n_seeds: int) -> dict:
 
 
 def calibration() -> dict:
-    """The previous study's measured training CPU time against its price (``bridges.cost.train_seconds`` of the
+    """The previous study's measured training CPU time against its price (``bridges.prices.cost.train_seconds`` of the
     same runs, rebuilt by ``ScalingConfig`` with the committed config; their keys are checked against the rows)."""
-    from bridges.cost import train_seconds
-    from bridges.scaling import ScalingConfig
+    from bridges.prices.cost import train_seconds
+    from bridges.studies.scaling import ScalingConfig
 
     study = json.load(open(STUDY))
     c = study["config"]
@@ -290,7 +290,7 @@ def markdown(data: dict) -> str:
                          f"{r['B_steps_matching_A']} | {r['A_steps_matching_B']} |")
         pr = pl["price_cpu_hours"]
         cal = data["calibration"]
-        lines += ["", "| part | priced CPU-hours (bridges.cost) |", "|---|---|"]
+        lines += ["", "| part | priced CPU-hours (bridges.prices.cost) |", "|---|---|"]
         for k, v in pr.items():
             lines.append(f"| {k} | {v:.1f} |")
         lines += ["", "| model | previous study: measured CPU-hours | priced | measured / priced |",

@@ -17,8 +17,8 @@ docs/softmax/patching.json as soon as it is done (atomically; a rerun skips fini
 - ``theory:path-B<b>``: ``fvnum.patching_table`` of the ``path`` policy (the coordinate policy A's keys can
   express; tokens channel, Bayes decoder; ``samples`` per divergence depth);
 - ``theory:adaptive_keyed_<family>-B<b>`` for ``weighted`` and ``softmax``: A's prediction policies (the greedy
-  keyed policies of ``fvnum.keyed_adaptive``, the rows of docs/softmax.md) patched on real tokens
-  (``fvnum.keyed_patching.keyed_patching_table``, ``keyed-samples`` target contexts). B's prediction, the best
+  keyed policies of ``fvnum.keys.adaptive``, the rows of docs/softmax.md) patched on real tokens
+  (``fvnum.patching.keyed.keyed_patching_table``, ``keyed-samples`` target contexts). B's prediction, the best
   one-layer design, is not adaptive: no patch changes it (its table is 0 everywhere), so it has no piece.
 
 ``--table`` prints the tables of docs/softmax.md (effects ``loss - unpatched``) and the sign patterns.
@@ -30,8 +30,8 @@ import sys
 
 import numpy as np
 
-from bridges.options import script_options
-from bridges.store import read_json, write_atomic
+from bridges.runs.options import script_options
+from bridges.runs.store import read_json, write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -56,7 +56,7 @@ def save(name: str, entry: dict) -> None:
 
 
 def data_config():
-    from bridges.config import DataConfig
+    from bridges.runs.config import DataConfig
 
     with open(STUDY) as f:
         cell = next(iter(json.load(f)["runs"].values()))["command"]
@@ -98,7 +98,7 @@ def run_folder(name: str, train_dir: str) -> tuple:
 
 
 def model_piece(model: str, attention: str, budget: int, train_dir: str, contexts: int) -> None:
-    from bridges.audit import load_run
+    from bridges.analysis.audit import load_run
     from bridges.patching import key_patching_table
 
     name = f"{model}-{attention}-K{DEPTH}-B{budget}-s{SEED}"
@@ -113,9 +113,9 @@ def model_piece(model: str, attention: str, budget: int, train_dir: str, context
 
 
 def theory_piece(strategy: str, budget: int, samples: int, keyed_samples: int) -> None:
-    from bridges.data import fv_prior
+    from bridges.training.data import fv_prior
     from bridges.patching import theory_patching_table
-    from fvnum.keyed_patching import keyed_patching_table
+    from fvnum.patching.keyed import keyed_patching_table
 
     name = f"theory:{strategy}-B{budget}"
     if name in load():

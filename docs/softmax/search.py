@@ -5,9 +5,9 @@ Command: ``PYTHONPATH=. python docs/softmax/search.py [--samples=1000] [--seed=0
 Tree prior, depth 4, alpha 0.6, N 64, s2 0.01 (the cell of docs/softmax.md), budgets 1-4, on the same
 ``samples`` samples (stream EVAL of ``seed``) and the same layer-1 key (``best_nonadaptive_keyed`` at budget 1):
 
-- ``old``: the greedy softmax policy (``fvnum.keyed_adaptive.adaptive_keyed_losses``, every layer with the
+- ``old``: the greedy softmax policy (``fvnum.keys.adaptive.adaptive_keyed_losses``, every layer with the
   layer-1 key's ``Q``): the softmax prediction row of A in docs/softmax.md before this section;
-- ``new``: ``fvnum.keyed_adaptive.adaptive_softmax_losses`` (a quadratic part per layer and sample, searched
+- ``new``: ``fvnum.keys.adaptive.adaptive_softmax_losses`` (a quadratic part per layer and sample, searched
   from the greedy step), the row ``fvnum.theory.keyed_curves`` now gives A under softmax keys;
 - ``tokens``: the new policy run on real tokens (``adaptive_softmax_losses_mc``: one context of N tokens per
   sample, every layer's softmax average over it), decoded by the same law-based Bayes posterior.
@@ -21,8 +21,8 @@ import os
 import sys
 import time
 
-from bridges.options import script_options
-from bridges.store import write_atomic
+from bridges.runs.options import script_options
+from bridges.runs.store import write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "search.json")
@@ -32,8 +32,8 @@ BAND = (0.8, 1.25)
 
 
 def compute(samples: int, seed: int) -> dict:
-    from fvnum.keyed import best_nonadaptive_keyed
-    from fvnum.keyed_adaptive import adaptive_keyed_losses, adaptive_softmax_losses, adaptive_softmax_losses_mc
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.keys.adaptive import adaptive_keyed_losses, adaptive_softmax_losses, adaptive_softmax_losses_mc
     from fvsym.priors import TreePrior
 
     prior = TreePrior(CELL["depth"], CELL["alpha"])

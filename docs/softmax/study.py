@@ -37,8 +37,8 @@ import sys
 
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args
-from bridges.store import update_json, write_atomic
-from bridges.options import script_options
+from bridges.runs.store import update_json, write_atomic
+from bridges.runs.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "study.json")
@@ -135,7 +135,7 @@ def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
            families: tuple = ("weighted", "softmax")) -> None:
     """The keyed rows of ``families`` (both by default) on ``samples`` samples and C's exact linear theory at
     every budget (seed 0); a family's rows record their sample count (``samples``)."""
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.theory import keyed_curves, lmmse, top_levels_rows
     from fvsym.priors import TreePrior
 
@@ -189,7 +189,7 @@ def table(depth: int = 4) -> str:
     """Per model and budget: trained linear and softmax (seed mean ± SD (seeds)) beside the prediction rows of
     both families (A: the adaptive keyed policy; B and C: the best one-layer design; C also its exact linear
     theory), and softmax / its prediction."""
-    from bridges.model_registry import MODELS
+    from bridges.models.registry import MODELS
 
     data = load()
     lines = ["| model | B | trained, linear | prediction, linear (weighted keys; C: exact) | trained, softmax | "
@@ -223,7 +223,7 @@ def contrasts(depth: int = 4) -> str:
     each aggregation, each model's softmax over its linear twin, and what the theory says of the same: the
     one-layer softmax row over the weighted one (the cost of self-normalisation to the best design found) and
     the adaptive rows' A / B."""
-    from bridges.model_registry import MODELS
+    from bridges.models.registry import MODELS
 
     data = load()
     adaptive = next(m for m, s in MODELS.items() if s.adaptive and s.mlp_keys)
@@ -268,7 +268,7 @@ def figure(depth: int = 4) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bridges.model_registry import MODELS
+    from bridges.models.registry import MODELS
 
     data = load()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(4.2 * len(MODELS), 3.6), sharey=True)
@@ -322,8 +322,8 @@ def gaussian_theory(depth: int, budgets: list[int]) -> None:
     """The one-layer keyed rows on the matched Gaussian, weighted and linear keys (``keyed_curves``: on a
     Gaussian prior no adaptive keyed search exists and none is needed, Theorem G1: the one-layer row is the
     prediction of A and of B). Softmax rows are searched on the tree prior only (docs/theory.md section 11.1)."""
-    from bridges.config import DataConfig
-    from bridges.data import data_channel, fv_prior
+    from bridges.runs.config import DataConfig
+    from bridges.training.data import data_channel, fv_prior
     from fvnum.theory import keyed_curves
 
     data = DataConfig(prior="gaussian", cov="matched", depth=depth, alpha=CELL["alpha"], n_tokens=CELL["tokens"],
@@ -383,8 +383,8 @@ def paired(depth: int = 4, n_contexts: int = PAIRED_CONTEXTS) -> str:
     (``paired``) and returned as a table."""
     import torch
 
-    from bridges.audit import load_run
-    from bridges.data import ContextSampler
+    from bridges.analysis.audit import load_run
+    from bridges.training.data import ContextSampler
 
     data = load(GAUSSIAN_OUT)
     lines = ["| B | attention | A | B | A - B (paired) | A / B |", "|---|---|---|---|---|---|"]

@@ -12,7 +12,7 @@ from fractions import Fraction
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from fvnum import gaussian as fvnum_gaussian
+from fvnum.priors import gaussian as fvnum_gaussian
 from fvsym import GaussianPrior, TreePrior, bellman, gaussian, symbols
 from fvsym.tree import tree_loss
 

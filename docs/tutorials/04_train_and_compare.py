@@ -12,9 +12,9 @@ import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm in a notebook without ipywidgets
 
-from bridges.compare import compare, to_markdown
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.train import train
+from bridges.analysis.compare import compare, to_markdown
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.train import train
 from fvnum import plot
 
 cfg = RunConfig(DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=128),
@@ -29,7 +29,7 @@ result
 #
 # `compare` computes the theory side with `fvnum.theory.comparison_table` (Monte Carlo rows with their
 # standard errors, exact rows from `fvsym` or the exact linear theory) and lays it out beside the
-# trained loss, with the routing the model learned and the audit of its readings (`bridges.audit`: the
+# trained loss, with the routing the model learned and the audit of its readings (`bridges.analysis.audit`: the
 # Bayes loss on the model's own readings, and the decoder gap, model minus Bayes). `to_markdown` writes
 # it as Markdown; `Markdown(...)` shows it as a table here.
 
@@ -42,11 +42,11 @@ Markdown(to_markdown(table))
 # %% [markdown]
 # ## The audit
 #
-# `bridges.audit.audit(result)` measures the trained model against the Bayes decoder on its own
+# `bridges.analysis.audit.audit(result)` measures the trained model against the Bayes decoder on its own
 # readings: the gap says how much of the loss is the readout's rather than the routing's.
 
 # %%
-from bridges.audit import audit
+from bridges.analysis.audit import audit
 
 audit(result)
 

@@ -14,8 +14,8 @@
 # %%
 import numpy as np
 
-from bridges.config import DataConfig
-from bridges.figures import patching_png
+from bridges.runs.config import DataConfig
+from bridges.studies.figures import patching_png
 from bridges.models import path_model
 from bridges.patching import key_patching_table, path_bayes_decoder, theory_patching_table
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from bridges.audit import AUDIT_STREAM, _latents, _reading_law, audit, load_run
-from bridges.compare import theory_table
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ATOMS_FILE, ContextSampler, fv_prior
-from bridges.taps import record
-from bridges.train import train
-from fvnum.atoms import AtomsPrior
-from fvnum.channels import make_channel
+from bridges.analysis.audit import AUDIT_STREAM, _latents, _reading_law, audit, load_run
+from bridges.analysis.compare import theory_table
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ATOMS_FILE, ContextSampler, fv_prior
+from bridges.models.taps import record
+from bridges.training.train import train
+from fvnum.priors.atoms import AtomsPrior
+from fvnum.mc.channels import make_channel
 from fvsym import TreePrior
 
 TINY = dict(steps=3, batch=8, eval_batches=1, eval_every=3, warmup=1)
@@ -91,7 +91,7 @@ def test_the_options_give_the_configuration_back(tmp_path):
 
 
 def _pairs(argv):
-    from bridges.config import RUN_OPTIONS
+    from bridges.runs.config import RUN_OPTIONS
 
     by_flag = {f: o for o in RUN_OPTIONS for f in (o.flag, *o.aliases)}
     return [by_flag[f] for f in argv[::2]], argv[1::2]
@@ -106,10 +106,10 @@ def test_a_stopped_run_resumes_and_its_audit_finds_the_atoms_in_its_folder(tmp_p
     whole = train(cfg, progress=False)
     assert whole.finished and whole.steps == 4
     shutil.move(path, tmp_path / "moved.npy")  # the user's file goes away: the run folder keeps its atoms
-    from bridges import data as data_module
+    from bridges.training import data as data_module
 
     data_module._atoms_prior.cache_clear()
-    import fvnum.atoms as atoms_module
+    import fvnum.priors.atoms as atoms_module
 
     atoms_module._BY_DIGEST.clear()
     run = load_run(tmp_path / "runs" / cfg.key())
@@ -171,7 +171,7 @@ def test_the_audits_posterior_over_the_atoms_is_the_brute_force_one(tmp_path):
     with torch.no_grad(), record(model, ["layers.1.phi"]) as rec:
         model(c.x, c.y, c.x_q)
     phi = rec["layers.1.phi"].double().numpy()  # (n, B)
-    from fvnum.keys import posterior_mean
+    from fvnum.keys.families import posterior_mean
 
     law = _reading_law("linear", X, F, thetas, n_tokens=N, s2=s2)
     engine = posterior_mean(thetas, log_prior, law, phi)

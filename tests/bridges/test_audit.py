@@ -1,4 +1,4 @@
-"""The audit of a model's measurements (bridges.audit): Bayes decoding on the law of a model's own readings
+"""The audit of a model's measurements (bridges.analysis.audit): Bayes decoding on the law of a model's own readings
 against independent references, for a hand-built Model C (linear keys) and the hand-built path model, and
 the command line with bad run folders."""
 import json
@@ -9,13 +9,13 @@ import pytest
 import torch
 
 import fvnum
-from bridges.audit import audit, audit_model
+from bridges.analysis.audit import audit, audit_model
 from bridges.cli import main
-from bridges.config import DataConfig
-from bridges.data import ContextSampler, fv_prior
-from bridges.models import linear_model, linear_readout, path_model
-from fvnum.channels import token_statistics
-from fvnum.keys import LinearKeys, ReadingLaw, posterior_mean
+from bridges.runs.config import DataConfig
+from bridges.training.data import ContextSampler, fv_prior
+from bridges.models.networks import linear_model, linear_readout, path_model
+from fvnum.mc.channels import token_statistics
+from fvnum.keys.families import LinearKeys, ReadingLaw, posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=16)
@@ -32,8 +32,8 @@ def _mean_se(losses):
 
 
 def _design_reference(data, W, n, seed):
-    """Bayes loss of the fixed design ``W`` on the tokens channel decoded under its CLT law (fvnum.keys
-    LinearKeys, closed form): the statistic S drawn exactly in law (fvnum.channels), no torch."""
+    """Bayes loss of the fixed design ``W`` on the tokens channel decoded under its CLT law (fvnum.keys.families
+    LinearKeys, closed form): the statistic S drawn exactly in law (fvnum.mc.channels), no torch."""
     rng = np.random.default_rng(seed)
     thetas = _leaves(data)
     law = LinearKeys(W).law(thetas, n_tokens=data.n_tokens, s2=data.s2)
@@ -180,8 +180,8 @@ def test_fv_audit_is_priced_before_work(run_folder, capsys):
     """Issue 32: ``fv --max-seconds 1 audit RUN --samples 10^7 --token-sample 10^7`` (tens of GB) is refused in
     one line naming the largest token sample that fits, and a size over the time cap names the contexts that
     fit; the size it names is accepted by the same price."""
-    from bridges.audit import audit_cost, check_audit_cost
-    from fvnum.resources import available_memory, time_limit
+    from bridges.analysis.audit import audit_cost, check_audit_cost
+    from fvnum.guards.resources import available_memory, time_limit
 
     code = main(["--max-seconds", "1", "audit", str(run_folder), "--samples", "10000000", "--token-sample", "10000000"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import TRAIN_STREAM, ContextSampler
-from bridges.models import build_model
-from bridges.train import context_losses, train, training_loss
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import TRAIN_STREAM, ContextSampler
+from bridges.models.networks import build_model
+from bridges.training.train import context_losses, train, training_loss
 from tests._cli import fv
 
 DATA = DataConfig(prior="tree", depth=3, n_tokens=8)
@@ -36,7 +36,7 @@ def test_argv_round_trip():
 
 
 def _parsed(argv):
-    from bridges.config import RUN_OPTION_NAMES
+    from bridges.runs.config import RUN_OPTION_NAMES
 
     values = {}
     for flag, text in zip(argv[::2], argv[1::2]):

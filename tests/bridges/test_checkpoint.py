@@ -4,10 +4,10 @@ import shutil
 import pytest
 import torch
 
-from bridges.checkpoint import atomic_write_bytes, load_checkpoint, load_model, restore, save_checkpoint
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.models import build_model
-from bridges.train import train
+from bridges.training.checkpoint import atomic_write_bytes, load_checkpoint, load_model, restore, save_checkpoint
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.models.networks import build_model
+from bridges.training.train import train
 
 torch.set_num_threads(1)
 
@@ -115,7 +115,7 @@ def test_both_checkpoints_damaged_restarts_from_scratch(tmp_path, uninterrupted)
     path.write_bytes(b"")
     path.with_name("checkpoint.prev.pt").write_bytes(path.with_name("checkpoint.prev.pt").read_bytes()[:100])
     messages = []
-    from bridges.checkpoint import usable_checkpoint
+    from bridges.training.checkpoint import usable_checkpoint
 
     assert usable_checkpoint(path, cfg, log=messages.append) is None
     (line,) = messages
@@ -228,7 +228,7 @@ def test_damaged_result_json_is_set_aside_and_the_run_resumed(tmp_path, uninterr
 def test_result_json_is_strict_json_with_a_checksum(tmp_path):
     import json
 
-    from bridges.store import verify_checksum
+    from bridges.runs.store import verify_checksum
 
     cfg = cfg_in(tmp_path, "C", steps=6)
     train(cfg, progress=False)
@@ -288,7 +288,7 @@ def test_finished_run_with_non_finite_weights_is_recomputed(tmp_path, uninterrup
 def test_weights_that_become_nan_never_make_a_finished_run(tmp_path, monkeypatch):
     """The loss of the last step is finite, the step after it leaves NaN weights: one line, exit 2, no
     result.json, and the checkpoint before is kept (before: written as finished)."""
-    import bridges.train as train_module
+    import bridges.training.train as train_module
 
     real = train_module._adam
 
@@ -319,7 +319,7 @@ def test_weights_that_become_nan_never_make_a_finished_run(tmp_path, monkeypatch
 
 
 def test_no_result_from_a_model_whose_weights_became_nan_without_a_folder(monkeypatch):
-    import bridges.train as train_module
+    import bridges.training.train as train_module
 
     real = train_module._adam
 

@@ -1,4 +1,4 @@
-"""Trained models beside the theory (bridges.compare): a trained Model C against the exact linear
+"""Trained models beside the theory (bridges.analysis.compare): a trained Model C against the exact linear
 theory, the theory rows, the learned routing of a hand-built model, and the prediction checks."""
 import json
 import math
@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from bridges.compare import (
+from bridges.analysis.compare import (
     AUDIT_SAMPLES, compare, learned_routing, grid_checks, seed_summary, summary_markdown,
     theory_losses, to_markdown,
 )
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import data_channel, fv_prior
-from bridges.models import linear_readout, path_model, top_levels_keys
-from bridges.train import train
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import data_channel, fv_prior
+from bridges.models.networks import linear_readout, path_model, top_levels_keys
+from bridges.training.train import train
 
 torch.set_num_threads(1)
 
@@ -68,8 +68,8 @@ def test_theory_rows_are_the_fvnum_table_of_the_models_channel():
     """bridges lays out fvnum's table: the same numbers, for the tokens channel of the data's N and s2."""
     from fvnum.theory import comparison_table
 
-    from bridges.compare import theory_table
-    from bridges.data import data_channel, fv_prior
+    from bridges.analysis.compare import theory_table
+    from bridges.training.data import data_channel, fv_prior
 
     data = DataConfig(prior="gaussian", depth=3, n_tokens=64)
     table = theory_table(data, 2, samples=1000, seed=2, keyed=None)
@@ -198,7 +198,7 @@ def test_seed_summary_aggregates_seeds_beside_the_prediction():
     (0.015, 0.001, -0.001, 0.01, None),    # a Monte Carlo row below 0
 ])
 def test_a_prediction_zero_within_its_error_gets_the_difference_not_a_ratio(loss, loss_se, pred, pred_se, ratio):
-    from bridges.compare import beside_prediction, beside_text
+    from bridges.analysis.compare import beside_prediction, beside_text
 
     b = beside_prediction(loss, loss_se, pred, pred_se)
     assert b["difference"] == pytest.approx(loss - pred) and b["difference_se"] == pytest.approx(math.hypot(loss_se, pred_se))
@@ -223,7 +223,7 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     assert table["audit"]["model"] == "B" and table["audit"]["bayes_on_readings"]["n"] == AUDIT_SAMPLES
     assert all({"role", "models", "class", "keys"} <= set(r) for r in table["theory"])
     md = to_markdown(table)
-    from bridges.compare import beside_of
+    from bridges.analysis.compare import beside_of
 
     b = beside_of(table)  # a ratio, or the difference where the prediction is 0 within its error
     assert b["prediction"] == "best_nonadaptive_unit" and b["difference"] == pytest.approx(
@@ -269,7 +269,7 @@ def test_fv_bounds_says_the_channel_of_its_exact_value(capsys):
 
 
 def test_the_report_legend_does_not_call_the_noiseless_policy_an_optimum():
-    from bridges.figures import STYLE
+    from bridges.studies.figures import STYLE
 
     label = STYLE["bellman_noiseless"][0]
     assert "not the noisy optimum" in label and "Bellman optimum" not in label

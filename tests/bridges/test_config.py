@@ -1,7 +1,7 @@
 import pytest
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
-from bridges.models import MODELS
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
+from bridges.models.networks import MODELS
 
 # the recipe of docs/training.md, by model (steps per budget, batch, lr): every stored run's key was made with it
 RECIPES = {"A": (5000, 128, 5e-3), "B": (2500, 256, 3e-3), "C": (2500, 256, 1e-2)}
@@ -38,8 +38,8 @@ def test_bad_batch_is_one_line(batch):
 # --- one table of options: parsing, building a config and to_argv read the same fields ------------------
 import dataclasses  # noqa: E402
 
-from bridges.config import RUN_OPTIONS  # noqa: E402
-from bridges.options import Option  # noqa: E402
+from bridges.runs.config import RUN_OPTIONS  # noqa: E402
+from bridges.runs.options import Option  # noqa: E402
 
 ROUND_TRIP = [
     RunConfig(),

@@ -1,14 +1,14 @@
-"""The curriculum of Model A: ``bridges.models.grow`` and ``TrainConfig.init_from``."""
+"""The curriculum of Model A: ``bridges.models.networks.grow`` and ``TrainConfig.init_from``."""
 import json
 
 import pytest
 import torch
 
 from bridges.cli import main as fv
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ContextSampler
-from bridges.models import build_model, grow
-from bridges.train import train
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ContextSampler
+from bridges.models.networks import build_model, grow
+from bridges.training.train import train
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)

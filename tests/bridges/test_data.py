@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridges.config import DataConfig
-from bridges.data import ContextSampler, leaf_index, path_nodes, step_generator
+from bridges.runs.config import DataConfig
+from bridges.training.data import ContextSampler, leaf_index, path_nodes, step_generator
 from fvsym.priors import GaussianPrior, TreePrior
 
 torch.set_num_threads(1)
@@ -124,7 +124,7 @@ def test_bad_requests_are_one_line_errors():
 def test_one_covariance_vocabulary_and_the_old_spelling_names_the_new_one():
     from fvsym.gaussian import COVARIANCES
 
-    from bridges.config import COVARIANCES as CONFIG_COVARIANCES
+    from bridges.runs.config import COVARIANCES as CONFIG_COVARIANCES
 
     assert CONFIG_COVARIANCES == COVARIANCES == ("matched", "isotropic")  # THEORY.md section 5
     with pytest.raises(ValueError, match="cov 'tree' is now called 'matched'"):

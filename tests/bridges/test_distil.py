@@ -1,15 +1,15 @@
-"""Model A started from a theory policy distilled into its routers (bridges.distil, TrainConfig.init_policy)."""
+"""Model A started from a theory policy distilled into its routers (bridges.training.distil, TrainConfig.init_policy)."""
 import json
 
 import pytest
 import torch
 
-from bridges.data import ContextSampler
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.distil import (DistilConfig, KeyedTeacher, PathTeacher, _relative_errors, _student_keys, distil,
+from bridges.training.data import ContextSampler
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.distil import (DistilConfig, KeyedTeacher, PathTeacher, _relative_errors, _student_keys, distil,
                             teacher_model)
-from bridges.models import build_model
-from bridges.train import evaluate, train
+from bridges.models.networks import build_model
+from bridges.training.train import evaluate, train
 
 DATA = DataConfig(depth=3, alpha=0.6, n_tokens=64)
 
@@ -80,7 +80,7 @@ def test_init_policy_in_the_key_and_checked():
 
 
 def test_training_starts_from_the_distilled_model(tmp_path, monkeypatch):
-    import bridges.distil as D
+    import bridges.training.distil as D
 
     monkeypatch.setattr(D, "DistilConfig", lambda **kw: DistilConfig(key_steps=60, readout_steps=30, **kw))
     cfg = RunConfig(DATA, ModelConfig("A", 2), TrainConfig(steps=20, eval_every=10, init_policy="path",
@@ -94,7 +94,7 @@ def test_training_starts_from_the_distilled_model(tmp_path, monkeypatch):
 
 def test_the_distilled_start_is_checkpointed(tmp_path, monkeypatch):
     """stop_at=0 keeps the distilled model; the resumed run starts from it without distilling again."""
-    import bridges.distil as D
+    import bridges.training.distil as D
 
     monkeypatch.setattr(D, "DistilConfig", lambda **kw: DistilConfig(key_steps=30, readout_steps=10, **kw))
     cfg = RunConfig(DATA, ModelConfig("A", 2), TrainConfig(steps=10, eval_every=5, init_policy="path",
@@ -139,7 +139,7 @@ def test_keyed_teacher_is_the_search_trace(keyed_teacher):
 
 
 def _keyed_distillation(teacher, cfg, layer2: float, factor: float):
-    from bridges.audit import audit_model
+    from bridges.analysis.audit import audit_model
 
     model = _model(2, data=KEYED_DATA)
     sampler = ContextSampler(KEYED_DATA)

@@ -1,9 +1,9 @@
-"""FLOP counts of a training step (bridges.flops.step_flops) and FLOP-matched schedules."""
+"""FLOP counts of a training step (bridges.prices.flops.step_flops) and FLOP-matched schedules."""
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.flops import flop_matched_steps, step_flops
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.prices.flops import flop_matched_steps, step_flops
 
 DATA = DataConfig(prior="tree", depth=4, alpha=0.6, n_tokens=16, s2=0.01)
 

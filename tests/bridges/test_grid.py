@@ -7,10 +7,10 @@ matched Gaussian prior (C/opt = 1.033), and A/B = 0.579, C/linear = 1.000 on the
 import pytest
 import torch
 
-from bridges.compare import grid_checks, theory_losses
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import data_channel, fv_prior
-from bridges.train import train
+from bridges.analysis.compare import grid_checks, theory_losses
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import data_channel, fv_prior
+from bridges.training.train import train
 
 torch.set_num_threads(1)
 

@@ -82,9 +82,9 @@ def test_training_just_under_the_cap_finishes_within_it(tmp_path):
 
 
 def test_training_past_the_cap_stops_with_its_checkpoint_and_resumes(tmp_path, monkeypatch):
-    import bridges.cost
+    import bridges.prices.cost
 
-    monkeypatch.setattr(bridges.cost, "train_seconds", lambda cfg, done=0: 1.0)  # an estimate that is wrong
+    monkeypatch.setattr(bridges.prices.cost, "train_seconds", lambda cfg, done=0: 1.0)  # an estimate that is wrong
     argv = ["train", "--model", "C", "--depth", "3", "--budget", "2", "--tokens", "16", "--batch", "16",
             "--steps", "1000000", "--checkpoint-every", "100000", "--eval-every", "100000", "--eval-batches", "1",
             "--out", tmp_path, "--quiet"]
@@ -92,7 +92,7 @@ def test_training_past_the_cap_stops_with_its_checkpoint_and_resumes(tmp_path, m
     line = refused(code, err, "stopped at step", "past the limit of 2 s", "checkpoint is kept")
     assert seconds < 30, line
     (folder,) = tmp_path.iterdir()
-    from bridges.checkpoint import load_checkpoint
+    from bridges.training.checkpoint import load_checkpoint
 
     step = load_checkpoint(folder / "checkpoint.pt")["step"]
     assert 0 < step < 1000000 and f"step {step} of" in line
@@ -111,7 +111,7 @@ _PEAK = ("import re, sys; from bridges.cli import main; code = main(sys.argv[1:]
                  marks=pytest.mark.slow),
 ], ids=["path-tau", "path-tokens"])
 def test_memory_estimate_bounds_the_peak(argv):
-    from fvnum.limits import mc_cost
+    from fvnum.guards.limits import mc_cost
 
     proc = subprocess.run([sys.executable, "-c", _PEAK, "mc", *argv, "--format", "json"], capture_output=True,
                           text=True, cwd=ROOT, timeout=600)
@@ -141,11 +141,11 @@ def test_lock_never_follows_a_symlink(tmp_path):
 
 
 def test_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_previous(tmp_path, monkeypatch):
-    import bridges.store as store
+    import bridges.runs.store as store
 
     argv = ["train", "--model", "C", "--depth", "3", "--budget", "2", "--tokens", "16", "--batch", "16",
             "--steps", "20", "--checkpoint-every", "5", "--eval-batches", "1", "--out", tmp_path, "--quiet"]
-    from bridges.train import train
+    from bridges.training.train import train
     from bridges.commands import config_from_args
     from bridges.cli import build_parser
 
@@ -207,7 +207,7 @@ def test_sweep_refuses_a_huge_grid_quickly(tmp_path, n_keys, count):
 
 # --- compare --grid options, device in the cell key, progress off a terminal ----------------------------
 def test_compare_grid_honours_model_and_refuses_one_run_options(tmp_path):
-    from bridges.reproduce import ReproduceConfig, grid
+    from bridges.studies.reproduce import ReproduceConfig, grid
 
     assert {r.model.model for r in grid(ReproduceConfig(models="A", full=True), "x")} == {"A"}
     code, _, err, _ = fv("compare", "--grid", "--depth", "3", "--out", tmp_path)
@@ -215,8 +215,8 @@ def test_compare_grid_honours_model_and_refuses_one_run_options(tmp_path):
 
 
 def test_device_enters_the_cell_key():
-    from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bridges.reproduce import _cell_key
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bridges.studies.reproduce import _cell_key
 
     cpu = RunConfig(DataConfig(), ModelConfig("A", 3), TrainConfig(device="cpu"))
     assert _cell_key("compare", cpu) != _cell_key("compare", cpu.replace(train=dict(device="cuda")))
@@ -224,9 +224,9 @@ def test_device_enters_the_cell_key():
 
 
 def test_progress_off_a_terminal_has_no_carriage_returns(tmp_path, capsys):
-    from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
     from bridges.progress import progress_bar
-    from bridges.train import train
+    from bridges.training.train import train
 
     cfg = RunConfig(DataConfig(depth=2, n_tokens=8), ModelConfig("C", 1), TrainConfig(steps=30, batch=8, eval_batches=1))
     train(cfg, progress=True)
@@ -240,14 +240,14 @@ def test_progress_off_a_terminal_has_no_carriage_returns(tmp_path, capsys):
 
 
 def test_the_keyed_rows_are_priced_once_per_data_configuration():
-    """A study's price counts the keyed rows (``fvnum.limits.keyed_cost``) only where a key family is asked for,
+    """A study's price counts the keyed rows (``fvnum.guards.limits.keyed_cost``) only where a key family is asked for,
     once per data configuration, and grows with the samples, the budgets and the tree (its constants are
     measured in docs/benchmarks/2026-12-02-keyed.md; a timed test would measure the machine's load)."""
     import dataclasses
 
-    from bridges.config import DataConfig
-    from bridges.cost import keyed_seconds, scaling_seconds
-    from bridges.scaling import ScalingConfig
+    from bridges.runs.config import DataConfig
+    from bridges.prices.cost import keyed_seconds, scaling_seconds
+    from bridges.studies.scaling import ScalingConfig
 
     cfg = ScalingConfig(out="unused", depth=4, budgets=(1, 2), models="C", seeds=1, samples=500, search_samples=200)
     extra = scaling_seconds(cfg, train=False) - scaling_seconds(dataclasses.replace(cfg, keyed=None), train=False)
@@ -266,9 +266,9 @@ def test_the_keyed_rows_are_priced_once_per_data_configuration():
                                   dict(model="B", depth=3, budget=4), dict(model="C", depth=5, budget=3),
                                   dict(model="B", hidden_layers=1, mlp_width=7, readout="decode")])
 def test_n_parameters_counts_the_model_built(opts):
-    from bridges.config import RunConfig
-    from bridges.cost import n_parameters, train_bytes
-    from bridges.models import build_model
+    from bridges.runs.config import RunConfig
+    from bridges.prices.cost import n_parameters, train_bytes
+    from bridges.models.networks import build_model
 
     cfg = RunConfig.from_options(opts)
     assert n_parameters(cfg) == sum(p.numel() for p in build_model(cfg).parameters())
@@ -278,9 +278,9 @@ def test_n_parameters_counts_the_model_built(opts):
 def test_weights_that_do_not_fit_are_refused_naming_the_width_that_fits():
     """``fv train --mlp-width 30000`` (3.6e9 parameters: 58 GB with gradients and Adam's moments) is refused
     before torch allocates anything, naming the largest --mlp-width whose training fits."""
-    from bridges.config import RunConfig
-    from bridges.cost import train_bytes
-    from fvnum.resources import fits_memory
+    from bridges.runs.config import RunConfig
+    from bridges.prices.cost import train_bytes
+    from fvnum.guards.resources import fits_memory
 
     code, _, err, seconds = fv("train", "--model", "A", "--mlp-width", "30000", "--tokens", "32", "--out", "")
     line = refused(code, err, "parameters", "largest --mlp-width that fits is")

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-CODE = "from bridges._malloc import keep_freed_memory; print(keep_freed_memory())"
+CODE = "from bridges.training._malloc import keep_freed_memory; print(keep_freed_memory())"
 
 
 def _run(**env):

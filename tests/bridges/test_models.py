@@ -4,11 +4,11 @@ import math
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ContextSampler, path_nodes, step_generator
-from bridges.models import (build_model, key_rows, linear_model, linear_readout, path_model, top_levels_keys,
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ContextSampler, path_nodes, step_generator
+from bridges.models.networks import (build_model, key_rows, linear_model, linear_readout, path_model, top_levels_keys,
                             top_levels_model)
-from bridges.taps import patch, record, tap_context, tap_names, taps
+from bridges.models.taps import patch, record, tap_context, tap_names, taps
 
 torch.set_num_threads(1)
 
@@ -212,9 +212,9 @@ def test_hand_built_path_model_with_bayes_readout_reaches_fvnum_path_loss():
     """THEORY.md section 7 against section 6: Model A with the path keys and fvnum's exact Bayes decoder of
     its statistics phi_l, on sampled tokens, has fvnum's tokens-channel path loss (no training)."""
     import fvnum
-    from bridges.data import fv_prior
-    from bridges.patching import path_bayes_decoder
-    from bridges.train import evaluate
+    from bridges.training.data import fv_prior
+    from bridges.patching.keys import path_bayes_decoder
+    from bridges.training.train import evaluate
 
     data = DataConfig(prior="tree", depth=4, alpha=0.5, n_tokens=32)  # small N: routing errors happen
     model = path_model(data, 3, readout=path_bayes_decoder(data))
@@ -281,7 +281,7 @@ def test_bf16_keys_stay_close_to_fp32_and_everything_after_is_float32():
 
 
 def test_precision_auto_follows_the_hardware():
-    from bridges.precision import autocast_dtype, native_bf16
+    from bridges.models.precision import autocast_dtype, native_bf16
 
     auto = autocast_dtype("auto", "cpu", has_mlp_keys=True)
     assert auto == (torch.bfloat16 if native_bf16("cpu") else None)

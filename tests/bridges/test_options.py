@@ -1,4 +1,4 @@
-"""bridges.options: the fields of a frozen dataclass as command-line options (kinds from annotations, defaults
+"""bridges.runs.options: the fields of a frozen dataclass as command-line options (kinds from annotations, defaults
 from the fields, one-line errors), the one mechanism behind ``fv train``'s run options and the examples."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from bridges.config import RUN_OPTIONS, DataConfig, ModelConfig, TrainConfig
-from bridges.options import Option, config_of, options_of, read_argv, usage
+from bridges.runs.config import RUN_OPTIONS, DataConfig, ModelConfig, TrainConfig
+from bridges.runs.options import Option, config_of, options_of, read_argv, usage
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def test_the_run_options_are_the_fields_of_the_run_configs():
 
 
 def test_the_study_scripts_options_and_their_one_line_refusal(capsys):
-    from bridges.options import script_options
+    from bridges.runs.options import script_options
 
     assert script_options(["--budgets=4,5", "--table"], {"budgets", "table"}) == {"budgets": "4,5", "table": "1"}
     with pytest.raises(SystemExit) as exc:

@@ -4,15 +4,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from fvnum.patching import PatchingTable
+from fvnum.patching.keys import PatchingTable
 
-from bridges.config import DataConfig, ModelConfig
-from bridges.data import ContextSampler, step_generator
-from bridges.models import build_model, path_model
-from bridges.patching import (
+from bridges.runs.config import DataConfig, ModelConfig
+from bridges.training.data import ContextSampler, step_generator
+from bridges.models.networks import build_model, path_model
+from bridges.patching.keys import (
     donor_signs, key_patching_table, path_bayes_decoder, patched_losses, theory_patching_table, unpatched_losses,
 )
-from bridges.taps import patch, taps
+from bridges.models.taps import patch, taps
 
 torch.set_num_threads(1)
 

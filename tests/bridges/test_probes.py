@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from bridges.config import DataConfig, ModelConfig
-from bridges.models import build_model, path_model
-from bridges.probes import linear_probe, prefix_labels, probe_layers, theory_probes, workspace_probes
+from bridges.runs.config import DataConfig, ModelConfig
+from bridges.models.networks import build_model, path_model
+from bridges.analysis.probes import linear_probe, prefix_labels, probe_layers, theory_probes, workspace_probes
 
 torch.set_num_threads(1)
 
@@ -89,7 +89,7 @@ def test_final_prefix_decodes_levels_a_one_layer_state_holds():
     and length 3 does not."""
     import numpy as np
 
-    from bridges.probes import probe_layers
+    from bridges.analysis.probes import probe_layers
 
     rng = np.random.default_rng(0)
     signs = rng.choice([1, -1], size=(4000, 3))
@@ -105,7 +105,7 @@ def test_probe_tables_are_typed_with_their_dict_layout_and_a_frame():
     ``table["prefix"]`` reads it as before, ``to_frame()`` holds one row per layer."""
     import pandas as pd
 
-    from bridges.probes import ProbeTable
+    from bridges.analysis.probes import ProbeTable
 
     rng = np.random.default_rng(0)
     signs = rng.choice([-1.0, 1.0], size=(400, 2))
@@ -122,11 +122,11 @@ def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
     """``prediction_probes`` is ``probe_layers`` on the search's readings ``phi_1..phi_l`` (same samples, same
     seed), its first reading resolves ``s_1`` (the root is the first thing every adaptive policy reads), and the
     shuffled control stays at chance."""
-    from fvnum.keyed_adaptive import adaptive_keyed_trace
-    from fvnum.tree import numeric_prior
+    from fvnum.keys.adaptive import adaptive_keyed_trace
+    from fvnum.priors.tree import numeric_prior
 
-    from bridges.data import fv_prior
-    from bridges.probes import prediction_probes
+    from bridges.training.data import fv_prior
+    from bridges.analysis.probes import prediction_probes
 
     data = DataConfig(prior="tree", depth=3, alpha=0.6, n_tokens=64, s2=0.01)
     table = prediction_probes(data, 2, samples=400, seed=1)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bridges.cli import main
-from bridges.reproduce import ReproduceConfig, reproduce
+from bridges.studies.reproduce import ReproduceConfig, reproduce
 
 torch.set_num_threads(1)
 
@@ -32,7 +32,7 @@ def test_writes_report_figures_and_numbers(tiny_run):
     assert {t["model"] for t in data["training"]} == {"A", "B", "C"}
     assert {t["prior"] for t in data["training"]} == {"tree", "gaussian"}
     # the keyed rows (weighted keys, the default) are the predictions of A and B
-    from bridges.compare import prediction_of
+    from bridges.analysis.compare import prediction_of
 
     want = {("tree", "A"): "best_adaptive_keyed", ("tree", "B"): "best_nonadaptive_keyed",
             ("gaussian", "A"): "best_nonadaptive_keyed", ("gaussian", "B"): "best_nonadaptive_keyed"}
@@ -49,8 +49,8 @@ def test_writes_report_figures_and_numbers(tiny_run):
 def test_every_cell_and_output_passes_its_own_checks(tiny_run):
     """The checks on read (shape and range of each kind of cell) accept every cell a real run writes, and its
     JSON outputs are strict (no bare NaN)."""
-    from bridges.reproduce import SHAPES
-    from bridges.store import RunStore
+    from bridges.studies.reproduce import SHAPES
+    from bridges.runs.store import RunStore
 
     out, _, _ = tiny_run
     messages = []
@@ -146,14 +146,14 @@ def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monke
     seen = []
 
     def fake(cfg, log=print, **_):  # the study itself, replaced: what the command builds is checked
-        from bridges.reproduce import Reproduction
-        from bridges.scaling import ScalingStudy
+        from bridges.studies.reproduce import Reproduction
+        from bridges.studies.scaling import ScalingStudy
 
         seen.append(cfg)
         return (Reproduction(str(tmp_path), (), [], [], {}) if module == "reproduce"
                 else ScalingStudy(str(tmp_path), [], {}, {"models": {}}, ()))
 
-    monkeypatch.setattr(importlib.import_module(f"bridges.{module}"), fn, fake)
+    monkeypatch.setattr(importlib.import_module(f"bridges.studies.{module}"), fn, fake)
     small = ["--budgets", "1-2", "--seeds", "1"] if command == "scaling" else []  # within the default time cap
     assert main([command, "--out", str(tmp_path / "o"), "--scales", "1,1/2,1/3", "--quiet", "--workers", "1",
                  *small]) == 0
@@ -180,8 +180,8 @@ def test_bad_scales_of_a_study_are_one_line(argv, match, tmp_path, capsys):
 def test_theory_curves_by_scales_equal_those_by_the_same_alpha(tmp_path):
     """alpha = 1/4 is the scales (1, 1/2): every theory curve (exact, Monte Carlo with the same seed, the
     Gaussian optimum) is the same number."""
-    from bridges.reproduce import reproduction_curves
-    from bridges.store import RunStore
+    from bridges.studies.reproduce import reproduction_curves
+    from bridges.runs.store import RunStore
 
     small = dict(depth=2, samples=200, train_budget=1, workers=1, progress=False)
     by_alpha = reproduction_curves(ReproduceConfig(out=str(tmp_path / "a"), alpha=0.25, **small),
@@ -206,10 +206,10 @@ def test_the_default_cell_gives_model_a_a_prediction_clearly_above_0(cell, near_
     defaults it is more than 3 of its standard errors above 0, so A's row is a ratio (measured on 2000
     samples: 0.125 +- 0.006); on the old default cell (alpha 0.5, N 128, budget 3: three adaptive layers read
     the depth-4 tree out) it is 0 within its error, and the row could only be a difference."""
-    from bridges.compare import beside_prediction
-    from bridges.data import data_channel, fv_prior
-    from fvnum.keyed import best_nonadaptive_keyed
-    from fvnum.keyed_adaptive import adaptive_keyed_losses
+    from bridges.analysis.compare import beside_prediction
+    from bridges.training.data import data_channel, fv_prior
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.keys.adaptive import adaptive_keyed_losses
     from fvnum.theory import prediction_row
 
     cfg = ReproduceConfig(**cell)
@@ -228,11 +228,11 @@ def test_the_command_line_defaults_are_the_configs(monkeypatch, tmp_path):
     ``ReproduceConfig(full=True)`` (the training issue's cell: alpha 0.5, N 128, budget 3), field by field."""
     import dataclasses
 
-    import bridges.reproduce
+    import bridges.studies.reproduce
 
     seen = []
-    done = bridges.reproduce.Reproduction(str(tmp_path / "o"), (), [], [], {})
-    monkeypatch.setattr(bridges.reproduce, "reproduce", lambda cfg, log=print: seen.append(cfg) or done)
+    done = bridges.studies.reproduce.Reproduction(str(tmp_path / "o"), (), [], [], {})
+    monkeypatch.setattr(bridges.studies.reproduce, "reproduce", lambda cfg, log=print: seen.append(cfg) or done)
     out = str(tmp_path / "o")
     assert main(["reproduce", "--out", out, "--quiet"]) == 0
     assert main(["--max-seconds", "1e9", "reproduce", "--out", out, "--quiet", "--full"]) == 0
@@ -245,12 +245,12 @@ def test_the_command_line_defaults_are_the_configs(monkeypatch, tmp_path):
 
 def test_the_full_grid_keeps_its_cell_and_the_defaults_are_priced_within_10_minutes_on_2_cores():
     """``full`` trains the grid of the training issue at its own cell (patching and probes find its depth-4,
-    budget-3 runs); the default run's own price (``bridges.cost.reproduce_seconds``, 2 workers) is under 10
+    budget-3 runs); the default run's own price (``bridges.prices.cost.reproduce_seconds``, 2 workers) is under 10
     minutes."""
     import dataclasses
 
-    from bridges.cost import reproduce_seconds
-    from bridges.reproduce import grid
+    from bridges.prices.cost import reproduce_seconds
+    from bridges.studies.reproduce import grid
 
     runs = grid(ReproduceConfig(full=True), "x")
     assert {(r.data.depth, r.model.budget, r.data.alpha, r.data.n_tokens) for r in runs} == {(4, 3, 0.5, 128),
@@ -262,7 +262,7 @@ def test_the_full_grid_keeps_its_cell_and_the_defaults_are_priced_within_10_minu
 
 def test_a_reproduction_is_typed_and_reads_as_its_dict(tmp_path):
     from bridges.errors import InputError
-    from bridges.reproduce import Reproduction
+    from bridges.studies.reproduce import Reproduction
 
     r = Reproduction(str(tmp_path), ("a.md",), [{"strategy": "path", "budget": 1, "loss": 0.5}], [],
                      {"probes": {}})

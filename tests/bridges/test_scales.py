@@ -8,9 +8,9 @@ import torch
 from bridges.cli import main as fv
 from bridges.cli import build_parser
 from bridges.commands import config_from_args
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ContextSampler, data_channel, fv_prior
-from bridges.store import config_key
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ContextSampler, data_channel, fv_prior
+from bridges.runs.store import config_key
 
 
 # --- the keys of every configuration by alpha are the ones they had before scales existed -------------------
@@ -21,7 +21,7 @@ def test_keys_of_alpha_configurations_are_unchanged():
                     TrainConfig(seed=1))
     assert iso.key() == "B-gaussiso-K3-B2-N128-s1-e160d9c6e1"
     run = RunConfig(DataConfig(depth=6, n_tokens=64), ModelConfig(model="C", budget=4), TrainConfig(steps=100))
-    from bridges.reproduce import _cell_key
+    from bridges.studies.reproduce import _cell_key
 
     assert run.key() == "C-tree-K6-B4-N64-s0-77558f3997" and _cell_key("compare", run) == "compare-ec90af55b056"
     theory_cell = {"name": "theory_table", "data": DataConfig(depth=6).to_dict(), "budget": 4, "samples": 20000, "seed": 0}

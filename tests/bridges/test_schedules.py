@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from bridges import data as data_module
-from bridges.config import CURRICULUM_FRACTION, LATE_FRACTION, DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.cost import mean_load, step_seconds, train_seconds
-from bridges.train import train
-from bridges.train_memory import activation_bytes
+from bridges.training import data as data_module
+from bridges.runs.config import CURRICULUM_FRACTION, LATE_FRACTION, DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.prices.cost import mean_load, step_seconds, train_seconds
+from bridges.training.train import train
+from bridges.prices.memory import activation_bytes
 from tests._cli import fv
 
 DATA = DataConfig(prior="tree", depth=3, n_tokens=8)

@@ -13,11 +13,11 @@ import torch
 
 from bridges.cli import build_parser
 from bridges.commands import config_from_args
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ContextSampler
-from bridges.models import build_model, key_rows
-from bridges.taps import patch, record, tap_names
-from fvnum.keys import SoftmaxKeys, posterior_mean
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ContextSampler
+from bridges.models.networks import build_model, key_rows
+from bridges.models.taps import patch, record, tap_names
+from fvnum.keys.families import SoftmaxKeys, posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)
@@ -205,7 +205,7 @@ def test_bad_attention_is_refused():
 
 # --- the price -------------------------------------------------------------------------------------------
 def test_softmax_is_priced_above_its_linear_twin():
-    from bridges.cost import step_seconds, train_bytes
+    from bridges.prices.cost import step_seconds, train_bytes
 
     for model in "ABC":
         lin = RunConfig(DataConfig(depth=6, n_tokens=256), ModelConfig(model, 8), TrainConfig(batch=512))
@@ -226,8 +226,8 @@ def _small(folder, model, **kw):
 
 @pytest.mark.parametrize("model", ["A", "C"])
 def test_softmax_checkpoint_round_trip_and_resume_give_the_same_numbers(tmp_path, model):
-    from bridges.checkpoint import load_model
-    from bridges.train import train
+    from bridges.training.checkpoint import load_model
+    from bridges.training.train import train
 
     whole = train(_small(tmp_path / "whole", model), progress=False)
     cfg = _small(tmp_path / "split", model)
@@ -249,7 +249,7 @@ def test_softmax_checkpoint_round_trip_and_resume_give_the_same_numbers(tmp_path
 
 def test_a_nonfinite_score_stops_training_in_one_line(monkeypatch):
     """A score that overflows makes the softmax NaN; the training guard stops the run with one line."""
-    import bridges.train as train_module
+    import bridges.training.train as train_module
 
     build = train_module.build_model
 
@@ -270,7 +270,7 @@ def test_a_nonfinite_score_stops_training_in_one_line(monkeypatch):
 def test_a_short_softmax_run_lowers_the_loss(model):
     """300 steps at depth 3, N 32: the held-out loss falls well below its start and below the zero decoder's
     ``E||theta||^2 = 1.75``, by more than 5 standard errors."""
-    from bridges.train import train
+    from bridges.training.train import train
 
     cfg = RunConfig(DATA, ModelConfig(model, 2, mlp_width=32, attention="softmax"),
                     TrainConfig(steps=300, batch=64, warmup=20, eval_every=300, eval_batches=2))
@@ -281,7 +281,7 @@ def test_a_short_softmax_run_lowers_the_loss(model):
 
 # --- patching, probes, audit ---------------------------------------------------------------------------
 def test_key_patching_patches_the_scores():
-    from bridges.patching import key_patching_table
+    from bridges.patching.keys import key_patching_table
 
     m = softmax_model("A", budget=2)
     target, donor = contexts(8, seed=9), contexts(8, seed=10)
@@ -297,7 +297,7 @@ def test_key_patching_patches_the_scores():
 
 
 def test_probes_of_a_softmax_model():
-    from bridges.probes import workspace_probes
+    from bridges.analysis.probes import workspace_probes
 
     out = workspace_probes(softmax_model("A", budget=2), DATA, n_contexts=64, seed=0)
     assert out["layers"] == 2 and len(out["prefix"]) == 2 and out["n"] == 64
@@ -305,7 +305,7 @@ def test_probes_of_a_softmax_model():
 
 def _softmax_design_reference(data, B, n, seed):
     """Bayes loss of softmax Model C with score rows ``B`` on real tokens, decoded under the closed-form law
-    of ``fvnum.keys.SoftmaxKeys(B)``: plain numpy contexts (leaf, tokens, values), exact softmax readings."""
+    of ``fvnum.keys.families.SoftmaxKeys(B)``: plain numpy contexts (leaf, tokens, values), exact softmax readings."""
     rng = np.random.default_rng(seed)
     keys = SoftmaxKeys(B)
     sampler = ContextSampler(data, dtype=torch.float64)
@@ -323,9 +323,9 @@ def _softmax_design_reference(data, B, n, seed):
 
 def test_the_softmax_audit_of_model_c_is_the_bayes_loss_of_its_scores():
     """Hand-built softmax Model C (score rows B): Bayes on its own readings (the audit, law from its scores on a
-    token sample, ``fvnum.keys.law_from_scores``) is the Bayes loss of the same scores under the closed-form law
+    token sample, ``fvnum.keys.families.law_from_scores``) is the Bayes loss of the same scores under the closed-form law
     of ``SoftmaxKeys(B)`` on real tokens, within 5 standard errors."""
-    from bridges.audit import audit_model
+    from bridges.analysis.audit import audit_model
 
     data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=64)
     B = np.array([[1.2, 0, 0, 0, 0, 0, 0], [0.6, 0.9, -0.9, 0, 0, 0, 0]])
@@ -341,7 +341,7 @@ def test_the_softmax_audit_of_model_c_is_the_bayes_loss_of_its_scores():
 
 @pytest.mark.parametrize("prior", ["tree", "gaussian"])
 def test_the_audit_of_a_softmax_model_runs_on_both_priors(prior):
-    from bridges.audit import audit_model
+    from bridges.analysis.audit import audit_model
 
     data = DataConfig(prior=prior, depth=3, n_tokens=32)
     for model in ("A", "C"):
@@ -350,7 +350,7 @@ def test_the_audit_of_a_softmax_model_runs_on_both_priors(prior):
 
 
 def test_a_sweep_over_attention():
-    from bridges.sweep import plan
+    from bridges.studies.sweep import plan
 
     spec = {"command": "train", "base": {"model": "B", "depth": 3, "budget": 2, "steps": 5},
             "grid": {"attention": ["linear", "softmax"]}}
@@ -363,7 +363,7 @@ def test_a_sweep_over_attention():
 def test_softmax_model_a_grows_from_a_softmax_run_only(tmp_path):
     """The curriculum (``init_from``) starts a softmax Model A from a smaller softmax run, never from a linear one
     (the same weights would read other numbers)."""
-    from bridges.train import train
+    from bridges.training.train import train
 
     t = dict(steps=6, batch=16, warmup=1, eval_every=6, eval_batches=1, out=str(tmp_path))
     data = DataConfig(depth=3, n_tokens=16)

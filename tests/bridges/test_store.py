@@ -1,10 +1,10 @@
-"""bridges.store.update_json: read, change and write a study's JSON under a lock."""
+"""bridges.runs.store.update_json: read, change and write a study's JSON under a lock."""
 import json
 import multiprocessing
 
 import pytest
 
-from bridges.store import update_json
+from bridges.runs.store import update_json
 
 
 def _add(path: str, who: int, n: int) -> None:

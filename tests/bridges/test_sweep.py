@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from bridges import engine, sweep
+from bridges.runs import engine
+from bridges.studies import sweep
 from bridges.cli import main
-from bridges.engine import Cell, run_cells
-from bridges.store import RunStore
+from bridges.runs.engine import Cell, run_cells
+from bridges.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 MC = {"command": "mc", "base": {"depth": 3, "tau": "3/10", "samples": 3000},
@@ -200,9 +201,9 @@ def test_rerun_computes_only_missing_cells(tmp_path):
 
 # --- fv reproduce on the same engine -------------------------------------------------------------------------
 def test_reproduce_training_cells_give_the_same_numbers_on_a_cluster(local_cluster, tmp_path):
-    from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bridges.reproduce import train_cell
-    from bridges.train import train
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bridges.studies.reproduce import train_cell
+    from bridges.training.train import train
 
     address, _ = local_cluster
     runs = [RunConfig(DataConfig(depth=2), ModelConfig(model=m, budget=1, mlp_width=4),
@@ -280,7 +281,7 @@ def test_killed_client_rerun_computes_only_missing_cells(tmp_path):
     marks, out = tmp_path / "marks", tmp_path / "store"
     marks.mkdir()
     script = (
-        "from bridges.store import RunStore; from bridges.engine import Cell, run_cells\n"
+        "from bridges.runs.store import RunStore; from bridges.runs.engine import Cell, run_cells\n"
         "from tests.bridges.test_sweep import slow_cell\n"
         f"cells = [Cell(f'slow-{{i}}', slow_cell, {{'i': i, 'marks': {str(marks)!r}, 'seconds': 0.4}})\n"
         "         for i in range(8)]\n"

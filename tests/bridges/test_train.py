@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from bridges.cli import main as fv
-from bridges.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.data import ContextSampler
-from bridges.models import build_model
-from bridges.train import evaluate, load_result, lr_factor, train
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.data import ContextSampler
+from bridges.models.networks import build_model
+from bridges.training.train import evaluate, load_result, lr_factor, train
 
 torch.set_num_threads(1)
 

@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from fvnum import _kernels as K
-from fvnum import _reference as R
+from fvnum.mc import _kernels as K
+from fvnum.mc import _reference as R
 from fvnum import bounds, loss_mc, noisy_bellman
-from fvnum.noisy_dp import Quadrature
-from fvnum.strategies import GH_POINTS
-from fvnum.tree import numeric_prior
+from fvnum.optimum.noisy_dp import Quadrature
+from fvnum.policies.strategies import GH_POINTS
+from fvnum.priors.tree import numeric_prior
 from fvsym import bellman
 from fvsym.priors import TreePrior
 
@@ -72,7 +72,7 @@ def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
 def test_the_solved_value_carries_its_error_from_refinement():
     """Issue 32 item 7: the solved value is the refined quadrature's, ``error`` = |refined - default|, and a
     much finer solve (three times the points) lies within that error of it; budget 0 and ``refine=False``."""
-    from fvnum.noisy_dp import default_points, refined_points
+    from fvnum.optimum.noisy_dp import default_points, refined_points
 
     prior, tau = TreePrior(2, "1/2"), 0.3
     solved = noisy_bellman(prior, 3, tau, threads=1)
@@ -157,7 +157,7 @@ def test_lattice_is_a_trapezoid_rule_per_class(a, tau):
     variance of the reading exact up to the truncation at ``SPAN`` = 6.5 standard deviations (a density
     of ``phi(6.5) ~ 2e-10``; the trapezoid rule of a gaussian is exact far beyond that), and the
     likelihood ratios are those of the three class means."""
-    from fvnum.noisy_dp import lattice
+    from fvnum.optimum.noisy_dp import lattice
 
     x, w, lik, adjacent = lattice(a, tau, 33)
     means = np.array([a, -a, 0.0])
@@ -180,7 +180,7 @@ def test_last_layer_minimum_by_branch_and_bound_equals_the_full_minimum():
     np.testing.assert_allclose(g, full.min(axis=1), rtol=1e-13, atol=1e-15)
     assert np.array_equal(arg, full.argmin(axis=1))
     fast = quad.q_values(P[:5], 2)
-    from fvnum import noisy_dp as fb
+    from fvnum.optimum import noisy_dp as fb
 
     full_rec = np.zeros_like(fast)
     for s in range(5):  # the same recursion with every candidate's value integrated
@@ -212,7 +212,7 @@ def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     """Depth 2, budget 3 under tokens: the recursion at tau(N) is a reference, not the optimum, so nothing
     collapses the bracket; the exact gaussian-channel policy (milliseconds a sample) is left out by default
     with its price, the cheap candidates are sampled, and a named one is always sampled."""
-    from fvnum.bracket import TOKENS_SECONDS
+    from fvnum.optimum.bracket import TOKENS_SECONDS
 
     res = bounds(PRIOR2, 3, tokens=64, samples=10_000, seed=0, threads=1)
     assert "optimal" in res.skipped and "not sampled by default" in res.skipped["optimal"]
@@ -227,9 +227,9 @@ def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
     """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
     largest sample count its plan accepts runs, and a size 1.5 times larger is refused in one line. (Whether
     the price is near the time taken is checked by benchmarks/bench_prices.py, not by a timed test: issue 32.)"""
-    from fvnum.channels import make_channel
-    from fvnum.bracket import check_bounds_cost
-    from fvnum.resources import time_limit
+    from fvnum.mc.channels import make_channel
+    from fvnum.optimum.bracket import check_bounds_cost
+    from fvnum.guards.resources import time_limit
 
     from ..test_limits import fv, one_line_error
     from .test_rollout import _fits, _largest_accepted

@@ -14,8 +14,8 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from fvnum import bounds, noisy_bellman
-from fvnum.bracket import noiseless_lower
-from fvnum.tree import numeric_prior
+from fvnum.optimum.bracket import noiseless_lower
+from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
 
 from .test_bellman import _brute_one_layer

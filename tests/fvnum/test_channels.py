@@ -6,9 +6,9 @@ import pytest
 import sympy as sp
 
 from fvnum import loss_mc, tau_of_tokens
-from fvnum import _reference as R
-from fvnum.channels import EXACT_TOKENS, make_channel, token_statistics
-from fvnum.tree import numeric_prior, tokens_law
+from fvnum.mc import _reference as R
+from fvnum.mc.channels import EXACT_TOKENS, make_channel, token_statistics
+from fvnum.priors.tree import numeric_prior, tokens_law
 from fvsym.priors import GaussianPrior, TreePrior
 
 
@@ -139,8 +139,8 @@ def _orthogonality_z(spec, tokens, channel, pol, budget, n, seed):
     """Draw leaves and their tokens statistic (exact in law, as every simulation does), run the policy,
     decode by ``channel``'s decoder (``tokens`` itself: the exact one; a gaussian channel: a control), and
     return the z-score of ``E[theta_hat . (theta - theta_hat)]``, 0 when ``theta_hat`` is the posterior mean."""
-    from fvnum.simulate import draw, run_policy
-    from fvnum.tree import posterior_means
+    from fvnum.mc.simulate import draw, run_policy
+    from fvnum.priors.tree import posterior_means
 
     draws = draw(spec, tokens, n, budget, np.random.default_rng(seed))
     run = pol.run(spec, tokens, draws, budget) or run_policy(spec, tokens, pol, draws)
@@ -165,7 +165,7 @@ def test_exact_decoder_is_the_posterior_mean_of_the_tokens(strategy, budget, des
     error of a posterior mean is orthogonal to it (``E[theta_hat . (theta - theta_hat)] = 0``, within 5
     standard errors from the same samples), for adaptive and fixed, coordinate and unit rows. The gaussian
     channel's decoder at ``tau(N)`` (the one used before) fails the same test by far."""
-    from fvnum.registry import build_policy
+    from fvnum.policies.registry import build_policy
 
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)

@@ -123,7 +123,7 @@ def test_mc_of_a_covariance_from_a_file_or_eigenvalues_matches_water_filling(cap
 
 def test_one_channel_vocabulary_across_the_python_api():
     import fvnum
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.theory import comparison_table
 
     prior = TreePrior(3, "1/2")

@@ -6,10 +6,10 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fvnum import _reference as R
+from fvnum.mc import _reference as R
 from fvnum import loss_mc, optimal_nonadaptive_unit
-from fvnum import gaussian as G
-from fvnum.tree import numeric_prior
+from fvnum.priors import gaussian as G
+from fvnum.priors.tree import numeric_prior
 from fvsym import gaussian as fg
 from fvsym.priors import GaussianPrior, TreePrior
 

@@ -1,13 +1,13 @@
-"""Every Numba kernel equals its plain numpy reference (fvnum/_reference.py), to 1e-12."""
+"""Every Numba kernel equals its plain numpy reference (fvnum/mc/_reference.py), to 1e-12."""
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fvnum import _kernels as K
-from fvnum import _reference as R
-from fvnum._kernels.greedy_dense import GRID_PER_TAU, GRID_TAIL
-from fvnum.strategies import GH_POINTS
+from fvnum.mc import _kernels as K
+from fvnum.mc import _reference as R
+from fvnum.mc._kernels.greedy_dense import GRID_PER_TAU, GRID_TAIL
+from fvnum.policies.strategies import GH_POINTS
 
 TOL = 1e-12
 DEPTH = 4
@@ -165,7 +165,7 @@ def test_bessel_table_equals_bessel(lam):
 
 def test_exp_weights_equal_exp():
     """The SIMD exponential of the leaf weights is libm's within 2 ulp, and 0 below ``exp(EXP_FLOOR)``."""
-    from fvnum._kernels.tokens import EXP_FLOOR, _exp_weights
+    from fvnum.mc._kernels.tokens import EXP_FLOOR, _exp_weights
 
     d = np.concatenate([-np.random.default_rng(9).uniform(0, 760, 3000), [0.0, -1e-300, -0.3465, EXP_FLOOR + 1e-9,
                                                                          EXP_FLOOR, -746.0]])
@@ -180,7 +180,7 @@ def test_exp_weights_equal_exp():
 
 def _tokens_case(n, Kd, scales, N, s2, seed):
     """Leaves, their tokens statistic (exact in law) and the law's constants ``(N, sigma2)``."""
-    from fvnum.channels import token_statistics
+    from fvnum.mc.channels import token_statistics
 
     rng = np.random.default_rng(seed)
     leaves = rng.integers(0, 2**Kd, n)
@@ -221,7 +221,7 @@ def test_tokens_coordinate_decoder_property(depth, ratios, N, s2, seed):
 @pytest.mark.parametrize("per_sample", [False, True])
 def test_tokens_dense_decoder_equals_enumeration(per_sample):
     """Unit rows with a repeated row and a row in the span of two others, through ``tree.row_span``."""
-    from fvnum.tree import row_span
+    from fvnum.priors.tree import row_span
 
     rng, leaves, S, c, nc = _tokens_case(30, DEPTH, SCALES, 8, 0.05, 1)
     W = rng.standard_normal((30 if per_sample else 1, 3, D))
@@ -232,7 +232,7 @@ def test_tokens_dense_decoder_equals_enumeration(per_sample):
         V, z = row_span(W, readings)
         assert V.shape == W.shape and z.shape == readings.shape
         ref = R.tokens_posterior_mean(W, readings, c, nc, SCALES)
-        for tables in (True, False):  # Bessel tables (fvnum.tree), or no table: each leaf's J computed exactly
+        for tables in (True, False):  # Bessel tables (fvnum.priors.tree), or no table: each leaf's J computed exactly
             loss, mean = np.zeros(30), np.zeros((30, D))
             _tokens_dense(V, z, c, nc, SCALES, leaves, loss, mean, tables)
             _close(mean, ref)
@@ -240,7 +240,7 @@ def test_tokens_dense_decoder_equals_enumeration(per_sample):
 
 
 def _tokens_dense(V, z, n_tok, sigma2, scales, leaves, loss, mean, tables=True):
-    from fvnum.tree import tokens_dense_decode
+    from fvnum.priors.tree import tokens_dense_decode
 
     if tables:
         tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, loss, mean)
@@ -254,7 +254,7 @@ def test_tokens_dense_decoder_tables_equal_exact(N):
     """Depth 6, three unit rows per sample (two ranks: one row repeated in a third of the samples): the
     decoder with Bessel tables equals the one computing each leaf's ``J`` exactly, sample by sample, also
     where readings near 0 put ``x`` below the table's octaves."""
-    from fvnum.tree import row_span
+    from fvnum.priors.tree import row_span
 
     Kd = 6
     scales = 0.5 ** (np.arange(Kd) / 2)
@@ -276,7 +276,7 @@ def test_tokens_dense_decoder_tables_equal_exact(N):
 def test_tokens_dense_decoder_more_rows_than_dimensions():
     """B = 5 unit rows in D = 3 (more rows than tokens, N = 4): the span is everything, so the readings
     determine S."""
-    from fvnum.tree import row_span
+    from fvnum.priors.tree import row_span
 
     scales = np.array([1.0, 0.6])
     rng, leaves, S, c, nc = _tokens_case(20, 2, scales, 4, 0.01, 2)

@@ -1,14 +1,14 @@
-"""Theory rows under key families (fvnum.keyed): exact laws and losses against plain references."""
+"""Theory rows under key families (fvnum.keys.nonadaptive): exact laws and losses against plain references."""
 import numpy as np
 import pytest
 import torch
 
-from fvnum.keyed_adaptive import adaptive_keyed_losses
-from fvnum.keyed import best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
-from fvnum.keyed_adaptive import _next_law, _posterior_state
-from fvnum.keyed_tree import _geometry, _Tree
-from fvnum.keys import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights
-from fvnum.tree import TreeSpec
+from fvnum.keys.adaptive import adaptive_keyed_losses
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
+from fvnum.keys.adaptive import _next_law, _posterior_state
+from fvnum.keys.tree import _geometry, _Tree
+from fvnum.keys.families import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights
+from fvnum.priors.tree import TreeSpec
 from fvsym.priors import GaussianPrior, TreePrior
 
 N, S2 = 32, 0.01
@@ -97,8 +97,8 @@ def test_importance_sampled_decoder_agrees_with_the_grid(monkeypatch):
     """Where a product grid would not fit, the decoder's nodes are importance-sampled: on a cell where both
     fit, the two decoders' losses agree (paired on the same samples, within 5 standard errors of the
     differences, and within 1% of the loss)."""
-    import fvnum.keyed as K
-    from fvnum.tree import numeric_prior
+    import fvnum.keys.nonadaptive as K
+    from fvnum.priors.tree import numeric_prior
 
     vals = numeric_prior(GaussianPrior.matched(TreePrior(3, "1/2"))).eigenvalues
     rng = np.random.default_rng(1)
@@ -119,15 +119,15 @@ import numpy as np
 cap = 2 * 2**30
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 from fvsym.priors import GaussianPrior
-from fvnum.channels import make_channel
-from fvnum.tree import numeric_prior
+from fvnum.mc.channels import make_channel
+from fvnum.priors.tree import numeric_prior
 prior = GaussianPrior.isotropic(7)
 if sys.argv[1] == "cell":  # the keyed rows of fv compare --prior gaussian --cov isotropic --depth 3 --budget 7 --tokens 16
     from fvnum.theory import keyed_curves
     rows = keyed_curves(prior, [7], make_channel(numeric_prior(prior), tokens=16), "weighted", samples=2000)[7]
     print(rows[0].value, rows[0].stderr)
 else:  # the same decoder on a few samples
-    from fvnum.keyed import _gaussian_losses
+    from fvnum.keys.nonadaptive import _gaussian_losses
     r = np.random.default_rng(0)
     out = _gaussian_losses(np.ones(7), 7, np.full(7, 0.1), 16, 0.01, r.standard_normal((40, 7)), r.standard_normal((40, 7)), 9)
     print(out.mean(), out.std() / np.sqrt(out.size))
@@ -143,7 +143,7 @@ def test_the_budget_7_gaussian_cell_fits_in_two_gigabytes(what):
     import sys
     from pathlib import Path
 
-    from fvnum.keyed import keyed_memory
+    from fvnum.keys.nonadaptive import keyed_memory
 
     assert keyed_memory(tree=False, depth=3, dim=7, budgets=[7], samples=2000) < 256 * 2**20
     root = Path(__file__).resolve().parents[2]

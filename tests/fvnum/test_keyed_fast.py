@@ -1,15 +1,15 @@
-"""The adaptive keyed search's Numba kernel (fvnum/_kernels/keyed.py) against the torch autograd reference
-of fvnum/keyed_adaptive.py: the lookahead objective and its gradient to 1e-9, whole runs, and the defaults' losses."""
+"""The adaptive keyed search's Numba kernel (fvnum/mc/_kernels/keyed.py) against the torch autograd reference
+of fvnum/keys/adaptive.py: the lookahead objective and its gradient to 1e-9, whole runs, and the defaults' losses."""
 import numpy as np
 import pytest
 import torch
 
-from fvnum._kernels import keyed as KK
-from fvnum.keyed import best_nonadaptive_keyed, mixture_loss
-from fvnum.keyed_adaptive import NODE_STEP, adaptive_keyed_losses
-from fvnum.keyed_adaptive import _lookahead_state, _next_law, _posterior_state
-from fvnum.keyed_tree import _geometry, _Tree
-from fvnum.tree import TreeSpec
+from fvnum.mc._kernels import keyed as KK
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, mixture_loss
+from fvnum.keys.adaptive import NODE_STEP, adaptive_keyed_losses
+from fvnum.keys.adaptive import _lookahead_state, _next_law, _posterior_state
+from fvnum.keys.tree import _geometry, _Tree
+from fvnum.priors.tree import TreeSpec
 from fvsym.priors import TreePrior
 
 N, S2 = 32, 0.01
@@ -107,8 +107,8 @@ def test_bad_engine_and_nodes():
 
 
 def test_one_layer_kernel_equals_its_numpy_twin():
-    from fvnum._kernels.keyed import _one_layer_mc
-    from fvnum._reference import one_layer_mc
+    from fvnum.mc._kernels.keyed import _one_layer_mc
+    from fvnum.mc._reference import one_layer_mc
 
     rng = np.random.default_rng(3)
     M, k, n = 8, 3, 300
@@ -131,8 +131,8 @@ def test_one_layer_kernel_equals_its_numpy_twin():
 def test_one_layer_objective_and_gradient_equal_autograd(depth, budget, family):
     """The one-layer search's Monte Carlo loss and its gradient written out (rows and log q) against torch
     autograd on the same samples."""
-    from fvnum import _chunks
-    from fvnum.keyed import _mc_loss_torch, _OneLayerMC
+    from fvnum.mc import _chunks
+    from fvnum.keys.nonadaptive import _mc_loss_torch, _OneLayerMC
 
     spec = TreeSpec(depth, 0.5 ** (np.arange(depth) / 2))
     tree = _Tree(spec)

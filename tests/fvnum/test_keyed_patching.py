@@ -1,4 +1,4 @@
-"""Key patching of the greedy keyed policy (fvnum.keyed_patching): its readings against the law the policy
+"""Key patching of the greedy keyed policy (fvnum.patching.keyed): its readings against the law the policy
 decodes with, its decoder against the search's own, one patched cell against a by-hand run of the public
 search, and layer 1 unchanged bit for bit."""
 import functools
@@ -6,11 +6,11 @@ import functools
 import numpy as np
 import pytest
 
-from fvnum.keyed import best_nonadaptive_keyed
-from fvnum.keyed_adaptive import adaptive_keyed_trace
-from fvnum.keyed_patching import contexts, donors, family_readings, keyed_patching_table, posterior_means
-from fvnum.keyed_tree import _Tree, geometry_of, tree_law
-from fvnum.tree import numeric_prior
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+from fvnum.keys.adaptive import adaptive_keyed_trace
+from fvnum.patching.keyed import contexts, donors, family_readings, keyed_patching_table, posterior_means
+from fvnum.keys.tree import _Tree, geometry_of, tree_law
+from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
 
 PRIOR = TreePrior(2, "3/5")

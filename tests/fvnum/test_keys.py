@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from fvnum.keys import LinearKeys, ReadingLaw, law_from_key_values, posterior_mean
-from fvnum.tree import TreeSpec
+from fvnum.keys.families import LinearKeys, ReadingLaw, law_from_key_values, posterior_mean
+from fvnum.priors.tree import TreeSpec
 
 N, S2 = 16, 0.01
 
@@ -114,7 +114,7 @@ def _law_se(X, F, thetas):
 
 
 def test_weighted_keys_law_matches_monte_carlo():
-    from fvnum.keys import WeightedKeys
+    from fvnum.keys.families import WeightedKeys
 
     rng = np.random.default_rng(4)
     thetas = _tree_thetas(3)
@@ -134,7 +134,7 @@ def test_weighted_keys_quadrature_and_stein():
     E grad_d f = w_d (E[1/(q + c)] - 2 q_d E[x_d^2 / (q + c)^2])."""
     from scipy.integrate import quad
 
-    from fvnum.keys import WeightedKeys
+    from fvnum.keys.families import WeightedKeys
 
     rng = np.random.default_rng(5)
     q, c = rng.uniform(0.0, 3.0, 5), 0.4
@@ -156,7 +156,7 @@ def test_weighted_keys_quadrature_and_stein():
 
 
 def test_weighted_keys_with_zero_q_are_linear_keys_and_a_rotated_q_is_honoured():
-    from fvnum.keys import WeightedKeys
+    from fvnum.keys.families import WeightedKeys
 
     rng = np.random.default_rng(6)
     thetas = _tree_thetas(2)
@@ -179,7 +179,7 @@ def test_weighted_keys_with_zero_q_are_linear_keys_and_a_rotated_q_is_honoured()
 
 def test_learned_keys_take_numpy_and_torch_callables():
     import torch
-    from fvnum.keys import LearnedKeys
+    from fvnum.keys.families import LearnedKeys
 
     thetas = _tree_thetas(2)
     W = np.array([[1.0, 0.5, 0.0]])
@@ -193,6 +193,6 @@ def test_learned_keys_take_numpy_and_torch_callables():
     with pytest.raises(ValueError, match="callable"):
         LearnedKeys(3.0, 3)
     with pytest.raises(ValueError, match="positive semi-definite"):
-        from fvnum.keys import WeightedKeys
+        from fvnum.keys.families import WeightedKeys
 
         WeightedKeys(W, -np.ones(3), 1.0)

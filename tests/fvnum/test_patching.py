@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from fvnum import patching_table
-from fvnum.patching import donor_leaves
-from fvnum.tree import numeric_prior
+from fvnum.patching.keys import donor_leaves
+from fvnum.priors.tree import numeric_prior
 from fvsym.priors import GaussianPrior, TreePrior
 
 PRIOR = TreePrior(4, "1/2")

@@ -28,7 +28,7 @@ def test_sources_become_curves_with_their_own_numbers():
     assert plot.curve("d", {2: 0.2, 1: 0.4}).budgets == (1, 2)
 
 
-class _Trained:  # the shape of bridges.train.TrainResult.to_dict(), without training
+class _Trained:  # the shape of bridges.training.train.TrainResult.to_dict(), without training
     def to_dict(self):
         return {"loss": 0.07, "stderr": 0.004, "config": {"model": {"budget": 3}}}
 

@@ -4,12 +4,12 @@ or ``path`` beyond 5 standard errors of the paired difference, and strictly bett
 import numpy as np
 import pytest
 
-from fvnum import _kernels
-from fvnum.channels import make_channel
-from fvnum.registry import build_policy
-from fvnum.simulate import simulate
-from fvnum.strategies import GreedyCoordinate, RolloutPolicy
-from fvnum.tree import numeric_prior
+from fvnum.mc import _kernels
+from fvnum.mc.channels import make_channel
+from fvnum.policies.registry import build_policy
+from fvnum.mc.simulate import simulate
+from fvnum.policies.strategies import GreedyCoordinate, RolloutPolicy
+from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
 
 
@@ -106,7 +106,7 @@ def test_tokens_channel_reads_no_node_twice():
 def test_table_score_equals_the_exponential_score():
     """The rollouts' greedy steps score a node from a table of likelihood ratios: the same number as
     ``_node_score`` (exponentials at every reading), for random Gram matrices, masses and depths."""
-    from fvnum._kernels.rollout import _ratio_table, _table_score
+    from fvnum.mc._kernels.rollout import _ratio_table, _table_score
 
     spec = numeric_prior(TreePrior(5, "2/3"))
     g = GreedyCoordinate(spec, 0.35, 4)
@@ -129,7 +129,7 @@ def test_table_score_equals_the_exponential_score():
 def test_top_candidates_by_branch_and_bound_are_the_best_scores():
     """The ``n_cand`` candidates found by branch and bound are the nodes of largest greedy score of the
     full scan (``_greedy_coord_scores``), best first, among the candidate classes."""
-    from fvnum._kernels.rollout import _ratio_table, _top_candidates
+    from fvnum.mc._kernels.rollout import _ratio_table, _top_candidates
 
     spec = numeric_prior(TreePrior(6, "1/2"))
     tau = 0.4
@@ -178,8 +178,8 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     budget 8 runs in less CPU time than the cap (one thread), and a size 1.5 times larger is refused."""
     import time
 
-    from fvnum.limits import check_mc
-    from fvnum.resources import time_limit
+    from fvnum.guards.limits import check_mc
+    from fvnum.guards.resources import time_limit
 
     from ..test_limits import fv, one_line_error
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fvnum import best_adaptive, loss_mc, optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-from fvnum.search import coordinate_classes, count_classes
+from fvnum.policies.search import coordinate_classes, count_classes
 from fvsym import bellman
 from fvsym import gaussian as fg
 from fvsym import tree as ftree
@@ -88,8 +88,8 @@ def test_unit_design_beats_coordinate_designs_under_noise():
 def test_gaussian_unit_search_is_water_filling():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
     W = optimal_nonadaptive_unit(prior, 2, 0.5, samples=3000, seed=4).design
-    from fvnum import gaussian as G
-    from fvnum.tree import numeric_prior
+    from fvnum.priors import gaussian as G
+    from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(prior)
     exact = fg.water_filling(tuple(spec.eigenvalues.tolist()), 2, 0.5).loss

@@ -1,4 +1,4 @@
-"""The law of softmax readings (THEORY.md section 2b; fvnum.keys.SoftmaxKeys, law_from_scores, softmax_law):
+"""The law of softmax readings (THEORY.md section 2b; fvnum.keys.families.SoftmaxKeys, law_from_scores, softmax_law):
 its closed form against quadrature, against Monte Carlo of real tokens at N 16, 64 and 256, the exact Bayes
 decoder against brute force on a depth-2 tree, and a hand-built softmax channel whose loss is exact."""
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from fvnum.keys import SoftmaxKeys, law_from_scores, posterior_mean, softmax_law
-from fvnum.tree import TreeSpec
+from fvnum.keys.families import SoftmaxKeys, law_from_scores, posterior_mean, softmax_law
+from fvnum.priors.tree import TreeSpec
 
 S2 = 0.01
 
@@ -134,13 +134,13 @@ def test_law_matches_monte_carlo_of_real_tokens(N, n):
     """Mean and covariance of exact softmax readings (n contexts of N real tokens) against the law within 5
     standard errors estimated from the same contexts. The law is a large-N law: the ratio of means has an
     O(1/N) bias of its mean, ``-E[w^2 (y - mu)] / (N E[w]^2)`` (SoftmaxKeys.bias, closed form), and an
-    O(1/N^2) correction of its covariance (fvnum.keys.finite_n_terms, second-order delta method, from a token
+    O(1/N^2) correction of its covariance (fvnum.keys.families.finite_n_terms, second-order delta method, from a token
     sample), both added to the prediction here. Measured with these scores: at N 16 the bias is 6-8
     standard errors of 40000 contexts and the covariance correction -4.5% (variance) to +12% (the small
     cross term), 9-15 standard errors of 2e5 contexts; at N 64 about 1% (2-3 standard errors of 1e5
     contexts); the N^2-scaled correction measured at N 16 and 64, (-1.45, 0.99, -0.60) and (-1.2, 0.97,
     -0.54), against (-1.36, 1.06, -0.64) predicted. The last assertion shows the law alone fails at N 16."""
-    from fvnum.keys import finite_n_terms
+    from fvnum.keys.families import finite_n_terms
 
     rng = np.random.default_rng(N)
     phi = _exact_readings(FAM_MC, THETA_MC, N, n, rng)
@@ -237,8 +237,8 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
     at B = 1 against an independent Monte Carlo of its law's Bayes decoder, within 5 standard errors, and
     below the loss of reading nothing; the adaptive policy's layer 1 is that design (same loss within 5
     standard errors), and its second layer helps."""
-    from fvnum.keyed import best_nonadaptive_keyed
-    from fvnum.keyed_adaptive import adaptive_keyed_losses
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.keys.adaptive import adaptive_keyed_losses
     from fvsym.priors import TreePrior
 
     prior, N = TreePrior(2, "1/2"), 32
@@ -260,10 +260,10 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
 
 
 def test_tree_geometry_of_softmax_keys_is_their_law():
-    """The adaptive search's laws (fvnum.keyed_tree.SoftmaxGeometry through tree_law, numpy and torch) equal
+    """The adaptive search's laws (fvnum.keys.tree.SoftmaxGeometry through tree_law, numpy and torch) equal
     SoftmaxKeys.law on every leaf, for score rows of any norm."""
     torch = pytest.importorskip("torch")
-    from fvnum.keyed_tree import _Tree, geometry_of, rows_of, tree_law
+    from fvnum.keys.tree import _Tree, geometry_of, rows_of, tree_law
 
     tree = _Tree(TreeSpec(3, 0.6 ** (np.arange(3) / 2)))
     rng = np.random.default_rng(13)
@@ -282,7 +282,7 @@ def test_tree_geometry_of_softmax_keys_is_their_law():
 def _softmax_linear_mc(prior, W, U, N, n, seed):
     """Per-context losses ``||U phi - theta||^2`` of exact softmax readings of ``n`` real contexts of ``N``
     tokens, plain numpy: a leaf, tokens, labels, ``phi_j = sum_i softmax_i(W_j . x_i) y_i``."""
-    from fvnum.atoms import atoms_of
+    from fvnum.priors.atoms import atoms_of
 
     atoms, _ = atoms_of(prior)
     rng = np.random.default_rng(seed)
@@ -303,7 +303,7 @@ def test_the_linear_readout_of_softmax_readings_has_the_loss_the_law_gives(N, be
     has on real tokens (plain numpy) the loss the law says, within 5 standard errors where ``R / N`` is at most
     3% (``R = exp(beta^2)``, the largest of the rows); the CLT law's own error shows at ``R / N`` near 5-7%
     (measured: law 2.3% above real tokens at N 64, beta 1.05; 1.8% below at N 16, beta 0.3), held there to 3%."""
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.theory import softmax_lmmse
     from fvsym.priors import TreePrior
 
@@ -319,7 +319,7 @@ def test_the_linear_readout_of_softmax_readings_has_the_loss_the_law_gives(N, be
 
 
 def test_model_c_softmax_row_is_the_best_top_levels_scales_and_refuses_in_one_line():
-    from fvnum.channels import make_channel
+    from fvnum.mc.channels import make_channel
     from fvnum.theory import SOFTMAX_LAW_RANGE, softmax_lmmse, top_levels_rows, top_levels_softmax
     from fvsym.errors import InputError
     from fvsym.priors import TreePrior

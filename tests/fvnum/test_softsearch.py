@@ -1,4 +1,4 @@
-"""The adaptive softmax search with a quadratic part per layer (fvnum.keyed_adaptive.adaptive_softmax_losses;
+"""The adaptive softmax search with a quadratic part per layer (fvnum.keys.adaptive.adaptive_softmax_losses;
 docs/softmax.md, "A stronger adaptive softmax search"): its law is the closed form's, it starts from the greedy
 step and never reads worse by its objective, it is not worse than the greedy search, its loss is a real reader's
 (real tokens at N 64) within 5 standard errors, and its price refuses absurd sizes in one line."""
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fvnum.estimate import Estimate
-from fvnum.keys import softmax_law
-from fvnum.tree import TreeSpec
+from fvnum.keys.families import softmax_law
+from fvnum.priors.tree import TreeSpec
 from fvsym.errors import ResourceRefused
 from fvsym.priors import TreePrior
 from tests._cli import one_message
@@ -20,15 +20,15 @@ FAST = dict(steps=8, joint_steps=12)
 
 @pytest.fixture(scope="module")
 def first():
-    from fvnum.keyed import best_nonadaptive_keyed
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
     return best_nonadaptive_keyed(PRIOR, 1, "softmax", **KW, restarts=1, maxiter=40)
 
 
 def test_rows_with_their_own_q_have_the_closed_form_law():
-    """RowQGeometry through tree_law equals fvnum.keys.softmax_law with one q per channel, on every leaf."""
-    from fvnum.keyed_adaptive import RowQGeometry
-    from fvnum.keyed_tree import _Tree, tree_law
+    """RowQGeometry through tree_law equals fvnum.keys.families.softmax_law with one q per channel, on every leaf."""
+    from fvnum.keys.adaptive import RowQGeometry
+    from fvnum.keys.tree import _Tree, tree_law
 
     tree = _Tree(TreeSpec(3, 0.6 ** (np.arange(3) / 2)))
     rng = np.random.default_rng(5)
@@ -45,8 +45,8 @@ def test_every_layer_reads_no_worse_than_the_greedy_step_and_the_row_no_worse_th
     """Per sample and layer the row read has a lookahead objective at most the greedy step's (it is one of the
     two candidates); the losses at every budget are not above the greedy search's (same samples, same layer 1)
     beyond 2 standard errors, and at budget 1 they are the same."""
-    from fvnum.keyed_adaptive import _softmax_policy, adaptive_keyed_losses
-    from fvnum.keyed_tree import one_thread
+    from fvnum.keys.adaptive import _softmax_policy, adaptive_keyed_losses
+    from fvnum.keys.tree import one_thread
 
     gains, new = [], []
     with one_thread():
@@ -67,7 +67,7 @@ def test_every_layer_reads_no_worse_than_the_greedy_step_and_the_row_no_worse_th
 def test_the_policy_on_real_tokens_has_the_law_loss_within_5_se(first):
     """The same policy read from real contexts of N = 64 tokens (softmax averages, rows chosen from the real
     readings) against its law-drawn readings: the two Monte Carlo losses within 5 combined standard errors."""
-    from fvnum.keyed_adaptive import adaptive_softmax_losses, adaptive_softmax_losses_mc
+    from fvnum.keys.adaptive import adaptive_softmax_losses, adaptive_softmax_losses_mc
 
     law = adaptive_softmax_losses(PRIOR, 2, **KW, samples=200, first=first, **FAST)
     real = adaptive_softmax_losses_mc(PRIOR, 2, **KW, samples=200, first=first, **FAST)
@@ -80,7 +80,7 @@ def test_the_policy_on_real_tokens_has_the_law_loss_within_5_se(first):
 
 
 def test_the_price_refuses_absurd_sizes_in_one_line():
-    from fvnum.keyed_adaptive import adaptive_softmax_cost, adaptive_softmax_losses, adaptive_softmax_losses_mc
+    from fvnum.keys.adaptive import adaptive_softmax_cost, adaptive_softmax_losses, adaptive_softmax_losses_mc
 
     assert adaptive_softmax_cost(4, 15, 4, 1000) > adaptive_softmax_cost(4, 15, 2, 1000) > adaptive_softmax_cost(
         3, 7, 2, 1000) > 0

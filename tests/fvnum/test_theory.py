@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from fvnum.channels import Channel, effective_tau2, make_channel, token_statistics
+from fvnum.mc.channels import Channel, effective_tau2, make_channel, token_statistics
 from fvnum.theory import (
     MODELS, ComparisonTable, TheoryRow, best_linear_loss, comparison_table, describe_rows, gaussian_optimum, lmmse,
     prediction_row, prior_covariance, top_levels_rows,
@@ -20,7 +20,7 @@ def _linear_mc(prior, W, channel, n, seed):
     rng = np.random.default_rng(seed)
     C = prior_covariance(prior)
     if isinstance(prior, TreePrior):
-        from fvnum.tree import numeric_prior
+        from fvnum.priors.tree import numeric_prior
 
         spec = numeric_prior(prior)
         theta = spec.thetas(spec.sample(n, rng))  # (n, D)
@@ -191,7 +191,7 @@ def test_bad_row_descriptions_are_refused(bad, match):
 
 
 def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
-    """The wiring of fvnum.keyed's rows (a stand-in module here: the numbers are fvnum.keyed's to test)."""
+    """The wiring of fvnum.keys.nonadaptive's rows (a stand-in module here: the numbers are fvnum.keys.nonadaptive's to test)."""
     import sys
     import types
 
@@ -201,15 +201,15 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
         return types.SimpleNamespace(name=name, estimate=Estimate(value, 0.001, 100), how="searched",
                                      keys=types.SimpleNamespace(name=family))
 
-    fake = types.ModuleType("fvnum.keyed")
+    fake = types.ModuleType("fvnum.keys.nonadaptive")
     fake.check_family, fake.gaussian_keyed = (lambda f: f), None
     fake.keyed_memory = lambda **size: 0.0
     fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
-    adaptive = types.ModuleType("fvnum.keyed_adaptive")
+    adaptive = types.ModuleType("fvnum.keys.adaptive")
     adaptive.has_adaptive_search = lambda prior: True
     adaptive.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
-    monkeypatch.setitem(sys.modules, "fvnum.keyed", fake)
-    monkeypatch.setitem(sys.modules, "fvnum.keyed_adaptive", adaptive)
+    monkeypatch.setitem(sys.modules, "fvnum.keys.nonadaptive", fake)
+    monkeypatch.setitem(sys.modules, "fvnum.keys.adaptive", adaptive)
     prior = TreePrior(2, "1/2")
     table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,
                              keyed="weighted")

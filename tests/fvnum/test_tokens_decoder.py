@@ -1,13 +1,13 @@
 """The fast paths of the tokens channel's unit-row decoder against their plain references: Gram-Schmidt row
 spans against the SVD, the SIMD logarithm against libm's, and the decoder on either span against the
-numpy oracle (``fvnum/_reference.py``), to 1e-12."""
+numpy oracle (``fvnum/mc/_reference.py``), to 1e-12."""
 import numpy as np
 import pytest
 
-from fvnum import _reference as R
-from fvnum._kernels.tokens import _log_pass, _row_span_qr
-from fvnum.channels import token_statistics
-from fvnum.tree import _row_span_svd, row_span, tokens_dense_decode
+from fvnum.mc import _reference as R
+from fvnum.mc._kernels.tokens import _log_pass, _row_span_qr
+from fvnum.mc.channels import token_statistics
+from fvnum.priors.tree import _row_span_svd, row_span, tokens_dense_decode
 
 TOL = 1e-12
 

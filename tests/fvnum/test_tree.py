@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fvnum import loss_mc
-from fvnum.channels import make_channel
-from fvnum.simulate import Draws, run_path
-from fvnum.tree import coordinate_losses, numeric_prior
+from fvnum.mc.channels import make_channel
+from fvnum.mc.simulate import Draws, run_path
+from fvnum.priors.tree import coordinate_losses, numeric_prior
 from fvsym import bellman
 from fvsym import tree as ftree
 from fvsym.gaussian import design_loss as lmmse_loss
@@ -104,7 +104,7 @@ def test_noise_only_hurts_path():
 
 
 def test_public_posterior_mean():
-    from fvnum import _reference as R
+    from fvnum.mc import _reference as R
     from fvnum import posterior_mean, tau_of_tokens
 
     rng = np.random.default_rng(8)

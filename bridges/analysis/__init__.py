@@ -1,0 +1,1 @@
+"""Measurements laid beside the theory: comparisons, audits, probes."""

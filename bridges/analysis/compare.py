@@ -1,0 +1,477 @@
+"""Trained models beside the theory (THEORY.md sections 2, 5-7).
+
+``theory_table(data, budget)``: the theory side, computed in ``fvnum.theory`` for the prior of ``data``
+under the channel the models see (``tokens`` with the same ``N`` and ``s2``; every row says which
+channel it is for); ``theory_losses`` gives its rows as dicts. This module computes no theory itself.
+``learned_routing(model, data)``: what a trained model's keys measure (Stein rows, section 2), per
+layer and, for the tree prior, per path prefix read so far, beside the ``path`` policy.
+``compare(result)``: one :class:`Comparison` of both (``to_dict()``: its JSON layout), with the audit of the model's own readings
+(``bridges.analysis.audit``), and ``to_markdown(table)``. Every theory row says what it is beside the models (``role``,
+``models``, ``class``, ``keys``, ``channel``; ``fvnum.theory.row_kind``), and each model is held to its one
+prediction row (``fvnum.theory.prediction_row``). ``seed_summary(tables)`` aggregates seeds (mean, spread,
+n seeds) beside the prediction; ``summary_markdown`` lays it out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fvnum.defaults import KEYED  # the key family of A's and B's prediction rows: one constant for all
+
+from bridges.runs.config import DataConfig
+from bridges.training.data import ContextSampler, EVAL_SEED, EVAL_STREAM, data_channel, fv_prior, path_nodes
+from bridges.models.registry import MODELS
+from bridges.models.networks import WorkspaceModel, key_rows
+from bridges.runs.results import DictLayout
+from bridges.models.taps import record
+
+
+
+
+def check_keyed(keyed) -> str | None:
+    """``keyed`` as the comparisons take it: a key family (``fvnum.keys.families.FAMILIES``) or None (``"none"``
+    too: the linear-key rows are then the predictions of A and B)."""
+    from fvnum.keys.families import check_family
+
+    return check_family(keyed, optional=True)
+
+
+def keyed_cells(data: DataConfig, budgets, keyed: str | None = KEYED, *, search_samples: int = 2_000,
+                 seed: int = 0) -> dict:
+    """The keyed rows of ``data`` at every budget at once (``fvnum.theory.keyed_curves``: the adaptive
+    policy is run once to the largest budget), as ``{str(budget): [row dicts]}`` (the layout of a run
+    store's cell); ``{}`` without a key family."""
+    from fvnum.theory import keyed_curves as curves
+
+    keyed = check_keyed(keyed)
+    if keyed is None:
+        return {}
+    found = curves(fv_prior(data), budgets, data_channel(data), keyed, samples=search_samples, seed=seed)
+    return {str(b): [r.to_dict() for r in rows] for b, rows in found.items()}
+
+
+def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
+                 search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED, keyed_rows=None):
+    """The ``fvnum.theory.ComparisonTable`` for the prior of ``data`` under the channel the models see
+    (``tokens`` with ``N`` and ``s2`` of ``data``). ``keyed``: the key family whose best rows found are the
+    predictions of A and B (default weighted; None or ``"none"``: the linear-key rows); ``keyed_rows``: those
+    rows computed beforehand (:func:`keyed_cells` at this budget)."""
+    from fvnum.theory import comparison_table
+
+    own = has_own_table(data)  # the atoms prior: its own rows, no keyed rows (fvnum.theory.comparison_table)
+    return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
+                            search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
+                            keyed_rows_given=None if own else keyed_rows)
+
+
+def has_own_table(data: DataConfig) -> bool:
+    """Whether the prior of ``data`` computes its own theory rows (a prior object with ``comparison_table``: the
+    atoms prior), rather than ``fvnum.theory.comparison_table``."""
+    return callable(getattr(fv_prior(data), "comparison_table", None))
+
+
+def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
+                  search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED,
+                  keyed_rows=None) -> list[dict]:
+    """The rows of :func:`theory_table` as JSON-able dicts ``{name, value, stderr, how, what, channel, ..}``
+    (the layout of the comparison tables and the run store)."""
+    return theory_table(data, budget, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                        keyed=keyed, keyed_rows=keyed_rows).to_dict()["rows"]
+
+
+@torch.no_grad()
+def _eval_contexts(data: DataConfig, n: int, seed: int = EVAL_SEED):
+    sampler = ContextSampler(data)
+    return sampler.sample(n, sampler.generator(seed, EVAL_STREAM, 10_000))
+
+
+def learned_routing(model: WorkspaceModel, data: DataConfig, *, n_contexts: int = 256, n_stein: int = 256,
+                    seed: int = 0) -> dict:
+    """What each layer's keys measure. Rows ``W_l(p)`` (Stein, ``bridges.models.networks.key_rows``) are taken at
+    the workspace the layer actually sees; their energy ``w_n^2 / ||w||^2`` is summarised per layer:
+
+    - ``energy_by_depth``: mean energy on the nodes of each tree depth (the prior's eigen-directions; on the
+      atoms prior, which has no depth, on each coordinate);
+    - tree prior: ``on_path_node`` (mean energy on the node ``n_l(s)`` that ``path`` reads),
+      ``in_path_subtree`` (energy in the subtree of ``n_l(s)``), ``top_is_path_node`` (how often the
+      strongest node is ``n_l(s)``), and ``by_prefix``: for each path prefix ``s_1..s_{l-1}``, the
+      strongest node of the mean row and the node ``path`` reads there.
+    """
+    c = _eval_contexts(data, n_contexts)
+    model.eval()
+    names = [f"workspace.{l}" for l in range(1, model.n_layers + 1)]
+    with torch.no_grad(), record(model, names) as rec:
+        model(c.x, c.y, c.x_q)
+    D = data.dim
+    # the nodes of each tree depth; on a prior without a heap of nodes (atoms) each coordinate is its own group
+    depth_of = np.array([int(n).bit_length() if data.depth is not None else n for n in range(1, D + 1)])  # (D,)
+    K = int(depth_of.max())
+    out = {"layers": []}
+    truth = path_nodes(c.signs).numpy() if c.signs is not None else None  # (n, K)
+    for l in range(1, model.n_layers + 1):
+        p = torch.zeros(n_contexts, model.budget) if l == 1 else rec[f"workspace.{l - 1}"]
+        rows = key_rows(model, l, p, n_samples=n_stein, seed=seed).numpy()  # (n, d, D)
+        energy = rows**2 / np.maximum((rows**2).sum(-1, keepdims=True), 1e-30)  # (n, d, D)
+        layer = {"layer": l, "channels": []}
+        for ch in range(rows.shape[1]):
+            e = energy[:, ch]  # (n, D)
+            info = {
+                "energy_by_depth": [float(e[:, depth_of == k].sum(1).mean()) for k in range(1, K + 1)],
+                "top_node_mean_row": int(np.abs(rows[:, ch].mean(0)).argmax()) + 1,
+            }
+            if truth is not None and model.width == 1 and l <= K:
+                target = truth[:, l - 1]  # (n,) node n_l(s)
+                sub = _subtree_masks(D)[target - 1]  # (n, D)
+                info["on_path_node"] = float(e[np.arange(len(target)), target - 1].mean())
+                info["in_path_subtree"] = float((e * sub).sum(1).mean())
+                info["top_is_path_node"] = float((e.argmax(1) + 1 == target).mean())
+                info["by_prefix"] = _by_prefix(rows[:, ch], c.signs.numpy(), l, target)
+            layer["channels"].append(info)
+        out["layers"].append(layer)
+    if model.n_layers == 1:
+        rows = key_rows(model, 1, torch.zeros(1, model.budget), n_samples=4 * n_stein, seed=seed).numpy()[0]
+        out["design_top_nodes"] = [int(np.abs(r).argmax()) + 1 for r in rows]
+        out["design_energy_on_top_levels"] = float(
+            (rows[:, : model.budget] ** 2).sum() / max((rows**2).sum(), 1e-30))
+    return out
+
+
+def _subtree_masks(D: int) -> np.ndarray:
+    """(D, D) mask: row n-1 marks node n and its descendants."""
+    mask = np.zeros((D, D))
+    for n in range(D, 0, -1):
+        mask[n - 1, n - 1] = 1
+        for child in (2 * n, 2 * n + 1):
+            if child <= D:
+                mask[n - 1] = np.maximum(mask[n - 1], mask[child - 1])
+    return mask
+
+
+def _by_prefix(rows: np.ndarray, signs: np.ndarray, layer: int, target: np.ndarray) -> list:
+    out = []
+    code = np.zeros(len(signs), dtype=int)
+    for k in range(layer - 1):
+        code = 2 * code + (signs[:, k] < 0)
+    for value in np.unique(code):
+        sel = code == value
+        prefix = "".join("+" if b == "0" else "-" for b in format(value, f"0{layer - 1}b")) if layer > 1 else ""
+        mean = rows[sel].mean(0)
+        top = int(np.abs(mean).argmax()) + 1
+        out.append({"prefix": prefix, "n": int(sel.sum()), "top_node": top, "path_node": int(target[sel][0]),
+                    "top_energy": float(mean[top - 1] ** 2 / max((mean**2).sum(), 1e-30))})
+    return out
+
+
+AUDIT_SAMPLES = 500  # contexts of the audit that comparisons, reproduce and scaling attach to every model
+AUDIT_TOKEN_SAMPLE = 4096
+# Gaussian prior: importance sampling per context costs about 100 times more (measured: 500 contexts, 4096
+# tokens, 256 draws took 14 s at depth 2 on one thread); the attached audit is smaller there
+AUDIT_GAUSSIAN = dict(samples=200, token_sample=2048, n_latents=128)
+AUDIT_SIZES = {"tree": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE), "gaussian": AUDIT_GAUSSIAN,
+               "atoms": dict(samples=AUDIT_SAMPLES, token_sample=AUDIT_TOKEN_SAMPLE)}  # atoms: exact, as the tree
+
+
+def audit_dict(result, *, seed: int = 0) -> dict:
+    """The audit of a trained run's own readings (``bridges.analysis.audit``; a ``TrainResult`` or a run folder) at
+    the comparisons' sizes (:data:`AUDIT_SIZES`), as a dict."""
+    from bridges.analysis.audit import audit, load_run
+
+    if not hasattr(result, "config"):
+        result = load_run(result)
+    return audit(result, seed=seed, **AUDIT_SIZES[result.config.data.prior]).to_dict()
+
+
+@dataclass(frozen=True)
+class Comparison(DictLayout):
+    """One trained run beside the theory (:func:`compare`): what was trained (``key``, ``model``, the data's
+    ``prior``, ``depth``, ``budget``, ``n_tokens``, ``alpha`` or ``scales``, the models' ``channel`` and
+    ``tau``, the training ``seed``), its held-out loss (``trained``: loss, stderr, n, steps, ...), every
+    theory row with what it is (``theory``), and where the model is at hand its learned ``routing`` and the
+    ``audit`` of its own readings. ``to_dict()`` is the JSON layout of ``fv compare`` and the run store
+    (``table["trained"]`` reads it too); ``to_frame()`` the theory rows beside the trained loss as a DataFrame."""
+
+    key: str
+    model: str
+    prior: str
+    depth: int
+    budget: int
+    n_tokens: int
+    alpha: float | None
+    scales: tuple | None
+    channel: str
+    tau: float
+    seed: int
+    trained: dict
+    theory: list
+    routing: dict | None = None
+    audit: dict | None = None
+    dim: int | None = None  # D where the prior has no depth (the atoms prior); None otherwise (D = 2^depth - 1)
+
+    def to_dict(self) -> dict:
+        d = {"key": self.key, "model": self.model, "prior": self.prior, "depth": self.depth, "budget": self.budget,
+             **({"dim": self.dim} if self.dim is not None else {}),
+             "n_tokens": self.n_tokens, "alpha": self.alpha,
+             **({"scales": list(self.scales)} if self.scales is not None else {}), "channel": self.channel,
+             "tau": self.tau, "seed": self.seed, "trained": dict(self.trained), "theory": list(self.theory)}
+        if self.routing is not None:
+            d["routing"] = self.routing
+        if self.audit is not None:
+            d["audit"] = self.audit
+        return d
+
+    def beside_prediction(self) -> dict | None:
+        """The trained loss beside the row the model is held to (:func:`beside_of`)."""
+        return beside_of(self.to_dict())
+
+    def to_frame(self):
+        """The theory rows (name, value, stderr, role, ...) with the trained loss as a first row ``trained``,
+        as a pandas DataFrame (pandas is optional: a one-line ImportError without it)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_frame() of a Comparison needs pandas (pip install pandas)") from None
+        t = self.trained
+        first = {"name": "trained", "value": t["loss"], "stderr": t["stderr"], "role": f"Model {self.model}"}
+        return pd.DataFrame([first, *self.theory])
+
+    def to_markdown(self) -> str:
+        return to_markdown(self.to_dict())
+
+
+def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
+            theory: list | None = None, audit: bool = True, keyed: str | None = KEYED) -> Comparison:
+    """The comparison of one trained run (a ``bridges.training.train.TrainResult`` with its model), a
+    :class:`Comparison`; ``audit`` adds the audit of the model's own readings (``.audit``); ``keyed``: the key
+    family of the prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given)."""
+    from fvnum.theory import describe_rows
+
+    cfg = result.config
+    data, B = cfg.data, cfg.model.budget
+    if theory is None:
+        theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
+                               keyed=keyed)
+    theory = describe_rows(theory)
+    routing = audited = None
+    if result.model is not None:
+        routing = learned_routing(result.model, data, seed=seed)
+        if audit:
+            audited = audit_dict(result, seed=seed)
+    trained = {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
+               "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds}
+    return Comparison(cfg.key(), cfg.model.model, data.prior, data.depth, B, data.n_tokens, data.alpha,
+                      None if data.scales is None else tuple(data.scales), "tokens", data_channel(data).tau,
+                      cfg.train.seed, trained, theory, routing, audited, data.dim if data.depth is None else None)
+
+
+def _size(table: dict) -> str:
+    """``depth 4`` of a tree or Gaussian table; ``D 8`` of a prior without depth (the atoms prior)."""
+    return f"depth {table['depth']}" if table.get("depth") is not None else f"D {table.get('dim', '?')}"
+
+
+NEAR_ZERO_SE = 3  # a prediction within this many of its standard errors of 0 is 0 within its error
+
+
+def beside_prediction(loss: float, loss_se: float, prediction: float, prediction_se: float | None) -> dict:
+    """How a trained loss stands beside its prediction, the one rule of every table (``fv compare``, the grid,
+    ``fv reproduce``'s report, their JSON, the examples): ``difference`` = loss - prediction with
+    ``difference_se`` (both standard errors combined: independent estimates), always; ``ratio`` = loss /
+    prediction only where the prediction is clearly above 0 (more than :data:`NEAR_ZERO_SE` of its standard
+    errors; an exact prediction has none), else None: a ratio to a prediction that is 0 within its error
+    means nothing (``near_zero`` says so)."""
+    se = float(prediction_se or 0.0)
+    near_zero = not (prediction > 0 and prediction > NEAR_ZERO_SE * se)
+    return {"difference": loss - prediction, "difference_se": float(np.hypot(loss_se or 0.0, se)),
+            "ratio": None if near_zero else loss / prediction, "near_zero": bool(near_zero)}
+
+
+def beside_text(b: dict) -> str:
+    """:func:`beside_prediction` as table text: the ratio (``1.234``), or where the prediction is 0 within its
+    error the difference with its standard error (``difference +0.015 ± 0.00031``)."""
+    if b["ratio"] is not None:
+        return f"{b['ratio']:.3f}"
+    return f"difference {b['difference']:+.2g} ± {b['difference_se']:.2g}"
+
+
+def prediction_of(table: dict) -> dict | None:
+    """The theory row (a dict) the table's model is held to, or None."""
+    from fvnum.theory import describe_rows, prediction_row
+
+    rows = {r["name"]: r for r in describe_rows(table["theory"])}
+    name = prediction_row(table["model"], rows)
+    return None if name is None else rows[name]
+
+
+def beside_of(table: dict) -> dict | None:
+    """One run's table: its trained loss beside its prediction row (:func:`prediction_of`), as
+    ``{prediction, prediction_value, prediction_stderr, ratio, difference, difference_se, near_zero}``
+    (:func:`beside_prediction`); None for a model held to no row."""
+    pred = prediction_of(table)
+    if pred is None:
+        return None
+    t = table["trained"]
+    return {"prediction": pred["name"], "prediction_value": pred["value"], "prediction_stderr": pred.get("stderr"),
+            **beside_prediction(t["loss"], t["stderr"], pred["value"], pred.get("stderr"))}
+
+
+def _se(stderr) -> str:
+    return f" ± {stderr:.1g}" if stderr else ""
+
+
+def to_markdown(table: dict) -> str:
+    """One run's table as Markdown: the trained model beside its prediction (:func:`beside_prediction`), the audit, every theory row with
+    what it is (role, models, class, keys, channel), the learned routing."""
+    from fvnum.theory import describe_rows
+
+    t = table["trained"]
+    lines = [
+        f"### Model {table['model']}, {table['prior']} prior, {_size(table)}, budget {table['budget']}, "
+        f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})",
+        "",
+    ]
+    b = beside_of(table)
+    if b is not None:
+        if b["ratio"] is not None:
+            lines += [f"Trained / prediction ({b['prediction']}): **{beside_text(b)}**", ""]
+        else:
+            lines += [f"Trained - prediction ({b['prediction']}): **{b['difference']:+.2g} ± {b['difference_se']:.2g}**"
+                      f" (the prediction, {b['prediction_value']:.4g}{_se(b['prediction_stderr'])}, is 0 within "
+                      f"{NEAR_ZERO_SE} standard errors: no ratio)", ""]
+    if table.get("audit"):
+        a = table["audit"]
+        ba, gap = a["bayes_on_readings"], a["decoder_gap"]
+        lines += [f"Audit of its readings: Bayes on them {ba['value']:.4f} ± {ba['stderr']:.1g}, decoder gap "
+                  f"(model - Bayes) {gap['value']:+.4f} ± {gap['stderr']:.1g} ({a['samples']} contexts; {a['decoder']})",
+                  ""]
+    lines += [
+        "| what | loss | ± | how | role | class | keys | channel |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
+        f"{t['wall_s']:.0f} s | | | {_keys_of(table['model'])} | tokens |",
+    ]
+    for r in describe_rows(table["theory"]):
+        se = "" if not r.get("stderr") else f"{r['stderr']:.1g}"
+        channel = r.get("channel", "tokens")  # tables stored before rows carried their channel: tokens
+        role = r["role"].replace("_", " ") + (f" ({', '.join(r['models'])})" if r["models"] else "")
+        lines.append(f"| {r['name']} ({r.get('what', '')}) | {r['value']:.4f} | {se} | {r.get('how', '')} | {role} | "
+                     f"{r['class']} | {r['keys']} | {channel} |")
+    routing = table.get("routing")
+    if routing:
+        lines += ["", "Learned routing (energy of each layer's Stein rows):", ""]
+        by = "depth" if table.get("depth") is not None else "coordinate"  # a prior without levels
+        for layer in routing["layers"]:
+            for ch, info in enumerate(layer["channels"]):
+                depth = ", ".join(f"{e:.2f}" for e in info["energy_by_depth"])
+                extra = ""
+                if "on_path_node" in info:
+                    extra = (f"; on path node {info['on_path_node']:.2f}, in its subtree "
+                             f"{info['in_path_subtree']:.2f}, strongest = path node {info['top_is_path_node']:.0%}")
+                lines.append(f"- layer {layer['layer']} channel {ch + 1}: energy by {by} [{depth}]{extra}")
+        if "design_top_nodes" in routing:
+            lines.append(f"- learned design: strongest node of each row {routing['design_top_nodes']}, "
+                         f"energy on the top-levels nodes {routing['design_energy_on_top_levels']:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def grid_checks(tables: list[dict]) -> list[dict]:
+    """The predictions of THEORY.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
+    matched Gaussian's, with their thresholds) checked on every (depth, budget) cell of the grid, seeds
+    averaged. Cells missing from the grid are skipped."""
+    from fvnum.priors.registry import PRIORS
+    from fvnum.theory import prediction_checks as checks_of  # one cell's checks; this function: a grid's
+
+    def mean_loss(prior, depth, budget, model):
+        ls = [t["trained"]["loss"] for t in tables
+              if (t["prior"], t["depth"], t["budget"], t["model"]) == (prior, depth, budget, model)]
+        return sum(ls) / len(ls) if ls else None
+
+    def theory(prior, depth, budget):  # the rows of the cell's first table
+        for t in tables:
+            if (t["prior"], t["depth"], t["budget"]) == (prior, depth, budget):
+                return {r["name"]: r["value"] for r in reversed(t["theory"])}
+        return {}
+
+    checks = []
+    present = [name for name in PRIORS if any(t["prior"] == name for t in tables)]  # in the registry's order
+    for depth, budget in sorted({(t["depth"], t["budget"]) for t in tables}):
+        for prior in present:
+            losses = {m: v for m in MODELS if (v := mean_loss(prior, depth, budget, m)) is not None}
+            checks += checks_of(prior, depth, budget, losses, theory(prior, depth, budget))
+    return checks
+
+
+def _keys_of(model: str) -> str:
+    """``MLP`` or ``linear``: the keys of a stored table's model (``?`` for a model not registered now)."""
+    spec = MODELS.get(model)
+    return "?" if spec is None else "MLP" if spec.mlp_keys else "linear"
+
+
+def seed_summary(tables: list[dict]) -> list[dict]:
+    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds),
+    ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
+    mean - prediction, ``difference_se``, and ``ratio`` = mean / prediction, None where the prediction is 0
+    within its error: :func:`beside_prediction`), and the mean of the audits' ``bayes_on_readings`` where
+    every seed has one."""
+    import statistics
+
+    groups: dict = {}
+    for t in tables:
+        groups.setdefault((t["prior"], t["depth"], t["budget"], t["model"]), []).append(t)
+    out = []
+    for (prior, depth, budget, model), ts in sorted(groups.items()):
+        losses = [t["trained"]["loss"] for t in ts]
+        mean = statistics.mean(losses)
+        pred = prediction_of(ts[0])
+        row = {"prior": prior, "depth": depth, "budget": budget, "model": model, "mean": mean,
+               "spread": statistics.stdev(losses) if len(losses) > 1 else 0.0, "n_seeds": len(losses),
+               "prediction": None if pred is None else pred["name"],
+               "prediction_value": None if pred is None else pred["value"],
+               "prediction_stderr": None if pred is None else pred.get("stderr"),
+               **_beside_mean(ts, mean, pred)}
+        audits = [t["audit"] for t in ts if t.get("audit")]
+        if audits and len(audits) == len(ts):
+            row["bayes_on_readings"] = statistics.mean(a["bayes_on_readings"]["value"] for a in audits)
+            row["decoder_gap"] = statistics.mean(a["decoder_gap"]["value"] for a in audits)
+        out.append(row)
+    return out
+
+
+def _beside_mean(tables: list[dict], mean: float, pred: dict | None) -> dict:
+    """``ratio``, ``difference`` and ``difference_se`` of the seeds' mean loss (its standard error from the
+    runs' own: sqrt(sum se^2) / n) beside the prediction (:func:`beside_prediction`); None without one."""
+    if pred is None:
+        return {"ratio": None, "difference": None, "difference_se": None}
+    se = float(np.sqrt(sum((t["trained"].get("stderr") or 0.0) ** 2 for t in tables))) / len(tables)
+    b = beside_prediction(mean, se, pred["value"], pred.get("stderr"))
+    return {k: b[k] for k in ("ratio", "difference", "difference_se")}
+
+
+def summary_markdown(summary: list[dict]) -> str:
+    """:func:`seed_summary` as a Markdown table: each model's mean beside its prediction as a ratio, or where the
+    prediction is 0 within its error as the difference (trained - prediction) with its standard error."""
+    lines = ["| prior | depth | budget | model | trained: mean ± spread (n seeds) | prediction | trained / prediction "
+             "(or the difference) | Bayes on its readings | decoder gap |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in summary:
+        pred = "" if r["prediction"] is None else (f"{r['prediction']} {r['prediction_value']:.4f}"
+                                                   f"{_se(r.get('prediction_stderr'))}")
+        ratio = "" if r.get("difference") is None else beside_text(r)
+        bayes = f"{r['bayes_on_readings']:.4f}" if "bayes_on_readings" in r else ""
+        gap = f"{r['decoder_gap']:+.4f}" if "decoder_gap" in r else ""
+        lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | {r['mean']:.4f} ± "
+                     f"{r['spread']:.2g} ({r['n_seeds']}) | {pred} | {ratio} | {bayes} | {gap} |")
+    return "\n".join(lines) + "\n"
+
+
+def grid_markdown(tables: list[dict], checks: list[dict]) -> str:
+    """The experiment grid's ``table.md`` (``fv compare --grid``): the seed summary (each model beside its
+    prediction), the prediction checks, then every run's table."""
+    md = ["# Experiment grid: trained models beside the theory", "",
+          "Each model beside its one prediction row (A: the best adaptive policy found for its keys, B: the best "
+          "one-layer design found, C: the exact linear theory). A keyed row is the best found within its key "
+          "family: an upper bound on that family's optimum, not a bound on a trained model.", "",
+          summary_markdown(seed_summary(tables)), ""]
+    md += ["| prediction | measured | holds |", "|---|---|---|"]
+    md += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else 'no'} |" for c in checks]
+    md += [""] + [to_markdown(t) for t in tables]
+    return "\n".join(md) + "\n"

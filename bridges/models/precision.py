@@ -1,0 +1,47 @@
+"""Mixed precision of the key MLPs: which dtype ``precision = auto | bf16 | fp32`` means on a device.
+
+The key MLPs of Models A and B carry almost all multiply-adds (every token, every layer). Under ``bf16``
+they run in bfloat16 autocast; master weights, the optimizer, the aggregation ``phi_l``, the workspace,
+the readout and the loss stay float32 (``bridges.models.networks.Layer``). ``auto`` picks bfloat16 only where the
+hardware multiplies it natively and the model has MLP keys (Model C's linear keys gain nothing):
+
+- CUDA: ``torch.cuda.is_bf16_supported()``;
+- CPU: AVX512-BF16 or AMX tiles (x86), which multiply bfloat16 several times faster than float32;
+  elsewhere bfloat16 on the CPU is emulated and slower, so ``auto`` keeps float32.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from bridges.runs.config import PRECISIONS
+from fvsym.errors import InputError
+
+
+@functools.cache
+def native_bf16(device_type: str) -> bool:
+    """Whether ``device_type`` (``cpu``, ``cuda``, ...) multiplies bfloat16 natively."""
+    if device_type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device_type == "cpu":
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+    return False
+
+
+def autocast_dtype(precision: str, device, *, has_mlp_keys: bool) -> torch.dtype | None:
+    """The autocast dtype of the key MLPs (None: float32 throughout)."""
+    if precision not in PRECISIONS:
+        raise InputError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    device_type = torch.device(device).type
+    if precision == "fp32" or not has_mlp_keys:
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    return torch.bfloat16 if native_bf16(device_type) else None
+
+
+def describe(dtype: torch.dtype | None) -> str:
+    """``bf16`` or ``fp32``: the precision a model actually runs its keys in."""
+    return "bf16" if dtype == torch.bfloat16 else "fp32"

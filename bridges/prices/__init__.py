@@ -1,0 +1,1 @@
+"""Prices of the commands that train: time, memory, FLOPs."""

@@ -1,0 +1,1 @@
+"""Runs: configurations, options, the run store, the cell engine, result types."""

@@ -1,0 +1,1 @@
+"""Studies: fv reproduce, fv scaling, sweeps, figures."""

@@ -1,0 +1,582 @@
+"""``fv scaling``: loss against budget for trained Models A, B, C beside the theory, with fitted laws.
+
+The study (docs/scaling/): the regime the theory chose before training (docs/scaling/regime.md: tree prior of
+depth 7, alpha 0.6, N = 64 tokens, budgets 1..6), Models A, B, C with 3 seeds each, trained with the recipe of
+``bridges.runs.config`` (its steps per model, A 5000 and B, C 2500 x budget, or ``steps_per_budget x budget`` for
+every model). Beside them, at the same noise and channel (``tokens``), the theory rows of
+``fvnum.theory.comparison_table`` (the prediction rows of A and B under the ``keyed`` key family,
+``fvnum.theory.keyed_curves``; ``path``, the best adaptive policy found, ``top_levels``, the best coordinate
+and unit non-adaptive designs, and the linear theory of Model C).
+
+Outputs in ``out``: ``scaling.json`` (config, one row per run with the exact ``fv train`` command that
+reproduces it, its held-out curve and its audit, the theory rows, the fits), ``scaling.csv``,
+``fig_scaling.png``, ``fig_decay.png`` and ``report.md``: trained over predicted, the law test of
+``fvnum.laws`` (rate ``r`` of ``loss ~ c r^B``, exponent ``e`` of ``loss ~ c B^-e``, 95% intervals, a verdict
+that can say ``can't tell``), the local decay per budget, whether each run is trained out, the audit of every
+trained model's readings (``fv audit``) and the CPU time. Runs, audits and theory rows are cells of a
+``RunStore`` (``out/cells``, training folders in ``out/train``): an interrupted study resumes where it stopped,
+and ``run(cfg, train=False)`` (``fv scaling --report-only``) writes the report of the runs finished so far.
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import asdict, dataclass
+
+from fvnum.defaults import KEYED
+from fvnum.laws import DEFAULT_CUT
+
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS
+from bridges.runs.store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
+from fvsym.errors import InputError
+
+from bridges.runs.results import DictLayout, frame_of
+
+STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
+
+KIND = "scaling"
+
+
+# what each kind of cell of the study holds (checked when read and before it is stored, bridges.runs.store)
+SHAPES = {
+    "run": fields("key", "model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "history",
+                  "command", numbers=("loss", "stderr", "wall_seconds"), optional={"audit": AUDIT}),
+    "audit": AUDIT, "keyed": KEYED_ROWS, "theory": THEORY_ROWS,
+}
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Defaults: the regime the theory chose before training (docs/scaling/regime.md): depth 7, alpha 0.6,
+    N 64, budgets 1..6, Models A, B, C with 3 seeds at the recipe's steps (many hours on 2 CPU cores; resumable)."""
+
+    out: str = "runs/scaling"
+    depth: int | None = None  # None: STUDY_DEPTH, or the number of scales
+    alpha: float | None = None  # None: STUDY_ALPHA unless scales are given
+    n_tokens: int = 64
+    s2: float = 0.01
+    budgets: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+    models: str = "".join(BUILT_IN)  # Models A, B, C (a registered model joins when named)
+    seeds: int = 3
+    steps_per_budget: int | None = None  # None: the recipe's steps per model (bridges.runs.config.recipe_steps)
+    samples: int = 20_000
+    search_samples: int = 2_000
+    seed: int = 0
+    workers: int | None = None  # local Dask worker processes (None: the number of cores; 1: this process)
+    threads: int = 1
+    scheduler: str | None = None  # a running Dask cluster (bridges.runs.engine)
+    progress: bool = True
+    device: str = "cpu"
+    keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keys.nonadaptive); None: linear keys
+    cut: int = DEFAULT_CUT  # first budget of the law test (fvnum.laws.law_test)
+    scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.runs.config.DataConfig)
+    # (model, reference): ``model`` trains for the steps whose FLOPs equal ``reference``'s run (by the steps rule) at
+    # the same budget (bridges.prices.flops.flop_matched_steps), every other model by the steps rule; the reference need not
+    # be one of the study's models (``models="A", flop_match=("A", "B")``: the FLOP-matched arm alone)
+    flop_match: tuple[str, str] | None = None
+
+    def __post_init__(self):
+        study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
+        budgets = tuple(int(b) for b in self.budgets)
+        if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
+            raise InputError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
+        object.__setattr__(self, "budgets", tuple(sorted(set(budgets))))
+        if not isinstance(self.models, str) or not self.models or any(m not in MODELS for m in self.models) \
+                or len(set(self.models)) != len(self.models):
+            raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r:.40}")
+        for name in ("seeds", "steps_per_budget", "samples", "search_samples", "workers", "threads", "cut"):
+            value = getattr(self, name)
+            if value is None and name in ("workers", "steps_per_budget"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.flop_match is not None:
+            pair = tuple(self.flop_match) if isinstance(self.flop_match, (tuple, list)) else ()
+            if len(pair) != 2 or pair[0] == pair[1] or pair[0] not in self.models or pair[1] not in MODELS:
+                raise InputError(f"flop_match must name a model of the study ({self.models}) and another model as its "
+                                 f"reference (trained or not), e.g. ('A', 'B'); got {self.flop_match!r:.40}")
+            object.__setattr__(self, "flop_match", pair)
+
+    def data(self) -> DataConfig:
+        return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,
+                          scales=self.scales)
+
+    @property
+    def tree(self) -> str:
+        return tree_label(self.alpha, self.scales)
+
+    def rule_steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
+        """The stated rule: the recipe's steps of each model (``bridges.runs.config.recipe_steps``: A 5000, B and C
+        2500 x budget), or ``steps_per_budget x budget`` for every model when it is set."""
+        from bridges.runs.config import recipe_steps
+
+        return recipe_steps(budget, model) if self.steps_per_budget is None else self.steps_per_budget * budget
+
+    def steps(self, budget: int, model: str = DEFAULT_MODEL) -> int:
+        """The steps of ``model`` at ``budget``: the rule (:meth:`rule_steps`), except for the model that
+        ``flop_match`` names, which trains for the FLOPs of its reference's run (counted on both models by torch,
+        ``bridges.prices.flops.step_flops``; computed once per data, models and budget)."""
+        if self.flop_match is None or model != self.flop_match[0]:
+            return self.rule_steps(budget, model)
+        ref = self.flop_match[1]
+        return _flop_matched(self.data(), model, ref, budget, self.rule_steps(budget, ref))
+
+    def runs(self, train_out: str) -> list[RunConfig]:
+        """Every training run of the study: models x budgets x seeds, the recipe otherwise."""
+        return [RunConfig(self.data(), ModelConfig(model=m, budget=b),
+                          TrainConfig(steps=self.steps(b, m), seed=self.seed + s, out=train_out, threads=self.threads,
+                                      device=self.device))
+                for b in self.budgets for m in self.models for s in range(self.seeds)]
+
+
+def _flop_matched(data: DataConfig, model: str, reference: str, budget: int, reference_steps: int) -> int:
+    from bridges.prices.flops import flop_matched_steps
+
+    run = lambda m, steps: RunConfig(data, ModelConfig(model=m, budget=budget), TrainConfig(steps=steps))  # noqa: E731
+    return flop_matched_steps(run(model, 1), run(reference, reference_steps))
+
+
+def train_row(run: RunConfig) -> dict:
+    """Train one run (resuming its folder) and return its row of ``scaling.json``; a cell of the study."""
+    from bridges.training.train import train
+
+    result = train(run, progress=False)
+    from bridges.analysis.compare import audit_dict
+
+    # the audit reads the trained model, so it is part of the run's cell: a study whose run folders are gone
+    # (only its cells kept, as in docs/scaling/) still has every finished run's audit
+    return {"audit": audit_dict(result, seed=run.train.seed), "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
+            "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
+            "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
+            "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
+            "history": [[h[0], h[2]] for h in result.history],
+            "command": shlex.join(["fv", "train", *run.to_argv()])}
+
+
+def _keyed_rows(cfg: ScalingConfig) -> dict:
+    """The prediction rows of A and B under ``cfg.keyed`` keys at every budget (``fvnum.theory.keyed_curves``)."""
+    from fvnum.theory import keyed_curves
+
+    from bridges.training.data import data_channel, fv_prior
+
+    curves = keyed_curves(fv_prior(cfg.data()), cfg.budgets, data_channel(cfg.data()), cfg.keyed,
+                          samples=cfg.search_samples, seed=cfg.seed)
+    return {str(b): [r.to_dict() for r in rows] for b, rows in curves.items()}
+
+
+def _theory_rows(cfg: ScalingConfig, budget: int, keyed_rows: list | None) -> list[dict]:
+    """The comparison rows at ``budget`` (``fvnum.theory.comparison_table``), the keyed rows among them."""
+    from fvnum.theory import comparison_table
+
+    from bridges.training.data import data_channel, fv_prior
+
+    table = comparison_table(fv_prior(cfg.data()), budget, data_channel(cfg.data()), samples=cfg.samples,
+                             seed=cfg.seed, search_samples=cfg.search_samples, keyed=cfg.keyed,
+                             keyed_rows_given=keyed_rows)
+    return table.to_dict()["rows"]
+
+
+def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
+    """Train every run not yet stored on the engine of ``bridges.runs.engine`` (a local Dask cluster of
+    ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
+    the rows in ``runs`` order."""
+    from bridges.runs.engine import SYNCHRONOUS, Cell, run_cells
+
+    cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config(), SHAPES["run"])
+             for run in runs]
+    scheduler = cfg.scheduler if cfg.scheduler is not None else (SYNCHRONOUS if cfg.workers == 1 else None)
+    results = run_cells(cells, store, scheduler=scheduler, workers=cfg.workers, progress=cfg.progress, log=log)
+    return [results[cell.key] for cell in cells]
+
+
+def train_row_dict(run: dict) -> dict:
+    """``train_row`` of a run given as the dict of ``RunConfig.to_dict`` (a cell of the study)."""
+    return train_row(RunConfig.from_dict(run))
+
+
+def _audit_cell(store: RunStore, run: RunConfig, seed: int) -> dict:
+    """The audit of one trained run's readings (``bridges.analysis.compare.audit_dict``), a cell of its own."""
+    from bridges.analysis.compare import AUDIT_SIZES, audit_dict
+    from bridges.training.train import run_dir
+
+    config = {"run": run.key(), "sizes": AUDIT_SIZES, "seed": seed}
+    result, _ = store.cell("audit", config, lambda: audit_dict(str(run_dir(run)), seed=seed), SHAPES["audit"])
+    return result
+
+
+def _cell_key(run: RunConfig) -> str:
+    from bridges.runs.store import config_key
+
+    return f"run-{run.key()}-{config_key(run.cell_config())}"
+
+
+@dataclass(frozen=True)
+class ScalingStudy(DictLayout):
+    """What :func:`run` did: the output ``folder``, the trained ``runs`` (one row per run: its result, audit and
+    command), the ``theory`` rows per budget, the law ``fits`` (``fits["models"][X]["test"]["verdict"]``) and the
+    files ``written``. ``to_dict()`` is the earlier dict layout; ``to_frame("runs" | "theory")`` one table
+    (the theory rows with their budget)."""
+
+    folder: str
+    runs: list
+    theory: dict
+    fits: dict
+    written: tuple
+
+    def to_dict(self) -> dict:
+        return {"folder": self.folder, "runs": self.runs, "theory": self.theory, "fits": self.fits,
+                "written": list(self.written)}
+
+    def to_frame(self, which: str = "runs"):
+        theory = [{"budget": b, **row} for b, rows in self.theory.items() for row in rows]
+        return frame_of({"runs": self.runs, "theory": theory}, which, "a ScalingStudy")
+
+
+def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> ScalingStudy:
+    """The whole study: train (skipping finished runs), theory per budget, fits, outputs. ``train=False``:
+    no training, the outputs cover the runs finished so far (the report says how many of how many)."""
+    start = time.time()
+    try:
+        store = RunStore(cfg.out, KIND, create=train)  # --report-only: nothing created in a folder without a study
+    except ValueError as exc:
+        if train or "holds no" not in str(exc):
+            raise
+        raise InputError(f"{cfg.out} has no finished run of this study yet; run fv scaling without --report-only "
+                         "to train") from None
+    log(f"output folder: {store.folder}")
+    runs = cfg.runs(str(store.folder / "train"))
+    log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
+        f"steps: {_steps_words(cfg)}")
+    if train:
+        rows = _run_cells(cfg, store, runs, log)
+    else:
+        found = [(store.get(_cell_key(run), shape=SHAPES["run"]), run) for run in runs]
+        runs = [run for cell, run in found if cell is not None]
+        rows = [cell["result"] for cell, _ in found if cell is not None]
+        log(f"report only: {len(rows)} of {len(found)} runs finished, no training")
+        if not rows:
+            raise InputError(f"{store.folder} has no finished run of this study yet; run fv scaling without "
+                             "--report-only to train")
+    rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
+            for row, run in zip(rows, runs)]
+    log(f"audits of {len(rows)} runs done")
+    keyed = None
+    if cfg.keyed is not None:
+        config = {"data": cfg.data().to_dict(), "budgets": list(cfg.budgets), "family": cfg.keyed,
+                  "samples": cfg.search_samples, "seed": cfg.seed}
+        keyed, cached = store.cell("keyed", config, lambda: _keyed_rows(cfg), SHAPES["keyed"])
+        log(f"keyed theory rows ({cfg.keyed} keys) done" + (" (cached)" if cached else ""))
+    theory = {}
+    for b in cfg.budgets:
+        config = {"data": cfg.data().to_dict(), "budget": b, "samples": cfg.samples,
+                  "search_samples": cfg.search_samples, "seed": cfg.seed, "keyed": cfg.keyed}
+        given = None if keyed is None else keyed[str(b)]
+        theory[b], cached = store.cell("theory", config, lambda b=b, given=given: _theory_rows(
+            cfg, b, given), SHAPES["theory"])
+        log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
+    fits = fit_study(rows, theory, cfg.cut)
+    written = write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))
+    log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
+    return ScalingStudy(str(store.folder), rows, theory, fits, tuple(str(p) for p in written))
+
+
+# --- fits --------------------------------------------------------------------------------------------
+CONVERGED = 0.03  # the last 20% of a run's steps change its held-out loss by less than this (relative)
+
+
+def fit_study(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAULT_CUT) -> dict:
+    """The law test (``fvnum.laws.law_test``, budgets from ``cut``) of every model (seeds as points, their
+    spread as the noise) and of every theory row with enough budgets (its Monte Carlo stderr, relative floor
+    ``fvnum.regime.FLOOR``), and both unweighted fits over every budget (``compare_laws``, for the record)."""
+    from fvnum.laws import compare_laws, law_test, local_decay
+    from fvnum.regime import FLOOR
+    from fvnum.theory import predicted_law
+
+    out = {"cut": cut, "models": {}, "theory": {}}
+    for model in sorted({r["model"] for r in rows}):
+        pts = [(r["budget"], r["loss"]) for r in rows if r["model"] == model]
+        entry = {"predicted": predicted_law(model)}
+        if len({b for b, _ in pts}) >= 2 and len(pts) >= 3:
+            entry.update(compare_laws(*zip(*pts)))
+        try:
+            entry["test"] = law_test(*zip(*pts), cut=cut).to_dict()
+        except ValueError as exc:  # too few budgets or seeds for the test
+            entry["test_refused"] = str(exc)
+        try:
+            entry["decay"] = [d.to_dict() for d in local_decay(*zip(*pts))]
+        except ValueError:  # one seed: no spread to put an interval on
+            pass
+        out["models"][model] = entry
+    names = sorted({t["name"] for ts in theory.values() for t in ts})
+    for name in names:
+        pts = [(b, t["value"], t.get("stderr") or 0.0) for b, ts in theory.items() for t in ts
+               if t["name"] == name and t["value"] > 1e-8]
+        if len(pts) < 3:
+            continue
+        entry = {"predicted": predicted_law(name), **compare_laws([p[0] for p in pts], [p[1] for p in pts])}
+        try:
+            entry["test"] = law_test([p[0] for p in pts], [p[1] for p in pts], stderr=[p[2] for p in pts],
+                                     cut=cut, floor=FLOOR).to_dict()
+        except ValueError as exc:
+            entry["test_refused"] = str(exc)
+        entry["decay"] = [d.to_dict() for d in local_decay([p[0] for p in pts], [p[1] for p in pts],
+                                                           stderr=[p[2] for p in pts], floor=FLOOR)]
+        out["theory"][name] = entry
+    return out
+
+
+def convergence(rows: list[dict]) -> list[dict]:
+    """Per run: the held-out loss at 80% of its steps (the last evaluation at or before) and at the end, the
+    relative change over the last 20%, and whether it is below :data:`CONVERGED`."""
+    out = []
+    for r in rows:
+        hist = [(s, v) for s, v in (r.get("history") or []) if v is not None]
+        if len(hist) < 2:
+            continue
+        mark = 0.8 * r["steps"]
+        before = [h for h in hist if h[0] <= mark]
+        if not before:
+            continue
+        step80, at80 = before[-1]
+        change = (at80 - r["loss"]) / at80
+        out.append({"model": r["model"], "budget": r["budget"], "seed": r["seed"], "steps": r["steps"],
+                    "step_80": step80, "loss_80": at80, "loss": r["loss"], "change": change,
+                    "converged": abs(change) < CONVERGED})
+    return out
+
+
+# --- outputs -----------------------------------------------------------------------------------------
+CSV_COLUMNS = ("model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_seconds", "train_seconds",
+               "steps_per_s", "precision", "key", "command")
+
+
+def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits, planned: int | None = None) -> list:
+    from bridges.studies import figures
+
+    config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only
+              and not (k == "scales" and v is None)}  # scales only where given: studies by alpha read as before
+    written = [
+        write_json(folder / "scaling.json", {"config": config, "runs": rows,
+                                             "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),
+        write_atomic(folder / "scaling.csv", csv_text(rows, CSV_COLUMNS)),
+    ]
+    written += figures.scaling(folder / "fig_scaling.png", rows, theory, cfg)
+    written += figures.decay(folder / "fig_decay.png", fits, cfg)
+    written.append(write_atomic(folder / "report.md", report_markdown(cfg, rows, theory, fits, planned)))
+    return written
+
+
+def _summary(rows, model, budget):
+    import statistics
+
+    ls = [r["loss"] for r in rows if r["model"] == model and r["budget"] == budget]
+    if not ls:
+        return None
+    spread = statistics.stdev(ls) if len(ls) > 1 else 0.0
+    return statistics.mean(ls), spread, min(ls), max(ls), len(ls)
+
+
+def _law_line(name: str, entry: dict) -> str:
+    t = entry.get("test")
+    if t is None:
+        return f"| {name} | {entry.get('predicted') or ''} | | | | {entry.get('test_refused', '')} |"
+    r, e = t["fits"]["exponential"], t["fits"]["power"]
+    predicted = entry.get("predicted")
+    agrees = "" if predicted is None or t["verdict"] in ("can't tell", "neither") else (
+        " (as predicted)" if t["verdict"] == predicted else " (**not as predicted**)")
+    return (f"| {name} | {predicted or ''} | {r['value']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
+            f"{e['value']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}] | {t['chi2']['exponential']:.3g} / "
+            f"{t['chi2']['power']:.3g} (dof {t['dof']}) | **{t['verdict']}**{agrees} |")
+
+
+def _law_section(cfg, fits, held) -> list[str]:
+    cut = fits.get("cut", cfg.cut)
+    lines = ["", "## Which law", "",
+             f"The law test (`fvnum.laws.law_test`) over budgets {cut} and up: both laws are straight lines in log "
+             f"loss (against B, and against log B), fitted by weighted least squares to the mean log loss per budget. "
+             f"Trained models are weighted by their seed spread pooled over budgets (judged with the F "
+             f"distribution), theory curves by their Monte Carlo error plus a 1% relative floor. Budgets below {cut} "
+             "are left out: the first reading sees the whole context (the top node's dense measurement), a drop "
+             "that no law in the budget describes. Verdict: the law whose chi2 is smaller by more than 9 "
+             "(about 3 standard deviations) wins if it fits (p > 0.01); `can't tell` otherwise; `neither` when no "
+             "law fits. The rate r (loss ~ c r^B) and the exponent e (loss ~ c B^-e) with 95% intervals.", "",
+             "| what | predicted law | r [95%] | e [95%] | chi2 exponential / power | verdict |",
+             "|---|---|---|---|---|---|"]
+    for m, entry in fits["models"].items():
+        lines.append(_law_line(f"Model {m}", entry))
+    for name, entry in fits["theory"].items():
+        if entry.get("predicted"):
+            lines.append(_law_line(f"theory: {name}", entry))
+    decays = {f"Model {m}": e["decay"] for m, e in fits["models"].items() if e.get("decay")}
+    for m, bs in held.items():
+        name = _one_name(bs)
+        if fits["theory"].get(name, {}).get("decay"):
+            decays[f"{name} ({m}'s prediction)"] = fits["theory"][name]["decay"]
+    if decays:
+        budgets = sorted({d["budget"] for ds in decays.values() for d in ds})
+        lines += ["", "### Local decay", "",
+                  "`log L(B) - log L(B+1)` with its 95% interval (seed spread, or Monte Carlo error): constant for "
+                  "a geometric law, shrinking like e / B for a power law (fig_decay.png).", "",
+                  "![local decay](fig_decay.png)", "",
+                  "| B -> B+1 | " + " | ".join(decays) + " |", "|---" * (1 + len(decays)) + "|"]
+        for b in budgets:
+            cells = []
+            for ds in decays.values():
+                d = next((d for d in ds if d["budget"] == b), None)
+                cells.append("" if d is None else f"{d['value']:.3f} [{d['ci'][0]:.3f}, {d['ci'][1]:.3f}]")
+            lines.append(f"| {b} -> {b + 1} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _steps_words(cfg) -> str:
+    if cfg.steps_per_budget is not None:
+        words = f"{cfg.steps_per_budget} x budget steps"
+    else:
+        words = "the recipe's steps (" + ", ".join(f"{m} {MODELS[m].recipe.steps_per_budget}" for m in cfg.models) + " x budget)"
+    if cfg.flop_match is not None:
+        m, ref = cfg.flop_match
+        per = ", ".join(f"{cfg.steps(b, m)} at budget {b}" for b in cfg.budgets)
+        words += (f"; Model {m} FLOP-matched to Model {ref} (the steps whose training FLOPs, counted on both models, "
+                  f"equal {ref}'s run at the same budget: {per})")
+    return words
+
+
+def _run_name(c: dict) -> str:
+    return f"{c['model']} B{c['budget']} s{c['seed']} ({c['change']:+.1%})"
+
+
+def _convergence_section(rows) -> list[str]:
+    conv = convergence(rows)
+    if not conv:
+        return []
+    top = {}
+    for c in conv:
+        if c["budget"] >= top.get(c["model"], 0):
+            top[c["model"]] = c["budget"]
+    mine = [c for c in conv if c["budget"] == top[c["model"]]]
+    bad = [c for c in conv if not c["converged"]]
+    lines = ["", "## Trained out?", "",
+             f"Held-out loss at 80% of the steps and at the end, for the largest budget of each model (all runs: "
+             f"{len(conv) - len(bad)} of {len(conv)} change by less than {CONVERGED:.0%} over their last 20% of steps"
+             + ("; not: " + ", ".join(_run_name(c) for c in bad) if bad else "") + ").", "",
+             "| model | budget | seed | steps | loss at 80% | final | change | < 3% |", "|---|---|---|---|---|---|---|---|"]
+    for c in sorted(mine, key=lambda c: (c["model"], c["seed"])):
+        lines.append(f"| {c['model']} | {c['budget']} | {c['seed']} | {c['steps']} | {c['loss_80']:.4f} | "
+                     f"{c['loss']:.4f} | {c['change']:+.1%} | {'yes' if c['converged'] else '**no**'} |")
+    return lines
+
+
+def _time_section(cfg, rows) -> list[str]:
+    per = {}
+    for r in rows:
+        per.setdefault(r["model"], []).append(r.get("train_seconds") or r["wall_seconds"])
+    devices = sorted({r.get("device", cfg.device) for r in rows})
+    lines = ["", "## Time", "",
+             f"Device: {', '.join(devices)}; {_count(cfg.threads, 'thread')} per run. CPU time of training summed "
+             "over the runs (one thread each, so CPU-hours):", "",
+             "| model | runs | hours | per run (min .. max, minutes) |", "|---|---|---|---|"]
+    for m, ts in sorted(per.items()):
+        lines.append(f"| {m} | {len(ts)} | {sum(ts) / 3600:.2f} | {min(ts) / 60:.1f} .. {max(ts) / 60:.1f} |")
+    return lines
+
+
+def _one_name(names_by_budget: dict) -> str:
+    """The prediction row's name when it is the same at every budget that has one, else ``prediction``."""
+    names = {n for n in names_by_budget.values() if n}
+    return names.pop() if len(names) == 1 else "prediction"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def report_markdown(cfg: ScalingConfig, rows, theory, fits, planned: int | None = None) -> str:
+    """The report; ``planned`` (the study's number of runs) marks a report of fewer finished runs as partial."""
+    budgets = list(cfg.budgets)
+    total_wall = sum(r["wall_seconds"] for r in rows)
+    value = {b: {t["name"]: t["value"] for t in theory.get(b, [])} for b in budgets}  # theory row values
+    names = sorted({n for vs in value.values() for n in vs})
+    lines = [
+        "# Scaling study: loss against budget", "",
+        f"Tree prior, depth {cfg.depth}, {cfg.tree}, N {cfg.n_tokens} tokens (tokens channel), s2 {cfg.s2}; "
+        f"models {', '.join(cfg.models)}, budgets {budgets[0]}..{budgets[-1]}, {_count(cfg.seeds, 'seed')} each, trained with "
+        f"the recipe (docs/training.md) for {_steps_words(cfg)}. The regime was chosen by the theory before training "
+        f"([regime.md](regime.md)). Training time summed over the {len(rows)} runs: {total_wall / 60:.0f} minutes "
+        f"({_count(cfg.threads, 'thread')} per run, {cfg.workers or 'one per core'} at a time).",
+        *([] if planned is None or len(rows) >= planned else [
+            "", f"**Partial report: {len(rows)} of {planned} runs finished** (`fv scaling --report-only`); the "
+            "study resumes with `fv scaling` and the same options."]),
+        "", "![loss against budget](fig_scaling.png)", "",
+        "Losses are E||theta_hat - theta||^2 on 4096 held-out contexts; "
+        + ("one seed per point. " if cfg.seeds == 1 else "mean ± standard deviation over seeds (min .. max). ")
+        + "Theory at the same noise, tokens channel, Monte Carlo with exact Bayes decoding "
+        "(`fvnum`), except `top_levels_linear` and `gaussian_optimum` (exact linear theory).", "",
+        "| budget | " + " | ".join(f"Model {m}" for m in cfg.models) + " | " + " | ".join(names) + " |",
+        "|---" * (1 + len(cfg.models) + len(names)) + "|",
+    ]
+    for b in budgets:
+        cells = []
+        for m in cfg.models:
+            s = _summary(rows, m, b)
+            cells.append("" if s is None else f"{s[0]:.4f}" if s[4] == 1
+                         else f"{s[0]:.4f} ± {s[1]:.2g} ({s[2]:.4f} .. {s[3]:.4f})")
+        cells += [f"{value[b][n]:.4f}" if n in value[b] else "" for n in names]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    from fvnum.theory import prediction_row
+
+    held = {m: {b: prediction_row(m, value[b]) for b in budgets} for m in cfg.models}
+    held = {m: bs for m, bs in held.items() if any(bs.values())}
+    if held:
+        lines += ["", "## Trained against theory", "",
+                  "Seed mean of each model over the theory row it is held against (`fvnum.theory.prediction_row`: "
+                  "A the best adaptive policy found, B the best one-layer unit design, both for their class and "
+                  "keys, C the exact linear theory of one layer); the row's name where it changes with the budget.",
+                  "", "| budget | " + " | ".join(f"{m} / {_one_name(bs)}" for m, bs in held.items()) + " |",
+                  "|---" * (1 + len(held)) + "|"]
+        from fvnum.regime import agrees, band
+
+        inside = {m: [] for m in held}
+        for b in budgets:
+            cells = []
+            for m, rows_of in held.items():
+                s, name = _summary(rows, m, b), rows_of[b]
+                ref = value[b].get(name) if name else None
+                shown = "" if _one_name(rows_of) != "prediction" else f" ({name})"
+                if s is None or not ref:
+                    cells.append("")
+                    continue
+                ok = agrees(m, s[0] / ref)
+                inside[m].append((b, s[0] / ref, ok))
+                cells.append(f"{s[0] / ref:.2f}{shown}" + ("" if ok else " **out**"))
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
+        lines += ["", "Asked of every budget: " + "; ".join(
+            f"{m} / prediction in [{band(m)[0]:g}, {band(m)[1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`)."]
+        for m, got in inside.items():
+            out = [f"B {b}: {r:.2f}" for b, r, ok in got if not ok]
+            lines.append(f"- Model {m}: inside at {sum(ok for *_, ok in got)} of {len(got)} budgets"
+                         + (f"; outside at {', '.join(out)}." if out else "."))
+    audited = [r for r in rows if r.get("audit")]
+    if audited:
+        lines += ["", "## Audit of the models' readings", "",
+                  "Per model and budget (seed means): its own loss and the Bayes posterior mean on its own readings "
+                  "under their CLT law given each leaf (`fv audit`, bridges.analysis.audit: keys evaluated on a fixed token "
+                  "sample at each context's own workspace): the loss its measurements allow, and the decoder gap "
+                  "(model - Bayes, paired).", "",
+                  "| budget | " + " | ".join(f"{m}: own / Bayes on readings / gap" for m in cfg.models) + " |",
+                  "|---" * (1 + len(cfg.models)) + "|"]
+        for b in budgets:
+            cells = []
+            for m in cfg.models:
+                mine = [r["audit"] for r in audited if r["model"] == m and r["budget"] == b]
+                if not mine:
+                    cells.append("")
+                    continue
+                mean = lambda k: sum(a[k]["value"] for a in mine) / len(mine)  # noqa: E731
+                cells.append(f"{mean('loss'):.4f} / {mean('bayes_on_readings'):.4f} / {mean('decoder_gap'):+.4f}")
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    lines += _law_section(cfg, fits, held)
+    lines += _convergence_section(rows)
+    lines += _time_section(cfg, rows)
+    lines += ["", "Every run is reproduced by the `command` of its row in scaling.json (or scaling.csv).", ""]
+    return "\n".join(lines)

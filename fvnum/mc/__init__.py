@@ -1,0 +1,1 @@
+"""The Monte Carlo engine: channels, the simulation, seeded chunks, the numba kernels and their numpy twins."""

@@ -1,0 +1,168 @@
+"""Key patching of the greedy keyed policy (:mod:`fvnum.keys.adaptive`: the adaptive prediction row of Model A
+under a key family, ``linear``, ``weighted`` or ``softmax``; tree prior), on real tokens (THEORY.md section 8).
+
+:func:`fvnum.patching.keys.patching_table` patches the strategies of the registry; the keyed policy chooses its rows
+per sample by a search, so it is patched here, by running it on drawn contexts: target leaves ``s`` uniform,
+tokens ``x_1..x_N ~ N(0, I_D)`` and label noise drawn once and shared by every donor; a donor of divergence
+depth ``j`` (``fvnum.patching.keys.donor_leaves``) has the target's tokens and noise, only its values
+``y_i = <theta', x_i> + eps_i`` differ. Every reading is the family's exact reading of the drawn tokens
+(``phi = (1/N) sum_i y_i f(x_i)``, or ``sum_i softmax_i(s(x_i)) y_i``), not a draw from its CLT law. The policy
+chooses layer ``k``'s row from the readings of layers ``1..k-1`` (:func:`fvnum.keys.adaptive.adaptive_keyed_trace`
+with those readings). Patching layer ``l``: the target reads at layer ``l`` the row the policy chose on the
+donor's context (the donor's key), on its own values; the layers after ``l`` choose their rows from the
+target's readings, patched one included; the decoder is the policy's exact Bayes decoder under the family's CLT
+law for the rows the policy believes it read (its own choice at layer ``l``): a readout that does not know about
+the patch, as in :mod:`fvnum.patching.keys`.
+
+Common random numbers: every cell uses the same target contexts, so ``effect = loss - unpatched`` is paired;
+layer 1's row does not depend on the context, so patching it changes nothing, bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fvnum.mc import _chunks
+from fvnum.estimate import Estimate
+from fvnum.keys.families import check_family
+from fvnum.patching.keys import PatchingTable, donor_leaves
+from fvnum.mc.simulate import check_inputs
+from fvsym.errors import InputError
+
+
+def family_readings(keys, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n,) exact readings of one row per context: ``rows`` (n, D) as the keyed policy reads them (unit rows of
+    linear and weighted keys with the layer-1 key's ``Q`` and ``c``; softmax score rows ``b`` with its ``Q``),
+    tokens ``X`` (n, N, D), values ``y`` (n, N)."""
+    proj = np.einsum("nid,nd->ni", X, rows)  # (n, N)
+    if keys.name == "softmax":
+        s = proj - (X**2) @ keys.Q
+        a = np.exp(s - s.max(axis=1, keepdims=True))
+        return (a * y).sum(1) / a.sum(1)
+    if keys.name == "weighted":
+        if keys.Q.ndim != 1:
+            raise InputError("the keyed policy's weighted key has a diagonal Q; got a full matrix")
+        proj = proj / ((X**2) @ keys.Q + keys.c)
+    return (proj * y).mean(1)
+
+
+def posterior_means(spec, keys, rows: np.ndarray, phi: np.ndarray, n_tokens: int, s2: float) -> np.ndarray:
+    """(n, D) the policy's decoder: the exact posterior mean of the tree's leaves given readings ``phi`` (n, k)
+    of ``rows`` (n, k, D) under the family's CLT law (:func:`fvnum.keys.tree.tree_law`)."""
+    from fvnum.keys.adaptive import _posterior_state
+    from fvnum.keys.tree import _torch, _Tree, geometry_of
+
+    torch = _torch()
+    tree = _Tree(spec)
+    with torch.no_grad():
+        geo = geometry_of(tree, keys, s2, torch)
+        *_, logw = _posterior_state(tree, geo, torch.as_tensor(rows, dtype=torch.float64),
+                                    torch.as_tensor(phi, dtype=torch.float64), n_tokens, torch)
+        return (torch.exp(logw) @ torch.as_tensor(tree.thetas, dtype=torch.float64)).numpy()
+
+
+def contexts(spec, samples: int, n_tokens: int, s2: float, seed: int) -> tuple:
+    """The target contexts of :func:`keyed_patching_table`: leaves (n,), tokens (n, N, D), label noise (n, N)."""
+    rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.DONOR))
+    leaves = spec.sample(samples, rng)
+    X = rng.standard_normal((samples, n_tokens, spec.dim))
+    return leaves, X, np.sqrt(s2) * rng.standard_normal((samples, n_tokens))
+
+
+def donors(spec, leaves: np.ndarray, j: int, seed: int) -> np.ndarray:
+    """The donor leaves of divergence depth ``j`` of :func:`keyed_patching_table`'s targets ``leaves``."""
+    return donor_leaves(leaves, spec.depth, j, np.random.default_rng(_chunks.seed_sequence(seed, _chunks.DONOR + 16 * j)))
+
+
+class _Policy:
+    """The keyed policy of ``first`` on ``n`` contexts: the rows it reads after given readings."""
+
+    def __init__(self, prior, family, first, n, n_tokens, s2, seed, steps):
+        self.prior, self.family, self.first, self.n = prior, family, first, n
+        self.kw = dict(n_tokens=n_tokens, s2=s2, samples=n, seed=seed, first=first, steps=steps)
+
+    def rows(self, readings: np.ndarray) -> np.ndarray:
+        """(n, k + 1, D): the rows of layers ``1..k + 1`` after ``readings`` (n, k) of layers ``1..k``."""
+        from fvnum.keys.adaptive import adaptive_keyed_trace
+
+        k = readings.shape[1]
+        pad = np.concatenate([readings, np.zeros((self.n, 1))], axis=1)
+        return adaptive_keyed_trace(self.prior, k + 1, self.family, readings=pad, **self.kw).rows
+
+    def run(self, X, y, budget, patch=None, prefix=None):
+        """Readings (n, budget) and the rows read (n, budget, D) of the policy on values ``y``; ``patch = (l,
+        rows)``: layer ``l`` reads ``rows`` (n, D) instead of its own choice; ``prefix = (phi, rows)``: the
+        readings and rows of the first layers, already known (the same values, the same policy)."""
+        keys = self.first.keys
+        phi, read = (np.zeros((self.n, 0)), self.rows(np.zeros((self.n, 0)))) if prefix is None else prefix
+        for k in range(phi.shape[1] + 1, budget + 1):
+            if read.shape[1] < k:
+                read = np.concatenate([read, self.rows(phi)[:, k - 1 : k]], axis=1)
+            if patch is not None and patch[0] == k:
+                read = read.copy()
+                read[:, k - 1] = patch[1]
+            phi = np.concatenate([phi, family_readings(keys, read[:, k - 1], X, y)[:, None]], axis=1)
+        return phi, read
+
+
+def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_tokens: int = 64, s2: float = 0.01,
+                         samples: int = 500, seed: int = 0, depths=None, first=None, steps: int = 25) -> PatchingTable:
+    """The (patch layer ``l``, divergence depth ``j``) loss table of the greedy keyed policy of ``family`` at
+    ``budget`` layers (module docstring), on ``samples`` target contexts shared by every cell (``N = n_tokens``
+    tokens, label noise ``s2``); ``first``: its layer-1 design (default ``best_nonadaptive_keyed`` at budget 1,
+    as :func:`fvnum.keys.adaptive.adaptive_keyed_losses` takes it); ``steps``: its Adam steps per layer. The
+    losses are ``||theta_hat - theta||^2`` of the policy's decoder; ``effect`` is paired. About ``budget (budget -
+    1) / 2 (1 + 2 len(depths))`` layers of the policy's search on ``samples`` samples (the softmax family
+    runs its torch engine: tens of seconds per layer on 300 samples)."""
+    from fvsym._validate import check_int
+
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+
+    family = check_family(family)
+    spec, channel, samples, seed, budget = check_inputs(
+        prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=budget,
+        tree="key patching of the keyed policy needs the tree prior (divergence depth of two leaves)")
+    if samples < 2:
+        raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+    check_int(budget, "budget", minimum=1, maximum=spec.dim)
+    N, s2 = channel.n_tokens, channel.s2
+    K, D = spec.depth, spec.dim
+    depths = tuple(range(1, K + 1)) if depths is None else tuple(check_int(j, "divergence depth j", minimum=1,
+                                                                           maximum=K) for j in depths)
+    if not depths:
+        raise InputError("depths must name at least one divergence depth")
+    if first is None:
+        first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
+    policy = _Policy(prior, family, first, samples, N, s2, seed, steps)
+    leaves, X, eps = contexts(spec, samples, N, s2, seed)
+    theta = spec.thetas(leaves)
+    y = np.einsum("nid,nd->ni", X, theta) + eps
+
+    def loss(phi, believed):
+        return ((posterior_means(spec, first.keys, believed, phi, N, s2) - theta) ** 2).sum(-1)
+
+    phi0, rows0 = policy.run(X, y, budget)
+    base = loss(phi0, rows0)
+    layers = tuple(range(1, budget + 1))
+    cells = {}
+    for j in depths:
+        donor_theta = spec.thetas(donors(spec, leaves, j, seed))
+        _, donor_rows = policy.run(X, np.einsum("nid,nd->ni", X, donor_theta) + eps, budget)
+        for l in layers:  # layers 1..l-1 read what they read unpatched; the decoder believes layer l read its own row
+            if np.array_equal(donor_rows[:, l - 1], rows0[:, l - 1]):  # the same key (layer 1): the unpatched run
+                cells[l, j] = base.copy()
+                continue
+            phi, believed = policy.run(X, y, budget, patch=(l, donor_rows[:, l - 1]),
+                                       prefix=(phi0[:, : l - 1], rows0[:, :l]))
+            believed = believed.copy()
+            believed[:, l - 1] = rows0[:, l - 1]
+            cells[l, j] = loss(phi, believed)
+    shape = (len(layers), len(depths))
+    out = [np.zeros(shape) for _ in range(4)]
+    for a, l in enumerate(layers):
+        for b, j in enumerate(depths):
+            cell, effect = Estimate.of(cells[l, j]), Estimate.of(cells[l, j] - base)
+            out[0][a, b], out[1][a, b], out[2][a, b], out[3][a, b] = cell.value, cell.stderr, effect.value, effect.stderr
+    unpatched = Estimate.of(base)
+    return PatchingTable(out[0], out[1], unpatched, np.full(len(depths), unpatched.value),
+                         np.full(len(depths), unpatched.stderr), samples, f"adaptive_keyed_{family}", layers, depths,
+                         effect=out[2], effect_stderr=out[3], decoder=f"{family} keys' CLT law (exact Bayes)")

@@ -1,0 +1,225 @@
+"""Key patching on a theory strategy (THEORY.md section 8).
+
+Target leaf ``s`` uniform; donor leaf ``s'`` with divergence depth ``j`` (``s'_k = s_k`` for ``k < j``,
+``s'_j = -s_j``, the signs below ``j`` uniform). Target and donor share the channel noise: the same
+``xi`` under the gaussian channel, the same tokens ``x_i`` and label noise under ``tokens``. The target
+runs its policy, except that layer ``l`` reads the rows the policy chooses on the donor context (the
+donor's keys); every other layer, and the routing after the patch, follow the target's own readings.
+The decoder is the target's Bayes decoder for the rows its own policy chose (a readout that does not
+know about the patch); ``informed=True`` decodes with the rows actually read instead. Under the tokens
+channel on the tree prior it is the exact decoder of the tokens (the law of their one statistic) (the table's ``decoder`` says so).
+
+For the path strategy under the gaussian channel the donor reads exactly the target's nodes and
+values up to depth ``j - 1``, so a patch at ``l <= j`` changes nothing: the loss equals the unpatched
+loss on the same samples, bit for bit. For ``l > j`` the target reads a node off its own path.
+
+:func:`patching_table` averages over random pairs of each divergence depth; :func:`patched_loss`
+takes one given pair of leaves and averages over the channel noise only.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+from fvsym import heap
+from fvsym._validate import _short
+
+from fvnum.mc import _chunks
+from fvnum.mc.channels import decoder_of, token_statistics
+from fvnum.estimate import Estimate, Moments, pool
+from fvnum.policies.registry import build_policy
+from fvnum.mc.simulate import Draws, blocks, check_inputs, run_policy
+from fvnum.priors.tree import TreeSpec
+from fvsym.errors import InputError
+
+
+@dataclass(frozen=True)
+class PatchingTable:
+    """The (patch layer ``l``, divergence depth ``j``) loss table, for a theory strategy and for a model alike.
+
+    ``loss[l - 1, j - 1]``, ``stderr[...]``: loss with layer ``l`` patched by a donor of divergence depth
+    ``j``; ``unpatched``: the loss without a patch (an Estimate, pooled over every column's targets);
+    ``unpatched_by_depth[j - 1]`` and its ``unpatched_stderr_by_depth``: the unpatched loss on column ``j``'s
+    own samples (so ``loss[l-1, j-1] - unpatched_by_depth[j-1]`` is the effect of the patch); ``n``:
+    samples per cell; ``strategy`` (the theory's, or ``model``), ``layers`` and ``depths`` (both from 1);
+    ``metric``: ``theta`` (``||theta_hat - theta||^2``) or ``query`` (the query error, a model's generic
+    readout). Where the per-sample losses are paired (models), ``effect = loss - unpatched`` with its paired
+    standard error ``effect_stderr``; else None. ``decoder``: the theory's decoder
+    (``fvnum.mc.channels.decoder_of``); None for a model (its own readout)."""
+
+    loss: np.ndarray
+    stderr: np.ndarray
+    unpatched: Estimate
+    unpatched_by_depth: np.ndarray
+    unpatched_stderr_by_depth: np.ndarray
+    n: int
+    strategy: str
+    layers: tuple
+    depths: tuple
+    metric: str = "theta"
+    effect: np.ndarray | None = None
+    effect_stderr: np.ndarray | None = None
+    decoder: str | None = None
+    intervention: str = "key"  # key patching (section 8) or transplant of the workspace (section 9b)
+
+    def to_dict(self) -> dict:
+        out = {
+            "intervention": self.intervention, "strategy": self.strategy, "n": self.n, "layers": list(self.layers), "depths": list(self.depths),
+            "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.to_dict(),
+            "unpatched_by_depth": self.unpatched_by_depth.tolist(),
+            "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(), "metric": self.metric,
+            "decoder": self.decoder,
+        }
+        if self.effect is not None:
+            out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
+        return out
+
+    def to_frame(self):
+        """Long form as a pandas DataFrame: one row per (patched layer, divergence depth) with ``loss``,
+        ``stderr``, ``unpatched`` (that column's own unpatched loss) and, where paired, ``effect``."""
+        from fvnum.estimate import to_frame
+
+        rows = []
+        for a, layer in enumerate(self.layers):
+            for b, depth in enumerate(self.depths):
+                row = {"layer": layer, "depth": depth, "loss": float(self.loss[a, b]), "stderr": float(self.stderr[a, b]),
+                       "unpatched": float(self.unpatched_by_depth[b])}
+                if self.effect is not None:
+                    row.update(effect=float(self.effect[a, b]), effect_stderr=float(self.effect_stderr[a, b]))
+                rows.append(row)
+        return to_frame(rows, "a PatchingTable")
+
+    def __repr__(self) -> str:
+        head = (f"PatchingTable({self.intervention}, {self.strategy}, metric {self.metric}, {len(self.layers)} layers x "
+                f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
+                                      for b in range(len(self.depths))) for a, l in enumerate(self.layers)]
+        return "\n".join([head, "       " + cols, *body])
+
+    def to_markdown(self) -> str:
+        """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
+        def table(values, errors):
+            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
+            sep = "|---" * (len(self.depths) + 1) + "|"
+            body = [
+                f"| {l} | " + " | ".join(f"{values[a, b]:.4g} ± {errors[a, b]:.1g}" for b in range(len(self.depths)))
+                + " |"
+                for a, l in enumerate(self.layers)
+            ]
+            return [head, sep, *body]
+
+        lines = [*table(self.loss, self.stderr), "", f"unpatched: {self.unpatched}"]
+        if self.effect is not None:
+            lines += ["", "effect (patched - unpatched, paired):", "", *table(self.effect, self.effect_stderr)]
+        return "\n".join(lines)
+
+
+def donor_leaves(leaves: np.ndarray, depth: int, j: int, rng) -> np.ndarray:
+    """Donor of divergence depth ``j``: same signs above ``j``, flipped at ``j``, uniform below."""
+    low = depth - j
+    return (((leaves >> low) ^ 1) << low) | rng.integers(0, 2**low, size=leaves.size, dtype=np.int64)
+
+
+def draw_pair(spec: TreeSpec, channel, n: int, budget: int, j: int, rng, fixed=None):
+    """Target and donor draws sharing their noise; ``fixed = (target_leaf, donor_leaf)`` pins the leaves."""
+    leaves = spec.sample(n, rng) if fixed is None else np.full(n, fixed[0], dtype=np.int64)
+    target = Draws(n, leaves=leaves)
+    if channel.kind == "gaussian":
+        target.noise = rng.standard_normal((n, budget))
+    dl = donor_leaves(leaves, spec.depth, j, rng) if fixed is None else np.full(n, fixed[1], dtype=np.int64)
+    donor = Draws(n, leaves=dl, noise=target.noise)
+    if channel.kind == "tokens":
+        target.stat, donor.stat = token_statistics(
+            [target.dense(spec), donor.dense(spec)], channel.n_tokens, channel.s2, rng
+        )
+    return target, donor
+
+
+def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
+                   strategy: str = "path", policy=None,
+                   layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
+                   depths=None, threads=None, progress=False) -> PatchingTable:
+    """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
+    ``samples`` samples per divergence depth shared by every patch layer (common random numbers).
+    ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
+    (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
+    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
+    for j in depths:
+        if not 1 <= j <= spec.depth:
+            raise InputError(f"divergence depth {j} is outside 1..{spec.depth}")
+    L = pol.layers
+    cols = [_column(spec, channel, pol, budget, j, None, samples, seed, informed, threads, progress) for j in depths]
+    loss = np.array([[cols[b][l].estimate().value for b in range(len(depths))] for l in range(1, L + 1)])
+    err = np.array([[cols[b][l].estimate().stderr for b in range(len(depths))] for l in range(1, L + 1)])
+    base = [c[0].estimate() for c in cols]
+    decoder = decoder_of(spec, channel)
+    return PatchingTable(
+        loss.reshape(L, len(depths)), err.reshape(L, len(depths)),
+        replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
+        np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
+        tuple(range(1, L + 1)), depths, decoder=decoder,
+    )
+
+
+def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
+                 channel=None, strategy: str = "path",
+                 policy=None, layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
+                 threads=None) -> tuple:
+    """Patching for one given pair of leaves (index or sign vector each): the losses over the channel
+    noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate."""
+    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
+    if pair[0] == pair[1]:
+        raise InputError(f"target and donor are the same leaf {pair[0]}; they must differ")
+    s, sd = spec.signs(np.array(pair))
+    j = int(np.argmax(s != sd)) + 1
+    col = _column(spec, channel, pol, budget, j, pair, samples, seed, informed, threads, False)
+    decoder = decoder_of(spec, channel)
+    return replace(col[0].estimate(), decoder=decoder), [replace(c.estimate(), decoder=decoder) for c in col[1:]]
+
+
+def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
+    if np.ndim(leaf) == 1:
+        signs = [int(x) for x in leaf]
+        if len(signs) != spec.depth or any(x not in (1, -1) for x in signs):
+            raise InputError(f"{name} leaf must be {spec.depth} signs in {{+1, -1}}, got {tuple(signs)}")
+        return functools.reduce(heap.child, signs, 0)  # index <- 2 index + [s_k < 0], k = 1..K
+    if isinstance(leaf, bool) or not isinstance(leaf, (int, np.integer)) or not 0 <= leaf < spec.n_leaves:
+        raise InputError(f"{name} leaf must be an index in 0..{spec.n_leaves - 1} or a sign vector, got {_short(leaf)}")
+    return int(leaf)
+
+
+def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
+           n_tokens=None, channel=None):
+    spec, channel, samples, seed, _ = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed,
+        tree="key patching needs a tree prior (divergence depth of two leaves)")
+    pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
+                       seed=seed, threads=threads)
+    return spec, channel, pol, samples, seed
+
+
+def _column(spec, channel, pol, budget, j, fixed, samples, seed, informed, threads, progress) -> list:
+    """Moments of the loss unpatched (entry 0) and patched at each layer (entries 1..L), on common samples."""
+    L = pol.layers
+
+    def chunk(sizes, rngs):
+        pairs = [draw_pair(spec, channel, n, budget, j, rng, fixed) for n, rng in zip(sizes, rngs)]
+        target, donor = Draws.concat([p[0] for p in pairs]), Draws.concat([p[1] for p in pairs])
+
+        def run(l):
+            fused = pol.run(spec, channel, target, budget, donor=donor, patch_layer=l, informed=informed)
+            if fused is not None:
+                return fused
+            return run_policy(spec, channel, pol, target, donor=donor, patch_layer=l, informed=informed)
+
+        return [Moments.of(run(l).loss) for l in range(L + 1)]
+
+    parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget, factor=2),
+                               purpose=_chunks.DONOR + 16 * j, threads=threads, progress=progress)
+    return [pool(p[l] for p in parts) for l in range(L + 1)]

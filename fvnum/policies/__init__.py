@@ -1,0 +1,1 @@
+"""Strategies as policies: the objects, their registry, the policies, the design searches."""
