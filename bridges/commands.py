@@ -33,6 +33,7 @@ def register(subparsers) -> None:
     _register_reproduce(subparsers)
     _register_scaling(subparsers)
     _register_audit(subparsers)
+    _register_intervene(subparsers)
     _register_sweep(subparsers)
 
 
@@ -190,6 +191,103 @@ def audit_command(args: argparse.Namespace) -> int:
     result = audit(run, samples=args.samples, token_sample=args.token_sample,
                    n_latents=512 if args.latents is None else args.latents, seed=args.seed)
     emit(result.to_dict(), args.format, result.lines())
+    return 0
+
+
+def _register_intervene(subparsers) -> None:
+    p = subparsers.add_parser(
+        "intervene",
+        help="function-vector interventions on a trained run: workspace transplant and mean-state injection",
+        description="For a finished fv train run of the tree prior (RUN_DIR = DIR/<key>/): the transplant table "
+        "(the target's workspace Phi_l replaced by a donor's of divergence depth j; loss and paired effect by (l, j)) "
+        "and the injection table (Phi_l replaced by the mean workspace of the donor's prefix; prefix accuracy and "
+        "loss by (l, j)), THEORY.md section 9b; with --theory, the same tables of the theory's path strategy at the "
+        "run's prior, budget and tokens beside them (bridges.patching.state, fvnum.patching.state).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
+    p.add_argument("--table", choices=("both", "transplant", "injection"), default="both",
+                   help="which tables (default both)")
+    p.add_argument("--contexts", type=int_arg("--contexts", 2, 10**7), default=2048,
+                   help="target contexts, shared by every cell (default 2048)")
+    p.add_argument("--mean-contexts", type=int_arg("--mean-contexts", 2, 10**7), default=4096,
+                   help="contexts behind the mean workspaces of the injection (default 4096)")
+    p.add_argument("--depths", type=_int_list("--depths"), default=None,
+                   help="divergence depths j, comma-separated (default 1..K)")
+    p.add_argument("--layers", type=_int_list("--layers"), default=None,
+                   help="intervention layers l, comma-separated (default 1..L)")
+    p.add_argument("--theory", action="store_true",
+                   help="also the path strategy's tables at the run's prior, budget and N (tokens channel)")
+    p.add_argument("--samples", type=int_arg("--samples", 2, 10**8), default=20_000,
+                   help="theory samples per divergence depth with --theory (default 20000)")
+    p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
+    add_format_argument(p)
+    p.set_defaults(func=intervene_command)
+
+
+def _int_list(flag: str):
+    def parse(text):
+        try:
+            return parse_int_list(text, flag, minimum=1)
+        except (ValueError, InputError) as exc:
+            raise argparse.ArgumentTypeError(f"{flag}: {exc}") from None
+
+    parse.__name__ = "integer list"
+    return parse
+
+
+def intervene_command(args: argparse.Namespace) -> int:
+    from bridges.analysis.audit import load_run
+    from bridges.patching.keys import check_tree_data
+    from bridges.prices.cost import check_seconds, intervention_seconds
+
+    run = load_run(args.run_dir)
+    cfg = run.config
+    check_tree_data(cfg.data, "fv intervene", "prefixes of leaves")
+    K, L = cfg.data.depth, cfg.model.layers
+    depths = len(args.depths) if args.depths else K
+    layers = len(args.layers) if args.layers else L
+    want = {"transplant": args.table in ("both", "transplant"), "injection": args.table in ("both", "injection")}
+    seconds = intervention_seconds(cfg, n_contexts=args.contexts, depths=depths, layers=layers,
+                                   mean_contexts=args.mean_contexts, **want)
+    if args.theory:
+        from bridges.prices.cost import _mc
+
+        seconds += 2 * depths * (layers + 1) * _mc(cfg.data, cfg.model.budget, "path", args.samples)
+    check_seconds(f"fv intervene of {cfg.key()} with {args.contexts} contexts", seconds)
+    from bridges.patching.state import injection_table, state_patching_table
+
+    model, data = run.model, cfg.data
+    out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget}
+    lines = [f"fv intervene: {cfg.key()} (model {cfg.model.model}, budget {cfg.model.budget}, depth {K})"]
+    theory = None
+    if args.theory:
+        from bridges.training.data import fv_prior
+
+        theory = dict(prior=fv_prior(data), strategy="path", budget=cfg.model.budget, n_tokens=data.n_tokens,
+                      s2=data.s2, samples=args.samples, seed=args.seed, depths=args.depths, layers=args.layers)
+    if want["transplant"]:
+        table = state_patching_table(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
+                                     layers=args.layers)
+        out["transplant"] = {"model": table.to_dict()}
+        lines += ["", "transplant (effect = loss - unpatched, paired):", table.to_markdown()]
+        if theory:
+            from fvnum.patching.state import state_patching_table as theory_transplant
+
+            th = theory_transplant(**theory)
+            out["transplant"]["path"] = th.to_dict()
+            lines += ["", "transplant, theory (path):", th.to_markdown()]
+    if want["injection"]:
+        table = injection_table(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
+                                layers=args.layers, mean_contexts=args.mean_contexts)
+        out["injection"] = {"model": table.to_dict()}
+        lines += ["", "injection:", table.to_markdown()]
+        if theory:
+            from fvnum.patching.state import injection_table as theory_injection
+
+            th = theory_injection(**theory)
+            out["injection"]["path"] = th.to_dict()
+            lines += ["", "injection, theory (path):", th.to_markdown()]
+    emit(out, args.format, lines)
     return 0
 
 

@@ -300,11 +300,31 @@ def scaling_seconds(cfg, *, train: bool = True) -> float:
     return seconds + keyed_seconds(cfg.data(), cfg.budgets, cfg.search_samples, cfg.keyed) + 15.0
 
 
+def forward_seconds(cfg, contexts: int) -> float:
+    """Upper estimate of ``contexts`` forward passes of the model of ``cfg`` (no gradients): a third of a step's
+    arithmetic per context (as the held-out evaluations of :func:`train_seconds`), in batches of 256."""
+    per = (cfg.data.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 / 3
+    return SAFETY * (contexts * per + -(-contexts // 256) * overhead_seconds(cfg))
+
+
+def intervention_seconds(cfg, *, n_contexts: int, depths: int, layers: int, mean_contexts: int = 0,
+                         transplant: bool = True, injection: bool = True) -> float:
+    """Upper estimate of ``fv intervene`` on a run of ``cfg``: the transplant table (a donor and one patched pass
+    per layer for each divergence depth) and the injection table (the mean workspaces' contexts and a patched
+    pass per cell), plus loading the run."""
+    passes = 0
+    if transplant:
+        passes += n_contexts * (1 + depths * (1 + layers))
+    if injection:
+        passes += mean_contexts + n_contexts * (1 + depths * layers)
+    return forward_seconds(cfg, passes) + STARTUP
+
+
 def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     """``check_time`` with the estimate spelled out; ``hint`` names the largest size that fits."""
     check_time(what, seconds, hint)
 
 
-__all__ = ["check_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
+__all__ = ["check_seconds", "forward_seconds", "intervention_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]
 

@@ -1,0 +1,257 @@
+"""Function-vector interventions on trained (or hand-built) models: transplant of the workspace and injection
+of mean workspaces (THEORY.md section 9b), beside key patching (:mod:`bridges.patching.keys`) and beside the
+theory's tables (:mod:`fvnum.patching.state`).
+
+The target contexts and their donors are those of key patching with the same ``seed`` (the same chunks of the
+same stream, :mod:`bridges.patching.keys`): a donor of divergence depth ``j`` shares the target's tokens, label
+noise and query. Both interventions act through the tap ``workspace.{l}`` (the workspace after layer ``l``
+wrote its slots, ``bridges.models.taps``), with ``patch``, which refuses a patch that no forward pass reached:
+
+- **Transplant at layer l**: the donor runs unpatched and its ``workspace.{l}`` is recorded (slots ``1..l d``;
+  the later slots are still empty); the target runs with its ``workspace.{l}`` replaced by it, so layers
+  ``l+1..L`` read the target's tokens from the donor's state and the readout decodes the final state.
+- **Mean workspace** :func:`mean_state`: ``Phi_bar_l(s_1..s_l)``, the mean of ``workspace.{l}`` over
+  ``mean_contexts`` fresh contexts (their own stream) grouped by the prefix of their leaves.
+- **Injection**: the target's ``workspace.{l}`` is replaced by the mean workspace of its donor's prefix
+  (the target's prefix with ``s_j`` flipped, the signs below ``j`` uniform; ``j <= min(l, K)``); measured, the
+  prefix accuracy (the leaf nearest ``theta_hat``, ``fvnum.patching.state.nearest_leaves``, has the injected
+  prefix) and the loss against the target's own ``theta``.
+
+A one-layer model (B, C) has one row (``l = 1``): the readout alone acts on the transplanted or injected state,
+no later layer can be steered. Losses are per context, paired with the unpatched loss on the same targets.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from fvnum.estimate import Estimate
+from fvnum.mc.simulate import check_seed
+from fvnum.patching.keys import PatchingTable
+from fvnum.patching.state import InjectionTable, MeanState, _injection_of, nearest_leaves
+
+from bridges.models.taps import patch, record
+from bridges.patching.keys import (CHUNK, _check_depth, _check_layer, _donors, _losses, _sizes, _targets,
+                                   check_count, check_model_data, check_tree_data, donor_signs, model_device)
+from bridges.runs.config import DataConfig
+from bridges.training.data import ContextSampler, fv_prior
+from fvsym.errors import InputError
+
+MEAN_STREAM, INJECT_STREAM = 8, 9  # data streams: mean-workspace contexts, injected prefixes (patching uses 2)
+
+
+def _layers(layers, model) -> tuple:
+    if layers is None:
+        return tuple(range(1, model.n_layers + 1))
+    out = tuple(_check_layer(l, model) for l in np.atleast_1d(layers).tolist())
+    if not out:
+        raise InputError(f"layers must name at least one layer in 1..L={model.n_layers}")
+    return out
+
+
+def _depths(depths, K: int) -> tuple:
+    out = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K) for j in np.atleast_1d(depths).tolist())
+    if not out:
+        raise InputError("depths must name at least one divergence depth")
+    return out
+
+
+def _check(model, data_cfg, what):
+    check_tree_data(data_cfg, what, "prefixes of leaves")
+    check_model_data(model, data_cfg)
+
+
+def leaf_index(signs: torch.Tensor) -> np.ndarray:
+    """(n,) leaf indices of signs (n, K) in {+1, -1}: bit ``K - k`` is ``[s_k < 0]`` (``fvnum``'s numbering)."""
+    bits = (signs.to(torch.int64) < 0).cpu().numpy().astype(np.int64)
+    K = bits.shape[1]
+    return bits @ (1 << np.arange(K - 1, -1, -1, dtype=np.int64))
+
+
+class _Eval:
+    """The model in eval mode, without gradients, for the duration of a ``with``."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.was, self.grad = self.model.training, torch.is_grad_enabled()
+        self.model.eval()
+        torch.set_grad_enabled(False)
+        return self.model
+
+    def __exit__(self, *exc):
+        self.model.train(self.was)
+        torch.set_grad_enabled(self.grad)
+
+
+def _names(layers) -> dict:
+    return {l: f"workspace.{l}" for l in layers}
+
+
+# --- transplant ----------------------------------------------------------------------------------------
+def transplanted_losses(model, data_cfg: DataConfig, layer: int, j: int, *, n_contexts: int = 2048,
+                        seed: int = 0) -> np.ndarray:
+    """Per-context losses (n_contexts,) float64 with the target's ``Phi_l`` (``workspace.{layer}``) replaced by
+    its donor's of divergence depth ``j``: the cell ``(layer, j)`` of :func:`state_patching_table`."""
+    _check(model, data_cfg, "a state transplant")
+    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth)
+    return _transplants(model, data_cfg, check_count(n_contexts), check_seed(seed), (j,), (layer,))[(layer, j)]
+
+
+def _transplants(model, data_cfg, n, seed, depths, layers) -> dict:
+    sampler = ContextSampler(data_cfg, model_device(model))
+    names = _names(layers)
+    out = {key: [] for key in [("base",)] + [(l, j) for j in depths for l in layers]}
+    with _Eval(model):
+        for c, size in _sizes(n):
+            target = _targets(sampler, seed, c, size)
+            out[("base",)].append(_losses(model, target))
+            for j in depths:
+                donor = _donors(sampler, target, j, seed, c)
+                with record(model, names.values()) as state:
+                    model(donor.x, donor.y, donor.x_q)
+                for l in layers:
+                    with patch(model, names[l], state[names[l]]):
+                        out[(l, j)].append(_losses(model, target))
+    return {k: torch.cat(v).cpu().numpy() for k, v in out.items()}
+
+
+def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
+                         layers=None) -> PatchingTable:
+    """Loss of ``model`` with its workspace ``Phi_l`` transplanted from a donor of divergence depth ``j``, for the
+    layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``), on ``n_contexts`` target contexts
+    shared by every cell (those of ``key_patching_table`` with the same ``seed``); ``effect`` is paired."""
+    _check(model, data_cfg, "a state transplant")
+    n, seed = check_count(n_contexts), check_seed(seed)
+    layers, depths = _layers(layers, model), _depths(depths, data_cfg.depth)
+    runs = _transplants(model, data_cfg, n, seed, depths, layers)
+    base = runs[("base",)]
+    shape = (len(layers), len(depths))
+    loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
+    for a, l in enumerate(layers):
+        for b, j in enumerate(depths):
+            cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
+            loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
+    unpatched = Estimate.of(base)
+    return PatchingTable(loss, err, unpatched, np.full(len(depths), unpatched.value),
+                         np.full(len(depths), unpatched.stderr), n, "model", layers, depths,
+                         metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
+                         intervention="transplant")
+
+
+# --- mean workspaces and injection ---------------------------------------------------------------------
+def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int = 0, layers=None) -> MeanState:
+    """``Phi_bar_l(s_1..s_l)`` of ``model`` for each layer of ``layers`` (default all): the mean of
+    ``workspace.{l}``'s first ``l d`` slots over ``n_contexts`` fresh contexts (their own stream) grouped by
+    the prefix of their leaves (``fvnum.patching.state.MeanState``, rows by prefix index)."""
+    _check(model, data_cfg, "a mean state")
+    n, seed = check_count(n_contexts), check_seed(seed)
+    layers = _layers(layers, model)
+    sampler = ContextSampler(data_cfg, model_device(model))
+    names = _names(layers)
+    leaves, states = [], {l: [] for l in layers}
+    with _Eval(model):
+        for c, size in _sizes(n):
+            ctx = sampler.sample(size, sampler.generator(seed, MEAN_STREAM, c))
+            with record(model, names.values()) as state:
+                model(ctx.x, ctx.y, ctx.x_q)
+            leaves.append(leaf_index(ctx.signs))
+            for l in layers:
+                states[l].append(state[names[l]][:, : l * model.width].double().cpu().numpy())
+    leaves = np.concatenate(leaves)
+    K = data_cfg.depth
+    means, counts = {}, {}
+    for l in layers:
+        level = min(l, K)
+        prefix = leaves >> (K - level)
+        flat = np.concatenate(states[l])
+        count = np.bincount(prefix, minlength=2**level)
+        sums = np.zeros((2**level, flat.shape[1]))
+        np.add.at(sums, prefix, flat)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[l] = sums / count[:, None]
+        counts[l] = count
+    return MeanState(means, counts, n, f"model {getattr(model, 'name', type(model).__name__)}", K, model.width)
+
+
+def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
+                    layers=None, mean_contexts: int = 4096, means: MeanState | None = None) -> InjectionTable:
+    """Mean-workspace injection into ``model`` (module docstring): for each layer ``l`` of ``layers`` and
+    divergence depth ``j <= min(l, K)`` of ``depths``, the prefix accuracy and the loss of ``n_contexts`` targets
+    whose ``workspace.{l}`` holds the mean workspace of their donor's prefix (``means`` from :func:`mean_state`,
+    or one computed here on ``mean_contexts``). Prefix accuracy needs ``theta_hat``: for a generic readout it is
+    NaN and the loss is the query error."""
+    _check(model, data_cfg, "a mean-state injection")
+    n, seed = check_count(n_contexts), check_seed(seed)
+    layers, K = _layers(layers, model), data_cfg.depth
+    depths = _depths(depths, K)
+    if means is None:
+        means = mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
+    elif not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
+        raise InputError("means must be the MeanState of this model (bridges.patching.mean_state) holding layers "
+                         + ", ".join(map(str, layers)))
+    spec = _spec(data_cfg)
+    sampler = ContextSampler(data_cfg, model_device(model))
+    cells = [(a, l, b, j) for a, l in enumerate(layers) for b, j in enumerate(depths) if j <= min(l, K)]
+    acc = {c: [] for c in range(len(cells))}
+    loss = {c: [] for c in range(len(cells))}
+    base, own = [], {l: [] for l in layers}
+    with _Eval(model):
+        for ch, size in _sizes(n):
+            target = _targets(sampler, seed, ch, size)
+            leaves = leaf_index(target.signs)
+            b_loss, b_leaf = _decoded(model, target, spec)
+            base.append(b_loss)
+            for l in layers:
+                shift = K - min(l, K)
+                own[l].append(np.full(size, np.nan) if b_leaf is None else ((b_leaf >> shift) == (leaves >> shift)) * 1.0)
+            g = sampler.generator(seed, INJECT_STREAM, ch)
+            for c, (_, l, _, j) in enumerate(cells):
+                prefix = leaf_index(donor_signs(target.signs, j, g)) >> (K - min(l, K))
+                missing = np.unique(prefix[means.counts[l][prefix] == 0])
+                if missing.size:
+                    raise InputError(f"no context among the mean state's {means.n} has the prefix {int(missing[0])} "
+                                     f"at layer {l}; draw more (mean_contexts)")
+                state = torch.zeros(size, model.budget, device=target.x.device)
+                state[:, : l * model.width] = torch.as_tensor(means.means[l][prefix], dtype=torch.float32)
+                with patch(model, f"workspace.{l}", state):
+                    c_loss, c_leaf = _decoded(model, target, spec)
+                loss[c].append(c_loss)
+                acc[c].append(np.full(size, np.nan) if c_leaf is None else ((c_leaf >> (K - min(l, K))) == prefix) * 1.0)
+    base = np.concatenate(base)
+    stats = [Estimate.of(base)] + [_of(np.concatenate(own[l])) for l in layers]
+    for c in range(len(cells)):
+        x, y = np.concatenate(acc[c]), np.concatenate(loss[c])
+        stats += [_of(x), Estimate.of(y), Estimate.of(y - base)]
+    table = _injection_of(stats, layers, depths, cells, n, "model", means.n, K, None)
+    if not model.decodes:
+        from dataclasses import replace
+
+        table = replace(table, metric="query")
+    return table
+
+
+def _of(values: np.ndarray) -> Estimate:
+    if np.isnan(values).any():
+        return Estimate(float("nan"), float("nan"), len(values))
+    return Estimate.of(values)
+
+
+def _spec(data_cfg):
+    from fvnum.priors.tree import numeric_prior
+
+    return numeric_prior(fv_prior(data_cfg))
+
+
+def _decoded(model, c, spec) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per-context loss and the leaf nearest ``theta_hat`` (None for a generic readout)."""
+    out = model(c.x, c.y, c.x_q)
+    if not model.decodes:
+        return ((out.y_hat.double() - c.target.double()) ** 2).cpu().numpy(), None
+    theta_hat = out.theta_hat.double()
+    loss = ((theta_hat - c.theta.double()) ** 2).sum(-1).cpu().numpy()
+    return loss, nearest_leaves(spec, theta_hat.cpu().numpy())
+
+
+__all__ = ["INJECT_STREAM", "MEAN_STREAM", "injection_table", "leaf_index", "mean_state", "state_patching_table",
+           "transplanted_losses", "CHUNK"]

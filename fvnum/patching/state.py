@@ -1,0 +1,537 @@
+"""Function-vector interventions on a theory strategy: transplant of the workspace and injection of mean
+vectors (THEORY.md section 9b), beside key patching (:mod:`fvnum.patching.keys`, section 8).
+
+Target and donor contexts are those of key patching, drawn the same way from the same streams
+(:func:`fvnum.patching.keys.draw_pair`): a target leaf ``s`` uniform, a donor of divergence depth ``j``,
+the same gaussian-channel noise ``xi`` or the same tokens and label noise.
+
+- **Transplant at layer l**: the target's workspace slots of layers ``1..l`` (``Phi_l``) are replaced by the
+  donor's; layers ``l+1..L`` route from that state (the policy's rows after the donor's readings) and read the
+  target's context; the decoder decodes the final state with the rows the policy chooses after it (a readout
+  that does not know about the transplant). ``effect = loss - unpatched`` is paired (the same targets). For
+  ``path`` under the gaussian channel with shared noise, ``j > l`` gives the donor the target's own readings,
+  so the effect is exactly 0, bit for bit.
+- **Mean vector** :func:`mean_state`: ``Phi_bar_l(s_1..s_l)``, the mean of ``Phi_l`` over contexts whose
+  leaves share the prefix ``s_1..s_l`` (independent draws, stream ``MEAN``).
+- **Injection** :func:`injection_table`: a target's ``Phi_l`` is replaced by ``Phi_bar_l`` of the prefix of
+  its donor of divergence depth ``j <= l`` (the target's prefix with ``s_j`` flipped, the signs below ``j``
+  uniform), and the policy runs on. Measured: ``prefix_accuracy``, the fraction of targets whose decoded leaf
+  (the leaf nearest the posterior mean) has the injected prefix, and the loss against the target's own
+  ``theta``.
+
+Every layer ``k <= l`` of an intervened run is *replayed*: the policy's state is rebuilt from the readings
+it is given, as a router that is a function of the workspace would see them. The keyed prediction policies
+(``adaptive_keyed_<family>``, the adaptive row of Model A, :mod:`fvnum.patching.keyed`) are intervened on
+drawn tokens the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from fvsym._validate import check_int
+
+from fvnum.estimate import Estimate, Moments, pool
+from fvnum.mc import _chunks
+from fvnum.mc.channels import decoder_of
+from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode_means, draw, read
+from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
+from fvnum.policies.strategies import check_rows
+from fvsym.errors import InputError
+
+KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
+STRATEGY_SAMPLES, KEYED_SAMPLES = 20_000, 500  # default samples (per divergence depth, per table)
+
+
+# --- tables -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MeanState:
+    """Mean workspaces ``Phi_bar_l(s_1..s_l)`` of a strategy or a model (THEORY.md section 9b).
+
+    ``means[l]`` (``2^min(l, K)``, ``l * d``): the mean of ``Phi_l`` over the contexts whose leaves have the
+    prefix of index ``p`` (row ``p``: the prefix's bits, first level first, a bit 1 for a sign -1, as
+    ``leaf >> (K - l)``); ``counts[l]`` the contexts of each prefix (a row with none is NaN). ``n``: contexts
+    drawn; ``source``: the strategy (or ``model ...``)."""
+
+    means: dict
+    counts: dict
+    n: int
+    source: str
+    depth: int
+    width: int = 1
+
+    @property
+    def layers(self) -> tuple:
+        return tuple(sorted(self.means))
+
+    def prefix_index(self, layer: int, prefix) -> int:
+        """The row of ``prefix`` (an index in ``0..2^l - 1`` or ``l`` signs in {+1, -1}) at ``layer``."""
+        level = min(layer, self.depth)
+        if np.ndim(prefix) == 1:
+            signs = [int(x) for x in prefix]
+            if len(signs) != level or any(x not in (1, -1) for x in signs):
+                raise InputError(f"a prefix at layer {layer} is {level} signs in {{+1, -1}}, got {tuple(signs)}")
+            return int(sum((x < 0) << (level - 1 - i) for i, x in enumerate(signs)))
+        if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) or not 0 <= prefix < 2**level:
+            raise InputError(f"a prefix at layer {layer} is an index in 0..{2**level - 1} or {level} signs, got {prefix!r}")
+        return int(prefix)
+
+    def of(self, layer: int, prefix) -> np.ndarray:
+        """``Phi_bar_l`` of one prefix: (l * d,)."""
+        if layer not in self.means:
+            raise InputError(f"no mean state at layer {layer}; layers held: {', '.join(map(str, self.layers))}")
+        return self.means[layer][self.prefix_index(layer, prefix)]
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "n": self.n, "depth": self.depth, "width": self.width,
+                "layers": list(self.layers),
+                "means": {str(l): np.where(np.isnan(m), None, m).tolist() for l, m in self.means.items()},
+                "counts": {str(l): c.tolist() for l, c in self.counts.items()}}
+
+    def __repr__(self) -> str:
+        least = min(int(c.min()) for c in self.counts.values()) if self.counts else 0
+        return (f"MeanState({self.source}: layers {', '.join(map(str, self.layers))}, {self.n} contexts, "
+                f"at least {least} per prefix)")
+
+
+@dataclass(frozen=True)
+class InjectionTable:
+    """Mean-vector injection (THEORY.md section 9b): rows the injection layer ``l``, columns the divergence
+    depth ``j`` of the injected prefix from the target's own (``j <= min(l, K)``; NaN elsewhere).
+
+    ``prefix_accuracy[l-1, j-1]`` (and ``accuracy_stderr``): the fraction of targets whose decoded leaf has the
+    injected prefix; ``loss``/``stderr``: ``||theta_hat - theta||^2`` against the target's own ``theta``;
+    ``effect``/``effect_stderr``: ``loss - unpatched``, paired. ``own_accuracy[l-1]``: the fraction of
+    unpatched targets whose decoded leaf has their own prefix of length ``l`` (what injection has to beat);
+    ``chance[l-1]`` = ``2^-min(l, K)``. ``n`` targets per cell, ``mean_samples`` contexts behind the means."""
+
+    layers: tuple
+    depths: tuple
+    prefix_accuracy: np.ndarray
+    accuracy_stderr: np.ndarray
+    loss: np.ndarray
+    stderr: np.ndarray
+    effect: np.ndarray
+    effect_stderr: np.ndarray
+    unpatched: Estimate
+    own_accuracy: np.ndarray
+    own_accuracy_stderr: np.ndarray
+    n: int
+    strategy: str
+    mean_samples: int
+    depth: int
+    metric: str = "theta"
+    decoder: str | None = None
+    intervention: str = field(default="injection", init=False)
+
+    @property
+    def chance(self) -> np.ndarray:
+        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+
+    def to_dict(self) -> dict:
+        def arr(a):
+            return np.where(np.isnan(a), None, a).tolist()
+
+        return {"intervention": self.intervention, "strategy": self.strategy, "n": self.n,
+                "mean_samples": self.mean_samples, "layers": list(self.layers), "depths": list(self.depths),
+                "prefix_accuracy": arr(self.prefix_accuracy), "accuracy_stderr": arr(self.accuracy_stderr),
+                "loss": arr(self.loss), "stderr": arr(self.stderr), "effect": arr(self.effect),
+                "effect_stderr": arr(self.effect_stderr), "unpatched": self.unpatched.to_dict(),
+                "own_accuracy": self.own_accuracy.tolist(), "own_accuracy_stderr": self.own_accuracy_stderr.tolist(),
+                "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder}
+
+    def to_frame(self):
+        """Long form: one row per (layer, divergence depth) with accuracy, loss and effect (pandas)."""
+        from fvnum.estimate import to_frame
+
+        rows = []
+        for a, l in enumerate(self.layers):
+            for b, j in enumerate(self.depths):
+                if np.isnan(self.loss[a, b]):
+                    continue
+                rows.append({"layer": l, "depth": j, "prefix_accuracy": float(self.prefix_accuracy[a, b]),
+                             "accuracy_stderr": float(self.accuracy_stderr[a, b]), "loss": float(self.loss[a, b]),
+                             "stderr": float(self.stderr[a, b]), "effect": float(self.effect[a, b]),
+                             "effect_stderr": float(self.effect_stderr[a, b]),
+                             "own_accuracy": float(self.own_accuracy[a]), "chance": float(self.chance[a])})
+        return to_frame(rows, "an InjectionTable")
+
+    def to_markdown(self) -> str:
+        def table(values, errors, fmt):
+            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " | own prefix, unpatched |"
+            sep = "|---" * (len(self.depths) + 2) + "|"
+            body = []
+            for a, l in enumerate(self.layers):
+                cells = [("" if np.isnan(values[a, b]) else f"{values[a, b]:{fmt}} ± {errors[a, b]:.1g}")
+                         for b in range(len(self.depths))]
+                own = f"{self.own_accuracy[a]:.3f}" if fmt == ".3f" else ""
+                body.append(f"| {l} | " + " | ".join(cells) + f" | {own} |")
+            return [head, sep, *body]
+
+        return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
+                          *table(self.prefix_accuracy, self.accuracy_stderr, ".3f"), "",
+                          f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
+                          *table(self.loss, self.stderr, ".4g")])
+
+    def __repr__(self) -> str:
+        head = (f"InjectionTable({self.strategy}, {len(self.layers)} layers x {len(self.depths)} divergence depths, "
+                f"n = {self.n} per cell, means of {self.mean_samples} contexts; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>9}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join("" if np.isnan(v) else f"{v:>9.3f}" for v in self.prefix_accuracy[a])
+                + f"   (own {self.own_accuracy[a]:.3f})" for a, l in enumerate(self.layers)]
+        return "\n".join([head, "  prefix accuracy", "       " + cols, *body])
+
+
+# --- the engine of a registered strategy --------------------------------------------------------------
+def replay(spec, channel, pol, draws: Draws, prefix: np.ndarray | None = None):
+    """Run ``pol`` on ``draws`` with the readings of its first ``l`` layers given (``prefix`` (n, l, d); None:
+    none): each layer's rows follow from the readings before it, as the policy routes them; layers after ``l``
+    read ``draws``. Returns the readings (n, L, d) and the rows read (one ``Rows`` a layer)."""
+    n, L, d, D = draws.n, pol.layers, pol.width, spec.dim
+    given = 0 if prefix is None else prefix.shape[1]
+    phi = np.zeros((n, L, d))
+    if given:
+        phi[:, :given] = prefix
+    state, chosen = pol.start(n), []
+    for k in range(L):
+        rows = check_rows(pol.rows(k, state, phi[:, :k]), n=n, width=d, dim=D, layer=k)
+        if k >= given:
+            phi[:, k] = read(spec, channel, draws, rows, k * d)
+        state = pol.update(k, state, rows, phi[:, k])
+        chosen.append(rows)
+    return phi, chosen
+
+
+def _loss(spec, channel, draws, run) -> np.ndarray:
+    phi, rows = run
+    return decode_losses(spec, channel, draws, rows, phi.reshape(draws.n, -1))
+
+
+def _decoded(spec, channel, draws, run) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample loss and decoded leaf (the leaf nearest the posterior mean) of a run."""
+    phi, rows = run
+    mean = decode_means(spec, channel, draws, rows, phi.reshape(draws.n, -1))
+    return ((mean - draws.dense(spec)) ** 2).sum(-1), nearest_leaves(spec, mean)
+
+
+def nearest_leaves(spec, estimates: np.ndarray) -> np.ndarray:
+    """(n,) the leaf whose ``theta`` is nearest each estimate (n, D): every leaf has the same norm, so the one of
+    largest inner product (``fvnum.priors.tree.TreeSpec.thetas`` of all leaves)."""
+    thetas = spec.thetas(np.arange(spec.n_leaves))  # (2^K, D)
+    out = np.empty(len(estimates), dtype=np.int64)
+    step = max(1, 2**22 // max(1, thetas.size))
+    for i in range(0, len(estimates), step):
+        out[i:i + step] = np.argmax(estimates[i:i + step] @ thetas.T, axis=1)
+    return out
+
+
+def _hit(leaves: np.ndarray, prefixes: np.ndarray, K: int, layer: int) -> np.ndarray:
+    """1.0 where a decoded leaf has the prefix (index at level ``min(layer, K)``), else 0.0."""
+    return ((leaves >> (K - min(layer, K))) == prefixes).astype(float)
+
+
+def _check_layers(layers, L: int, what: str = "layer") -> tuple:
+    if layers is None:
+        return tuple(range(1, L + 1))
+    out = tuple(check_int(l, f"{what} l", minimum=1, maximum=L) for l in np.atleast_1d(layers).tolist())
+    if not out:
+        raise InputError(f"layers must name at least one {what} in 1..{L}")
+    return out
+
+
+def _check_depths(depths, K: int) -> tuple:
+    if depths is None:
+        return tuple(range(1, K + 1))
+    out = tuple(check_int(j, "divergence depth j", minimum=1, maximum=K) for j in np.atleast_1d(depths).tolist())
+    if not out:
+        raise InputError(f"depths must name at least one divergence depth in 1..{K}")
+    return out
+
+
+def _transplant_column(spec, channel, pol, budget, j, layers, samples, seed, threads, progress):
+    """Moments of the unpatched loss (entry 0), the transplanted losses and their paired effects, column ``j``."""
+    def chunk(sizes, rngs):
+        pairs = [draw_pair(spec, channel, n, budget, j, rng) for n, rng in zip(sizes, rngs)]
+        target, donor = Draws.concat([p[0] for p in pairs]), Draws.concat([p[1] for p in pairs])
+        base = _loss(spec, channel, target, replay(spec, channel, pol, target))
+        dphi, _ = replay(spec, channel, pol, donor)
+        out = [Moments.of(base)]
+        for l in layers:
+            loss = _loss(spec, channel, target, replay(spec, channel, pol, target, dphi[:, :l]))
+            out += [Moments.of(loss), Moments.of(loss - base)]
+        return out
+
+    parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget, factor=3),
+                               purpose=_chunks.DONOR + 16 * j, threads=threads, progress=progress)
+    return [pool(p[i] for p in parts) for i in range(1 + 2 * len(layers))]
+
+
+def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01,
+                         tokens=None, channel=None, samples: int | None = None, seed: int = 0, layers=None,
+                         depths=None, width=None, policy=None, threads=None, progress=False) -> PatchingTable:
+    """The (transplant layer ``l``, divergence depth ``j``) table of a strategy on the tree prior (module
+    docstring): ``loss[l-1, j-1]`` with the target's ``Phi_l`` replaced by the donor's, ``effect`` the paired
+    ``loss - unpatched``. ``strategy``: any registered strategy (``path``, ``optimal``, ``bellman_noiseless``,
+    ``greedy_coordinate``, ``greedy_dense``, ...; ``policy`` a callable with ``strategy="policy"``) or a keyed
+    prediction policy ``adaptive_keyed_linear`` | ``adaptive_keyed_weighted`` | ``adaptive_keyed_softmax`` (the
+    tokens channel: ``n_tokens``). ``samples`` per divergence depth (default 20,000; 500 for a keyed policy),
+    shared by every transplant layer; ``layers`` the transplant layers (default all), ``depths`` the divergence
+    depths (default 1..K)."""
+    if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
+        return _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers,
+                      depths).transplant()
+    samples = STRATEGY_SAMPLES if samples is None else samples
+    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    layers = _check_layers(layers, pol.layers)
+    depths = _check_depths(depths, spec.depth)
+    cols = [_transplant_column(spec, channel, pol, budget, j, layers, samples, seed, threads, progress)
+            for j in depths]
+    est = [[[cols[b][1 + 2 * a + e].estimate() for b in range(len(depths))] for a in range(len(layers))]
+           for e in (0, 1)]
+    value = lambda e: np.array([[x.value for x in row] for row in est[e]])  # noqa: E731
+    error = lambda e: np.array([[x.stderr for x in row] for row in est[e]])  # noqa: E731
+    base = [c[0].estimate() for c in cols]
+    decoder = decoder_of(spec, channel)
+    return PatchingTable(value(0), error(0), replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
+                         np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
+                         layers, depths, effect=value(1), effect_stderr=error(1), decoder=decoder,
+                         intervention="transplant")
+
+
+def _means_of(leaves, phi, K, layers, n_mean, source, width) -> MeanState:
+    means, counts = {}, {}
+    for l in layers:
+        level = min(l, K)
+        prefix = leaves >> (K - level)
+        count = np.bincount(prefix, minlength=2**level)
+        flat = phi[:, :l].reshape(len(leaves), -1)
+        sums = np.zeros((2**level, flat.shape[1]))
+        np.add.at(sums, prefix, flat)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[l] = sums / count[:, None]
+        counts[l] = count
+    return MeanState(means, counts, n_mean, source, K, width)
+
+
+def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01, tokens=None,
+               channel=None, samples: int | None = None, seed: int = 0, layers=None, width=None, policy=None,
+               threads=None) -> MeanState:
+    """``Phi_bar_l(s_1..s_l)`` of a strategy (or a keyed prediction policy) for each layer of ``layers`` (default
+    all): the mean workspace over ``samples`` contexts (default 20,000; 500 keyed) grouped by their leaves'
+    prefix, drawn from their own stream (``seed``), independent of the targets of the other tables."""
+    if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
+        k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, None)
+        return k.mean_state(k.samples)
+    samples = STRATEGY_SAMPLES if samples is None else samples
+    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    layers = _check_layers(layers, pol.layers)
+    return _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads)
+
+
+def _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads) -> MeanState:
+    def chunk(sizes, rngs):
+        draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
+        return draws.leaves, replay(spec, channel, pol, draws)[0]
+
+    parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget), purpose=_chunks.MEAN,
+                               threads=threads)
+    leaves = np.concatenate([p[0] for p in parts])
+    phi = np.concatenate([p[1] for p in parts])
+    return _means_of(leaves, phi, spec.depth, layers, samples, pol.name, pol.width)
+
+
+def injected_prefixes(leaves: np.ndarray, depth: int, layer: int, j: int, rng) -> np.ndarray:
+    """The prefix (index at level ``min(layer, K)``) injected into targets ``leaves`` at divergence depth ``j``:
+    the prefix of their donor of depth ``j`` (:func:`fvnum.patching.keys.donor_leaves`)."""
+    return donor_leaves(leaves, depth, j, rng) >> (depth - min(layer, depth))
+
+
+def _check_means(means: MeanState, layer: int, wanted: np.ndarray):
+    missing = np.unique(wanted[means.counts[layer][wanted] == 0])
+    if missing.size:
+        raise InputError(f"no context among the mean state's {means.n} has the prefix {int(missing[0])} at layer "
+                         f"{layer} ({missing.size} such prefixes); draw more contexts (mean_samples)")
+
+
+def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01,
+                    tokens=None, channel=None, samples: int | None = None, mean_samples: int | None = None,
+                    seed: int = 0, layers=None, depths=None, width=None, policy=None, threads=None,
+                    means: MeanState | None = None) -> InjectionTable:
+    """Mean-vector injection (module docstring) for a strategy or a keyed prediction policy: for each layer ``l``
+    of ``layers`` and divergence depth ``j <= min(l, K)`` of ``depths``, ``samples`` targets (default 20,000; 500
+    keyed), shared by every cell, get ``Phi_bar_l`` of their donor's prefix (means of ``mean_samples`` contexts,
+    default ``samples``, or ``means`` from :func:`mean_state`). A noisy channel only: a mean of noiseless readings
+    is not a reading the noiseless decoder can hold."""
+    if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
+        k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, depths)
+        return k.injection(mean_samples, means)
+    samples = STRATEGY_SAMPLES if samples is None else samples
+    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
+                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    if channel.kind == "gaussian" and channel.tau == 0:
+        raise InputError("injection needs a noisy channel (tau > 0 or n_tokens): the mean of noiseless readings is "
+                         "not a reading the noiseless decoder can hold")
+    layers = _check_layers(layers, pol.layers)
+    depths = _check_depths(depths, spec.depth)
+    if means is None:
+        n_mean = samples if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=1)
+        means = _strategy_means(spec, channel, pol, budget, layers, n_mean, seed, threads)
+    _check_mean_layers(means, layers, pol.width)
+    K = spec.depth
+    cells = [(a, l, b, j) for a, l in enumerate(layers) for b, j in enumerate(depths) if j <= min(l, K)]
+
+    def chunk(sizes, rngs):
+        targets, inj = [], []
+        for n, rng in zip(sizes, rngs):
+            t = draw(spec, channel, n, budget, rng)
+            targets.append(t)
+            inj.append([injected_prefixes(t.leaves, K, l, j, rng) for _, l, _, j in cells])
+        target = Draws.concat(targets)
+        inj = [np.concatenate([x[c] for x in inj]) for c in range(len(cells))]
+        base_loss, base_leaf = _decoded(spec, channel, target, replay(spec, channel, pol, target))
+        out = [Moments.of(base_loss)]
+        out += [Moments.of(_hit(base_leaf, target.leaves >> (K - min(l, K)), K, l)) for l in layers]
+        for (a, l, b, j), p in zip(cells, inj):
+            _check_means(means, l, p)
+            prefix = means.means[l][p].reshape(target.n, l, pol.width)
+            loss, leaf = _decoded(spec, channel, target, replay(spec, channel, pol, target, prefix))
+            out += [Moments.of(_hit(leaf, p, K, l)), Moments.of(loss), Moments.of(loss - base_loss)]
+        return out
+
+    parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget, factor=3),
+                               purpose=_chunks.INJECT, threads=threads)
+    stats = [pool(p[i] for p in parts).estimate() for i in range(len(parts[0]))]
+    return _injection_of(stats, layers, depths, cells, samples, pol.name, means.n, K, decoder_of(spec, channel))
+
+
+def _check_mean_layers(means: MeanState, layers, width):
+    if not isinstance(means, MeanState):
+        raise InputError(f"means must be a MeanState (fvnum.mean_state), got {type(means).__name__}")
+    missing = [l for l in layers if l not in means.means]
+    if missing or means.width != width:
+        raise InputError(f"the mean state holds layers {', '.join(map(str, means.layers))} of width {means.width}; "
+                         f"the injection needs layers {', '.join(map(str, layers))} of width {width}")
+
+
+def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> InjectionTable:
+    shape = (len(layers), len(depths))
+    acc, acc_e, loss, loss_e, eff, eff_e = (np.full(shape, np.nan) for _ in range(6))
+    for c, (a, _, b, _) in enumerate(cells):
+        x, y, z = stats[1 + len(layers) + 3 * c: 4 + len(layers) + 3 * c]
+        acc[a, b], acc_e[a, b], loss[a, b], loss_e[a, b] = x.value, x.stderr, y.value, y.stderr
+        eff[a, b], eff_e[a, b] = z.value, z.stderr
+    own = stats[1:1 + len(layers)]
+    return InjectionTable(tuple(layers), tuple(depths), acc, acc_e, loss, loss_e, eff, eff_e,
+                          replace(stats[0], decoder=decoder), np.array([o.value for o in own]),
+                          np.array([o.stderr for o in own]), n, name, n_mean, K, decoder=decoder)
+
+
+# --- the keyed prediction policies -------------------------------------------------------------------
+class _keyed:
+    """Transplant, mean state and injection of the keyed policy ``adaptive_keyed_<family>`` on drawn tokens
+    (the contexts and donors of :func:`fvnum.patching.keyed.keyed_patching_table`)."""
+
+    def __init__(self, prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, depths,
+                 first=None, steps: int = 25):
+        from fvnum.keys.families import check_family
+        from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+        from fvnum.patching.keyed import _Policy
+
+        family = check_family(strategy[len(KEYED_PREFIX):])
+        if tau is not None:
+            raise InputError(f"{strategy} reads drawn tokens: give n_tokens (the tokens channel), not tau")
+        spec, channel, samples, seed, budget = check_inputs(
+            prior, None, tokens, s2, n_tokens, channel, samples=KEYED_SAMPLES if samples is None else samples,
+            seed=seed, budget=budget, tree=f"{strategy} on state patching needs the tree prior (prefixes of leaves)")
+        if samples < 2:
+            raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")
+        check_int(budget, "budget", minimum=1, maximum=spec.dim)
+        self.spec, self.family, self.budget, self.samples, self.seed = spec, family, budget, samples, seed
+        self.N, self.s2 = channel.n_tokens, channel.s2
+        self.name = f"{KEYED_PREFIX}{family}"
+        self.layers = _check_layers(layers, budget)
+        self.depths = _check_depths(depths, spec.depth)
+        self.first = best_nonadaptive_keyed(spec, 1, family, n_tokens=self.N, s2=self.s2, seed=seed) \
+            if first is None else first
+        self.make = lambda n: _Policy(prior, family, self.first, n, self.N, self.s2, seed, steps)  # noqa: E731
+
+    def _contexts(self, n, purpose):
+        from fvnum.patching.keyed import contexts
+
+        if purpose == _chunks.DONOR:
+            return contexts(self.spec, n, self.N, self.s2, self.seed)
+        rng = np.random.default_rng(_chunks.seed_sequence(self.seed, purpose))
+        leaves = self.spec.sample(n, rng)
+        X = rng.standard_normal((n, self.N, self.spec.dim))
+        return leaves, X, np.sqrt(self.s2) * rng.standard_normal((n, self.N))
+
+    def _values(self, X, leaves, eps):
+        return np.einsum("nid,nd->ni", X, self.spec.thetas(leaves)) + eps
+
+    def _decode(self, phi, rows, theta):
+        from fvnum.patching.keyed import posterior_means
+
+        mean = posterior_means(self.spec, self.first.keys, rows, phi, self.N, self.s2)
+        return ((mean - theta) ** 2).sum(-1), nearest_leaves(self.spec, mean)
+
+    def transplant(self) -> PatchingTable:
+        from fvnum.patching.keyed import donors
+
+        leaves, X, eps = self._contexts(self.samples, _chunks.DONOR)
+        theta, y = self.spec.thetas(leaves), self._values(X, leaves, eps)
+        pol = self.make(self.samples)
+        phi0, rows0 = pol.run(X, y, self.budget)
+        base = self._decode(phi0, rows0, theta)[0]
+        shape = (len(self.layers), len(self.depths))
+        out = [np.zeros(shape) for _ in range(4)]
+        for b, j in enumerate(self.depths):
+            dphi, drows = pol.run(X, self._values(X, donors(self.spec, leaves, j, self.seed), eps), self.budget)
+            for a, l in enumerate(self.layers):
+                if l == self.budget:
+                    phi, rows = dphi, drows
+                else:
+                    phi, rows = pol.run(X, y, self.budget, prefix=(dphi[:, :l], drows[:, :l + 1]))
+                loss = self._decode(phi, rows, theta)[0]
+                cell, eff = Estimate.of(loss), Estimate.of(loss - base)
+                out[0][a, b], out[1][a, b], out[2][a, b], out[3][a, b] = cell.value, cell.stderr, eff.value, eff.stderr
+        un = Estimate.of(base)
+        return PatchingTable(out[0], out[1], un, np.full(len(self.depths), un.value),
+                             np.full(len(self.depths), un.stderr), self.samples, self.name, self.layers, self.depths,
+                             effect=out[2], effect_stderr=out[3], decoder=f"{self.family} keys' CLT law (exact Bayes)",
+                             intervention="transplant")
+
+    def mean_state(self, n) -> MeanState:
+        leaves, X, eps = self._contexts(n, _chunks.MEAN)
+        phi, _ = self.make(n).run(X, self._values(X, leaves, eps), self.budget)
+        return _means_of(leaves, phi[:, :, None], self.spec.depth, self.layers, n, self.name, 1)
+
+    def injection(self, mean_samples, means) -> InjectionTable:
+        K, n = self.spec.depth, self.samples
+        if means is None:
+            means = self.mean_state(n if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=2))
+        _check_mean_layers(means, self.layers, 1)
+        leaves, X, eps = self._contexts(n, _chunks.INJECT)
+        theta, y = self.spec.thetas(leaves), self._values(X, leaves, eps)
+        pol = self.make(n)
+        phi0, rows0 = pol.run(X, y, self.budget)
+        base_loss, base_leaf = self._decode(phi0, rows0, theta)
+        stats = [Estimate.of(base_loss)]
+        stats += [Estimate.of(_hit(base_leaf, leaves >> (K - min(l, K)), K, l)) for l in self.layers]
+        cells = [(a, l, b, j) for a, l in enumerate(self.layers) for b, j in enumerate(self.depths) if j <= min(l, K)]
+        rng = np.random.default_rng(_chunks.seed_sequence(self.seed, _chunks.INJECT + 16))
+        for a, l, b, j in cells:
+            p = injected_prefixes(leaves, K, l, j, rng)
+            _check_means(means, l, p)
+            prefix = means.means[l][p]  # (n, l)
+            rows = pol.rows(prefix[:, : l - 1])  # the rows of layers 1..l after the injected readings
+            phi, read = pol.run(X, y, self.budget, prefix=(prefix, rows)) if l < self.budget else (prefix, rows)
+            loss, leaf = self._decode(phi, read, theta)
+            stats += [Estimate.of(_hit(leaf, p, K, l)), Estimate.of(loss), Estimate.of(loss - base_loss)]
+        return _injection_of(stats, self.layers, self.depths, cells, n, self.name, means.n, K,
+                             f"{self.family} keys' CLT law (exact Bayes)")
+
+
+__all__ = ["InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
+           "state_patching_table"]
