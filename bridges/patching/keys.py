@@ -201,7 +201,8 @@ def table_from_dict(d: dict) -> PatchingTable:
                                                                     u.get("decoder")),
                          arrays["unpatched_by_depth"], arrays["unpatched_stderr_by_depth"], d["n"], d["strategy"],
                          tuple(d["layers"]), tuple(d["depths"]), metric=d.get("metric", "theta"),
-                         effect=arrays["effect"], effect_stderr=arrays["effect_stderr"], decoder=d.get("decoder"))
+                         effect=arrays["effect"], effect_stderr=arrays["effect_stderr"], decoder=d.get("decoder"),
+                         intervention=d.get("intervention", "key"))
 
 
 def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,

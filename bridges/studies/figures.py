@@ -146,6 +146,47 @@ def patching(path, panels: dict) -> list[Path]:
     return [write_atomic(path, patching_png(panels))] if panels else []
 
 
+def function_vectors_png(transplant: dict, injection: dict) -> bytes:
+    """THEORY.md section 9b. Left: the transplant's effect (loss - unpatched, paired) against the divergence depth
+    ``j`` with the whole state transplanted (``l = L``, solid) and the first layer's (``l = 1``, dashed). Right: the
+    injection's prefix accuracy by injection layer ``l`` (mean over ``j <= l``) with chance ``2^-l`` dotted. One
+    line per table (``to_dict`` of a ``PatchingTable`` / ``InjectionTable``; None or empty tables left out)."""
+    import numpy as np
+
+    plt = _plt()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for c, (name, t) in enumerate((k, v) for k, v in transplant.items() if v and "effect" in v):
+        eff = np.array(t["effect"], dtype=float)
+        colour = colours[c % len(colours)]
+        left.plot(t["depths"], eff[-1], "o-", color=colour, label=f"{name}, l = {t['layers'][-1]}")
+        if len(t["layers"]) > 1:
+            left.plot(t["depths"], eff[0], "x--", color=colour, alpha=0.7, label=f"{name}, l = {t['layers'][0]}")
+    left.axhline(0, color="grey", lw=0.5)
+    left.set(xlabel="divergence depth j", ylabel="transplant effect (paired)", title="workspace transplant")
+    left.legend(fontsize=7)
+    top = 1
+    for c, (name, t) in enumerate((k, v) for k, v in injection.items() if v and "prefix_accuracy" in v):
+        acc = np.array([[np.nan if x is None else x for x in row] for row in t["prefix_accuracy"]], dtype=float)
+        if np.isnan(acc).all():
+            continue
+        right.plot(t["layers"], np.nanmean(acc, axis=1), "o-", color=colours[c % len(colours)], label=name)
+        top = max(top, max(t["layers"]))
+    layers = np.arange(1, top + 1)
+    right.plot(layers, 2.0 ** -layers, "k:", label="chance")
+    right.set(xlabel="injection layer l", ylabel="prefix accuracy (mean over j <= l)", ylim=(0, 1.05),
+              title="mean-workspace injection")
+    right.legend(fontsize=7)
+    return png_bytes(fig)
+
+
+def function_vectors(path, transplant: dict, injection: dict) -> list[Path]:
+    """``function_vectors_png`` written to ``path`` (nothing when there are no tables)."""
+    if not any(transplant.values()) and not any(injection.values()):
+        return []
+    return [write_atomic(path, function_vectors_png(transplant, injection))]
+
+
 def probes(path, probes: dict) -> list[Path]:
     """Left: accuracy of the prefix s_1..s_l from the workspace after layer l. Right: accuracy of the
     prefix s_1..s_m from the final workspace. Chance levels dotted."""

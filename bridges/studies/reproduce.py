@@ -42,6 +42,12 @@ SHAPES = {
     "train": fields("run_key", "loss", "stderr", "n", "steps", numbers=("loss", "stderr")),
 }
 SHAPES["patching_model"], SHAPES["probes_model"] = SHAPES["patching_theory"], SHAPES["probes_theory"]
+_TRANSPLANT = fields("loss", "stderr", "effect", "effect_stderr", "unpatched", "n", "layers", "depths", "intervention",
+                     numbers=("n",), nested={"unpatched": ESTIMATE})
+_INJECTION = fields("prefix_accuracy", "loss", "effect", "unpatched", "own_accuracy", "n", "layers", "depths",
+                    "intervention", numbers=("n",), nested={"unpatched": ESTIMATE})
+SHAPES.update(transplant_theory=_TRANSPLANT, transplant_model=_TRANSPLANT, injection_theory=_INJECTION,
+              injection_model=_INJECTION)
 
 
 def keyed_search_samples(cfg) -> int:
@@ -320,6 +326,8 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
                                           lambda: key_patching_table(_load_model(runs[deep]), data, n_contexts=n,
                                                                      seed=cfg.seed).to_dict(), SHAPES["patching_model"])
     log("patching tables done")
+    out.update(function_vector_tables(cfg, store, data, B, n, runs.get(deep) if deep is not None else None, deep))
+    log("function-vector tables done")
     probes = {}
     probes["theory path"], _ = store.cell("probes_theory", {"data": data.to_dict(), "budget": B, "n": 4 * n, "seed": cfg.seed},
                                           lambda: theory_probes(data, B, samples=4 * n, seed=cfg.seed).to_dict(),
@@ -331,6 +339,30 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
                                                SHAPES["probes_model"])
     out["probes"] = probes
     log("probes done")
+    return out
+
+
+def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, n: int, run, deep) -> dict:
+    """Transplant and injection tables (THEORY.md section 9b) of the theory's ``path`` and of the deep model."""
+    from fvnum.patching.state import injection_table as theory_injection
+    from fvnum.patching.state import state_patching_table as theory_transplant
+
+    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.training.data import fv_prior
+
+    theory = dict(n_tokens=data.n_tokens, s2=data.s2, samples=cfg.samples, seed=cfg.seed)
+    key = {"data": data.to_dict(), "budget": B, "samples": cfg.samples, "seed": cfg.seed}
+    out = {}
+    out["transplant_theory"], _ = store.cell("transplant_theory", key, lambda: theory_transplant(
+        fv_prior(data), "path", B, **theory).to_dict(), SHAPES["transplant_theory"])
+    out["injection_theory"], _ = store.cell("injection_theory", key, lambda: theory_injection(
+        fv_prior(data), "path", B, **theory).to_dict(), SHAPES["injection_theory"])
+    if run is not None:
+        at = {"run": run.cell_config(), "n": n, "seed": cfg.seed}
+        out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: state_patching_table(
+            _load_model(run), data, n_contexts=n, seed=cfg.seed).to_dict(), SHAPES["transplant_theory"])
+        out[f"injection_{deep}"], _ = store.cell("injection_model", at, lambda: injection_table(
+            _load_model(run), data, n_contexts=n, seed=cfg.seed, mean_contexts=4 * n).to_dict(), SHAPES["injection_theory"])
     return out
 
 
@@ -351,6 +383,11 @@ def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> 
     deep = patched_model(cfg.models)
     written += figures.patching(folder / "fig_patching.png", {"theory: path strategy": extra.get("patching_theory"),
                                                               f"trained Model {deep}": extra.get(f"patching_{deep}")})
+    written += figures.function_vectors(folder / "fig_function_vectors.png",
+                                        {"theory: path": extra.get("transplant_theory"),
+                                         f"trained Model {deep}": extra.get(f"transplant_{deep}")},
+                                        {"theory: path": extra.get("injection_theory"),
+                                         f"trained Model {deep}": extra.get(f"injection_{deep}")})
     written += figures.probes(folder / "fig_probes.png", extra.get("probes", {}))
     written.append(write_atomic(folder / "report.md", report_markdown(cfg, curves, tables, extra, to_markdown)))
     return written
@@ -392,6 +429,21 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         deep = patched_model(cfg.models)
         if extra.get(f"patching_{deep}"):
             lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), ""]
+    if extra.get("transplant_theory"):
+        from fvnum.patching.state import injection_from_dict
+
+        deep = patched_model(cfg.models)
+        lines += ["## Function vectors: transplant and injection (THEORY.md section 9b)", "",
+                  "![function vectors](fig_function_vectors.png)", "",
+                  "Transplant: the target's workspace Phi_l replaced by its donor's (divergence depth j); the later "
+                  "layers read the target's tokens from that state. Injection: Phi_l replaced by the mean workspace "
+                  "of the donor's prefix; prefix accuracy is the fraction of targets decoded into the injected "
+                  "subtree.", ""]
+        for name, key in (("Theory (path strategy)", "theory"), (f"Trained Model {deep}", deep)):
+            if extra.get(f"transplant_{key}"):
+                lines += [f"{name}, transplant:", "", table_from_dict(extra[f"transplant_{key}"]).to_markdown(), ""]
+            if extra.get(f"injection_{key}"):
+                lines += [f"{name}, injection:", "", injection_from_dict(extra[f"injection_{key}"]).to_markdown(), ""]
     if extra.get("probes"):
         lines += ["## Function-vector probes (THEORY.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",

@@ -132,7 +132,7 @@ class InjectionTable:
         def arr(a):
             return np.where(np.isnan(a), None, a).tolist()
 
-        return {"intervention": self.intervention, "strategy": self.strategy, "n": self.n,
+        return {"intervention": self.intervention, "strategy": self.strategy, "n": self.n, "depth": self.depth,
                 "mean_samples": self.mean_samples, "layers": list(self.layers), "depths": list(self.depths),
                 "prefix_accuracy": arr(self.prefix_accuracy), "accuracy_stderr": arr(self.accuracy_stderr),
                 "loss": arr(self.loss), "stderr": arr(self.stderr), "effect": arr(self.effect),
@@ -180,6 +180,21 @@ class InjectionTable:
         body = [f"  l={l:<3}" + "".join("" if np.isnan(v) else f"{v:>9.3f}" for v in self.prefix_accuracy[a])
                 + f"   (own {self.own_accuracy[a]:.3f})" for a, l in enumerate(self.layers)]
         return "\n".join([head, "  prefix accuracy", "       " + cols, *body])
+
+
+def injection_from_dict(d: dict) -> InjectionTable:
+    """The ``InjectionTable`` of its ``to_dict()`` (a stored table, theory or model), to lay it out again."""
+    def arr(name):
+        return np.array([[np.nan if x is None else x for x in row] for row in d[name]], dtype=float)
+
+    u = d["unpatched"]
+    return InjectionTable(tuple(d["layers"]), tuple(d["depths"]), arr("prefix_accuracy"), arr("accuracy_stderr"),
+                          arr("loss"), arr("stderr"), arr("effect"), arr("effect_stderr"),
+                          Estimate(u["value"], u["stderr"], u["n"], u.get("how", "mc"), u.get("decoder")),
+                          np.array([np.nan if x is None else x for x in d["own_accuracy"]], dtype=float),
+                          np.array([np.nan if x is None else x for x in d["own_accuracy_stderr"]], dtype=float),
+                          d["n"], d["strategy"], d["mean_samples"], d["depth"] if "depth" in d else len(d["depths"]),
+                          metric=d.get("metric", "theta"), decoder=d.get("decoder"))
 
 
 # --- the engine of a registered strategy --------------------------------------------------------------
@@ -533,5 +548,5 @@ class _keyed:
                              f"{self.family} keys' CLT law (exact Bayes)")
 
 
-__all__ = ["InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
+__all__ = ["InjectionTable", "MeanState", "injection_from_dict", "injection_table", "mean_state", "nearest_leaves", "replay",
            "state_patching_table"]

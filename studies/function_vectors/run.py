@@ -1,0 +1,219 @@
+"""Function vectors at the scaling study's cell: transplant and injection tables (THEORY.md section 9b).
+
+The cell: the tree prior of depth K = 7, alpha = 0.6, N = 64 tokens, s2 = 0.01, budgets 4 and 6. Sources of each
+table: ``path`` (the theory's deep adaptive strategy, tokens channel), ``adaptive_keyed_weighted`` (the keyed
+prediction policy that Model A is held to), and the trained models of the scaling study, ``mlp`` A, ``B`` and
+``C`` (seed 0; their ``fv train`` commands are below, the same configurations as the committed runs of
+docs/scaling/study). ``qk`` A (the query-key router) has not landed: its entry says so.
+
+Usage::
+
+    python studies/function_vectors/run.py --runs RUNS_DIR      # RUNS_DIR/<key>/ from the fv train commands below
+    python studies/function_vectors/run.py --train --runs DIR   # train the missing runs first (hours on 2 cores)
+
+Every table is a cell (``cells/<name>.json``, written atomically when it is done), so an interrupted run resumes;
+``function_vectors.json`` and the figure ``docs/function_vectors/fig_function_vectors.png`` are assembled from
+the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+FIGURE = ROOT / "docs" / "function_vectors" / "fig_function_vectors.png"
+CELL = dict(depth=7, alpha=0.6, n_tokens=64, s2=0.01)
+BUDGETS = (4, 6)
+SEED = 0
+N_CONTEXTS, MEAN_CONTEXTS = 2048, 8192  # trained models: targets, contexts behind the mean workspaces
+THEORY_SAMPLES = 20_000  # path: samples per divergence depth (transplant), targets (injection)
+KEYED_SAMPLES, KEYED_MEAN = 120, 1200  # the keyed policy searches its rows per context: seconds per context
+RECIPES = {  # the scaling study's recipes (docs/scaling/study/cells: steps, lr and batch by model and budget)
+    ("A", 4): (20000, 0.005, 128), ("A", 6): (30000, 0.005, 128),
+    ("B", 4): (10000, 0.003, 256), ("B", 6): (15000, 0.003, 256),
+    ("C", 4): (10000, 0.01, 256), ("C", 6): (15000, 0.01, 256),
+}
+PREREGISTERED = {
+    "question": "does a transplanted or injected workspace steer the later layers into its subtree, as the theory "
+                "says a deep adaptive model does?",
+    "test": "injection at layer l with a prefix of divergence depth j <= l: the prefix accuracy (decoded leaf has "
+            "the injected prefix) against chance 2^-l and against the unpatched own-prefix accuracy; transplant: "
+            "the effect where j > l is ~0 (the donor's state is the target's own up to noise) and grows as j falls",
+    "prediction": "path and the keyed policy follow the injected prefix (accuracy near 1); a deep trained model "
+                  "(A) follows it at every layer l; one-layer models (B, C) have only the readout to steer: their "
+                  "l = 1 row follows the prefix of the first level only",
+    "power": "trained models: 2048 targets per cell, so an accuracy's standard error is at most 0.011 and an "
+             "effect's paired SE ~0.01-0.03; path: 20000 samples; the keyed policy: 120 targets (SE <= 0.046)",
+}
+
+
+def train_command(model: str, budget: int, runs: Path) -> list[str]:
+    steps, lr, batch = RECIPES[(model, budget)]
+    return [sys.executable, "-m", "bridges.cli", "train", "--prior", "tree", "--depth", str(CELL["depth"]),
+            "--alpha", str(CELL["alpha"]), "--tokens", str(CELL["n_tokens"]), "--s2", str(CELL["s2"]),
+            "--model", model, "--budget", str(budget), "--mlp-width", "64", "--hidden-layers", "2",
+            "--readout", "decode", "--steps", str(steps), "--batch", str(batch), "--lr", str(lr), "--warmup", "200",
+            "--schedule", "cosine", "--loss", "theta", "--eval-every", "200", "--eval-batches", "16",
+            "--seed", str(SEED), "--quiet", "--out", str(runs), "--format", "json"]
+
+
+def run_folder(model: str, budget: int, runs: Path, train: bool) -> Path | None:
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    steps, lr, batch = RECIPES[(model, budget)]
+    cfg = RunConfig(DataConfig(prior="tree", depth=CELL["depth"], alpha=CELL["alpha"], n_tokens=CELL["n_tokens"],
+                               s2=CELL["s2"]),
+                    ModelConfig(model, budget, mlp_width=64, hidden_layers=2, readout="decode"),
+                    TrainConfig(steps=steps, batch=batch, lr=lr, warmup=200, schedule="cosine", loss="theta",
+                                eval_every=200, eval_batches=16, seed=SEED))
+    folder = runs / cfg.key()
+    if not (folder / "result.json").is_file() and train:
+        subprocess.run(train_command(model, budget, runs), check=True)
+    return folder if (folder / "result.json").is_file() else None
+
+
+def cell(name: str, compute, log):
+    from bridges.runs.store import read_json, write_json
+
+    path = HERE / "cells" / f"{name}.json"
+    done = read_json(path)
+    if done is not None:
+        return done
+    t = time.time()
+    log(f"{name} ...")
+    out = compute()
+    out["seconds"] = round(time.time() - t, 1)
+    write_json(path, out)
+    log(f"{name}: {out['seconds']} s")
+    return out
+
+
+def theory_tables(budget: int, log) -> dict:
+    from fvnum.patching.state import injection_table, state_patching_table
+    from fvsym.priors import TreePrior
+
+    prior = TreePrior(CELL["depth"], CELL["alpha"])
+    kw = dict(n_tokens=CELL["n_tokens"], s2=CELL["s2"], seed=SEED)
+    out = {"transplant": {}, "injection": {}}
+    for source, strategy, samples, mean in (("path", "path", THEORY_SAMPLES, THEORY_SAMPLES),
+                                            ("keyed", "adaptive_keyed_weighted", KEYED_SAMPLES, KEYED_MEAN)):
+        out["transplant"][source] = cell(f"transplant-{source}-B{budget}", lambda: state_patching_table(
+            prior, strategy, budget, samples=samples, **kw).to_dict(), log)
+        out["injection"][source] = cell(f"injection-{source}-B{budget}", lambda: injection_table(
+            prior, strategy, budget, samples=samples, mean_samples=mean, **kw).to_dict(), log)
+    return out
+
+
+def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
+    from bridges.analysis.audit import load_run
+    from bridges.patching.state import injection_table, state_patching_table
+
+    out = {"transplant": {}, "injection": {}}
+    for source, model in (("mlp A", "A"), ("B", "B"), ("C", "C")):
+        folder = run_folder(model, budget, runs, train)
+        if folder is None:
+            note = {"missing": f"no finished run; train it with: {' '.join(train_command(model, budget, runs)[1:])}"}
+            out["transplant"][source] = out["injection"][source] = note
+            continue
+        run = load_run(folder)
+
+        def transplant(run=run):
+            return {**state_patching_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED).to_dict(),
+                    "run": run.config.key(), "trained_loss": run.loss}
+
+        def injection(run=run):
+            return {**injection_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED,
+                                      mean_contexts=MEAN_CONTEXTS).to_dict(), "run": run.config.key()}
+
+        tag = source.replace(" ", "-")
+        out["transplant"][source] = cell(f"transplant-{tag}-B{budget}", transplant, log)
+        out["injection"][source] = cell(f"injection-{tag}-B{budget}", injection, log)
+    qk = {"missing": "the query-key router of Model A (THEORY.md section 7b) has not landed; no qk A run to intervene on"}
+    out["transplant"]["qk A"] = out["injection"]["qk A"] = qk
+    return out
+
+
+def figure(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    sources = [s for s in ("path", "keyed", "mlp A", "B", "C")]
+    fig, axes = plt.subplots(2, len(BUDGETS), figsize=(11, 7.5), squeeze=False)
+    for c, budget in enumerate(BUDGETS):
+        r = results[f"B{budget}"]
+        ax = axes[0, c]
+        for s in sources:
+            t = r["injection"].get(s, {})
+            if "prefix_accuracy" not in t:
+                continue
+            acc = np.array(t["prefix_accuracy"], dtype=float)  # (L, K), NaN where j > l
+            ax.errorbar(t["layers"], np.nanmean(acc, axis=1), fmt="o-", capsize=2, label=s)
+        ax.plot(range(1, budget + 1), [2.0 ** -l for l in range(1, budget + 1)], "k:", label="chance")
+        ax.set(title=f"injection, budget {budget}", xlabel="injection layer l",
+               ylabel="prefix accuracy (mean over j <= l)", ylim=(0, 1.05))
+        ax.legend(fontsize=8)
+        ax = axes[1, c]
+        for s in sources:
+            t = r["transplant"].get(s, {})
+            if "effect" not in t:
+                continue
+            eff = np.array(t["effect"], dtype=float)  # (L, K)
+            l = len(t["layers"])
+            ax.plot(t["depths"], eff[l - 1], "o-", label=f"{s}, l = {t['layers'][-1]}")
+            if l > 1:
+                ax.plot(t["depths"], eff[0], "x--", alpha=0.6, label=f"{s}, l = 1")
+        ax.set(title=f"transplant, budget {budget}", xlabel="divergence depth j",
+               ylabel="effect: loss - unpatched (paired)")
+        ax.legend(fontsize=7, ncol=2)
+    fig.suptitle("Function vectors at depth 7, alpha 0.6, N 64: transplant and injection (THEORY.md 9b)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", default=str(ROOT / "runs" / "scaling-fv"), help="folder of the fv train runs")
+    p.add_argument("--train", action="store_true", help="train the runs that are missing (hours)")
+    p.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    p.add_argument("--only", choices=("theory", "models", "all"), default="all")
+    args = p.parse_args(argv)
+    runs = Path(args.runs)
+    log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)  # noqa: E731
+    results = {}
+    for budget in (int(b) for b in args.budgets.split(",")):
+        r = {"transplant": {}, "injection": {}}
+        if args.only in ("theory", "all"):
+            t = theory_tables(budget, log)
+            r["transplant"].update(t["transplant"]), r["injection"].update(t["injection"])
+        if args.only in ("models", "all"):
+            m = model_tables(budget, runs, args.train, log)
+            r["transplant"].update(m["transplant"]), r["injection"].update(m["injection"])
+        results[f"B{budget}"] = r
+    from bridges.runs.store import write_json
+
+    doc = {"cell": {**CELL, "budgets": list(BUDGETS), "seed": SEED}, "preregistered": PREREGISTERED,
+           "sources": {"path": "fvnum.state_patching_table / injection_table, strategy path, tokens channel",
+                       "keyed": "the same for adaptive_keyed_weighted (Model A's prediction policy)",
+                       "mlp A": "Model A with the MLP router, bridges.patching.state", "B": "Model B", "C": "Model C",
+                       "qk A": "Model A with the query-key router (not landed)"},
+           "commands": {f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]]) for m, b in RECIPES},
+           "transplant": {k: v["transplant"] for k, v in results.items()},
+           "injection": {k: v["injection"] for k, v in results.items()}}
+    write_json(HERE / "function_vectors.json", doc)
+    figure(results, FIGURE)
+    log(f"wrote {HERE / 'function_vectors.json'} and {FIGURE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
