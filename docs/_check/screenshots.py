@@ -1,6 +1,6 @@
 """Build the documentation site, serve it on 127.0.0.1 and shoot every page in headless Chromium.
 
-    python docs/_check/screenshots.py                         # build, serve, shoot every page
+    python docs/_check/screenshots.py                         # build, serve, shoot every page of the nav
     python docs/_check/screenshots.py --site site --pages index theory
     python docs/_check/screenshots.py --mathjax node_modules/mathjax/es5   # a machine without network
 
@@ -31,15 +31,27 @@ from urllib.request import urlopen
 ROOT = Path(__file__).resolve().parents[2]
 CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
 
-# Every page a reader reaches from the navigation, plus the generated reference.
-PAGES = [
-    "index", "theory",
-    "tutorials/01_derive_and_limits", "tutorials/02_theorem_with_hypothesis",
-    "tutorials/03_custom_policy_and_plots", "tutorials/04_train_and_compare", "tutorials/05_key_patching",
-    "architecture", "api-tour", "noisy-optimum", "sweeps", "errors-and-limits", "decoders", "audit",
-    "training", "benchmarks",
-    "reference/fvsym", "reference/fvnum", "reference/bridges",
-]
+def nav_pages(config: Path = ROOT / "mkdocs.yml") -> list[str]:
+    """Every page of the site's navigation, in its order, read from ``mkdocs.yml`` (``foo.md`` and the executed
+    tutorials ``tutorials/bar.py`` are ``foo`` and ``tutorials/bar`` in the built site)."""
+    import yaml
+
+    pages: list[str] = []
+
+    def walk(item):
+        if isinstance(item, str):
+            if not item.startswith(("http://", "https://")):
+                pages.append(item.rsplit(".", 1)[0])
+        elif isinstance(item, dict):
+            for value in item.values():
+                walk(value)
+        elif isinstance(item, list):
+            for value in item:
+                walk(value)
+
+    walk(yaml.safe_load(config.read_text())["nav"])
+    return pages
+
 
 # Runs in the page once MathJax is done: one line per problem found.
 PROBE = r"""
@@ -170,7 +182,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--site", type=Path, help="an already built site folder (default: build one now)")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "fvtheory-screenshots")
-    ap.add_argument("--pages", nargs="*", default=PAGES, help="pages by path without .html (default: all)")
+    ap.add_argument("--pages", nargs="*", default=None,
+                    help="pages by path without .html (default: every page of mkdocs.yml's nav)")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--mathjax", type=Path, help="local MathJax 3 es5/ folder answering the CDN's requests")
     ap.add_argument("--width", type=int, default=1280)
@@ -179,6 +192,8 @@ def main(argv=None) -> int:
         ap.error(f"--mathjax {args.mathjax}: no tex-mml-chtml.js there (MathJax 3's es5/ folder)")
     if not Path(args.chromium).exists():
         ap.error(f"--chromium {args.chromium}: not found (Debian: apt-get install chromium)")
+    if args.pages is None:
+        args.pages = nav_pages()
     site = args.site
     if site is None:
         site = Path(tempfile.mkdtemp(prefix="fvtheory-site-"))

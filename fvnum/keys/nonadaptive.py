@@ -5,8 +5,8 @@ common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 
 (softmax readings with scores ``s = beta w.x - x^T Q x``, ``Q`` diagonal with one value per tree depth;
 no scale invariance here, so ``beta`` (the norm of the score row) is searched too; tree prior only).
 
-Readings are decoded by the exact Bayes posterior under the family's CLT law (:func:`fvnum.keys.families.
-posterior_mean`), and every number is the loss of that decoder. Every search returns a
+Readings are decoded by the exact Bayes posterior under the family's CLT law
+(:func:`fvnum.keys.families.posterior_mean`), and every number is the loss of that decoder. Every search returns a
 :class:`~fvnum.estimate.SearchResult` (``name``, ``estimate``, ``how``, ``design`` the rows (B, D) of a
 one-layer design, ``keys`` the key family object found):
 
