@@ -27,7 +27,7 @@ import torch
 from fvnum.estimate import Estimate
 from fvnum.mc.simulate import check_seed
 from fvnum.patching.keys import PatchingTable
-from fvnum.patching.state import InjectionTable, MeanState, _injection_of, nearest_leaves
+from fvnum.patching.state import InjectionTable, MeanState, _cells, _injection_of, nearest_leaves
 
 from bridges.models.taps import patch, record
 from bridges.patching.keys import (CHUNK, _check_depth, _check_layer, _donors, _losses, _sizes, _targets,
@@ -192,7 +192,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
                          + ", ".join(map(str, layers)))
     spec = _spec(data_cfg)
     sampler = ContextSampler(data_cfg, model_device(model))
-    cells = [(a, l, b, j) for a, l in enumerate(layers) for b, j in enumerate(depths) if j <= min(l, K)]
+    cells = _cells(layers, depths, K)  # the control (the target's own prefix, j = 0) last
     acc = {c: [] for c in range(len(cells))}
     loss = {c: [] for c in range(len(cells))}
     base, own = [], {l: [] for l in layers}
@@ -207,7 +207,8 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
                 own[l].append(np.full(size, np.nan) if b_leaf is None else ((b_leaf >> shift) == (leaves >> shift)) * 1.0)
             g = sampler.generator(seed, INJECT_STREAM, ch)
             for c, (_, l, _, j) in enumerate(cells):
-                prefix = leaf_index(donor_signs(target.signs, j, g)) >> (K - min(l, K))
+                own_leaves = leaves if j == 0 else leaf_index(donor_signs(target.signs, j, g))
+                prefix = own_leaves >> (K - min(l, K))
                 missing = np.unique(prefix[means.counts[l][prefix] == 0])
                 if missing.size:
                     raise InputError(f"no context among the mean state's {means.n} has the prefix {int(missing[0])} "

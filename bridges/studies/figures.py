@@ -149,7 +149,8 @@ def patching(path, panels: dict) -> list[Path]:
 def function_vectors_png(transplant: dict, injection: dict) -> bytes:
     """THEORY.md section 9b. Left: the transplant's effect (loss - unpatched, paired) against the divergence depth
     ``j`` with the whole state transplanted (``l = L``, solid) and the first layer's (``l = 1``, dashed). Right: the
-    injection's prefix accuracy by injection layer ``l`` (mean over ``j <= l``) with chance ``2^-l`` dotted. One
+    injection's prefix accuracy by injection layer ``l`` (mean over ``j <= l``; squares: the control, each target
+    given its own prefix's mean state) with chance ``2^-l`` dotted. One
     line per table (``to_dict`` of a ``PatchingTable`` / ``InjectionTable``; None or empty tables left out)."""
     import numpy as np
 
@@ -171,6 +172,9 @@ def function_vectors_png(transplant: dict, injection: dict) -> bytes:
         if np.isnan(acc).all():
             continue
         right.plot(t["layers"], np.nanmean(acc, axis=1), "o-", color=colours[c % len(colours)], label=name)
+        if t.get("own_injected_accuracy") is not None:  # the control: each target given its own prefix's mean
+            own = np.array([np.nan if x is None else x for x in t["own_injected_accuracy"]], dtype=float)
+            right.plot(t["layers"], own, "s:", color=colours[c % len(colours)], alpha=0.6, label=f"{name}, own prefix")
         top = max(top, max(t["layers"]))
     layers = np.arange(1, top + 1)
     right.plot(layers, 2.0 ** -layers, "k:", label="chance")

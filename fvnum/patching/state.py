@@ -103,6 +103,8 @@ class InjectionTable:
     injected prefix; ``loss``/``stderr``: ``||theta_hat - theta||^2`` against the target's own ``theta``;
     ``effect``/``effect_stderr``: ``loss - unpatched``, paired. ``own_accuracy[l-1]``: the fraction of
     unpatched targets whose decoded leaf has their own prefix of length ``l`` (what injection has to beat);
+    ``own_injected_accuracy[l-1]`` and ``own_injected_loss[l-1]`` (with their stderr): the control, each target
+    given the mean state of its *own* prefix (is a mean state a state the later layers can read at all?);
     ``chance[l-1]`` = ``2^-min(l, K)``. ``n`` targets per cell, ``mean_samples`` contexts behind the means."""
 
     layers: tuple
@@ -122,6 +124,10 @@ class InjectionTable:
     depth: int
     metric: str = "theta"
     decoder: str | None = None
+    own_injected_accuracy: np.ndarray | None = None
+    own_injected_accuracy_stderr: np.ndarray | None = None
+    own_injected_loss: np.ndarray | None = None
+    own_injected_loss_stderr: np.ndarray | None = None
     intervention: str = field(default="injection", init=False)
 
     @property
@@ -138,7 +144,10 @@ class InjectionTable:
                 "loss": arr(self.loss), "stderr": arr(self.stderr), "effect": arr(self.effect),
                 "effect_stderr": arr(self.effect_stderr), "unpatched": self.unpatched.to_dict(),
                 "own_accuracy": self.own_accuracy.tolist(), "own_accuracy_stderr": self.own_accuracy_stderr.tolist(),
-                "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder}
+                "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder,
+                **{k: None if getattr(self, k) is None else arr(getattr(self, k))
+                   for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
+                             "own_injected_loss_stderr")}}
 
     def to_frame(self):
         """Long form: one row per (layer, divergence depth) with accuracy, loss and effect (pandas)."""
@@ -158,14 +167,21 @@ class InjectionTable:
 
     def to_markdown(self) -> str:
         def table(values, errors, fmt):
-            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " | own prefix, unpatched |"
-            sep = "|---" * (len(self.depths) + 2) + "|"
+            control = self.own_injected_accuracy is not None
+            head = ("| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " | own prefix, unpatched |"
+                    + (" own prefix injected |" if control else ""))
+            sep = "|---" * (len(self.depths) + 2 + control) + "|"
             body = []
             for a, l in enumerate(self.layers):
                 cells = [("" if np.isnan(values[a, b]) else f"{values[a, b]:{fmt}} ± {errors[a, b]:.1g}")
                          for b in range(len(self.depths))]
                 own = f"{self.own_accuracy[a]:.3f}" if fmt == ".3f" else ""
-                body.append(f"| {l} | " + " | ".join(cells) + f" | {own} |")
+                row = f"| {l} | " + " | ".join(cells) + f" | {own} |"
+                if control:
+                    v, e = ((self.own_injected_accuracy, self.own_injected_accuracy_stderr) if fmt == ".3f"
+                            else (self.own_injected_loss, self.own_injected_loss_stderr))
+                    row += f" {v[a]:{fmt}} ± {e[a]:.1g} |"
+                body.append(row)
             return [head, sep, *body]
 
         return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
@@ -194,7 +210,11 @@ def injection_from_dict(d: dict) -> InjectionTable:
                           np.array([np.nan if x is None else x for x in d["own_accuracy"]], dtype=float),
                           np.array([np.nan if x is None else x for x in d["own_accuracy_stderr"]], dtype=float),
                           d["n"], d["strategy"], d["mean_samples"], d["depth"] if "depth" in d else len(d["depths"]),
-                          metric=d.get("metric", "theta"), decoder=d.get("decoder"))
+                          metric=d.get("metric", "theta"), decoder=d.get("decoder"),
+                          **{k: None if d.get(k) is None else np.array([np.nan if x is None else x for x in d[k]],
+                                                                        dtype=float)
+                             for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
+                                       "own_injected_loss_stderr")})
 
 
 # --- the engine of a registered strategy --------------------------------------------------------------
@@ -359,8 +379,18 @@ def _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads) 
 
 def injected_prefixes(leaves: np.ndarray, depth: int, layer: int, j: int, rng) -> np.ndarray:
     """The prefix (index at level ``min(layer, K)``) injected into targets ``leaves`` at divergence depth ``j``:
-    the prefix of their donor of depth ``j`` (:func:`fvnum.patching.keys.donor_leaves`)."""
+    the prefix of their donor of depth ``j`` (:func:`fvnum.patching.keys.donor_leaves`); ``j = 0``: their own
+    prefix (the control; no draw)."""
+    if j == 0:
+        return leaves >> (depth - min(layer, depth))
     return donor_leaves(leaves, depth, j, rng) >> (depth - min(layer, depth))
+
+
+def _cells(layers, depths, K) -> list:
+    """The injection's cells ``(a, l, b, j)``: every ``j <= min(l, K)`` of ``depths``, then the control of each layer
+    (``b`` None, ``j = 0``: the target's own prefix), drawn after the others so that they do not move."""
+    cells = [(a, l, b, j) for a, l in enumerate(layers) for b, j in enumerate(depths) if j <= min(l, K)]
+    return cells + [(a, l, None, 0) for a, l in enumerate(layers)]
 
 
 def _check_means(means: MeanState, layer: int, wanted: np.ndarray):
@@ -395,7 +425,7 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
         means = _strategy_means(spec, channel, pol, budget, layers, n_mean, seed, threads)
     _check_mean_layers(means, layers, pol.width)
     K = spec.depth
-    cells = [(a, l, b, j) for a, l in enumerate(layers) for b, j in enumerate(depths) if j <= min(l, K)]
+    cells = _cells(layers, depths, K)
 
     def chunk(sizes, rngs):
         targets, inj = [], []
@@ -433,14 +463,20 @@ def _check_mean_layers(means: MeanState, layers, width):
 def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> InjectionTable:
     shape = (len(layers), len(depths))
     acc, acc_e, loss, loss_e, eff, eff_e = (np.full(shape, np.nan) for _ in range(6))
+    control = [np.full(len(layers), np.nan) for _ in range(4)]
     for c, (a, _, b, _) in enumerate(cells):
         x, y, z = stats[1 + len(layers) + 3 * c: 4 + len(layers) + 3 * c]
+        if b is None:
+            control[0][a], control[1][a], control[2][a], control[3][a] = x.value, x.stderr, y.value, y.stderr
+            continue
         acc[a, b], acc_e[a, b], loss[a, b], loss_e[a, b] = x.value, x.stderr, y.value, y.stderr
         eff[a, b], eff_e[a, b] = z.value, z.stderr
     own = stats[1:1 + len(layers)]
     return InjectionTable(tuple(layers), tuple(depths), acc, acc_e, loss, loss_e, eff, eff_e,
                           replace(stats[0], decoder=decoder), np.array([o.value for o in own]),
-                          np.array([o.stderr for o in own]), n, name, n_mean, K, decoder=decoder)
+                          np.array([o.stderr for o in own]), n, name, n_mean, K, decoder=decoder,
+                          own_injected_accuracy=control[0], own_injected_accuracy_stderr=control[1],
+                          own_injected_loss=control[2], own_injected_loss_stderr=control[3])
 
 
 # --- the keyed prediction policies -------------------------------------------------------------------
@@ -534,7 +570,7 @@ class _keyed:
         base_loss, base_leaf = self._decode(phi0, rows0, theta)
         stats = [Estimate.of(base_loss)]
         stats += [Estimate.of(_hit(base_leaf, leaves >> (K - min(l, K)), K, l)) for l in self.layers]
-        cells = [(a, l, b, j) for a, l in enumerate(self.layers) for b, j in enumerate(self.depths) if j <= min(l, K)]
+        cells = _cells(self.layers, self.depths, K)
         rng = np.random.default_rng(_chunks.seed_sequence(self.seed, _chunks.INJECT + 16))
         for a, l, b, j in cells:
             p = injected_prefixes(leaves, K, l, j, rng)

@@ -73,9 +73,15 @@ def test_path_follows_an_injected_prefix_and_the_loss_counts_the_wrong_subtree()
                 assert t.prefix_accuracy[a, b] >= 0.99
                 assert t.effect[a, b] > 10 * t.effect_stderr[a, b]
     assert np.all(t.own_accuracy >= 0.99) and np.allclose(t.chance, 2.0 ** -np.array(t.layers))
+    assert np.all(t.own_injected_accuracy >= 0.99)  # the control: its own prefix's mean keeps it on its path
+    assert np.all(t.own_injected_loss < t.loss[:, 0])
     assert len(t.to_frame()) == sum(min(l, 5) for l in t.layers)
     assert "prefix accuracy" in t.to_markdown() and "own" in repr(t)
     assert t.to_dict()["prefix_accuracy"][0][1] is None  # NaN cells are null in JSON
+    from fvnum.patching.state import injection_from_dict
+
+    again = injection_from_dict(t.to_dict())
+    assert again.to_markdown() == t.to_markdown() and "own prefix injected" in t.to_markdown()
 
 
 def test_path_transplant_under_tokens_is_harmless_within_noise_below_the_divergence():
