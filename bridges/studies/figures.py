@@ -180,6 +180,10 @@ def function_vectors_png(transplant: dict, injection: dict) -> bytes:
     right.plot(layers, 2.0 ** -layers, "k:", label="chance")
     right.set(xlabel="injection layer l", ylabel="prefix accuracy (mean over j <= l)", ylim=(0, 1.05),
               title="mean-workspace injection")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(fontsize=7)
     return png_bytes(fig)
 

@@ -12,8 +12,8 @@ Usage::
     python studies/function_vectors/run.py --train --runs DIR   # train the missing runs first (hours on 2 cores)
 
 Every table is a cell (``cells/<name>.json``, written atomically when it is done), so an interrupted run resumes;
-``function_vectors.json`` and the figure ``docs/function_vectors/fig_function_vectors.png`` are assembled from
-the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
+``function_vectors.json`` and the figures ``docs/function_vectors/fig_function_vectors_B<budget>.png`` are
+assembled from the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-FIGURE = ROOT / "docs" / "function_vectors" / "fig_function_vectors.png"
+FIGURE = ROOT / "docs" / "function_vectors" / "fig_function_vectors.png"  # one a budget: fig_function_vectors_B4.png
 CELL = dict(depth=7, alpha=0.6, n_tokens=64, s2=0.01)
 BUDGETS = (4, 6)
 SEED = 0
@@ -138,46 +138,17 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
     return out
 
 
-def figure(results: dict, path: Path) -> None:
-    import matplotlib
+def figures(results: dict) -> list[Path]:
+    """One figure a budget (``bridges.studies.figures.function_vectors``: transplant effects, injection accuracy)."""
+    from bridges.studies.figures import function_vectors
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    sources = [s for s in ("path", "keyed", "mlp A", "B", "C")]
-    fig, axes = plt.subplots(2, len(BUDGETS), figsize=(11, 7.5), squeeze=False)
-    for c, budget in enumerate(BUDGETS):
-        r = results[f"B{budget}"]
-        ax = axes[0, c]
-        for s in sources:
-            t = r["injection"].get(s, {})
-            if "prefix_accuracy" not in t:
-                continue
-            acc = np.array(t["prefix_accuracy"], dtype=float)  # (L, K), NaN where j > l
-            ax.errorbar(t["layers"], np.nanmean(acc, axis=1), fmt="o-", capsize=2, label=s)
-        ax.plot(range(1, budget + 1), [2.0 ** -l for l in range(1, budget + 1)], "k:", label="chance")
-        ax.set(title=f"injection, budget {budget}", xlabel="injection layer l",
-               ylabel="prefix accuracy (mean over j <= l)", ylim=(0, 1.05))
-        ax.legend(fontsize=8)
-        ax = axes[1, c]
-        for s in sources:
-            t = r["transplant"].get(s, {})
-            if "effect" not in t:
-                continue
-            eff = np.array(t["effect"], dtype=float)  # (L, K)
-            l = len(t["layers"])
-            ax.plot(t["depths"], eff[l - 1], "o-", label=f"{s}, l = {t['layers'][-1]}")
-            if l > 1:
-                ax.plot(t["depths"], eff[0], "x--", alpha=0.6, label=f"{s}, l = 1")
-        ax.set(title=f"transplant, budget {budget}", xlabel="divergence depth j",
-               ylabel="effect: loss - unpatched (paired)")
-        ax.legend(fontsize=7, ncol=2)
-    fig.suptitle("Function vectors at depth 7, alpha 0.6, N 64: transplant and injection (THEORY.md 9b)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    written = []
+    for name, r in results.items():
+        tables = {kind: {s: t for s, t in r[kind].items() if isinstance(t, dict) and "missing" not in t}
+                  for kind in ("transplant", "injection")}
+        written += function_vectors(FIGURE.with_name(f"fig_function_vectors_{name}.png"), tables["transplant"],
+                                    tables["injection"])
+    return written
 
 
 def main(argv=None) -> int:
@@ -210,8 +181,9 @@ def main(argv=None) -> int:
            "transplant": {k: v["transplant"] for k, v in results.items()},
            "injection": {k: v["injection"] for k, v in results.items()}}
     write_json(HERE / "function_vectors.json", doc)
-    figure(results, FIGURE)
-    log(f"wrote {HERE / 'function_vectors.json'} and {FIGURE}")
+    for path in figures(results):
+        log(f"wrote {path}")
+    log(f"wrote {HERE / 'function_vectors.json'}")
     return 0
 
 
