@@ -265,28 +265,21 @@ def intervene_command(args: argparse.Namespace) -> int:
 
         theory = dict(prior=fv_prior(data), strategy="path", budget=cfg.model.budget, n_tokens=data.n_tokens,
                       s2=data.s2, samples=args.samples, seed=args.seed, depths=args.depths, layers=args.layers)
-    if want["transplant"]:
-        table = state_patching_table(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
-                                     layers=args.layers)
-        out["transplant"] = {"model": table.to_dict()}
-        lines += ["", "transplant (effect = loss - unpatched, paired):", table.to_markdown()]
-        if theory:
-            from fvnum.patching.state import state_patching_table as theory_transplant
+    from fvnum.patching import state as theory_tables
 
-            th = theory_transplant(**theory)
-            out["transplant"]["path"] = th.to_dict()
-            lines += ["", "transplant, theory (path):", th.to_markdown()]
-    if want["injection"]:
-        table = injection_table(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
-                                layers=args.layers, mean_contexts=args.mean_contexts)
-        out["injection"] = {"model": table.to_dict()}
-        lines += ["", "injection:", table.to_markdown()]
+    for kind, of_model, of_theory, model_kw in (
+            ("transplant", state_patching_table, theory_tables.state_patching_table, {}),
+            ("injection", injection_table, theory_tables.injection_table, {"mean_contexts": args.mean_contexts})):
+        if not want[kind]:
+            continue
+        table = of_model(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
+                         layers=args.layers, **model_kw)
+        out[kind] = {"model": table.to_dict()}
+        lines += ["", f"{kind} (model {cfg.model.model}):", table.to_markdown()]
         if theory:
-            from fvnum.patching.state import injection_table as theory_injection
-
-            th = theory_injection(**theory)
-            out["injection"]["path"] = th.to_dict()
-            lines += ["", "injection, theory (path):", th.to_markdown()]
+            th = of_theory(**theory)
+            out[kind]["path"] = th.to_dict()
+            lines += ["", f"{kind}, theory (path):", th.to_markdown()]
     emit(out, args.format, lines)
     return 0
 

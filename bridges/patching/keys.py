@@ -176,7 +176,13 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
     if not depths:
         raise InputError("depths must name at least one divergence depth")
     layers = tuple(range(1, model.n_layers + 1))
-    runs = _run(model, data_cfg, n, seed, depths, layers)
+    return paired_table(_run(model, data_cfg, n, seed, depths, layers), layers, depths, n,
+                        "theta" if model.decodes else "query")
+
+
+def paired_table(runs: dict, layers, depths, n: int, metric: str, intervention: str = "key") -> PatchingTable:
+    """The ``PatchingTable`` of a model's per-context losses ``runs`` (``("base",)`` unpatched, ``(l, j)`` each
+    cell, on the same targets): mean, standard error and the paired effect of every cell."""
     base = runs[("base",)]
     shape = (len(layers), len(depths))
     loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
@@ -185,11 +191,9 @@ def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_context
             cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
             loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
     unpatched = Estimate.of(base)
-    value, se = unpatched.value, unpatched.stderr
-    return PatchingTable(
-        loss, err, unpatched, np.full(len(depths), value), np.full(len(depths), se), n, "model", layers,
-        depths, metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
-    )
+    return PatchingTable(loss, err, unpatched, np.full(len(depths), unpatched.value),
+                         np.full(len(depths), unpatched.stderr), n, "model", tuple(layers), tuple(depths),
+                         metric=metric, effect=eff, effect_stderr=eff_err, intervention=intervention)
 
 
 def table_from_dict(d: dict) -> PatchingTable:

@@ -26,12 +26,13 @@ import numpy as np
 import torch
 from fvnum.estimate import Estimate
 from fvnum.mc.simulate import check_seed
-from fvnum.patching.keys import PatchingTable
+from fvnum.patching.keys import PatchingTable  # noqa: F401  (the transplant's table type)
 from fvnum.patching.state import InjectionTable, MeanState, _cells, _injection_of, nearest_leaves
 
 from bridges.models.taps import patch, record
 from bridges.patching.keys import (CHUNK, _check_depth, _check_layer, _donors, _losses, _sizes, _targets,
-                                   check_count, check_model_data, check_tree_data, donor_signs, model_device)
+                                   check_count, check_model_data, check_tree_data, donor_signs, model_device,
+                                   paired_table)
 from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler, fv_prior
 from fvsym.errors import InputError
@@ -124,19 +125,8 @@ def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048,
     _check(model, data_cfg, "a state transplant")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers, depths = _layers(layers, model), _depths(depths, data_cfg.depth)
-    runs = _transplants(model, data_cfg, n, seed, depths, layers)
-    base = runs[("base",)]
-    shape = (len(layers), len(depths))
-    loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
-    for a, l in enumerate(layers):
-        for b, j in enumerate(depths):
-            cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
-            loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
-    unpatched = Estimate.of(base)
-    return PatchingTable(loss, err, unpatched, np.full(len(depths), unpatched.value),
-                         np.full(len(depths), unpatched.stderr), n, "model", layers, depths,
-                         metric="theta" if model.decodes else "query", effect=eff, effect_stderr=eff_err,
-                         intervention="transplant")
+    return paired_table(_transplants(model, data_cfg, n, seed, depths, layers), layers, depths, n,
+                        "theta" if model.decodes else "query", "transplant")
 
 
 # --- mean workspaces and injection ---------------------------------------------------------------------

@@ -113,15 +113,6 @@ def test_audit_is_reproducible_and_refuses_bad_arguments():
         audit(object())
 
 
-@pytest.fixture(scope="module")
-def run_folder(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs")
-    assert main(["train", "--model", "A", "--depth", "3", "--budget", "2", "--steps", "4", "--eval-every", "2",
-                 "--eval-batches", "1", "--out", str(out), "--quiet"]) == 0
-    (folder,) = out.iterdir()
-    return folder
-
-
 def test_fv_audit_of_a_run_folder(run_folder, capsys):
     assert main(["audit", str(run_folder), "--samples", "40", "--token-sample", "512", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -122,17 +122,6 @@ def test_bad_inputs_and_a_patch_that_never_ran_are_refused():
 
 
 # --- fv intervene --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def run_folder(tmp_path_factory):
-    from bridges.cli import main
-
-    out = tmp_path_factory.mktemp("runs")
-    assert main(["train", "--model", "A", "--depth", "3", "--budget", "2", "--steps", "4", "--eval-every", "2",
-                 "--eval-batches", "1", "--out", str(out), "--quiet"]) == 0
-    (folder,) = out.iterdir()
-    return folder
-
-
 def test_fv_intervene_json_is_the_python_api_s_tables(run_folder, capsys):
     import json
 
