@@ -1,4 +1,4 @@
-"""docs/benchmarks/paired.py, its logic only (no timing): the paired ratio and its verdict, the baseline
+"""benchmarks/paired.py, its logic only (no timing): the paired ratio and its verdict, the baseline
 worktree removed whatever ends the block, a case the baseline lacks, and its options refused in one line."""
 import importlib.util
 import subprocess
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("paired", ROOT / "docs" / "benchmarks" / "paired.py")
+    spec = importlib.util.spec_from_file_location("paired", ROOT / "benchmarks" / "paired.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -26,7 +26,7 @@ PRIOR = TreePrior(3, "1/2")
 ])
 def test_the_paired_benchmark_refuses_bad_options_in_one_line_and_leaves_no_worktree(argv, named):
     before = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
-    proc = subprocess.run([sys.executable, "docs/benchmarks/paired.py", "--no-suite", *argv], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "benchmarks/paired.py", "--no-suite", *argv], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     lines = proc.stderr.strip().splitlines()

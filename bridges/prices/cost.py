@@ -254,6 +254,24 @@ def _probes_seconds(data, budget: int, samples: int) -> float:
     return SAFETY * (10 * n * per_context + _mc(data, budget, "path", samples)) + 5.0
 
 
+def _function_vector_seconds(cfg, runs) -> float:
+    """Transplant and injection (THEORY.md 9b) of ``path`` and of the deep model (``fv reproduce``): the theory's
+    tables replay the strategy about ``(K + B)(2 + B)`` times (its generic engine: about 10 path kernels each),
+    the model's are :func:`intervention_seconds` of its run."""
+    from bridges.studies.reproduce import patched_model
+
+    data, B = cfg.data("tree"), cfg.train_budget
+    n = max(512, cfg.samples // 10)
+    seconds = SAFETY * 10 * (data.depth + B) * (2 + B) * _mc(data, B, "path", cfg.samples) + 5.0
+    deep = patched_model({r.model.model: r for r in runs if r.data.has_leaves and r.model.budget == B})
+    for r in runs:
+        if r.model.model == deep and r.data.has_leaves and r.data.depth == cfg.depth and r.model.budget == B:
+            seconds += intervention_seconds(r, n_contexts=n, depths=data.depth, layers=r.model.layers,
+                                            mean_contexts=4 * n) - STARTUP
+            break
+    return seconds
+
+
 def reproduce_seconds(cfg) -> float:
     """Upper estimate of ``fv reproduce`` (a ``ReproduceConfig``)."""
     from bridges.studies.reproduce import grid
@@ -263,6 +281,7 @@ def reproduce_seconds(cfg) -> float:
     seconds = reproduction_curves_seconds(cfg) + runs_seconds(runs, cfg.workers)
     seconds += _tables_seconds(runs, cfg)
     seconds += _probes_seconds(cfg.data("tree"), cfg.train_budget, cfg.samples)
+    seconds += _function_vector_seconds(cfg, runs)
     if cfg.full:
         from bridges.studies.scaling import ScalingConfig
 

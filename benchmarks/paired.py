@@ -1,7 +1,7 @@
 """Paired speed of the engine refactor (issue 30, item 7): the main Numba kernel paths and the test suite,
 timed alternately in a baseline checkout and in this one, each run in a fresh process.
 
-    PYTHONPATH=. python docs/benchmarks/paired.py [--baseline=REV] [--pairs=N] [--no-suite] [--quick] [--out=DIR]
+    PYTHONPATH=. python benchmarks/paired.py [--baseline=REV] [--pairs=N] [--no-suite] [--quick] [--out=DIR]
 
 The baseline (default ``24854ae``, the commit just before the refactor: the engine's first commits,
 ``0a21c1a`` "docs/architecture: the engine's design" on engine/api and ``8951d0b`` "the prior protocol
@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "24854ae32130b89bb8df4d967156a9e4f4ed4895"
 LIMIT = 0.10  # "no slower": within 10% of the baseline
 MIN_TIME = 1.0  # seconds of repeated calls per child after the warm-up (QUICK_TIME with --quick)
@@ -331,7 +331,7 @@ def parse(argv: list) -> dict:
     given = opts.get("out")
     if given is not None and not (given and Path(given).is_dir()):
         fail(f"--out {given!r} is not a folder")
-    out = Path(given) if given else Path(__file__).parent
+    out = Path(given) if given else ROOT / "docs" / "benchmarks"  # the pages of the site
     return {"baseline": opts.get("baseline", BASELINE), "pairs": int(pairs), "quick": quick,
             "suite": "no-suite" not in opts, "out": out}
 
