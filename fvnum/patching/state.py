@@ -41,6 +41,9 @@ from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
 STRATEGY_SAMPLES, KEYED_SAMPLES = 20_000, 500  # default samples (per divergence depth, per table)
+# Measured (2 cores, load 3-4): path, K4 B3, gaussian, 20,000 samples a replay: 7.7 us a sample and replay; K7 B4 tokens
+# 23 us; the price below says 8.7 and 54 us (an upper estimate).
+REPLAY_S = 1.5e-6
 
 
 # --- tables -----------------------------------------------------------------------------------------
@@ -260,6 +263,42 @@ def nearest_leaves(spec, estimates: np.ndarray) -> np.ndarray:
     return out
 
 
+def _check_price(what: str, spec, channel, pol, budget: int, samples: int, replays: int, threads) -> None:
+    """Refuse in one line (the time cap, ``fvsym.guards.limits.check_time``) a table of ``replays`` runs of the
+    strategy on ``samples`` samples each: three times the engine's price of the strategy
+    (``fvnum.guards.limits.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
+    layer-by-layer engine's own cost, ``REPLAY_S`` a sample, layer and ``1 + D / 16``."""
+    from fvnum.guards.limits import mc_cost
+    from fvnum.mc._chunks import default_threads
+    from fvnum.priors.capabilities import capability
+    from fvsym.guards.limits import check_time
+
+    depth = capability(spec, "heap_depth")
+    _, seconds = mc_cost(tree=True, depth=depth, dim=spec.dim, budget=budget, strategy=pol.name if isinstance(
+        pol.name, str) and pol.name in _strategy_names() else "greedy_dense", token_channel=channel.kind == "tokens",
+        samples=samples, threads=default_threads() if threads is None else int(threads), solve=False)
+    floor = REPLAY_S * budget * (1 + spec.dim / 16)  # the layer-by-layer engine itself, per sample and replay
+    per = replays * (3 * seconds / max(samples, 1) + floor)
+    check_time(f"{what} of {pol.name} with {samples} samples", per * samples,
+               f"; at most about {int(max(2, 0.9 * _cap() / per))} samples fit" if per > 0 else "")
+
+
+def _strategy_names():
+    from fvnum.policies.registry import STRATEGIES
+
+    return STRATEGIES
+
+
+def _cap() -> float:
+    from fvsym.guards.limits import max_seconds
+
+    return max_seconds()
+
+
+def _check_budget(budget) -> int:
+    return check_int(budget, "budget", minimum=1)
+
+
 def _hit(leaves: np.ndarray, prefixes: np.ndarray, K: int, layer: int) -> np.ndarray:
     """1.0 where a decoded leaf has the prefix (index at level ``min(layer, K)``), else 0.0."""
     return ((leaves >> (K - min(layer, K))) == prefixes).astype(float)
@@ -316,10 +355,11 @@ def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=
         return _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers,
                       depths).transplant()
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
-                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
+                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
+    _check_price("state_patching_table", spec, channel, pol, budget, samples, len(depths) * (2 + len(layers)), threads)
     cols = [_transplant_column(spec, channel, pol, budget, j, layers, samples, seed, threads, progress)
             for j in depths]
     est = [[[cols[b][1 + 2 * a + e].estimate() for b in range(len(depths))] for a in range(len(layers))]
@@ -359,9 +399,10 @@ def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_to
         k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, None)
         return k.mean_state(k.samples)
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
-                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
+                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
     layers = _check_layers(layers, pol.layers)
+    _check_price("mean_state", spec, channel, pol, budget, samples, 1, threads)
     return _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads)
 
 
@@ -413,15 +454,18 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
         k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, depths)
         return k.injection(mean_samples, means)
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, None, width,
-                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
+                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
     if channel.kind == "gaussian" and channel.tau == 0:
         raise InputError("injection needs a noisy channel (tau > 0 or n_tokens): the mean of noiseless readings is "
                          "not a reading the noiseless decoder can hold")
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
+    cells_n = sum(min(l, spec.depth) for l in layers) + 2 * len(layers)
+    _check_price("injection_table", spec, channel, pol, budget, samples, 1 + cells_n, threads)
     if means is None:
         n_mean = samples if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=1)
+        _check_price("mean_state", spec, channel, pol, budget, n_mean, 1, threads)
         means = _strategy_means(spec, channel, pol, budget, layers, n_mean, seed, threads)
     _check_mean_layers(means, layers, pol.width)
     K = spec.depth
@@ -508,6 +552,15 @@ class _keyed:
             if first is None else first
         self.make = lambda n: _Policy(prior, family, self.first, n, self.N, self.s2, seed, steps)  # noqa: E731
 
+    def check_price(self, what: str, samples: int, runs: int) -> None:
+        """Refuse in one line a table of ``runs`` runs of the keyed policy on ``samples`` contexts: each run a
+        search of every layer (``fvnum.keys.adaptive.adaptive_keyed_trace_cost`` of the whole budget, once a layer)."""
+        from fvnum.keys.adaptive import adaptive_keyed_trace_cost
+        from fvsym.guards.limits import check_time
+
+        per = sum(adaptive_keyed_trace_cost(self.spec.depth, self.spec.dim, b, samples) for b in range(2, self.budget + 1))
+        check_time(f"{what} of {self.name} with {samples} contexts", runs * per)
+
     def _contexts(self, n, purpose):
         from fvnum.patching.keyed import contexts
 
@@ -530,6 +583,7 @@ class _keyed:
     def transplant(self) -> PatchingTable:
         from fvnum.patching.keyed import donors
 
+        self.check_price("state_patching_table", self.samples, 1 + len(self.depths) * (1 + len(self.layers)))
         leaves, X, eps = self._contexts(self.samples, _chunks.DONOR)
         theta, y = self.spec.thetas(leaves), self._values(X, leaves, eps)
         pol = self.make(self.samples)
@@ -554,12 +608,14 @@ class _keyed:
                              intervention="transplant")
 
     def mean_state(self, n) -> MeanState:
+        self.check_price("mean_state", n, 1)
         leaves, X, eps = self._contexts(n, _chunks.MEAN)
         phi, _ = self.make(n).run(X, self._values(X, leaves, eps), self.budget)
         return _means_of(leaves, phi[:, :, None], self.spec.depth, self.layers, n, self.name, 1)
 
     def injection(self, mean_samples, means) -> InjectionTable:
         K, n = self.spec.depth, self.samples
+        self.check_price("injection_table", n, 1 + sum(min(l, K) for l in self.layers) + len(self.layers))
         if means is None:
             means = self.mean_state(n if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=2))
         _check_mean_layers(means, self.layers, 1)

@@ -137,3 +137,16 @@ def test_keyed_policy_transplant_and_injection():
     assert t.effect[-1, 0] > 5 * t.effect_stderr[-1, 0]
     i = injection_table(P, "adaptive_keyed_weighted", 2, n_tokens=64, samples=40, seed=0, depths=(1,))
     assert i.prefix_accuracy[0, 0] >= 0.8
+
+
+def test_absurd_sizes_are_priced_before_work():
+    from fvsym.errors import ResourceRefused
+
+    with pytest.raises(ResourceRefused, match=r"state_patching_table of path with 10000000000 samples would take about"):
+        state_patching_table(P, "path", 3, tau=0.1, samples=10**10)
+    with pytest.raises(ResourceRefused, match="injection_table of path"):
+        injection_table(P, "path", 3, tau=0.1, samples=10**9)
+    with pytest.raises(ResourceRefused, match="adaptive_keyed_weighted with 100000 contexts"):
+        state_patching_table(TreePrior(7, 0.6), "adaptive_keyed_weighted", 6, n_tokens=64, samples=100_000)
+    with pytest.raises(ValueError, match="budget must be >= 1, got 0"):
+        mean_state(P, "path", 0, tau=0.1, samples=10)
