@@ -200,6 +200,10 @@ def _public_definitions(pkg: str) -> dict[str, str]:
 # bridges names that still repeat an fvnum / fvsym name, each with why (their modules belong to other changes)
 REPEATS_LEFT: dict = {}  # none left: the torch key layer is LinearKeyLayer, the reproduction's curves and figure
 # reproduction_curves and reproduction_figure, a run configuration's tree prior private (bridges.training.data._tree_prior)
+# names THEORY.md section 9b binds for both layers: the theory's table (fvnum.patching.state) and a trained model's
+# (bridges.patching.state) are mirrors by design, one file name, one function name, the same PatchingTable back
+MIRRORED = {"state_patching_table": "bridges.patching.state", "mean_state": "bridges.patching.state",
+            "injection_table": "bridges.patching.state"}
 
 
 def test_no_bridges_function_repeats_an_fvnum_name():
@@ -217,5 +221,7 @@ def test_no_bridges_function_repeats_an_fvnum_name():
     assert not hasattr(bridges.analysis.audit, "softmax_law")  # fvnum.keys.families.softmax_law is the law; the audit calls it
     below = {**_public_definitions("fvsym"), **_public_definitions("fvnum")}
     repeats = {name: (module, below[name]) for name, module in _public_definitions("bridges").items()
-               if name in below}
+               if name in below and MIRRORED.get(name) != module}
     assert set(repeats) == set(REPEATS_LEFT), repeats
+    for name, module in MIRRORED.items():  # a mirror sits in the mirrored file of both layers
+        assert _public_definitions("bridges")[name] == module and below[name] == module.replace("bridges", "fvnum")

@@ -113,7 +113,7 @@ def test_tables_become_data_frames_and_print_as_tables():
     f = pt.to_frame()
     assert len(f) == 4 and f.loc[(f.layer == 2) & (f.depth == 1), "loss"].item() == 0.3
     assert f.loc[f.depth == 2, "unpatched"].tolist() == [0.06, 0.06]
-    assert repr(pt).startswith("PatchingTable(path, metric theta, 2 layers x 2 divergence depths")
+    assert repr(pt).startswith("PatchingTable(path, key patching, metric theta, 2 layers x 2 divergence depths")
 
 
 def test_to_frame_without_pandas_is_one_clear_import_error(monkeypatch):

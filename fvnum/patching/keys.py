@@ -91,7 +91,8 @@ class PatchingTable:
         return to_frame(rows, "a PatchingTable")
 
     def __repr__(self) -> str:
-        head = (f"PatchingTable({self.intervention}, {self.strategy}, metric {self.metric}, {len(self.layers)} layers x "
+        what = {"key": "key patching", "transplant": "state transplant"}.get(self.intervention, self.intervention)
+        head = (f"PatchingTable({self.strategy}, {what}, metric {self.metric}, {len(self.layers)} layers x "
                 f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
         cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
         body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
