@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 
+from bridges.errors import missing_extra
 from fvnum.cli import strict_options
 from fvnum.guards.resources import time_limit, watchdog
 from fvsym.cli import cli_words, number_arg
@@ -123,6 +124,12 @@ def main(argv=None, *, watch=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except ImportError as exc:  # an optional dependency (torch, Dask) is not installed: which extra installs it
+        words = missing_extra(exc)
+        if words is None:
+            raise
+        print(f"fv {args.command}: error: {words}", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError, FileExistsError, PermissionError, NotADirectoryError,
             ConnectionError) as exc:
         print(f"fv {args.command}: error: {abridged(cli_words(exc))}", file=sys.stderr)  # the flags, not the API's words

@@ -1,1 +1,5 @@
 """Measurements laid beside the theory: comparisons, audits, probes."""
+from bridges.errors import require
+
+require(__name__)  # this room needs torch: without it, one line naming the extra
+

@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from bridges.errors import require
+
+require(__name__)  # torch: without it, one line naming the extra
+
 import torch
 from torch import nn
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import functools
 
+from bridges.errors import require
+
+require(__name__)  # torch: without it, one line naming the extra
+
 import torch
 
 from bridges.runs.config import PRECISIONS

@@ -22,6 +22,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterable, Mapping
 
+from bridges.errors import require
+
+require(__name__)  # torch: without it, one line naming the extra
+
 import torch
 from torch import nn
 from fvsym.errors import InputError

@@ -1,4 +1,8 @@
 """Interventions on trained models: key patching (THEORY.md section 8), state transplant and injection (9b)."""
+from bridges.errors import require
+
+require(__name__)  # this room needs torch: without it, one line naming the extra
+
 from fvsym._moved import room_getattr
 
 # bridges.patching was one module, now bridges.patching.keys: its names stay importable from here, loaded on first use

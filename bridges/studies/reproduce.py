@@ -234,7 +234,8 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     train_out = str(store.folder / "train")
     runs = grid(cfg, train_out)
     todo = [r for r in runs if store.get(_cell_key("compare", r), shape=SHAPES["compare"]) is None]
-    in_process = cfg.scheduler is None and (cfg.workers == 1 or len(todo) < 2 or _cores() < 2 and cfg.workers is None)
+    in_process = cfg.scheduler is None and (cfg.workers == 1 or len(todo) < 2
+                                            or cfg.workers is None and (_cores() < 2 or not _has_dask()))
     if todo and not in_process:
         log(f"training {len(todo)} runs ({cfg.steps or 'recipe'} steps each)")
         absolute = str(store.folder.resolve() / "train")  # workers may start in another folder
@@ -287,9 +288,17 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
 
 
 def _cores() -> int:
-    from dask.system import CPU_COUNT
+    from fvnum.mc._chunks import default_threads  # the cores this process may use (affinity), as the kernels count
 
-    return int(CPU_COUNT)
+    return default_threads()
+
+
+def _has_dask() -> bool:
+    """Whether the ``[dask]`` extra is installed: without it the grid trains in this process, one run at a time
+    (``--workers`` or ``--scheduler`` then say which extra to install)."""
+    from importlib.util import find_spec
+
+    return find_spec("distributed") is not None
 
 
 def _cell_key(name: str, run: RunConfig) -> str:
