@@ -299,7 +299,7 @@ def _register_compare(subparsers) -> None:
                    "only that model's cells)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per theory number (default {DEFAULT_SAMPLES})")
-    _add_keyed_argument(p, KEYED)
+    _add_keyed_argument(p, KEYED, f"{KEYED}, softmax for a softmax model on the tree prior")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
@@ -339,6 +339,10 @@ def compare_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
     from bridges.prices.cost import check_seconds, theory_table_seconds, train_seconds
 
+    if not given(args, "keyed"):  # held to the rows of its own attention: softmax rows for a softmax model
+        from bridges.analysis.compare import keyed_for
+
+        args.keyed = keyed_for(cfg) or "none"
     theory_s = _own_table_seconds(cfg, args)
     if theory_s is None:
         theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed)
@@ -490,13 +494,16 @@ def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_hel
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _add_keyed_argument(p: argparse.ArgumentParser, default: str | None) -> None:
-    """``--keyed weighted|softmax|none``: the key family of the prediction rows of A and B (``fvnum.keys.nonadaptive``: the
-    best found within the family, an upper bound on its optimum, not a bound on a trained model; softmax: the
-    tree prior only; none: the linear-key rows)."""
-    p.add_argument("--keyed", choices=("weighted", "softmax", "none"), default=default or "none",
-                   help=f"key family of the prediction rows of A and B (default {default or 'none'}; the best found "
-                   "within the family, an upper bound on its optimum, not a bound on a trained model; none: linear keys)")
+def _add_keyed_argument(p: argparse.ArgumentParser, default: str | None, words: str | None = None) -> None:
+    """``--keyed weighted|softmax|linear|none``: the key family of the prediction rows of A and B
+    (``fvnum.keys.nonadaptive``: the best found within the family, an upper bound on its optimum, not a bound on a
+    trained model; softmax: the tree prior only; linear: the searched rows of the linear family; none: no keyed
+    rows, the linear-key rows of the table). The words are Python's (``keyed="linear"``, ``keyed=None`` or
+    ``"none"``)."""
+    p.add_argument("--keyed", choices=("weighted", "softmax", "linear", "none"), default=default or "none",
+                   help=f"key family of the prediction rows of A and B (default {words or default or 'none'}; the best found "
+                   "within the family, an upper bound on its optimum, not a bound on a trained model; linear: the "
+                   "linear family searched; none: no keyed rows, the table's linear-key rows)")
 
 
 def _tree_of(args) -> dict:

@@ -17,7 +17,7 @@ from fvsym._emit import add_format_argument, emit
 from fvsym._validate import check_node_list, parse_int_list
 from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
-from fvnum.priors.registry import PRIORS, cli_priors
+from fvnum.priors.registry import PRIORS, cli_priors, prior_entry
 from fvnum.policies.registry import CLI_STRATEGIES as STRATEGY_CHOICES
 from fvsym.errors import InputError
 
@@ -104,9 +104,13 @@ def register(subparsers) -> None:
     p.add_argument("--eigenvalues", default=None,
                    help="Gaussian prior: the diagonal covariance of these eigenvalues, comma-separated (e.g. 1,1/2)")
     _add_prior_options(p)
-    p.add_argument("--budget", type=int_arg("--budget", 0), default=3, help="measurements B = L x d")
-    p.add_argument("--strategy", choices=STRATEGY_CHOICES, default="path")
-    p.add_argument("--design", default=None, help="fixed design: comma-separated heap node numbers, e.g. 1,2,3")
+    p.add_argument("--budget", type=int_arg("--budget", 0), default=None,
+                   help="measurements B = L x d (default: the number of --design nodes, else 3)")
+    p.add_argument("--strategy", choices=STRATEGY_CHOICES, default=None,
+                   help="default: fixed with --design, else the prior's own (tree: path, gaussian: optimal, i.e. "
+                        "water-filling; atoms: greedy_coordinate)")
+    p.add_argument("--design", default=None,
+                   help="fixed design: comma-separated heap node numbers, e.g. 1,2,3 (its length is the budget)")
     p.add_argument("--layers", type=int_arg("--layers", 1), default=None,
                    help="layers L (strategies optimal, bellman_noiseless; default L = B)")
     p.add_argument("--width", type=int_arg("--width", 1), default=None,
@@ -217,7 +221,17 @@ GAUSSIAN_STRATEGIES = ("top_levels", "fixed", "optimal", "optimal_nonadaptive", 
 
 def check_mc_options(args) -> None:
     """Options that do not apply to the chosen prior, strategy or channel are refused, not ignored (nor
-    echoed): each ValueError names the option, the value given and what it applies to."""
+    echoed): each ValueError names the option, the value given and what it applies to. Fills the defaults that
+    depend on other options: the strategy (``fixed`` with ``--design``, else the prior's own,
+    :attr:`fvnum.priors.registry.PriorEntry.strategy`) and the budget (the design's length, else 3)."""
+    if args.strategy is None:
+        args.strategy = "fixed" if args.design is not None else prior_entry(args.prior).strategy
+    if args.budget is None:
+        args.budget = len(parse_int_list(args.design, "--design")) if args.design is not None else 3
+    elif args.design is not None and args.budget != len(parse_int_list(args.design, "--design")):
+        n = len(parse_int_list(args.design, "--design"))
+        raise InputError(f"--budget {args.budget} does not match --design {_brief(args.design)} ({n} node"
+                         f"{'s' if n != 1 else ''}): a fixed design's length is its budget; give --design alone")
     if args.strategy == "fixed" and args.design is None:
         raise InputError("--strategy fixed needs --design n1,n2,...")
     if args.design is not None and args.strategy != "fixed":

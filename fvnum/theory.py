@@ -611,8 +611,10 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     from fvnum.priors.capabilities import capability
     from fvnum.policies.registry import loss_mc
     from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
+    from fvnum.keys.families import check_family
     from fvnum.priors.tree import numeric_prior
 
+    keyed = check_family(keyed, optional=True)  # "none" is None, as fv's --keyed none
     if isinstance(channel, (int, float)) and not isinstance(channel, bool) and tau is None and n_tokens is None \
             and tokens is None:  # a number in the channel's place: the gaussian channel's tau, as in bounds(prior, B, 0.3)
         tau, channel = channel, None

@@ -240,14 +240,30 @@ class Comparison(DictLayout):
         return to_markdown(self.to_dict())
 
 
+BY_ATTENTION = "attention"  # compare's default key family: the one of the model's attention (keyed_for)
+
+
+def keyed_for(cfg, keyed=BY_ATTENTION) -> str | None:
+    """The key family a run (a ``RunConfig``) is held to: ``keyed`` where given; by default (:data:`BY_ATTENTION`)
+    the family of its attention, ``softmax`` rows for a softmax model on the tree prior (the prior where softmax
+    rows are searched), else :data:`fvnum.defaults.KEYED` (``weighted``)."""
+    if keyed != BY_ATTENTION:
+        return check_keyed(keyed)
+    softmax = getattr(cfg.model, "attention", "linear") == "softmax" and cfg.data.prior == "tree"
+    return "softmax" if softmax else KEYED
+
+
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
-            theory: list | None = None, audit: bool = True, keyed: str | None = KEYED) -> Comparison:
+            theory: list | None = None, audit: bool = True, keyed: str | None = BY_ATTENTION) -> Comparison:
     """The comparison of one trained run (a ``bridges.training.train.TrainResult`` with its model), a
     :class:`Comparison`; ``audit`` adds the audit of the model's own readings (``.audit``); ``keyed``: the key
-    family of the prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given)."""
+    family of the prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given); by
+    default the family of the model's attention (:func:`keyed_for`: softmax models are held to their softmax
+    rows, linear ones to the weighted rows)."""
     from fvnum.theory import describe_rows
 
     cfg = result.config
+    keyed = keyed_for(cfg, keyed)
     data, B = cfg.data, cfg.model.budget
     if theory is None:
         theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
@@ -350,12 +366,16 @@ def to_markdown(table: dict) -> str:
         f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
         f"{t['wall_s']:.0f} s | | | {_keys_of(table['model'])} | tokens |",
     ]
-    for r in describe_rows(table["theory"]):
+    rows = describe_rows(table["theory"])
+    for r in rows:
         se = "" if not r.get("stderr") else f"{r['stderr']:.1g}"
         channel = r.get("channel", "tokens")  # tables stored before rows carried their channel: tokens
         role = r["role"].replace("_", " ") + (f" ({', '.join(r['models'])})" if r["models"] else "")
-        lines.append(f"| {r['name']} ({r.get('what', '')}) | {r['value']:.4f} | {se} | {r.get('how', '')} | {role} | "
-                     f"{r['class']} | {r['keys']} | {channel} |")
+        lines.append(f"| {r['name']} ({short_what(r.get('what', ''))}) | {r['value']:.4f} | {se} | {r.get('how', '')} | "
+                     f"{role} | {r['class']} | {r['keys']} | {channel} |")
+    glossary = [f"- `{r['name']}`: {r['what']}" for r in rows if r.get("what") and short_what(r["what"]) != r["what"]]
+    if glossary:
+        lines += ["", "The rows in full:", "", *glossary]
     routing = table.get("routing")
     if routing:
         lines += ["", "Learned routing (energy of each layer's Stein rows):", ""]
@@ -372,6 +392,24 @@ def to_markdown(table: dict) -> str:
             lines.append(f"- learned design: strongest node of each row {routing['design_top_nodes']}, "
                          f"energy on the top-levels nodes {routing['design_energy_on_top_levels']:.2f}")
     return "\n".join(lines) + "\n"
+
+
+SHORT_WHAT = 72  # characters of a row's description in a table; the whole definition goes in the glossary below
+
+
+def short_what(what: str, width: int = SHORT_WHAT) -> str:
+    """A row's description as a table cell shows it: its head (up to the first parenthesis, ``;`` or ``:``, the
+    first that fits), else cut at a word to ``width`` characters with an ellipsis; the whole text is the table's
+    glossary entry (:func:`to_markdown`)."""
+    text = " ".join(str(what).split())
+    if len(text) <= width:
+        return text
+    for mark in (" (", "; ", ": "):
+        head = text.split(mark, 1)[0]
+        if 0 < len(head) <= width:
+            return head + " …"
+    cut = text[:width - 2].rsplit(" ", 1)[0]
+    return cut + " …"
 
 
 def grid_checks(tables: list[dict]) -> list[dict]:

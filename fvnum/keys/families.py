@@ -41,7 +41,9 @@ def check_family(family, *, optional: bool = False) -> str | None:
     if optional and (family is None or family == "none"):
         return None
     if family not in FAMILIES:
-        extra = " (or none)" if optional else ""
+        extra = (" (or none)" if optional else
+                 " (none is no key family: where a key family is optional, give None or 'none')" if family == "none"
+                 else "")
         raise InputError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}{extra}")
     return family
 

@@ -67,6 +67,7 @@ class PriorEntry:
     summary: str = ""
     extra: dict = field(default_factory=dict)
     heap: bool = False
+    strategy: str = "top_levels"  # fv mc's default strategy on this prior: one that applies to it
 
     def load(self):
         """The prior's class (the entry point, imported on first use)."""
@@ -83,10 +84,11 @@ PRIORS: dict = {}
 
 
 def register_prior(name: str, entry_point, *, options=(), from_options=None, summary: str = "",
-                   replace: bool = False, heap: bool = False) -> PriorEntry:
+                   replace: bool = False, heap: bool = False, strategy: str = "top_levels") -> PriorEntry:
     """Register a prior by ``name`` (the extension point): ``entry_point`` is its class or a
     ``"module:attribute"`` string; ``options`` its command-line :class:`PriorOption` rows; ``from_options`` what
-    builds it from them; ``heap`` (:class:`PriorEntry`). A name already taken is refused unless ``replace``."""
+    builds it from them; ``heap`` and ``strategy`` (``fv mc``'s default strategy on it; ``top_levels``, which every
+    prior shares, unless given) (:class:`PriorEntry`). A name already taken is refused unless ``replace``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise InputError(f"a prior's name must be an identifier such as 'atoms', got {name!r}")
     if name in PRIORS and not replace:
@@ -96,7 +98,9 @@ def register_prior(name: str, entry_point, *, options=(), from_options=None, sum
     for opt in options:
         if not isinstance(opt, PriorOption):
             raise InputError(f"options must be PriorOption rows, got {type(opt).__name__}")
-    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary, heap=bool(heap))
+    if not isinstance(strategy, str) or not strategy:
+        raise InputError(f"a prior's default strategy must be a strategy's name, got {strategy!r}")
+    entry = PriorEntry(name, entry_point, tuple(options), from_options, summary, heap=bool(heap), strategy=strategy)
     PRIORS[name] = entry
     return entry
 
@@ -201,16 +205,17 @@ class Prior(Capabilities):
 
 # --- the built-in priors ---------------------------------------------------------------------------------
 register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)",
-               heap=True)
-register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (THEORY.md section 5)")
+               heap=True, strategy="path")
+register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (THEORY.md section 5)",
+               strategy="optimal")  # water-filling: adaptivity buys nothing on a Gaussian (Theorem G1)
 register_prior(
     "atoms", "fvnum.priors.atoms:AtomsPrior", from_options="fvnum.priors.atoms:atoms_from_options",
-    summary="theta uniform (or weighted) over M given atoms (THEORY.md section 6b)",
+    summary="theta uniform (or weighted) over M given atoms (THEORY.md section 6b)", strategy="greedy_coordinate",
     options=(PriorOption("--atoms", "path", "atoms prior: an (M, D) .npy file of the atoms"),
              PriorOption("--diversity", "int", "atoms prior: M atoms drawn once from N(0, I_D) by --seed "
                          "(with --dim D)", minimum=1),
              PriorOption("--dim", "int", "dimension D: of the isotropic Gaussian (--prior gaussian --cov isotropic; "
                          "default 2^K - 1), or of the atoms of --diversity", minimum=1)),
 )
-register_prior("mixture", "fvnum.priors.mixture:MixturePrior",
+register_prior("mixture", "fvnum.priors.mixture:MixturePrior", strategy="greedy_coordinate",
                summary="a mixture of priors with atoms: the union of their atoms, weighted (THEORY.md section 6b)")
