@@ -18,7 +18,7 @@ from fvsym.cli import cli_words, number_arg
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
-COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands")
+COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.study_commands")
 
 
 MAX_ERROR = 400  # characters of an error line's message; a longer one (a value of megabytes) is abridged

@@ -91,6 +91,6 @@ def public_modules(pkg: str):
     root = Path(importlib.import_module(pkg).__file__).parent
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
-        if any(p.startswith("_") for p in parts) or parts[-1] in ("cli", "commands"):
+        if any(p.startswith("_") for p in parts) or parts[-1] in ("cli", "commands", "study_commands"):
             continue
         yield ".".join((pkg, *parts)), ast.parse(path.read_text())

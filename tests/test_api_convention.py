@@ -127,7 +127,9 @@ def _subparsers():
 CALLED = {"mc": ("fvnum.policies.registry", "loss_mc"), "bounds": ("fvnum.optimum.bracket", "bounds"),
           "compare": ("bridges.analysis.compare", "compare"), "audit": ("bridges.analysis.audit", "audit_model")}
 NOT_GIVEN = {("mc", "s2"): "None: --s2 without --tokens is refused; the library's 0.01 applies",
-             ("mc", "progress"): "False: a bar on a terminal only, the library's None (auto)"}
+             ("mc", "progress"): "False: a bar on a terminal only, the library's None (auto)",
+             ("compare", "keyed"): "weighted, as compare's 'attention' (keyed_for) for a linear model; not given, a "
+                                   "softmax model gets its softmax rows, as in the library (tests/test_edges.py)"}
 
 
 def test_the_command_lines_defaults_equal_the_functions_they_call():
@@ -152,8 +154,13 @@ def test_comparison_tables_default_to_the_key_family_of_fv_compare():
 
     assert KEYED == "weighted"
     assert _subparsers()["compare"].get_default("keyed") == KEYED
-    for fn in (comparison_table, theory_table, compare):
+    for fn in (comparison_table, theory_table):
         assert inspect.signature(fn).parameters["keyed"].default == KEYED
+    from bridges.analysis.compare import BY_ATTENTION, keyed_for
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig
+
+    assert inspect.signature(compare).parameters["keyed"].default == BY_ATTENTION  # a model: its attention's rows
+    assert keyed_for(RunConfig(DataConfig(prior="tree", depth=3), ModelConfig("A", 2))) == KEYED
     from bridges.studies.reproduce import ReproduceConfig
     from bridges.studies.scaling import ScalingConfig
 

@@ -36,13 +36,16 @@ DIFFER = {
     (("mc",), "progress"): "False: a bar only when asked; the library's None draws one on a terminal",
     (("audit",), "latents"): "None: --latents on a tree run is refused (its decoder uses the leaves); the "
                              "library's 512 applies when it is not given",
+    (("compare",), "keyed"): "weighted, what compare's default 'attention' (keyed_for) gives a linear model; not "
+                             "given, a softmax model gets its softmax rows, as in the library",
 }
 
 # (command, option dest): options with a default whose parameter has none (the Python call must say it)
 PYTHON_ASKS = {
     (("mc",), "prior"): "--prior names the prior that --depth, --alpha and the rest build; loss_mc takes the object",
     (("bounds",), "prior"): "--prior names the prior that --depth, --alpha and --scales build; bounds takes the object",
-    (("mc",), "budget"): "fv mc's example budget 3 (THEORY.md's first table); loss_mc asks for the budget",
+    (("mc",), "budget"): "None: the length of --design, else fv mc's example budget 3 (THEORY.md's first table); "
+                         "loss_mc asks for the budget",
     (("mc",), "strategy"): "fv mc's example strategy path; loss_mc asks for the strategy",
     (("bounds",), "budget"): "fv bounds' example budget 2; bounds asks for the budget",
     (("derive", "bellman"), "width"): "one node a layer unless --width says more; recursion asks for the width",
@@ -161,12 +164,17 @@ def test_fv_compares_own_options_default_to_compare():
 
     params = inspect.signature(compare).parameters
     parser = _parser_of(("compare",))
-    for dest in ("samples", "keyed", "seed"):
+    for dest in ("samples", "seed"):
         assert parser.get_default(dest) == params[dest].default, dest
+    from bridges.analysis.compare import keyed_for
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig
+
+    linear = RunConfig(DataConfig(prior="tree", depth=3), ModelConfig("A", 2))
+    assert parser.get_default("keyed") == keyed_for(linear, params["keyed"].default)  # what the default gives it
 
 
 def test_fv_scaling_with_no_options_is_the_default_scaling_config():
-    from bridges.commands import scaling_config
+    from bridges.study_commands import scaling_config
     from bridges.studies.scaling import ScalingConfig
 
     assert scaling_config(_parser_of(("scaling",)).parse_args([])) == ScalingConfig()
