@@ -2,7 +2,7 @@
 from fvsym._moved import room_getattr
 
 # fvnum.patching was one module, now fvnum.patching.keys: its names stay importable from here, loaded on first use
-_from_keys = room_getattr(__name__, "fvnum.patching.keys", ('keyed', 'keys', 'state'))
+_from_keys = room_getattr(__name__, "fvnum.patching.keys", ('keyed', 'keys', 'state', 'state_tables'))
 # the state interventions (section 9b) live in fvnum.patching.state
 _STATE = frozenset(['InjectionTable', 'MeanState', 'injection_table', 'mean_state', 'state_patching_table'])
 

@@ -1,0 +1,187 @@
+"""The tables of the state interventions on a theory strategy (THEORY.md section 9b; :mod:`fvnum.patching.state`,
+which these names are importable from too): :class:`MeanState`, the mean workspaces of the contexts that share a
+prefix, and :class:`InjectionTable`, what injecting them does (:func:`injection_from_dict` reads a stored one back).
+The transplant's table is key patching's ``PatchingTable`` (:mod:`fvnum.patching.keys`). A trained model's
+interventions (``bridges.patching.state``) return the same types.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fvnum.estimate import Estimate
+from fvsym.errors import InputError
+
+
+@dataclass(frozen=True)
+class MeanState:
+    """Mean workspaces ``Phi_bar_l(s_1..s_l)`` of a strategy or a model (THEORY.md section 9b).
+
+    ``means[l]`` (``2^min(l, K)``, ``l * d``): the mean of ``Phi_l`` over the contexts whose leaves have the
+    prefix of index ``p`` (row ``p``: the prefix's bits, first level first, a bit 1 for a sign -1, as
+    ``leaf >> (K - l)``); ``counts[l]`` the contexts of each prefix (a row with none is NaN). ``n``: contexts
+    drawn; ``source``: the strategy (or ``model ...``)."""
+
+    means: dict
+    counts: dict
+    n: int
+    source: str
+    depth: int
+    width: int = 1
+
+    @property
+    def layers(self) -> tuple:
+        return tuple(sorted(self.means))
+
+    def prefix_index(self, layer: int, prefix) -> int:
+        """The row of ``prefix`` (an index in ``0..2^l - 1`` or ``l`` signs in {+1, -1}) at ``layer``."""
+        level = min(layer, self.depth)
+        if np.ndim(prefix) == 1:
+            signs = [int(x) for x in prefix]
+            if len(signs) != level or any(x not in (1, -1) for x in signs):
+                raise InputError(f"a prefix at layer {layer} is {level} signs in {{+1, -1}}, got {tuple(signs)}")
+            return int(sum((x < 0) << (level - 1 - i) for i, x in enumerate(signs)))
+        if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) or not 0 <= prefix < 2**level:
+            raise InputError(f"a prefix at layer {layer} is an index in 0..{2**level - 1} or {level} signs, got {prefix!r}")
+        return int(prefix)
+
+    def of(self, layer: int, prefix) -> np.ndarray:
+        """``Phi_bar_l`` of one prefix: (l * d,)."""
+        if layer not in self.means:
+            raise InputError(f"no mean state at layer {layer}; layers held: {', '.join(map(str, self.layers))}")
+        return self.means[layer][self.prefix_index(layer, prefix)]
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "n": self.n, "depth": self.depth, "width": self.width,
+                "layers": list(self.layers),
+                "means": {str(l): np.where(np.isnan(m), None, m).tolist() for l, m in self.means.items()},
+                "counts": {str(l): c.tolist() for l, c in self.counts.items()}}
+
+    def __repr__(self) -> str:
+        least = min(int(c.min()) for c in self.counts.values()) if self.counts else 0
+        return (f"MeanState({self.source}: layers {', '.join(map(str, self.layers))}, {self.n} contexts, "
+                f"at least {least} per prefix)")
+
+
+@dataclass(frozen=True)
+class InjectionTable:
+    """Mean-vector injection (THEORY.md section 9b): rows the injection layer ``l``, columns the divergence
+    depth ``j`` of the injected prefix from the target's own (``j <= min(l, K)``; NaN elsewhere).
+
+    ``prefix_accuracy[l-1, j-1]`` (and ``accuracy_stderr``): the fraction of targets whose decoded leaf has the
+    injected prefix; ``loss``/``stderr``: ``||theta_hat - theta||^2`` against the target's own ``theta``;
+    ``effect``/``effect_stderr``: ``loss - unpatched``, paired. ``own_accuracy[l-1]``: the fraction of
+    unpatched targets whose decoded leaf has their own prefix of length ``l`` (what injection has to beat);
+    ``own_injected_accuracy[l-1]`` and ``own_injected_loss[l-1]`` (with their stderr): the control, each target
+    given the mean state of its *own* prefix (is a mean state a state the later layers can read at all?);
+    ``chance[l-1]`` = ``2^-min(l, K)``. ``n`` targets per cell, ``mean_samples`` contexts behind the means."""
+
+    layers: tuple
+    depths: tuple
+    prefix_accuracy: np.ndarray
+    accuracy_stderr: np.ndarray
+    loss: np.ndarray
+    stderr: np.ndarray
+    effect: np.ndarray
+    effect_stderr: np.ndarray
+    unpatched: Estimate
+    own_accuracy: np.ndarray
+    own_accuracy_stderr: np.ndarray
+    n: int
+    strategy: str
+    mean_samples: int
+    depth: int
+    metric: str = "theta"
+    decoder: str | None = None
+    own_injected_accuracy: np.ndarray | None = None
+    own_injected_accuracy_stderr: np.ndarray | None = None
+    own_injected_loss: np.ndarray | None = None
+    own_injected_loss_stderr: np.ndarray | None = None
+    intervention: str = field(default="injection", init=False)
+
+    @property
+    def chance(self) -> np.ndarray:
+        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+
+    def to_dict(self) -> dict:
+        def arr(a):
+            return np.where(np.isnan(a), None, a).tolist()
+
+        return {"intervention": self.intervention, "strategy": self.strategy, "n": self.n, "depth": self.depth,
+                "mean_samples": self.mean_samples, "layers": list(self.layers), "depths": list(self.depths),
+                "prefix_accuracy": arr(self.prefix_accuracy), "accuracy_stderr": arr(self.accuracy_stderr),
+                "loss": arr(self.loss), "stderr": arr(self.stderr), "effect": arr(self.effect),
+                "effect_stderr": arr(self.effect_stderr), "unpatched": self.unpatched.to_dict(),
+                "own_accuracy": self.own_accuracy.tolist(), "own_accuracy_stderr": self.own_accuracy_stderr.tolist(),
+                "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder,
+                **{k: None if getattr(self, k) is None else arr(getattr(self, k))
+                   for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
+                             "own_injected_loss_stderr")}}
+
+    def to_frame(self):
+        """Long form: one row per (layer, divergence depth) with accuracy, loss and effect (pandas)."""
+        from fvnum.estimate import to_frame
+
+        rows = []
+        for a, l in enumerate(self.layers):
+            for b, j in enumerate(self.depths):
+                if np.isnan(self.loss[a, b]):
+                    continue
+                rows.append({"layer": l, "depth": j, "prefix_accuracy": float(self.prefix_accuracy[a, b]),
+                             "accuracy_stderr": float(self.accuracy_stderr[a, b]), "loss": float(self.loss[a, b]),
+                             "stderr": float(self.stderr[a, b]), "effect": float(self.effect[a, b]),
+                             "effect_stderr": float(self.effect_stderr[a, b]),
+                             "own_accuracy": float(self.own_accuracy[a]), "chance": float(self.chance[a])})
+        return to_frame(rows, "an InjectionTable")
+
+    def to_markdown(self) -> str:
+        def table(values, errors, fmt):
+            control = self.own_injected_accuracy is not None
+            head = ("| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " | own prefix, unpatched |"
+                    + (" own prefix injected |" if control else ""))
+            sep = "|---" * (len(self.depths) + 2 + control) + "|"
+            body = []
+            for a, l in enumerate(self.layers):
+                cells = [("" if np.isnan(values[a, b]) else f"{values[a, b]:{fmt}} ± {errors[a, b]:.1g}")
+                         for b in range(len(self.depths))]
+                own = f"{self.own_accuracy[a]:.3f}" if fmt == ".3f" else ""
+                row = f"| {l} | " + " | ".join(cells) + f" | {own} |"
+                if control:
+                    v, e = ((self.own_injected_accuracy, self.own_injected_accuracy_stderr) if fmt == ".3f"
+                            else (self.own_injected_loss, self.own_injected_loss_stderr))
+                    row += f" {v[a]:{fmt}} ± {e[a]:.1g} |"
+                body.append(row)
+            return [head, sep, *body]
+
+        return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
+                          *table(self.prefix_accuracy, self.accuracy_stderr, ".3f"), "",
+                          f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
+                          *table(self.loss, self.stderr, ".4g")])
+
+    def __repr__(self) -> str:
+        head = (f"InjectionTable({self.strategy}, {len(self.layers)} layers x {len(self.depths)} divergence depths, "
+                f"n = {self.n} per cell, means of {self.mean_samples} contexts; unpatched {self.unpatched})")
+        cols = "".join(f"{'j=' + str(j):>9}" for j in self.depths)
+        body = [f"  l={l:<3}" + "".join("" if np.isnan(v) else f"{v:>9.3f}" for v in self.prefix_accuracy[a])
+                + f"   (own {self.own_accuracy[a]:.3f})" for a, l in enumerate(self.layers)]
+        return "\n".join([head, "  prefix accuracy", "       " + cols, *body])
+
+
+def injection_from_dict(d: dict) -> InjectionTable:
+    """The ``InjectionTable`` of its ``to_dict()`` (a stored table, theory or model), to lay it out again."""
+    def arr(name):
+        return np.array([[np.nan if x is None else x for x in row] for row in d[name]], dtype=float)
+
+    u = d["unpatched"]
+    return InjectionTable(tuple(d["layers"]), tuple(d["depths"]), arr("prefix_accuracy"), arr("accuracy_stderr"),
+                          arr("loss"), arr("stderr"), arr("effect"), arr("effect_stderr"),
+                          Estimate(u["value"], u["stderr"], u["n"], u.get("how", "mc"), u.get("decoder")),
+                          np.array([np.nan if x is None else x for x in d["own_accuracy"]], dtype=float),
+                          np.array([np.nan if x is None else x for x in d["own_accuracy_stderr"]], dtype=float),
+                          d["n"], d["strategy"], d["mean_samples"], d["depth"] if "depth" in d else len(d["depths"]),
+                          metric=d.get("metric", "theta"), decoder=d.get("decoder"),
+                          **{k: None if d.get(k) is None else np.array([np.nan if x is None else x for x in d[k]],
+                                                                        dtype=float)
+                             for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
+                                       "own_injected_loss_stderr")})
