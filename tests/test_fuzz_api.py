@@ -106,7 +106,7 @@ def test_the_guards_refuse_in_one_line_naming_the_limit(seconds, need):
             assert seconds <= 1.0
 
 
-@pytest.mark.parametrize("keyed", ["weighted", "linear", "none", "", 3, "softmax?"])
+@pytest.mark.parametrize("keyed", ["weighted", "linear", "", 3, "softmax?"])  # "none" is None: no keyed rows
 def test_comparison_table_keyed_under_the_gaussian_channel_refused_in_one_line(keyed):
     from fvnum.theory import comparison_table
 
