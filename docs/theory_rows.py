@@ -17,6 +17,7 @@ from fvsym.priors import GaussianPrior, TreePrior
 
 QUICK = "--quick" in sys.argv
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "theory_rows.json")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 N, S2, SEED = 128, 0.01, 0
 NA = dict(samples=500 if QUICK else 2000, maxiter=20 if QUICK else 200)
 AD = dict(samples=200 if QUICK else 1000, steps=10 if QUICK else 25)
@@ -90,11 +91,11 @@ def gaussian_cell(depth, B, tag, **kw):
 
 def table():
     """The markdown tables of docs/theory.md section 11 from theory_rows.json and the trained means of
-    the previous scaling study, docs/scaling/previous (scaling.json: 3 seeds, 1000 x budget steps; recipe_A:
+    the previous scaling study, studies/scaling/previous (scaling.json: 3 seeds, 1000 x budget steps; recipe_A:
     1 seed, 5000 x budget steps)."""
-    here = os.path.dirname(OUT)
-    runs = json.load(open(os.path.join(here, "scaling", "previous", "scaling.json")))["runs"]
-    recipe = json.load(open(os.path.join(here, "scaling", "previous", "recipe_A", "scaling.json")))["runs"]
+    previous = os.path.join(ROOT, "studies", "scaling", "previous")
+    runs = json.load(open(os.path.join(previous, "scaling.json")))["runs"]
+    recipe = json.load(open(os.path.join(previous, "recipe_A", "scaling.json")))["runs"]
 
     def mean(rs, model, B):
         v = [r["loss"] for r in rs if r["model"] == model and r["budget"] == B]
@@ -113,7 +114,7 @@ def table():
         out.append(f"| {B} | {mean(runs, 'A', B):.4f} | {mean(recipe, 'A', B):.4f} | {mean(runs, 'B', B):.4f} | "
                    f"{cell(f'tree K6 linear adaptive B{B}')} | {cell(f'tree K6 weighted adaptive B{B}')} | "
                    f"{cell(f'tree K6 linear nonadaptive B{B}')} | {cell(f'tree K6 weighted nonadaptive B{B}')} |")
-    grid = json.load(open(os.path.join(here, "grid", "table.json")))["runs"]
+    grid = json.load(open(os.path.join(ROOT, "docs", "grid", "table.json")))["runs"]
 
     def trained(prior, depth, B, model):
         v = [r["trained"] for r in grid if (r["prior"], r["depth"], r["budget"], r["model"]) == (prior, depth, B, model)]

@@ -6,7 +6,7 @@ Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,
 aggregation, each model's softmax over its linear twin and the theory's same ratios.
 
 ``--depth=7 --steps=scaling``: the scaling study's cell with its own recipe (A 5000, B and C 2500 steps a
-budget): each softmax run is the committed run's ``command`` of docs/scaling/scaling.json with ``--attention
+budget): each softmax run is the committed run's ``command`` of studies/scaling/scaling.json with ``--attention
 softmax`` added, and its linear twin is that committed run, read from scaling.json, not trained again.
 
 On the tree prior (alpha 0.6, N 64, s2 0.01; depth 4 by default, the cell of ``fv reproduce``, or 7, the
@@ -65,17 +65,17 @@ def command(model: str, budget: int, seed: int, depth: int, attention: str, step
     return argv + (["--attention", "softmax"] if attention == "softmax" else [])
 
 
-SCALING = os.path.join(os.path.dirname(HERE), "scaling", "scaling.json")
+SCALING = os.path.join(os.path.dirname(os.path.dirname(HERE)), "studies", "scaling", "scaling.json")  # the repository's
 
 
 def scaling_twin(model: str, budget: int, seed: int) -> dict:
-    """The committed linear run of the scaling study (docs/scaling/scaling.json: depth 7, alpha 0.6, N 64) of
+    """The committed linear run of the scaling study (studies/scaling/scaling.json: depth 7, alpha 0.6, N 64) of
     this model, budget and seed: the linear twin of a softmax run trained with the same command."""
     with open(SCALING) as f:
         runs = json.load(f)["runs"]
     found = [r for r in runs if (r["model"], r["budget"], r["seed"]) == (model, budget, seed)]
     if not found:
-        raise SystemExit(f"{model} B{budget} s{seed}: no run of the scaling study (docs/scaling/scaling.json)")
+        raise SystemExit(f"{model} B{budget} s{seed}: no run of the scaling study (studies/scaling/scaling.json)")
     return found[0]
 
 
@@ -96,7 +96,7 @@ def train_twin(model: str, budget: int, seed: int) -> None:
         save("runs", name, {"model": model, "attention": "linear", "depth": 7, "budget": budget, "seed": seed,
                             "key": twin["key"], "command": twin["command"], "loss": twin["loss"],
                             "stderr": twin["stderr"], "steps": twin["steps"],
-                            "train_seconds": twin.get("train_seconds"), "source": "docs/scaling/scaling.json"})
+                            "train_seconds": twin.get("train_seconds"), "source": "studies/scaling/scaling.json"})
     name = f"{model}-softmax-K7-B{budget}-s{seed}"
     if name not in load()["runs"]:
         _train(name, scaling_command(model, budget, seed, "softmax"),
