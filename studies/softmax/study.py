@@ -1,6 +1,6 @@
 """Softmax against linear aggregation, trained (issue 31, item 3; docs/softmax.md).
 
-Command: ``PYTHONPATH=. python docs/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
+Command: ``PYTHONPATH=. python studies/softmax/study.py [--depth=4] [--budgets=1,2,3,4] [--seeds=0,1,2]
 [--models=ABC] [--steps-per-budget=2000 | --steps=scaling] [--phase=theory|train] [--samples=1000]
 [--families=weighted,softmax] [--table] [--contrasts] [--figure]``. ``--contrasts`` prints A / B under each
 aggregation, each model's softmax over its linear twin and the theory's same ratios.
@@ -16,17 +16,17 @@ keyed prediction rows of both families (``fvnum.theory.keyed_curves``: the greed
 one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) and C's exact linear theory, and
 under softmax C's linear readout of the top levels' softmax readings (``fvnum.theory.top_levels_softmax``).
 
-Runs live in ``docs/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
-every theory row is added to ``docs/softmax/study.json`` at once (atomically). ``--table`` prints the table of
+Runs live in ``studies/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
+every theory row is added to ``studies/softmax/study.json`` at once (atomically). ``--table`` prints the table of
 docs/softmax.md from study.json without computing anything.
 
 The matched Gaussian cell (``--prior=gaussian``; docs/softmax.md, section "The matched Gaussian prior"):
-``PYTHONPATH=. python docs/softmax/study.py --prior=gaussian [--budgets=1,2,3] [--seeds=0] [--models=AB]
+``PYTHONPATH=. python studies/softmax/study.py --prior=gaussian [--budgets=1,2,3] [--seeds=0] [--models=AB]
 [--steps-per-budget=2000] [--phase=train|theory] [--table] [--paired]``: Models A and B, linear and softmax, on
 ``theta ~ N(0, C)`` with ``C`` the covariance of the tree cell (``--cov matched``, depth 4, alpha 0.6: the same
 ``D = 15`` and second moments, so only the tree's non-Gaussianity differs), same recipe and steps as the tree
 cell; beside them the one-layer keyed rows (weighted and linear keys; no softmax row is searched on a Gaussian
-prior). Results in ``docs/softmax/gaussian.json`` (the shape of study.json; runs ``<model>-<attention>-G4-B<b>-s0``),
+prior). Results in ``studies/softmax/gaussian.json`` (the shape of study.json; runs ``<model>-<attention>-G4-B<b>-s0``),
 resumable. ``--table`` prints its table; ``--paired`` evaluates A and B of each budget on the same 8192 fresh
 contexts and prints (and stores) ``loss(A) - loss(B)`` with its paired standard error.
 """
@@ -61,7 +61,7 @@ def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
 def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
     argv = ["train", "--prior", "tree", "--depth", str(depth), "--alpha", str(CELL["alpha"]), "--tokens",
             str(CELL["tokens"]), "--s2", str(CELL["s2"]), "--model", model, "--budget", str(budget), "--steps",
-            str(steps_per_budget * budget), "--seed", str(seed), "--threads", "1", "--out", "docs/softmax/train"]
+            str(steps_per_budget * budget), "--seed", str(seed), "--threads", "1", "--out", "studies/softmax/train"]
     return argv + (["--attention", "softmax"] if attention == "softmax" else [])
 
 
@@ -81,9 +81,9 @@ def scaling_twin(model: str, budget: int, seed: int) -> dict:
 
 def scaling_command(model: str, budget: int, seed: int, attention: str) -> list[str]:
     """The scaling study's command of this run (its recipe's steps, batch and learning rate), read from
-    scaling.json, with ``--attention softmax`` added and written under docs/softmax/train."""
+    scaling.json, with ``--attention softmax`` added and written under studies/softmax/train."""
     argv = shlex.split(scaling_twin(model, budget, seed)["command"])[1:]
-    argv[argv.index("--out") + 1] = "docs/softmax/train"
+    argv[argv.index("--out") + 1] = "studies/softmax/train"
     return argv + (["--attention", "softmax"] if attention == "softmax" else [])
 
 
@@ -104,7 +104,7 @@ def train_twin(model: str, budget: int, seed: int) -> None:
 
 
 def _train(name: str, argv: list[str], entry: dict, out: str) -> None:
-    """Run ``fv`` on ``argv`` (a training written under docs/softmax/train) and add its result to ``out`` as
+    """Run ``fv`` on ``argv`` (a training written under studies/softmax/train) and add its result to ``out`` as
     run ``name``: ``entry`` with the run's key, command, loss, stderr, steps and training seconds."""
     key = config_from_args(build_parser().parse_args(argv)).key()
     if fv(argv + ["--quiet"]):
@@ -259,7 +259,7 @@ def contrasts(depth: int = 4) -> str:
 
 def figure(depth: int = 4) -> str:
     """Loss against budget per model: trained linear and softmax (points, seed mean) beside the prediction rows of
-    both families (lines); written to docs/softmax/fig_K<depth>.png (atomically)."""
+    both families (lines); written to studies/softmax/fig_K<depth>.png (atomically)."""
     import io
 
     import matplotlib

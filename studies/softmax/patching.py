@@ -1,18 +1,18 @@
 """Key patching of the softmax models and their linear twins beside the theory's tables (issue 31, item 3;
 docs/softmax.md, section "Key patching").
 
-Command: ``PYTHONPATH=. python docs/softmax/patching.py [--train-dir=docs/softmax/train] [--budgets=2,3]
+Command: ``PYTHONPATH=. python studies/softmax/patching.py [--train-dir=studies/softmax/train] [--budgets=2,3]
 [--contexts=2048] [--samples=2000] [--keyed-samples=300] [--table]``.
 
-The cell of docs/softmax/study.py (tree depth 4, alpha 0.6, N 64, s2 0.01), seed 0. Pieces, each written to
-docs/softmax/patching.json as soon as it is done (atomically; a rerun skips finished pieces):
+The cell of studies/softmax/study.py (tree depth 4, alpha 0.6, N 64, s2 0.01), seed 0. Pieces, each written to
+studies/softmax/patching.json as soon as it is done (atomically; a rerun skips finished pieces):
 
 - ``model:<run>`` for Models A and B, linear and softmax attention, at every budget: ``key_patching_table`` (loss
   with layer ``l``'s keys, or a softmax layer's scores, replaced by those of a donor that diverges from the
   target at depth ``j``; ``contexts`` target contexts, paired effects). The runs are those of
-  docs/softmax/study.json (``<model>-<attention>-K4-B<budget>-s0``). Each is read from ``--train-dir/<key>``,
-  else from docs/softmax/train/<key>; where neither holds a finished run, it is trained from the run's recorded
-  ``command`` (into docs/softmax/train, the command's own ``--out``: minutes per run), so the script stays
+  studies/softmax/study.json (``<model>-<attention>-K4-B<budget>-s0``). Each is read from ``--train-dir/<key>``,
+  else from studies/softmax/train/<key>; where neither holds a finished run, it is trained from the run's recorded
+  ``command`` (into studies/softmax/train, the command's own ``--out``: minutes per run), so the script stays
   re-runnable on a clean clone. Nothing is ever written into ``--train-dir``.
 - ``theory:path-B<b>``: ``fvnum.patching_table`` of the ``path`` policy (the coordinate policy A's keys can
   express; tokens channel, Bayes decoder; ``samples`` per divergence depth);
@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "patching.json")
 STUDY = os.path.join(HERE, "study.json")
-DEFAULT_TRAIN = os.path.join("docs", "softmax", "train")
+DEFAULT_TRAIN = os.path.join("studies", "softmax", "train")
 DEPTH, SEED = 4, 0
 FAMILIES = ("weighted", "softmax")
 Z = 5.0  # a cell moves when its effect is more than Z paired standard errors from 0
@@ -68,7 +68,7 @@ def data_config():
 
 def run_folder(name: str, train_dir: str) -> tuple:
     """``(folder, command)`` of the study's run ``name``: found in ``train_dir`` or in its command's ``--out``
-    (docs/softmax/train, relative to the repository root), or trained there from its recorded command."""
+    (studies/softmax/train, relative to the repository root), or trained there from its recorded command."""
     from bridges.cli import build_parser, main as fv
     from bridges.commands import config_from_args
 

@@ -1,6 +1,6 @@
 """A stronger adaptive softmax search at the depth-4 cell (issue 31, item 2; docs/softmax.md, last section).
 
-Command: ``PYTHONPATH=. python docs/softmax/search.py [--samples=1000] [--seed=0] [--table]``.
+Command: ``PYTHONPATH=. python studies/softmax/search.py [--samples=1000] [--seed=0] [--table]``.
 
 Tree prior, depth 4, alpha 0.6, N 64, s2 0.01 (the cell of docs/softmax.md), budgets 1-4, on the same
 ``samples`` samples (stream EVAL of ``seed``) and the same layer-1 key (``best_nonadaptive_keyed`` at budget 1):
@@ -13,7 +13,7 @@ Tree prior, depth 4, alpha 0.6, N 64, s2 0.01 (the cell of docs/softmax.md), bud
   sample, every layer's softmax average over it), decoded by the same law-based Bayes posterior.
 
 Beside them trained softmax A (docs/softmax.md's table: seed means, 3 seeds at budgets 1-2, 1 at 3-4).
-Written to ``docs/softmax/search.json`` (atomically) with the CPU seconds of each part; ``--table`` prints the
+Written to ``studies/softmax/search.json`` (atomically) with the CPU seconds of each part; ``--table`` prints the
 table of docs/softmax.md from it without computing anything.
 """
 import json
@@ -60,7 +60,7 @@ def compute(samples: int, seed: int) -> dict:
                      "trained_over_tokens": TRAINED_A[b] / t.value if t.value else None})
     return {"cell": CELL, "samples": samples, "seed": seed, "first_key": {"B": first.keys.B.tolist(),
             "Q": first.keys.Q.tolist()}, "how_new": new[-1].how, "cpu_seconds": seconds, "rows": rows,
-            "command": f"PYTHONPATH=. python docs/softmax/search.py --samples={samples} --seed={seed}"}
+            "command": f"PYTHONPATH=. python studies/softmax/search.py --samples={samples} --seed={seed}"}
 
 
 def _pm(e: dict) -> str:
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     try:
         data = compute(int(opts.get("samples", 1000)), int(opts.get("seed", 0)))
     except ValueError as e:  # a bad number, or the library's refusal: one line, exit code 2
-        print(f"docs/softmax/search.py: error: {e}", file=sys.stderr)
+        print(f"studies/softmax/search.py: error: {e}", file=sys.stderr)
         raise SystemExit(2)
     write_atomic(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(table(data))
