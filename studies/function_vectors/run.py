@@ -12,7 +12,7 @@ Usage::
     python studies/function_vectors/run.py --train --runs DIR   # train the missing runs first (hours on 2 cores)
 
 Every table is a cell (``cells/<name>.json``, written atomically when it is done), so an interrupted run resumes;
-``function_vectors.json`` and the figures ``docs/function_vectors/fig_function_vectors_B<budget>.png`` are
+``function_vectors.json`` and the figures ``studies/function_vectors/fig_function_vectors_B<budget>.png`` are
 assembled from the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-FIGURE = ROOT / "docs" / "function_vectors" / "fig_function_vectors.png"  # one a budget: fig_function_vectors_B4.png
+FIGURE = HERE / "fig_function_vectors.png"  # one a budget: fig_function_vectors_B4.png
 CELL = dict(depth=7, alpha=0.6, n_tokens=64, s2=0.01)
 BUDGETS = (4, 6)
 SEED = 0

@@ -1,7 +1,7 @@
 """Add the keyed theory rows (the prediction rows of Models A and B, weighted keys) to the stored grid table.
 
-Command: ``PYTHONPATH=. python docs/grid/keyed_rows.py [--keyed weighted]``; rewrites docs/grid/table.json
-and table.md. The trained models of docs/grid were run before the keyed rows existed and their run folders
+Command: ``PYTHONPATH=. python studies/grid/keyed_rows.py [--keyed weighted]``; rewrites studies/grid/table.json
+and table.md. The trained models of studies/grid were run before the keyed rows existed and their run folders
 are not kept, so ``fv compare --grid`` cannot reuse them; this script computes the keyed rows by the code
 path ``fv compare --grid`` takes (``bridges.analysis.compare.keyed_cells``: ``fvnum.theory.keyed_curves`` at the
 grid's settings, 2000 search samples, seed 0), once per data configuration, adds them to every run of that

@@ -2,8 +2,8 @@
 the ridge baseline (the Gaussian prior of the atoms' covariance) as ``M`` grows, at a fixed budget, with a fixed
 design and with an adaptive one.
 
-Command: ``PYTHONPATH=. python docs/atoms/diversity.py [--quick]``; writes docs/atoms/diversity.json (after every
-point, atomically) and docs/atoms/diversity.png. The atoms of every ``M`` are ``AtomsPrior.draw(M, D, seed)``
+Command: ``PYTHONPATH=. python studies/atoms/diversity.py [--quick]``; writes studies/atoms/diversity.json (after every
+point, atomically) and studies/atoms/diversity.png. The atoms of every ``M`` are ``AtomsPrior.draw(M, D, seed)``
 (one seed for all: the sets are nested, the first rows of one stream); every Monte Carlo point has its seed,
 samples and standard error. About 10 minutes on one busy core (``--quick``: under a minute, fewer samples).
 """

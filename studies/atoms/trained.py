@@ -1,13 +1,13 @@
 """Trained points on the atoms prior (issue 30, item 2): Models A, B, C at two task diversities M.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. python docs/atoms/trained.py            # resumable; --report to only lay out
+    OMP_NUM_THREADS=1 PYTHONPATH=. python studies/atoms/trained.py            # resumable; --report to only lay out
 
 Atoms ``--diversity M --dim 8`` drawn by seed 0 (``fvnum.priors.atoms.AtomsPrior.draw``), budget 4, N = 64 tokens, training
 seed 0, one thread, the six runs one at a time (each an ``fv train`` command, recorded with its result). Beside each
 trained loss: the model's prediction row on atoms (``fvnum.priors.atoms.FinitePrior.comparison_table``: A the best adaptive
 policy found with the dMMSE decoder, B the best fixed design found with the dMMSE decoder, C the exact linear
-theory), and the dMMSE and ridge baselines. Results: ``docs/atoms/trained.json`` (written atomically after each run
-or theory table, so an interrupted script resumes); run folders under ``docs/atoms/train/`` (not committed).
+theory), and the dMMSE and ridge baselines. Results: ``studies/atoms/trained.json`` (written atomically after each run
+or theory table, so an interrupted script resumes); run folders under ``studies/atoms/train/`` (not committed).
 """
 from __future__ import annotations
 

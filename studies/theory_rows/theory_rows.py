@@ -1,6 +1,6 @@
 """Theory rows under key families for the scaling study and the grid cells (docs/theory.md, section 11).
 
-Command: ``PYTHONPATH=. python docs/theory_rows.py [--quick]``; writes docs/theory_rows.json (atomically,
+Command: ``PYTHONPATH=. python studies/theory_rows/theory_rows.py [--quick]``; writes studies/theory_rows/theory_rows.json (atomically,
 after every row, so an interrupted run keeps what it finished). About an hour on one busy core.
 """
 import json
@@ -17,7 +17,7 @@ from fvsym.priors import GaussianPrior, TreePrior
 
 QUICK = "--quick" in sys.argv
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "theory_rows.json")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository (studies/theory_rows/..)
 N, S2, SEED = 128, 0.01, 0
 NA = dict(samples=500 if QUICK else 2000, maxiter=20 if QUICK else 200)
 AD = dict(samples=200 if QUICK else 1000, steps=10 if QUICK else 25)
@@ -114,7 +114,7 @@ def table():
         out.append(f"| {B} | {mean(runs, 'A', B):.4f} | {mean(recipe, 'A', B):.4f} | {mean(runs, 'B', B):.4f} | "
                    f"{cell(f'tree K6 linear adaptive B{B}')} | {cell(f'tree K6 weighted adaptive B{B}')} | "
                    f"{cell(f'tree K6 linear nonadaptive B{B}')} | {cell(f'tree K6 weighted nonadaptive B{B}')} |")
-    grid = json.load(open(os.path.join(ROOT, "docs", "grid", "table.json")))["runs"]
+    grid = json.load(open(os.path.join(ROOT, "studies", "grid", "table.json")))["runs"]
 
     def trained(prior, depth, B, model):
         v = [r["trained"] for r in grid if (r["prior"], r["depth"], r["budget"], r["model"]) == (prior, depth, B, model)]
