@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def script(name):
-    spec = importlib.util.spec_from_file_location(f"softmax_{name}", os.path.join(ROOT, "studies", "softmax", f"{name}.py"))
+    path = os.path.join(ROOT, "studies", "softmax", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"softmax_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,12 +1,12 @@
 """The scaling study's regime, chosen by the theory before training (studies/scaling/regime.md).
 
-Command: ``PYTHONPATH=. python studies/scaling/regime.py [--cheap] [--only=KEY] [--table]``. Step 1 (about a minute): ``path`` and
-``top_levels`` under the tokens channel over a grid of depth, alpha and N, budgets 1..6, each curve's law test
-(``fvnum.laws.law_test``, cut 2) at two relative floors: 1% (the theory's own precision) and 3% (about the
-relative error of a 3-seed mean of trained models, the precision the study will have). Step 2 (``--cheap``
-skips it; tens of minutes a cell): the prediction rows of Models A and B under weighted keys
-(``best_adaptive_keyed``, ``best_nonadaptive_keyed``) for the shortlisted cells. Every cell is written to
-studies/scaling/regime.json as soon as it is done (atomically), and a re-run skips finished cells.
+Command: ``PYTHONPATH=. python studies/scaling/regime.py [--cheap] [--only=KEY] [--table]``. Step 1 (about a minute):
+``path`` and ``top_levels`` under the tokens channel over a grid of depth, alpha and N, budgets 1..6, each curve's law
+test (``fvnum.laws.law_test``, cut 2) at two relative floors: 1% (the theory's own precision) and 3% (about the
+relative error of a 3-seed mean of trained models, the precision the study will have). Step 2 (``--cheap`` skips it;
+tens of minutes a cell): the prediction rows of Models A and B under weighted keys (``best_adaptive_keyed``,
+``best_nonadaptive_keyed``) for the shortlisted cells. Every cell is written to studies/scaling/regime.json as soon as
+it is done (atomically), and a re-run skips finished cells.
 """
 import json
 import os

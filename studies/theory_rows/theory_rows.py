@@ -1,7 +1,8 @@
 """Theory rows under key families for the scaling study and the grid cells (docs/theory.md, section 11).
 
-Command: ``PYTHONPATH=. python studies/theory_rows/theory_rows.py [--quick]``; writes studies/theory_rows/theory_rows.json (atomically,
-after every row, so an interrupted run keeps what it finished). About an hour on one busy core.
+Command: ``PYTHONPATH=. python studies/theory_rows/theory_rows.py [--quick]``; writes theory_rows.json beside it
+(atomically, after every row, so an interrupted run keeps what it finished). About an hour on one busy core.
+``--table`` prints the tables of docs/theory.md from it without computing anything.
 """
 import json
 import os
@@ -17,7 +18,7 @@ from fvsym.priors import GaussianPrior, TreePrior
 
 QUICK = "--quick" in sys.argv
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "theory_rows.json")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository (studies/theory_rows/..)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # studies/theory_rows/../..
 N, S2, SEED = 128, 0.01, 0
 NA = dict(samples=500 if QUICK else 2000, maxiter=20 if QUICK else 200)
 AD = dict(samples=200 if QUICK else 1000, steps=10 if QUICK else 25)
