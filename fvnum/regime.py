@@ -1,4 +1,4 @@
-"""The regime of a scaling study, chosen by the theory before any training (``docs/scaling/regime.md``).
+"""The regime of a scaling study, chosen by the theory before any training (``studies/scaling/regime.md``).
 
 For every cell of a grid of (depth, alpha, N) the theory curves of loss against budget are computed under the
 tokens channel: ``path`` (adaptive, linear keys) and ``top_levels`` (one layer, the prior's top levels) cheaply

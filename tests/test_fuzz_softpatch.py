@@ -1,5 +1,5 @@
-"""Hostile inputs to the softmax patching study (docs/softmax/patching.py: --train-dir, --budgets, --contexts,
---samples, --keyed-samples) and the Gaussian cell of docs/softmax/study.py (--prior): one line on stderr naming
+"""Hostile inputs to the softmax patching study (studies/softmax/patching.py: --train-dir, --budgets, --contexts,
+--samples, --keyed-samples) and the Gaussian cell of studies/softmax/study.py (--prior): one line on stderr naming
 the value, exit code 2, no traceback, and nothing computed or written."""
 import contextlib
 import importlib.util
@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def script(name):
-    spec = importlib.util.spec_from_file_location(f"softmax_{name}", os.path.join(ROOT, "docs", "softmax", f"{name}.py"))
+    path = os.path.join(ROOT, "studies", "softmax", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"softmax_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -84,7 +85,7 @@ def test_any_option_text_is_read_or_refused_in_one_line(name, text):
 
 def test_the_default_train_dir_is_the_studys():
     opts = PATCHING.options([])
-    assert opts["train_dir"] == os.path.join(ROOT, "docs", "softmax", "train") and opts["budgets"] == [2, 3]
+    assert opts["train_dir"] == os.path.join(ROOT, "studies", "softmax", "train") and opts["budgets"] == [2, 3]
 
 
 @pytest.mark.parametrize("prior", ["gauss", "", "TREE", "1"])
@@ -179,7 +180,7 @@ def test_a_softmax_twin_of_the_scaling_study_is_its_command_with_softmax_attenti
         assert soft.model.attention == "softmax" and linear.model.attention == "linear"
         train = lambda config: {k: v for k, v in config.to_dict()["train"].items() if k != "out"}
         assert train(soft) == train(linear) and soft.data == linear.data
-        assert study.scaling_command(model, budget, seed, "linear")[-2:] == ["--out", "docs/softmax/train"]
+        assert study.scaling_command(model, budget, seed, "linear")[-2:] == ["--out", "studies/softmax/train"]
     with pytest.raises(SystemExit, match="no run of the scaling study"):
         study.scaling_twin("A", 9, 0)
 

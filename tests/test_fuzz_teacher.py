@@ -1,5 +1,5 @@
 """Hostile inputs to Model A started from A's prediction policy (the keyed teacher: fvnum.keys.adaptive's
-trace, bridges.training.distil, ``fv train --init-policy keyed``, docs/scaling/distil.py --teacher): each gets one
+trace, bridges.training.distil, ``fv train --init-policy keyed``, studies/scaling/distil.py --teacher): each gets one
 clear line (a ValueError in the library, exit 2 from the command line), refused before the search runs."""
 import importlib.util
 import math
@@ -86,7 +86,7 @@ def test_distil_config_refuses_bad_trace_samples(value):
 
 
 def test_distil_script_refuses_an_unknown_teacher(capsys):
-    spec = importlib.util.spec_from_file_location("distil_script", ROOT / "docs" / "scaling" / "distil.py")
+    spec = importlib.util.spec_from_file_location("distil_script", ROOT / "studies" / "scaling" / "distil.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["--teacher=optimal", "--table"]) == 2

@@ -213,7 +213,7 @@ def usage(options, prog: str, description: str = "") -> str:
 
 
 def script_options(argv: list[str], names) -> dict:
-    """The options of the docs' study scripts (``docs/scaling/*.py``, ``docs/softmax/study.py``): ``--name=value``,
+    """The options of the study scripts (``studies/scaling/*.py``, ``studies/softmax/study.py``): ``--name=value``,
     or ``--name`` alone for ``"1"``. An option not among ``names`` ends the script: one line on stderr naming it,
     exit code 2."""
     import sys

@@ -1,6 +1,6 @@
 """``fv scaling``: loss against budget for trained Models A, B, C beside the theory, with fitted laws.
 
-The study (docs/scaling/): the regime the theory chose before training (docs/scaling/regime.md: tree prior of
+The study (studies/scaling/): the regime the theory chose before training (studies/scaling/regime.md: tree prior of
 depth 7, alpha 0.6, N = 64 tokens, budgets 1..6), Models A, B, C with 3 seeds each, trained with the recipe of
 ``bridges.runs.config`` (its steps per model, A 5000 and B, C 2500 x budget, or ``steps_per_budget x budget`` for
 every model). Beside them, at the same noise and channel (``tokens``), the theory rows of
@@ -33,7 +33,7 @@ from fvsym.errors import InputError
 
 from bridges.runs.results import DictLayout, frame_of
 
-STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (docs/scaling/regime.md), with N 64
+STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (studies/scaling/regime.md), with N 64
 
 KIND = "scaling"
 
@@ -48,7 +48,7 @@ SHAPES = {
 
 @dataclass(frozen=True)
 class ScalingConfig:
-    """Defaults: the regime the theory chose before training (docs/scaling/regime.md): depth 7, alpha 0.6,
+    """Defaults: the regime the theory chose before training (studies/scaling/regime.md): depth 7, alpha 0.6,
     N 64, budgets 1..6, Models A, B, C with 3 seeds at the recipe's steps (many hours on 2 CPU cores; resumable)."""
 
     out: str = "runs/scaling"
@@ -145,7 +145,7 @@ def train_row(run: RunConfig) -> dict:
     from bridges.analysis.compare import audit_dict
 
     # the audit reads the trained model, so it is part of the run's cell: a study whose run folders are gone
-    # (only its cells kept, as in docs/scaling/) still has every finished run's audit
+    # (only its cells kept, as in studies/scaling/) still has every finished run's audit
     return {"audit": audit_dict(result, seed=run.train.seed), "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,

@@ -17,7 +17,7 @@ comes out is a Model A whose routers imitate the policy as closely as its MLPs a
   loss its readings allow under the exact Bayes decoder), beside the teacher's.
 
 ``fv train --init-policy path|keyed`` (``TrainConfig.init_policy``) starts a run from it and trains end to end with
-the recipe: the loss before and after that fine-tuning is the answer (docs/scaling/distil.md).
+the recipe: the loss before and after that fine-tuning is the answer (studies/scaling/distil.md).
 """
 from __future__ import annotations
 

@@ -33,7 +33,9 @@ CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
 
 def nav_pages(config: Path = ROOT / "mkdocs.yml") -> list[str]:
     """Every page of the site's navigation, in its order, read from ``mkdocs.yml`` (``foo.md`` and the executed
-    tutorials ``tutorials/bar.py`` are ``foo`` and ``tutorials/bar`` in the built site)."""
+    tutorials ``tutorials/bar.py`` are ``foo`` and ``tutorials/bar`` in the built site; a study's page
+    ``studies/x/report.md``, published from the repository's ``studies/`` by docs/_hooks/studies.py, is
+    ``studies/x/report``)."""
     import yaml
 
     pages: list[str] = []

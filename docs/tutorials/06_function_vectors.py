@@ -109,4 +109,4 @@ Image(function_vectors_png({"theory: path": theory.to_dict(), "Model A (600 step
 # ```
 #
 # At the scaling study's cell (depth 7, budgets 4 and 6) the trained A, B and C and A's prediction policy are in
-# [the function-vector study](../function_vectors.md).
+# [the function-vector study](../studies/function_vectors/function_vectors.html).

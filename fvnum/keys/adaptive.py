@@ -230,7 +230,7 @@ MAX_LOG_RATIO = 30.0  # log E[w w'] / E[w] E[w'] clipped there in the law (as fv
 # lookahead layer, leaf and coordinate / 15 at the default steps (25 from three starts, then 40 joint; the time
 # scales with 3 steps + joint_steps), plus the layer-1 design (fvnum.keys.nonadaptive's price of it, SOFTMAX_COST_FACTOR
 # times the weighted one's); measured 62 CPU s for 1000 samples to budget 4 at tree depth 4 (priced 76 s;
-# docs/softmax/search.json)
+# studies/softmax/search.json)
 SOFTMAX_ROW_S = 1.5e-3
 
 

@@ -35,7 +35,7 @@ from fvsym.errors import InputError, reworded
 DECODE_OPS = 3  # per sample, atom and (reading + coordinate) of the decoder
 RATE = 2e7  # elementary operations per second and thread (as fvnum.guards.limits)
 GREEDY_RATE = 3e8  # the lookahead kernel's inner loop (grid point x atom x coordinate) per second and thread: measured
-# 6.5e8 at M = 1024 and 4096, D = 8, budget 4, tau 0.35, on 2 cores at load 9 (docs/atoms/diversity.py)
+# 6.5e8 at M = 1024 and 4096, D = 8, budget 4, tau 0.35, on 2 cores at load 9 (studies/atoms/diversity.py)
 BELLMAN_MAX_ATOMS = 64
 BELLMAN_ROUTE_SECONDS = 2e-5  # per sample and layer of the noiseless policy (a Python lookup of its cell)
 BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)

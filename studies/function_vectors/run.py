@@ -4,7 +4,7 @@ The cell: the tree prior of depth K = 7, alpha = 0.6, N = 64 tokens, s2 = 0.01, 
 table: ``path`` (the theory's deep adaptive strategy, tokens channel), ``adaptive_keyed_weighted`` (the keyed
 prediction policy that Model A is held to), and the trained models of the scaling study, ``mlp`` A, ``B`` and
 ``C`` (seed 0; their ``fv train`` commands are below, the same configurations as the committed runs of
-docs/scaling/study). ``qk`` A (the query-key router) has not landed: its entry says so.
+studies/scaling/study). ``qk`` A (the query-key router) has not landed: its entry says so.
 
 Usage::
 
@@ -12,7 +12,7 @@ Usage::
     python studies/function_vectors/run.py --train --runs DIR   # train the missing runs first (hours on 2 cores)
 
 Every table is a cell (``cells/<name>.json``, written atomically when it is done), so an interrupted run resumes;
-``function_vectors.json`` and the figures ``docs/function_vectors/fig_function_vectors_B<budget>.png`` are
+``function_vectors.json`` and the figures ``studies/function_vectors/fig_function_vectors_B<budget>.png`` are
 assembled from the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
 """
 from __future__ import annotations
@@ -26,14 +26,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-FIGURE = ROOT / "docs" / "function_vectors" / "fig_function_vectors.png"  # one a budget: fig_function_vectors_B4.png
+FIGURE = HERE / "fig_function_vectors.png"  # one a budget: fig_function_vectors_B4.png
 CELL = dict(depth=7, alpha=0.6, n_tokens=64, s2=0.01)
 BUDGETS = (4, 6)
 SEED = 0
 N_CONTEXTS, MEAN_CONTEXTS = 2048, 8192  # trained models: targets, contexts behind the mean workspaces
 THEORY_SAMPLES = 20_000  # path: samples per divergence depth (transplant), targets (injection)
 KEYED_SAMPLES, KEYED_MEAN = 120, 1200  # the keyed policy searches its rows per context: seconds per context
-RECIPES = {  # the scaling study's recipes (docs/scaling/study/cells: steps, lr and batch by model and budget)
+RECIPES = {  # the scaling study's recipes (studies/scaling/study/cells: steps, lr and batch by model and budget)
     ("A", 4): (20000, 0.005, 128), ("A", 6): (30000, 0.005, 128),
     ("B", 4): (10000, 0.003, 256), ("B", 6): (15000, 0.003, 256),
     ("C", 4): (10000, 0.01, 256), ("C", 6): (15000, 0.01, 256),

@@ -121,7 +121,7 @@ def test_grid_checks_follow_the_stated_thresholds():
     assert md.rstrip().endswith("| exact | reference | coordinate | linear | tokens |")
 
 
-GRID = Path(__file__).resolve().parents[2] / "docs" / "grid" / "table.json"
+GRID = Path(__file__).resolve().parents[2] / "studies" / "grid" / "table.json"
 
 
 def _grid_cells():
@@ -132,7 +132,7 @@ def _grid_cells():
 
 
 def test_no_trained_model_of_the_grid_beats_a_row_called_a_bound_or_an_optimum():
-    """Over the grid's trained cells (docs/grid/table.json): a trained model does not beat, by more than 2 SE
+    """Over the grid's trained cells (studies/grid/table.json): a trained model does not beat, by more than 2 SE
     + 1%, a row that is a lower bound proven for it or that is called an optimum and names it; every model
     has exactly one prediction row. The check has teeth: the noiseless coordinate optimum, were it called a
     bound for Model A, would be beaten by far."""

@@ -21,7 +21,7 @@ from fvnum.keys.families import SoftmaxKeys, posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)
-SCALING = Path(__file__).resolve().parents[2] / "docs" / "scaling" / "scaling.json"
+SCALING = Path(__file__).resolve().parents[2] / "studies" / "scaling" / "scaling.json"
 
 
 def softmax_model(model: str, budget: int = 2, data: DataConfig = DATA, seed: int = 0):
