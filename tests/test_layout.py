@@ -105,3 +105,14 @@ def test_the_site_publishes_every_study_page_of_the_nav():
         assert f"{page}.md" in published, f"the nav names {page}.md, which studies/ does not hold"
     assert not [p for p in published if not p.endswith((".md", ".png", ".svg", ".csv", ".json"))]
     assert not [p for p in published if "train" in Path(p).parts]
+
+
+def test_no_page_holds_a_control_character():
+    """A control character in a page (a ``\\a`` from ``"\\approx"`` written by a program) breaks MathJax in the
+    browser while the build passes: none in any page of docs/ or studies/, nor in README.md."""
+    import re
+
+    bad = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "studies").rglob("*.md")]
+    found = {str(p.relative_to(ROOT)): m.group() for p in pages if (m := bad.search(p.read_text(encoding="utf-8")))}
+    assert not found, found

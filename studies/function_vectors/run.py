@@ -151,6 +151,76 @@ def figures(results: dict) -> list[Path]:
     return written
 
 
+NAMES = {"path": "`path`", "keyed": "A's prediction policy (`adaptive_keyed_weighted`)", "mlp A": "trained A (MLP router)",
+         "qk A": "trained A (query-key router)", "B": "trained B", "C": "trained C"}
+# What the tables show, written after they were computed (the preregistration above was written before)
+FINDINGS = """(written when the tables are in)"""
+
+
+def _fmt(v, e=None, f=".2f"):
+    return "" if v is None or v != v else (f"{v:{f}}" if e is None else f"{v:{f}} ± {e:.1g}")
+
+
+def page(doc: dict) -> str:
+    """The study's page (``function_vectors.md``), from ``function_vectors.json``: the question and the test as
+    preregistered, what was found, and per budget the figure, two summary tables and every full table."""
+    from bridges.patching.keys import table_from_dict
+    from fvnum.patching.state_tables import injection_from_dict
+
+    pre, cell_ = doc["preregistered"], doc["cell"]
+    md = ["# Function vectors at the scaling cell", "",
+          f"Tree prior of depth {cell_['depth']}, alpha {cell_['alpha']}, N {cell_['n_tokens']} tokens, s2 "
+          f"{cell_['s2']}, budgets {', '.join(map(str, cell_['budgets']))} (the scaling study's cell); written by "
+          "`python studies/function_vectors/run.py` from [function_vectors.json](function_vectors.json) "
+          "(THEORY.md section 9b: a transplant replaces the target's workspace `Phi_l` by a donor's; an injection "
+          "puts the mean workspace of the contexts whose leaf has a given prefix in its place).", "",
+          "## Preregistered", "", *[f"- **{k}**: {v}" for k, v in pre.items()], "",
+          "## Found", "", FINDINGS, ""]
+    for budget in sorted(doc["transplant"], key=lambda b: int(b[1:])):
+        trans, inj = doc["transplant"][budget], doc["injection"][budget]
+        md += [f"## Budget {budget[1:]}", "", f"![transplant effects and injection accuracy at budget {budget[1:]}]"
+               f"(fig_function_vectors_{budget}.png)", ""]
+        have = [s for s in NAMES if s in trans and "missing" not in trans[s]]
+        missing = [s for s in NAMES if s in trans and "missing" in trans[s]]
+        depths = trans[have[0]]["depths"] if have else []
+        md += ["Transplant at the last layer each source has (paired effect `loss - unpatched`, by divergence depth "
+               "`j`; 0 where the donor's state is the target's own):", "",
+               "| source | l | unpatched loss | " + " | ".join(f"j={j}" for j in depths) + " |",
+               "|---" * (3 + len(depths)) + "|"]
+        for s in have:
+            t = trans[s]
+            a = len(t["layers"]) - 1
+            u = t["unpatched"]
+            md.append(f"| {NAMES[s]} | {t['layers'][a]} | {_fmt(u['value'], u['stderr'], '.4f')} | "
+                      + " | ".join(_fmt(v, e) for v, e in zip(t["effect"][a], t["effect_stderr"][a])) + " |")
+        md += ["", "Injection: prefix accuracy (the decoded leaf has the injected prefix of depth `j <= l`; chance "
+               "`2^-j`) over the injected prefixes at each layer, and the control, each target given the mean state "
+               "of its own prefix (accuracy, and loss beside the unpatched loss):", "",
+               "| source | l | prefix accuracy, min-max over j <= l | own prefix: accuracy | own prefix: loss |",
+               "|---|---|---|---|---|"]
+        for s in have:
+            t = inj[s]
+            for a, l in enumerate(t["layers"]):
+                accs = [v for v in t["prefix_accuracy"][a] if v is not None and v == v]
+                md.append(f"| {NAMES[s]} | {l} | {min(accs):.3f}-{max(accs):.3f} | "
+                          f"{_fmt(t['own_injected_accuracy'][a], t['own_injected_accuracy_stderr'][a], '.3f')} | "
+                          f"{_fmt(t['own_injected_loss'][a], t['own_injected_loss_stderr'][a], '.3f')} "
+                          f"(unpatched {t['unpatched']['value']:.3f}) |")
+        for s in missing:
+            md += ["", f"{NAMES[s]}: not in the tables ({trans[s]['missing']})."]
+        md += [""]
+        for s in have:
+            md += [f"??? note \"{NAMES[s]} at budget {budget[1:]}: the full tables\"", "",
+                   *["    " + line for line in ("Transplant:\n\n" + table_from_dict(trans[s]).to_markdown()
+                                               + "\n\nInjection:\n\n" + injection_from_dict(inj[s]).to_markdown()
+                                               ).splitlines()], ""]
+    md += ["## Re-run", "", "Every table is a cell (`cells/<name>.json`); the trained models' runs are made by these "
+           "commands (`RUNS`: the folder given as `--runs`), and `python studies/function_vectors/run.py --runs RUNS` "
+           "rebuilds this page from the cells:", "", "```bash",
+           *[f"{c}    # {k}" for k, c in sorted(doc["commands"].items())], "```", ""]
+    return "\n".join(md)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default=str(ROOT / "runs" / "scaling-fv"), help="folder of the fv train runs")
@@ -181,6 +251,9 @@ def main(argv=None) -> int:
            "transplant": {k: v["transplant"] for k, v in results.items()},
            "injection": {k: v["injection"] for k, v in results.items()}}
     write_json(HERE / "function_vectors.json", doc)
+    from bridges.runs.store import write_atomic
+
+    write_atomic(HERE / "function_vectors.md", page(doc))
     for path in figures(results):
         log(f"wrote {path}")
     log(f"wrote {HERE / 'function_vectors.json'}")
