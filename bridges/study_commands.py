@@ -15,7 +15,7 @@ from fvsym.errors import InputError
 from fvnum.guards.resources import DEFAULT_LONG_SECONDS
 
 from bridges.commands import _add_engine_arguments, _add_keyed_argument, _arg_type, _check_study, check_workers
-from bridges.runs.config import MAX_THREADS, RUN_OPTIONS
+from bridges.runs.config import MAX_THREADS, ROUTERS, RUN_OPTIONS
 
 
 def register(subparsers) -> None:
@@ -132,6 +132,8 @@ def _register_scaling(subparsers) -> None:
                    help="train model M for the steps whose FLOPs (counted on both models) equal model REF's run at "
                    "the same budget, e.g. A:B (default: every model by the steps rule)")
     _add_keyed_argument(p, d.keyed)
+    p.add_argument("--router", choices=ROUTERS, default=d.router,
+                   help=f"router of the adaptive model A (default {d.router}; qk: THEORY.md section 7b, B and C unchanged)")
     p.add_argument("--cut", type=int_arg("--cut", 1), default=d.cut,
                    help=f"first budget of the law test (default {d.cut}: after the dense first reading)")
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,
@@ -160,7 +162,8 @@ def scaling_config(args: argparse.Namespace):
                          steps_per_budget=args.steps_per_budget, samples=args.samples,
                          search_samples=args.search_samples, seed=args.seed, workers=args.workers,
                          scheduler=args.scheduler, threads=args.threads, device=args.device, progress=not args.quiet,
-                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut, flop_match=args.flop_match)
+                         keyed=None if args.keyed == "none" else args.keyed, cut=args.cut, flop_match=args.flop_match,
+                         router=args.router)
 
 
 def scaling_command(args: argparse.Namespace) -> int:

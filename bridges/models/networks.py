@@ -112,6 +112,50 @@ class MLPKeys(nn.Module):
         return self.mlp.forward_tokens_major(projected_t, p, n_tokens).permute(1, 2, 0)
 
 
+class QKKeys(nn.Module):
+    """The query-key router of THEORY.md section 7b: ``k_i = <q_l(p), kappa_l(x_i)>`` per channel, ``q_l`` an MLP of
+    the workspace alone (layer 1, which sees the empty workspace: a learned constant), ``kappa_l`` an MLP of the
+    token alone, both into ``R^r`` for each of the ``d`` channels (``query_dim`` r). The reading factorises,
+    ``phi_l = <q_l(p), m_l>`` with ``m_l = (1/N) sum_i kappa_l(x_i) y_i``; the keys are formed (and tapped) as
+    for every router, so key patching and the taps see them. ``query`` and ``kappa`` may be given as callables
+    (``p (batch, B) -> (batch, d, r)``, ``x (batch, N, D) -> (batch, N, d, r)``) in place of the MLPs: a theory
+    policy as a router (with ``r = D``, ``kappa(x) = x / (x^T Q x + c)`` and ``q_l`` the weighted-key policy's row,
+    Model A is that policy exactly)."""
+
+    token_linear = None  # the token part is kappa's own MLP, not shared with the workspace
+
+    def __init__(self, dim: int, budget: int, width: int, mlp_width: int, hidden_layers: int, query_dim: int,
+                 layer: int, *, query: Callable | None = None, kappa: Callable | None = None):
+        super().__init__()
+        self.width, self.query_dim, self.layer = width, query_dim, layer
+        self._query, self._kappa = query, kappa
+        if query is None:
+            if layer == 1:
+                self.q0 = nn.Parameter(torch.randn(width, query_dim) / query_dim**0.5)  # (d, r)
+            else:
+                self.q = MLP(budget, 0, mlp_width, hidden_layers, width * query_dim)
+        if kappa is None:
+            self.kappa = MLP(dim, 0, mlp_width, hidden_layers, width * query_dim)
+
+    def query(self, p: torch.Tensor) -> torch.Tensor:
+        """``q_l(p)``: (batch, d, r)."""
+        if self._query is not None:
+            return self._query(p)
+        if self.layer == 1:
+            return self.q0.expand(p.shape[0], -1, -1)
+        return self.q(p).view(p.shape[0], self.width, self.query_dim)
+
+    def token_keys(self, x: torch.Tensor) -> torch.Tensor:
+        """``kappa_l(x_i)``: (batch, N, d, r)."""
+        if self._kappa is not None:
+            return self._kappa(x)
+        return self.kappa(x).view(*x.shape[:2], self.width, self.query_dim)
+
+    def forward(self, x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        q, kap = self.query(p), self.token_keys(x)  # (batch, d, r), (batch, N, d, r)
+        return torch.einsum("bcr,bncr->bnc", q.to(kap.dtype), kap)  # (batch, N, d)
+
+
 class LinearKeyLayer(nn.Module):
     """``k_i = W x_i`` with ``W`` (d, D); ignores the workspace (Model C)."""
 
@@ -310,9 +354,14 @@ class WorkspaceModel(nn.Module):
 
 def mlp_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
     """Models A and B: ``L`` layers of ``d`` channels (the model's shape, ``mc.layers`` and ``mc.width``) with MLP
-    keys of ``[x_i, p]``, and the ``decode`` or ``generic`` MLP readout."""
+    keys of ``[x_i, p]`` (or, ``mc.router == "qk"``, the query-key router :class:`QKKeys`), and the ``decode`` or
+    ``generic`` MLP readout."""
     D, B, d, w, h = data.dim, mc.budget, mc.width, mc.mlp_width, mc.hidden_layers
-    keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
+    if getattr(mc, "router", "mlp") == "qk":  # THEORY.md section 7b
+        r = mc.query_dim_for(D)
+        keys = [QKKeys(D, B, d, w, h, r, l + 1) for l in range(mc.layers)]
+    else:
+        keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
     readout = DecodeReadout(D, B, w, h) if mc.readout == "decode" else GenericReadout(D, B, w, h)
     return WorkspaceModel(D, d, keys, readout, mc.attention)
 

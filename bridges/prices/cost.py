@@ -88,6 +88,8 @@ def _token_ns(cfg) -> float:
     per_token = NS_TOKEN_D * D
     if m.spec.mlp_keys:
         per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
+        if getattr(m, "router", "mlp") == "qk":  # kappa's d r outputs a token and their product with the query
+            per_token += m.layers * NS_MLP_D * (W + 1) * m.width * m.query_dim_for(D)
     else:
         per_token += NS_LINEAR_KEY * D * m.budget
     if m.attention == "softmax":

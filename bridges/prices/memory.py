@@ -11,7 +11,8 @@ STATE_COPY_BYTES = 4.0  # per parameter: the checkpoint's serialised state dict,
 
 def n_parameters(cfg) -> int:
     """The parameters of ``bridges.models.networks.build_model(cfg)``, counted without torch: Model C ``d D + D B``;
-    Models A and B, per layer a key MLP ``[x, p] -> d`` and the readout's MLP (``decode``: ``p -> D``;
+    Models A and B, per layer a key MLP ``[x, p] -> d`` (the qk router: ``kappa: x -> d r`` and ``q: p -> d r``, layer
+    1's a constant) and the readout's MLP (``decode``: ``p -> D``;
     ``generic``: ``[x_q, p] -> 1``), each ``n_in W + W + n_shared W + (H - 1)(W^2 + W) + W n_out + n_out``."""
     d, m = cfg.data, cfg.model
     D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.width
@@ -22,6 +23,9 @@ def n_parameters(cfg) -> int:
         return n_in * W + W + n_shared * W + (H - 1) * (W * W + W) + W * n_out + n_out
 
     readout = mlp(B, 0, D) if m.readout == "decode" else mlp(D, B, 1)
+    if getattr(m, "router", "mlp") == "qk":  # per layer kappa: D -> d r; q: p -> d r (layer 1: a constant d r)
+        dr = width * m.query_dim_for(D)
+        return m.layers * mlp(D, 0, dr) + dr + (m.layers - 1) * mlp(B, 0, dr) + readout
     return m.layers * mlp(D, B, width) + readout
 
 
@@ -32,6 +36,8 @@ def activation_bytes(cfg) -> float:
     # the largest batch of the schedule: a noise curriculum's first (tokens_from), or larger batches late
     tokens = max(t.batch * max(d.n_tokens, t.tokens_from), max(t.batch, t.batch_late) * d.n_tokens)
     per_token = 3 * (d.dim + 2) + 2 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
+    if getattr(m, "router", "mlp") == "qk":  # kappa's (batch, N, d, r) token keys of every layer
+        per_token += 2 * m.layers * m.width * m.query_dim_for(d.dim)
     if m.attention == "softmax":
         per_token += 2 * m.layers * m.width  # the (batch, N, d) scores and softmax weights of every layer
     return 4.0 * tokens * per_token  # measured 5 to 11 bytes per hidden unit and token (8 priced)

@@ -38,6 +38,8 @@ from fvsym.errors import DamagedFile, InputError
 # MODELS (bridges.models.registry): the registered models, each with its recipe, shape and readouts
 READOUTS = ("decode", "generic")
 ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (softmax)
+MAX_QUERY_DIM = 1 << 16  # r of the qk router
+ROUTERS = ("mlp", "qk")  # Model A's router: THEORY.md sections 7 (mlp: k = f([x, p])) and 7b (qk: <q(p), kappa(x)>)
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -64,7 +66,7 @@ def _recipes(what) -> str:
 
 FORMAT = "fv-run-2"  # bump when the meaning of a configuration changes; it enters every key
 _NOT_IN_KEY = ("out", "device", "threads", "checkpoint_every")
-_KEY = re.compile(r"[A-Z]s?-[A-Za-z]+-[KD]\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
+_KEY = re.compile(r"[A-Z]s?q?-[A-Za-z]+-[KD]\d+-B\d+-N\d+-s\d+-[0-9a-f]{10}")  # RunConfig.key()
 # the prior's part of a run key: tree-K4, gaussmat-K4 / gaussiso-K4 (as before the atoms prior), atoms-D8 (its D;
 # the atoms themselves, by their digest or M, D and seed, enter the key's hash)
 _KEY_PRIOR = {"tree": lambda d: f"tree-K{d.depth}", "gaussian": lambda d: f"gauss{d.cov[:3]}-K{d.depth}",
@@ -81,6 +83,11 @@ class ModelConfig:
     ``attention``: ``linear`` (``phi = (1/N) sum_i k_i y_i``, the default) or ``softmax`` (THEORY.md section 2b:
     ``phi = sum_i softmax_i(s_i) y_i``, the key function's output read as the score ``s``); ``to_dict()`` leaves it
     out when it is ``linear``, so every linear run keeps its key.
+    ``router`` (adaptive models, A): ``mlp`` (``k_i = f_l([x_i, p])``, the default) or ``qk`` (THEORY.md section
+    7b: ``k_i = <q_l(p), kappa_l(x_i)>``, ``q_l`` an MLP of the workspace alone, a learned constant at layer 1,
+    ``kappa_l`` an MLP of the token alone, both into ``R^r``); ``query_dim`` is ``r`` (qk only; default ``D``).
+    ``to_dict()`` leaves out ``router`` when it is ``mlp`` and ``query_dim`` when it is not given, so every run of
+    the MLP router keeps its key.
     ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (THEORY.md names).
     """
 
@@ -90,6 +97,8 @@ class ModelConfig:
     hidden_layers: int = 2
     readout: str = "decode"
     attention: str = "linear"
+    router: str = "mlp"
+    query_dim: int | None = None
 
     def __post_init__(self):
         _choice(self.model, "model", MODEL_NAMES)
@@ -98,6 +107,18 @@ class ModelConfig:
         _int(self.hidden_layers, "hidden_layers", 1)
         _choice(self.readout, "readout", READOUTS)
         _choice(self.attention, "attention", ATTENTIONS)
+        _choice(self.router, "router", ROUTERS)
+        if self.router == "qk" and not (self.spec.adaptive and self.spec.mlp_keys):
+            adaptive = " and ".join(m for m, s in MODELS.items() if s.adaptive and s.mlp_keys)
+            raise InputError(f"router='qk' applies to the adaptive models ({adaptive}), not to model {self.model} "
+                             "(one layer: its keys see an empty workspace)")
+        if self.query_dim is not None:
+            if self.router != "qk":
+                raise InputError(f"query_dim applies to router='qk' only, got query_dim={self.query_dim!r} with "
+                                 f"router={self.router!r}")
+            _int(self.query_dim, "query_dim", 1)
+            if self.query_dim > MAX_QUERY_DIM:
+                raise InputError(f"query_dim must be <= {MAX_QUERY_DIM}, got {self.query_dim}")
         if self.readout not in self.spec.readouts:
             takes = " and ".join(m for m, s in MODELS.items() if self.readout in s.readouts)
             raise InputError(f"model {self.model} has the bilinear readout; readout={self.readout!r} applies to {takes}")
@@ -106,9 +127,14 @@ class ModelConfig:
         """The fields as a JSON-able dict; ``attention`` only where it is not ``linear`` (the keys of every
         linear run stay as they were before softmax attention existed)."""
         d = dataclasses.asdict(self)
-        if d["attention"] == "linear":
-            del d["attention"]
+        for name, default in (("attention", "linear"), ("router", "mlp"), ("query_dim", None)):
+            if d[name] == default:
+                del d[name]
         return d
+
+    def query_dim_for(self, dim: int) -> int:
+        """``r`` of the qk router for a prior of dimension ``dim``: ``query_dim``, or ``D`` when not given."""
+        return self.query_dim if self.query_dim is not None else dim
 
     @property
     def spec(self):
@@ -383,9 +409,9 @@ class RunConfig:
 
     def key(self) -> str:
         """Short stable key: a readable prefix and 10 hex digits of the SHA-256 of ``key_dict()``,
-        e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``; softmax attention marks the model, ``As-tree-...``."""
+        e.g. ``A-tree-K4-B3-N128-s0-1f2e3d4c5b``; softmax attention marks the model, ``As-tree-...``, and the qk router too, ``Aq-tree-...``."""
         digest = hashlib.sha256(json.dumps(self.key_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        mark = "s" if self.model.attention == "softmax" else ""
+        mark = ("s" if self.model.attention == "softmax" else "") + ("q" if self.model.router == "qk" else "")
         return (
             f"{self.model.model}{mark}-{_KEY_PRIOR[self.data.prior](self.data)}-B{self.model.budget}"
             f"-N{self.data.n_tokens}-s{self.train.seed}-{digest}"
@@ -461,7 +487,11 @@ RUN_OPTIONS = (
         hidden_layers=dict(help=f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
         readout=dict(choices=READOUTS),
         attention=dict(help="linear: phi = (1/N) sum_i k_i y_i (default); softmax: phi = sum_i softmax_i(s_i) y_i, "
-                       "the key function's output as the score (THEORY.md section 2b)", choices=ATTENTIONS)),
+                       "the key function's output as the score (THEORY.md section 2b)", choices=ATTENTIONS),
+        router=dict(help="Model A's router: mlp, k_i = f([x_i, p]) (default); qk, k_i = <q_l(p), kappa_l(x_i)> "
+                    "(THEORY.md section 7b)", choices=ROUTERS),
+        query_dim=dict(help="r, the query and token-key size of --router qk (default D)", low=1, high=MAX_QUERY_DIM,
+                       metavar="r")),
     *options_of(
         TrainConfig, section="train", none=False,
         steps=dict(help="training steps (default: the recipe, " + _recipes(lambda r: r.steps_per_budget)

@@ -75,9 +75,14 @@ class ScalingConfig:
     # the same budget (bridges.prices.flops.flop_matched_steps), every other model by the steps rule; the reference need not
     # be one of the study's models (``models="A", flop_match=("A", "B")``: the FLOP-matched arm alone)
     flop_match: tuple[str, str] | None = None
+    router: str = "mlp"  # the router of the study's adaptive models (A): mlp, or qk (THEORY.md section 7b)
 
     def __post_init__(self):
         study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
+        from bridges.runs.config import ROUTERS
+
+        if self.router not in ROUTERS:
+            raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {self.router!r:.40}")
         budgets = tuple(int(b) for b in self.budgets)
         if not budgets or any(b < 1 or b > 2**self.depth - 1 for b in budgets):
             raise InputError(f"budgets must lie in 1..D = {2**self.depth - 1}, got {list(self.budgets)}")
@@ -122,9 +127,15 @@ class ScalingConfig:
         ref = self.flop_match[1]
         return _flop_matched(self.data(), model, ref, budget, self.rule_steps(budget, ref))
 
+    def router_of(self, model: str) -> str:
+        """The router of ``model`` in the study: :attr:`router` for an adaptive model with MLP keys (A), else
+        ``mlp`` (B and C have one layer; their runs keep their keys)."""
+        spec = MODELS[model]
+        return self.router if spec.adaptive and spec.mlp_keys else "mlp"
+
     def runs(self, train_out: str) -> list[RunConfig]:
         """Every training run of the study: models x budgets x seeds, the recipe otherwise."""
-        return [RunConfig(self.data(), ModelConfig(model=m, budget=b),
+        return [RunConfig(self.data(), ModelConfig(model=m, budget=b, router=self.router_of(m)),
                           TrainConfig(steps=self.steps(b, m), seed=self.seed + s, out=train_out, threads=self.threads,
                                       device=self.device))
                 for b in self.budgets for m in self.models for s in range(self.seeds)]
@@ -355,7 +366,8 @@ def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits, planned: int |
     from bridges.studies import figures
 
     config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only
-              and not (k == "scales" and v is None)}  # scales only where given: studies by alpha read as before
+              and not (k == "scales" and v is None)  # scales only where given: studies by alpha read as before
+              and not (k == "router" and v == "mlp")}  # the router where it is not the default: the studies before it
     written = [
         write_json(folder / "scaling.json", {"config": config, "runs": rows,
                                              "theory": {str(b): ts for b, ts in theory.items()}, "fits": fits}),
