@@ -395,7 +395,7 @@ def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
     assert ours.first_node == theirs.first_node
 
 
-@pytest.mark.parametrize("budget", [1, 2])
+@pytest.mark.parametrize("budget", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: run by .ci/run
 def test_noisy_recursion_equals_adaptive_quadrature(budget):
     p = _prior(M=4, D=2, seed=11)
     ours = p.noisy_bellman(budget, 0.6)

@@ -223,6 +223,7 @@ def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
 
 
+@pytest.mark.slow  # run by .ci/run after the default suite
 def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
     """``fv --max-seconds 4 bounds`` at depth 3, budget 5 (no exact solve; the rollout is sampled): the
     largest sample count its plan accepts runs, and a size 1.5 times larger is refused in one line. (Whether

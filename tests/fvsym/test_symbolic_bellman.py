@@ -125,6 +125,7 @@ def partition_gain(depth, cells):
     return sp.expand(total / prior.n_leaves)
 
 
+@pytest.mark.slow  # run by .ci/run after the default suite
 def test_depth_five_all_budgets_certified_and_correct():
     rng = random.Random(5)
     for budget in range(0, 32):
