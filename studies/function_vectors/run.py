@@ -4,7 +4,7 @@ The cell: the tree prior of depth K = 7, alpha = 0.6, N = 64 tokens, s2 = 0.01, 
 table: ``path`` (the theory's deep adaptive strategy, tokens channel), ``adaptive_keyed_weighted`` (the keyed
 prediction policy that Model A is held to), and the trained models of the scaling study, ``mlp`` A, ``B`` and
 ``C`` (seed 0; their ``fv train`` commands are below, the same configurations as the committed runs of
-studies/scaling/study). ``qk`` A (the query-key router) has not landed: its entry says so.
+studies/scaling/study), and ``qk`` A (Model A with the query-key router, ``--router qk``, the same recipe).
 
 Usage::
 
@@ -52,28 +52,28 @@ PREREGISTERED = {
 }
 
 
-def train_command(model: str, budget: int, runs: Path) -> list[str]:
+def train_command(model: str, budget: int, runs: Path, router: str = "mlp") -> list[str]:
     steps, lr, batch = RECIPES[(model, budget)]
     return [sys.executable, "-m", "bridges.cli", "train", "--prior", "tree", "--depth", str(CELL["depth"]),
             "--alpha", str(CELL["alpha"]), "--tokens", str(CELL["n_tokens"]), "--s2", str(CELL["s2"]),
-            "--model", model, "--budget", str(budget), "--mlp-width", "64", "--hidden-layers", "2",
+            "--model", model, *(["--router", router] if router != "mlp" else []), "--budget", str(budget), "--mlp-width", "64", "--hidden-layers", "2",
             "--readout", "decode", "--steps", str(steps), "--batch", str(batch), "--lr", str(lr), "--warmup", "200",
             "--schedule", "cosine", "--loss", "theta", "--eval-every", "200", "--eval-batches", "16",
             "--seed", str(SEED), "--quiet", "--out", str(runs), "--format", "json"]
 
 
-def run_folder(model: str, budget: int, runs: Path, train: bool) -> Path | None:
+def run_folder(model: str, budget: int, runs: Path, train: bool, router: str = "mlp") -> Path | None:
     from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
     steps, lr, batch = RECIPES[(model, budget)]
     cfg = RunConfig(DataConfig(prior="tree", depth=CELL["depth"], alpha=CELL["alpha"], n_tokens=CELL["n_tokens"],
                                s2=CELL["s2"]),
-                    ModelConfig(model, budget, mlp_width=64, hidden_layers=2, readout="decode"),
+                    ModelConfig(model, budget, mlp_width=64, hidden_layers=2, readout="decode", router=router),
                     TrainConfig(steps=steps, batch=batch, lr=lr, warmup=200, schedule="cosine", loss="theta",
                                 eval_every=200, eval_batches=16, seed=SEED))
     folder = runs / cfg.key()
     if not (folder / "result.json").is_file() and train:
-        subprocess.run(train_command(model, budget, runs), check=True)
+        subprocess.run(train_command(model, budget, runs, router), check=True)
     return folder if (folder / "result.json").is_file() else None
 
 
@@ -114,10 +114,11 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
     from bridges.patching.state import injection_table, state_patching_table
 
     out = {"transplant": {}, "injection": {}}
-    for source, model in (("mlp A", "A"), ("B", "B"), ("C", "C")):
-        folder = run_folder(model, budget, runs, train)
+    for source, model, router in (("mlp A", "A", "mlp"), ("qk A", "A", "qk"), ("B", "B", "mlp"), ("C", "C", "mlp")):
+        folder = run_folder(model, budget, runs, train, router)
         if folder is None:
-            note = {"missing": f"no finished run; train it with: {' '.join(train_command(model, budget, runs)[1:])}"}
+            command = " ".join(["fv", *train_command(model, budget, Path("RUNS"), router)[3:]])
+            note = {"missing": f"no finished run; train it with: {command}"}
             out["transplant"][source] = out["injection"][source] = note
             continue
         run = load_run(folder)
@@ -133,8 +134,6 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
         tag = source.replace(" ", "-")
         out["transplant"][source] = cell(f"transplant-{tag}-B{budget}", transplant, log)
         out["injection"][source] = cell(f"injection-{tag}-B{budget}", injection, log)
-    qk = {"missing": "the query-key router of Model A (THEORY.md section 7b) has not landed; no qk A run to intervene on"}
-    out["transplant"]["qk A"] = out["injection"]["qk A"] = qk
     return out
 
 
@@ -179,10 +178,18 @@ B and C, one layer each, follow the first level's prefix (1.000) but have no lat
 control's loss is 1.53 (B) and 1.43 (C) at budget 4, against 0.36 and 0.89 unpatched (budget 6: 1.57 and 1.43
 against 0.29 and 0.77).
 
+**qk A (the query-key router, budget 4 only) routes differently.** Trained with A's recipe it reaches 0.1991
+(MLP A 0.1674). Its first layer does not settle the first sign: a transplant at `l = 1` costs about as much for
+`j = 2` as for `j = 1` (1.81 and 1.68, MLP A 1.08 and 4.94), and a first-level prefix injected at layer 1 is
+overruled by the later layers (accuracy 0.03 against chance 0.5; its own prefix's mean state 0.998). From
+layer 2 on it follows the injected prefix (0.65-0.96 at layers 2-3, 1.000 at layer 4), and at `l = 4` its
+staircase is MLP A's (6.45, 3.65, 1.98, 0.97, 0.28). So its first reading is not path's first reading, and the
+sign of the first level is decided later. One seed, one budget: a description, not a test.
+
 **Against the preregistration.** `path` as predicted; the keyed policy not (its injection accuracy is far below
 1, a negative result for the prediction, explained by its per-sample rows); A as predicted at budget 4 and at the
-first layers of budget 6, not at its deepest layers; B and C as predicted. qk A (the query-key router of the
-routing issue) has not landed and is not in the tables. The trained runs are seed 0 of the scaling study's
+first layers of budget 6, not at its deepest layers; B and C as predicted. qk A is in the tables at budget 4 (seed 0);
+at budget 6 it is not trained yet (its command is in the JSON). The trained runs are seed 0 of the scaling study's
 recipes, retrained here: B 0.3575 and 0.2940, C 0.8893 and 0.7644 at budgets 4 and 6, at the committed seeds'
 0.3576-0.3642, 0.2922-0.2940, 0.8893-0.8937 and 0.7644-0.7699; A 0.1674 and 0.1195 against 0.1702-0.1728 and
 0.1157-0.1174, A's bf16 key MLPs giving other numbers on another CPU (the scaling report's note on reruns: its
@@ -278,8 +285,10 @@ def main(argv=None) -> int:
            "sources": {"path": "fvnum.state_patching_table / injection_table, strategy path, tokens channel",
                        "keyed": "the same for adaptive_keyed_weighted (Model A's prediction policy)",
                        "mlp A": "Model A with the MLP router, bridges.patching.state", "B": "Model B", "C": "Model C",
-                       "qk A": "Model A with the query-key router (not landed)"},
-           "commands": {f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]]) for m, b in RECIPES},
+                       "qk A": "Model A with the query-key router (THEORY.md section 7b, --router qk)"},
+           "commands": {**{f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]]) for m, b in RECIPES},
+                        **{f"qkA{b}": " ".join(["fv", *train_command("A", b, Path("RUNS"), "qk")[3:]])
+                           for m, b in RECIPES if m == "A"}},
            "transplant": {k: v["transplant"] for k, v in results.items()},
            "injection": {k: v["injection"] for k, v in results.items()}}
     write_json(HERE / "function_vectors.json", doc)
