@@ -9,7 +9,7 @@ class DictLayout:
     """A typed result read as its ``to_dict()`` layout."""
 
     def to_dict(self) -> dict:  # pragma: no cover - every result gives its own
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define to_dict(), its JSON layout")
 
     def __getitem__(self, name: str):
         return self.to_dict()[name]

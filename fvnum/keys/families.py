@@ -47,7 +47,7 @@ class KeyFamily:
     name: str = ""
 
     def law(self, thetas, *, n_tokens, s2) -> ReadingLaw:  # pragma: no cover - interface
-        raise NotImplementedError
+        raise NotImplementedError(f"key family {type(self).__name__} must define law(thetas, n_tokens=, s2=)")
 
     def readings(self, X, y) -> np.ndarray:
         """(n, k) exact readings ``phi = (1/N) sum_i y_i f(x_i)`` of ``n`` contexts: tokens ``X`` (n, N, D),
