@@ -1,0 +1,190 @@
+"""Model A with the query-key router (THEORY.md section 7b) in the scaling study (issue 45, items 2, 4 and 8).
+
+Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out=DIR] [--only=NAME,..]`` (one training lane; start
+it twice for two cores), ``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json from the finished runs).
+
+Every run is the study's Model A command (``studies/scaling/scaling.json``, same budget, seed and recipe) with
+``--router qk`` added, or with its steps multiplied (``x2``: the step-doubling check at budget 6; ``x4``: where
+A's curve ends, for the MLP router and the qk router). The plan is trained in the order of :data:`PLAN` (budget 6
+first). A lane claims a run with a lock on ``DIR/<name>.claim`` and skips runs another lane holds, so two lanes never
+train the same run; ``fv train`` resumes a run from its last checkpoint, so a lane can be stopped at any time and
+started again (across sessions) without losing finished steps.
+
+Run folders live in ``DIR`` (default studies/scaling/qk/train, git-ignored). ``report`` reads every finished
+``DIR/<key>/result.json`` and writes qk.json atomically: ``runs`` (model, router, budget, seed, steps, loss,
+stderr, key, command), ``prediction`` (budget -> A's prediction row of the study), ``doubling``, ``curve_end``
+(the 4x runs), ``law_test`` and ``tests`` (the decided tests of regime.md, ``fvnum.laws.decided_tests``).
+"""
+import fcntl
+import json
+import math
+import os
+import shlex
+import sys
+
+from bridges.cli import build_parser, main as fv
+from bridges.commands import config_from_args, train_argv
+from bridges.runs.options import script_options
+from bridges.runs.store import read_json, write_json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(HERE, "qk.json")
+RUNS = os.path.join(HERE, "qk", "train")
+BUDGETS = (3, 4, 5, 6)
+SEEDS = (0, 1, 2)
+TOP = max(BUDGETS)
+with open(os.path.join(HERE, "scaling.json")) as _f:
+    STUDY = json.load(_f)
+
+# (name, router, budget, seed, steps factor), trained in this order: budget 6 first, then the rest of the study's
+# qk runs, the step doubling at budget 6, and the two 4x runs (the MLP router's first: its 2x run is committed)
+PLAN = ([(f"qk-B{b}-s{s}", "qk", b, s, 1) for b in sorted(BUDGETS, reverse=True) for s in SEEDS]
+        + [("qk-B6-s0-x2", "qk", TOP, 0, 2), ("mlp-B6-s0-x4", "mlp", TOP, 0, 4), ("qk-B6-s0-x4", "qk", TOP, 0, 4)])
+
+
+def study_run(budget: int, seed: int) -> dict:
+    """The study's Model A run (MLP router) at ``budget`` and ``seed``."""
+    (row,) = [r for r in STUDY["runs"] if r["model"] == "A" and r["budget"] == budget and r["seed"] == seed]
+    return row
+
+
+def argv_of(router: str, budget: int, seed: int, factor: int, out: str) -> list[str]:
+    """The ``fv train`` arguments of a planned run: the study's command, its steps times ``factor``, its run folder
+    ``out`` and, for ``qk``, ``--router qk`` after ``--model A``."""
+    base = study_run(budget, seed)
+    argv = train_argv(base["command"], {"--steps": factor * int(base["steps"]), "--out": out})
+    if router != "mlp":
+        at = argv.index("--model") + 2
+        argv[at:at] = ["--router", router]
+    return argv
+
+
+def key_of(argv: list[str]) -> str:
+    return config_from_args(build_parser().parse_args(argv)).key()
+
+
+def shown_command(argv: list[str], out: str) -> str:
+    """The command as committed: ``fv train ...`` with the run folder the default one, relative to the repo."""
+    shown = list(argv)
+    shown[shown.index("--out") + 1] = os.path.relpath(RUNS, ROOT)
+    return "fv " + shlex.join(shown)
+
+
+def train(out: str, only: set | None = None) -> int:
+    """One lane: every planned run not finished and not held by another lane, in plan order."""
+    os.makedirs(out, exist_ok=True)
+    for name, router, budget, seed, factor in PLAN:
+        if only and name not in only:
+            continue
+        argv = argv_of(router, budget, seed, factor, out)
+        if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
+            continue
+        with open(os.path.join(out, f"{name}.claim"), "w") as claim:
+            try:
+                fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # another lane trains it
+            if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
+                continue
+            print(f"{name}: fv {shlex.join(argv)}", flush=True)
+            code = fv(argv + ["--quiet"])
+            if code:
+                raise SystemExit(f"{name}: fv train exited {code}")
+            with open(os.path.join(out, key_of(argv), "result.json")) as f:
+                print(f"{name}: loss {json.load(f)['loss']:.4f}", flush=True)
+    return 0
+
+
+def finished(out: str) -> dict[str, dict]:
+    """The planned runs finished in ``out``, by name: the plan's fields, the result's loss and the command."""
+    rows = {}
+    for name, router, budget, seed, factor in PLAN:
+        argv = argv_of(router, budget, seed, factor, out)
+        key = key_of(argv)
+        result = read_json(os.path.join(out, key, "result.json"), None)
+        if result is None:
+            continue
+        rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed,
+                      "steps": factor * int(study_run(budget, seed)["steps"]), "factor": factor,
+                      "loss": result["loss"], "stderr": result["stderr"], "key": key,
+                      "train_seconds": result.get("train_seconds"), "command": shown_command(argv, out)}
+    return rows
+
+
+def prediction() -> dict[str, float]:
+    """A's prediction row of the study (``best_adaptive_keyed``) at every budget: qk A is held to the same."""
+    out = {}
+    for budget, rows in STUDY["theory"].items():
+        (row,) = [r for r in rows if r["name"] == "best_adaptive_keyed"]
+        out[str(budget)] = row["loss"]
+    return out
+
+
+def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
+    """budget -> (mean loss over seeds, its standard error from the seeds' spread, number of seeds)."""
+    by: dict[int, list[float]] = {}
+    for r in rows:
+        by.setdefault(r["budget"], []).append(r["loss"])
+    out = {}
+    for b, losses in sorted(by.items()):
+        m = sum(losses) / len(losses)
+        sd = math.sqrt(sum((x - m) ** 2 for x in losses) / (len(losses) - 1)) if len(losses) > 1 else float("nan")
+        out[b] = (m, sd / math.sqrt(len(losses)), len(losses))
+    return out
+
+
+def report(out: str) -> dict:
+    rows = finished(out)
+    study = [r for r in rows.values() if r["factor"] == 1 and r["router"] == "qk"]
+    pred = prediction()
+    means = seed_means(study)
+    mlp = seed_means([r for r in STUDY["runs"] if r["model"] == "A" and r["budget"] in BUDGETS])
+    per_budget = {str(b): {"qk_mean": m, "qk_se": se, "qk_seeds": n, "mlp_mean": mlp[b][0], "mlp_se": mlp[b][1],
+                           "prediction": pred[str(b)], "qk_ratio": m / pred[str(b)],
+                           "mlp_ratio": mlp[b][0] / pred[str(b)], "in_band": 0.8 <= m / pred[str(b)] <= 1.25}
+                  for b, (m, se, n) in means.items()}
+    doubling = {}
+    base = rows.get("qk-B6-s0")
+    if base and "qk-B6-s0-x2" in rows:
+        two = rows["qk-B6-s0-x2"]
+        doubling = {"seed": 0, "budget": TOP, "steps_T": base["steps"], "loss_T": base["loss"],
+                    "stderr_T": base["stderr"], "steps_2T": two["steps"], "loss_2T": two["loss"],
+                    "stderr_2T": two["stderr"], "change": (two["loss"] - base["loss"]) / base["loss"],
+                    "converged": abs(two["loss"] - base["loss"]) / base["loss"] < 0.03}
+    curve_end = {name: {"router": r["router"], "steps": r["steps"], "loss": r["loss"], "stderr": r["stderr"],
+                        "prediction": pred[str(TOP)], "ratio": r["loss"] / pred[str(TOP)]}
+                 for name, r in rows.items() if r["factor"] == 4}
+    from fvnum.laws import decided_tests, law_test
+
+    law = None
+    if len(means) >= 3:
+        budgets = sorted(means)
+        law = law_test(budgets, [means[b][0] for b in budgets],
+                       [max(means[b][1], 1e-12) if means[b][2] > 1 else 0.05 * means[b][0] for b in budgets]).to_dict()
+    tests = decided_tests(
+        {"qk A": {b: v for b, v in means.items()}},
+        {b: pred[str(b)] for b in means}, reference=None) if means else {}
+    doc = {"regime": STUDY["config"], "budgets": list(BUDGETS), "seeds": list(SEEDS),
+           "planned": [p[0] for p in PLAN], "runs": list(rows.values()), "prediction": pred,
+           "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end, "law_test": law, "tests": tests}
+    write_json(OUT, doc)
+    return doc
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("train", "report"):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    opts = script_options(argv[1:], {"out", "only"})
+    out = opts.get("out", RUNS)
+    if argv[0] == "train":
+        only = set(opts["only"].split(",")) if "only" in opts else None
+        return train(out, only)
+    doc = report(out)
+    print(f"qk.json: {len(doc['runs'])} of {len(PLAN)} planned runs finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
