@@ -334,7 +334,37 @@ def fit_study(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAUL
         entry["decay"] = [d.to_dict() for d in local_decay([p[0] for p in pts], [p[1] for p in pts],
                                                            stderr=[p[2] for p in pts], floor=FLOOR)]
         out["theory"][name] = entry
+    out["tests"] = decided_tests(rows, theory, cut)
     return out
+
+
+def decided_tests(rows: list[dict], theory: dict[int, list[dict]], cut: int = DEFAULT_CUT, **kw) -> dict:
+    """The decided tests of studies/scaling/regime.md (``fvnum.decided.study_tests``: ``band``, ``decay``,
+    ``ratio``, each with its ``verdict`` and ``power``) of the trained ``rows`` against each model's prediction row
+    in ``theory``; the law test's chi2 verdicts (``models[m]["test"]``) stay beside them as a diagnostic."""
+    from fvnum.decided import study_tests
+    from fvnum.theory import prediction_row
+
+    losses: dict = {}
+    for r in rows:
+        losses.setdefault(r["model"], {}).setdefault(int(r["budget"]), []).append(r["loss"])
+    predictions: dict = {}
+    for model in list(losses):
+        for b, ts in theory.items():
+            name = prediction_row(model, [t["name"] for t in ts])
+            hit = [t for t in ts if t["name"] == name]
+            if hit:
+                predictions.setdefault(model, {})[int(b)] = (hit[0]["value"], hit[0].get("stderr") or 0.0)
+        if set(predictions.get(model, {})) < set(losses[model]) or model not in MODELS:
+            losses.pop(model)  # a model without its prediction at every budget it trained: no decided test
+    adaptive = tuple(sorted(m for m in losses if MODELS[m].adaptive))
+    one_layer = tuple(sorted(m for m in losses if not MODELS[m].adaptive))  # B first: the issue's reference
+    if not one_layer and not adaptive:
+        return {}
+    try:
+        return study_tests(losses, predictions, adaptive=adaptive, one_layer=one_layer or ("",), cut=cut, **kw)
+    except InputError as exc:  # too few budgets or seeds for a test
+        return {"refused": str(exc)}
 
 
 def convergence(rows: list[dict]) -> list[dict]:
