@@ -1,7 +1,8 @@
 """Causal evidence where the claim is made (issue 29, item 5): key patching and workspace probes of Model A at
 the scaling study's largest budget, beside the same tables for theory policies (studies/scaling/causal.md).
 
-Command: ``PYTHONPATH=. python studies/scaling/causal.py [--budget=6] [--contexts=2048] [--samples=2000] [--table]``.
+Command: ``PYTHONPATH=. python studies/scaling/causal.py [--budget=6] [--contexts=2048] [--samples=2000]
+[--keyed-samples=400] [--qk-runs=DIR] [--only=theory|keyed|models] [--table]``.
 
 Pieces, each written to studies/scaling/causal.json as soon as it is done (atomically; a rerun skips finished
 pieces):
@@ -14,9 +15,12 @@ pieces):
   can express) and ``greedy_dense`` (the adaptive unit-class policy of the strategy registry), under the tokens
   channel of the study's cell.
 
-- ``theory:best_adaptive_keyed`` -- A's prediction policy, probes only (``bridges.analysis.probes.prediction_probes``: the
-  probes of the search's own readings, ``fvnum.keys.adaptive.adaptive_keyed_trace``). It is a per-sample search,
-  not a policy with keys the patching simulator can replace: no key-patching table (causal.md says so).
+- ``model:qk A`` -- Model A with the query-key router (THEORY.md section 7b) trained by its command in
+  studies/scaling/qk.json (budget 6, seed 0), its run folder under ``--qk-runs`` (default studies/scaling/qk/train).
+- ``theory:best_adaptive_keyed`` -- A's prediction policy: the probes of the search's own readings
+  (``bridges.analysis.probes.prediction_probes``, ``fvnum.keys.adaptive.adaptive_keyed_trace``) and its full
+  key-patching table (``fvnum.keyed_patching_table``: every layer and divergence depth, ``--keyed-samples``
+  contexts, default 400; the per-sample search re-run after each patch, about 25 minutes on 2 idle cores).
 
 Every table is ``key_patching_table`` / ``fvnum.patching_table`` (loss with layer ``l``'s keys replaced by a donor
 that diverges from the target at depth ``j``) and ``workspace_probes`` / ``theory_probes`` (linear probes of the
@@ -56,10 +60,20 @@ def study_row(budget: int) -> dict:
     return row
 
 
-def model_folders(budget: int) -> dict:
+def qk_folder(budget: int, runs: str) -> tuple[str, str]:
+    """The run folder and command of qk A (studies/scaling/qk.py) at ``budget``, seed 0, in ``runs``."""
+    sys.path.insert(0, HERE)
+    import qk
+
+    argv = qk.argv_of("qk", budget, 0, 1, runs)
+    return os.path.join(runs, qk.key_of(argv)), qk.shown_command(argv, runs)
+
+
+def model_folders(budget: int, qk_runs: str | None = None) -> dict:
     """The run folders of the models to probe, by name (those that exist and have finished)."""
     row = study_row(budget)
-    folders = {"A": (os.path.join(HERE, "study", "train", row["key"]), row["command"])}
+    folders = {"A": (os.path.join(HERE, "study", "train", row["key"]), row["command"]),
+               "qk A": qk_folder(budget, qk_runs or os.path.join(HERE, "qk", "train"))}
     distil = json.load(open(os.path.join(HERE, "distil.json"))) if os.path.exists(os.path.join(HERE, "distil.json")) else {}
     cell = distil.get(f"B{budget}-s0", {})
     if "finetuned" in cell:
@@ -108,6 +122,23 @@ def prediction_piece(budget: int, samples: int) -> None:
         print(f"theory best_adaptive_keyed: posterior probes {[round(p[0], 3) for p in probes.prefix]}", flush=True)
 
 
+def keyed_piece(budget: int, samples: int) -> None:
+    """The full key-patching table of A's prediction policy (every layer and divergence depth) on ``samples``
+    contexts, added to its entry."""
+    from fvnum import keyed_patching_table
+    from fvsym.priors import TreePrior
+
+    name = "theory:best_adaptive_keyed"
+    entry = load().get(name, {})
+    if "patching" in entry:
+        return
+    prior = TreePrior(DATA.depth, str(DATA.alpha))
+    table = keyed_patching_table(prior, budget, "weighted", n_tokens=DATA.n_tokens, s2=DATA.s2, samples=samples,
+                                 seed=0)
+    save(name, {**load().get(name, {}), "patching": table.to_dict(), "patching_samples": samples})
+    print(f"theory best_adaptive_keyed: unpatched {table.unpatched.value:.4f} on {samples} contexts", flush=True)
+
+
 def effects(entry: dict) -> np.ndarray:
     """The effect of the patch, loss - unpatched on the same column, (layers, depths)."""
     t = table_from_dict(entry["patching"])
@@ -147,17 +178,22 @@ def table() -> str:
 
 
 def main(argv: list[str]) -> int:
-    opts = script_options(argv, {"budget", "contexts", "samples", "table"})
+    opts = script_options(argv, {"budget", "contexts", "samples", "table", "keyed-samples", "qk-runs", "only"})
     if "table" in opts:
         print(table())
         return 0
     budget = int(opts.get("budget", max(r["budget"] for r in STUDY["runs"] if r["model"] == "A")))
     contexts, samples = int(opts.get("contexts", 2048)), int(opts.get("samples", 2000))
-    for strategy in THEORY:
-        theory_piece(strategy, budget, samples)
-    prediction_piece(budget, samples)
-    for name, (folder, command) in model_folders(budget).items():
-        model_piece(name, folder, command, contexts)
+    only = opts.get("only")  # "keyed" or "models": one kind of piece
+    if only in (None, "theory"):
+        for strategy in THEORY:
+            theory_piece(strategy, budget, samples)
+        prediction_piece(budget, samples)
+    if only in (None, "keyed"):
+        keyed_piece(budget, int(opts.get("keyed-samples", 400)))
+    if only in (None, "models"):
+        for name, (folder, command) in model_folders(budget, opts.get("qk-runs")).items():
+            model_piece(name, folder, command, contexts)
     return 0
 
 

@@ -26,6 +26,7 @@ from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args, train_argv
 from bridges.runs.options import script_options
 from bridges.runs.store import read_json, write_json
+from decided import predictions, trained
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -114,11 +115,7 @@ def finished(out: str) -> dict[str, dict]:
 
 def prediction() -> dict[str, float]:
     """A's prediction row of the study (``best_adaptive_keyed``) at every budget: qk A is held to the same."""
-    out = {}
-    for budget, rows in STUDY["theory"].items():
-        (row,) = [r for r in rows if r["name"] == "best_adaptive_keyed"]
-        out[str(budget)] = row["loss"]
-    return out
+    return {str(b): v for b, (v, _) in predictions()["A"].items()}
 
 
 def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
@@ -135,6 +132,11 @@ def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
 
 
 def report(out: str) -> dict:
+    """qk.json from the runs finished in ``out`` (module docstring); the decided tests and the law test once qk A has
+    two seeds at a budget and the budgets the tests need."""
+    from fvnum.decided import study_tests
+    from fvnum.laws import law_test
+
     rows = finished(out)
     study = [r for r in rows.values() if r["factor"] == 1 and r["router"] == "qk"]
     pred = prediction()
@@ -142,32 +144,37 @@ def report(out: str) -> dict:
     mlp = seed_means([r for r in STUDY["runs"] if r["model"] == "A" and r["budget"] in BUDGETS])
     per_budget = {str(b): {"qk_mean": m, "qk_se": se, "qk_seeds": n, "mlp_mean": mlp[b][0], "mlp_se": mlp[b][1],
                            "prediction": pred[str(b)], "qk_ratio": m / pred[str(b)],
-                           "mlp_ratio": mlp[b][0] / pred[str(b)], "in_band": 0.8 <= m / pred[str(b)] <= 1.25}
+                           "mlp_ratio": mlp[b][0] / pred[str(b)], "qk_over_mlp": m / mlp[b][0],
+                           "in_band": 0.8 <= m / pred[str(b)] <= 1.25}
                   for b, (m, se, n) in means.items()}
     doubling = {}
-    base = rows.get("qk-B6-s0")
-    if base and "qk-B6-s0-x2" in rows:
-        two = rows["qk-B6-s0-x2"]
+    base, two = rows.get("qk-B6-s0"), rows.get("qk-B6-s0-x2")
+    if base and two:
+        change = (two["loss"] - base["loss"]) / base["loss"]
         doubling = {"seed": 0, "budget": TOP, "steps_T": base["steps"], "loss_T": base["loss"],
                     "stderr_T": base["stderr"], "steps_2T": two["steps"], "loss_2T": two["loss"],
-                    "stderr_2T": two["stderr"], "change": (two["loss"] - base["loss"]) / base["loss"],
-                    "converged": abs(two["loss"] - base["loss"]) / base["loss"] < 0.03}
+                    "stderr_2T": two["stderr"], "change": change, "converged": abs(change) < 0.03,
+                    "criterion": "|L(2T) - L(T)| / L(T) < 0.03 (studies/scaling/doubling.py)"}
     curve_end = {name: {"router": r["router"], "steps": r["steps"], "loss": r["loss"], "stderr": r["stderr"],
                         "prediction": pred[str(TOP)], "ratio": r["loss"] / pred[str(TOP)]}
                  for name, r in rows.items() if r["factor"] == 4}
-    from fvnum.laws import decided_tests, law_test
-
     law = None
-    if len(means) >= 3:
-        budgets = sorted(means)
-        law = law_test(budgets, [means[b][0] for b in budgets],
-                       [max(means[b][1], 1e-12) if means[b][2] > 1 else 0.05 * means[b][0] for b in budgets]).to_dict()
-    tests = decided_tests(
-        {"qk A": {b: v for b, v in means.items()}},
-        {b: pred[str(b)] for b in means}, reference=None) if means else {}
-    doc = {"regime": STUDY["config"], "budgets": list(BUDGETS), "seeds": list(SEEDS),
-           "planned": [p[0] for p in PLAN], "runs": list(rows.values()), "prediction": pred,
-           "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end, "law_test": law, "tests": tests}
+    pts = [(r["budget"], r["loss"]) for r in study]
+    if len({b for b, _ in pts}) >= 4 and any(n > 1 for *_, n in means.values()):
+        law = {"diagnostic": "fvnum.laws.law_test, seeds as points, as fit_study applies it to trained models",
+               **law_test(*zip(*pts), cut=2).to_dict()}
+    losses = {m: v for m, v in trained().items()}
+    losses["qk A"] = {}
+    for r in study:
+        losses["qk A"].setdefault(r["budget"], []).append(r["loss"])
+    if not any(len(v) > 1 for v in losses["qk A"].values()):
+        losses.pop("qk A")
+    tests = study_tests(losses, predictions(), adaptive=("A", "qk A"), one_layer=("B", "C"), reference="B")
+    doc = {"regime": {k: STUDY["config"][k] for k in ("depth", "alpha", "n_tokens", "s2", "keyed")},
+           "budgets": list(BUDGETS), "seeds": list(SEEDS), "planned": [p[0] for p in PLAN],
+           "runs": sorted(rows.values(), key=lambda r: (r["factor"], r["router"], r["budget"], r["seed"])),
+           "prediction": pred, "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end,
+           "law_test": law, "tests": tests}
     write_json(OUT, doc)
     return doc
 
