@@ -64,6 +64,8 @@ ROW_KINDS = {
     "best_nonadaptive_coordinate": ("reference", "coordinate", "linear"),
     "best_nonadaptive_unit": ("upper_bound", "unit", "linear"),
     "best_nonadaptive_keyed": ("upper_bound", "unit", None),
+    # the same policy and design on real tokens (fvnum.keys.real_tokens): achievable, so upper bounds as well
+    "best_adaptive_keyed_real": ("upper_bound", "unit", None), "best_nonadaptive_keyed_real": ("upper_bound", "unit", None),
     "water_filling_mc": ("reference", "unit", "linear"),
     "top_levels_linear": ("reference", "linear", "linear"),
     "best_linear_nonadaptive": ("lower_bound", "linear", "linear"),
@@ -95,6 +97,7 @@ PREDICTED_LAW = {
     "greedy_adaptive_keyed": "exponential",
     "top_levels": "power", "best_nonadaptive_coordinate": "power", "best_nonadaptive_unit": "power",
     "best_nonadaptive_keyed": "power", "top_levels_linear": "power",
+    "best_adaptive_keyed_real": "exponential", "best_nonadaptive_keyed_real": "power",
 }
 
 
@@ -352,13 +355,15 @@ def _check_keyed_channel(channel: Channel) -> Channel:
     return channel
 
 
-def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int) -> list:
+def keyed_rows(prior, budget: int, channel: Channel, family: str, *, samples: int, seed: int,
+               real_samples: int | None = None) -> list:
     """The rows under the key family ``family`` at one budget (:func:`keyed_curves` at ``[budget]``)."""
-    return keyed_curves(prior, [budget], channel, family, samples=samples, seed=seed)[int(budget)]
+    return keyed_curves(prior, [budget], channel, family, samples=samples, seed=seed, real_samples=real_samples)[int(budget)]
 
 
 def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, samples: int = 2000,
-                 seed: int = 0, design_samples: int | None = None, greedy: bool = False) -> dict:
+                 seed: int = 0, design_samples: int | None = None, greedy: bool = False,
+                 real_samples: int | None = None) -> dict:
     """The rows under the key family ``family`` (``fvnum.keys.nonadaptive``: ``best_adaptive_keyed`` where it exists, the
     tree prior, and ``best_nonadaptive_keyed``) at every budget of ``budgets`` at once
     (``{budget: [TheoryRow, ..]}``; tokens channel only: the key channel is the tokens' one): the greedy
@@ -370,18 +375,21 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     the best found within the family: an upper bound on the family's optimum, a bound on no trained model.
     Softmax keys: the adaptive row is :func:`fvnum.keys.adaptive.adaptive_softmax_losses` (a quadratic part per
     layer and sample); ``greedy``: also the greedy softmax search of docs/softmax.md's first table (every layer
-    with the layer-1 key's ``Q``), as ``greedy_adaptive_keyed`` (same samples)."""
+    with the layer-1 key's ``Q``), as ``greedy_adaptive_keyed`` (same samples). ``real_samples``: also the
+    same policy and designs on that many contexts of real tokens (``best_adaptive_keyed_real``,
+    ``best_nonadaptive_keyed_real``, :mod:`fvnum.keys.real_tokens`; tree prior, linear and weighted keys)."""
     from dataclasses import replace
 
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
     from fvnum.keys.adaptive import adaptive_keyed_losses, has_adaptive_search
+    from fvnum.keys.real_tokens import REAL_ROWS, check_real, real_keyed_losses, real_what
     from fvsym._validate import check_int
 
     from fvnum.guards.resources import check_memory
     from fvnum.priors.tree import numeric_prior
 
     channel = _check_keyed_channel(channel)
-    family = check_family(family)
+    family = check_family(family) if real_samples is None else check_real(prior, family, real_samples)
     if greedy and family != "softmax":
         raise InputError(f"greedy adds the softmax family's greedy adaptive row; the {family} adaptive row is that "
                          f"greedy search already")
@@ -412,13 +420,21 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
                    for r in adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)]
     elif tree:
         adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)
+    real = {}
+    if real_samples is not None:  # the same policy and designs on real tokens, paired contexts
+        found = real_keyed_losses(prior, budgets, family, n_tokens=channel.n_tokens, s2=channel.s2,
+                                  samples=real_samples, seed=seed, first=one[1], designs=one)
+        real = {b: [TheoryRow.mc(n, found.estimate(n, b), real_what(n, channel.n_tokens, family), "tokens", keys=family)
+                    for n in REAL_ROWS] for b in budgets}
     return {b: [_keyed_row(r[b - 1]) for r in (adaptive, old) if r is not None] + [_keyed_row(one[b])]
-            for b in budgets}
+            + real.get(b, []) for b in budgets}
+
 
 
 def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
                      s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
-                     dense: bool = True, keyed: str | None = KEYED, keyed_rows_given=None) -> ComparisonTable:
+                     dense: bool = True, keyed: str | None = KEYED, keyed_rows_given=None,
+                     real_samples: int | None = None) -> ComparisonTable:
     """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
     ``Channel`` (or a number: the gaussian channel's tau, as in ``bounds(prior, B, 0.3)``), or the keywords of
     every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
@@ -437,7 +453,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     and B (their ``prediction``, :data:`MODELS`); default :data:`fvnum.defaults.KEYED` (``"weighted"``, as ``fv
     compare``), None: the linear-key rows are their predictions. Keys read tokens, so under the gaussian channel
     give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
-    beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts.
+    beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts. ``real_samples``: A's and B's keyed rows
+    also on that many contexts of real tokens (``best_adaptive_keyed_real``, ``best_nonadaptive_keyed_real``;
+    :mod:`fvnum.keys.real_tokens`: tree prior, ``keyed`` linear or weighted; given rows must hold them).
     """
     from fvnum.optimum.bracket import best_adaptive, bound_candidates, bounds
     from fvnum.priors.capabilities import capability
@@ -457,6 +475,16 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
     own = getattr(spec, "comparison_table", None)
+    if keyed_rows_given is not None:
+        keyed_rows_given = [TheoryRow.from_dict(r) if isinstance(r, dict) else r for r in keyed_rows_given]
+    if real_samples is not None:
+        from fvnum.keys.real_tokens import check_real
+
+        check_real(spec, None if callable(own) else keyed, real_samples)
+        real = [r.name for r in keyed_rows_given or () if r.name.endswith("_keyed_real") and r.how == f"mc n={real_samples}"]
+        if keyed_rows_given is not None and len(real) != 2:
+            raise InputError(f"real_samples={real_samples}: keyed_rows_given must hold the real-token rows of "
+                             f"{real_samples} contexts (keyed_curves(..., real_samples={real_samples}))")
     if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.priors.atoms.FinitePrior.comparison_table)
         if keyed_rows_given is not None:
             raise InputError(f"keyed_rows_given: the {getattr(spec, 'name', 'given')} prior computes its own rows "
@@ -518,9 +546,9 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
                 f"(not the models' {ch} channel, not a bound for it)")
     rows.append(TheoryRow.exact("gaussian_optimum", gaussian_optimum(prior, B, channel), what, "gaussian"))
     if keyed_rows_given is not None:  # computed beforehand (keyed_curves: every budget at once)
-        rows += [TheoryRow.from_dict(r) if isinstance(r, dict) else r for r in keyed_rows_given]
+        rows += keyed_rows_given
     elif keyed is not None:
-        rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed)
+        rows += keyed_rows(prior, B, channel, keyed, samples=search_samples, seed=seed, real_samples=real_samples)
     rows = _with_roles(rows)
     return ComparisonTable(getattr(spec, "name", type(spec).__name__), int(B), channel, int(samples),
                            int(seed), tuple(rows))

@@ -68,6 +68,21 @@ def contexts(spec, samples: int, n_tokens: int, s2: float, seed: int) -> tuple:
     return leaves, X, np.sqrt(s2) * rng.standard_normal((samples, n_tokens))
 
 
+def target_values(spec, samples: int, n_tokens: int, s2: float, seed: int) -> tuple:
+    """The target contexts of :func:`contexts` with their latents and values: leaves (n,), ``theta`` (n, D), tokens
+    ``X`` (n, N, D), label noise (n, N) and values ``y = <theta, x_i> + eps_i`` (n, N)."""
+    leaves, X, eps = contexts(spec, samples, n_tokens, s2, seed)
+    theta = spec.thetas(leaves)
+    return leaves, theta, X, eps, np.einsum("nid,nd->ni", X, theta) + eps
+
+
+def decoded_losses(spec, keys, rows: np.ndarray, phi: np.ndarray, theta: np.ndarray, n_tokens: int,
+                   s2: float) -> np.ndarray:
+    """(n,) ``||theta_hat - theta||^2`` of the policy's decoder (:func:`posterior_means` of readings ``phi`` (n, k)
+    of ``rows`` (n, k, D)) against the latents ``theta`` (n, D)."""
+    return ((posterior_means(spec, keys, rows, phi, n_tokens, s2) - theta) ** 2).sum(-1)
+
+
 def donors(spec, leaves: np.ndarray, j: int, seed: int) -> np.ndarray:
     """The donor leaves of divergence depth ``j`` of :func:`keyed_patching_table`'s targets ``leaves``."""
     return donor_leaves(leaves, spec.depth, j, np.random.default_rng(_chunks.seed_sequence(seed, _chunks.DONOR + 16 * j)))
@@ -133,12 +148,10 @@ def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_toke
     if first is None:
         first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
     policy = _Policy(prior, family, first, samples, N, s2, seed, steps)
-    leaves, X, eps = contexts(spec, samples, N, s2, seed)
-    theta = spec.thetas(leaves)
-    y = np.einsum("nid,nd->ni", X, theta) + eps
+    leaves, theta, X, eps, y = target_values(spec, samples, N, s2, seed)
 
     def loss(phi, believed):
-        return ((posterior_means(spec, first.keys, believed, phi, N, s2) - theta) ** 2).sum(-1)
+        return decoded_losses(spec, first.keys, believed, phi, theta, N, s2)
 
     phi0, rows0 = policy.run(X, y, budget)
     base = loss(phi0, rows0)
