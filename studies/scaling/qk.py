@@ -131,7 +131,7 @@ def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
     return out
 
 
-def report(out: str) -> dict:
+def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
     """qk.json from the runs finished in ``out`` (module docstring); the decided tests and the law test once qk A has
     two seeds at a budget and the budgets the tests need."""
     from fvnum.decided import study_tests
@@ -175,8 +175,50 @@ def report(out: str) -> dict:
            "runs": sorted(rows.values(), key=lambda r: (r["factor"], r["router"], r["budget"], r["seed"])),
            "prediction": pred, "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end,
            "law_test": law, "tests": tests}
-    write_json(OUT, doc)
+    write_json(dest, doc)
+    if fig:
+        figure(doc)
     return doc
+
+
+def figure(doc: dict) -> str:
+    """fig_qk.png: loss against budget, MLP A and qk A (seeds and means) beside A's prediction, the 2x and 4x runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    pred = {int(b): v for b, v in doc["prediction"].items()}
+    ax.plot(sorted(pred), [pred[b] for b in sorted(pred)], "k--", label="A's prediction (best_adaptive_keyed)")
+    mlp = [r for r in STUDY["runs"] if r["model"] == "A"]
+    ax.plot([r["budget"] for r in mlp], [r["loss"] for r in mlp], "o", color="C0", alpha=0.35, ms=4)
+    m = seed_means(mlp)
+    ax.plot(sorted(m), [m[b][0] for b in sorted(m)], "-", color="C0", label="MLP A (3 seeds)")
+    qk = [r for r in doc["runs"] if r["router"] == "qk" and r["factor"] == 1]
+    if qk:
+        ax.plot([r["budget"] for r in qk], [r["loss"] for r in qk], "s", color="C3", alpha=0.35, ms=4)
+        q = seed_means(qk)
+        ax.plot(sorted(q), [q[b][0] for b in sorted(q)], "-", color="C3",
+                label="qk A (" + "-".join(sorted({str(v[2]) for v in q.values()})) + " seeds)")
+    for r in doc["runs"]:
+        if r["factor"] > 1:
+            ax.plot([r["budget"] + 0.08 * r["factor"]], [r["loss"]], "^" if r["router"] == "qk" else "v",
+                    color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{r['router']} A, {r['factor']}x steps")
+    lo, hi = min(pred.values()), max(pred.values())
+    ax.fill_between(sorted(pred), [0.8 * pred[b] for b in sorted(pred)], [1.25 * pred[b] for b in sorted(pred)],
+                    color="0.85", label="band [0.8, 1.25] of the prediction")
+    ax.set_yscale("log")
+    ax.set_ylim(0.8 * lo, 1.3 * max(hi, max(r["loss"] for r in mlp)))
+    ax.set_xlabel("budget B (layers of Model A)")
+    ax.set_ylabel("held-out loss E||theta_hat - theta||^2")
+    ax.set_title("Model A's two routers against its prediction (depth 7, alpha 0.6, N 64)", fontsize=9)
+    ax.legend(fontsize=7)
+    path = os.path.join(HERE, "fig_qk.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def main(argv: list[str]) -> int:
