@@ -2,7 +2,7 @@
 (the greedy adaptive keyed search, :func:`fvnum.keys.adaptive.adaptive_keyed_trace`) a function of the readings
 that a router could learn?
 
-Command: ``PYTHONPATH=. python studies/scaling/teacher.py [--contexts=512] [--out=DIR]`` (about 10 minutes of one
+Command: ``PYTHONPATH=. python studies/scaling/teacher.py [--contexts=512] [--out=DIR]`` (about 8 minutes of one
 core on a loaded 2-core machine; the trace and every re-run are kept in ``DIR``, default
 studies/scaling/distil/train/teacher, git-ignored, so an interrupted run resumes where it stopped). It writes
 ``teacher_consistency`` into studies/scaling/distil.json; ``--table`` prints distil.md's two tables from it.
@@ -136,7 +136,8 @@ def objective(first, spec, rows, phi, candidates, *, n_tokens: int, s2: float, g
 def errors(pred: np.ndarray, target: np.ndarray, h: np.ndarray) -> dict:
     """The router's relative key error (module docstring) of predicted rows ``pred`` (n, D) for rows ``target``
     (n, D) under key weights ``h`` (D,), per mode of :data:`MODES`, and the rows' own relative distance
-    ``|p - w| / |w|`` (mean and median; ``sign``: the nearer of ``+-p``)."""
+    ``|p - w| / |w|`` (mean and median; ``sign``: the nearer of ``+-p``; ``changed_fraction``: the samples whose
+    row moved by more than 1e-6 of its norm, either sign)."""
     hw = (target * target * h).sum(-1)  # (n,) |w|_h^2
     hp, cross = (pred * pred * h).sum(-1), (pred * target * h).sum(-1)
     plain = hp - 2 * cross + hw
@@ -146,7 +147,8 @@ def errors(pred: np.ndarray, target: np.ndarray, h: np.ndarray) -> dict:
     dist = np.linalg.norm(pred - target, axis=-1) / norm
     dist_sign = np.minimum(dist, np.linalg.norm(pred + target, axis=-1) / norm)
     out = {m: float(e.sum() / hw.sum()) for m, e in zip(MODES, (plain, sign, direction))}
-    out.update(row_distance_mean=float(dist.mean()), row_distance_median=float(np.median(dist)),
+    out.update(changed_fraction=float((dist_sign > 1e-6).mean()),
+               row_distance_mean=float(dist.mean()), row_distance_median=float(np.median(dist)),
                row_distance_sign_mean=float(dist_sign.mean()), row_distance_sign_median=float(np.median(dist_sign)))
     return out
 
@@ -192,13 +194,22 @@ def _prior():
     return fv_prior(DataConfig(prior="tree", depth=DEPTH, alpha=ALPHA, n_tokens=N_TOKENS, s2=S2))
 
 
+KEPT = {}  # path -> seconds the piece kept there took when it was computed, for the pieces this run did not compute
+
+
 def _cached(path: str, make):
+    """``make()``, kept at ``path`` with the seconds it took; read back from there next time (into :data:`KEPT`
+    unless this run computed it: its time is this run's)."""
     if os.path.exists(path):
         with open(path, "rb") as f:
-            return pickle.load(f)
+            value, seconds = pickle.load(f)
+        KEPT.setdefault(path, seconds)
+        return value
+    KEPT[path] = 0.0
+    t0 = time.perf_counter()
     value = make()
     with open(path + ".part", "wb") as f:
-        pickle.dump(value, f)
+        pickle.dump((value, time.perf_counter() - t0), f)
     os.replace(path + ".part", path)
     return value
 
@@ -252,6 +263,7 @@ def consistency(out: str, n_contexts: int) -> dict:
     from fvnum.priors.tree import numeric_prior
 
     t0 = time.perf_counter()
+    KEPT.clear()
     trace = teacher_trace(out)
     spec = numeric_prior(_prior())
     h = np.asarray(trace.keys.h_, dtype=float)
@@ -297,7 +309,9 @@ def consistency(out: str, n_contexts: int) -> dict:
             "routers": {name: v[layer] for name, v in ROUTERS.items()},
         }
         print(_summary(layer + 1, layers[str(layer + 1)]), flush=True)
-    return {"command": COMMAND, "seconds": round(time.perf_counter() - t0, 1),
+    seconds = time.perf_counter() - t0
+    return {"command": COMMAND, "seconds": round(seconds + sum(KEPT.values()), 1),  # the kept pieces' included
+            "seconds_this_run": round(seconds, 1),
             "cell": {"depth": DEPTH, "alpha": ALPHA, "n_tokens": N_TOKENS, "s2": S2, "budget": BUDGET, "seed": SEED,
                      "trace_samples": TRACE_SAMPLES, "held_out": HELD_OUT, "canonical": True},
             "reruns": {name: how for name, how in RERUNS}, "nearby_eps": list(NEARBY), "nearby_seed": NEARBY_SEED,
