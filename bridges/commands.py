@@ -297,6 +297,10 @@ def _register_compare(subparsers) -> None:
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**10), default=DEFAULT_SAMPLES,
                    help=f"Monte Carlo samples per theory number (default {DEFAULT_SAMPLES})")
     _add_keyed_argument(p, KEYED, f"{KEYED}, softmax for a softmax model on the tree prior")
+    p.add_argument("--real-samples", type=int_arg("--real-samples", 2, 10**7), default=None, metavar="N",
+                   help="also A's and B's keyed rows on N contexts of real tokens (best_adaptive_keyed_real, "
+                   "best_nonadaptive_keyed_real: the same policy and design reading drawn tokens; tree prior, "
+                   "--keyed weighted or linear; default: none)")
     _add_engine_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_format_argument(p)
@@ -317,7 +321,8 @@ def compare_command(args: argparse.Namespace) -> int:
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                              device=args.device, models=args.model or "".join(MODELS), keyed=args.keyed)
+                              device=args.device, models=args.model or "".join(MODELS), keyed=args.keyed,
+                              real_samples=args.real_samples)
         from bridges.prices.cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
@@ -342,13 +347,14 @@ def compare_command(args: argparse.Namespace) -> int:
         args.keyed = keyed_for(cfg) or "none"
     theory_s = _own_table_seconds(cfg, args)
     if theory_s is None:
-        theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed)
+        theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed, args.real_samples)
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples", train_seconds(cfg) + theory_s)
     from bridges.analysis.compare import beside_of, compare, to_markdown
     from bridges.training.train import run_dir, train
 
     result = train(cfg, progress=not args.quiet and args.format == "text")
-    table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed).to_dict()
+    table = compare(result, samples=args.samples, seed=args.seed, keyed=args.keyed,
+                    real_samples=args.real_samples).to_dict()
     table["beside_prediction"] = beside_of(table)  # ratio, or the difference where the prediction is 0 within its SE
     folder = run_dir(cfg) or Path(".")
     write_json(folder / "compare.json", table)
@@ -365,6 +371,9 @@ def _own_table_seconds(cfg, args) -> float | None:
 
     if not has_own_table(cfg.data):
         return None
+    if args.real_samples is not None:
+        raise InputError(f"--real-samples {args.real_samples}: real-token rows are built on the tree prior, not on the "
+                         f"{cfg.data.prior} prior; leave it out")
     if given(args, "keyed") and args.keyed != "none":
         raise InputError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
                          "held to its dMMSE rows); leave --keyed out or give --keyed none")

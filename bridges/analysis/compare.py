@@ -39,31 +39,35 @@ def check_keyed(keyed) -> str | None:
 
 
 def keyed_cells(data: DataConfig, budgets, keyed: str | None = KEYED, *, search_samples: int = 2_000,
-                 seed: int = 0) -> dict:
+                 seed: int = 0, real_samples: int | None = None) -> dict:
     """The keyed rows of ``data`` at every budget at once (``fvnum.theory.keyed_curves``: the adaptive
     policy is run once to the largest budget), as ``{str(budget): [row dicts]}`` (the layout of a run
-    store's cell); ``{}`` without a key family."""
+    store's cell); ``{}`` without a key family. ``real_samples``: with A's and B's rows on that many contexts of
+    real tokens (``fvnum.keys.real_tokens``)."""
     from fvnum.theory import keyed_curves as curves
 
     keyed = check_keyed(keyed)
     if keyed is None:
         return {}
-    found = curves(fv_prior(data), budgets, data_channel(data), keyed, samples=search_samples, seed=seed)
+    found = curves(fv_prior(data), budgets, data_channel(data), keyed, samples=search_samples, seed=seed,
+                   real_samples=real_samples)
     return {str(b): [r.to_dict() for r in rows] for b, rows in found.items()}
 
 
 def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
-                 search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED, keyed_rows=None):
+                 search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED, keyed_rows=None,
+                 real_samples: int | None = None):
     """The ``fvnum.theory.ComparisonTable`` for the prior of ``data`` under the channel the models see
     (``tokens`` with ``N`` and ``s2`` of ``data``). ``keyed``: the key family whose best rows found are the
     predictions of A and B (default weighted; None or ``"none"``: the linear-key rows); ``keyed_rows``: those
-    rows computed beforehand (:func:`keyed_cells` at this budget)."""
+    rows computed beforehand (:func:`keyed_cells` at this budget); ``real_samples``: A's and B's keyed rows also
+    on that many contexts of real tokens (``comparison_table``'s ``real_samples``)."""
     from fvnum.theory import comparison_table
 
     own = has_own_table(data)  # the atoms prior: its own rows, no keyed rows (fvnum.theory.comparison_table)
     return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
                             search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
-                            keyed_rows_given=None if own else keyed_rows)
+                            keyed_rows_given=None if own else keyed_rows, real_samples=real_samples)
 
 
 def has_own_table(data: DataConfig) -> bool:
@@ -74,11 +78,11 @@ def has_own_table(data: DataConfig) -> bool:
 
 def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,
                   search_samples: int = 2_000, dense: bool = True, keyed: str | None = KEYED,
-                  keyed_rows=None) -> list[dict]:
+                  keyed_rows=None, real_samples: int | None = None) -> list[dict]:
     """The rows of :func:`theory_table` as JSON-able dicts ``{name, value, stderr, how, what, channel, ..}``
     (the layout of the comparison tables and the run store)."""
     return theory_table(data, budget, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
-                        keyed=keyed, keyed_rows=keyed_rows).to_dict()["rows"]
+                        keyed=keyed, keyed_rows=keyed_rows, real_samples=real_samples).to_dict()["rows"]
 
 
 @torch.no_grad()
@@ -254,12 +258,15 @@ def keyed_for(cfg, keyed=BY_ATTENTION) -> str | None:
 
 
 def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000, dense: bool = True,
-            theory: list | None = None, audit: bool = True, keyed: str | None = BY_ATTENTION) -> Comparison:
+            theory: list | None = None, audit: bool = True, keyed: str | None = BY_ATTENTION,
+            real_samples: int | None = None) -> Comparison:
     """The comparison of one trained run (a ``bridges.training.train.TrainResult`` with its model), a
     :class:`Comparison`; ``audit`` adds the audit of the model's own readings (``.audit``); ``keyed``: the key
     family of the prediction rows of A and B (:func:`theory_table`; not used when ``theory`` is given); by
     default the family of the model's attention (:func:`keyed_for`: softmax models are held to their softmax
-    rows, linear ones to the weighted rows)."""
+    rows, linear ones to the weighted rows); ``real_samples``: A's and B's keyed rows also on that many contexts
+    of real tokens (``best_adaptive_keyed_real``, ``best_nonadaptive_keyed_real``; tree prior, linear or
+    weighted keys; not used when ``theory`` is given)."""
     from fvnum.theory import describe_rows
 
     cfg = result.config
@@ -267,7 +274,7 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     data, B = cfg.data, cfg.model.budget
     if theory is None:
         theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
-                               keyed=keyed)
+                               keyed=keyed, real_samples=real_samples)
     theory = describe_rows(theory)
     routing = audited = None
     if result.model is not None:

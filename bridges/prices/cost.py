@@ -180,19 +180,25 @@ def _solve(depth: int, budget: int) -> float:
     return tree_loss_cost(depth, budget, "optimal", False)[1]
 
 
-def keyed_seconds(data, budgets, samples: int, keyed) -> float:
+def keyed_seconds(data, budgets, samples: int, keyed, real_samples: int | None = None) -> float:
     """``bridges.analysis.compare.keyed_curves`` (``fvnum.theory.keyed_curves``) at ``budgets`` on ``samples``
     samples (``fvnum.guards.limits.keyed_cost``); nothing without a key family (``keyed`` None or ``"none"``). Its
     memory (``fvnum.keys.nonadaptive.keyed_memory``, bounded whatever the budget) is checked here too, before any
-    training, refused in one line where it does not fit."""
+    training, refused in one line where it does not fit. ``real_samples``: with the real-token rows of that many
+    contexts (``fvnum.keys.real_tokens.real_keyed_cost``, their memory checked too; refused in one line where they
+    are not built)."""
     from fvnum.keys.nonadaptive import keyed_memory
     from fvnum.keys.families import check_family
     from fvnum.guards.limits import keyed_cost
     from fvnum.guards.resources import check_memory, fits_memory, largest_fitting
 
+    tree = data.has_leaves
+    if real_samples is not None:  # refused before any work where they are not built (no key family included)
+        from fvnum.keys.real_tokens import check_real
+
+        check_real("tree" if tree else data.prior, keyed, real_samples)
     if check_family(keyed, optional=True) is None:
         return 0.0
-    tree = data.has_leaves
     if keyed == "softmax" and not tree:
         raise InputError(f"--keyed softmax: the softmax keyed rows are searched on the tree prior only, not on the "
                          f"{data.prior} prior")
@@ -212,18 +218,25 @@ def keyed_seconds(data, budgets, samples: int, keyed) -> float:
         from fvnum.keys.adaptive import adaptive_softmax_cost
 
         seconds += adaptive_softmax_cost(data.depth, data.dim, max(budgets), samples)
+    if real_samples is not None:
+        from fvnum.keys.real_tokens import real_keyed_cost, real_keyed_memory
+
+        check_memory(f"the real-token rows on {real_samples} contexts", real_keyed_memory(
+            depth=data.depth, dim=data.dim, budgets=budgets, samples=real_samples, n_tokens=data.n_tokens))
+        seconds += real_keyed_cost(data.depth, data.dim, budgets, real_samples)
     return seconds
 
 
-def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None) -> float:
+def theory_table_seconds(data, budget: int, samples: int, search_samples: int, keyed=None,
+                         real_samples: int | None = None) -> float:
     """``bridges.analysis.compare.theory_losses`` (``fvnum.theory.comparison_table``): its own price,
     ``fvnum.theory.comparison_table_seconds`` (every Monte Carlo row, the default candidates of ``best_adaptive``
     and of the bracket, the design searches), and the keyed rows of ``keyed`` (a key family; None: computed
-    beforehand, or none)."""
+    beforehand, or none), with the real-token rows of ``real_samples`` contexts."""
     from fvnum.theory import comparison_table_seconds
 
     tree = data.has_leaves
-    return keyed_seconds(data, [budget], search_samples, keyed) + comparison_table_seconds(
+    return keyed_seconds(data, [budget], search_samples, keyed, real_samples) + comparison_table_seconds(
         tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, samples=samples,
         search_samples=search_samples, token_channel=True, threads=1)
 
@@ -296,12 +309,13 @@ def reproduce_seconds(cfg) -> float:
 def _tables_seconds(runs, cfg) -> float:
     """The theory of a grid of runs (``bridges.studies.reproduce.training``): one table per (data, budget), the keyed
     rows once per data configuration at all its budgets."""
-    from bridges.studies.reproduce import SEARCH_SAMPLES, keyed_search_samples
+    from bridges.studies.reproduce import SEARCH_SAMPLES, keyed_search_samples, real_samples_of
 
     tables = {(r.data, r.model.budget) for r in runs}
     seconds = sum(theory_table_seconds(data, budget, cfg.samples, SEARCH_SAMPLES) for data, budget in tables)
     for data in {d for d, _ in tables}:
-        seconds += keyed_seconds(data, [b for d, b in tables if d == data], keyed_search_samples(cfg), cfg.keyed)
+        seconds += keyed_seconds(data, [b for d, b in tables if d == data], keyed_search_samples(cfg), cfg.keyed,
+                                 real_samples_of(cfg, data))
     return seconds
 
 

@@ -25,6 +25,9 @@ from bridges.runs.results import DictLayout, frame_of
 KIND = "reproduce"
 GRID_PRIORS = ("tree", "gaussian")  # the training issue's grid: the tree and its matched Gaussian
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
+# contexts of real tokens of A's and B's keyed rows on real tokens (fvnum.keys.real_tokens; the tree cells): about 5 s
+# at the default cell on the shared machine (studies/scaling/real_tokens.md)
+REAL_SAMPLES = 2000
 
 
 # what each kind of cell holds (checked when a cell is read and before it is stored, bridges.runs.store)
@@ -96,6 +99,9 @@ class ReproduceConfig:
     models: str = "".join(BUILT_IN)  # the models of the training grid: those of THEORY.md section 7
     scales: tuple[str, ...] | None = None  # general tree scales instead of alpha (bridges.runs.config.DataConfig)
     keyed: str | None = KEYED  # key family of the prediction rows of A and B (fvnum.keys.nonadaptive); None: linear keys
+    # A's and B's keyed rows also on this many contexts of real tokens (best_adaptive_keyed_real,
+    # best_nonadaptive_keyed_real) in the tree cells, where they are built (linear or weighted keys); None: none
+    real_samples: int | None = REAL_SAMPLES
 
     def __post_init__(self):
         if self.full and self.scales is not None:
@@ -108,6 +114,8 @@ class ReproduceConfig:
         study_tree(self, cell["depth"], cell["alpha"])
         from fvsym._validate import check_int
 
+        if self.real_samples is not None:
+            object.__setattr__(self, "real_samples", check_int(self.real_samples, "real_samples", 2))
         for name in ("steps", "samples", "workers", "train_budget", "scaling_steps_per_budget"):
             if getattr(self, name) is not None:  # an integer >= 1 (not a float, a text or a bool)
                 object.__setattr__(self, name, check_int(getattr(self, name), name, 1))
@@ -135,6 +143,14 @@ class ReproduceConfig:
         if d["scales"] is None:
             del d["scales"]
         return d
+
+
+def real_samples_of(cfg: ReproduceConfig, data: DataConfig) -> int | None:
+    """The real-token contexts of the keyed rows of ``data``'s cells: ``cfg.real_samples`` in the tree cells with
+    linear or weighted keys (where ``fvnum.keys.real_tokens`` builds them), else None."""
+    from fvnum.keys.real_tokens import REAL_FAMILIES
+
+    return cfg.real_samples if data.has_leaves and cfg.keyed in REAL_FAMILIES else None
 
 
 def patched_model(models) -> str | None:
@@ -248,22 +264,26 @@ def training(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
         if cfg.keyed is None:
             return {}
         budgets = sorted({r.model.budget for r in runs if r.data == data})
-        n = keyed_search_samples(cfg)
+        n, real = keyed_search_samples(cfg), real_samples_of(cfg, data)
         found, cached = store.cell("keyed", {"data": data.to_dict(), "budgets": budgets, "family": cfg.keyed,
-                                             "samples": n, "seed": cfg.seed},
-                                   lambda: keyed_cells(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed),
-                                   SHAPES["keyed"])
+                                             "samples": n, "seed": cfg.seed,
+                                             **({"real_samples": real} if real is not None else {})},
+                                   lambda: keyed_cells(data, budgets, cfg.keyed, search_samples=n, seed=cfg.seed,
+                                                       real_samples=real), SHAPES["keyed"])
         if not cached:
             log(f"  keyed theory rows ({cfg.keyed} keys) of {tree_label(data.alpha, data.scales)} {data.prior} "
                 f"K{data.depth}, budgets {budgets} done")
         return found
 
     def theory_rows(run):  # shared by every model and seed of a (data, budget) cell
+        real = real_samples_of(cfg, run.data)
         config = {"data": run.data.to_dict(), "budget": run.model.budget, "samples": cfg.samples, "seed": cfg.seed,
-                  **({"keyed": cfg.keyed} if cfg.keyed is not None else {})}  # linear keys: the cells stored before
+                  **({"keyed": cfg.keyed} if cfg.keyed is not None else {}),  # linear keys: the cells stored before
+                  **({"real_samples": real} if real is not None else {})}
         rows, _ = store.cell("theory_table", config, lambda: theory_losses(
             run.data, run.model.budget, samples=cfg.samples, seed=cfg.seed, search_samples=SEARCH_SAMPLES,
-            keyed=cfg.keyed, keyed_rows=keyed_rows(run.data).get(str(run.model.budget))), SHAPES["theory_table"])
+            keyed=cfg.keyed, keyed_rows=keyed_rows(run.data).get(str(run.model.budget)), real_samples=real),
+            SHAPES["theory_table"])
         return rows
 
     tables = []
@@ -425,6 +445,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         lines += ["| prediction | measured | holds |", "|---|---|---|"]
         lines += [f"| {c['prediction']} | {c['measured']} | {'yes' if c['holds'] else '**no**'} |" for c in checks]
         lines.append("")
+    lines += real_token_lines(tables)
     for t in tables:
         lines.append(to_markdown(t))
     if extra.get("scaling_fits"):
@@ -469,6 +490,28 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
             lines.append(f"| {name} | " + " | ".join(f"{a:.2f}" for a, _, _ in p["final_prefix"]) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def real_token_lines(tables) -> list[str]:
+    """The report's lines on A's and B's keyed rows on real tokens (``best_*_keyed_real``) beside their law rows (the
+    predictions) and the trained models, one line per model of each cell that has them; none without them."""
+    pairs = {"A": ("best_adaptive_keyed_real", "best_adaptive_keyed"), "B": ("best_nonadaptive_keyed_real",
+                                                                           "best_nonadaptive_keyed")}
+    out = []
+    for t in tables:
+        rows = {r["name"]: r for r in t["theory"]}
+        real, law = pairs.get(t["model"], (None, None))
+        if real in rows and law in rows:
+            r, p = rows[real], rows[law]
+            out.append(f"| {t['prior']} K{t['depth']} B{t['budget']} seed {t['seed']} | {t['model']} | {r['value']:.4f} ± "
+                       f"{r['stderr']:.1g} ({r['how']}) | {p['value']:.4f} ± {p['stderr']:.1g} | "
+                       f"{r['value'] / p['value']:.3f} | {t['trained']['loss']:.4f} |")
+    if not out:
+        return []
+    return ["A's and B's prediction rows on real tokens (fvnum.keys.real_tokens: the same policy and design reading "
+            "drawn tokens, decoded by the posterior under the CLT law; studies/scaling/real_tokens.md):", "",
+            "| cell | model | on real tokens | law (the prediction) | real / law | trained |", "|---|---|---|---|---|---|",
+            *out, ""]
 
 
 @dataclass(frozen=True)

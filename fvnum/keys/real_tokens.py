@@ -41,7 +41,8 @@ _WHAT = ("the best_{law} {what} on real tokens ({n} tokens and labels drawn per 
 def check_real(prior, family, samples=None) -> str:
     """``family`` when real-token rows exist for it on ``prior`` (the tree prior; linear or weighted keys) and
     ``samples`` (given: the ``real_samples`` of a comparison) is a number of contexts >= 2, else an
-    :class:`~fvsym.errors.InputError` in one line."""
+    :class:`~fvsym.errors.InputError` in one line. ``prior`` the name ``"tree"`` or another prior's name: the
+    prior's check by its name (the prices, before any prior is built)."""
     from fvsym._validate import _short
 
     from fvnum.priors.capabilities import capability
@@ -51,14 +52,15 @@ def check_real(prior, family, samples=None) -> str:
         raise InputError(f"real_samples must be a number of contexts >= 2 (or None: no real-token rows), got "
                          f"{_short(samples)}")
 
-    spec = numeric_prior(prior)
-    if capability(spec, "heap_depth") is None:
+    spec = None if isinstance(prior, str) else numeric_prior(prior)
+    if prior != "tree" and (spec is None or capability(spec, "heap_depth") is None):
+        name = prior if spec is None else getattr(spec, "name", None) or type(spec).__name__
         raise InputError(f"real-token rows are built on the tree prior (A's keyed policy needs its leaves), not on the "
-                         f"{getattr(spec, 'name', None) or type(spec).__name__} prior")
+                         f"{name} prior")
     family = check_family(family, optional=True)
     if family is None:
         raise InputError("real-token rows run the keyed policies of A and B: give a key family (keyed='weighted' or "
-                         "'linear'), got none")
+                         "'linear'; fv: --keyed weighted or linear), got none")
     if family not in REAL_FAMILIES:
         raise InputError(f"real-token rows run the greedy keyed policy of the {' and '.join(REAL_FAMILIES)} families; "
                          f"the {family} family's adaptive row is a search of its own, not run on real tokens here")
@@ -102,6 +104,7 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     ``B (B - 1) / 2`` layers of the policy's search on ``samples`` samples (:func:`real_keyed_cost`)."""
     from fvsym._validate import check_int
 
+    from fvnum.guards.resources import check_memory
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.patching.keyed import _Policy, decoded_losses, family_readings, target_values
 
@@ -118,6 +121,8 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     designs = dict(designs or {})
     design_samples = check_int(design_samples, "design_samples", minimum=0)
     N, s2 = channel.n_tokens, channel.s2
+    check_memory(f"the real-token rows on {samples} contexts of {N} tokens", real_keyed_memory(
+        depth=spec.depth, dim=spec.dim, budgets=budgets, samples=samples, n_tokens=N))
     if first is None:
         first = designs[1] if 1 in designs else best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
     for b, found in {**designs, 0: first}.items():
@@ -166,6 +171,16 @@ def real_what(name: str, n_tokens: int, family: str) -> str:
     return _WHAT.format(law=law, what=what, n=n_tokens, family=family)
 
 
+def real_keyed_memory(*, depth: int, dim: int, budgets, samples: int, n_tokens: int) -> float:
+    """Bytes (an upper estimate) :func:`real_keyed_losses` holds at once: the tokens ``X`` (samples, N, D) and two
+    arrays of their size (the squares a weighted key's reading takes, a copy), the values, and the policy's search
+    on ``samples`` samples (``fvnum.keys.nonadaptive.keyed_memory``'s adaptive part)."""
+    from fvnum.keys.nonadaptive import keyed_memory
+
+    return 8.0 * samples * n_tokens * (3 * dim + 4) + keyed_memory(tree=True, depth=depth, dim=dim, budgets=budgets,
+                                                                   samples=samples)
+
+
 def real_keyed_cost(depth: int, dim: int, budgets, samples: int) -> float:
     """Seconds of :func:`real_keyed_losses` given its designs, on the tree of ``depth`` (``dim`` coordinates): the
     policy's search chooses layer ``k``'s rows by running layers ``2..k`` again (``adaptive_keyed_trace`` on the
@@ -179,4 +194,4 @@ def real_keyed_cost(depth: int, dim: int, budgets, samples: int) -> float:
 
 
 __all__ = ["REAL_FAMILIES", "REAL_ROWS", "RealKeyedLosses", "check_real", "design_losses", "real_keyed_cost",
-           "real_keyed_losses", "real_what"]
+           "real_keyed_losses", "real_keyed_memory", "real_what"]

@@ -46,6 +46,18 @@ def test_writes_report_figures_and_numbers(tiny_run):
     assert "fig_loss_vs_budget.png" in report and "Key patching" in report and "probes" in report
 
 
+def test_the_tree_cells_show_the_keyed_rows_on_real_tokens(tiny_run):
+    """ReproduceConfig.real_samples (default 2000): A's and B's keyed rows on real tokens in every table of the
+    tree cells, none in the Gaussian's (the rows are built on the tree), and the report's lines on them."""
+    out, _, _ = tiny_run
+    data = json.loads((out / "results.json").read_text())
+    real = {"best_adaptive_keyed_real", "best_nonadaptive_keyed_real"}
+    for t in data["training"]:
+        found = real & {r["name"] for r in t["theory"]}
+        assert found == (real if t["prior"] == "tree" else set())
+    assert "prediction rows on real tokens" in (out / "report.md").read_text()
+
+
 def test_every_cell_and_output_passes_its_own_checks(tiny_run):
     """The checks on read (shape and range of each kind of cell) accept every cell a real run writes, and its
     JSON outputs are strict (no bare NaN)."""
