@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from fvsym._emit import add_format_argument, emit
 from fvsym._validate import parse_int_list
@@ -16,6 +17,8 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS
 
 from bridges.commands import _add_engine_arguments, _add_keyed_argument, _arg_type, _check_study, check_workers
 from bridges.runs.config import MAX_THREADS, ROUTERS, RUN_OPTIONS
+
+CALL_AGAIN = 75  # exit code of ``fv scaling --resumable`` stopped at its cap with work left (sysexits' EX_TEMPFAIL)
 
 
 def register(subparsers) -> None:
@@ -142,6 +145,11 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
     p.add_argument("--report-only", action="store_true",
                    help="train nothing: write the outputs of the runs finished so far (the report says how many)")
+    p.add_argument("--resumable", action="store_true",
+                   help="work in calls of at most the time cap (fv --max-seconds S) instead of refusing a study "
+                   f"priced over it: a call trains until the cap (checkpoints kept) and exits with code {CALL_AGAIN} "
+                   "('call again') while work is left; once every run is trained, the theory starts in a call whose "
+                   "time left covers its price; the call that writes the outputs exits with 0")
     add_format_argument(p)
     p.set_defaults(func=scaling_command, default_max_seconds=DEFAULT_LONG_SECONDS)
 
@@ -173,10 +181,20 @@ def scaling_command(args: argparse.Namespace) -> int:
     cfg = scaling_config(args)
     from bridges.prices.cost import scaling_seconds
 
-    price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds
-    _check_study(f"fv scaling of {len(cfg.runs(''))} runs", price, cfg, steps="steps_per_budget", depth=False)
     quiet = args.quiet or args.format == "json"
-    result = run(cfg, log=(lambda *a: None) if quiet else print, train=not args.report_only)
+    log = (lambda *a: None) if quiet else print
+    if args.resumable:
+        if args.report_only:
+            raise InputError("--resumable trains in calls and --report-only trains nothing: give one of them")
+        result, left = resumable_scaling(cfg, log)
+        if result is None:
+            print(f"fv scaling: {left}: call the same command again to resume (exit code {CALL_AGAIN})",
+                  file=sys.stderr)
+            return CALL_AGAIN
+    else:
+        price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds
+        _check_study(f"fv scaling of {len(cfg.runs(''))} runs", price, cfg, steps="steps_per_budget", depth=False)
+        result = run(cfg, log=log, train=not args.report_only)
     lines = []
     for model, entry in result.fits["models"].items():
         t = entry.get("test")
@@ -189,6 +207,65 @@ def scaling_command(args: argparse.Namespace) -> int:
     lines.append(f"study: {result.folder}/report.md, scaling.json, scaling.csv, fig_scaling.png, fig_decay.png")
     emit({"folder": result.folder, "fits": result.fits}, args.format, lines)
     return 0
+
+
+CALL_START_S = 30.0  # seconds a --resumable call allows for its start (torch, the local cluster) before a cell starts
+CELL_END_S = 5.0  # and a training cell for its end beside the audit (the result, the checkpoint, the stored cell)
+
+
+def resumable_scaling(cfg, log=print):
+    """One call of ``fv scaling --resumable``: ``(ScalingStudy, None)`` when it wrote the outputs, or ``(None,
+    why)`` when it stopped at the time cap with work left. No refusal by the whole study's price: the runs not
+    finished are trained until the cap less a reserve (each stops there with its checkpoint kept and resumes from
+    it in the next call), the reserve being the largest audit a training cell ends with
+    (``bridges.prices.cost.audit_seconds``) and :data:`CELL_END_S`, so that a run trained just before it still
+    finishes its cell within the cap; a cell with too little time left for its audit stops too
+    (``bridges.runs.engine.TimeCapStop``) and is done by a later call. A cap that cannot hold a reserve and an audit
+    after the start (:data:`CALL_START_S`) is refused before any work. Once every run is trained, the theory and
+    the outputs (``run(cfg, train=False)``: the outputs of a whole ``fv scaling``) start in a call whose time left
+    covers their price (``bridges.prices.cost.scaling_seconds(cfg, train=False)``; past the cap no further theory
+    cell starts: the next call goes on); a theory priced over the whole cap is refused (one line) once the runs
+    are trained: no call of that cap could compute it."""
+    from pathlib import Path
+
+    from fvnum.guards.resources import check_time, format_seconds, max_seconds, seconds_left, time_limit, time_over
+    from fvsym.errors import ResourceRefused
+
+    from bridges.prices.cost import audit_seconds, scaling_seconds
+    from bridges.runs.engine import TimeCapStop
+    from bridges.runs.store import RunStore
+    from bridges.studies.scaling import KIND, _run_cells, run
+
+    reserve = max(audit_seconds(r) for r in cfg.runs("")) + CELL_END_S
+    check_time("a call of fv scaling --resumable (its start, then a run's audit before the reserve kept for "
+               "another)", CALL_START_S + 2 * reserve, "; give a larger --max-seconds")
+    theory = scaling_seconds(cfg, train=False)
+    log(f"resumable: this call works for up to {format_seconds(max_seconds())}, training until "
+        f"{format_seconds(reserve)} before its end; the study is priced at {format_seconds(scaling_seconds(cfg))} "
+        f"(audits not counted), its theory and outputs at {format_seconds(theory)}")
+    store = RunStore(cfg.out, KIND, create=True)
+    runs = cfg.runs(str(store.folder / "train"))
+    try:
+        if seconds_left() <= reserve:
+            raise TimeCapStop("the start took the time of the training")
+        with time_limit(seconds_left() - reserve):  # an audit started before this deadline ends within the cap
+            _run_cells(cfg, store, runs, log)
+    except TimeCapStop:
+        done = sum((Path(r.train.out) / r.key() / "result.json").is_file() for r in runs)
+        return None, (f"stopped at the time cap with {done} of {len(runs)} runs trained (the others resume from "
+                      "their checkpoints)")
+    check_time("the theory and outputs of the study (every run is trained; with --resumable they run in one "
+               "call)", theory, "; give the call that computes them a larger --max-seconds (the theory needs no "
+               "--device)")
+    if seconds_left() < theory:
+        return None, f"every run is trained; the theory starts in a call with {format_seconds(theory)} left"
+    try:
+        return run(cfg, log=log, train=False), None
+    except ResourceRefused as exc:  # the cap passed between two theory cells (the store stops there)
+        over = time_over()
+        if exc.limit != "time" or over is None or over() is None:
+            raise
+        return None, "every run is trained; stopped at the time cap between two theory cells"
 
 
 def _register_sweep(subparsers) -> None:

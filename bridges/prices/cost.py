@@ -335,6 +335,21 @@ def scaling_seconds(cfg, *, train: bool = True) -> float:
     return seconds + keyed_seconds(cfg.data(), cfg.budgets, cfg.search_samples, cfg.keyed) + 15.0
 
 
+def audit_seconds(cfg) -> float:
+    """Upper estimate of the audit that ``fv scaling`` attaches to a trained run at the end of its cell
+    (``bridges.analysis.compare.audit_dict``): ``bridges.analysis.audit.audit_cost`` at the comparisons' sizes, the
+    model's sizes read from ``cfg`` (linear keys: an MLP of width 1, as the audit counts them). Imports torch (the
+    audit's module)."""
+    from bridges.analysis.audit import audit_cost
+    from bridges.analysis.compare import AUDIT_SIZES
+
+    d, m = cfg.data, cfg.model
+    mlp = m.spec.mlp_keys
+    return audit_cost(tree=d.has_leaves, depth=d.depth or 0, dim=d.dim, layers=m.layers, width=m.width,
+                      budget=m.budget, mlp_width=m.mlp_width if mlp else 1, hidden_layers=m.hidden_layers if mlp else 1,
+                      **AUDIT_SIZES[d.prior])[1]
+
+
 def forward_seconds(cfg, contexts: int) -> float:
     """Upper estimate of ``contexts`` forward passes of the model of ``cfg`` (no gradients): a third of a step's
     arithmetic per context (as the held-out evaluations of :func:`train_seconds`), in batches of 256."""
@@ -360,6 +375,6 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     check_time(what, seconds, hint)
 
 
-__all__ = ["check_seconds", "forward_seconds", "intervention_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
+__all__ = ["audit_seconds", "check_seconds", "forward_seconds", "intervention_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
            "step_seconds", "theory_table_seconds", "train_seconds"]
 

@@ -15,6 +15,11 @@ line: a cell is a function and its keyword arguments.
   Seeds belong in ``kwargs``: a cell gives the same numbers in-process, on a local or a remote cluster.
 - ``store``: a ``bridges.runs.store.RunStore``; cells already there are not run again, each finished cell is
   written there (by this process only, atomically) as soon as it arrives. ``None``: nothing is kept.
+- The command's time cap (``fv --max-seconds``): every cell runs under it (the time left when it starts); a cell
+  that stops at it (training keeps its checkpoint), is not started because it has passed, or refuses a piece
+  of its work for the time it has left raises :class:`TimeCapStop` (a one-line ``ResourceRefused``), once the
+  cells still running, which share the deadline, have come back and every finished cell is stored: calling the
+  run again resumes it.
 - ``scheduler``: ``None`` starts a ``LocalCluster`` of ``workers`` processes (default: the number of
   cores), one thread each, listening on 127.0.0.1 only, and stops it on return; ``"tcp://host:port"`` (or
   the path of a ``dask scheduler --scheduler-file``) uses a running cluster; a ``distributed.Client``
@@ -46,11 +51,17 @@ from fvsym.guards.limits import TIME_CAP_NOTE
 
 from bridges.runs.store import RunStore, config_key
 
-__all__ = ["CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "cluster", "run_cells", "scheduler_address"]
+__all__ = ["CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "TimeCapStop", "cluster", "run_cells", "scheduler_address"]
 
 SYNCHRONOUS = "synchronous"
 CONNECT_TIMEOUT = 5.0  # seconds to reach a scheduler before giving up
 _KEY = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class TimeCapStop(ResourceRefused):
+    """A cell stopped at the command's time cap, was not started because the cap had passed, or refused a piece of
+    its work priced over the time it had left under the cap; the finished cells are stored and a training cell
+    keeps its checkpoint, so running the cells again (with more time) resumes them."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,10 @@ def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
                 result = fn(**kwargs)
         result = _normal(result)
     except _REPORTED as exc:
-        return {"error": {"type": type(exc).__name__, "os": isinstance(exc, OSError),
+        # under the command's cap, a time refusal is the cap's: training stopped at it, the cell never started, or
+        # a piece of the cell (an audit after training) was priced over the time the cell had left
+        at_cap = isinstance(exc, ResourceRefused) and getattr(exc, "limit", None) == "time" and deadline is not None
+        return {"error": {"type": type(exc).__name__, "os": isinstance(exc, OSError), "time_cap": at_cap,
                           "value": isinstance(exc, ValueError), "errno": getattr(exc, "errno", None),
                           "strerror": getattr(exc, "strerror", None), "filename": _text(getattr(exc, "filename", None)),
                           "message": str(exc)}}
@@ -132,6 +146,8 @@ def _raise_reported(ran: dict) -> dict:
     error = ran.get("error")
     if error is None:
         return ran
+    if error.get("time_cap"):
+        raise TimeCapStop(error["message"])
     if error["os"]:
         if error["errno"] is not None and error["strerror"] is not None:
             raise OSError(error["errno"], error["strerror"], *([error["filename"]] if error["filename"] else []))
@@ -308,12 +324,14 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
 
 
 def _guard(cell: Cell, get):
-    """``get()``, with a cell's ValueError turned into one line that names the cell."""
+    """``get()``, with a cell's ValueError turned into one line that names the cell (a :class:`TimeCapStop`
+    stays one)."""
     try:
         return get()
     except ValueError as exc:
         text = str(exc)
-        raise InputError(text if text.startswith(f"cell {cell.key}: ") else f"cell {cell.key}: {text}") from None
+        kind = TimeCapStop if isinstance(exc, TimeCapStop) else InputError
+        raise kind(text if text.startswith(f"cell {cell.key}: ") else f"cell {cell.key}: {text}") from None
 
 
 def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> None:
@@ -322,6 +340,7 @@ def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> No
 
     futures = {client.submit(_call, cell.fn, cell.kwargs, deadline, key=f"fv-{cell.key}", pure=False): cell
                for cell in todo}
+    stopped = None  # the first cell stopped by the time cap: raised once the others (same deadline) are back
     try:
         for future in as_completed(futures):
             cell = futures[future]
@@ -330,8 +349,14 @@ def _run_on(client, todo: list[Cell], done, deadline: float | None = None) -> No
             except KilledWorker:
                 raise RuntimeError(f"cell {cell.key}: its worker died on every try (out of memory?); "
                                    "finished cells are kept") from None
+            except TimeCapStop as exc:
+                stopped = stopped or exc
+                futures[future] = None
+                continue
             done(cell, ran)
             futures[future] = None
+        if stopped is not None:
+            raise stopped
     finally:
         pending = [f for f, c in futures.items() if c is not None]
         if pending:
