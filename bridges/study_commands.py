@@ -237,8 +237,9 @@ def resumable_scaling(cfg, log=print):
     from bridges.studies.scaling import KIND, _run_cells, run
 
     reserve = max(audit_seconds(r) for r in cfg.runs("")) + CELL_END_S
-    check_time("a call of fv scaling --resumable (its start, then a run's audit before the reserve kept for "
-               "another)", CALL_START_S + 2 * reserve, "; give a larger --max-seconds")
+    check_time(f"a call of fv scaling --resumable (its start and twice {format_seconds(reserve)}: the reserve "
+               "kept after training for the audit a training cell ends with, and one audit within the training)",
+               CALL_START_S + 2 * reserve, "; give a larger --max-seconds")
     theory = scaling_seconds(cfg, train=False)
     log(f"resumable: this call works for up to {format_seconds(max_seconds())}, training until "
         f"{format_seconds(reserve)} before its end; the study is priced at {format_seconds(scaling_seconds(cfg))} "

@@ -12,9 +12,12 @@ Command: ``PYTHONPATH=. python studies/scaling/prereg.py [--stage=STAGE] [--tabl
   modest sample counts (:data:`KEYED_SAMPLES`; the study uses 2,000 and 4 x 2,000 for the one-layer search).
 - ``power``: ``fvnum.laws.law_power`` of every curve (the committed study's theory rows included), 3 and 5 seeds, at
   the measured spread of the model it predicts (the study's test: no floor) and at twice it, and with a floor.
+- ``exact``: ``exact_law_cell`` of studies/scaling/regime.json (studies/scaling/exact_law.md): the cheapest cell whose
+  predictions pass to the test's precision, else the best found; its price, CPU and GPU, and its resumable command.
 
 Every result is cached in studies/scaling/prereg.json (written atomically after each piece), so a rerun computes only
-what is missing. ``--table`` prints the Markdown tables of regime.md's pre-registration section.
+what is missing. ``--table`` prints the Markdown tables of regime.md's pre-registration section, ``--exact-table``
+those of exact_law.md.
 """
 import dataclasses
 import json
@@ -30,10 +33,17 @@ STUDY = os.path.join(HERE, "scaling.json")
 SCREEN_SAMPLES = 100_000
 SCREEN = [dict(depth=8, alpha=a, n_tokens=n) for a in (0.5, 0.6) for n in (64, 128, 256, 512)]
 SCREEN += [dict(depth=8, alpha=0.5, n_tokens=n, tail=True) for n in (128, 256, 512, 1024)]
+# the exact-law scan (issue 45, item 7; studies/scaling/exact_law.md): alpha 0.7 and 0.8, N 64..1024, and N 1024 at
+# alpha 0.5 and 0.6, and the tail scales at N 64 (the tail-geometric scales exist for alpha <= 1/2 only)
+SCREEN += [dict(depth=8, alpha=a, n_tokens=n) for a in (0.7, 0.8) for n in (64, 128, 256, 512, 1024)]
+SCREEN += [dict(depth=8, alpha=a, n_tokens=1024) for a in (0.5, 0.6)]
+SCREEN += [dict(depth=8, alpha=0.5, n_tokens=64, tail=True)]
 KEYED_SAMPLES = 1000  # the adaptive policy's samples
 ONE_LAYER_SAMPLES = 2000  # the one-layer search's and its evaluation's samples (time: see regime.md)
 SHORTLIST = [dict(depth=8, alpha=0.5, n_tokens=512, tail=True), dict(depth=8, alpha=0.6, n_tokens=64),
              dict(depth=8, alpha=0.5, n_tokens=1024, tail=True)]
+# the exact-law scan: the cheapest cells of alpha 0.7 and 0.8 (N 64), where `path` bends least among the new cells
+SHORTLIST += [dict(depth=8, alpha=0.7, n_tokens=64), dict(depth=8, alpha=0.8, n_tokens=64)]
 # the one-layer rows (budgets 2.., tens of minutes a cell) only for the cells named by --one-layer=KEY,...
 REPLICATES = 300
 POWER_SEED = 0
@@ -66,11 +76,12 @@ def load() -> dict:
     return json.load(open(OUT)) if os.path.exists(OUT) else {}
 
 
-def save(data: dict) -> None:
-    tmp = f"{OUT}.{os.getpid()}.tmp"
+def save(data: dict, path: str = OUT) -> None:
+    """Write ``data`` to ``path`` atomically (serialized first: a value JSON cannot hold leaves no file behind)."""
+    text, tmp = json.dumps(data, indent=1), f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, OUT)
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 # --- the seed spread of the committed study ---------------------------------------------------------------
@@ -251,10 +262,190 @@ def calibration() -> dict:
         out[m] = {"measured_hours": measured / 3600, "priced_hours": p / 3600, "ratio": measured / p}
     return out
 
+# --- the exact-law cell (issue 45, item 7; studies/scaling/exact_law.md) -----------------------------------------
+REGIME = os.path.join(HERE, "regime.json")
+EXACT_KEY = "exact_law_cell"
+PASS = 0.9  # both predictions come out as predicted in at least this share of replicates (3 seeds, the study's test)
+PRECISION_SHARE = 1 / 3  # a prediction is known to the test's precision when its Monte Carlo error at every tested
+# budget is at most this share of the error of a 3-seed mean of trained losses (the model's spread / sqrt 3)
+EXACT_OUT = "runs/exact_law"  # git-ignored (/runs/): the run folders and cells, carried between device calls
+CALL_SECONDS = 570  # fv --max-seconds of one resumable call: under the 10 minutes of a device call, and over the
+# start and twice the audit reserve that fv scaling --resumable requires (bridges.study_commands.resumable_scaling)
+GPU_STEP = {"central": (3e-3, 20e12), "low": (1e-3, 50e12), "high": (6e-3, 8e12)}  # a step: (fixed s, FLOP/s)
+GPU_NOTE = ("estimate, not a measurement: no CUDA step has been timed in this project; a step is priced as a fixed "
+            "part (kernel launches of forward, backward and Adam: 3 ms; 1-6 ms) plus its counted matrix-product FLOPs "
+            "(bridges.prices.flops.step_flops) at 20 TFLOP/s effective float32 (8-50), runs one after another on one "
+            "GPU; evaluations, checkpoints and the start of each call not counted")
+
+
+def _case(rows: list, n_seeds: int = 3, factor: float = 1, floor: float = 0.0) -> dict | None:
+    return next((r for r in rows if (r["n_seeds"], r["spread_factor"], r["floor"]) == (n_seeds, factor, floor)), None)
+
+
+def precision(entries: list, budgets: list, samples: int, spread: float, seconds: float | None) -> dict:
+    """A theory curve's Monte Carlo precision: its largest relative error at the tested budgets (``>= cut``), the
+    target (:data:`PRECISION_SHARE` x ``spread / sqrt 3``), the samples and CPU time (measured rate) to reach it."""
+    from fvnum.laws import DEFAULT_CUT
+
+    rel = max(float(e["stderr"]) / float(e["value"]) for b, e in zip(budgets, entries) if b >= DEFAULT_CUT)
+    target = PRECISION_SHARE * spread / np.sqrt(3)
+    need = int(np.ceil(samples * max(1.0, (rel / target) ** 2)))
+    return {"max_rel_stderr": rel, "target": float(target), "samples": samples, "samples_needed": need,
+            "precise": bool(rel <= target), "cpu_hours_needed": None if seconds is None else seconds * need / samples / 3600}
+
+
+def judged_cells(data: dict) -> list:
+    """Every keyed cell with its predictions' powers (3 seeds: the study's test, its 5-seed and 3%-floor
+    variants), the Monte Carlo precision of each prediction, and whether it passes (both predictions at least
+    :data:`PASS` under the study's test, and both known to the test's precision)."""
+    spread, tags_of = data["spread"]["models"], {}  # {cell key: {prediction: its power tag}}
+    for tag in data.get("power", {}):
+        cell, name = tag.split(" | ")
+        if "(keyed" in cell and name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
+            tags_of.setdefault(cell.split(" (")[0], {})[name] = tag
+    out = []
+    for k, tags in tags_of.items():
+        c = data["keyed"][k]
+        judged = {"key": k, "cell": {f: c[f] for f in ("depth", "alpha", "n_tokens", "tail") if f in c},
+                  "budgets": c["budgets"], "predictions": {}}
+        for name in ("best_adaptive_keyed", "best_nonadaptive_keyed"):
+            if name not in tags:
+                judged["predictions"][name] = None
+                continue
+            model, law = PREDICTS[name]
+            rows = data["power"][tags[name]]["rows"]
+            if name == "best_adaptive_keyed":
+                entries, samples, sec = c[name], c["samples"], c["seconds"].get(name)
+            else:
+                entries = [c[name][str(b)] for b in c["budgets"]]
+                samples = c.get("one_layer_samples", ONE_LAYER_SAMPLES)
+                sec = sum(v for n, v in c["seconds"].items() if n.startswith(name)) or None  # every budget's search
+            r, f = _case(rows), _case(rows, 3, 1, 0.03)
+            judged["predictions"][name] = {
+                "model": model, "law": law, "curve": data["power"][tags[name]]["curve"], "power": r["power"],
+                "power_5_seeds": _case(rows, 5)["power"], "power_floor_3pct": f["power"], "verdicts": r["fractions"],
+                "verdicts_floor_3pct": f["fractions"],
+                "precision": precision(entries, c["budgets"], samples, spread[model]["pooled_sd_log"], sec)}
+        preds = list(judged["predictions"].values())
+        judged["complete"] = all(p is not None for p in preds)
+        judged["powers_pass"] = judged["complete"] and all(p["power"] >= PASS for p in preds)
+        out.append({**judged, "passed": judged["powers_pass"] and all(p["precision"]["precise"] for p in preds)})
+    return out
+
+
+def exact_config(cell: dict, out: str = EXACT_OUT, device: str = "cuda"):
+    """The study of a cell as ``fv scaling`` runs it: Models A, B, C, 3 seeds, budgets 1..depth - 1, the step rule
+    of the plan (:data:`STEP_RULE` x budget), the study's theory samples, 2 workers."""
+    from bridges.studies.scaling import ScalingConfig
+
+    return ScalingConfig(out=out, depth=cell["depth"], alpha=cell["alpha"], n_tokens=cell["n_tokens"], s2=0.01,
+                         budgets=tuple(budgets_of(cell["depth"])), models="ABC", seeds=3, steps_per_budget=STEP_RULE,
+                         search_samples=2000, workers=2, device=device)
+
+
+def exact_command(cell: dict, seconds: int = CALL_SECONDS) -> str | None:
+    """The resumable ``fv scaling --device cuda`` command of a cell (None for the tail scales, whose amplitudes
+    ``2^(-(k-1)/2)`` are irrational: ``--scales`` takes rational ones)."""
+    if cell.get("tail"):
+        return None
+    k = cell["depth"]
+    return (f"fv --max-seconds {seconds} scaling --out {EXACT_OUT} --depth {k} --alpha {cell['alpha']} --tokens "
+            f"{cell['n_tokens']} --s2 0.01 --budgets 1-{k - 1} --models ABC --seeds 3 --steps-per-budget "
+            f"{STEP_RULE} --search-samples 2000 --workers 2 --device cuda --resumable")
+
+
+def exact_price(cell: dict, calibration: dict) -> dict:
+    """A cell's price: CPU (``bridges.prices.cost``: one thread a run, summed; ``fv scaling``'s own on 2 cores; by
+    the previous study's measured / priced ratios), audits, and GPU (:data:`GPU_STEP`, an estimate: :data:`GPU_NOTE`)."""
+    from bridges.prices.cost import audit_seconds, scaling_seconds, train_seconds
+    from bridges.prices.flops import step_flops
+    from bridges.study_commands import CALL_START_S, CELL_END_S
+
+    cfg = exact_config(cell, device="cpu")
+    runs = cfg.runs(f"{EXACT_OUT}/train")
+    flops = {(r.model.model, r.model.budget): step_flops(r) for r in runs if r.train.seed == 0}
+    gpu = {name: sum(r.train.steps * (fixed + flops[r.model.model, r.model.budget] / rate) for r in runs) / 3600
+           for name, (fixed, rate) in GPU_STEP.items()}
+    theory = scaling_seconds(cfg, train=False)
+    per_model = {m: sum(train_seconds(r) for r in runs if r.model.model == m) / 3600 for m in "ABC"}
+    steps = sum(r.train.steps for r in runs)
+    audits = [audit_seconds(r) for r in runs]  # each training cell ends with its run's audit (CPU, not in the price)
+    reserve = max(audits) + CELL_END_S  # a resumable call trains until this long before its cap
+    per_call = CALL_SECONDS - CALL_START_S - reserve
+    if per_call < reserve:
+        raise ValueError(f"a call of {CALL_SECONDS} s cannot hold the start and twice the audit reserve {reserve:.0f} s")
+    work = gpu["central"] * 3600 + sum(audits) / cfg.workers  # the GPU's steps, and the audits on the 2 workers
+    return {"runs": len(runs), "steps": steps, "cpu_thread_hours": sum(per_model.values()),
+            "cpu_thread_hours_by_model": per_model,
+            "cpu_thread_hours_calibrated": sum(h * calibration[m]["ratio"] for m, h in per_model.items()),
+            "fv_scaling_hours_2_cores": scaling_seconds(cfg) / 3600, "theory_cpu_hours": theory / 3600,
+            "gpu_hours": gpu, "gpu_note": GPU_NOTE,
+            "audit_cpu_hours": sum(audits) / 3600, "audit_reserve_seconds": reserve,
+            "training_seconds_per_call": per_call,
+            "resumable_calls": int(np.ceil(work / per_call)),
+            "calls_note": "calls of the command to train every run (GPU central estimate, and the audits priced by "
+                          "bridges.prices.cost.audit_seconds on the 2 workers), each training for its cap less the "
+                          "start and the audit reserve; then one call with theory_cap_seconds for the theory",
+            "flops_per_step": {f"{m}{b}": f for (m, b), f in sorted(flops.items())}}
+
+
+def exact_law(data: dict) -> dict:
+    """``exact_law_cell`` of regime.json: the cheapest passing cell (the cost grows with N at depth 8, and the
+    price says so), else the best found, marked as not passing (the most power under the study's test for the
+    weaker prediction, then under the 3%-floor variant, then the sum, then the cheaper)."""
+    import math
+
+    cells = judged_cells(data)
+    complete = [c for c in cells if c["complete"]]
+    for c in complete:
+        c["hours_2_cores"] = exact_price(c["cell"], data["calibration"])["fv_scaling_hours_2_cores"]
+    passing = sorted((c for c in complete if c["passed"]), key=lambda c: c["hours_2_cores"])
+
+    def score(c):
+        a, f = [[x[k] for x in c["predictions"].values()] for k in ("power", "power_floor_3pct")]
+        return min(a), min(f), sum(a), sum(f), -c["hours_2_cores"]
+
+    chosen = passing[0] if passing else max(complete, key=score)
+    command = exact_command(chosen["cell"])
+    price = exact_price(chosen["cell"], data["calibration"])
+    rule = (f"the cheapest cell whose predictions (A: best_adaptive_keyed exponential, B: best_nonadaptive_keyed "
+            f"power) both come out as predicted in >= {PASS:.0%} of replicates of the study's test (3 seeds, no floor, "
+            "the measured spread) and are known to its precision (Monte Carlo error <= 1/3 of a 3-seed mean's)")
+    rule += "" if passing else ("; none does, so the best found: the most power for the weaker prediction under the "
+                                "study's test, then under the 3%-floor variant, then the sums, then the cheaper")
+    out = {"passed": bool(chosen["passed"]), "rule": rule,
+           "cell": {**chosen["cell"], "budgets": chosen["budgets"], "s2": 0.01, "models": "ABC", "seeds": 3,
+                    "steps_per_budget": STEP_RULE},
+           "key": chosen["key"], "predictions": chosen["predictions"], "price": price, "command": command,
+           "call_seconds": CALL_SECONDS,
+           "candidates": [{"key": c["key"], "complete": c["complete"], "passed": c["passed"],
+                           "powers": {n: None if p is None else {k: p[k] for k in (
+                               "power", "power_5_seeds", "power_floor_3pct")} for n, p in c["predictions"].items()},
+                           "hours_2_cores": c.get("hours_2_cores")} for c in cells]}
+    if command is not None:  # parsed as fv parses it: the study priced above, trained in resumable calls
+        import shlex
+
+        from bridges.cli import build_parser
+        from bridges.study_commands import scaling_config
+
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        if scaling_config(args) != exact_config(chosen["cell"]) or not args.resumable:
+            raise ValueError(f"the command does not run the priced study: {command}")
+        theory_cap = int(math.ceil(price["theory_cpu_hours"] * 3600 / 600) * 600)  # the call that writes the report
+        out["theory_command"] = command.replace(f"--max-seconds {CALL_SECONDS}", f"--max-seconds {theory_cap}")
+        out["theory_cap_seconds"] = theory_cap
+    return out
+
+
+def save_regime_key(key_: str, value: dict) -> None:
+    """Put ``value`` under ``key_`` in studies/scaling/regime.json (re-read first; written atomically)."""
+    cells = json.load(open(REGIME)) if os.path.exists(REGIME) else {}
+    save({**cells, key_: value}, REGIME)
+
+
 # --- tables for regime.md ---------------------------------------------------------------------------------------
 def _pw(rows, n_seeds, factor, floor) -> str:
-    r = next((r for r in rows if r["n_seeds"] == n_seeds and r["spread_factor"] == factor and r["floor"] == floor),
-             None)
+    r = _case(rows, n_seeds, factor, floor)
     return "" if r is None else f"{r['power']:.2f}"
 
 
@@ -300,11 +491,58 @@ def markdown(data: dict) -> str:
     return "\n".join(lines)
 
 
+def exact_markdown(data: dict) -> str:
+    """The tables of studies/scaling/exact_law.md: the scan at depth 8 (every curve's local decays, powers and
+    verdicts), the predictions of the keyed cells with their Monte Carlo precision, and the chosen cell."""
+    short = {"exponential": "exp", "power": "pow", "can't tell": "ct", "neither": "nei"}
+    mix = lambda f: " ".join(f"{short[k]} {v:.2f}" if v >= 0.01 else f"{short[k]} {v:.3f}"  # noqa: E731
+                             for k, v in f.items() if v > 0)
+    lines = ["| cell | curve (predicts) | local decay B -> B+1 | 3 seeds | 5 seeds | 3 seeds, floor 3% | "
+             "verdicts (3 seeds) |", "|---" * 7 + "|"]
+    for tag, entry in data.get("power", {}).items():
+        cell, name = tag.split(" | ")
+        if not cell.startswith("K8"):
+            continue
+        rows = entry["rows"]
+        decay = ", ".join(f"{x:.2f}" for x in -np.diff(np.log(entry["curve"])))
+        lines.append(f"| {cell} | `{name}` ({': '.join(PREDICTS[name])}) | {decay} | {_pw(rows, 3, 1, 0.0)} | "
+                     f"{_pw(rows, 5, 1, 0.0)} | {_pw(rows, 3, 1, 0.03)} | {mix(_case(rows)['fractions'])} |")
+    lines += ["", "| cell | prediction | power (3 seeds) | floor 3% | verdicts, floor 3% | largest MC error | "
+              "needed (1/3 of a 3-seed mean's) | samples for it | CPU-hours for it | passes |", "|---" * 10 + "|"]
+    for c in judged_cells(data):
+        for name, p in c["predictions"].items():
+            if p is None:
+                lines.append(f"| {c['key']} | `{name}` | not computed | | | | | | | no |")
+                continue
+            pr = p["precision"]
+            hours = "" if pr["cpu_hours_needed"] is None else f"{pr['cpu_hours_needed']:.1f}"
+            lines.append(f"| {c['key']} | `{name}` ({p['model']}: {p['law']}) | {p['power']:.2f} | "
+                         f"{p['power_floor_3pct']:.2f} | {mix(p['verdicts_floor_3pct'])} | "
+                         f"{100 * pr['max_rel_stderr']:.1f}% | {100 * pr['target']:.2f}% | {pr['samples_needed']:,} | "
+                         f"{hours} | {'yes' if c['passed'] else 'no'} |")
+    cells = json.load(open(REGIME)) if os.path.exists(REGIME) else {}
+    pr = cells.get(EXACT_KEY, {}).get("price")
+    rows = [("CPU, one thread a run, summed (`bridges.prices.cost.train_seconds`)", "cpu_thread_hours"),
+            ("CPU, the same by the previous study's measured / priced ratios", "cpu_thread_hours_calibrated"),
+            ("`fv scaling`'s own price on this machine's 2 cores (`--workers 2`; what `--max-seconds` checks)",
+             "fv_scaling_hours_2_cores"), ("of which the theory and outputs (CPU, one thread)", "theory_cpu_hours"),
+            ("the audits each training cell ends with (CPU, one thread; not in that price)", "audit_cpu_hours")]
+    if pr:
+        lines += ["", "| price of the chosen cell's study | hours |", "|---|---|"]
+        lines += [f"| {label} | {pr[k]:.1f} |" for label, k in rows] + [
+            "| GPU, estimated (low / central / high) | " + " / ".join(f"{pr['gpu_hours'][k]:.1f}" for k in (
+                "low", "central", "high")) + " |"]
+    return "\n".join(lines)
+
+
 def main() -> None:
     stage = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--stage=")), "all")
     data = load()
     if "--table" in sys.argv:
         print(markdown(data))
+        return
+    if "--exact-table" in sys.argv:
+        print(exact_markdown(data))
         return
     if stage in ("spread", "all"):
         data["spread"] = seed_spread()
@@ -332,7 +570,13 @@ def main() -> None:
     if stage in ("power", "all"):
         spread = data["spread"]
         powers = data.setdefault("power", {})
-        for cell, curves in all_curves(data).items():
+        curves_now = all_curves(data)
+        stale = [t for t in powers if t.split(" | ")[0] not in curves_now]  # a label changed: a row was added
+        for tag in stale:
+            del powers[tag]
+        if stale:
+            save(data)
+        for cell, curves in curves_now.items():
             for name, values in curves.items():
                 if name == "budgets" or name not in PREDICTS:
                     continue
@@ -344,6 +588,11 @@ def main() -> None:
                 save(data)
                 best = [r for r in powers[tag]["rows"] if r["spread_factor"] == 1 and r["floor"] == 0]
                 print("power", tag, [(r["n_seeds"], r["power"]) for r in best], flush=True)
+    if stage in ("exact", "all"):
+        ex = exact_law(data)
+        save_regime_key(EXACT_KEY, ex)
+        print(EXACT_KEY, ex["key"], "passed" if ex["passed"] else "not passing",
+              {k: round(v, 1) for k, v in ex["price"]["gpu_hours"].items()}, ex["command"], flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ test (``fvnum.laws.law_test``, cut 2) at two relative floors: 1% (the theory's o
 relative error of a 3-seed mean of trained models, the precision the study will have). Step 2 (``--cheap`` skips it;
 tens of minutes a cell): the prediction rows of Models A and B under weighted keys (``best_adaptive_keyed``,
 ``best_nonadaptive_keyed``) for the shortlisted cells. Every cell is written to studies/scaling/regime.json as soon as
-it is done (atomically), and a re-run skips finished cells.
+it is done (atomically), and a re-run skips finished cells. regime.json also holds ``exact_law_cell``, written by
+``studies/scaling/prereg.py --stage=exact`` (studies/scaling/exact_law.md): not a cell of this scan.
 """
 import json
 import os
@@ -80,6 +81,8 @@ def markdown(cells: dict) -> str:
     lines = ["| cell | " + " | ".join(f"{n} (1% / 3%)" for n in names) + " | separating at 3% | margin |",
              "|---" * (len(names) + 3) + "|"]
     for k, c in cells.items():
+        if "tests" not in c:  # not a cell of the scan: exact_law_cell (studies/scaling/prereg.py, exact_law.md)
+            continue
         cur = [c["tests"][str(f)]["curves"] for f in FLOORS]
         row = []
         for n in names:
