@@ -49,8 +49,17 @@ def _register_reproduce(subparsers) -> None:
                    help=f"training budget (default {d.train_budget}; {full.train_budget} with --full)")
     p.add_argument("--steps", type=int_arg("--steps", 1), default=d.steps, help=f"training steps per run (default {d.steps})")
     _add_keyed_argument(p, d.keyed)
+    p.add_argument("--real-samples", type=_real_samples, default=d.real_samples, metavar="N|none",
+                   help="contexts of real tokens of A's and B's keyed rows on real tokens in the tree cells "
+                   f"(best_adaptive_keyed_real, best_nonadaptive_keyed_real; --keyed weighted or linear; default "
+                   f"{d.real_samples}; none: no such rows)")
     add_format_argument(p)
     p.set_defaults(func=reproduce_command, default_max_seconds=DEFAULT_LONG_SECONDS)
+
+
+def _real_samples(text: str) -> int | None:
+    """``--real-samples``: a number of contexts >= 2, or ``none``."""
+    return None if str(text).strip().lower() == "none" else int_arg("--real-samples", 2, 10**7)(text)
 
 
 def _add_study_arguments(p: argparse.ArgumentParser, d, out_help: str, depth_help: str) -> None:
@@ -85,7 +94,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=args.out, **_tree_of(args), n_tokens=args.tokens,  # None: the config's defaults
                           train_budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                           workers=args.workers, scheduler=args.scheduler, full=args.full, progress=not args.quiet,
-                          keyed=args.keyed)
+                          keyed=args.keyed, real_samples=args.real_samples)
     from bridges.prices.cost import reproduce_seconds
 
     _check_study(f"fv reproduce at depth {cfg.depth}" + (" (--full)" if cfg.full else ""), reproduce_seconds, cfg)

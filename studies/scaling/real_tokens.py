@@ -8,8 +8,8 @@ B's, the best one-layer design found) draw each reading from the keys' CLT law. 
 designs read real tokens (``fvnum.keys.real_tokens``: ``N`` tokens and labels drawn per context, every reading exact,
 decoded by the exact posterior mean under the CLT law), on ``--samples`` contexts shared by A and B (paired), beside
 the study's law rows and the trained seed means of A and B (studies/scaling/scaling.json). The designs are searched
-again with the study's settings (``search_samples`` 2000, so 8000 design samples; seed 0): the same designs, which
-the script checks against the study's law row of B. ``--budgets``: the budgets to compute (the rest stay as
+again with the study's settings (``search_samples`` 2000, so 8000 design samples; seed 0); each design's own law
+loss is stored beside the study's row of B (``B_design_law_here``: the same search, up to its last digits). ``--budgets``: the budgets to compute (the rest stay as
 stored); ``--page``: write real_tokens.md from real_tokens.json without computing.
 
 Resumable: every finished budget is stored in studies/scaling/real_tokens.json at once (atomically, under a lock),

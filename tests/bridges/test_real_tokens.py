@@ -54,6 +54,17 @@ def test_fv_reproduce_shows_them_in_the_tree_cells_with_linear_or_weighted_keys(
         ReproduceConfig(real_samples=1)
 
 
+def test_fv_reproduce_real_samples_option_is_the_configs():
+    from bridges.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["reproduce"]).real_samples == ReproduceConfig().real_samples
+    assert parse(["reproduce", "--real-samples", "none"]).real_samples is None
+    assert parse(["reproduce", "--real-samples", "500"]).real_samples == 500
+    code, _, err = fv("reproduce", "--real-samples", "1", "--quiet")
+    assert code == 2 and "--real-samples must be >= 2, got 1" in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_reports_lines_put_each_row_beside_its_law_and_the_trained_model():
     theory = [{"name": "best_adaptive_keyed", "value": 0.13, "stderr": 0.008},
               {"name": "best_nonadaptive_keyed", "value": 0.27, "stderr": 0.004},
