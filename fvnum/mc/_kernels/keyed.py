@@ -247,6 +247,8 @@ def _adam(U, mo, ve, w, gw, t0, t1, last, lr, s, nl, grid, st, wk):
         for d in range(D):
             nrm += U[d] * U[d]
         nrm = math.sqrt(nrm)
+        if nrm == 0.0:  # a zero start (the posterior left nothing to tell apart): every row reads alike, take e_1
+            U[0], nrm = 1.0, 1.0
         for d in range(D):
             w[d] = U[d] / nrm
         value = _value_grad(w, s, nl, grid, t < t1, st, wk, gw)
