@@ -188,6 +188,10 @@ def scaling_command(args: argparse.Namespace) -> int:
 
     check_workers(args.workers, args.scheduler)
     cfg = scaling_config(args)
+    if not args.report_only and args.scheduler is None:  # the runs train here: their device must be here
+        from bridges.training.train import resolve_device
+
+        resolve_device(cfg.device)
     from bridges.prices.cost import scaling_seconds
 
     quiet = args.quiet or args.format == "json"
