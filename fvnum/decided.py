@@ -245,8 +245,9 @@ def study_tests(losses: dict, predictions: dict, *, adaptive, one_layer, cut: in
                           {m: n_seeds[m] for m in pts}, adaptive=adaptive, one_layer=one_layer, cut=cut,
                           reference=reference, replicates=replicates, seed=seed)
     out = {}
-    for test, per in verdicts.items():
-        out[test] = {m: {**r, **power["tests"][test].get(m, {})} for m, r in per.items()}
+    for test, per in verdicts.items():  # a test not run (too few budgets or seeds) has no power either
+        out[test] = {m: {**r, **(power["tests"][test].get(m, {}) if r["verdict"] != "not run" else {"power": None})}
+                     for m, r in per.items()}
     out["power_of"] = {"replicates": replicates, "seed": seed, "spreads": spreads, "n_seeds": n_seeds,
                        "meaning": "power: the fraction of synthetic studies that pass when every model sits on its "
                                   "prediction (fvnum.decided)"}

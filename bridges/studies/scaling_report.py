@@ -53,6 +53,11 @@ def _law_line(name: str, entry: dict) -> str:
             f"{t['chi2']['power']:.3g} (dof {t['dof']}) | **{t['verdict']}**{agrees} |")
 
 
+def _power(entry: dict) -> str:
+    p = entry.get("power")
+    return "power -" if p is None else f"{p:.2f}"
+
+
 def _decided_section(fits) -> list[str]:
     tests = fits.get("tests") or {}
     if not tests or "refused" in tests:
@@ -69,12 +74,12 @@ def _decided_section(fits) -> list[str]:
              "|---|---|---|---|"]
     for m, band in tests["band"].items():
         d, r = tests["decay"].get(m), tests["ratio"].get(m)
-        cells = [f"**{band['verdict']}** ({band.get('power', float('nan')):.2f}); worst ratio "
+        cells = [f"**{band['verdict']}** ({_power(band)}); worst ratio "
                  f"{max(band['ratios'].values(), key=lambda x: abs(math.log(x))):.2f}"]
-        cells.append("" if d is None else f"**{d['verdict']}**: {'-'.join(d['pair'])} ({d.get('power', float('nan')):.2f})")
+        cells.append("" if d is None else f"**{d['verdict']}**: {'-'.join(d['pair'])} ({_power(d)})")
         cells.append("" if r is None else f"**{r['verdict']}**: {'-'.join(r['pair'])}" + (
             f", {r['slope']:.3f} ± {r['slope_se']:.3f} vs {r['predicted_slope']:.3f} ± {r['predicted_slope_se']:.3f}"
-            if "slope" in r else f" ({r.get('refused', '')})") + f" ({r.get('power', float('nan')):.2f})")
+            if "slope" in r else f" ({r.get('refused', '')})") + f" ({_power(r)})")
         lines.append(f"| Model {m} | " + " | ".join(cells) + " |")
     return lines
 

@@ -178,18 +178,22 @@ B and C, one layer each, follow the first level's prefix (1.000) but have no lat
 control's loss is 1.53 (B) and 1.43 (C) at budget 4, against 0.36 and 0.89 unpatched (budget 6: 1.57 and 1.43
 against 0.29 and 0.77).
 
-**qk A (the query-key router, budget 4 only) routes differently.** Trained with A's recipe it reaches 0.1991
-(MLP A 0.1674). Its first layer does not settle the first sign: a transplant at `l = 1` costs about as much for
-`j = 2` as for `j = 1` (1.81 and 1.68, MLP A 1.08 and 4.94), and a first-level prefix injected at layer 1 is
-overruled by the later layers (accuracy 0.03 against chance 0.5; its own prefix's mean state 0.998). From
-layer 2 on it follows the injected prefix (0.65-0.96 at layers 2-3, 1.000 at layer 4), and at `l = 4` its
-staircase is MLP A's (6.45, 3.65, 1.98, 0.97, 0.28). So its first reading is not path's first reading, and the
-sign of the first level is decided later. One seed, one budget: a description, not a test.
+**qk A (the query-key router) routes differently, at both budgets.** Trained with A's recipe it reaches 0.1991
+at budget 4 and 0.1386 at budget 6 (seed 0; MLP A 0.1674 and 0.1195). Its first layer does not settle the
+first sign. A transplant at `l = 1` costs more for `j = 2` than for `j = 1` (budget 4: 1.81 and 1.68; budget 6:
+3.10 and 1.48; MLP A 1.08 and 4.94, 0.07 and 6.06). A first-level prefix injected at layer 1 is overruled by the
+later layers (accuracy 0.03 at budget 4, 0.00 at budget 6, chance 0.5), though its own prefix's mean state is
+followed (0.998, 1.000). At budget 4 it follows the injected prefix from layer 2 on (0.65-0.96 at layers 2-3, 1.000
+at layer 4), and at `l = 4` its staircase is MLP A's (6.45, 3.65, 1.98, 0.97, 0.28). At budget 6 it follows a
+second-level prefix at layer 2 (0.97), then only about as well as chance allows for a foreign prefix (0.31-0.64
+at layers 3-6), while its own prefix's mean state is followed to layer 5 (0.99-1.00; 0.54 at layer 6). At
+`l = 6` its staircase is MLP A's (6.57, 3.77, 2.10, 1.09, 0.47). So its first reading is not path's first
+reading, and the sign of the first level is decided later. One seed a budget: a description, not a test.
 
 **Against the preregistration.** `path` as predicted; the keyed policy not (its injection accuracy is far below
 1, a negative result for the prediction, explained by its per-sample rows); A as predicted at budget 4 and at the
-first layers of budget 6, not at its deepest layers; B and C as predicted. qk A is in the tables at budget 4 (seed 0);
-at budget 6 it is not trained yet (its command is in the JSON). The trained runs are seed 0 of the scaling study's
+first layers of budget 6, not at its deepest layers; B and C as predicted. qk A is in the tables at budgets 4 and 6 (seed 0;
+its budget-6 run is studies/scaling/qk.py's qk-B6-s0, the same key as its command in the JSON). The trained runs are seed 0 of the scaling study's
 recipes, retrained here: B 0.3575 and 0.2940, C 0.8893 and 0.7644 at budgets 4 and 6, at the committed seeds'
 0.3576-0.3642, 0.2922-0.2940, 0.8893-0.8937 and 0.7644-0.7699; A 0.1674 and 0.1195 against 0.1702-0.1728 and
 0.1157-0.1174, A's bf16 key MLPs giving other numbers on another CPU (the scaling report's note on reruns: its

@@ -167,12 +167,15 @@ def table() -> str:
         t = table_from_dict(entry["patching"])
         eff = effects(entry)
         out.append(f"### {name} (unpatched {t.unpatched.value:.4f} ± {t.unpatched.stderr:.4f})\n")
-        out.append("| layer | " + " | ".join(f"j={j}" for j in t.depths) + " | probe: prefix s_1..s_l (chance) |")
-        out.append("|---|" + "---|" * len(t.depths) + "---|")
+        post = entry.get("probes_posterior", {}).get("prefix")  # A's prediction policy: probes of its posterior
+        out.append("| layer | " + " | ".join(f"j={j}" for j in t.depths) + " | probe: prefix s_1..s_l (chance) |"
+                   + (" probe of its posterior mean |" if post else ""))
+        out.append("|---|" + "---|" * len(t.depths) + "---|" + ("---|" if post else ""))
         for a, layer in enumerate(t.layers):
             acc, se, chance = entry["probes"]["prefix"][a]
             out.append(f"| {layer} | " + " | ".join(f"{e:+.3f}" for e in eff[a])
-                       + f" | {acc:.3f} ± {se:.3f} ({chance:.3f}) |")
+                       + f" | {acc:.3f} ± {se:.3f} ({chance:.3f}) |"
+                       + (f" {post[a][0]:.3f} ± {post[a][1]:.3f} |" if post else ""))
         out.append("")
     return "\n".join(out)
 

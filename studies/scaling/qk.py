@@ -1,7 +1,8 @@
 """Model A with the query-key router (THEORY.md section 7b) in the scaling study (issue 45, items 2, 4 and 8).
 
 Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out=DIR] [--only=NAME,..]`` (one training lane; start
-it twice for two cores), ``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json from the finished runs).
+it twice for two cores), ``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the
+finished runs), ``... qk.py table`` (the report's table from qk.json).
 
 Every run is the study's Model A command (``studies/scaling/scaling.json``, same budget, seed and recipe) with
 ``--router qk`` added, or with its steps multiplied (``x2``: the step-doubling check at budget 6; ``x4``: where
@@ -221,7 +222,21 @@ def figure(doc: dict) -> str:
     return path
 
 
+def table(doc: dict) -> str:
+    """The Markdown table of the report's qk section: per budget both routers against A's prediction."""
+    lines = ["| budget | prediction | MLP A (3 seeds) | ratio | qk A (seeds) | ratio | qk / MLP |",
+             "|---|---|---|---|---|---|---|"]
+    for b, v in sorted(doc["per_budget"].items()):
+        se = "" if v["qk_se"] is None else f" ± {v['qk_se']:.4f}"
+        lines.append(f"| {b} | {v['prediction']:.4f} | {v['mlp_mean']:.4f} ± {v['mlp_se']:.4f} | {v['mlp_ratio']:.2f} | "
+                     f"{v['qk_mean']:.4f}{se} ({v['qk_seeds']}) | {v['qk_ratio']:.2f} | {v['qk_over_mlp']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "table":
+        print(table(read_json(OUT, None)))
+        return 0
     if not argv or argv[0] not in ("train", "report"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
