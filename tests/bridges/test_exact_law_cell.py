@@ -130,11 +130,10 @@ def test_a_cell_stopped_by_the_cap_ends_the_run_once_the_others_are_stored(tmp_p
     assert not isinstance(info.value, TimeCapStop) and str(info.value).startswith("cell stop: piece 0")
 
 
-def test_a_device_that_is_not_here_is_refused_before_any_work(tmp_path):
+def test_a_device_that_is_not_here_is_refused_before_any_work(tmp_path, monkeypatch):
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has the device: nothing to refuse")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the device is absent, on any machine
     code, _, err = fv("--max-seconds", 60, *SMALL, "--out", tmp_path / "s", "--device", "cuda", "--resumable")
     assert code == 2 and "device 'cuda' is not available" in err and err.count("\n") == 1
     assert not (tmp_path / "s").exists()  # refused before the study folder or a cluster was made
