@@ -247,7 +247,7 @@ def resumable_scaling(cfg, log=print):
     from bridges.prices.cost import audit_seconds, scaling_seconds
     from bridges.runs.engine import TimeCapStop
     from bridges.runs.store import RunStore
-    from bridges.studies.scaling import KIND, _run_cells, run
+    from bridges.studies.scaling import KIND, train_runs, run
 
     reserve = max(audit_seconds(r) for r in cfg.runs("")) + CELL_END_S
     check_time(f"a call of fv scaling --resumable (its start and twice {format_seconds(reserve)}: the reserve "
@@ -263,7 +263,7 @@ def resumable_scaling(cfg, log=print):
         if seconds_left() <= reserve:
             raise TimeCapStop("the start took the time of the training")
         with time_limit(seconds_left() - reserve):  # an audit started before this deadline ends within the cap
-            _run_cells(cfg, store, runs, log)
+            train_runs(cfg, store, runs, log)
     except TimeCapStop:
         done = sum((Path(r.train.out) / r.key() / "result.json").is_file() for r in runs)
         return None, (f"stopped at the time cap with {done} of {len(runs)} runs trained (the others resume from "

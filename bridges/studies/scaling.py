@@ -189,10 +189,11 @@ def _theory_rows(cfg: ScalingConfig, budget: int, keyed_rows: list | None) -> li
     return table.to_dict()["rows"]
 
 
-def _run_cells(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
-    """Train every run not yet stored on the engine of ``bridges.runs.engine`` (a local Dask cluster of
-    ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and return
-    the rows in ``runs`` order."""
+def train_runs(cfg: ScalingConfig, store: RunStore, runs: list[RunConfig], log) -> list[dict]:
+    """Train every run of ``runs`` not yet stored in ``store`` on the engine of ``bridges.runs.engine`` (a local
+    Dask cluster of ``workers`` processes, the cluster at ``scheduler``, or this process when ``workers`` is 1) and
+    return the rows in ``runs`` order: the training half of :func:`run`, which ``fv scaling --resumable`` calls
+    under its time cap."""
     from bridges.runs.engine import SYNCHRONOUS, Cell, run_cells
 
     cells = [Cell(_cell_key(run), train_row_dict, {"run": run.to_dict()}, "run", run.cell_config(), SHAPES["run"])
@@ -261,7 +262,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     log(f"{len(runs)} runs: models {cfg.models}, budgets {list(cfg.budgets)}, {_count(cfg.seeds, 'seed')}, "
         f"steps: {_steps_words(cfg)}")
     if train:
-        rows = _run_cells(cfg, store, runs, log)
+        rows = train_runs(cfg, store, runs, log)
     else:
         found = [(store.get(_cell_key(run), shape=SHAPES["run"]), run) for run in runs]
         runs = [run for cell, run in found if cell is not None]

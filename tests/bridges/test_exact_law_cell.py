@@ -49,6 +49,7 @@ def small_prices(monkeypatch):
     monkeypatch.setattr(bridges.study_commands, "CELL_END_S", 0.05)
 
 
+@pytest.mark.slow  # about 15 s (tens of calls of 1 s): run by name in .ci/run
 def test_resumable_calls_stop_at_the_cap_and_end_with_the_numbers_of_one_whole_run(tmp_path, small_prices):
     whole = tmp_path / "whole"
     assert fv("--max-seconds", 3600, *SMALL, "--out", whole)[0] == 0

@@ -1,7 +1,13 @@
 """Constants and small helpers shared by every kernel (inlined by numba): tree arithmetic of THEORY.md
 section 6 (``_bitlen``; ``_child``, ``_path_node`` and ``_leaf_bit``, the functions of ``fvsym.heap``
 compiled; ``_signed_scale``, ``_theta_at``), ``log(e^a + e^b)``, and the posterior mass of every heap node
-from leaf masses."""
+from leaf masses.
+
+Inlining, in every kernel module: helpers of a few lines are inlined at the Numba IR level
+(``inline="always"``); larger ones are ordinary calls that LLVM inlines or not. IR-level inlining of a large body
+repeats its type inference at each call site: it made the cold compile of ``fv bounds --scales 1,1/2 --budget 2
+--tau 0.3`` 113 s of CPU against 35 s without it, and made the kernels no faster (a paired timing of path,
+greedy_coordinate, rollout and bellman_noiseless at depth 8, gaussian and tokens channels: within the noise)."""
 from __future__ import annotations
 
 import math

@@ -50,7 +50,7 @@ def _coord_pass(nodes, readings, tau, scales, cs):
     _coord_downward(scales.shape[0], cs)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _coord_likelihoods(nodes, readings, tau, scales, cs):
     """Mark the closure (listing it by depth) and add each reading's log-likelihood to its node."""
     lp, lm, l0, mark, byd, cnt = cs[0], cs[1], cs[2], cs[7], cs[8], cs[9]
@@ -87,7 +87,7 @@ def _coord_likelihoods(nodes, readings, tau, scales, cs):
                 l0[n] = NEG_INF
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _coord_upward(K, cs):
     """``U``, ``O`` and ``pplus`` of the closure, children before parents."""
     lp, lm, l0, U, O, pplus, mark, byd, cnt = cs[0], cs[1], cs[2], cs[3], cs[4], cs[5], cs[7], cs[8], cs[9]
@@ -113,7 +113,7 @@ def _coord_upward(K, cs):
             pplus[n] = math.exp(qp - z) if z > NEG_INF else 0.5
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _coord_downward(K, cs):
     """``pp`` (P(path passes n)) of the closure, parents before children."""
     pplus, pp, mark, byd, cnt = cs[5], cs[6], cs[7], cs[8], cs[9]
@@ -147,7 +147,7 @@ def _coord_mean_at(n, a, cs):
     return a * cs[6][n] * (2.0 * cs[5][n] - 1.0)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _coord_loss(leaf, scales, cs):
     """``||E[theta | readings] - theta_leaf||^2`` from a finished ``_coord_posterior``: O(closure + K)."""
     mark, byd, cnt = cs[7], cs[8], cs[9]

@@ -29,7 +29,7 @@ def _gig_peak(lam, alpha, beta):
     return t0, u, lam * t0 - kap, kap
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _gig_sum(lam, ap, bp, h):
     """``h sum_j exp(f(t0 + j h) - f0)`` for ``f(t0 + d) - f0 = lam d - ap (e^d - 1) - bp (e^-d - 1)``, summed
     outwards from the peak ``d = 0`` until below ``exp(-GIG_DROP)``."""

@@ -19,7 +19,7 @@ from fvnum.mc._kernels.coord import _coord_done, _coord_loss, _coord_posterior, 
 from fvnum.mc._kernels.tokens import _tokens_posterior
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _gram3(wp, wm, a, Ak, Akm1, vp, vm, q2, q3, T1sq, G):
     """Gram matrix ``G`` (3, 3) of the outcome vectors of reading a node of amplitude ``a`` (see the
     module docstring): masses ``wp, wm`` of passing with +1 / -1, ``A_k, A_(k-1)`` partial sums of
@@ -170,7 +170,7 @@ def _node_score(a, tau, gh_x, gh_w, G, W3, v3, r3):
     return score
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _closure_sums(scales, cs, gs):
     """On the closure of a finished ``_coord_posterior``: ``Wp, Wm`` (P(passes with +1 / -1)), ``Vsq``
     (upward) and ``Qp`` (downward, also at the closure's children). Returns ``T1sq = Vsq[1]`` (0 with
@@ -203,7 +203,7 @@ def _closure_sums(scales, cs, gs):
     return Vsq[1]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _greedy_candidates(nodes, scales, allow_repeat, cs, gs, T1sq):
     """Candidates of the greedy step after ``_closure_sums``: every closure node (a read one only with
     ``allow_repeat``) and, below each closure child never read, one node per depth (the leftmost: the
@@ -278,7 +278,7 @@ def _cand_gram(x, T1sq, G, W3):
     return _node_gram(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], T1sq, G, W3)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _greedy_pick(m, tau, T1sq, gh_x, gh_w, gs):
     """The candidate of largest noisy score (ties: the smaller node), by branch and bound: candidates
     are scored in decreasing order of their noiseless bound until the bound falls below the best."""

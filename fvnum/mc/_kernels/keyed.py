@@ -29,7 +29,7 @@ DENSITY_DROP = 40.0  # at a quadrature node, leaves below exp(-DENSITY_DROP) of 
 ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-8  # torch.optim.Adam's defaults
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _leaf_law(w, s, m, j, ow, st, wk):
     """``(cm, cv)`` of leaf ``m`` for row ``w`` (module docstring); keeps ``zb``, ``H zb``, ``mu``, ``sc``,
     ``P sc`` and ``so`` in slot ``j`` of the work arrays for the gradient."""
@@ -69,7 +69,7 @@ def _leaf_law(w, s, m, j, ow, st, wk):
     return cm, max(cv, 1e-14 * so)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _leaf_back(w, s, m, j, gcm, gcv, st, wk, gw):
     """Adds the gradient through leaf ``m``'s ``(cm, cv)`` (slot ``j``) to ``gw`` and the work slots of the
     shared sums ``ow`` (``wk[13][0]``) and ``common`` (``wk[15]``)."""
@@ -93,7 +93,7 @@ def _leaf_back(w, s, m, j, gcm, gcv, st, wk, gw):
         gw[paths[m, k]] += g * vals[m, k]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _mixture_nodes(s, n_live, grid, st, wk):
     """The quadrature's ``(lo, hi, nodes)``, the prior term ``sum_m p_m |theta|^2`` and per leaf ``1 / sd``
     and ``log p_m - log sd - log(2 pi) / 2`` (``wk[10]``, ``wk[20]``); clears the gradient sums."""

@@ -43,7 +43,7 @@ def _ratio_table(tau, scales, gh_x, out):
                     out[k, o, q, o2] = math.exp(-d * (0.5 * d + gh_x[q]))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _table_score(k, gh_w, T, G, W3):
     """``_node_score`` of a depth-``k + 1`` node from the ratio table ``T`` (an empty outcome gets ratio 0)."""
     e0 = 1.0 if W3[0] > 0 else 0.0

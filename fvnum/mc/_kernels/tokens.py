@@ -62,7 +62,7 @@ def _tokens_loglik(p, q, zz, rk, n_tok, sigma2):
     return _log_gig(lam, alpha, beta) + rest
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _tokens_posterior(nodes, readings, n_tok, sigma2, scales, cs):
     """Exact tokens-channel posterior given readings ``readings[b]`` of nodes ``nodes[b]`` (0: idle), in
     the coordinate scratch ``cs``. Its arrays hold here: ``lp`` the mean reading of a read node, ``lm``
@@ -196,7 +196,7 @@ _MANT = (1 << 52) - 1
 _ONE_BITS = 1023 << 52
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _log_pass(x, out, xi, mbits, mant, nl):
     """``out[i] = log(x[i])`` for ``nl`` positive normal ``x`` (``xi``: the int64 view of ``x``; ``mbits``
     and ``mant``: an int64 work array of length ``nl`` and its float64 view). ``x = 2^e m`` read off the
@@ -222,7 +222,7 @@ def _log_pass(x, out, xi, mbits, mant, nl):
         out[i] = (e * _LN2_HI + t * p) + e * _LN2_LO
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _tokens_leaf_loglik(YT, z, s, ginv, asc, lead, n_tok, cb, lam, tab, use_tab, built, w, mass):
     """Leaf log-likelihoods (up to a constant) into ``mass[2^K:]`` given the readings ``z[s]`` (r,) in the
     basis whose leaf projections are ``YT`` (r, 2^K), with ``ginv``, ``asc``, ``lead`` of the leaves (see
@@ -283,7 +283,7 @@ def _tokens_leaf_loglik(YT, z, s, ginv, asc, lead, n_tok, cb, lam, tab, use_tab,
     return mx
 
 
-@njit(cache=True, nogil=True, fastmath=_REASSOC, inline="always")
+@njit(cache=True, nogil=True, fastmath=_REASSOC)
 def _tokens_rows(V, sv, scales, n_tok, sigma2, R, rows, lw):
     """What depends on the rows ``V[sv]`` only: their rank ``rk`` (returned), and per leaf the projections ``y = V
     theta_m`` (``YT``, (r, 2^K)), ``ginv = 1 / (sigma2 - p)``, ``asc = alpha = N sigma2 ginv`` and ``lead =
@@ -404,7 +404,7 @@ def _tokens_dense_decode(V, z, n_tok, sigma2, scales, tabs, tab_of_rank, leaves,
             out_loss[s] = loss
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _chain_loss(leaf, nodes, readings, tau, n_tok, sigma2, scales, w):
     """Loss of the exact posterior mean when ``nodes[l]`` is a node of depth ``l + 1`` and each is a child
     of the one before (the path strategy's own routing), in O(L): the closure is the chain itself.
