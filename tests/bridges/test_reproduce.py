@@ -10,7 +10,8 @@ from bridges.studies.reproduce import ReproduceConfig, reproduce
 
 torch.set_num_threads(1)
 
-TINY = dict(depth=2, alpha=0.5, train_budget=2, steps=20, samples=400, workers=1, progress=False)
+# real_samples 300: the real-token rows on 2000 contexts (the default) are 20 of the fixture's 36 s of CPU
+TINY = dict(depth=2, alpha=0.5, train_budget=2, steps=20, samples=400, workers=1, progress=False, real_samples=300)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,9 @@ def test_writes_report_figures_and_numbers(tiny_run):
 def test_the_tree_cells_show_the_keyed_rows_on_real_tokens(tiny_run):
     """ReproduceConfig.real_samples (default 2000): A's and B's keyed rows on real tokens in every table of the
     tree cells, none in the Gaussian's (the rows are built on the tree), and the report's lines on them."""
+    from bridges.studies.reproduce import REAL_SAMPLES
+
+    assert ReproduceConfig().real_samples == REAL_SAMPLES == 2000
     out, _, _ = tiny_run
     data = json.loads((out / "results.json").read_text())
     real = {"best_adaptive_keyed_real", "best_nonadaptive_keyed_real"}
