@@ -30,6 +30,7 @@ BAND = (0.8, 1.25)
 LEVEL = 0.05
 BAND_ALTERNATIVE = 1.5  # band's power against one budget this far above its prediction (the largest budget)
 TESTS = ("band", "decay", "ratio")
+MAX_REPLICATES = 20_000  # about 5 ms each for three models of six budgets: under two minutes
 
 
 def _t(q: float, dof: float) -> float:
@@ -156,6 +157,9 @@ def apply_tests(losses: dict, predictions: dict, *, adaptive, one_layer, cut: in
     one-layer model against the first adaptive model. Returns ``{test: {model: result}}`` (each with ``verdict``
     and ``pair`` where two models enter; ``verdict`` "not run" with the reason where the models have too few
     budgets or seeds for the test)."""
+    if not isinstance(losses, dict) or not isinstance(predictions, dict):
+        raise InputError(f"losses and predictions must be dicts model -> budget -> values, got "
+                         f"{type(losses).__name__} and {type(predictions).__name__}")
     pts = {m: _points(m, v) for m, v in losses.items()}
     preds = {m: _prediction(m, predictions.get(m, {}), pts[m]) for m in pts}
     ref = reference or one_layer[0]
@@ -184,8 +188,9 @@ def decided_power(predictions: dict, budgets: dict, spreads: dict, n_seeds: dict
     """The power of every decided test (module docstring): ``{test: {model: {"power", "stderr"}}}``, ``band`` with
     ``power_against`` (one budget :data:`BAND_ALTERNATIVE` x off). ``budgets``, ``spreads`` (planning sd of log
     loss) and ``n_seeds`` per model; ``seed``: the random numbers (the same seed, the same numbers)."""
-    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
-        raise InputError(f"replicates must be an integer >= 2, got {replicates!r}")
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or not 2 <= replicates <= MAX_REPLICATES:
+        raise InputError(f"replicates must be an integer in [2, {MAX_REPLICATES}] (a power's binomial standard error "
+                         f"of 0.0035 at the top), got {replicates!r:.40}")
     models = list(budgets)
     preds = {m: _prediction(m, predictions.get(m, {}), budgets[m]) for m in models}
     for m in models:
@@ -234,7 +239,9 @@ def study_tests(losses: dict, predictions: dict, *, adaptive, one_layer, cut: in
     :func:`decided_power` at the planning ``spreads`` and ``n_seeds`` (default: each model's own pooled spread and
     seed count), the form of a study's ``fits.tests``. Models with one seed at every budget get no tests (no
     spread)."""
-    usable = {m: v for m, v in losses.items() if any(len(x) > 1 for x in v.values())}
+    if not isinstance(losses, dict) or not all(isinstance(v, dict) for v in losses.values()):
+        raise InputError(f"losses must be a dict model -> budget -> losses (one per seed), got {losses!r:.60}")
+    usable = {m: v for m, v in losses.items() if any(np.size(x) > 1 for x in v.values())}
     if not usable:
         return {}
     pts = {m: _points(m, v) for m, v in usable.items()}

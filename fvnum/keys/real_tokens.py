@@ -104,7 +104,7 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     ``B (B - 1) / 2`` layers of the policy's search on ``samples`` samples (:func:`real_keyed_cost`)."""
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_memory
+    from fvnum.guards.resources import check_memory, check_time
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.patching.keyed import _Policy, decoded_losses, family_readings, target_values
 
@@ -121,8 +121,11 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     designs = dict(designs or {})
     design_samples = check_int(design_samples, "design_samples", minimum=0)
     N, s2 = channel.n_tokens, channel.s2
-    check_memory(f"the real-token rows on {samples} contexts of {N} tokens", real_keyed_memory(
-        depth=spec.depth, dim=spec.dim, budgets=budgets, samples=samples, n_tokens=N))
+    what = f"the real-token rows on {samples} contexts of {N} tokens"
+    check_time(f"{what} to budget {budgets[-1]}", real_keyed_cost(spec.depth, spec.dim, budgets, samples),
+               "; give fewer samples or a larger cap")
+    check_memory(what, real_keyed_memory(depth=spec.depth, dim=spec.dim, budgets=budgets, samples=samples,
+                                         n_tokens=N))
     if first is None:
         first = designs[1] if 1 in designs else best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
     for b, found in {**designs, 0: first}.items():

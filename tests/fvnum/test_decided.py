@@ -101,6 +101,16 @@ def test_bad_input_is_named():
         pooled_spread({1: np.array([1.0])})
     with pytest.raises(InputError, match="replicates"):
         decided_power({}, {}, {}, {}, adaptive=(), one_layer=(), replicates=1)
+    with pytest.raises(InputError, match=r"replicates must be an integer in \[2, 20000\].*10000000000"):
+        decided_power({}, {}, {}, {}, adaptive=(), one_layer=(), replicates=10**10)  # refused, not run for hours
     r = apply_tests({"A": {2: [1.0, 1.1], 3: [0.5, 0.6]}, "B": {2: [1.0, 1.1], 3: [0.9, 0.8]}},
                     {"A": {2: (1, 0), 3: (0.5, 0)}, "B": {2: (1, 0), 3: (0.9, 0)}}, adaptive=("A",), one_layer=("B",))
     assert r["ratio"]["A"]["verdict"] == "not run" and "fewer than 3" in r["ratio"]["A"]["refused"]
+
+
+def test_inputs_of_the_wrong_shape_are_refused_in_one_line():
+    kw = dict(adaptive=("A",), one_layer=("B",))
+    with pytest.raises(InputError, match="losses and predictions must be dicts"):
+        apply_tests([0.1, 0.2], {}, **kw)
+    with pytest.raises(InputError, match="losses must be a dict model -> budget -> losses"):
+        study_tests({"A": [0.1, 0.2]}, {}, **kw)

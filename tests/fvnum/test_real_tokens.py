@@ -157,3 +157,18 @@ def test_other_priors_are_refused():
         comparison_table(AtomsPrior.draw(12, 4, seed=1), 2, tau=0.3, samples=300, real_samples=20)
     with pytest.raises(InputError, match="real-token rows are built on the tree prior"):
         real_keyed_losses(gauss, [1], samples=20)
+
+
+def test_a_run_priced_over_the_cap_or_the_memory_is_refused_before_work():
+    """Depth 7 to budget 6: 30000 contexts are priced at 1.3 h, over the library's hour; under a cap of a year,
+    300000 contexts need about 130 GB. Both refused in one line before any search."""
+    from fvnum.guards.resources import time_limit
+    from fvsym.errors import ResourceRefused
+
+    tree = TreePrior(7, "0.6")
+    with pytest.raises(ResourceRefused, match="real-token rows on 30000 contexts of 64 tokens to budget 6 would take "
+                                              "about") as err:
+        real_keyed_losses(tree, [1, 6], samples=30000)
+    assert "\n" not in str(err.value)
+    with time_limit(3.2e7), pytest.raises(ResourceRefused, match="300000 contexts of 64 tokens needs about"):
+        real_keyed_losses(tree, [1, 6], samples=300000)
