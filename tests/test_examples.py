@@ -178,6 +178,7 @@ def test_03_estimates_are_sane_and_match_exact_values_at_zero_noise(load, tmp_pa
 
 
 # --- 04: training and the comparison table ---------------------------------------------------------------
+@pytest.mark.heavy
 def test_04_trains_and_compares_with_sane_theory(load, tmp_path):
     ex = load("04_train_and_compare")
     cfg = ex.Config(steps=40, batch=32, mlp_width=8, theory_samples=500, search_samples=200, dense=False,
@@ -227,6 +228,7 @@ def test_05_path_model_matches_theory_and_patching_is_harmless_iff_l_le_j(load, 
 
 
 # --- 06: a sweep on a local Dask cluster ------------------------------------------------------------------
+@pytest.mark.heavy
 def test_06_sweep_on_a_local_cluster_matches_exact_values_and_the_in_process_run(load, tmp_path):
     from bridges.studies import sweep
 

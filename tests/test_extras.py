@@ -58,6 +58,7 @@ def test_the_core_has_no_torch_and_no_dask():
     assert '-e ".[all,dev,docs]"' in readme and '-e ".[all,dev,docs]"' in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.heavy
 def test_fvsym_and_fvnum_import_and_compute_without_torch_or_dask(bare):
     code = textwrap.dedent('''
         import importlib, json, pkgutil, sys
@@ -96,6 +97,7 @@ def test_a_command_that_needs_an_extra_says_which_in_one_line(bare, argv, extra)
     assert lines[0].startswith(f"fv {argv[0]}: error: ") and f"pip install 'fvtheory[{extra}]'" in lines[0]
 
 
+@pytest.mark.heavy
 def test_the_core_commands_run_without_torch(bare):
     code = ("import sys; from bridges.cli import main; "
             "sys.exit(main(['derive', 'tree-loss', '--depth', '4', '--budget', '2', '--strategy', 'path', "

@@ -238,6 +238,7 @@ def full_disk_cell() -> dict:
     return {"value": 1.0}
 
 
+@pytest.mark.heavy
 def test_a_full_disk_in_a_dask_cell_is_one_line_and_no_worker_traceback(tmp_path):
     script = (
         "import sys\n"

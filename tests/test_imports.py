@@ -234,6 +234,7 @@ print("failed:" + " | ".join(failed))
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pkg", PACKAGES)
 def test_every_module_imports_first_in_a_fresh_interpreter(pkg):
     proc = subprocess.run([sys.executable, "-c", FRESH, pkg], capture_output=True, text=True, cwd=ROOT, timeout=600)

@@ -316,6 +316,7 @@ sys.exit(main(["--max-seconds", "2", "bounds", "--depth", "2", "--budget", "1", 
 """
 
 
+@pytest.mark.heavy
 def test_a_command_past_its_cap_ends_within_it_plus_a_few_seconds():
     """``fv --max-seconds 2 bounds`` whose work runs forever (unpriced, simulated): the command line's watchdog
     ends it with exit code 2 and one line within the cap plus a few seconds; an in-process call of ``main``

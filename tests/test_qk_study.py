@@ -30,6 +30,7 @@ def test_the_planned_runs_are_the_study_commands_with_the_qk_router():
     assert qk.key_of(qk.argv_of("mlp", 6, 0, 1, "/tmp/r")) == qk.study_run(6, 0)["key"]
 
 
+@pytest.mark.heavy
 def test_report_from_finished_runs(tmp_path):
     runs = tmp_path / "runs"
     losses = {(3, 0): 0.25, (3, 1): 0.26, (4, 0): 0.15, (4, 1): 0.155, (5, 0): 0.09, (5, 1): 0.092,

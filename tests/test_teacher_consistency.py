@@ -120,6 +120,7 @@ def test_knn_with_aligned_signs_recovers_a_target_defined_up_to_sign():
     assert T.canonical(-f)[0, 0] > 0 and np.array_equal(T.canonical(y), T.canonical(f))
 
 
+@pytest.mark.heavy
 def test_the_consistency_entry_is_the_same_from_the_same_seeds_and_resumes(tmp_path, monkeypatch):
     for name, value in dict(DEPTH=3, BUDGET=3, N_TOKENS=16, TRACE_SAMPLES=120, HELD_OUT=40, KS=(1, 2),
                             RERUNS=(("same", {}), ("fixed-1", {"fixed": 1}), ("random-1", {"random": 1}),

@@ -78,6 +78,7 @@ def test_model_c_audit_is_the_bayes_loss_of_its_design():
     assert rows[1].norm == pytest.approx(1.0, abs=0.05) and rows[1].energy_by_depth[0] == pytest.approx(0.5, abs=0.05)
 
 
+@pytest.mark.heavy
 def test_path_model_audit_is_the_path_monte_carlo_under_tokens():
     """The hand-built path model (keys follow the decoded path, sign readout): Bayes on its readings is the
     loss of the path policy decoded under the CLT law of its adaptive readings (5 SE), and its keys read

@@ -22,6 +22,7 @@ def _weights(result):
     return load_checkpoint(result.checkpoint)["model"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("model", ["A", "C"])
 def test_resumed_run_gives_the_same_numbers_as_an_uninterrupted_one(tmp_path, model):
     whole = train(cfg_in(tmp_path / "whole", model), progress=False)

@@ -232,6 +232,7 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     assert "Audit of its readings: Bayes on them" in md and f"{beside} (best_nonadaptive_unit)" in md
 
 
+@pytest.mark.heavy
 def test_one_name_per_measurement_class_and_the_class_always_said(capsys):
     """fv mc: optimal_nonadaptive_unit / _coordinate; the bare name is refused unless --measurement says the
     class; fv derive: optimal_nonadaptive_coordinate is its (only) class, the bare name refused."""

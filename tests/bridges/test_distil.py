@@ -79,6 +79,7 @@ def test_init_policy_in_the_key_and_checked():
         RunConfig(DataConfig(prior="gaussian", depth=3), ModelConfig("A", 2), TrainConfig(init_policy="path"))
 
 
+@pytest.mark.heavy
 def test_training_starts_from_the_distilled_model(tmp_path, monkeypatch):
     import bridges.training.distil as D
 
@@ -153,6 +154,7 @@ def _keyed_distillation(teacher, cfg, layer2: float, factor: float):
     assert teacher.loss.value / factor < bayes < factor * teacher.loss.value
 
 
+@pytest.mark.heavy
 def test_keyed_distillation_imitates_the_policy(keyed_teacher):
     """Distilled keys on the trace's held-out contexts: layer 1 (one key for all samples) within 10% of its
     variance, layer 2 (a row per sample, a jumpy function of the first reading) within 75% and better than

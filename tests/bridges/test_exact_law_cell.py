@@ -113,6 +113,7 @@ def sleeps(i: int, seconds: float) -> dict:
     return {"i": i}
 
 
+@pytest.mark.heavy
 def test_a_cell_stopped_by_the_cap_ends_the_run_once_the_others_are_stored(tmp_path):
     from fvnum.guards.resources import time_limit
 

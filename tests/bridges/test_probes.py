@@ -118,6 +118,7 @@ def test_probe_tables_are_typed_with_their_dict_layout_and_a_frame():
     assert {"control_accuracy", "sign_1", "sign_2"} <= set(frame.columns)
 
 
+@pytest.mark.heavy
 def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
     """``prediction_probes`` is ``probe_layers`` on the search's readings ``phi_1..phi_l`` (same samples, same
     seed), its first reading resolves ``s_1`` (the root is the first thing every adaptive policy reads), and the

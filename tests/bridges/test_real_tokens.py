@@ -24,6 +24,7 @@ def test_fv_compare_refuses_them_before_training_in_one_line(tmp_path, argv, wor
     assert not (tmp_path / "runs").exists()  # nothing trained
 
 
+@pytest.mark.heavy
 def test_fv_compare_adds_the_librarys_rows(tmp_path):
     from bridges.analysis.compare import keyed_cells
     from bridges.runs.config import DataConfig

@@ -9,6 +9,7 @@ from bridges.cli import main
 from bridges.studies.reproduce import ReproduceConfig, reproduce
 
 torch.set_num_threads(1)
+pytestmark = pytest.mark.heavy  # the module's fixture is a whole fv reproduce run
 
 # real_samples 300: the real-token rows on 2000 contexts (the default) are 20 of the fixture's 36 s of CPU
 TINY = dict(depth=2, alpha=0.5, train_budget=2, steps=20, samples=400, workers=1, progress=False, real_samples=300)

@@ -12,6 +12,7 @@ TINY = ["--depth", "2", "--budgets", "1-2", "--seeds", "2", "--steps-per-budget"
         "--search-samples", "50", "--workers", "1", "--quiet", "--keyed", "none", "--cut", "1"]
 
 
+@pytest.mark.heavy
 def test_scaling_end_to_end_and_resume(tmp_path, capsys):
     out = tmp_path / "study"
     assert main(["scaling", "--out", str(out), *TINY]) == 0
@@ -121,6 +122,7 @@ def test_convergence_reads_the_last_fifth_of_each_held_out_curve():
     assert out[1]["step_80"] == 700 and out[1]["change"] == pytest.approx(0.2) and not out[1]["converged"]
 
 
+@pytest.mark.heavy
 def test_keyed_prediction_rows_join_the_study(tmp_path):
     from bridges.studies.scaling import run
 
@@ -176,6 +178,7 @@ def test_scaling_on_a_gpu_records_the_device(tmp_path):
     assert "Device: cuda" in (out / "report.md").read_text()
 
 
+@pytest.mark.heavy
 def test_report_only_covers_the_finished_runs_and_trains_nothing(tmp_path, capsys):
     out = tmp_path / "study"
     one_budget = [a if a != "1-2" else "1" for a in TINY]

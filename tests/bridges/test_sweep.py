@@ -158,6 +158,7 @@ def test_scheduler_that_does_not_answer_is_one_line_and_exit_2_within_seconds(tm
 
 
 # --- same numbers everywhere ---------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_same_cells_same_numbers_in_process_and_on_a_cluster(local_cluster, tmp_path, capsys):
     """(A LocalCluster started by the sweep itself: tests/test_examples.py, example 06.)"""
     address, _ = local_cluster
@@ -240,6 +241,7 @@ def _marks(folder: Path) -> list[tuple[int, int]]:
     return sorted(tuple(int(x) for x in p.name.split("-")) for p in folder.iterdir())
 
 
+@pytest.mark.heavy
 def test_killed_worker_cell_is_retried_and_every_cell_comes_back_once(local_cluster, tmp_path):
     address, worker_pids = local_cluster
     marks = tmp_path / "marks"

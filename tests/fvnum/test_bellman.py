@@ -69,6 +69,7 @@ def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
     assert set(d["lower"]) == {"value", "how"} and set(d["upper"]) == {"value", "stderr", "n", "policy", "how"}
 
 
+@pytest.mark.heavy
 def test_the_solved_value_carries_its_error_from_refinement():
     """Issue 32 item 7: the solved value is the refined quadrature's, ``error`` = |refined - default|, and a
     much finer solve (three times the points) lies within that error of it; budget 0 and ``refine=False``."""
@@ -208,6 +209,7 @@ def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
     assert set(named.candidates) == {"greedy_coordinate", "rollout"} and not named.skipped
 
 
+@pytest.mark.heavy
 def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     """Depth 2, budget 3 under tokens: the recursion at tau(N) is a reference, not the optimum, so nothing
     collapses the bracket; the exact gaussian-channel policy (milliseconds a sample) is left out by default

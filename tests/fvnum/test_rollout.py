@@ -173,6 +173,7 @@ def _fits(fn):
         return False
 
 
+@pytest.mark.heavy
 def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     """``fv --max-seconds 3 mc --strategy rollout``: the largest sample count the guard accepts at depth 3,
     budget 8 runs (one thread) and a size 1.5 times larger is refused. The price is a measured model, about twice

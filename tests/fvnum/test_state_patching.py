@@ -104,6 +104,7 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
     assert np.array_equal(i1.loss, i2.loss, equal_nan=True) and not np.array_equal(i1.loss, i3.loss, equal_nan=True)
 
 
+@pytest.mark.heavy
 def test_every_adaptive_strategy_of_the_tree_gets_a_table():
     for strategy in ("path", "optimal", "bellman_noiseless", "greedy_coordinate", "greedy_dense"):
         t = state_patching_table(P, strategy, 2, tau=0.3, samples=300, seed=0, depths=(1,))
@@ -142,6 +143,7 @@ def test_keyed_policy_transplant_and_injection():
     assert i.prefix_accuracy[0, 0] >= 0.8
 
 
+@pytest.mark.heavy
 def test_absurd_sizes_are_priced_before_work():
     from fvsym.errors import ResourceRefused
 
