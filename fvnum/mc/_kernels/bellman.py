@@ -60,7 +60,7 @@ def _posterior_at(p, cls_n, lik_noq, post):
     return tot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _class_gram(p, cls_n, paths, pvals, S, G, W3):
     """Masses ``W3`` (3,) of the classes and the Gram matrix ``G[o, o'] = <m_o, m_o'>`` of their mean
     latents ``m_o = sum_{i in o} p_i theta_i / W_o`` (``p`` normalised; ``theta_i`` sparse: ``pvals[i, k]``
@@ -94,7 +94,7 @@ def _class_gram(p, cls_n, paths, pvals, S, G, W3):
             G[o2, o] = g
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _lattice_loss(k, lik, w, nj, A, G, W3):
     """``sum_j (sum_o W_o w_oj) (A - q_j.G.q_j)`` over the lattice of depth ``k + 1`` (class Gram ``G``,
     masses ``W3``); a reading whose likelihood underflows for every class is skipped."""

@@ -3,7 +3,8 @@ section 6 (``_bitlen``; ``_child``, ``_path_node`` and ``_leaf_bit``, the functi
 compiled; ``_signed_scale``, ``_theta_at``), ``log(e^a + e^b)``, and the posterior mass of every heap node
 from leaf masses.
 
-Inlining, in every kernel module: helpers of a few lines are inlined at the Numba IR level
+Inlining, in every kernel module: helpers of a few lines, and the two of ``bellman`` called per candidate
+in its innermost loop (``_class_gram``, ``_lattice_loss``: cheap to compile), are inlined at the Numba IR level
 (``inline="always"``); larger ones are ordinary calls that LLVM inlines or not. IR-level inlining of a large body
 repeats its type inference at each call site: it made the cold compile of ``fv bounds --scales 1,1/2 --budget 2
 --tau 0.3`` 113 s of CPU against 35 s without it, and made the kernels no faster (a paired timing of path,
