@@ -247,7 +247,8 @@ def report_markdown(cfg, rows, theory, fits, planned: int | None = None) -> str:
                 cells.append(f"{s[0] / ref:.2f}{shown}" + ("" if ok else " **out**"))
             lines.append(f"| {b} | " + " | ".join(cells) + " |")
         lines += ["", "Asked of every budget: " + "; ".join(
-            f"{m} / prediction in [{band(m)[0]:g}, {band(m)[1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`)."]
+            f"{m} / prediction in [{band(m)[0]:g}, {band(m)[1]:g}]" for m in held) + " (`fvnum.regime.AGREEMENT`).",
+                  ""]  # a blank line before the list, which Markdown needs to make it one
         for m, got in inside.items():
             out = [f"B {b}: {r:.2f}" for b, r, ok in got if not ok]
             lines.append(f"- Model {m}: inside at {sum(ok for *_, ok in got)} of {len(got)} budgets"
