@@ -296,14 +296,16 @@ ROLLOUT_OVERHEAD_SECONDS = 0.2  # building the policy and routing its layers, pe
 
 def rollout_step_seconds(depth: int, readings: int) -> float:
     """Upper price of one greedy step inside a rollout after ``readings`` readings at depth ``K``:
-    ``(0.6 + 0.04 K t + 0.004 K^2 t)`` microseconds (the candidates grow like ``t K``, their subtree
+    ``(1.2 + 0.04 K t + 0.004 K^2 t)`` microseconds (the candidates grow like ``t K``, their subtree
     classes like ``t K^2``), with every candidate rolled out in full. The old price, 7.5 times this, lay
     1.5 to 7 times over what was measured on 2 shared cores at load 9 (depth 3..20, budget 3..10, tau 0.3 and 1),
     and 5 to 20 times over in issue 32's measurements (depth 3, 4, 6, budgets 3 to 6, quiet to load 9); this one
     lies about twice over a quiet machine and near what a machine at load 9 takes
-    (docs/benchmarks/2026-12-03-prices.md)."""
+    (docs/benchmarks/2026-12-03-prices.md). The constant was 0.6 until the 688 samples it accepted at depth 3,
+    budget 8 under a cap of 3 s took 3.0-3.4 s of CPU (2026-12-07, a core beside another test worker): at small
+    depths the constant is most of a step, and it is doubled."""
     K, t = int(depth), max(1, int(readings))
-    return 1e-6 * (0.6 + 0.04 * K * t + 0.004 * K * K * t)
+    return 1e-6 * (1.2 + 0.04 * K * t + 0.004 * K * K * t)
 
 
 def rollout_seconds(depth: int, budget: int, samples: int, threads: int = 1, *, n_cand: int = 4,
