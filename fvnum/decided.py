@@ -39,6 +39,14 @@ def _t(q: float, dof: float) -> float:
     return float(t.ppf(q, dof))
 
 
+def _check_shape(losses, predictions) -> None:
+    """One line where ``losses`` is not a dict model -> budget -> losses or ``predictions`` not a dict."""
+    if not isinstance(losses, dict) or not all(isinstance(v, dict) for v in losses.values()) \
+            or not isinstance(predictions, dict):
+        raise InputError(f"losses must be a dict model -> budget -> losses (one per seed) and predictions a dict "
+                         f"model -> budget -> (value, stderr), got {losses!r:.60} and {predictions!r:.60}")
+
+
 def _points(name: str, losses: dict) -> dict[int, np.ndarray]:
     if not isinstance(losses, dict) or not losses:
         raise InputError(f"{name}: the trained losses must be a dict budget -> losses (one per seed), got "
@@ -157,9 +165,7 @@ def apply_tests(losses: dict, predictions: dict, *, adaptive, one_layer, cut: in
     one-layer model against the first adaptive model. Returns ``{test: {model: result}}`` (each with ``verdict``
     and ``pair`` where two models enter; ``verdict`` "not run" with the reason where the models have too few
     budgets or seeds for the test)."""
-    if not isinstance(losses, dict) or not isinstance(predictions, dict):
-        raise InputError(f"losses and predictions must be dicts model -> budget -> values, got "
-                         f"{type(losses).__name__} and {type(predictions).__name__}")
+    _check_shape(losses, predictions)
     pts = {m: _points(m, v) for m, v in losses.items()}
     preds = {m: _prediction(m, predictions.get(m, {}), pts[m]) for m in pts}
     ref = reference or one_layer[0]
@@ -239,8 +245,7 @@ def study_tests(losses: dict, predictions: dict, *, adaptive, one_layer, cut: in
     :func:`decided_power` at the planning ``spreads`` and ``n_seeds`` (default: each model's own pooled spread and
     seed count), the form of a study's ``fits.tests``. Models with one seed at every budget get no tests (no
     spread)."""
-    if not isinstance(losses, dict) or not all(isinstance(v, dict) for v in losses.values()):
-        raise InputError(f"losses must be a dict model -> budget -> losses (one per seed), got {losses!r:.60}")
+    _check_shape(losses, predictions)
     usable = {m: v for m, v in losses.items() if any(np.size(x) > 1 for x in v.values())}
     if not usable:
         return {}

@@ -110,7 +110,9 @@ def test_bad_input_is_named():
 
 def test_inputs_of_the_wrong_shape_are_refused_in_one_line():
     kw = dict(adaptive=("A",), one_layer=("B",))
-    with pytest.raises(InputError, match="losses and predictions must be dicts"):
+    with pytest.raises(InputError, match="losses must be a dict model -> budget -> losses"):
         apply_tests([0.1, 0.2], {}, **kw)
     with pytest.raises(InputError, match="losses must be a dict model -> budget -> losses"):
         study_tests({"A": [0.1, 0.2]}, {}, **kw)
+    with pytest.raises(InputError, match="predictions a dict"):
+        apply_tests({"A": {1: [0.1, 0.2]}}, [0.1], **kw)
