@@ -73,12 +73,15 @@ def shown_command(argv: list[str], out: str) -> str:
     return "fv " + shlex.join(shown)
 
 
-def train(out: str, only: set | None = None) -> int:
-    """One lane: every planned run not finished and not held by another lane, in plan order."""
+def train(out: str, only: list[str] | None = None) -> int:
+    """One lane: every planned run not finished and not held by another lane, in plan order (in the order of
+    ``only`` where it is given: the runs a session can still finish first)."""
     os.makedirs(out, exist_ok=True)
-    for name, router, budget, seed, factor in PLAN:
-        if only and name not in only:
-            continue
+    plan = {p[0]: p for p in PLAN}
+    unknown = [n for n in only or () if n not in plan]
+    if unknown:
+        raise SystemExit(f"--only: no planned run {', '.join(unknown)} (planned: {', '.join(plan)})")
+    for name, router, budget, seed, factor in [plan[n] for n in only] if only else PLAN:
         argv = argv_of(router, budget, seed, factor, out)
         if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
             continue
@@ -243,7 +246,7 @@ def main(argv: list[str]) -> int:
     opts = script_options(argv[1:], {"out", "only"})
     out = opts.get("out", RUNS)
     if argv[0] == "train":
-        only = set(opts["only"].split(",")) if "only" in opts else None
+        only = opts["only"].split(",") if "only" in opts else None
         return train(out, only)
     doc = report(out)
     print(f"qk.json: {len(doc['runs'])} of {len(PLAN)} planned runs finished")
