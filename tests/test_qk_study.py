@@ -4,6 +4,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,39 @@ def test_report_from_finished_runs(tmp_path):
     assert doc["tests"]["decay"]["qk A"]["pair"] == ["qk A", "B"]
     assert doc["law_test"]["verdict"] in ("exponential", "power", "can't tell", "neither")
     assert doc["doubling"] == {} and doc["curve_end"] == {}
+
+
+@pytest.mark.heavy
+def test_report_keeps_the_committed_rows_of_runs_this_machine_lacks(tmp_path):
+    dest = tmp_path / "qk.json"
+    dest.write_text(Path(qk.OUT).read_text())
+    committed = json.loads(dest.read_text())["runs"]
+    runs = tmp_path / "runs"
+    folder = runs / qk.key_of(qk.argv_of("qk", 3, 0, 1, str(runs)))
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({"loss": 0.3, "stderr": 0.002, "train_seconds": 1.0}))
+    doc = qk.report(str(runs), dest=str(dest), fig=False)
+    assert len(doc["runs"]) == len(committed) + 1
+    assert [r for r in doc["runs"] if r not in committed] == [dict(qk.finished(str(runs))["qk-B3-s0"])]
+    assert doc["per_budget"]["3"]["qk_mean"] == 0.3
+
+
+def test_park_and_unpark_carry_an_unfinished_run_to_a_new_run_folder(tmp_path):
+    torch = pytest.importorskip("torch")
+    out, parked, fresh = tmp_path / "runs", tmp_path / "parked", tmp_path / "fresh"
+    name, router, budget, seed, factor = next(p for p in qk.PLAN if p[0] not in qk.committed_names())
+    folder = out / qk.key_of(qk.argv_of(router, budget, seed, factor, str(out)))
+    folder.mkdir(parents=True)
+    torch.save({"step": 4200}, folder / "checkpoint.pt")
+    assert qk.park(str(out), parked=str(parked)) == {name: 4200}
+    target = fresh / folder.name
+    assert qk.unpark(name, str(target), parked=str(parked))
+    assert (target / "checkpoint.pt").read_bytes() == (folder / "checkpoint.pt").read_bytes()
+    assert not qk.unpark(name, str(target), parked=str(parked))  # a run folder's own checkpoint wins
+    (folder / "result.json").write_text("{}")  # finished: its parked checkpoint is dropped
+    assert qk.park(str(out), parked=str(parked)) == {} and not (parked / f"{name}.pt").exists()
+
+
+def test_a_lane_refuses_a_run_the_plan_lacks(tmp_path):
+    with pytest.raises(SystemExit, match="no planned run qk-B9-s0"):
+        qk.train(str(tmp_path), ["qk-B9-s0"])

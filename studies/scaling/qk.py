@@ -1,20 +1,25 @@
 """Model A with the query-key router (THEORY.md section 7b) in the scaling study (issue 45, items 2, 4 and 8).
 
 Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out=DIR] [--only=NAME,..]`` (one training lane; start
-it twice for two cores), ``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the
-finished runs), ``... qk.py table`` (the report's table from qk.json).
+it twice for two cores), ``... qk.py park [--out=DIR]`` (the unfinished runs' checkpoints, for the next session),
+``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the finished runs),
+``... qk.py table`` (the report's table from qk.json).
 
 Every run is the study's Model A command (``studies/scaling/scaling.json``, same budget, seed and recipe) with
 ``--router qk`` added, or with its steps multiplied (``x2``: the step-doubling check at budget 6; ``x4``: where
 A's curve ends, for the MLP router and the qk router). The plan is trained in the order of :data:`PLAN` (budget 6
 first). A lane claims a run with a lock on ``DIR/<name>.claim`` and skips runs another lane holds, so two lanes never
 train the same run; ``fv train`` resumes a run from its last checkpoint, so a lane can be stopped at any time and
-started again (across sessions) without losing finished steps.
+started again without losing finished steps. Run folders are local to the machine that trains them; ``qk.py park``
+copies the last checkpoint of every unfinished run to ``studies/scaling/qk/parked/<name>.pt`` (committed), and a
+lane that finds no checkpoint of a run in ``DIR`` starts from its parked one: that is how a run resumes across
+sessions on new machines.
 
 Run folders live in ``DIR`` (default studies/scaling/qk/train, git-ignored). ``report`` reads every finished
-``DIR/<key>/result.json`` and writes qk.json atomically: ``runs`` (model, router, budget, seed, steps, loss,
-stderr, key, command), ``prediction`` (budget -> A's prediction row of the study), ``doubling``, ``curve_end``
-(the 4x runs), ``law_test`` and ``tests`` (the decided tests of regime.md, ``fvnum.laws.decided_tests``).
+``DIR/<key>/result.json``, keeps the rows qk.json already holds for runs not in ``DIR``, and writes qk.json
+atomically: ``runs`` (model, router, budget, seed, steps, loss, stderr, key, command), ``prediction`` (budget ->
+A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs), ``law_test`` and ``tests`` (the
+decided tests of regime.md, ``fvnum.laws.decided_tests``).
 """
 import fcntl
 import json
@@ -26,13 +31,14 @@ import sys
 from bridges.cli import build_parser, main as fv
 from bridges.commands import config_from_args, train_argv
 from bridges.runs.options import script_options
-from bridges.runs.store import read_json, write_json
+from bridges.runs.store import read_json, write_atomic, write_json
 from decided import predictions, trained
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "qk.json")
 RUNS = os.path.join(HERE, "qk", "train")
+PARKED = os.path.join(HERE, "qk", "parked")
 BUDGETS = (3, 4, 5, 6)
 SEEDS = (0, 1, 2)
 TOP = max(BUDGETS)
@@ -74,17 +80,18 @@ def shown_command(argv: list[str], out: str) -> str:
 
 
 def train(out: str, only: list[str] | None = None) -> int:
-    """One lane: every planned run not finished and not held by another lane, in plan order (in the order of
-    ``only`` where it is given: the runs a session can still finish first)."""
+    """One lane: every planned run not committed, not finished and not held by another lane, in plan order (in the
+    order of ``only`` where it is given: the runs a session can still finish first)."""
     os.makedirs(out, exist_ok=True)
     plan = {p[0]: p for p in PLAN}
     unknown = [n for n in only or () if n not in plan]
     if unknown:
         raise SystemExit(f"--only: no planned run {', '.join(unknown)} (planned: {', '.join(plan)})")
+    done = committed_names()
     for name, router, budget, seed, factor in [plan[n] for n in only] if only else PLAN:
         argv = argv_of(router, budget, seed, factor, out)
-        if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
-            continue
+        if name in done or os.path.exists(os.path.join(out, key_of(argv), "result.json")):
+            continue  # committed in qk.json, or finished here
         with open(os.path.join(out, f"{name}.claim"), "w") as claim:
             try:
                 fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,6 +99,7 @@ def train(out: str, only: list[str] | None = None) -> int:
                 continue  # another lane trains it
             if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
                 continue
+            unpark(name, os.path.join(out, key_of(argv)))
             print(f"{name}: fv {shlex.join(argv)}", flush=True)
             code = fv(argv + ["--quiet"])
             if code:
@@ -101,14 +109,63 @@ def train(out: str, only: list[str] | None = None) -> int:
     return 0
 
 
-def finished(out: str) -> dict[str, dict]:
-    """The planned runs finished in ``out``, by name: the plan's fields, the result's loss and the command."""
+def unpark(name: str, folder: str, parked: str = PARKED) -> bool:
+    """Start run ``name`` in ``folder`` from its parked checkpoint where ``folder`` has none (``fv train`` checks
+    that it fits the run's configuration, and sets a damaged one aside)."""
+    src = os.path.join(parked, f"{name}.pt")
+    if not os.path.exists(src) or os.path.exists(os.path.join(folder, "checkpoint.pt")):
+        return False
+    os.makedirs(folder, exist_ok=True)
+    with open(src, "rb") as f:
+        write_atomic(os.path.join(folder, "checkpoint.pt"), f.read())
+    print(f"{name}: resumes from {os.path.relpath(src, ROOT)}", flush=True)
+    return True
+
+
+def park(out: str, parked: str = PARKED) -> dict[str, int]:
+    """Copy the last checkpoint of every planned run unfinished in ``out`` to ``parked/<name>.pt`` (atomically) and
+    drop the parked checkpoints of runs that have finished; returns name -> parked step."""
+    import torch
+
+    os.makedirs(parked, exist_ok=True)
+    steps = {}
+    for name, router, budget, seed, factor in PLAN:
+        folder = os.path.join(out, key_of(argv_of(router, budget, seed, factor, out)))
+        dest = os.path.join(parked, f"{name}.pt")
+        if os.path.exists(os.path.join(folder, "result.json")) or name in committed_names():
+            if os.path.exists(dest):
+                os.remove(dest)
+            continue
+        ckpt = os.path.join(folder, "checkpoint.pt")
+        if not os.path.exists(ckpt):
+            continue
+        with open(ckpt, "rb") as f:
+            data = f.read()
+        steps[name] = int(torch.load(ckpt, map_location="cpu", weights_only=False)["step"])
+        write_atomic(dest, data)
+    return steps
+
+
+def committed_names(dest: str = OUT) -> set[str]:
+    """The planned runs whose rows qk.json holds."""
+    have = {(r["router"], r["budget"], r["seed"], r["factor"]) for r in (read_json(dest, None) or {}).get("runs", [])}
+    return {name for name, *fields in PLAN if tuple(fields) in have}
+
+
+def finished(out: str, kept: str | None = None) -> dict[str, dict]:
+    """The planned runs finished in ``out``, by name: the plan's fields, the result's loss and the command. A run
+    not finished in ``out`` but committed in the qk.json at ``kept`` keeps its committed row (run folders are local
+    to the machine that trained them: a new checkout has none, and reporting there must not drop finished work)."""
     rows = {}
+    committed = {(r["router"], r["budget"], r["seed"], r["factor"]): r
+                 for r in (read_json(kept, None) or {}).get("runs", [])} if kept else {}
     for name, router, budget, seed, factor in PLAN:
         argv = argv_of(router, budget, seed, factor, out)
         key = key_of(argv)
         result = read_json(os.path.join(out, key, "result.json"), None)
         if result is None:
+            if (router, budget, seed, factor) in committed:
+                rows[name] = committed[(router, budget, seed, factor)]
             continue
         rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed,
                       "steps": factor * int(study_run(budget, seed)["steps"]), "factor": factor,
@@ -136,12 +193,12 @@ def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
 
 
 def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
-    """qk.json from the runs finished in ``out`` (module docstring); the decided tests and the law test once qk A has
-    two seeds at a budget and the budgets the tests need."""
+    """qk.json from the runs finished in ``out`` and the rows already committed in ``dest`` (:func:`finished`); the
+    decided tests and the law test once qk A has two seeds at a budget and the budgets the tests need."""
     from fvnum.decided import study_tests
     from fvnum.laws import law_test
 
-    rows = finished(out)
+    rows = finished(out, kept=dest)
     study = [r for r in rows.values() if r["factor"] == 1 and r["router"] == "qk"]
     pred = prediction()
     means = seed_means(study)
@@ -231,8 +288,9 @@ def table(doc: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for b, v in sorted(doc["per_budget"].items()):
         se = "" if v["qk_se"] is None else f" ± {v['qk_se']:.4f}"
-        lines.append(f"| {b} | {v['prediction']:.4f} | {v['mlp_mean']:.4f} ± {v['mlp_se']:.4f} | {v['mlp_ratio']:.2f} | "
-                     f"{v['qk_mean']:.4f}{se} ({v['qk_seeds']}) | {v['qk_ratio']:.2f} | {v['qk_over_mlp']:.2f} |")
+        lines.append(f"| {b} | {v['prediction']:.4f} | {v['mlp_mean']:.4f} ± {v['mlp_se']:.4f} | "
+                     f"{v['mlp_ratio']:.2f} | {v['qk_mean']:.4f}{se} ({v['qk_seeds']}) | {v['qk_ratio']:.2f} | "
+                     f"{v['qk_over_mlp']:.2f} |")
     return "\n".join(lines)
 
 
@@ -240,7 +298,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "table":
         print(table(read_json(OUT, None)))
         return 0
-    if not argv or argv[0] not in ("train", "report"):
+    if not argv or argv[0] not in ("train", "park", "report"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     opts = script_options(argv[1:], {"out", "only"})
@@ -248,6 +306,10 @@ def main(argv: list[str]) -> int:
     if argv[0] == "train":
         only = opts["only"].split(",") if "only" in opts else None
         return train(out, only)
+    if argv[0] == "park":
+        for name, step in park(out).items():
+            print(f"{name}: parked at step {step}")
+        return 0
     doc = report(out)
     print(f"qk.json: {len(doc['runs'])} of {len(PLAN)} planned runs finished")
     return 0
