@@ -49,3 +49,25 @@ def autocast_dtype(precision: str, device, *, has_mlp_keys: bool) -> torch.dtype
 def describe(dtype: torch.dtype | None) -> str:
     """``bf16`` or ``fp32``: the precision a model actually runs its keys in."""
     return "bf16" if dtype == torch.bfloat16 else "fp32"
+
+
+@functools.cache
+def machine(device_type: str) -> str:
+    """The hardware and torch a run's numbers came from, e.g. ``cpu: AMD EPYC (x86_64, avx512_bf16), torch 2.13.0``.
+    A seed gives the same numbers on the same kind of machine; bfloat16 kernels differ between CPU families (AMX
+    against AVX512-BF16), so a run re-made on another one may differ at the seeds' spread."""
+    import platform
+
+    if device_type == "cuda" and torch.cuda.is_available():
+        name = torch.cuda.get_device_name()
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+        except OSError:
+            pass
+        kernels = [k for k, probe in (("amx", "_is_amx_tile_supported"), ("avx512_bf16", "_is_avx512_bf16_supported"))
+                   if bool(getattr(torch.cpu, probe, lambda: False)())]
+        name = f"{name} ({', '.join([platform.machine()] + kernels)})"
+    return f"{device_type}: {name}, torch {torch.__version__}"

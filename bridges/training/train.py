@@ -33,7 +33,7 @@ from bridges.training.checkpoint import (DamagedCheckpoint, load_model, nonfinit
 from bridges.runs.config import RunConfig
 from bridges.training.data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts, keep_prior_files
 from bridges.models.networks import WorkspaceModel, build_model, grow
-from bridges.models.precision import describe
+from bridges.models.precision import describe, machine
 from bridges.runs.store import abridge, number_problem, verify_checksum, with_checksum, write_atomic, write_json
 from bridges.models.taps import record
 
@@ -79,6 +79,7 @@ class TrainResult:
     run_dir: str | None
     checkpoint: str | None
     precision: str = "fp32"  # what the key MLPs ran in: "bf16" or "fp32" (TrainConfig.precision resolved)
+    machine: str | None = None  # hardware and torch of its last segment (bridges.models.precision.machine)
     model: WorkspaceModel | None = field(default=None, compare=False, repr=False)  # the trained model (not saved)
 
     def __repr__(self) -> str:
@@ -243,7 +244,7 @@ def _result_problem(record: dict) -> str | None:
     history = record.get("history")
     if not isinstance(history, list) or not history or any(not isinstance(r, list) or len(r) != 5 for r in history):
         return "has no history of evaluations"
-    for name in ("run_dir", "checkpoint", "precision"):
+    for name in ("run_dir", "checkpoint", "precision", "machine"):
         if record.get(name) is not None and not isinstance(record[name], str):
             return f"has {abridge(record[name], 40)} where its {name} is expected"
     return number_problem({k: v for k, v in record.items() if k != "config"}, "result.json")
@@ -400,7 +401,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
         history=tuple(history), steps=step, finished=step == tc.steps, train_seconds=train_s, wall_seconds=wall(),
         steps_per_s=step / train_s if train_s > 0 else float("nan"), run_dir=str(folder) if folder else None,
         checkpoint=str(ckpt_path) if ckpt_path is not None and ckpt_path.exists() else None,
-        precision=describe(model.autocast), model=model.eval(),
+        precision=describe(model.autocast), machine=machine(device.type), model=model.eval(),
     )
     if folder and result.finished:
         write_json(folder / "result.json", with_checksum(result.to_dict(), cfg.key()))

@@ -170,7 +170,8 @@ def finished(out: str, kept: str | None = None) -> dict[str, dict]:
         rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed,
                       "steps": factor * int(study_run(budget, seed)["steps"]), "factor": factor,
                       "loss": result["loss"], "stderr": result["stderr"], "key": key,
-                      "train_seconds": result.get("train_seconds"), "command": shown_command(argv, out)}
+                      "train_seconds": result.get("train_seconds"), "machine": result.get("machine"),
+                      "command": shown_command(argv, out)}
     return rows
 
 

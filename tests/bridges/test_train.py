@@ -133,6 +133,13 @@ def test_fv_train_writes_its_run_folder_and_prints_it(tmp_path, capsys):
     assert f"{result.loss:.5g}" in printed and json.loads((folder / "result.json").read_text())["key"] == cfg.key()
     assert fv(argv) == 0  # a finished run is returned, not retrained
     assert f"{result.loss:.5g}" in capsys.readouterr().out
+    # the machine that trained it is recorded (bfloat16 kernels differ between CPU families)
+    assert result.machine.startswith("cpu: ") and f"torch {torch.__version__}" in result.machine
+    # a result written before the machine was recorded still loads (the field is optional)
+    from bridges.runs.store import with_checksum
+    old = {k: v for k, v in json.loads((folder / "result.json").read_text()).items() if k not in ("checksum", "machine")}
+    (folder / "result.json").write_text(json.dumps(with_checksum(old, cfg.key())))
+    assert load_result(folder / "result.json", cfg).machine is None
 
 
 @pytest.mark.parametrize("extra,message", [(["--budget", "9"], "exceeds the dimension"), (["--tokens", "0"], "n_tokens"),
