@@ -53,35 +53,63 @@ def test_report_from_finished_runs(tmp_path):
 
 @pytest.mark.heavy
 def test_report_keeps_the_committed_rows_of_runs_this_machine_lacks(tmp_path):
+    doc = json.loads(Path(qk.OUT).read_text())
+    doc["runs"] = [r for r in doc["runs"] if (r["router"], r["budget"], r["seed"], r["factor"]) != ("qk", 3, 0, 1)]
+    committed = doc["runs"]
     dest = tmp_path / "qk.json"
-    dest.write_text(Path(qk.OUT).read_text())
-    committed = json.loads(dest.read_text())["runs"]
-    runs = tmp_path / "runs"
+    dest.write_text(json.dumps(doc))
+    runs = tmp_path / "runs"  # this machine has finished qk-B3-s0 only
     folder = runs / qk.key_of(qk.argv_of("qk", 3, 0, 1, str(runs)))
     folder.mkdir(parents=True)
     (folder / "result.json").write_text(json.dumps({"loss": 0.3, "stderr": 0.002, "train_seconds": 1.0}))
     doc = qk.report(str(runs), dest=str(dest), fig=False)
     assert len(doc["runs"]) == len(committed) + 1
     assert [r for r in doc["runs"] if r not in committed] == [dict(qk.finished(str(runs))["qk-B3-s0"])]
-    assert doc["per_budget"]["3"]["qk_mean"] == 0.3
+    others = [r["loss"] for r in committed if (r["router"], r["budget"], r["factor"]) == ("qk", 3, 1)]
+    assert doc["per_budget"]["3"]["qk_mean"] == pytest.approx((0.3 + sum(others)) / (1 + len(others)))
 
 
 def test_park_and_unpark_carry_an_unfinished_run_to_a_new_run_folder(tmp_path):
     torch = pytest.importorskip("torch")
     out, parked, fresh = tmp_path / "runs", tmp_path / "parked", tmp_path / "fresh"
-    name, router, budget, seed, factor = next(p for p in qk.PLAN if p[0] not in qk.committed_names())
+    none = tmp_path / "qk.json"
+    none.write_text(json.dumps({"runs": []}))  # nothing committed yet
+    name, router, budget, seed, factor = qk.PLAN[-1]
     folder = out / qk.key_of(qk.argv_of(router, budget, seed, factor, str(out)))
     folder.mkdir(parents=True)
     torch.save({"step": 4200}, folder / "checkpoint.pt")
-    assert qk.park(str(out), parked=str(parked)) == {name: 4200}
+    assert qk.park(str(out), parked=str(parked), dest=str(none)) == {name: 4200}
     target = fresh / folder.name
     assert qk.unpark(name, str(target), parked=str(parked))
     assert (target / "checkpoint.pt").read_bytes() == (folder / "checkpoint.pt").read_bytes()
     assert not qk.unpark(name, str(target), parked=str(parked))  # a run folder's own checkpoint wins
     (folder / "result.json").write_text("{}")  # finished: its parked checkpoint is dropped
-    assert qk.park(str(out), parked=str(parked)) == {} and not (parked / f"{name}.pt").exists()
+    assert qk.park(str(out), parked=str(parked), dest=str(none)) == {} and not (parked / f"{name}.pt").exists()
 
 
 def test_a_lane_refuses_a_run_the_plan_lacks(tmp_path):
     with pytest.raises(SystemExit, match="no planned run qk-B9-s0"):
         qk.train(str(tmp_path), ["qk-B9-s0"])
+
+
+def test_rerun_trains_a_committed_row_from_its_command_and_records_the_comparison(tmp_path, monkeypatch):
+    dest = tmp_path / "qk.json"
+    dest.write_text(Path(qk.OUT).read_text())
+    (row,) = [r for r in json.loads(dest.read_text())["runs"] if (r["budget"], r["seed"], r["factor"]) == (3, 0, 1)]
+    calls = []
+
+    def fake_fv(argv):  # stands in for fv train: the argv must be the committed command with the scratch folder
+        calls.append(argv)
+        folder = Path(argv[argv.index("--out") + 1]) / qk.key_of(argv[:-1])
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"loss": row["loss"] * 1.02}))
+        return 0
+
+    monkeypatch.setattr(qk, "fv", fake_fv)
+    entry = qk.rerun("qk-B3-s0", str(tmp_path / "scratch"), dest=str(dest))
+    (argv,) = calls
+    assert shlex.join(argv[:-1]) == row["command"][3:].replace("studies/scaling/qk/train", str(tmp_path / "scratch"))
+    assert entry["identical"] is False and entry["relative_change"] == pytest.approx(0.02)
+    assert json.loads(dest.read_text())["reruns"]["qk-B3-s0"] == entry
+    with pytest.raises(SystemExit, match="not a committed row"):
+        qk.rerun("qk-B6-s0-x4", str(tmp_path / "scratch"), dest=str(dest))

@@ -3,7 +3,8 @@
 Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out=DIR] [--only=NAME,..]`` (one training lane; start
 it twice for two cores), ``... qk.py park [--out=DIR]`` (the unfinished runs' checkpoints, for the next session),
 ``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the finished runs),
-``... qk.py table`` (the report's table from qk.json).
+``... qk.py table`` (the report's table from qk.json), ``... qk.py rerun NAME [--out=DIR]`` (a committed row
+trained again from its command, the comparison stored in qk.json ``reruns``).
 
 Every run is the study's Model A command (``studies/scaling/scaling.json``, same budget, seed and recipe) with
 ``--router qk`` added, or with its steps multiplied (``x2``: the step-doubling check at budget 6; ``x4``: where
@@ -122,9 +123,10 @@ def unpark(name: str, folder: str, parked: str = PARKED) -> bool:
     return True
 
 
-def park(out: str, parked: str = PARKED) -> dict[str, int]:
+def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
     """Copy the last checkpoint of every planned run unfinished in ``out`` to ``parked/<name>.pt`` (atomically) and
-    drop the parked checkpoints of runs that have finished; returns name -> parked step."""
+    drop the parked checkpoints of runs that have finished here or are committed in ``dest``; returns name ->
+    parked step."""
     import torch
 
     os.makedirs(parked, exist_ok=True)
@@ -132,7 +134,7 @@ def park(out: str, parked: str = PARKED) -> dict[str, int]:
     for name, router, budget, seed, factor in PLAN:
         folder = os.path.join(out, key_of(argv_of(router, budget, seed, factor, out)))
         dest = os.path.join(parked, f"{name}.pt")
-        if os.path.exists(os.path.join(folder, "result.json")) or name in committed_names():
+        if os.path.exists(os.path.join(folder, "result.json")) or name in committed_names(dest):
             if os.path.exists(dest):
                 os.remove(dest)
             continue
@@ -144,6 +146,36 @@ def park(out: str, parked: str = PARKED) -> dict[str, int]:
         steps[name] = int(torch.load(ckpt, map_location="cpu", weights_only=False)["step"])
         write_atomic(dest, data)
     return steps
+
+
+def rerun(name: str, out: str, dest: str = OUT) -> dict:
+    """Train the committed row ``name`` again from its ``command`` in ``out`` (a finished run there is read back,
+    not retrained) and record the comparison in ``dest``'s ``reruns``: both losses, whether they are identical,
+    and the machine of the re-run (a seed gives the same numbers on the same kind of machine)."""
+    from bridges.models.precision import machine
+
+    doc = read_json(dest, None) or {}
+    plan = {p[0]: p[1:] for p in PLAN}
+    rows = [r for r in doc.get("runs", []) if name in plan
+            and (r["router"], r["budget"], r["seed"], r["factor"]) == plan[name]]
+    if not rows:
+        raise SystemExit(f"rerun: {name!r} is not a committed row of {os.path.relpath(dest, ROOT)} "
+                         f"(committed: {', '.join(sorted(committed_names(dest))) or 'none'})")
+    (row,) = rows
+    argv = shlex.split(row["command"])[1:]
+    argv[argv.index("--out") + 1] = out
+    code = fv(argv + ["--quiet"])
+    if code:
+        raise SystemExit(f"rerun {name}: fv train exited {code}")
+    result = read_json(os.path.join(out, row["key"], "result.json"), None)
+    if result is None:
+        raise SystemExit(f"rerun {name}: no result.json under {out}/{row['key']} (the command's key changed?)")
+    entry = {"command": row["command"], "loss_committed": row["loss"], "loss_rerun": result["loss"],
+             "identical": result["loss"] == row["loss"], "relative_change": result["loss"] / row["loss"] - 1,
+             "machine": result.get("machine") or machine("cpu"), "committed_machine": row.get("machine")}
+    doc.setdefault("reruns", {})[name] = entry
+    write_json(dest, doc)
+    return entry
 
 
 def committed_names(dest: str = OUT) -> set[str]:
@@ -236,7 +268,7 @@ def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
            "budgets": list(BUDGETS), "seeds": list(SEEDS), "planned": [p[0] for p in PLAN],
            "runs": sorted(rows.values(), key=lambda r: (r["factor"], r["router"], r["budget"], r["seed"])),
            "prediction": pred, "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end,
-           "law_test": law, "tests": tests}
+           "law_test": law, "tests": tests, "reruns": (read_json(dest, None) or {}).get("reruns", {})}
     write_json(dest, doc)
     if fig:
         figure(doc)
@@ -298,6 +330,19 @@ def table(doc: dict) -> str:
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "table":
         print(table(read_json(OUT, None)))
+        return 0
+    if argv and argv[0] == "rerun":
+        if len(argv) < 2 or argv[1].startswith("--"):
+            print("usage: qk.py rerun NAME [--out=DIR] (DIR: a scratch folder, default a new temporary one)",
+                  file=sys.stderr)
+            return 2
+        import tempfile
+
+        opts = script_options(argv[2:], {"out"})
+        entry = rerun(argv[1], opts.get("out") or tempfile.mkdtemp(prefix="qk-rerun-"))
+        same = "identical" if entry["identical"] else f"{entry['relative_change']:+.2%}"
+        print(f"{argv[1]}: committed {entry['loss_committed']!r}, re-run {entry['loss_rerun']!r} ({same}; "
+              f"{entry['machine']})")
         return 0
     if not argv or argv[0] not in ("train", "park", "report"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
