@@ -276,7 +276,8 @@ def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
 
 
 def figure(doc: dict) -> str:
-    """fig_qk.png: loss against budget, MLP A and qk A (seeds and means) beside A's prediction, the 2x and 4x runs."""
+    """fig_qk.png: loss against budget, MLP A and qk A (seeds and means) beside A's prediction, the 2x runs of both
+    routers and the 4x runs."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -295,10 +296,13 @@ def figure(doc: dict) -> str:
         q = seed_means(qk)
         ax.plot(sorted(q), [q[b][0] for b in sorted(q)], "-", color="C3",
                 label="qk A (" + "-".join(sorted({str(v[2]) for v in q.values()})) + " seeds)")
+    mlp2 = (read_json(os.path.join(HERE, "doubling.json"), None) or {}).get("A-s0")
+    if mlp2:  # MLP A's step doubling at budget 6 (studies/scaling/doubling.py)
+        ax.plot([TOP + 0.16], [mlp2["loss_2T"]], "v", color="C0", ms=7, label="MLP A, 2x steps")
     for r in doc["runs"]:
         if r["factor"] > 1:
             ax.plot([r["budget"] + 0.08 * r["factor"]], [r["loss"]], "^" if r["router"] == "qk" else "v",
-                    color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{r['router']} A, {r['factor']}x steps")
+                    color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{'MLP' if r['router'] == 'mlp' else r['router']} A, {r['factor']}x steps")
     lo, hi = min(pred.values()), max(pred.values())
     ax.fill_between(sorted(pred), [0.8 * pred[b] for b in sorted(pred)], [1.25 * pred[b] for b in sorted(pred)],
                     color="0.85", label="band [0.8, 1.25] of the prediction")
