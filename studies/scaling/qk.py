@@ -301,8 +301,9 @@ def figure(doc: dict) -> str:
         ax.plot([TOP + 0.16], [mlp2["loss_2T"]], "v", color="C0", ms=7, label="MLP A, 2x steps")
     for r in doc["runs"]:
         if r["factor"] > 1:
+            who = "MLP" if r["router"] == "mlp" else r["router"]
             ax.plot([r["budget"] + 0.08 * r["factor"]], [r["loss"]], "^" if r["router"] == "qk" else "v",
-                    color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{'MLP' if r['router'] == 'mlp' else r['router']} A, {r['factor']}x steps")
+                    color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{who} A, {r['factor']}x steps")
     lo, hi = min(pred.values()), max(pred.values())
     ax.fill_between(sorted(pred), [0.8 * pred[b] for b in sorted(pred)], [1.25 * pred[b] for b in sorted(pred)],
                     color="0.85", label="band [0.8, 1.25] of the prediction")
