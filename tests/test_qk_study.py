@@ -85,6 +85,11 @@ def test_park_and_unpark_carry_an_unfinished_run_to_a_new_run_folder(tmp_path):
     assert not qk.unpark(name, str(target), parked=str(parked))  # a run folder's own checkpoint wins
     (folder / "result.json").write_text("{}")  # finished: its parked checkpoint is dropped
     assert qk.park(str(out), parked=str(parked), dest=str(none)) == {} and not (parked / f"{name}.pt").exists()
+    # a run committed in qk.json is not parked, though its folder here is unfinished
+    (folder / "result.json").unlink()
+    row = {"router": router, "budget": budget, "seed": seed, "factor": factor}
+    none.write_text(json.dumps({"runs": [row]}))
+    assert qk.park(str(out), parked=str(parked), dest=str(none)) == {}
 
 
 def test_a_lane_refuses_a_run_the_plan_lacks(tmp_path):
@@ -113,3 +118,12 @@ def test_rerun_trains_a_committed_row_from_its_command_and_records_the_compariso
     assert json.loads(dest.read_text())["reruns"]["qk-B3-s0"] == entry
     with pytest.raises(SystemExit, match="not a committed row"):
         qk.rerun("qk-B6-s0-x4", str(tmp_path / "scratch"), dest=str(dest))
+
+
+def test_a_damaged_qk_json_is_a_one_line_error_not_a_fresh_start(tmp_path):
+    dest = tmp_path / "qk.json"
+    dest.write_text('{"runs": [')
+    with pytest.raises(SystemExit, match="is damaged"):
+        qk.committed_names(str(dest))
+    with pytest.raises(SystemExit, match="is damaged"):
+        qk.park(str(tmp_path / "runs"), parked=str(tmp_path / "parked"), dest=str(dest))

@@ -129,14 +129,15 @@ def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
     parked step."""
     import torch
 
+    done = committed_names(dest)
     os.makedirs(parked, exist_ok=True)
     steps = {}
     for name, router, budget, seed, factor in PLAN:
         folder = os.path.join(out, key_of(argv_of(router, budget, seed, factor, out)))
-        dest = os.path.join(parked, f"{name}.pt")
-        if os.path.exists(os.path.join(folder, "result.json")) or name in committed_names(dest):
-            if os.path.exists(dest):
-                os.remove(dest)
+        target = os.path.join(parked, f"{name}.pt")
+        if os.path.exists(os.path.join(folder, "result.json")) or name in done:
+            if os.path.exists(target):
+                os.remove(target)
             continue
         ckpt = os.path.join(folder, "checkpoint.pt")
         if not os.path.exists(ckpt):
@@ -144,8 +145,18 @@ def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
         with open(ckpt, "rb") as f:
             data = f.read()
         steps[name] = int(torch.load(ckpt, map_location="cpu", weights_only=False)["step"])
-        write_atomic(dest, data)
+        write_atomic(target, data)
     return steps
+
+
+def committed(dest: str) -> dict:
+    """The qk.json at ``dest`` ({} where there is none yet); a damaged one is a one-line error, not a fresh start
+    over committed rows."""
+    try:
+        return read_json(dest, None) or {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"{dest} is damaged ({str(exc)[:80]}); restore it (git checkout {os.path.relpath(dest, ROOT)})"
+                         " before training, parking or reporting") from None
 
 
 def rerun(name: str, out: str, dest: str = OUT) -> dict:
@@ -154,7 +165,7 @@ def rerun(name: str, out: str, dest: str = OUT) -> dict:
     and the machine of the re-run (a seed gives the same numbers on the same kind of machine)."""
     from bridges.models.precision import machine
 
-    doc = read_json(dest, None) or {}
+    doc = committed(dest)
     plan = {p[0]: p[1:] for p in PLAN}
     rows = [r for r in doc.get("runs", []) if name in plan
             and (r["router"], r["budget"], r["seed"], r["factor"]) == plan[name]]
@@ -180,7 +191,7 @@ def rerun(name: str, out: str, dest: str = OUT) -> dict:
 
 def committed_names(dest: str = OUT) -> set[str]:
     """The planned runs whose rows qk.json holds."""
-    have = {(r["router"], r["budget"], r["seed"], r["factor"]) for r in (read_json(dest, None) or {}).get("runs", [])}
+    have = {(r["router"], r["budget"], r["seed"], r["factor"]) for r in committed(dest).get("runs", [])}
     return {name for name, *fields in PLAN if tuple(fields) in have}
 
 
@@ -189,15 +200,20 @@ def finished(out: str, kept: str | None = None) -> dict[str, dict]:
     not finished in ``out`` but committed in the qk.json at ``kept`` keeps its committed row (run folders are local
     to the machine that trained them: a new checkout has none, and reporting there must not drop finished work)."""
     rows = {}
-    committed = {(r["router"], r["budget"], r["seed"], r["factor"]): r
-                 for r in (read_json(kept, None) or {}).get("runs", [])} if kept else {}
+    kept_rows = {(r["router"], r["budget"], r["seed"], r["factor"]): r
+                 for r in committed(kept).get("runs", [])} if kept else {}
     for name, router, budget, seed, factor in PLAN:
         argv = argv_of(router, budget, seed, factor, out)
         key = key_of(argv)
-        result = read_json(os.path.join(out, key, "result.json"), None)
+        try:
+            result = read_json(os.path.join(out, key, "result.json"), None)
+        except (ValueError, UnicodeDecodeError):
+            print(f"{name}: {os.path.join(out, key, 'result.json')} is damaged: not reported (the lane's fv train "
+                  "sets it aside and finishes the run again)", file=sys.stderr)
+            result = None
         if result is None:
-            if (router, budget, seed, factor) in committed:
-                rows[name] = committed[(router, budget, seed, factor)]
+            if (router, budget, seed, factor) in kept_rows:
+                rows[name] = kept_rows[(router, budget, seed, factor)]
             continue
         rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed,
                       "steps": factor * int(study_run(budget, seed)["steps"]), "factor": factor,
@@ -268,7 +284,7 @@ def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
            "budgets": list(BUDGETS), "seeds": list(SEEDS), "planned": [p[0] for p in PLAN],
            "runs": sorted(rows.values(), key=lambda r: (r["factor"], r["router"], r["budget"], r["seed"])),
            "prediction": pred, "per_budget": per_budget, "doubling": doubling, "curve_end": curve_end,
-           "law_test": law, "tests": tests, "reruns": (read_json(dest, None) or {}).get("reruns", {})}
+           "law_test": law, "tests": tests, "reruns": committed(dest).get("reruns", {})}
     write_json(dest, doc)
     if fig:
         figure(doc)
@@ -334,7 +350,7 @@ def table(doc: dict) -> str:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "table":
-        print(table(read_json(OUT, None)))
+        print(table(committed(OUT)))
         return 0
     if argv and argv[0] == "rerun":
         if len(argv) < 2 or argv[1].startswith("--"):
