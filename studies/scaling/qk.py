@@ -23,6 +23,7 @@ A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs), ``l
 decided tests of regime.md, ``fvnum.laws.decided_tests``).
 """
 import fcntl
+import io
 import json
 import math
 import os
@@ -143,10 +144,15 @@ def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
         if not os.path.exists(ckpt):
             continue
         with open(ckpt, "rb") as f:
-            data = f.read()
-        steps[name] = int(torch.load(ckpt, map_location="cpu", weights_only=False)["step"])
+            data = f.read()  # read once: the step and the copy are of the same bytes
+        steps[name] = int(torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)["step"])
         write_atomic(target, data)
     return steps
+
+
+def cell(row: dict) -> tuple:
+    """A qk.json row's place in the plan: (router, budget, seed, steps factor)."""
+    return row["router"], row["budget"], row["seed"], row["factor"]
 
 
 def committed(dest: str) -> dict:
@@ -168,7 +174,7 @@ def rerun(name: str, out: str, dest: str = OUT) -> dict:
     doc = committed(dest)
     plan = {p[0]: p[1:] for p in PLAN}
     rows = [r for r in doc.get("runs", []) if name in plan
-            and (r["router"], r["budget"], r["seed"], r["factor"]) == plan[name]]
+            and cell(r) == plan[name]]
     if not rows:
         raise SystemExit(f"rerun: {name!r} is not a committed row of {os.path.relpath(dest, ROOT)} "
                          f"(committed: {', '.join(sorted(committed_names(dest))) or 'none'})")
@@ -191,7 +197,7 @@ def rerun(name: str, out: str, dest: str = OUT) -> dict:
 
 def committed_names(dest: str = OUT) -> set[str]:
     """The planned runs whose rows qk.json holds."""
-    have = {(r["router"], r["budget"], r["seed"], r["factor"]) for r in committed(dest).get("runs", [])}
+    have = {cell(r) for r in committed(dest).get("runs", [])}
     return {name for name, *fields in PLAN if tuple(fields) in have}
 
 
@@ -200,7 +206,7 @@ def finished(out: str, kept: str | None = None) -> dict[str, dict]:
     not finished in ``out`` but committed in the qk.json at ``kept`` keeps its committed row (run folders are local
     to the machine that trained them: a new checkout has none, and reporting there must not drop finished work)."""
     rows = {}
-    kept_rows = {(r["router"], r["budget"], r["seed"], r["factor"]): r
+    kept_rows = {cell(r): r
                  for r in committed(kept).get("runs", [])} if kept else {}
     for name, router, budget, seed, factor in PLAN:
         argv = argv_of(router, budget, seed, factor, out)
