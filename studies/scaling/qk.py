@@ -389,4 +389,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # a refused request: its one line, and exit status 2
+            print(f"qk.py: {exc.code}", file=sys.stderr)
+            sys.exit(2)
+        raise
