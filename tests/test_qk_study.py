@@ -51,6 +51,38 @@ def test_report_from_finished_runs(tmp_path):
     assert doc["doubling"] == {} and doc["curve_end"] == {}
 
 
+def test_the_step_curve_extrapolates_a_geometric_tail_exactly():
+    law = lambda t: 0.1 + 0.08 * (t / 30000) ** -0.5  # every doubling shrinks the gain by 2^-1/2
+    got = qk.step_curve([(t, law(t)) for t in (30000, 60000, 120000)])
+    assert got["gain_ratio"] == pytest.approx(2 ** -0.5, rel=1e-12)
+    assert got["extrapolated"] == pytest.approx(0.1, rel=1e-12)
+    assert got["change_per_doubling"][1] == pytest.approx((law(120000) - law(60000)) / law(60000))
+    assert got["converged"] is False  # the last doubling moved it by 16%
+    # a curve whose gains grow (or a loss that rises) has no geometric tail
+    assert qk.step_curve([(1, 0.2), (2, 0.19), (4, 0.17)])["extrapolated"] is None
+    assert qk.step_curve([(1, 0.2), (2, 0.19), (4, 0.195)])["extrapolated"] is None
+    with pytest.raises(ValueError, match="not T, 2T, 4T"):
+        qk.step_curve([(1, 0.2), (2, 0.19), (3, 0.18)])
+
+
+@pytest.mark.heavy
+def test_report_gives_each_4x_run_its_step_curve(tmp_path):
+    runs = tmp_path / "runs"
+    for name, loss in (("qk-B6-s0", 0.14), ("qk-B6-s0-x2", 0.135), ("qk-B6-s0-x4", 0.1325),
+                       ("mlp-B6-s0-x4", 0.1)):
+        _, router, budget, seed, factor = [p for p in qk.PLAN if p[0] == name][0]
+        folder = runs / qk.key_of(qk.argv_of(router, budget, seed, factor, str(runs)))
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"loss": loss, "stderr": 0.001, "train_seconds": 1.0}))
+    doc = qk.report(str(runs), dest=str(tmp_path / "qk.json"), fig=False)
+    end = doc["curve_end"]
+    assert end["qk-B6-s0-x4"]["loss_curve"] == [0.14, 0.135, 0.1325]
+    assert end["qk-B6-s0-x4"]["extrapolated"] == pytest.approx(0.1325 - 0.0025)  # gains halve: 0.0025 more
+    mlp = json.loads((Path(qk.HERE) / "doubling.json").read_text())["A-s0"]
+    assert end["mlp-B6-s0-x4"]["loss_curve"] == [mlp["loss_T"], mlp["loss_2T"], 0.1]
+    assert end["mlp-B6-s0-x4"]["steps_curve"] == [30000, 60000, 120000]
+
+
 @pytest.mark.heavy
 def test_report_keeps_the_committed_rows_of_runs_this_machine_lacks(tmp_path):
     doc = json.loads(Path(qk.OUT).read_text())

@@ -19,7 +19,8 @@ sessions on new machines.
 Run folders live in ``DIR`` (default studies/scaling/qk/train, git-ignored). ``report`` reads every finished
 ``DIR/<key>/result.json``, keeps the rows qk.json already holds for runs not in ``DIR``, and writes qk.json
 atomically: ``runs`` (model, router, budget, seed, steps, loss, stderr, key, command), ``prediction`` (budget ->
-A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs), ``law_test`` and ``tests`` (the
+A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs, each with its
+loss at 1x, 2x and 4x the steps and :func:`step_curve`'s geometric tail), ``law_test`` and ``tests`` (the
 decided tests of regime.md, ``fvnum.laws.decided_tests``).
 """
 import fcntl
@@ -247,6 +248,23 @@ def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
     return out
 
 
+def step_curve(curve: list[tuple[int, float]]) -> dict:
+    """A run's loss at T, 2T and 4T steps (seed 0 at budget 6), each a run of its own cosine schedule: the change
+    per doubling, and where the curve ends if every further doubling shrinks the gain by the last ratio (the
+    geometric tail of Aitken's extrapolation, ``L(4T) - d r / (1 - r)`` with ``d = L(2T) - L(4T)`` and
+    ``r = d / (L(T) - L(2T))``; ``None`` unless the gains shrink, ``0 < r < 1``)."""
+    (t1, l1), (t2, l2), (t4, l4) = curve
+    if not (t2 == 2 * t1 and t4 == 2 * t2):
+        raise ValueError(f"step curve: steps {t1}, {t2}, {t4} are not T, 2T, 4T")
+    d1, d2 = l1 - l2, l2 - l4
+    r = d2 / d1 if d1 else float("nan")
+    limit = l4 - d2 * r / (1 - r) if 0 < r < 1 else None
+    return {"steps_curve": [t1, t2, t4], "loss_curve": [l1, l2, l4],
+            "change_per_doubling": [(l2 - l1) / l1, (l4 - l2) / l2], "gain_ratio": r,
+            "converged": abs(l4 - l2) / l2 < 0.03, "extrapolated": limit,
+            "extrapolated_ratio": limit / prediction()[str(TOP)] if limit is not None else None}
+
+
 def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
     """qk.json from the runs finished in ``out`` and the rows already committed in ``dest`` (:func:`finished`); the
     decided tests and the law test once qk A has two seeds at a budget and the budgets the tests need."""
@@ -271,9 +289,16 @@ def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
                     "stderr_T": base["stderr"], "steps_2T": two["steps"], "loss_2T": two["loss"],
                     "stderr_2T": two["stderr"], "change": change, "converged": abs(change) < 0.03,
                     "criterion": "|L(2T) - L(T)| / L(T) < 0.03 (studies/scaling/doubling.py)"}
-    curve_end = {name: {"router": r["router"], "steps": r["steps"], "loss": r["loss"], "stderr": r["stderr"],
-                        "prediction": pred[str(TOP)], "ratio": r["loss"] / pred[str(TOP)]}
-                 for name, r in rows.items() if r["factor"] == 4}
+    mlp2 = (read_json(os.path.join(HERE, "doubling.json"), None) or {}).get("A-s0") or {}
+    earlier = {"mlp": [(study_run(TOP, 0)["steps"], mlp2.get("loss_T")), (mlp2.get("steps"), mlp2.get("loss_2T"))],
+               "qk": [(r["steps"], r["loss"]) if r else (None, None) for r in (base, two)]}
+    curve_end = {}
+    for name, r in rows.items():
+        if r["factor"] == 4:
+            curve = earlier[r["router"]] + [(r["steps"], r["loss"])]
+            curve_end[name] = {"router": r["router"], "steps": r["steps"], "loss": r["loss"],
+                               "stderr": r["stderr"], "prediction": pred[str(TOP)], "ratio": r["loss"] / pred[str(TOP)],
+                               **(step_curve(curve) if all(v is not None for p in curve for v in p) else {})}
     law = None
     pts = [(r["budget"], r["loss"]) for r in study]
     if len({b for b, _ in pts}) >= 4 and any(n > 1 for *_, n in means.values()):
@@ -305,7 +330,10 @@ def figure(doc: dict) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ends = {k: v for k, v in (doc.get("curve_end") or {}).items() if "loss_curve" in v}
+    fig, axes = plt.subplots(1, 2 if ends else 1, figsize=(11.5 if ends else 6.4, 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.4, 1]} if ends else None)
+    ax = axes[0, 0]
     pred = {int(b): v for b, v in doc["prediction"].items()}
     ax.plot(sorted(pred), [pred[b] for b in sorted(pred)], "k--", label="A's prediction (best_adaptive_keyed)")
     mlp = [r for r in STUDY["runs"] if r["model"] == "A"]
@@ -335,6 +363,25 @@ def figure(doc: dict) -> str:
     ax.set_ylabel("held-out loss E||theta_hat - theta||^2")
     ax.set_title("Model A's two routers against its prediction (depth 7, alpha 0.6, N 64)", fontsize=9)
     ax.legend(fontsize=7)
+    if ends:  # where the curve ends: loss at budget 6 (seed 0) against the steps of training, T, 2T and 4T
+        ax = axes[0, 1]
+        ax.axhline(pred[TOP], color="k", ls="--", label=f"prediction {pred[TOP]:.4f}")
+        for name, v in sorted(ends.items()):
+            c, who = ("C3", "qk A") if v["router"] == "qk" else ("C0", "MLP A")
+            ax.plot(v["steps_curve"], v["loss_curve"], "o-", color=c, label=who)
+            if v["extrapolated"] is not None:
+                ax.axhline(v["extrapolated"], color=c, ls=":", lw=1,
+                           label=f"{who}, geometric tail {v['extrapolated']:.4f}")
+        ax.axhspan(0.8 * pred[TOP], 1.25 * pred[TOP], color="0.85")
+        ax.set_xscale("log", base=2)
+        steps = sorted({t for v in ends.values() for t in v["steps_curve"]})
+        ax.set_xticks(steps, [f"{t:,}" for t in steps])
+        ax.minorticks_off()
+        ax.set_yscale("log")
+        ax.set_xlabel("training steps (each its own cosine schedule)")
+        ax.set_ylabel("held-out loss at budget 6, seed 0")
+        ax.set_title("Where A's curve ends: 1x, 2x, 4x the study's steps", fontsize=9)
+        ax.legend(fontsize=7)
     path = os.path.join(HERE, "fig_qk.png")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
