@@ -81,6 +81,8 @@ def test_report_gives_each_4x_run_its_step_curve(tmp_path):
     mlp = json.loads((Path(qk.HERE) / "doubling.json").read_text())["A-s0"]
     assert end["mlp-B6-s0-x4"]["loss_curve"] == [mlp["loss_T"], mlp["loss_2T"], 0.1]
     assert end["mlp-B6-s0-x4"]["steps_curve"] == [30000, 60000, 120000]
+    rows = qk.table(doc).splitlines()
+    assert "| qk | 0.1400 | 0.1350 | 0.1325 | -1.9% | 0.1300 |" in "\n".join(rows)
 
 
 @pytest.mark.heavy

@@ -398,6 +398,18 @@ def table(doc: dict) -> str:
         lines.append(f"| {b} | {v['prediction']:.4f} | {v['mlp_mean']:.4f} ± {v['mlp_se']:.4f} | "
                      f"{v['mlp_ratio']:.2f} | {v['qk_mean']:.4f}{se} ({v['qk_seeds']}) | {v['qk_ratio']:.2f} | "
                      f"{v['qk_over_mlp']:.2f} |")
+    ends = {k: v for k, v in (doc.get("curve_end") or {}).items() if "loss_curve" in v}
+    if ends:  # where A's curve ends, budget 6, seed 0
+        steps = next(iter(ends.values()))["steps_curve"]
+        lines += ["", "| router | " + " | ".join(f"{t:,} steps" for t in steps)
+                  + " | last doubling | geometric tail | tail / prediction |", "|---" * (len(steps) + 4) + "|"]
+        for name, v in sorted(ends.items(), key=lambda kv: kv[1]["router"]):
+            tail = ("none" if v["extrapolated"] is None
+                    else f"{v['extrapolated']:.4f} | {v['extrapolated_ratio']:.2f}")
+            lines.append(f"| {'MLP' if v['router'] == 'mlp' else v['router']} | "
+                         + " | ".join(f"{x:.4f}" for x in v["loss_curve"])
+                         + f" | {v['change_per_doubling'][-1]:+.1%} | {tail}"
+                         + (" | |" if v["extrapolated"] is None else " |"))
     return "\n".join(lines)
 
 
