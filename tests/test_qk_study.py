@@ -161,3 +161,9 @@ def test_a_damaged_qk_json_is_a_one_line_error_not_a_fresh_start(tmp_path):
         qk.committed_names(str(dest))
     with pytest.raises(SystemExit, match="is damaged"):
         qk.park(str(tmp_path / "runs"), parked=str(tmp_path / "parked"), dest=str(dest))
+
+
+def test_an_unknown_command_prints_the_usage_and_exits_2(capsys):
+    assert qk.main(["frob"]) == 2 and qk.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage:") and all(c in err for c in ("train", "park", "report", "table", "rerun"))

@@ -413,6 +413,14 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+USAGE = """usage: PYTHONPATH=. python studies/scaling/qk.py COMMAND
+  train [--out=DIR] [--only=NAME,..]  one training lane (start it twice for two cores)
+  park [--out=DIR]                    the unfinished runs' checkpoints to studies/scaling/qk/parked
+  report [--out=DIR]                  qk.json and fig_qk.png from the finished runs and the committed rows
+  table                               the report's tables from qk.json
+  rerun NAME [--out=DIR]              a committed row trained again from its command"""
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "table":
         print(table(committed(OUT)))
@@ -431,7 +439,7 @@ def main(argv: list[str]) -> int:
               f"{entry['machine']})")
         return 0
     if not argv or argv[0] not in ("train", "park", "report"):
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     opts = script_options(argv[1:], {"out", "only"})
     out = opts.get("out", RUNS)
