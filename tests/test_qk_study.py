@@ -150,8 +150,13 @@ def test_rerun_trains_a_committed_row_from_its_command_and_records_the_compariso
     assert shlex.join(argv[:-1]) == row["command"][3:].replace("studies/scaling/qk/train", str(tmp_path / "scratch"))
     assert entry["identical"] is False and entry["relative_change"] == pytest.approx(0.02)
     assert json.loads(dest.read_text())["reruns"]["qk-B3-s0"] == entry
+    doc = json.loads(dest.read_text())  # a planned run whose row is not committed yet cannot be re-run
+    doc["runs"] = [r for r in doc["runs"] if (r["router"], r["budget"], r["factor"]) != ("qk", 6, 4)]
+    dest.write_text(json.dumps(doc))
     with pytest.raises(SystemExit, match="not a committed row"):
         qk.rerun("qk-B6-s0-x4", str(tmp_path / "scratch"), dest=str(dest))
+    with pytest.raises(SystemExit, match="not a committed row"):
+        qk.rerun("qk-B9-s0", str(tmp_path / "scratch"), dest=str(dest))
 
 
 def test_a_damaged_qk_json_is_a_one_line_error_not_a_fresh_start(tmp_path):
