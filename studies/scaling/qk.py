@@ -36,6 +36,7 @@ from bridges.commands import config_from_args, train_argv
 from bridges.runs.options import script_options
 from bridges.runs.store import read_json, write_atomic, write_json
 from decided import predictions, trained
+from doubling import CRITERION as CONVERGED, OUT as DOUBLING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -248,6 +249,16 @@ def seed_means(rows: list[dict]) -> dict[int, tuple[float, float, int]]:
     return out
 
 
+def mlp_doubling() -> dict | None:
+    """MLP A's step doubling at budget 6, seed 0 (studies/scaling/doubling.json ``A-s0``), or None."""
+    return (read_json(DOUBLING, None) or {}).get("A-s0")
+
+
+def router_name(router: str) -> str:
+    """A router as the pages write it: MLP or qk."""
+    return "MLP" if router == "mlp" else router
+
+
 def step_curve(curve: list[tuple[int, float]]) -> dict:
     """A run's loss at T, 2T and 4T steps (seed 0 at budget 6), each a run of its own cosine schedule: the change
     per doubling, and where the curve ends if every further doubling shrinks the gain by the last ratio (the
@@ -261,7 +272,7 @@ def step_curve(curve: list[tuple[int, float]]) -> dict:
     limit = l4 - d2 * r / (1 - r) if 0 < r < 1 else None
     return {"steps_curve": [t1, t2, t4], "loss_curve": [l1, l2, l4],
             "change_per_doubling": [(l2 - l1) / l1, (l4 - l2) / l2], "gain_ratio": r,
-            "converged": abs(l4 - l2) / l2 < 0.03, "extrapolated": limit,
+            "converged": abs(l4 - l2) / l2 < CONVERGED, "extrapolated": limit,
             "extrapolated_ratio": limit / prediction()[str(TOP)] if limit is not None else None}
 
 
@@ -287,9 +298,9 @@ def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
         change = (two["loss"] - base["loss"]) / base["loss"]
         doubling = {"seed": 0, "budget": TOP, "steps_T": base["steps"], "loss_T": base["loss"],
                     "stderr_T": base["stderr"], "steps_2T": two["steps"], "loss_2T": two["loss"],
-                    "stderr_2T": two["stderr"], "change": change, "converged": abs(change) < 0.03,
-                    "criterion": "|L(2T) - L(T)| / L(T) < 0.03 (studies/scaling/doubling.py)"}
-    mlp2 = (read_json(os.path.join(HERE, "doubling.json"), None) or {}).get("A-s0") or {}
+                    "stderr_2T": two["stderr"], "change": change, "converged": abs(change) < CONVERGED,
+                    "criterion": f"|L(2T) - L(T)| / L(T) < {CONVERGED} (studies/scaling/doubling.py)"}
+    mlp2 = mlp_doubling() or {}
     earlier = {"mlp": [(study_run(TOP, 0)["steps"], mlp2.get("loss_T")), (mlp2.get("steps"), mlp2.get("loss_2T"))],
                "qk": [(r["steps"], r["loss"]) if r else (None, None) for r in (base, two)]}
     curve_end = {}
@@ -346,12 +357,12 @@ def figure(doc: dict) -> str:
         q = seed_means(qk)
         ax.plot(sorted(q), [q[b][0] for b in sorted(q)], "-", color="C3",
                 label="qk A (" + "-".join(sorted({str(v[2]) for v in q.values()})) + " seeds)")
-    mlp2 = (read_json(os.path.join(HERE, "doubling.json"), None) or {}).get("A-s0")
+    mlp2 = mlp_doubling()
     if mlp2:  # MLP A's step doubling at budget 6 (studies/scaling/doubling.py)
         ax.plot([TOP + 0.16], [mlp2["loss_2T"]], "v", color="C0", ms=7, label="MLP A, 2x steps")
     for r in doc["runs"]:
         if r["factor"] > 1:
-            who = "MLP" if r["router"] == "mlp" else r["router"]
+            who = router_name(r["router"])
             ax.plot([r["budget"] + 0.08 * r["factor"]], [r["loss"]], "^" if r["router"] == "qk" else "v",
                     color="C3" if r["router"] == "qk" else "C0", ms=7, label=f"{who} A, {r['factor']}x steps")
     lo, hi = min(pred.values()), max(pred.values())
@@ -367,7 +378,7 @@ def figure(doc: dict) -> str:
         ax = axes[0, 1]
         ax.axhline(pred[TOP], color="k", ls="--", label=f"prediction {pred[TOP]:.4f}")
         for name, v in sorted(ends.items()):
-            c, who = ("C3", "qk A") if v["router"] == "qk" else ("C0", "MLP A")
+            c, who = "C3" if v["router"] == "qk" else "C0", f"{router_name(v['router'])} A"
             ax.plot(v["steps_curve"], v["loss_curve"], "o-", color=c, label=who)
             if v["extrapolated"] is not None:
                 ax.axhline(v["extrapolated"], color=c, ls=":", lw=1,
@@ -406,7 +417,7 @@ def table(doc: dict) -> str:
         for name, v in sorted(ends.items(), key=lambda kv: kv[1]["router"]):
             tail = ("none" if v["extrapolated"] is None
                     else f"{v['extrapolated']:.4f} | {v['extrapolated_ratio']:.2f}")
-            lines.append(f"| {'MLP' if v['router'] == 'mlp' else v['router']} | "
+            lines.append(f"| {router_name(v['router'])} | "
                          + " | ".join(f"{x:.4f}" for x in v["loss_curve"])
                          + f" | {v['change_per_doubling'][-1]:+.1%} | {tail}"
                          + (" | |" if v["extrapolated"] is None else " |"))
