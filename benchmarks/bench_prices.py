@@ -111,7 +111,7 @@ def audit_price(run_dir, samples, token_sample):
 
     cfg = load_result(Path(run_dir) / "result.json").config
     m, d = cfg.model, cfg.data
-    return audit_cost(tree=d.prior == "tree", depth=d.depth, dim=d.dim, layers=m.layers, width=m.width, budget=m.budget,
+    return audit_cost(tree=d.prior == "tree", depth=d.depth, dim=d.dim, layers=m.n_layers, width=m.n_channels, budget=m.budget,
                       mlp_width=m.mlp_width if m.model != "C" else 1, hidden_layers=m.hidden_layers,
                       samples=samples, token_sample=token_sample)
 

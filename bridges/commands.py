@@ -240,7 +240,7 @@ def intervene_command(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir)
     cfg = run.config
     check_tree_data(cfg.data, "fv intervene", "prefixes of leaves")
-    K, L = cfg.data.depth, cfg.model.layers
+    K, L = cfg.data.depth, cfg.model.n_layers
     depths = len(args.depths) if args.depths else K
     layers = len(args.layers) if args.layers else L
     want = {"transplant": args.table in ("both", "transplant"), "injection": args.table in ("both", "injection")}

@@ -40,6 +40,7 @@ class ModelTheory:
     adaptive: bool = False
     mlp_keys: bool = True
     bounded_by: tuple[str, ...] = ()
+    variants: tuple = ()
 
     def theory(self) -> dict:
         """The theory's fields, as keyword arguments (``ModelSpec.of`` builds a full model from them)."""
@@ -61,15 +62,40 @@ MODELS_OF_THEORY = (
                 prediction=("top_levels_linear",), law="power", band="exact", mlp_keys=False,
                 bounded_by=("best_linear_nonadaptive",)),
 )
+# THEORY.md section 7c: Model T, a standard transformer, whose prediction depends on its shape. Its variants are the
+# named shapes, each a model of the theory by itself (``model("T-deep")``): deep T (L = B, H d = 1) is held to A's
+# prediction, wide T (L = 1, H d = B) to B's. The theory's rows are predictions for T, not bounds (section 7c).
+_A, _B = MODELS_OF_THEORY[:2]
+MODEL_T = ModelTheory(
+    "T", "a standard pre-LayerNorm transformer with a summary token; shape deep (L = B, H d = 1) or wide (L = 1, H d = B)",
+    prediction=_A.prediction, law="exponential", band="searched", adaptive=True, mlp_keys=False,
+    variants=(ModelTheory("T-deep", "Model T of shape deep: L = B blocks, one head of one value", prediction=_A.prediction,
+                          law="exponential", band="searched", adaptive=True, mlp_keys=False),
+              ModelTheory("T-wide", "Model T of shape wide: one block, B heads of one value", prediction=_B.prediction,
+                          law="power", band="searched", mlp_keys=False)))
 BUILT_IN = tuple(m.name for m in MODELS_OF_THEORY)
-MODELS: dict = {m.name: m for m in MODELS_OF_THEORY}  # name -> model object, in the order registered
+DECLARED = (*BUILT_IN, MODEL_T.name)  # the models of THEORY.md (sections 7 and 7c): never unregistered
+MODELS: dict = {m.name: m for m in (*MODELS_OF_THEORY, MODEL_T)}  # name -> model object, in the order registered
 
 
 def model(name: str):
-    """The registered model ``name``; InputError (one line naming the choices) for any other name."""
-    if not isinstance(name, str) or name not in MODELS:
-        raise InputError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
-    return MODELS[name]
+    """The registered model ``name``, or a named variant of one (``T-deep``: a shape of Model T); InputError (one line
+    naming the choices) for any other name."""
+    if isinstance(name, str) and name in MODELS:
+        return MODELS[name]
+    if isinstance(name, str) and "-" in name:
+        base = MODELS.get(name.split("-", 1)[0])
+        for variant in getattr(base, "variants", ()):
+            if variant.name == name:
+                return variant
+    raise InputError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
 
 
-__all__ = ["BUILT_IN", "LAWS", "MODELS", "MODELS_OF_THEORY", "ModelTheory", "THEORY_FIELDS", "model"]
+def plain_models() -> dict:
+    """The registered models the theory checks by their letter (section 7's predictions, the rows' model lists):
+    those without variants. A model with variants (T) is held to a row by its variant's name instead."""
+    return {name: spec for name, spec in MODELS.items() if not getattr(spec, "variants", ())}
+
+
+__all__ = ["BUILT_IN", "DECLARED", "LAWS", "MODELS", "MODELS_OF_THEORY", "MODEL_T", "ModelTheory", "THEORY_FIELDS", "model",
+           "plain_models"]

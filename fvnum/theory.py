@@ -31,7 +31,7 @@ from fvnum.mc.channels import Channel
 from fvnum.defaults import KEYED
 from fvnum.estimate import Estimate
 from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
-from fvnum.model_rows import MODELS, model
+from fvnum.model_rows import MODELS, model, plain_models
 from fvnum.priors.registry import prior_entry
 from fvnum.policies.objects import adaptive_class
 from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its names importable from here too)
@@ -105,7 +105,9 @@ def predicted_law(name: str) -> str | None:
     """``exponential`` or ``power``: the law a registered model (its ``law``) or a theory row
     (:data:`PREDICTED_LAW`) should follow against the budget; None for a row the theory makes no such
     prediction for."""
-    return MODELS[name].law if name in MODELS else PREDICTED_LAW.get(name)
+    if name in MODELS or "-" in name and name.split("-", 1)[0] in MODELS:
+        return model(name).law
+    return PREDICTED_LAW.get(name)
 
 
 # The predictions of THEORY.md section 7 on the trained grid (seed means): tree prior, A at most TREE_A_RATIO
@@ -127,10 +129,11 @@ def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory:
     (A / B) within ``GAUSSIAN_A_OVER_B``. The optimum is the best linear non-adaptive loss of the models' tokens
     channel (``best_linear_nonadaptive``), or, for tables without that row, the gaussian channel's
     (``gaussian_optimum``)."""
-    if not MODELS or any(losses.get(m) is None for m in MODELS):
+    checked = plain_models()  # a model with variants (T) is checked by its study, not by this grid
+    if not checked or any(losses.get(m) is None for m in checked):
         return []
-    deep = [m for m, s in MODELS.items() if s.adaptive]
-    flat = [m for m, s in MODELS.items() if not s.adaptive]
+    deep = [m for m, s in checked.items() if s.adaptive]
+    flat = [m for m, s in checked.items() if not s.adaptive]
     if prior_entry(prior).heap:  # the tree's checks (depth beats one layer), else the Gaussian's (it does not)
         cell = f"{prior} K{depth} B{budget}"
         checks = [{"prediction": f"{cell}: {a} <= {TREE_A_RATIO:g} x {m}", "measured": f"{a}/{m} = {losses[a] / losses[m]:.3f}",
@@ -140,7 +143,7 @@ def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory:
             checks += [{"prediction": f"{cell}: {m} within {TREE_C_TOLERANCE:.0%} of linear top-levels theory",
                         "measured": f"{m} / theory = {losses[m] / lin:.3f}",
                         "holds": abs(losses[m] / lin - 1) <= TREE_C_TOLERANCE}
-                       for m, s in MODELS.items() if "top_levels_linear" in s.prediction]
+                       for m, s in checked.items() if "top_levels_linear" in s.prediction]
         return checks
     cell = f"Gaussian K{depth} B{budget}"
     bar = "best_linear_nonadaptive" if theory.get("best_linear_nonadaptive") else "gaussian_optimum"
@@ -151,7 +154,7 @@ def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory:
     lo, hi = GAUSSIAN_A_OVER_B
     checks = [{"prediction": f"{cell}: {m} within {GAUSSIAN_TOLERANCE:.0%} of the optimum ({where})",
                "measured": f"{m} / optimum = {losses[m] / opt:.3f}", "holds": abs(losses[m] / opt - 1) <= GAUSSIAN_TOLERANCE}
-              for m in MODELS]
+              for m in checked]
     checks += [{"prediction": f"{cell}: {a} / {m} in [{lo}, {hi}]", "measured": f"{a}/{m} = {losses[a] / losses[m]:.3f}",
                 "holds": lo <= losses[a] / losses[m] <= hi}
                for a in deep for m in flat if MODELS[a].mlp_keys and MODELS[m].mlp_keys]
@@ -163,8 +166,9 @@ def row_kind(name: str, names, *, policy: str | None = None, keys: str | None = 
     role, klass, family = ROW_KINDS.get(name, ("reference", "unit", "linear"))
     if klass is None:
         klass = adaptive_class(policy)  # the class of the policy found: its strategy object's
-    predicted = tuple(m for m in MODELS if prediction_row(m, names) == name)
-    bounded = tuple(m for m, s in MODELS.items() if name in s.bounded_by)
+    plain = plain_models()
+    predicted = tuple(m for m in plain if prediction_row(m, names) == name)
+    bounded = tuple(m for m, s in plain.items() if name in s.bounded_by)
     models = predicted if predicted else bounded if role in ("lower_bound", "upper_bound") else ()
     return {"role": "prediction" if predicted else role, "models": models, "class": klass,
             "keys": keys or family or "linear"}

@@ -72,7 +72,7 @@ def test_a_toy_model_is_a_model_everywhere(toy):
     from fvnum.theory import predicted_law, prediction_row, row_kind
 
     cfg = RunConfig(DataConfig(depth=3), ModelConfig(model="D", budget=3), TrainConfig(precision="fp32"))
-    assert (cfg.model.layers, cfg.model.width, cfg.train.steps) == (1, 3, 9)
+    assert (cfg.model.n_layers, cfg.model.n_channels, cfg.train.steps) == (1, 3, 9)
     torch.manual_seed(0)
     net = build_model(cfg)
     assert [type(layer.keys).__name__ for layer in net.layers] == ["LinearKeyLayer"] and net.budget == 3
@@ -129,22 +129,27 @@ def test_bad_recipes_and_registrations_are_refused():
 
 
 def test_fvnum_alone_knows_the_models_of_the_theory():
-    """fvnum imports nothing of bridges, and alone it knows A, B, C by their theory: the rows they are held to, the
-    bound proven for C, their laws; an unknown name is one line naming the choices."""
+    """fvnum imports nothing of bridges, and alone it knows A, B, C and T by their theory: the rows they are held to,
+    the bound proven for C, their laws, T's shapes held to A's and B's rows; an unknown name is one line naming the
+    choices."""
     import subprocess
     import sys
 
     code = ("import sys\nfrom fvnum.theory import MODELS, prediction_row, predicted_law, row_kind\n"
-            "assert list(MODELS) == ['A', 'B', 'C'] and not any(m.startswith('bridges') for m in sys.modules)\n"
+            "assert list(MODELS) == ['A', 'B', 'C', 'T'] and not any(m.startswith('bridges') for m in sys.modules)\n"
             "names = ['best_adaptive', 'top_levels_linear', 'best_linear_nonadaptive']\n"
             "assert prediction_row('A', names) == 'best_adaptive' and prediction_row('C', names) == 'top_levels_linear'\n"
             "assert row_kind('top_levels_linear', names)['role'] == 'prediction'\n"
             "assert row_kind('best_linear_nonadaptive', names)['models'] == ('C',)\n"
             "assert (predicted_law('A'), predicted_law('B')) == ('exponential', 'power')\n"
+            "assert (predicted_law('T-deep'), predicted_law('T-wide')) == ('exponential', 'power')\n"
+            "keyed = ['best_adaptive_keyed', 'best_nonadaptive_keyed']\n"
+            "assert (prediction_row('T-deep', keyed), prediction_row('T-wide', keyed)) == tuple(keyed)\n"
+            "assert row_kind('best_adaptive_keyed', keyed)['models'] == ('A',)\n"
             "try:\n    prediction_row('Z', names)\nexcept ValueError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "model must be one of A, B, C, got 'Z'"
+    assert done.stdout.strip() == "model must be one of A, B, C, T, got 'Z'"
 
 
 def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():

@@ -353,15 +353,15 @@ class WorkspaceModel(nn.Module):
 
 
 def mlp_network(data: DataConfig, mc: ModelConfig) -> WorkspaceModel:
-    """Models A and B: ``L`` layers of ``d`` channels (the model's shape, ``mc.layers`` and ``mc.width``) with MLP
+    """Models A and B: ``L`` layers of ``d`` channels (the model's shape, ``mc.n_layers`` and ``mc.n_channels``) with MLP
     keys of ``[x_i, p]`` (or, ``mc.router == "qk"``, the query-key router :class:`QKKeys`), and the ``decode`` or
     ``generic`` MLP readout."""
-    D, B, d, w, h = data.dim, mc.budget, mc.width, mc.mlp_width, mc.hidden_layers
+    D, B, d, w, h = data.dim, mc.budget, mc.n_channels, mc.mlp_width, mc.hidden_layers
     if getattr(mc, "router", "mlp") == "qk":  # THEORY.md section 7b
         r = mc.query_dim_for(D)
-        keys = [QKKeys(D, B, d, w, h, r, l + 1) for l in range(mc.layers)]
+        keys = [QKKeys(D, B, d, w, h, r, l + 1) for l in range(mc.n_layers)]
     else:
-        keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.layers)]
+        keys = [MLPKeys(D, B, d, w, h) for _ in range(mc.n_layers)]
     readout = DecodeReadout(D, B, w, h) if mc.readout == "decode" else GenericReadout(D, B, w, h)
     return WorkspaceModel(D, d, keys, readout, mc.attention)
 

@@ -24,7 +24,7 @@ from typing import Callable
 
 from fvsym.errors import InputError
 
-from fvnum.model_rows import BUILT_IN, LAWS, MODELS, MODELS_OF_THEORY
+from fvnum.model_rows import BUILT_IN, DECLARED, LAWS, MODEL_T, MODELS, MODELS_OF_THEORY
 
 _NAME = re.compile(r"[A-Z]")  # one capital letter: study options list models as letters (--models ABC)
 
@@ -80,7 +80,10 @@ class ModelSpec:
     adaptive: bool = False
     mlp_keys: bool = True
     bounded_by: tuple[str, ...] = ()
+    variants: tuple = ()
     price: Callable | None = None
+    attention: str = "linear"
+    shaped: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -107,14 +110,20 @@ class ModelSpec:
         for name in ("adaptive", "mlp_keys"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"model {self.name}: {name} must be True or False, got {getattr(self, name)!r}")
+        if self.attention not in ("linear", "softmax"):
+            raise InputError(f"model {self.name}: attention must be 'linear' or 'softmax', got {self.attention!r}")
+        if not isinstance(self.shaped, bool):
+            raise InputError(f"model {self.name}: shaped must be True or False, got {self.shaped!r}")
         if self.price is not None and not callable(self.price):
             raise InputError(f"model {self.name}: price must be None or a callable, got {self.price!r}")
 
     @classmethod
     def of(cls, theory, network: str | Callable, recipe: Recipe, marker: tuple[str, str],
-           price: Callable | None = None) -> "ModelSpec":
-        """The full model of a theory declaration (``fvnum.model_rows.ModelTheory``) and its torch side."""
-        return cls(**theory.theory(), network=network, recipe=recipe, marker=marker, price=price)
+           price: Callable | None = None, **torch_side) -> "ModelSpec":
+        """The full model of a theory declaration (``fvnum.model_rows.ModelTheory``) and its torch side
+        (``attention``: its default attention; ``shaped``: its shape is set by ``layers``, ``heads``, ``width``,
+        as Model T's)."""
+        return cls(**theory.theory(), network=network, recipe=recipe, marker=marker, price=price, **torch_side)
 
     def layers(self, budget: int) -> int:
         """``L``: ``budget`` for an adaptive model, else 1."""
@@ -170,8 +179,8 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 def unregister_model(name: str) -> ModelSpec:
     """Remove the model ``name`` registered with :func:`register_model` and return it; the models of THEORY.md
     section 7 stay (InputError)."""
-    if name in BUILT_IN:
-        raise InputError(f"model {name} is one of THEORY.md's models ({', '.join(BUILT_IN)}); it stays registered")
+    if name in DECLARED:
+        raise InputError(f"model {name} is one of THEORY.md's models ({', '.join(DECLARED)}); it stays registered")
     if name not in MODELS:
         raise InputError(f"model {name!r} is not registered; registered: {', '.join(MODELS)}")
     return MODELS.pop(name)
@@ -211,6 +220,9 @@ _MODELS_OF_THEORY = (
     ModelSpec.of(_A, "bridges.models.networks:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000), ("o", "C0")),
     ModelSpec.of(_B, "bridges.models.networks:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500), ("s", "C1")),
     ModelSpec.of(_C, "bridges.models.networks:linear_network", Recipe(lr=1e-2, batch=256, steps_per_budget=2500), ("^", "C4")),
+    # THEORY.md section 7c: the recipe of its prototype (Adam 3e-3, batch 128; 3,000 steps a unit of budget)
+    ModelSpec.of(MODEL_T, "bridges.models.transformer:transformer_network", Recipe(lr=3e-3, batch=128, steps_per_budget=3000),
+                 ("D", "C3"), attention="softmax", shaped=True),
 )
 for _spec in _MODELS_OF_THEORY:  # their theory names are checked by tests/test_register_model.py (fvnum loads numpy)
     if not isinstance(MODELS.get(_spec.name), ModelSpec):

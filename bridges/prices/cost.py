@@ -87,13 +87,13 @@ def _token_ns(cfg) -> float:
     W, H = m.mlp_width, m.hidden_layers
     per_token = NS_TOKEN_D * D
     if m.spec.mlp_keys:
-        per_token += m.layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
+        per_token += m.n_layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
         if getattr(m, "router", "mlp") == "qk":  # kappa's d r outputs a token and their product with the query
-            per_token += m.layers * NS_MLP_D * (W + 1) * m.width * m.query_dim_for(D)
+            per_token += m.n_layers * NS_MLP_D * (W + 1) * m.n_channels * m.query_dim_for(D)
     else:
         per_token += NS_LINEAR_KEY * D * m.budget
     if m.attention == "softmax":
-        per_token += NS_SOFTMAX * m.layers * m.width  # the (batch, N, d) exp, sum and division of every layer
+        per_token += NS_SOFTMAX * m.n_layers * m.n_channels  # the (batch, N, d) exp, sum and division of every layer
     return per_token
 
 
@@ -107,7 +107,7 @@ def _context_ns(cfg) -> float:
 def overhead_seconds(cfg) -> float:
     """The part of :func:`step_seconds` that does not grow with the batch: ``STEP_S`` and ``LAYER_S`` a module."""
     m = cfg.model
-    return STEP_S + LAYER_S * (m.layers + 1) * (m.hidden_layers if m.spec.mlp_keys else 1)
+    return STEP_S + LAYER_S * (m.n_layers + 1) * (m.hidden_layers if m.spec.mlp_keys else 1)
 
 
 def train_seconds(cfg, *, done: int = 0) -> float:
@@ -281,7 +281,7 @@ def _function_vector_seconds(cfg, runs) -> float:
     deep = patched_model({r.model.model: r for r in runs if r.data.has_leaves and r.model.budget == B})
     for r in runs:
         if r.model.model == deep and r.data.has_leaves and r.data.depth == cfg.depth and r.model.budget == B:
-            seconds += intervention_seconds(r, n_contexts=n, depths=data.depth, layers=r.model.layers,
+            seconds += intervention_seconds(r, n_contexts=n, depths=data.depth, layers=r.model.n_layers,
                                             mean_contexts=4 * n) - STARTUP
             break
     return seconds
@@ -345,7 +345,7 @@ def audit_seconds(cfg) -> float:
 
     d, m = cfg.data, cfg.model
     mlp = m.spec.mlp_keys
-    return audit_cost(tree=d.has_leaves, depth=d.depth or 0, dim=d.dim, layers=m.layers, width=m.width,
+    return audit_cost(tree=d.has_leaves, depth=d.depth or 0, dim=d.dim, layers=m.n_layers, width=m.n_channels,
                       budget=m.budget, mlp_width=m.mlp_width if mlp else 1, hidden_layers=m.hidden_layers if mlp else 1,
                       **AUDIT_SIZES[d.prior])[1]
 

@@ -15,7 +15,7 @@ def n_parameters(cfg) -> int:
     1's a constant) and the readout's MLP (``decode``: ``p -> D``;
     ``generic``: ``[x_q, p] -> 1``), each ``n_in W + W + n_shared W + (H - 1)(W^2 + W) + W n_out + n_out``."""
     d, m = cfg.data, cfg.model
-    D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.width
+    D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.n_channels
     if not m.spec.mlp_keys:  # linear keys and the bilinear readout
         return width * D + D * B
 
@@ -25,8 +25,8 @@ def n_parameters(cfg) -> int:
     readout = mlp(B, 0, D) if m.readout == "decode" else mlp(D, B, 1)
     if getattr(m, "router", "mlp") == "qk":  # per layer kappa: D -> d r; q: p -> d r (layer 1: a constant d r)
         dr = width * m.query_dim_for(D)
-        return m.layers * mlp(D, 0, dr) + dr + (m.layers - 1) * mlp(B, 0, dr) + readout
-    return m.layers * mlp(D, B, width) + readout
+        return m.n_layers * mlp(D, 0, dr) + dr + (m.n_layers - 1) * mlp(B, 0, dr) + readout
+    return m.n_layers * mlp(D, B, width) + readout
 
 
 def activation_bytes(cfg) -> float:
@@ -35,11 +35,11 @@ def activation_bytes(cfg) -> float:
     d, m, t = cfg.data, cfg.model, cfg.train
     # the largest batch of the schedule: a noise curriculum's first (tokens_from), or larger batches late
     tokens = max(t.batch * max(d.n_tokens, t.tokens_from), max(t.batch, t.batch_late) * d.n_tokens)
-    per_token = 3 * (d.dim + 2) + 2 * m.layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
+    per_token = 3 * (d.dim + 2) + 2 * m.n_layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)
     if getattr(m, "router", "mlp") == "qk":  # kappa's (batch, N, d, r) token keys of every layer
-        per_token += 2 * m.layers * m.width * m.query_dim_for(d.dim)
+        per_token += 2 * m.n_layers * m.n_channels * m.query_dim_for(d.dim)
     if m.attention == "softmax":
-        per_token += 2 * m.layers * m.width  # the (batch, N, d) scores and softmax weights of every layer
+        per_token += 2 * m.n_layers * m.n_channels  # the (batch, N, d) scores and softmax weights of every layer
     return 4.0 * tokens * per_token  # measured 5 to 11 bytes per hidden unit and token (8 priced)
 
 

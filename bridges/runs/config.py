@@ -31,6 +31,7 @@ from bridges.models.registry import adaptive_names as _adaptive
 from bridges.runs.data_config import (  # noqa: F401 (the data section: its names importable from here too)
     ATOMS_FIELDS, ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set,
     _tree_scales, built_from_options, study_tree, tree_label)
+from bridges.models.shapes import D_MODEL, HEAD_DIM, MAX_SIZE, SHAPES, check_shape
 from bridges.runs.options import options_of
 from fvsym.errors import DamagedFile, InputError
 
@@ -39,6 +40,7 @@ from fvsym.errors import DamagedFile, InputError
 READOUTS = ("decode", "generic")
 ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (softmax)
 MAX_QUERY_DIM = 1 << 16  # r of the qk router
+SHAPE_FIELDS = ("shape", "layers", "heads", "width", "head_dim", "d_model")  # Model T's (THEORY.md section 7c)
 ROUTERS = ("mlp", "qk")  # Model A's router: THEORY.md sections 7 (mlp: k = f([x, p])) and 7b (qk: <q(p), kappa(x)>)
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
@@ -96,9 +98,15 @@ class ModelConfig:
     mlp_width: int = 64
     hidden_layers: int = 2
     readout: str = "decode"
-    attention: str = "linear"
+    attention: str | None = None
     router: str = "mlp"
     query_dim: int | None = None
+    shape: str | None = None
+    layers: int | None = None
+    heads: int | None = None
+    width: int | None = None
+    head_dim: int | None = None
+    d_model: int | None = None
 
     def __post_init__(self):
         _choice(self.model, "model", MODEL_NAMES)
@@ -106,7 +114,10 @@ class ModelConfig:
         _int(self.mlp_width, "mlp_width", 1)
         _int(self.hidden_layers, "hidden_layers", 1)
         _choice(self.readout, "readout", READOUTS)
+        if self.attention is None:  # the model's own default: linear for A, B, C, softmax for T
+            _set(self, "attention", self.spec.attention)
         _choice(self.attention, "attention", ATTENTIONS)
+        check_shape(self)
         _choice(self.router, "router", ROUTERS)
         if self.router == "qk" and not (self.spec.adaptive and self.spec.mlp_keys):
             adaptive = " and ".join(m for m, s in MODELS.items() if s.adaptive and s.mlp_keys)
@@ -127,7 +138,8 @@ class ModelConfig:
         """The fields as a JSON-able dict; ``attention`` only where it is not ``linear`` (the keys of every
         linear run stay as they were before softmax attention existed)."""
         d = dataclasses.asdict(self)
-        for name, default in (("attention", "linear"), ("router", "mlp"), ("query_dim", None)):
+        for name, default in (("attention", self.spec.attention), ("router", "mlp"), ("query_dim", None),
+                              *((name, None) for name in SHAPE_FIELDS)):
             if d[name] == default:
                 del d[name]
         return d
@@ -142,15 +154,35 @@ class ModelConfig:
         return MODELS[self.model]
 
     @property
-    def layers(self) -> int:
-        """``L``: ``budget`` for an adaptive model (A), 1 for B and C."""
+    def n_layers(self) -> int:
+        """``L``: ``budget`` for an adaptive model (A), 1 for B and C; Model T's ``layers`` (its shape)."""
+        if self.spec.shaped:
+            from bridges.models.shapes import resolved
+
+            return resolved(self)[0]
         return self.spec.layers(self.budget)
 
     @property
-    def width(self) -> int:
+    def n_channels(self) -> int:
         """``d``, channels per layer: 1 for an adaptive model (A), ``budget`` for B and C (the MLP's size is
-        ``mlp_width``)."""
+        ``mlp_width``); Model T's ``heads x width``, the scalars its summary token receives a block."""
+        if self.spec.shaped:
+            from bridges.models.shapes import resolved
+
+            _, heads, width = resolved(self)
+            return heads * width
         return self.spec.width(self.budget)
+
+    @property
+    def theory_name(self) -> str:
+        """The name the theory knows this model by: its letter, or for a shaped model (T) its letter and named
+        shape, ``T-deep`` or ``T-wide`` (``fvnum.model_rows.model``), whose prediction rows differ."""
+        if self.spec.shaped:
+            from bridges.models.shapes import shape_of
+
+            shape = shape_of(self)
+            return f"{self.model}-{shape}" if shape else self.model
+        return self.model
 
 
 @dataclass(frozen=True)
@@ -370,9 +402,6 @@ class RunConfig:
             if not isinstance(sub, dict):
                 raise InputError(f"configuration section {name!r} must be an object, got {sub!r}")
             bad = set(sub) - {f.name for f in dataclasses.fields(kind)}
-            if name == "model" and "width" in bad:
-                raise InputError("model configuration field 'width' is now 'mlp_width' (the MLP's hidden size; "
-                                 "'width' is d, the channels per layer, in THEORY.md)")
             if bad:
                 raise InputError(f"unknown {name} configuration fields: {', '.join(sorted(bad))}")
             parts[name] = kind(**sub)
@@ -491,7 +520,16 @@ RUN_OPTIONS = (
         router=dict(help="Model A's router: mlp, k_i = f([x_i, p]) (default); qk, k_i = <q_l(p), kappa_l(x_i)> "
                     "(THEORY.md section 7b)", choices=ROUTERS),
         query_dim=dict(help="r, the query and token-key size of --router qk (default D)", low=1, high=MAX_QUERY_DIM,
-                       metavar="r")),
+                       metavar="r"),
+        shape=dict(help="model T: deep (L = B blocks, one head of one value) or wide (one block, B heads of one "
+                   "value); default deep (THEORY.md section 7c)", choices=SHAPES),
+        layers=dict(help="model T: blocks L (with --heads and --width: layers x heads x width = --budget)", low=1,
+                    high=MAX_SIZE, metavar="L"),
+        heads=dict(help="model T: attention heads H per block (default 1)", low=1, high=MAX_SIZE, metavar="H"),
+        width=dict(help="model T: values per head d, the theory's channels (default 1)", low=1, high=MAX_SIZE,
+                   metavar="d"),
+        head_dim=dict(help=f"model T: query and key size of a head (default {HEAD_DIM})", low=1, high=MAX_SIZE),
+        d_model=dict(help=f"model T: the residual width (default {D_MODEL})", low=1, high=MAX_SIZE)),
     *options_of(
         TrainConfig, section="train", none=False,
         steps=dict(help="training steps (default: the recipe, " + _recipes(lambda r: r.steps_per_budget)
@@ -528,8 +566,7 @@ RUN_OPTIONS = (
 )
 RUN_OPTION_NAMES = {name: o for o in RUN_OPTIONS for name in o.names}  # every spelling, without dashes
 # old spellings refused with one line naming the new one: {old flag: (new flag, why)}
-RENAMED_OPTIONS = {"--width": ("--mlp-width", "--width is d, the channels per layer, which the model fixes "
-                                              "(A: 1; B, C: the budget)")}
+RENAMED_OPTIONS: dict = {}  # {old flag: (new flag, why)}; --width is Model T's values per head (once --mlp-width's)
 _FIELD_DEFAULTS = {(section, f.name): f.default for section, kind in (("data", DataConfig), ("model", ModelConfig),
                                                                      ("train", TrainConfig))
                    for f in dataclasses.fields(kind)}

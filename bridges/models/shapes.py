@@ -1,0 +1,101 @@
+"""The shape of Model T (THEORY.md section 7c): ``layers`` L, ``heads`` H, ``width`` d (values per head),
+``head_dim``, ``d_model``, or one of the two named shapes at a budget, ``deep`` (``L = B``, ``H d = 1``) and
+``wide`` (``L = 1``, ``H = B`` heads of ``d = 1``: each channel its own query and key, as Model B's channels have
+their own keys). The budget is what the summary token receives from the context, ``B = L H d``.
+
+A configuration gives a named ``shape`` or the three numbers (``layers``, ``heads``, ``width``; ``heads`` and
+``width`` default to 1); numbers that spell a named shape are stored as that shape, so the same experiment has one
+key. Models without a shape (A, B, C) refuse every one of these fields in one line. Standard library only
+(``bridges.runs.config`` checks a configuration without loading torch).
+"""
+from __future__ import annotations
+
+from fvsym._validate import check_choice, check_int
+from fvsym.errors import InputError
+
+SHAPES = ("deep", "wide")
+HEAD_DIM, D_MODEL = 16, 64  # Model T's defaults (THEORY.md section 7c's prototype)
+MAX_SIZE = 1 << 14  # d_model, head_dim, layers, heads and width above this are absurd on any machine here
+_FIELDS = ("shape", "layers", "heads", "width", "head_dim", "d_model")
+
+
+def _set(obj, name, value):
+    object.__setattr__(obj, name, value)
+
+
+def named_shape(shape: str, budget: int) -> tuple[int, int, int]:
+    """``(L, H, d)`` of the named shape at ``budget``: deep ``(B, 1, 1)``, wide ``(1, B, 1)``."""
+    return (budget, 1, 1) if shape == "deep" else (1, budget, 1)
+
+
+def check_shape(mc) -> None:
+    """Check (and normalise) the shape fields of a ``ModelConfig``; InputError, one line naming the value."""
+    given = [name for name in _FIELDS if getattr(mc, name) is not None]
+    if not mc.spec.shaped:
+        if given:
+            name = given[0]
+            hint = " (the MLP's hidden size is mlp_width)" if name == "width" else ""
+            raise InputError(f"{name}={getattr(mc, name)!r} applies to model T (THEORY.md section 7c), not to model "
+                             f"{mc.model}{hint}")
+        return
+    if mc.hidden_layers != 2:
+        raise InputError(f"model T's blocks have the standard MLP of one hidden layer (its size mlp_width); "
+                         f"hidden_layers={mc.hidden_layers!r} applies to models A and B")
+    if mc.router != "mlp":
+        raise InputError(f"router={mc.router!r} applies to models A and B; model T routes through its attention")
+    for name in ("layers", "heads", "width", "head_dim", "d_model"):
+        value = getattr(mc, name)
+        if value is not None:
+            if isinstance(value, float):
+                raise InputError(f"{name} must be an integer, got {value!r}")
+            check_int(value, name, 1, MAX_SIZE)
+    if mc.head_dim is None:  # the defaults are stored: a key says every size it was trained at
+        _set(mc, "head_dim", HEAD_DIM)
+    if mc.d_model is None:
+        _set(mc, "d_model", D_MODEL)
+    if mc.shape is not None:
+        check_choice(mc.shape, "shape", SHAPES)
+        numbers = [n for n in ("layers", "heads", "width") if getattr(mc, n) is not None]
+        if numbers:
+            L, H, d = named_shape(mc.shape, mc.budget)
+            want = dict(layers=L, heads=H, width=d)
+            wrong = [n for n in numbers if getattr(mc, n) != want[n]]
+            if wrong:
+                n = wrong[0]
+                raise InputError(f"shape={mc.shape!r} at budget {mc.budget} has {n} = {want[n]}, got {n}={getattr(mc, n)}; "
+                                 "give the shape or the numbers")
+            for n in numbers:
+                _set(mc, n, None)
+        return
+    if mc.layers is None and mc.heads is None and mc.width is None:
+        _set(mc, "shape", "deep")  # the default shape: deep, the theory's adaptive strategy
+        return
+    L = mc.layers if mc.layers is not None else 1
+    H = mc.heads if mc.heads is not None else 1
+    d = mc.width if mc.width is not None else 1
+    if L * H * d != mc.budget:
+        raise InputError(f"model T's budget is layers x heads x width = {L} x {H} x {d} = {L * H * d}, not "
+                         f"budget={mc.budget}: give budget={L * H * d} or a shape (deep, wide)")
+    for shape in SHAPES:  # numbers that spell a named shape are that shape (one experiment, one key)
+        if (L, H, d) == named_shape(shape, mc.budget):
+            _set(mc, "shape", shape)
+            for n in ("layers", "heads", "width"):
+                _set(mc, n, None)
+            return
+    _set(mc, "layers", L)
+    _set(mc, "heads", H)
+    _set(mc, "width", d)
+
+
+def resolved(mc) -> tuple[int, int, int]:
+    """``(L, H, d)`` of a checked configuration of Model T."""
+    if mc.shape is not None:
+        return named_shape(mc.shape, mc.budget)
+    return mc.layers, mc.heads, mc.width
+
+
+def shape_of(mc) -> str | None:
+    """The named shape of a configuration (``deep`` or ``wide``), or None for another shape."""
+    return mc.shape
+
+
