@@ -312,6 +312,25 @@ class WorkspaceModel(nn.Module):
     def decodes(self) -> bool:
         return self.readout.decodes
 
+    # --- what the interventions ask of a model (bridges.patching) ---------------------------------------
+    @property
+    def state_size(self) -> int:
+        """Entries of the tap ``workspace.{l}``: the ``B`` slots."""
+        return self.budget
+
+    def state_width(self, layer: int) -> int:
+        """Entries of ``workspace.{layer}`` that hold ``Phi_layer``: the ``layer d`` slots written so far."""
+        return layer * self.width
+
+    def key_patch(self, layer: int, donor: dict):
+        """``(tap name, value)`` that key patching of ``layer`` applies, from the donor's recorded taps ``donor``:
+        the layer's keys (a softmax layer's scores), all replaced."""
+        name = self.key_tap_name(layer)
+        return name, donor[name]
+
+    def key_tap_name(self, layer: int) -> str:
+        return self.layers[layer - 1].key_tap.name  # keys, or a softmax layer's scores
+
     def encode(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Workspace ``Phi_L``: x (batch, N, D), y (batch, N) -> (batch, B)."""
         d = self.width

@@ -113,6 +113,30 @@ class TransformerModel(nn.Module):
         self.tap_theta = Tap("theta_hat")
         self.autocast: torch.dtype | None = None  # float32 throughout (the run records it)
 
+    # --- what the interventions ask of a model (bridges.patching) ---------------------------------------
+    @property
+    def state_size(self) -> int:
+        """Entries of the tap ``workspace.{l}``: the summary token's residual, ``d_model``."""
+        return self.d_model
+
+    def state_width(self, layer: int) -> int:
+        """Entries of ``workspace.{layer}`` that hold ``Phi_layer``: the whole summary residual."""
+        return self.d_model
+
+    def key_tap_name(self, layer: int) -> str:
+        return f"blocks.{layer}.attn.hook_k"
+
+    def key_patch(self, layer: int, donor: dict):
+        """``(tap name, function)`` of key patching at block ``layer``: the keys of every context token replaced by
+        the donor's (``hook_k``), the summary token's own key kept."""
+        name = self.key_tap_name(layer)
+        keys = donor[name]
+
+        def replace(k: torch.Tensor) -> torch.Tensor:
+            return torch.cat([k[:, :1], keys[:, 1:].to(k)], 1)
+
+        return name, replace
+
     def embed_tokens(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The residual stream before block 1: the summary token, then the ``N`` embedded tokens,
         (batch, N + 1, d_model)."""

@@ -47,9 +47,13 @@ def check_tree_data(data_cfg: DataConfig, what: str = "key patching",
         raise InputError(f"{what} needs the tree prior ({why}), not prior={data_cfg.prior!r}")
 
 
-def _check_depth(j, depth: int) -> int:
-    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 1 <= j <= depth:
-        raise InputError(f"divergence depth j must be an integer in 1..K={depth}, got {j!r}")
+def _check_depth(j, depth: int, *, control: bool = False) -> int:
+    """A divergence depth in ``1..K``; with ``control``, also ``0``: the no-op control, whose donor is the target
+    itself (the same leaf, tokens, noise and query), so every effect is exactly 0."""
+    low = 0 if control else 1
+    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not low <= j <= depth:
+        what = f"0..K={depth} (0: the no-op control, donor = target)" if control else f"1..K={depth}"
+        raise InputError(f"divergence depth j must be an integer in {what}, got {j!r}")
     return int(j)
 
 
@@ -66,8 +70,9 @@ def check_count(n, name: str = "n_contexts") -> int:
 
 
 def check_model_data(model, data_cfg: DataConfig) -> None:
-    if not isinstance(model, WorkspaceModel):
-        raise InputError(f"model must be a WorkspaceModel, got {type(model).__name__}")
+    if not isinstance(model, torch.nn.Module) or not callable(getattr(model, "key_patch", None)):
+        raise InputError(f"model must be a trained model (Models A, B, C: WorkspaceModel; T: TransformerModel), got "
+                         f"{type(model).__name__}")
     if model.dim != data_cfg.dim:
         raise InputError(
             f"model works in D = {model.dim} but the data have D = {data_cfg.dim} (depth {data_cfg.depth})"
@@ -98,6 +103,8 @@ def _targets(sampler: ContextSampler, seed: int, chunk: int, size: int) -> Conte
 
 
 def _donors(sampler: ContextSampler, target: Contexts, j: int, seed: int, chunk: int) -> Contexts:
+    if j == 0:  # the no-op control: the donor is the target
+        return target
     g = sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk + j)
     signs = donor_signs(target.signs, j, g)
     return sampler.contexts(sampler.theta_from_signs(signs), g, signs=signs, x=target.x, x_q=target.x_q,
@@ -131,11 +138,10 @@ def _run(model, data_cfg, n_contexts, seed, depths, layers, *, unpatched=True):
                 out[("base",)].append(_losses(model, target))
             for j in depths:
                 donor = _donors(sampler, target, j, seed, c)
-                names = {l: model.layers[l - 1].key_tap.name for l in layers}  # keys, or a softmax layer's scores
-                with record(model, names.values()) as keys:
+                with record(model, [model.key_tap_name(l) for l in layers]) as keys:
                     model(donor.x, donor.y, donor.x_q)
                 for l in layers:
-                    with patch(model, names[l], keys[names[l]]):
+                    with patch(model, *model.key_patch(l, keys)):
                         out[(l, j)].append(_losses(model, target))
     finally:
         model.train(was_training)
@@ -149,7 +155,7 @@ def patched_losses(model: WorkspaceModel, data_cfg: DataConfig, layer: int, j: i
     The same contexts as the cell ``(layer, j)`` of ``key_patching_table`` with the same ``seed``."""
     check_tree_data(data_cfg)
     check_model_data(model, data_cfg)
-    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth)
+    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth, control=True)
     n, seed = check_count(n_contexts), check_seed(seed)
     return _run(model, data_cfg, n, seed, (j,), (layer,), unpatched=False)[(layer, j)]
 
@@ -167,12 +173,14 @@ def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts:
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
                        depths=None) -> PatchingTable:
     """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
-    ``1..L`` and ``depths`` (default ``1..K``), on ``n_contexts`` target contexts shared by every cell."""
+    ``1..L`` and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor = target, whose effects are exactly
+    0), on ``n_contexts`` target contexts shared by every cell. Model T: block ``l``'s keys ``hook_k`` at every
+    context token (the summary token's own key kept)."""
     check_tree_data(data_cfg)
     check_model_data(model, data_cfg)
     n, seed = check_count(n_contexts), check_seed(seed)
     K = data_cfg.depth
-    depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K) for j in depths)
+    depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K, control=True) for j in depths)
     if not depths:
         raise InputError("depths must name at least one divergence depth")
     layers = tuple(range(1, model.n_layers + 1))

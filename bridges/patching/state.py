@@ -85,23 +85,42 @@ class _Eval:
         torch.set_grad_enabled(self.grad)
 
 
+SITES = ("workspace", "attention")  # what a transplant replaces (Model T has both; A, B, C the workspace)
+
+
 def _names(layers) -> dict:
     return {l: f"workspace.{l}" for l in layers}
 
 
+def _sites(model, layers, site: str) -> dict:
+    """The taps a transplant at each layer replaces: ``workspace.{l}`` (the workspace; Model T's summary residual
+    after block ``l``), or, ``site="attention"`` (Model T), every token's attention output of blocks ``1..l``."""
+    if site not in SITES:
+        raise InputError(f"site must be one of {', '.join(SITES)}, got {site!r}")
+    if site == "workspace":
+        return {l: [f"workspace.{l}"] for l in layers}
+    if not hasattr(model, "blocks"):
+        raise InputError(f"site='attention' transplants the attention outputs of Model T's blocks; "
+                         f"{type(model).__name__} has none (its state is the workspace: site='workspace')")
+    return {l: [f"blocks.{b}.hook_attn_out" for b in range(1, l + 1)] for l in layers}
+
+
 # --- transplant ----------------------------------------------------------------------------------------
 def transplanted_losses(model, data_cfg: DataConfig, layer: int, j: int, *, n_contexts: int = 2048,
-                        seed: int = 0) -> np.ndarray:
+                        seed: int = 0, site: str = "workspace") -> np.ndarray:
     """Per-context losses (n_contexts,) float64 with the target's ``Phi_l`` (``workspace.{layer}``) replaced by
-    its donor's of divergence depth ``j``: the cell ``(layer, j)`` of :func:`state_patching_table`."""
+    its donor's of divergence depth ``j`` (``0``: the donor is the target, the no-op control): the cell
+    ``(layer, j)`` of :func:`state_patching_table`."""
     _check(model, data_cfg, "a state transplant")
-    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth)
-    return _transplants(model, data_cfg, check_count(n_contexts), check_seed(seed), (j,), (layer,))[(layer, j)]
+    layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth, control=True)
+    return _transplants(model, data_cfg, check_count(n_contexts), check_seed(seed), (j,), (layer,),
+                        site)[(layer, j)]
 
 
-def _transplants(model, data_cfg, n, seed, depths, layers) -> dict:
+def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace") -> dict:
     sampler = ContextSampler(data_cfg, model_device(model))
-    names = _names(layers)
+    names = _sites(model, layers, site)
+    recorded = sorted({name for group in names.values() for name in group})
     out = {key: [] for key in [("base",)] + [(l, j) for j in depths for l in layers]}
     with _Eval(model):
         for c, size in _sizes(n):
@@ -109,24 +128,32 @@ def _transplants(model, data_cfg, n, seed, depths, layers) -> dict:
             out[("base",)].append(_losses(model, target))
             for j in depths:
                 donor = _donors(sampler, target, j, seed, c)
-                with record(model, names.values()) as state:
+                with record(model, recorded) as state:
                     model(donor.x, donor.y, donor.x_q)
                 for l in layers:
-                    with patch(model, names[l], state[names[l]]):
+                    with patch(model, {name: state[name] for name in names[l]}):
                         out[(l, j)].append(_losses(model, target))
     return {k: torch.cat(v).cpu().numpy() for k, v in out.items()}
 
 
 def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
-                         layers=None) -> PatchingTable:
+                         layers=None, site: str = "workspace") -> PatchingTable:
     """Loss of ``model`` with its workspace ``Phi_l`` transplanted from a donor of divergence depth ``j``, for the
-    layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``), on ``n_contexts`` target contexts
-    shared by every cell (those of ``key_patching_table`` with the same ``seed``); ``effect`` is paired."""
+    layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor =
+    target, whose effects are exactly 0), on ``n_contexts`` target contexts shared by every cell (those of
+    ``key_patching_table`` with the same ``seed``); ``effect`` is paired. ``site``: ``workspace`` (Model T: the
+    summary token's residual after block ``l``, ``hook_resid_post`` at the summary) or ``attention`` (Model T only:
+    every token's attention outputs ``hook_attn_out`` of blocks ``1..l``, the table ``attention transplant``)."""
     _check(model, data_cfg, "a state transplant")
     n, seed = check_count(n_contexts), check_seed(seed)
-    layers, depths = _layers(layers, model), _depths(depths, data_cfg.depth)
-    return paired_table(_transplants(model, data_cfg, n, seed, depths, layers), layers, depths, n,
-                        "theta" if model.decodes else "query", "transplant")
+    layers = _layers(layers, model)
+    depths = tuple(range(1, data_cfg.depth + 1)) if depths is None else \
+        tuple(_check_depth(j, data_cfg.depth, control=True) for j in np.atleast_1d(depths).tolist())
+    if not depths:
+        raise InputError("depths must name at least one divergence depth")
+    return paired_table(_transplants(model, data_cfg, n, seed, depths, layers, site), layers, depths, n,
+                        "theta" if model.decodes else "query",
+                        "transplant" if site == "workspace" else "attention transplant")
 
 
 # --- mean workspaces and injection ---------------------------------------------------------------------
@@ -147,7 +174,7 @@ def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int
                 model(ctx.x, ctx.y, ctx.x_q)
             leaves.append(leaf_index(ctx.signs))
             for l in layers:
-                states[l].append(state[names[l]][:, : l * model.width].double().cpu().numpy())
+                states[l].append(state[names[l]][:, : model.state_width(l)].double().cpu().numpy())
     leaves = np.concatenate(leaves)
     K = data_cfg.depth
     means, counts = {}, {}
@@ -203,8 +230,8 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
                 if missing.size:
                     raise InputError(f"no context among the mean state's {means.n} has the prefix {int(missing[0])} "
                                      f"at layer {l}; draw more (mean_contexts)")
-                state = torch.zeros(size, model.budget, device=target.x.device)
-                state[:, : l * model.width] = torch.as_tensor(means.means[l][prefix], dtype=torch.float32)
+                state = torch.zeros(size, model.state_size, device=target.x.device)
+                state[:, : model.state_width(l)] = torch.as_tensor(means.means[l][prefix], dtype=torch.float32)
                 with patch(model, f"workspace.{l}", state):
                     c_loss, c_leaf = _decoded(model, target, spec)
                 loss[c].append(c_loss)
@@ -244,5 +271,5 @@ def _decoded(model, c, spec) -> tuple[np.ndarray, np.ndarray | None]:
     return loss, nearest_leaves(spec, theta_hat.cpu().numpy())
 
 
-__all__ = ["INJECT_STREAM", "MEAN_STREAM", "injection_table", "leaf_index", "mean_state", "state_patching_table",
+__all__ = ["INJECT_STREAM", "MEAN_STREAM", "SITES", "injection_table", "leaf_index", "mean_state", "state_patching_table",
            "transplanted_losses", "CHUNK"]

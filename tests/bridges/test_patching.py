@@ -129,10 +129,10 @@ def test_bad_inputs_are_one_line_value_errors():
         (lambda: patched_losses(model, data, 0, 1, n_contexts=8), "layer must be an integer in 1..L=2, got 0"),
         (lambda: patched_losses(model, data, 3, 1, n_contexts=8), "got 3"),
         (lambda: patched_losses(model, data, 1, 4, n_contexts=8),
-         r"divergence depth j must be an integer in 1\.\.K=3, got 4"),
+         r"divergence depth j must be an integer in 0\.\.K=3 \(0: the no-op control, donor = target\), got 4"),
         (lambda: patched_losses(model, data, 1, True, n_contexts=8), "got True"),
         (lambda: key_patching_table(model, data, n_contexts=1), "n_contexts must be an integer >= 2"),
-        (lambda: key_patching_table(model, data, depths=(0,)), "got 0"),
+        (lambda: key_patching_table(model, data, depths=(-1,)), "got -1"),  # 0 is the no-op control
         (lambda: key_patching_table(model, data, seed=-1), "seed must be an integer >= 0"),
         (lambda: key_patching_table(model, DataConfig(depth=4)), "model works in D = 7 but the data have D = 15"),
         (lambda: key_patching_table(model, DataConfig(prior="gaussian", depth=3)), "needs the tree prior"),

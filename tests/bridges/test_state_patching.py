@@ -143,7 +143,7 @@ def test_fv_intervene_json_is_the_python_api_s_tables(run_folder, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--depths", "1,7"], "divergence depth j must be an integer in 1..K=3, got 7"),
+    (["--depths", "1,7"], "divergence depth j must be an integer in 0..K=3 (0: the no-op control, donor = target), got 7"),
     (["--depths", "x"], "--depths"),
     (["--contexts", "1"], "--contexts"),
     (["--contexts", "10000000", "--mean-contexts", "10000000"], "would take about"),
