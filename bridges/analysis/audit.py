@@ -335,7 +335,9 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     from fvnum.keys.families import ReadingLaw, posterior_mean
 
     if not isinstance(model, WorkspaceModel):
-        raise InputError(f"audit needs a bridges WorkspaceModel, got {type(model).__name__}")
+        why = (" (Model T's readings are its heads' outputs at the summary token, not key functions of one token and "
+               "the workspace, whose CLT law the audit needs)" if hasattr(model, "blocks") else "")
+        raise InputError(f"audit needs a model of keys and a workspace (A, B, C), got {type(model).__name__}{why}")
     if not isinstance(data, DataConfig) or data.dim != model.dim:
         raise InputError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")
     samples = check_int(samples, "samples", 2, 10**7)

@@ -212,10 +212,12 @@ class Comparison(DictLayout):
     routing: dict | None = None
     audit: dict | None = None
     dim: int | None = None  # D where the prior has no depth (the atoms prior); None otherwise (D = 2^depth - 1)
+    theory_model: str | None = None  # the name the theory holds it by where it is not ``model`` (T-deep, T-wide)
 
     def to_dict(self) -> dict:
         d = {"key": self.key, "model": self.model, "prior": self.prior, "depth": self.depth, "budget": self.budget,
              **({"dim": self.dim} if self.dim is not None else {}),
+             **({"theory_model": self.theory_model} if self.theory_model is not None else {}),
              "n_tokens": self.n_tokens, "alpha": self.alpha,
              **({"scales": list(self.scales)} if self.scales is not None else {}), "channel": self.channel,
              "tau": self.tau, "seed": self.seed, "trained": dict(self.trained), "theory": list(self.theory)}
@@ -250,10 +252,12 @@ BY_ATTENTION = "attention"  # compare's default key family: the one of the model
 def keyed_for(cfg, keyed=BY_ATTENTION) -> str | None:
     """The key family a run (a ``RunConfig``) is held to: ``keyed`` where given; by default (:data:`BY_ATTENTION`)
     the family of its attention, ``softmax`` rows for a softmax model on the tree prior (the prior where softmax
-    rows are searched), else :data:`fvnum.defaults.KEYED` (``weighted``)."""
+    rows are searched), else :data:`fvnum.defaults.KEYED` (``weighted``). Model T is held to A's and B's own rows
+    (its shape's prediction, THEORY.md section 7c), whatever its attention."""
     if keyed != BY_ATTENTION:
         return check_keyed(keyed)
-    softmax = getattr(cfg.model, "attention", "linear") == "softmax" and cfg.data.prior == "tree"
+    softmax = getattr(cfg.model, "attention", "linear") == "softmax" and cfg.data.prior == "tree" \
+        and not cfg.model.spec.shaped
     return "softmax" if softmax else KEYED
 
 
@@ -278,14 +282,16 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     theory = describe_rows(theory)
     routing = audited = None
     if result.model is not None:
-        routing = learned_routing(result.model, data, seed=seed)
-        if audit:
-            audited = audit_dict(result, seed=seed)
+        if hasattr(result.model, "layers"):  # the key functions of A, B, C (Model T's keys are its heads')
+            routing = learned_routing(result.model, data, seed=seed)
+        if audit and hasattr(result.model, "layers"):  # the audit's law needs key functions of a token and the
+            audited = audit_dict(result, seed=seed)   # workspace (A, B, C); Model T is not audited (docs/transformer.md)
     trained = {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
                "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds}
     return Comparison(cfg.key(), cfg.model.model, data.prior, data.depth, B, data.n_tokens, data.alpha,
                       None if data.scales is None else tuple(data.scales), "tokens", data_channel(data).tau,
-                      cfg.train.seed, trained, theory, routing, audited, data.dim if data.depth is None else None)
+                      cfg.train.seed, trained, theory, routing, audited, data.dim if data.depth is None else None,
+                      cfg.model.theory_name if cfg.model.theory_name != cfg.model.model else None)
 
 
 def _size(table: dict) -> str:
@@ -322,7 +328,7 @@ def prediction_of(table: dict) -> dict | None:
     from fvnum.theory import describe_rows, prediction_row
 
     rows = {r["name"]: r for r in describe_rows(table["theory"])}
-    name = prediction_row(table["model"], rows)
+    name = prediction_row(table.get("theory_model") or table["model"], rows)
     return None if name is None else rows[name]
 
 

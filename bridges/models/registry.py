@@ -216,13 +216,21 @@ def adaptive_names() -> str:
 # larger rate; Model A, still improving where B and C have converged, takes twice the steps at half the batch
 # (about 13 minutes at depth 6, budget 4 on 2 CPU threads).
 _A, _B, _C = MODELS_OF_THEORY  # their theory, declared in fvnum.model_rows
+
+
+def _shaped_price(cfg) -> float:
+    """Model T's step on one thread (``bridges.prices.transformer.step_seconds``; standard library)."""
+    from bridges.prices.transformer import step_seconds
+
+    return step_seconds(cfg)
+
 _MODELS_OF_THEORY = (
     ModelSpec.of(_A, "bridges.models.networks:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000), ("o", "C0")),
     ModelSpec.of(_B, "bridges.models.networks:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500), ("s", "C1")),
     ModelSpec.of(_C, "bridges.models.networks:linear_network", Recipe(lr=1e-2, batch=256, steps_per_budget=2500), ("^", "C4")),
     # THEORY.md section 7c: the recipe of its prototype (Adam 3e-3, batch 128; 3,000 steps a unit of budget)
     ModelSpec.of(MODEL_T, "bridges.models.transformer:transformer_network", Recipe(lr=3e-3, batch=128, steps_per_budget=3000),
-                 ("D", "C3"), attention="softmax", shaped=True),
+                 ("D", "C3"), price=lambda cfg: _shaped_price(cfg), attention="softmax", shaped=True),
 )
 for _spec in _MODELS_OF_THEORY:  # their theory names are checked by tests/test_register_model.py (fvnum loads numpy)
     if not isinstance(MODELS.get(_spec.name), ModelSpec):

@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from bridges.models.networks import Output
+from bridges.prices.transformer import parameter_count  # noqa: F401 (counted without torch; re-exported here)
 from bridges.models.taps import Tap
 from bridges.runs.config import DataConfig, ModelConfig
 from fvsym.errors import InputError
@@ -167,12 +168,3 @@ def transformer_network(data: DataConfig, mc: ModelConfig) -> TransformerModel:
     L, H, d = resolved(mc)
     return TransformerModel(data.dim, L, H, d, head_dim=mc.head_dim, d_model=mc.d_model, mlp_width=mc.mlp_width,
                             attention=mc.attention)
-
-
-def parameter_count(dim: int, layers: int, heads: int, width: int, *, head_dim: int, d_model: int,
-                    mlp_width: int) -> int:
-    """The parameters of :class:`TransformerModel` (weights and biases), counted without building it."""
-    attn = 2 * (d_model * heads * head_dim + heads * head_dim) + d_model * heads * width + heads * width \
-        + heads * width * d_model + d_model
-    block = 2 * 2 * d_model + attn + d_model * mlp_width + mlp_width + mlp_width * d_model + d_model
-    return (dim + 1) * d_model + d_model + d_model + layers * block + 2 * d_model + d_model * dim + dim

@@ -15,6 +15,10 @@ def n_parameters(cfg) -> int:
     1's a constant) and the readout's MLP (``decode``: ``p -> D``;
     ``generic``: ``[x_q, p] -> 1``), each ``n_in W + W + n_shared W + (H - 1)(W^2 + W) + W n_out + n_out``."""
     d, m = cfg.data, cfg.model
+    if m.spec.shaped:  # Model T: its own count (bridges.prices.transformer)
+        from bridges.prices.transformer import n_parameters as shaped_parameters
+
+        return shaped_parameters(cfg)
     D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.n_channels
     if not m.spec.mlp_keys:  # linear keys and the bilinear readout
         return width * D + D * B
@@ -33,6 +37,10 @@ def activation_bytes(cfg) -> float:
     """The batch of contexts and the key MLPs' activations on every token of every layer (float32, kept for
     the backward pass; at the schedule's largest batch); softmax attention adds its scores and weights, ``2 d`` numbers a token and layer."""
     d, m, t = cfg.data, cfg.model, cfg.train
+    if m.spec.shaped:  # Model T: its blocks' activations (bridges.prices.transformer)
+        from bridges.prices.transformer import activation_bytes as shaped_activations
+
+        return shaped_activations(cfg)
     # the largest batch of the schedule: a noise curriculum's first (tokens_from), or larger batches late
     tokens = max(t.batch * max(d.n_tokens, t.tokens_from), max(t.batch, t.batch_late) * d.n_tokens)
     per_token = 3 * (d.dim + 2) + 2 * m.n_layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)

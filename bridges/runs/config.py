@@ -314,6 +314,14 @@ class RunConfig:
             raise InputError(f"budget={self.model.budget} exceeds the dimension D = {where}")
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise InputError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
+        if self.model.spec.shaped:  # Model T (THEORY.md section 7c): float32, trained from random weights
+            if self.train.precision == "bf16":
+                raise InputError(f"model {self.model.model} trains in float32 (its attention and LayerNorms); "
+                                 "precision='bf16' applies to the MLP keys of models A and B")
+            for name in ("init_from", "init_policy"):
+                if getattr(self.train, name) is not None:
+                    raise InputError(f"{name} starts the routers of model A; model {self.model.model} is trained "
+                                     "from random weights")
         if self.train.init_from is not None:
             if not self.model.spec.adaptive:
                 raise InputError(f"init_from grows an adaptive model ({_adaptive()}) by layers; model "
