@@ -1,4 +1,4 @@
-"""Function vectors at the scaling study's cell: transplant and injection tables (THEORY.md section 9b).
+"""Function vectors at the scaling study's cell: transplant and injection tables (docs/theory.md, section 9).
 
 The cell: the tree prior of depth K = 7, alpha = 0.6, N = 64 tokens, s2 = 0.01, budgets 4 and 6. Sources of each
 table: ``path`` (the theory's deep adaptive strategy, tokens channel), ``adaptive_keyed_weighted`` (the keyed
@@ -10,10 +10,15 @@ Usage::
 
     python studies/function_vectors/run.py --runs RUNS_DIR      # RUNS_DIR/<key>/ from the fv train commands below
     python studies/function_vectors/run.py --train --runs DIR   # train the missing runs first (hours on 2 cores)
+    python studies/function_vectors/run.py --budgets 4 --only models   # one budget, one kind: merged into the JSON
 
-Every table is a cell (``cells/<name>.json``, written atomically when it is done), so an interrupted run resumes;
-``function_vectors.json`` and the figures ``studies/function_vectors/fig_function_vectors_B<budget>.png`` are
-assembled from the cells. Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
+Every table is a cell (``cells/<name>.json``, written atomically when it is done, with the SHA-256 checksum of its
+payload and name, checked on read), so an interrupted run resumes; a finished cell is read without its run folder.
+``function_vectors.json``, its page and the figures ``fig_function_vectors_B<budget>.png`` are assembled from the
+cells and merged into the committed JSON: a table computed now replaces its committed one, and a source that can be
+neither read nor computed now keeps its committed table (it is marked missing only where none was committed).
+Bad input, or a damaged cell or JSON, is refused in one line with exit status 2 before anything is written.
+Preregistered (written before the tables were computed): see ``PREREGISTERED`` below.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ RECIPES = {  # the scaling study's recipes (studies/scaling/study/cells: steps, 
     ("B", 4): (10000, 0.003, 256), ("B", 6): (15000, 0.003, 256),
     ("C", 4): (10000, 0.01, 256), ("C", 6): (15000, 0.01, 256),
 }
+TRAINED = (("mlp A", "A", "mlp"), ("qk A", "A", "qk"), ("B", "B", "mlp"), ("C", "C", "mlp"))  # source, model, router
 PREREGISTERED = {
     "question": "does a transplanted or injected workspace steer the later layers into its subtree, as the theory "
                 "says a deep adaptive model does?",
@@ -73,24 +79,71 @@ def run_folder(model: str, budget: int, runs: Path, train: bool, router: str = "
                                 eval_every=200, eval_batches=16, seed=SEED))
     folder = runs / cfg.key()
     if not (folder / "result.json").is_file() and train:
-        subprocess.run(train_command(model, budget, runs, router), check=True)
+        done = subprocess.run(train_command(model, budget, runs, router))
+        if done.returncode != 0:
+            raise StudyError(f"training {model} ({router} router) at budget {budget} stopped with exit status "
+                             f"{done.returncode}; the tables finished so far are kept")
     return folder if (folder / "result.json").is_file() else None
 
 
-def cell(name: str, compute, log):
-    from bridges.runs.store import read_json, write_json
+class StudyError(Exception):
+    """Bad input or a damaged file: one line on stderr, exit status 2, nothing written."""
 
-    path = HERE / "cells" / f"{name}.json"
-    done = read_json(path)
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def cell_path(name: str) -> Path:
+    return HERE / "cells" / f"{name}.json"
+
+
+def _cell_key(name: str) -> str:
+    return f"function_vectors/{name}"  # a cell copied to another name fails its checksum
+
+
+def read_cell(name: str) -> dict | None:
+    """The table of cell ``name`` without its checksum, or None when it is not computed yet. A cell that is empty,
+    not JSON, not a table or whose checksum (SHA-256 of its payload and name) does not match raises StudyError."""
+    from bridges.runs.store import verify_checksum
+
+    path = cell_path(name)
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        kind = "empty" if path.is_file() and path.stat().st_size == 0 else f"not JSON ({type(exc).__name__})"
+        raise StudyError(f"{_shown(path)}: damaged cell, {kind}; delete it to recompute it") from None
+    if not isinstance(record, dict) or not record or "checksum" not in record:
+        raise StudyError(f"{_shown(path)}: damaged cell, not a checksummed table; delete it to recompute it")
+    if not verify_checksum(record, _cell_key(name)):
+        raise StudyError(f"{_shown(path)}: damaged cell, its checksum does not match its content; "
+                         "delete it to recompute it")
+    return {k: v for k, v in record.items() if k != "checksum"}
+
+
+def write_cell(name: str, table: dict) -> Path:
+    """``table`` with its checksum, written atomically (bridges.runs.store)."""
+    from bridges.runs.store import with_checksum, write_json
+
+    return write_json(cell_path(name), with_checksum(table, _cell_key(name)))
+
+
+def cell(name: str, compute, log):
+    done = read_cell(name)
     if done is not None:
         return done
     t = time.time()
     log(f"{name} ...")
     out = compute()
     out["seconds"] = round(time.time() - t, 1)
-    write_json(path, out)
+    write_cell(name, out)
     log(f"{name}: {out['seconds']} s")
-    return out
+    return read_cell(name)
 
 
 def theory_tables(budget: int, log) -> dict:
@@ -110,17 +163,24 @@ def theory_tables(budget: int, log) -> dict:
 
 
 def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
-    from bridges.analysis.audit import load_run
-    from bridges.patching.state import injection_table, state_patching_table
-
+    """The trained sources' tables at ``budget``: from their cells where both are there (no run folder needed),
+    else computed from the run folder; None for a source that can be neither read nor computed now."""
     out = {"transplant": {}, "injection": {}}
-    for source, model, router in (("mlp A", "A", "mlp"), ("qk A", "A", "qk"), ("B", "B", "mlp"), ("C", "C", "mlp")):
+    for source, model, router in TRAINED:
+        tag = source.replace(" ", "-")
+        names = {kind: f"{kind}-{tag}-B{budget}" for kind in out}
+        done = {kind: read_cell(name) for kind, name in names.items()}
+        if all(t is not None for t in done.values()):
+            for kind in out:
+                out[kind][source] = done[kind]
+            continue
         folder = run_folder(model, budget, runs, train, router)
         if folder is None:
-            command = " ".join(["fv", *train_command(model, budget, Path("RUNS"), router)[3:]])
-            note = {"missing": f"no finished run; train it with: {command}"}
-            out["transplant"][source] = out["injection"][source] = note
+            out["transplant"][source] = out["injection"][source] = None
             continue
+        from bridges.analysis.audit import load_run
+        from bridges.patching.state import injection_table, state_patching_table
+
         run = load_run(folder)
 
         def transplant(run=run):
@@ -131,19 +191,40 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
             return {**injection_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED,
                                       mean_contexts=MEAN_CONTEXTS).to_dict(), "run": run.config.key()}
 
-        tag = source.replace(" ", "-")
-        out["transplant"][source] = cell(f"transplant-{tag}-B{budget}", transplant, log)
-        out["injection"][source] = cell(f"injection-{tag}-B{budget}", injection, log)
+        out["transplant"][source] = cell(names["transplant"], transplant, log)
+        out["injection"][source] = cell(names["injection"], injection, log)
     return out
 
 
-def figures(results: dict) -> list[Path]:
-    """One figure a budget (``bridges.studies.figures.function_vectors``: transplant effects, injection accuracy)."""
+def missing_note(source: str, budget: int) -> dict:
+    model, router = {s: (m, r) for s, m, r in TRAINED}[source]
+    command = " ".join(["fv", *train_command(model, budget, Path("RUNS"), router)[3:]])
+    return {"missing": f"no finished run; train it with: {command}"}
+
+
+def merge(doc: dict, computed: dict) -> dict:
+    """``computed`` (budget -> kind -> source -> table, or None where a source could not be computed now) laid
+    over the committed ``doc``: a table computed now replaces the committed one; a source not computable now
+    keeps its committed table, and is marked missing only where none was committed. Nothing else is touched."""
+    for name, kinds in computed.items():
+        for kind, tables in kinds.items():
+            old = doc.setdefault(kind, {}).setdefault(name, {})
+            for source, table in tables.items():
+                if table is not None:
+                    old[source] = table
+                elif not isinstance(old.get(source), dict) or "missing" in old[source]:
+                    old[source] = missing_note(source, int(name[1:]))
+    return doc
+
+
+def figures(doc: dict, names) -> list[Path]:
+    """One figure a budget (``bridges.studies.figures.function_vectors``: transplant effects, injection accuracy),
+    from the tables of ``doc`` at the budgets ``names`` (``B4``)."""
     from bridges.studies.figures import function_vectors
 
     written = []
-    for name, r in results.items():
-        tables = {kind: {s: t for s, t in r[kind].items() if isinstance(t, dict) and "missing" not in t}
+    for name in names:
+        tables = {kind: {s: t for s, t in doc[kind][name].items() if isinstance(t, dict) and "missing" not in t}
                   for kind in ("transplant", "injection")}
         written += function_vectors(FIGURE.with_name(f"fig_function_vectors_{name}.png"), tables["transplant"],
                                     tables["injection"])
@@ -215,7 +296,7 @@ def page(doc: dict) -> str:
           f"Tree prior of depth {cell_['depth']}, alpha {cell_['alpha']}, N {cell_['n_tokens']} tokens, s2 "
           f"{cell_['s2']}, budgets {', '.join(map(str, cell_['budgets']))} (the scaling study's cell); written by "
           "`python studies/function_vectors/run.py` from [function_vectors.json](function_vectors.json) "
-          "(THEORY.md section 9b: a transplant replaces the target's workspace `Phi_l` by a donor's; an injection "
+          "([docs/theory.md](../../theory.md), section 9: a transplant replaces the target's workspace `Phi_l` by a donor's; an injection "
           "puts the mean workspace of the contexts whose leaf has a given prefix in its place).", "",
           "## Preregistered", "", *[f"- **{k}**: {v}" for k, v in pre.items()], "",
           "## Found", "", FINDINGS, ""]
@@ -264,17 +345,63 @@ def page(doc: dict) -> str:
     return "\n".join(md)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's usage block is left out)
+        raise StudyError(f"{self.prog}: {message}")
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``4,6`` -> [4, 6]: budgets of this study's cell only (the trained recipes and the committed tables)."""
+    words = [w.strip() for w in text.split(",")]
+    if not all(w.isdigit() for w in words):
+        raise StudyError(f"--budgets {text!r}: give budgets of this study, comma-separated ({', '.join(map(str, BUDGETS))})")
+    wrong = [int(w) for w in words if int(w) not in BUDGETS]
+    if wrong:
+        raise StudyError(f"--budgets {text!r}: {wrong[0]} is not a budget of this study "
+                         f"({', '.join(map(str, BUDGETS))}: the cell and the trained recipes are set for these)")
+    return sorted(set(int(w) for w in words))
+
+
+def committed(path: Path) -> dict:
+    """The committed ``function_vectors.json`` ({} when there is none): a damaged one raises StudyError, so it is
+    never written over."""
+    from bridges.runs.store import read_json
+
+    try:
+        doc = read_json(path, {})
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise StudyError(f"{_shown(path)}: damaged ({type(exc).__name__}); restore it (git checkout) first") from None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k, {}), dict) for k in ("transplant", "injection")):
+        raise StudyError(f"{_shown(path)}: damaged (not the study's tables); restore it (git checkout) first")
+    return doc
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    try:
+        return _main(argv)
+    except StudyError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+def _main(argv) -> int:
+    p = _Parser(prog="run.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default=str(ROOT / "runs" / "scaling-fv"), help="folder of the fv train runs")
     p.add_argument("--train", action="store_true", help="train the runs that are missing (hours)")
-    p.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    p.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="budgets to (re)assemble: 4, 6 or 4,6")
     p.add_argument("--only", choices=("theory", "models", "all"), default="all")
     args = p.parse_args(argv)
+    budgets = parse_budgets(args.budgets)
     runs = Path(args.runs)
+    dest = HERE / "function_vectors.json"
+    doc = committed(dest)
+    for name in (f"B{b}" for b in BUDGETS):  # every cell on disk is read (and checked) before anything is written
+        for kind in ("transplant", "injection"):
+            for source in ("path", "keyed", *(s for s, _, _ in TRAINED)):
+                read_cell(f"{kind}-{source.replace(' ', '-')}-{name}")
     log = lambda msg: print(time.strftime("%H:%M:%S"), msg, flush=True)  # noqa: E731
-    results = {}
-    for budget in (int(b) for b in args.budgets.split(",")):
+    computed = {}
+    for budget in budgets:
         r = {"transplant": {}, "injection": {}}
         if args.only in ("theory", "all"):
             t = theory_tables(budget, log)
@@ -282,26 +409,26 @@ def main(argv=None) -> int:
         if args.only in ("models", "all"):
             m = model_tables(budget, runs, args.train, log)
             r["transplant"].update(m["transplant"]), r["injection"].update(m["injection"])
-        results[f"B{budget}"] = r
-    from bridges.runs.store import write_json
+        computed[f"B{budget}"] = r
+    from bridges.runs.store import write_atomic, write_json
 
-    doc = {"cell": {**CELL, "budgets": list(BUDGETS), "seed": SEED}, "preregistered": PREREGISTERED,
-           "sources": {"path": "fvnum.state_patching_table / injection_table, strategy path, tokens channel",
-                       "keyed": "the same for adaptive_keyed_weighted (Model A's prediction policy)",
-                       "mlp A": "Model A with the MLP router, bridges.patching.state", "B": "Model B", "C": "Model C",
-                       "qk A": "Model A with the query-key router (THEORY.md section 7b, --router qk)"},
-           "commands": {**{f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]]) for m, b in RECIPES},
-                        **{f"qkA{b}": " ".join(["fv", *train_command("A", b, Path("RUNS"), "qk")[3:]])
-                           for m, b in RECIPES if m == "A"}},
-           "transplant": {k: v["transplant"] for k, v in results.items()},
-           "injection": {k: v["injection"] for k, v in results.items()}}
-    write_json(HERE / "function_vectors.json", doc)
-    from bridges.runs.store import write_atomic
-
-    write_atomic(HERE / "function_vectors.md", page(doc))
-    for path in figures(results):
+    doc.update({"cell": {**CELL, "budgets": list(BUDGETS), "seed": SEED}, "preregistered": PREREGISTERED,
+                "sources": {"path": "fvnum.state_patching_table / injection_table, strategy path, tokens channel",
+                            "keyed": "the same for adaptive_keyed_weighted (Model A's prediction policy)",
+                            "mlp A": "Model A with the MLP router, bridges.patching.state", "B": "Model B",
+                            "C": "Model C", "qk A": "Model A with the query-key router (docs/theory.md section 7b, "
+                                                    "--router qk)"},
+                "commands": {**{f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]])
+                                for m, b in RECIPES},
+                             **{f"qkA{b}": " ".join(["fv", *train_command("A", b, Path("RUNS"), "qk")[3:]])
+                                for m, b in RECIPES if m == "A"}}})
+    doc = merge(doc, computed)
+    text = page(doc)  # the page is built before anything is written
+    write_json(dest, doc)
+    write_atomic(HERE / "function_vectors.md", text)
+    for path in figures(doc, computed):
         log(f"wrote {path}")
-    log(f"wrote {HERE / 'function_vectors.json'}")
+    log(f"wrote {dest}")
     return 0
 
 
