@@ -5,7 +5,7 @@
 # context's latent at finer and finer scales and steers what the later layers read. In language models the
 # experiment that defines a function vector intervenes on such a state: Hendel et al. (2023) patch a "task vector"
 # from one context into another, Todd et al. (2024) add a task's mean activation to a new prompt. This engine
-# computes what the theory says each intervention does (THEORY.md section 9b) and runs the same intervention on a
+# computes what the theory says each intervention does (docs/theory.md section 9) and runs the same intervention on a
 # model through its named taps.
 #
 # - **Transplant at layer `l`**: the target's `Phi_l` is replaced by its donor's (a leaf that first differs at
