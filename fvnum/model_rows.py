@@ -1,7 +1,7 @@
 """The trained models as the theory sees them: one registry, ``MODELS`` (name -> model object, in the order they
 were registered), shared with ``bridges`` (``bridges.models.networks.MODELS`` is this dict).
 
-Models A, B, C of THEORY.md section 7 are declared here, once, by what the theory says of them
+Models A, B, C of docs/theory.md section 7 are declared here, once, by what the theory says of them
 (:class:`ModelTheory`); ``bridges`` attaches the torch side to each (its network, recipe, figure marker and
 price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and registers models of its own with
 ``bridges.models.networks.register_model``. fvnum reads only the theory's side of a model object, by name
@@ -13,7 +13,7 @@ price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and
 - ``band``: the name of its agreement band in ``fvnum.regime.AGREEMENT`` (``agrees``);
 - ``bounded_by``: the bound rows proven for it (``TheoryRow.bounds_below``);
 - ``adaptive``: whether its layers read the workspace written before them (depth), and ``mlp_keys``: whether
-  its keys are MLPs (else linear keys and a linear readout); the checks of THEORY.md section 7
+  its keys are MLPs (else linear keys and a linear readout); the checks of docs/theory.md section 7
   (``prediction_checks``) pair the models by these two.
 
 Standard library only: ``bridges.runs.config`` reads the registry without loading numpy.

@@ -1,4 +1,4 @@
-"""Trained models beside the theory (THEORY.md sections 2, 5-7).
+"""Trained models beside the theory (docs/theory.md sections 2, 5-7).
 
 ``theory_table(data, budget)``: the theory side, computed in ``fvnum.theory`` for the prior of ``data``
 under the channel the models see (``tokens`` with the same ``N`` and ``s2``; every row says which
@@ -420,7 +420,7 @@ def short_what(what: str, width: int = SHORT_WHAT) -> str:
 
 
 def grid_checks(tables: list[dict]) -> list[dict]:
-    """The predictions of THEORY.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
+    """The predictions of docs/theory.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
     matched Gaussian's, with their thresholds) checked on every (depth, budget) cell of the grid, seeds
     averaged. Cells missing from the grid are skipped."""
     from fvnum.priors.registry import PRIORS

@@ -1,5 +1,5 @@
 """The model registry (issue 30): a trained model is one object, :class:`ModelSpec`, found by its letter in
-``MODELS`` and declared once, here (Models A, B, C of THEORY.md section 7) or from outside with
+``MODELS`` and declared once, here (Models A, B, C of docs/theory.md section 7) or from outside with
 :func:`register_model`. Everything the code asks of a model asks the object: its network builder
 (``bridges.models.networks.build_model``), its training recipe (``bridges.runs.config``: the defaults of a run), its shape (``L``
 and ``d``), its readouts, the theory rows it is held to, its law and agreement band (read by name from
@@ -168,10 +168,10 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 
 
 def unregister_model(name: str) -> ModelSpec:
-    """Remove the model ``name`` registered with :func:`register_model` and return it; the models of THEORY.md
+    """Remove the model ``name`` registered with :func:`register_model` and return it; the models of docs/theory.md
     section 7 stay (InputError)."""
     if name in BUILT_IN:
-        raise InputError(f"model {name} is one of THEORY.md's models ({', '.join(BUILT_IN)}); it stays registered")
+        raise InputError(f"model {name} is one of docs/theory.md's models ({', '.join(BUILT_IN)}); it stays registered")
     if name not in MODELS:
         raise InputError(f"model {name!r} is not registered; registered: {', '.join(MODELS)}")
     return MODELS.pop(name)
