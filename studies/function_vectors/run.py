@@ -233,52 +233,110 @@ def figures(doc: dict, names) -> list[Path]:
 
 NAMES = {"path": "`path`", "keyed": "A's prediction policy (`adaptive_keyed_weighted`)", "mlp A": "trained A (MLP router)",
          "qk A": "trained A (query-key router)", "B": "trained B", "C": "trained C"}
-# What the tables show, written after they were computed (the preregistration above was written before)
-FINDINGS = """\
-**Transplants: the theory's staircase, in the trained model too.** For `path` the effect is exactly 0 wherever the
-donor shares the target's first `l` signs (`j > l`) and grows as `j` falls (budget 4, `l = 4`: 6.34, 3.54, 1.86,
-0.84 for `j = 1..4`). Trained A has the same staircase (budget 4, `l = 4`: 6.52, 3.72, 2.04, 1.03, 0.39; budget 6,
-`l = 6`: 6.62, 3.82, 2.14, 1.13, 0.52, 0.04), with small effects just below the diagonal where `path` has none
-(budget 6: 0.07, 0.10, 0.12, 0.09 at `j = l + 1` for `l = 1..4`; budget 4, `l = 1`, `j = 2`: 1.08): its layer `l`
-already carries some of level `l + 1`. A's prediction policy (the keyed policy) has a wider band below the
-diagonal (budget 6, `l = 6`: effects down to `j = 7`), as its rows mix levels. One-layer B and C carry several
-levels in their one layer (budget 4, `j = 1..4`, B: 6.13, 3.34, 1.63, 0.54; C: 4.94, 2.20, 0.25, 0.00).
+# What the tables show, written after they were computed (the preregistration above was written before). The numbers
+# are in the tables that page() writes under each claim, from function_vectors.json.
+FINDINGS = {
+    "transplant": "**Transplants: the theory's staircase, in the trained model too.** For `path` the effect is 0 (within "
+                  "0.001, its Monte Carlo noise on the tokens channel) wherever the donor shares the target's first `l` "
+                  "signs (`j > l`) and grows as `j` falls (the "
+                  "staircase at the last layer is in each budget's first table below). Trained A has the same staircase, "
+                  "with small effects just below the diagonal (`j = l + 1`) where `path` has none: its layer `l` already "
+                  "carries some of level `l + 1`. A's prediction policy (the keyed policy) has a wider band below the "
+                  "diagonal, as its rows mix levels; one-layer B and C carry several levels in their one layer.",
+    "injection": "**Injections: a mean workspace steers `path` and trained A into its subtree; the keyed policy's does "
+                 "not.** Injecting at layer `l` the mean state of the contexts whose leaf has a prefix of depth `j <= l` "
+                 "makes `path` decode a leaf with that prefix every time. Trained A follows the injected prefix at every "
+                 "layer at budget 4, and its later layers refine inside the injected subtree: the control's loss (its own "
+                 "prefix's mean state injected) is far below what a foreign prefix costs. At budget 6 it follows it at "
+                 "the first "
+                 "layers only: deep in a trained A a mean state is no longer a state the later layers read as its "
+                 "prefix. The keyed policy does not follow a mean state beyond layer 1, not even its own prefix's: its "
+                 "rows are chosen per sample from the exact readings, and an average of readings is off the set it "
+                 "searches on. B and C follow the first level's prefix but have no later layer to refine: their "
+                 "control's loss is far above their unpatched loss.",
+    "qk": "**qk A (the query-key router) routes differently, at both budgets.** Trained with A's recipe it ends above MLP "
+          "A. Its first layer does not settle the first sign: a transplant at `l = 1` costs more for `j = 2` than for "
+          "`j = 1`, and a first-level prefix injected at layer 1 is overruled by the later layers (accuracy below "
+          "chance, 0.5), though its own prefix's mean state is followed. At the last layer its staircase is MLP A's. So "
+          "its first reading is not path's first reading, and the sign of the first level is decided later. One seed a "
+          "budget: a description, not a test.",
+    "prereg": "**Against the preregistration.**",
+    "runs": "**The trained runs** are seed 0 of the scaling study's recipes, retrained here, beside the study's committed "
+            "seeds. A's bf16 key MLPs give other numbers on another CPU (the scaling report's note on reruns: its rerun "
+            "of A at budget 6 gave 0.1196 too). qk A's budget-6 run is studies/scaling/qk.py's qk-B6-s0, the same key "
+            "as its command in the JSON.",
+}
+VERDICTS = (  # source, predicted (the preregistration), found
+    ("`path`", "follows the injected prefix (accuracy near 1)", "as predicted: 1.000 at every layer and budget"),
+    ("A's prediction policy", "follows the injected prefix (accuracy near 1)",
+     "not as predicted: far below 1 beyond layer 1 (its rows are searched per sample)"),
+    ("trained A", "follows the prefix at every layer `l`", "as predicted at budget 4 and at the first layers of "
+                                                           "budget 6; not at budget 6's deepest layers"),
+    ("trained B and C", "the `l = 1` row follows the first level's prefix only", "as predicted"),
+)
 
-**Injections: a mean workspace steers `path` and trained A into its subtree; the keyed policy's does not.**
-Injecting at layer `l` the mean state of the contexts whose leaf has a prefix of depth `j <= l` makes `path`
-decode a leaf with that prefix every time (accuracy 1.000 at both budgets, chance `2^-j`). Trained A follows the
-injected prefix at budget 4 at every layer (0.88-1.00; the control, its own prefix's mean state, 1.000), and its
-later layers refine inside the injected subtree: the control's loss, 0.26-0.32 against 0.17 unpatched, is far
-below what a foreign prefix costs. At budget 6 A follows it at layers 1-2 (1.000), less at 3 (0.86-0.94) and from
-layer 4 on only about as well as the mean state itself decodes (0.51-0.77 at `l = 4` against the control's 0.999;
-0.59-0.62 at `l = 6` against 0.617): deep in a trained A a mean state is no longer a state the later layers read
-as its prefix. The keyed policy does not follow a mean state beyond layer 1 (budget 4: 0.29-0.70; budget 6:
-0.12-0.60), and not even its own prefix's (control 0.40 at budget 4, `l = 4`; 0.17 at budget 6, `l = 6`): its
-rows are chosen per sample from the exact readings, and an average of readings is off the set it searches on.
-B and C, one layer each, follow the first level's prefix (1.000) but have no later layer to refine: their
-control's loss is 1.53 (B) and 1.43 (C) at budget 4, against 0.36 and 0.89 unpatched (budget 6: 1.57 and 1.43
-against 0.29 and 0.77).
 
-**qk A (the query-key router) routes differently, at both budgets.** Trained with A's recipe it reaches 0.1991
-at budget 4 and 0.1386 at budget 6 (seed 0; MLP A 0.1674 and 0.1195). Its first layer does not settle the
-first sign. A transplant at `l = 1` costs more for `j = 2` than for `j = 1` (budget 4: 1.81 and 1.68; budget 6:
-3.10 and 1.48; MLP A 1.08 and 4.94, 0.07 and 6.06). A first-level prefix injected at layer 1 is overruled by the
-later layers (accuracy 0.03 at budget 4, 0.00 at budget 6, chance 0.5), though its own prefix's mean state is
-followed (0.998, 1.000). At budget 4 it follows the injected prefix from layer 2 on (0.65-0.96 at layers 2-3, 1.000
-at layer 4), and at `l = 4` its staircase is MLP A's (6.45, 3.65, 1.98, 0.97, 0.28). At budget 6 it follows a
-second-level prefix at layer 2 (0.97), then only about as well as chance allows for a foreign prefix (0.31-0.64
-at layers 3-6), while its own prefix's mean state is followed to layer 5 (0.99-1.00; 0.54 at layer 6). At
-`l = 6` its staircase is MLP A's (6.57, 3.77, 2.10, 1.09, 0.47). So its first reading is not path's first
-reading, and the sign of the first level is decided later. One seed a budget: a description, not a test.
+def _rows(doc: dict, kind: str, sources) -> list[tuple[str, str, dict]]:
+    """(source, budget, table) for every computed table of ``kind``, budgets in order."""
+    return [(s, name, doc[kind][name][s]) for name in sorted(doc[kind], key=lambda b: int(b[1:])) for s in sources
+            if isinstance(doc[kind][name].get(s), dict) and "missing" not in doc[kind][name][s]]
 
-**Against the preregistration.** `path` as predicted; the keyed policy not (its injection accuracy is far below
-1, a negative result for the prediction, explained by its per-sample rows); A as predicted at budget 4 and at the
-first layers of budget 6, not at its deepest layers; B and C as predicted. qk A is in the tables at budgets 4 and 6 (seed 0;
-its budget-6 run is studies/scaling/qk.py's qk-B6-s0, the same key as its command in the JSON). The trained runs are seed 0 of the scaling study's
-recipes, retrained here: B 0.3575 and 0.2940, C 0.8893 and 0.7644 at budgets 4 and 6, at the committed seeds'
-0.3576-0.3642, 0.2922-0.2940, 0.8893-0.8937 and 0.7644-0.7699; A 0.1674 and 0.1195 against 0.1702-0.1728 and
-0.1157-0.1174, A's bf16 key MLPs giving other numbers on another CPU (the scaling report's note on reruns: its
-rerun of A at budget 6 gave 0.1196 too)."""
+
+def _num(v, f=".2f"):
+    return "" if v is None or v != v else f"{v:{f}}"
+
+
+def findings(doc: dict) -> list[str]:
+    """The claims of FINDINGS, each with the table of its numbers (from ``doc``)."""
+    md = [FINDINGS["transplant"], "", "Transplant effect just below the diagonal (`j = l + 1`), by layer `l` (paired, "
+          "`loss - unpatched`; the standard errors are in the full tables below):", ""]
+    rows = _rows(doc, "transplant", ("path", "keyed", "mlp A", "qk A"))
+    top = max((len(t["layers"]) for _, _, t in rows), default=1)
+    md += ["| source | budget | " + " | ".join(f"l={l}" for l in range(1, top)) + " |", "|---|---" + "|---" * (top - 1) + "|"]
+    for s, name, t in rows:
+        cells = [_num(t["effect"][a][a + 1]) if a + 1 < len(t["layers"]) else "" for a in range(top - 1)]
+        md.append(f"| {NAMES[s]} | {name[1:]} | " + " | ".join(cells) + " |")
+    md += ["", FINDINGS["injection"], "", "Injection at the first and the last layer (prefix accuracy, min-max over the "
+           "injected depths `j <= l`), and the control at the last layer (each target given its own prefix's mean "
+           "state):", "", "| source | budget | accuracy at l = 1 | accuracy at the last layer | own prefix: accuracy "
+           "| own prefix: loss | unpatched loss |", "|---|---|---|---|---|---|---|"]
+    for s, name, t in _rows(doc, "injection", NAMES):
+        acc = [[v for v in row if v is not None and v == v] for row in t["prefix_accuracy"]]
+        md.append(f"| {NAMES[s]} | {name[1:]} | {min(acc[0]):.3f}-{max(acc[0]):.3f} | {min(acc[-1]):.3f}-{max(acc[-1]):.3f}"
+                  f" | {_num(t['own_injected_accuracy'][-1], '.3f')} | {_num(t['own_injected_loss'][-1], '.3f')} | "
+                  f"{t['unpatched']['value']:.3f} |")
+    md += ["", FINDINGS["qk"], "", "| source | budget | trained loss | transplant at l = 1: j = 1 | j = 2 | injection at "
+           "l = 1: accuracy | own prefix |", "|---|---|---|---|---|---|---|"]
+    for s, name, t in _rows(doc, "transplant", ("mlp A", "qk A")):
+        inj = doc["injection"][name].get(s, {})
+        acc = inj.get("prefix_accuracy", [[None]])[0][0]
+        own = inj.get("own_injected_accuracy", [None])[0]
+        md.append(f"| {NAMES[s]} | {name[1:]} | {_num(t.get('trained_loss'), '.4f')} | {_num(t['effect'][0][0])} | "
+                  f"{_num(t['effect'][0][1])} | {_num(acc, '.3f')} | {_num(own, '.3f')} |")
+    md += ["", FINDINGS["prereg"], "", "| source | predicted | found |", "|---|---|---|",
+           *[f"| {s} | {p} | {f} |" for s, p, f in VERDICTS], "", FINDINGS["runs"], "",
+           "| model | budget | this study (seed 0) | the scaling study's seeds |", "|---|---|---|---|"]
+    seeds = committed_seeds()
+    for s, name, t in _rows(doc, "transplant", ("mlp A", "B", "C")):
+        model, budget = s.split()[-1], int(name[1:])
+        got = seeds.get((model, budget), [])
+        md.append(f"| {NAMES[s]} | {budget} | {_num(t.get('trained_loss'), '.4f')} | "
+                  + (f"{min(got):.4f}-{max(got):.4f} ({len(got)} seeds)" if got else "") + " |")
+    return md
+
+
+def committed_seeds() -> dict:
+    """(model, budget) -> the losses of the scaling study's committed runs (studies/scaling/scaling.json)."""
+    path = ROOT / "studies" / "scaling" / "scaling.json"
+    try:
+        runs = json.loads(path.read_text())["runs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict = {}
+    for r in runs if isinstance(runs, list) else []:
+        if isinstance(r, dict) and isinstance(r.get("loss"), (int, float)):
+            out.setdefault((r.get("model"), r.get("budget")), []).append(r["loss"])
+    return out
 
 
 def _fmt(v, e=None, f=".2f"):
@@ -299,7 +357,7 @@ def page(doc: dict) -> str:
           "([docs/theory.md](../../theory.md), section 9: a transplant replaces the target's workspace `Phi_l` by a donor's; an injection "
           "puts the mean workspace of the contexts whose leaf has a given prefix in its place).", "",
           "## Preregistered", "", *[f"- **{k}**: {v}" for k, v in pre.items()], "",
-          "## Found", "", FINDINGS, ""]
+          "## Found", "", *findings(doc), ""]
     for budget in sorted(doc["transplant"], key=lambda b: int(b[1:])):
         trans, inj = doc["transplant"][budget], doc["injection"][budget]
         md += [f"## Budget {budget[1:]}", "", f"![transplant effects and injection accuracy at budget {budget[1:]}]"
