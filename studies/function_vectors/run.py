@@ -296,17 +296,20 @@ def findings(doc: dict) -> list[str]:
     for s, name, t in rows:
         cells = [_num(t["effect"][a][a + 1]) if a + 1 < len(t["layers"]) else "" for a in range(top - 1)]
         md.append(f"| {NAMES[s]} | {name[1:]} | " + " | ".join(cells) + " |")
-    md += ["", FINDINGS["injection"], "", "Injection at the first and the last layer (prefix accuracy, min-max over the "
-           "injected depths `j <= l`), and the control at the last layer (each target given its own prefix's mean "
-           "state):", "", "| source | budget | accuracy at l = 1 | accuracy at the last layer | own prefix: accuracy "
-           "| own prefix: loss | unpatched loss |", "|---|---|---|---|---|---|---|"]
+    md += ["", FINDINGS["injection"], "", "Injection at the first layer and at the last (prefix accuracy; min-max over "
+           "the injected depths `j <= l` where they differ), and the control at the last layer (each target given its "
+           "own prefix's mean state: accuracy and loss) beside the unpatched loss:", "",
+           "| source | budget | l = 1 | last l | control: accuracy | control: loss | unpatched |",
+           "|---|---|---|---|---|---|---|"]
     for s, name, t in _rows(doc, "injection", NAMES):
         acc = [[v for v in row if v is not None and v == v] for row in t["prefix_accuracy"]]
-        md.append(f"| {NAMES[s]} | {name[1:]} | {min(acc[0]):.3f}-{max(acc[0]):.3f} | {min(acc[-1]):.3f}-{max(acc[-1]):.3f}"
-                  f" | {_num(t['own_injected_accuracy'][-1], '.3f')} | {_num(t['own_injected_loss'][-1], '.3f')} | "
-                  f"{t['unpatched']['value']:.3f} |")
-    md += ["", FINDINGS["qk"], "", "| source | budget | trained loss | transplant at l = 1: j = 1 | j = 2 | injection at "
-           "l = 1: accuracy | own prefix |", "|---|---|---|---|---|---|---|"]
+        span = [f"{min(a):.3f}" + (f"-{max(a):.3f}" if f"{max(a):.3f}" != f"{min(a):.3f}" else "") for a in (acc[0], acc[-1])]
+        md.append(f"| {NAMES[s]} | {name[1:]} | {span[0]} | {span[1]} | {_num(t['own_injected_accuracy'][-1], '.3f')} | "
+                  f"{_num(t['own_injected_loss'][-1], '.3f')} | {t['unpatched']['value']:.3f} |")
+    md += ["", FINDINGS["qk"], "", "At layer 1: the transplant's effect for `j = 1` and `j = 2`, and the injection's "
+           "accuracy for a first-level prefix and for the target's own (the control):", "",
+           "| source | budget | trained loss | transplant, j = 1 | transplant, j = 2 | injection | control |",
+           "|---|---|---|---|---|---|---|"]
     for s, name, t in _rows(doc, "transplant", ("mlp A", "qk A")):
         inj = doc["injection"][name].get(s, {})
         acc = inj.get("prefix_accuracy", [[None]])[0][0]
