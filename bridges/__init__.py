@@ -1,4 +1,4 @@
-"""bridges: the torch side. Trains Models A, B, C of THEORY.md section 7 and holds them against the
+"""bridges: the torch side. Trains Models A, B, C of docs/theory.md section 7 and holds them against the
 theory of ``fvnum`` and ``fvsym``: it trains, measures and lays tables out; the theory rows come from
 ``fvnum.theory``.
 

@@ -58,7 +58,7 @@ def _arg_type(option: Option):
     return parse
 
 
-_GROUPS = {"data": "data (THEORY.md section 1)", "model": "model (THEORY.md section 7)", "train": "training"}
+_GROUPS = {"data": "data (docs/theory.md section 1)", "model": "model (docs/theory.md section 7)", "train": "training"}
 
 
 def add_options(p: argparse.ArgumentParser, options, groups: dict | None = None, required: tuple = ()) -> None:
@@ -121,7 +121,7 @@ def _register_train(subparsers) -> None:
         "train",
         help="train Model A, B or C on in-context regression",
         description="Train Model A (deep, L = B, d = 1), B (one wide layer) or C (linear keys, bilinear readout) "
-        "on contexts of THEORY.md section 1. Writes DIR/<key>/config.json, checkpoint.pt, result.json; "
+        "on contexts of docs/theory.md section 1. Writes DIR/<key>/config.json, checkpoint.pt, result.json; "
         "re-running resumes an interrupted run and returns a finished one.",
     )
     add_run_arguments(p)
@@ -198,7 +198,7 @@ def _register_intervene(subparsers) -> None:
         description="For a finished fv train run of the tree prior (RUN_DIR = DIR/<key>/): the transplant table "
         "(the target's workspace Phi_l replaced by a donor's of divergence depth j; loss and paired effect by (l, j)) "
         "and the injection table (Phi_l replaced by the mean workspace of the donor's prefix; prefix accuracy and "
-        "loss by (l, j)), THEORY.md section 9b; with --theory, the same tables of the theory's path strategy at the "
+        "loss by (l, j)), docs/theory.md section 9; with --theory, the same tables of the theory's path strategy at the "
         "run's prior, budget and tokens beside them (bridges.patching.state, fvnum.patching.state).",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")

@@ -145,7 +145,7 @@ def _register_scaling(subparsers) -> None:
                    "the same budget, e.g. A:B (default: every model by the steps rule)")
     _add_keyed_argument(p, d.keyed)
     p.add_argument("--router", choices=ROUTERS, default=d.router,
-                   help=f"router of the adaptive model A (default {d.router}; qk: THEORY.md section 7b, B and C unchanged)")
+                   help=f"router of the adaptive model A (default {d.router}; qk: docs/theory.md section 7, B and C unchanged)")
     p.add_argument("--cut", type=int_arg("--cut", 1), default=d.cut,
                    help=f"first budget of the law test (default {d.cut}: after the dense first reading)")
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,

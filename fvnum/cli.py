@@ -1,5 +1,5 @@
-"""``fv mc``: Monte Carlo loss of a strategy under a noisy channel (THEORY.md sections 2, 4);
-``fv bounds``: the noisy adaptive optimum bracketed (THEORY.md section 3, under noise).
+"""``fv mc``: Monte Carlo loss of a strategy under a noisy channel (docs/theory.md sections 2, 4);
+``fv bounds``: the noisy adaptive optimum bracketed (docs/theory.md section 3, under noise).
 
     fv mc --prior tree --depth 4 --alpha 0.5 --budget 3 --strategy path --tau 0.3 --samples 100000 --seed 0
     fv bounds --prior tree --depth 3 --alpha 1/2 --budget 2 --tau 0.5 --format json
@@ -305,7 +305,7 @@ def _check_gaussian_options(args) -> None:
     if args.strategy not in GAUSSIAN_STRATEGIES:
         why = ("the coordinate-class search is for the tree prior; a Gaussian prior's optimum is the water-filling "
                "design of the unit class" if args.strategy == "optimal_nonadaptive_coordinate" else
-               "it is adaptive; on a Gaussian prior adaptivity does not help, THEORY.md Theorem G1")
+               "it is adaptive; on a Gaussian prior adaptivity does not help, docs/theory.md Theorem G1")
         named = ("--strategy " if "strategy" in getattr(args, "_given", ("strategy",)) else
                  "fv mc's default strategy, ")  # fv's parser records the options given
         raise InputError(f"{named}{args.strategy} applies to --prior tree only ({why}); on a Gaussian prior give "

@@ -1,4 +1,4 @@
-"""The result types of fvnum: `Estimate`, a Monte Carlo number with its standard error (THEORY.md
+"""The result types of fvnum: `Estimate`, a Monte Carlo number with its standard error (docs/theory.md
 section 4); `SearchResult`, what a search for a good design or policy found; `NodeValues`, one value per
 tree node; and the exact, order-fixed pooling of per-chunk statistics that makes results independent of
 the thread count."""

@@ -1,4 +1,4 @@
-"""Scaling laws fitted to loss against budget (the shape the theory predicts, THEORY.md section 6).
+"""Scaling laws fitted to loss against budget (the shape the theory predicts, docs/theory.md section 6).
 
 - ``exponential``: ``loss = c r^B`` (adaptive depth: the path strategy's ``alpha^B / (1 - alpha)``);
 - ``power``: ``loss = c B^-e`` (one layer: top levels' ``(B + 1)^(log2 alpha)``).

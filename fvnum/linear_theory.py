@@ -1,4 +1,4 @@
-"""The exact linear theory (THEORY.md section 3) beside the comparison table of :mod:`fvnum.theory`: the linear
+"""The exact linear theory (docs/theory.md section 3) beside the comparison table of :mod:`fvnum.theory`: the linear
 (LMMSE) readout of a design under a :class:`~fvnum.mc.channels.Channel` (:func:`lmmse`; of softmax readings,
 :func:`softmax_lmmse`), the best linear non-adaptive loss and the water-filling optimum. Every name is importable
 from :mod:`fvnum.theory` too.
@@ -179,7 +179,7 @@ def best_linear_loss(prior, budget: int, channel: Channel) -> float:
 
 
 def gaussian_optimum(prior, budget: int, channel: Channel) -> float:
-    """Water-filling optimum (unit class, THEORY.md section 5) of the Gaussian with the prior's covariance
+    """Water-filling optimum (unit class, docs/theory.md section 5) of the Gaussian with the prior's covariance
     under the *gaussian* channel at ``channel``'s ``tau``; exact in ``fvsym``, returned as a float."""
     import sympy as sp
     from fvsym.gaussian import water_filling

@@ -1,7 +1,7 @@
 """The trained models as the theory sees them: one registry, ``MODELS`` (name -> model object, in the order they
 were registered), shared with ``bridges`` (``bridges.models.networks.MODELS`` is this dict).
 
-Models A, B, C of THEORY.md section 7 are declared here, once, by what the theory says of them
+Models A, B, C of docs/theory.md section 7 are declared here, once, by what the theory says of them
 (:class:`ModelTheory`); ``bridges`` attaches the torch side to each (its network, recipe, figure marker and
 price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and registers models of its own with
 ``bridges.models.networks.register_model``. fvnum reads only the theory's side of a model object, by name
@@ -13,7 +13,7 @@ price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and
 - ``band``: the name of its agreement band in ``fvnum.regime.AGREEMENT`` (``agrees``);
 - ``bounded_by``: the bound rows proven for it (``TheoryRow.bounds_below``);
 - ``adaptive``: whether its layers read the workspace written before them (depth), and ``mlp_keys``: whether
-  its keys are MLPs (else linear keys and a linear readout); the checks of THEORY.md section 7
+  its keys are MLPs (else linear keys and a linear readout); the checks of docs/theory.md section 7
   (``prediction_checks``) pair the models by these two.
 
 Standard library only: ``bridges.runs.config`` reads the registry without loading numpy.
@@ -62,7 +62,7 @@ MODELS_OF_THEORY = (
                 prediction=("top_levels_linear",), law="power", band="exact", mlp_keys=False,
                 bounded_by=("best_linear_nonadaptive",)),
 )
-# THEORY.md section 7c: Model T, a standard transformer, whose prediction depends on its shape. Its variants are the
+# docs/theory.md section 7.1: Model T, a standard transformer, whose prediction depends on its shape. Its variants are the
 # named shapes, each a model of the theory by itself (``model("T-deep")``): deep T (L = B, H d = 1) is held to A's
 # prediction, wide T (L = 1, H d = B) to B's. The theory's rows are predictions for T, not bounds (section 7c).
 _A, _B = MODELS_OF_THEORY[:2]
@@ -74,7 +74,7 @@ MODEL_T = ModelTheory(
               ModelTheory("T-wide", "Model T of shape wide: one block, B heads of one value", prediction=_B.prediction,
                           law="power", band="searched", mlp_keys=False)))
 BUILT_IN = tuple(m.name for m in MODELS_OF_THEORY)
-DECLARED = (*BUILT_IN, MODEL_T.name)  # the models of THEORY.md (sections 7 and 7c): never unregistered
+DECLARED = (*BUILT_IN, MODEL_T.name)  # the models of docs/theory.md (sections 7 and 7.1): never unregistered
 MODELS: dict = {m.name: m for m in (*MODELS_OF_THEORY, MODEL_T)}  # name -> model object, in the order registered
 
 

@@ -1,4 +1,4 @@
-"""The theory side of a comparison with trained models (THEORY.md sections 3 to 7), for one prior, one
+"""The theory side of a comparison with trained models (docs/theory.md sections 3 to 7), for one prior, one
 budget and one :class:`~fvnum.mc.channels.Channel`.
 
 Every row carries the channel it is for (``channel``): the channel the models see (``tokens``, or the
@@ -16,7 +16,7 @@ keys, not the MLP keys of Models A and B); the rest are ``reference`` rows. The 
 (:data:`MODELS`, ``fvnum.model_rows``: A, B, C are declared there by their theory, each naming its rows;
 ``bridges`` attaches their networks and registers more).
 
-Exact linear theory (THEORY.md section 3): :mod:`fvnum.linear_theory` (:func:`lmmse`,
+Exact linear theory (docs/theory.md section 3): :mod:`fvnum.linear_theory` (:func:`lmmse`,
 :func:`best_linear_loss`, :func:`gaussian_optimum`, Model C's readout of softmax readings), its names importable
 from here too.
 """
@@ -120,7 +120,7 @@ GAUSSIAN_A_OVER_B = (0.85, 1.15)
 
 
 def prediction_checks(prior: str, depth: int, budget: int, losses: dict, theory: dict) -> list[dict]:
-    """The predictions of THEORY.md section 7 checked on one cell of the grid: ``losses`` maps each registered
+    """The predictions of docs/theory.md section 7 checked on one cell of the grid: ``losses`` maps each registered
     model (:data:`MODELS`) to its trained loss (seeds averaged), ``theory`` each row name to its value. Returns
     ``{prediction, measured, holds}`` dicts; none when a model is missing. Tree prior: each adaptive model (A) at
     most ``TREE_A_RATIO`` times each one-layer model (B, C), each model held to the exact linear theory

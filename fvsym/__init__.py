@@ -1,5 +1,5 @@
 """fvsym: the symbolic core. Derives the Bellman recursions and the Gaussian and tree loss formulas
-of THEORY.md with sympy. Imports nothing heavier than sympy."""
+of docs/theory.md with sympy. Imports nothing heavier than sympy."""
 from fvsym import _moved
 # Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
 _moved.install({

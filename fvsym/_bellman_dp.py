@@ -1,4 +1,4 @@
-"""The exact dynamic programme behind :mod:`fvsym.bellman` (THEORY.md section 3, noiseless
+"""The exact dynamic programme behind :mod:`fvsym.bellman` (docs/theory.md section 3, noiseless
 coordinate class, tree prior): the value of a belief (a set of leaves) by memoised recursion over the
 tree's automorphism classes, the Pareto DP of a last layer of width ``d > 1`` and of the non-adaptive
 optimum, in exact arithmetic (``_Solver``), and the same programme on sets of polynomials in ``alpha``

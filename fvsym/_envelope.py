@@ -1,4 +1,4 @@
-"""Certified upper envelopes of polynomials on ``[0, 1]`` (the optimum of THEORY.md section 3 as a
+"""Certified upper envelopes of polynomials on ``[0, 1]`` (the optimum of docs/theory.md section 3 as a
 function of ``alpha``).
 
 A polynomial is a tuple of integer coefficients, lowest degree first. Two operations:

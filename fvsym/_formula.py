@@ -15,7 +15,7 @@ from fvsym.errors import DomainError, InputError, reworded  # DomainError: raise
 @dataclass(frozen=True)
 class Formula:
     """A derived quantity of the theory: a sympy expression with its parameters, their domain and the
-    section of THEORY.md it implements.
+    section of docs/theory.md it implements.
 
     **Views.** `f.expr` is the sympy expression; `f(*values)` evaluates it with numpy (cached lambdify,
     broadcasting; by position in `params` order or by name); `f.exact(**values)` substitutes exactly and
@@ -52,7 +52,7 @@ class Formula:
     params: tuple[sp.Symbol, ...]
     """The free symbols, in the order the numeric views take them; by name: `symbols`."""
     source: str
-    """Which section of THEORY.md (or derivation step) it implements."""
+    """Which section of docs/theory.md (or derivation step) it implements."""
     doc: str = field(default="", compare=False)
     """A sentence on what the quantity is, where the deriving function gives one."""
     constraints: tuple = ()

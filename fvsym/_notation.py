@@ -1,4 +1,4 @@
-"""Sympy objects that print the Bellman recursion of THEORY.md section 3 as a theorist writes it.
+"""Sympy objects that print the Bellman recursion of docs/theory.md section 3 as a theorist writes it.
 
 They are inert expressions (no evaluation): ``MinOver`` (a minimum over an action set, with its bound
 variable), ``Cell`` (the belief after a reading), ``Card`` (the number of atoms of a belief),

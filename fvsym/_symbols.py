@@ -1,4 +1,4 @@
-"""Every sympy Symbol of the theory, defined once with its assumptions (THEORY.md, Names)."""
+"""Every sympy Symbol of the theory, defined once with its assumptions (docs/theory.md, Names)."""
 import sympy as sp
 
 alpha = sp.Symbol("alpha", positive=True)  # tree scale ratio, 0 < alpha < 1

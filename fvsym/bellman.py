@@ -1,4 +1,4 @@
-"""Exact Bellman recursion of THEORY.md section 3: noiseless coordinate class, tree prior.
+"""Exact Bellman recursion of docs/theory.md section 3: noiseless coordinate class, tree prior.
 
 A belief is the uniform distribution over a set ``S`` of leaves (a bit mask over leaf indices). Reading
 node ``n`` splits ``S`` into the leaves whose path passes ``n`` with ``+``, with ``-``, and those whose

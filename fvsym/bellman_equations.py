@@ -1,4 +1,4 @@
-"""The Bellman recursion of THEORY.md section 3 written as sympy equations (``recursion``, and
+"""The Bellman recursion of docs/theory.md section 3 written as sympy equations (``recursion``, and
 ``noisy_recursion`` over Gaussian-channel beliefs), and the noiseless recursion unrolled into one
 expression for a small tree (``unroll``, ``unrolled_size``); behind ``fv derive bellman``."""
 from __future__ import annotations
@@ -90,7 +90,7 @@ _WHERE_LATEX = {
 
 
 def recursion(prior, layers: int, width: int, tau=None) -> Recursion:
-    """The Bellman recursion of THEORY.md section 3 as sympy equations (``sp.Eq``), from the terminal
+    """The Bellman recursion of docs/theory.md section 3 as sympy equations (``sp.Eq``), from the terminal
     value to the optimum. Print them with ``str``/``sp.latex`` (or :func:`recursion_latex`).
 
     ``TreePrior`` (noiseless coordinate class, the model :func:`solve` solves): a belief ``S`` is a set
@@ -160,7 +160,7 @@ MAX_NOISY_WRITTEN_DEPTH = 3  # the leaves' theta_m are written out (2^K rows of 
 
 
 def noisy_recursion(prior, layers: int, width: int = 1, tau=None) -> Recursion:
-    """The Bellman recursion under the gaussian channel (THEORY.md section 3, "under noise") for a small
+    """The Bellman recursion under the gaussian channel (docs/theory.md section 3, "under noise") for a small
     tree (``depth <= MAX_NOISY_WRITTEN_DEPTH``), layers of width 1, coordinate class, any node at every
     layer (repeats included). A belief is a weight vector ``b`` over the ``2^K`` leaves (prior times
     likelihoods, unnormalised); ``U(b) = sum_m b_m ||theta_m - mu(b)||^2`` is homogeneous of degree 1, so

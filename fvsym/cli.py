@@ -121,13 +121,13 @@ def tree_prior_of(depth, alpha, scales):
 
 def register(subparsers) -> None:
     derive = subparsers.add_parser(
-        "derive", help="derive an exact loss (fvsym)", description="Derive an exact loss of THEORY.md."
+        "derive", help="derive an exact loss (fvsym)", description="Derive an exact loss of docs/theory.md."
     )
     quantities = derive.add_subparsers(dest="quantity", metavar="QUANTITY")
     quantities.required = True
 
     tree = quantities.add_parser(
-        "tree-loss", help="noiseless loss of a strategy on the tree prior (THEORY.md 3, 6)",
+        "tree-loss", help="noiseless loss of a strategy on the tree prior (docs/theory.md section 3, 6)",
         description="Noiseless loss of a strategy on TreePrior(depth, alpha), coordinate class.",
     )
     tree.add_argument("--depth", type=int_arg("depth", 1, MAX_DEPTH), default=None,
@@ -148,7 +148,7 @@ def register(subparsers) -> None:
     tree.set_defaults(func=_tree_loss)
 
     gauss = quantities.add_parser(
-        "gaussian-loss", help="optimal loss for a Gaussian prior (THEORY.md 5)",
+        "gaussian-loss", help="optimal loss for a Gaussian prior (docs/theory.md section 5)",
         description="Optimal unit-class loss of a Gaussian prior by rank-constrained water-filling.",
     )
     gauss.add_argument("--dim", type=int_arg("dim", 1), default=None,
@@ -169,7 +169,7 @@ def register(subparsers) -> None:
     gauss.set_defaults(func=_gaussian_loss)
 
     bell = quantities.add_parser(
-        "bellman", help="the Bellman recursion as equations (THEORY.md 3)",
+        "bellman", help="the Bellman recursion as equations (docs/theory.md section 3)",
         description="The Bellman recursion of the noiseless coordinate class on TreePrior(depth, alpha), "
                     "as sympy equations; --unroll expands it for this tree and evaluates it.",
     )
@@ -289,7 +289,7 @@ def _bellman(args) -> int:
     record = {
         "name": "bellman_recursion" if tau is None else "noisy_bellman_recursion",
         **equations.to_dict(),
-        "source": "THEORY.md §3 (" + ("noiseless coordinate class" if tau is None else
+        "source": "docs/theory.md §3 (" + ("noiseless coordinate class" if tau is None else
                                       "under noise: gaussian channel, coordinate class, width 1") + ", tree prior)",
         "inputs": {"depth": depth, "layers": layers, "width": width, "alpha": args.alpha, "tau": args.tau,
                    **({"scales": [str(a) for a in prior.scales]} if args.scales is not None else {})},

@@ -1,4 +1,4 @@
-"""Gaussian prior (THEORY.md section 5): posterior covariance and loss of a design, rank-constrained
+"""Gaussian prior (docs/theory.md section 5): posterior covariance and loss of a design, rank-constrained
 water-filling, the optimal unit-class design, and Theorem G1 (no advantage of depth).
 
 Everything is exact for exact inputs (integers, Rationals, strings such as ``"1/2"``) and symbolic
@@ -136,7 +136,7 @@ def posterior_covariance(cov, W, tau) -> sp.Matrix:
 
 
 def design_loss(prior, W, tau):
-    """Loss ``tr P`` of the fixed design ``W`` (THEORY.md section 4 and 5), exact for exact inputs.
+    """Loss ``tr P`` of the fixed design ``W`` (docs/theory.md section 4 and 5), exact for exact inputs.
 
     ``tr P`` is also the loss of the best *linear* decoder (LMMSE) for any prior with covariance
     ``C``, e.g. a TreePrior, which is accepted directly.
@@ -181,7 +181,7 @@ def _decreasing_order(c: list) -> list[int]:
 
 
 def water_filling(eigenvalues, budget, tau) -> WaterFilling:
-    """Rank-constrained water-filling (THEORY.md section 5), solved exactly through its KKT conditions.
+    """Rank-constrained water-filling (docs/theory.md section 5), solved exactly through its KKT conditions.
 
     Minimises ``sum_i c_i / (1 + s_i c_i / tau^2)`` over ``s_i >= 0`` with ``sum s_i = B`` and at most
     ``B`` nonzero (a design of ``B`` unit rows has rank ``<= B``; ``budget > len(eigenvalues)`` is
@@ -268,7 +268,7 @@ def isotropic_loss() -> Formula:
         "isotropic_loss",
         expr,
         (D, B, tau),
-        "THEORY.md section 5: water-filling for C = I_D (B <= D and B > D)",
+        "docs/theory.md section 5: water-filling for C = I_D (B <= D and B > D)",
         doc=isotropic_loss.__doc__ or "",
     )
 
@@ -353,7 +353,7 @@ def optimal_design(prior, budget, tau) -> sp.Matrix:
 # --- Theorem G1 --------------------------------------------------------------------------
 def sequential_posterior(cov, W, tau) -> sp.Matrix:
     """Posterior covariance of the deep system: the rows of ``W`` read one per layer (width 1), each
-    a rank-one Bayes update ``P <- P - P w w^T P / (w^T P w + tau^2)`` (THEORY.md section 3 for a
+    a rank-one Bayes update ``P <- P - P w w^T P / (w^T P w + tau^2)`` (docs/theory.md section 3 for a
     Gaussian belief; the update does not depend on the value read). Exact, symbolic where the
     inputs are (``tau``, the covariance, the rows of ``W``)."""
     P = _covariance(cov)
@@ -444,7 +444,7 @@ def deep_shallow_gap(prior, budget, tau) -> DepthComparison:
 # --- the API behind `fv derive gaussian-loss` --------------------------------------------
 def gaussian_loss(dim, budget, tau=None, cov="isotropic", depth=None, alpha=None, *, eigenvalues=None,
                   scales=None) -> Formula:
-    """Optimal unit-class loss of a Gaussian prior for budget ``B`` and noise ``tau`` (THEORY.md 5).
+    """Optimal unit-class loss of a Gaussian prior for budget ``B`` and noise ``tau`` (docs/theory.md section 5).
 
     ``cov="isotropic"``: ``C = I_dim`` (:func:`isotropic_loss` at ``D = dim``). ``cov="matched"``: the
     matched Gaussian of ``TreePrior(depth, alpha)`` (``alpha=None``: symbolic; or of
@@ -496,7 +496,7 @@ def _custom_gaussian_loss(dim, budget, tau, cov, depth, alpha, eigenvalues, scal
     t = _symbols.tau if tau is None else check_tau(tau)
     expr = water_filling(list(values), B, t).loss
     params = tuple(s for s in (_symbols.alpha, _symbols.tau) if s in expr.free_symbols)
-    return Formula("gaussian_loss", expr, params, f"THEORY.md section 5: water-filling, {what}")
+    return Formula("gaussian_loss", expr, params, f"docs/theory.md section 5: water-filling, {what}")
 
 
 @cache
@@ -520,7 +520,7 @@ def _gaussian_loss(dim, B, t, cov, depth, alpha) -> Formula:
         # eigenvalues of the matched covariance, largest first: a_k^2 / 2^(k-1), 2^(k-1) times
         eigenvalues = [sp.simplify(a**2 / 2**k) for k, a in enumerate(tree.scales) for _ in range(2**k)]
         expr = water_filling(eigenvalues, B, t).loss
-        source = f"THEORY.md section 5: water-filling, matched Gaussian of {tree!r}"
+        source = f"docs/theory.md section 5: water-filling, matched Gaussian of {tree!r}"
     params = tuple(s for s in (_symbols.alpha, _symbols.tau) if s in expr.free_symbols)
     return Formula("gaussian_loss", expr, params, source)
 

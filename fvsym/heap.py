@@ -1,4 +1,4 @@
-"""The heap numbering of the tree prior and the path through it (THEORY.md section 6), typed once.
+"""The heap numbering of the tree prior and the path through it (docs/theory.md section 6), typed once.
 
 Internal nodes ``n = 1 .. 2^K - 1``, root 1, children ``2n`` (sign +1) and ``2n + 1`` (sign -1); node ``n``
 is coordinate ``n - 1`` of theta. A leaf is its signs ``s_1 .. s_K``, or its index ``i`` (``0 <= i < 2^K``)

@@ -1,4 +1,4 @@
-"""The optimal policy of the Bellman recursion (THEORY.md section 3) as a decision tree of
+"""The optimal policy of the Bellman recursion (docs/theory.md section 3) as a decision tree of
 :class:`PolicyNode` layers, and :class:`BellmanSolution`, what :func:`fvsym.bellman.solve` returns
 (loss, policy, how many belief states were solved)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import sympy as sp
 from fvsym.errors import InputError
 
-SOURCE = "THEORY.md §3"
+SOURCE = "docs/theory.md §3"
 
 
 _SIGN_TEXT = {1: "+", -1: "-", 0: "0"}

@@ -1,4 +1,4 @@
-"""Priors over the latent context theta (THEORY.md sections 5 and 6), symbolic in their parameters.
+"""Priors over the latent context theta (docs/theory.md sections 5 and 6), symbolic in their parameters.
 
 Heap numbering of the tree (``fvsym.heap``, the one text of the rule): internal nodes ``n = 1 .. 2^K - 1``,
 root 1, children ``2n`` (sign +1) and ``2n + 1`` (sign -1). Node ``n`` has depth ``k(n) = floor(log2 n) + 1``
@@ -28,7 +28,7 @@ def node_depth(n: int) -> int:
 
 
 class TreePrior:
-    """Hierarchical tree prior of THEORY.md section 6.
+    """Hierarchical tree prior of docs/theory.md section 6.
 
     ``TreePrior(depth, alpha)`` uses ``a_k = alpha^((k-1)/2)``; ``alpha`` may be a number (exact
     when given as an int, Fraction or string like ``"1/2"``) or a Symbol (default: symbolic alpha).
@@ -172,7 +172,7 @@ def check_tree_prior(prior) -> TreePrior:
 
 
 class GaussianPrior:
-    """``theta ~ N(0, C)`` (THEORY.md section 5). ``C`` must be square, symmetric and PSD."""
+    """``theta ~ N(0, C)`` (docs/theory.md section 5). ``C`` must be square, symmetric and PSD."""
 
     def __init__(self, cov):
         C = _matrix(cov)

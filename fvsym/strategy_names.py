@@ -1,4 +1,4 @@
-"""The names of the noiseless strategies on the tree prior (THEORY.md sections 3 and 6), defined once:
+"""The names of the noiseless strategies on the tree prior (docs/theory.md sections 3 and 6), defined once:
 ``TREE_LOSS`` for :func:`fvsym.tree.tree_loss`, ``DERIVE`` for ``fv derive tree-loss``. Names only and no
 imports, so a parser lists them without loading a derivation.
 

@@ -1,4 +1,4 @@
-"""Tree prior, noiseless coordinate measurements (THEORY.md section 6).
+"""Tree prior, noiseless coordinate measurements (docs/theory.md section 6).
 
 Closed forms derived with sympy (never typed in): the loss of the adaptive ``path`` strategy, of the
 non-adaptive ``top_levels`` design, ``E||theta||^2`` and the two scaling laws; the exact loss of any
@@ -27,14 +27,14 @@ from fvsym.priors import TreePrior, node_depth, squared_scales
 from fvsym.priors import check_tree_prior as _check_prior
 from fvsym.strategy_names import CLASS_NAMED
 from fvsym.strategy_names import TREE_LOSS as STRATEGIES
-SOURCE = "THEORY.md §6"
+SOURCE = "docs/theory.md §6"
 
 _alpha, _K, _B, _j, _k = _symbols.alpha, _symbols.depth, _symbols.budget, _symbols.levels, _symbols.k
 
 
 # --- closed forms ----------------------------------------------------------------------------------
 def _generic_alpha(expr):
-    """Drop the ``alpha = 1`` branch sympy adds to geometric sums (THEORY.md: ``0 < alpha < 1``)."""
+    """Drop the ``alpha = 1`` branch sympy adds to geometric sums (docs/theory.md: ``0 < alpha < 1``)."""
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), lambda e: e.args[-1].expr)
 
 
@@ -381,14 +381,14 @@ def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, w
             optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
         else:
             optimum = bellman.solve_alpha(depth, L, d)
-        source = f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d}; exact in alpha, " \
+        source = f"docs/theory.md §3 (Bellman, noiseless coordinate class, L={L}, d={d}; exact in alpha, " \
                  f"{len(optimum.pieces)} certified piece{'s' if len(optimum.pieces) > 1 else ''})"
         return Formula(name, optimum.loss, (_alpha,), source, pieces=optimum.pieces)
     if strategy == "optimal_nonadaptive":
         loss, _ = bellman.optimal_nonadaptive(prior, budget)
     else:
         loss = bellman.solve(prior, L, d).loss
-    return _tree_formula(name, loss, f"THEORY.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
+    return _tree_formula(name, loss, f"docs/theory.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
 
 
 __all__ = [

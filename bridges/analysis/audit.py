@@ -17,7 +17,7 @@
    same contexts (a paired estimate: how much the model's readout leaves on the table).
 
 Tree prior: the latents are the ``2^K`` leaves, uniform: the decoder is exact under the CLT law. Atoms prior
-(THEORY.md section 6b): the latents are its ``M`` atoms with their weights, the same exact decoder (the dMMSE
+(docs/theory.md section 6): the latents are its ``M`` atoms with their weights, the same exact decoder (the dMMSE
 posterior over the atoms, under the CLT law of the model's own readings). Gaussian
 prior: self-normalised importance sampling, ``n_latents`` draws per context from the Gaussian posterior of the
 readings' linearised law (mean ``A theta``, ``A`` the Stein rows, covariance averaged over the prior), weighted
@@ -27,7 +27,7 @@ allow (any decoder's loss is; ``decoder`` says which).
 Per layer and channel: the Stein row ``E grad f_l = E[x f_l(x)]`` on ``X`` (what the key measures), its
 norm and the share of its energy on the nodes of each tree depth, averaged over the contexts.
 
-Softmax attention (THEORY.md section 2b): ``F`` holds the layers' scores ``S`` where it holds the keys, the
+Softmax attention (docs/theory.md section 2): ``F`` holds the layers' scores ``S`` where it holds the keys, the
 Stein rows are ``E[x w] / E[w]`` (``w = exp(s)``) and the one call that turns ``(X, S)`` into a law is
 ``_reading_law`` (``fvnum.keys.families.law_from_scores``).
 
@@ -276,7 +276,7 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
     (mean ``A theta`` with the Stein rows ``A``, the prior-averaged covariance), weighted by the CLT likelihood
     over the linearised one (both over the k readings only, so the weights stay tame). Softmax attention: ``F``
     are the scores; the proposal linearises with the keys ``w / E[w]`` (``w = exp(s)``, the same Stein rows and,
-    to first order, the same noise, THEORY.md section 2b), the likelihood is the softmax law (``_reading_law``)."""
+    to first order, the same noise, docs/theory.md section 2), the likelihood is the softmax law (``_reading_law``)."""
     from fvnum.keys.families import posterior_mean
 
     scores = F
@@ -303,7 +303,7 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
 def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_tokens: int, s2: float):
     """The CLT law of the readings of keys ``F`` (n_x, k) on the token sample ``X`` (n_x, D) given each latent of
     ``thetas`` (``fvnum.keys.families.ReadingLaw``): ``fvnum.keys.families.law_from_key_values`` for linear attention; for softmax
-    attention ``F`` holds the scores ``S`` and the law is the self-normalised one of THEORY.md section 2b,
+    attention ``F`` holds the scores ``S`` and the law is the self-normalised one of docs/theory.md section 2,
     ``fvnum.keys.families.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
     from fvnum.keys.families import law_from_key_values, law_from_scores
 
@@ -414,7 +414,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
 
 def _stein_rows(attention: str, X: np.ndarray, F: np.ndarray) -> np.ndarray:
     """Stein rows of keys ``F`` (b, n_x, k) on ``X`` (n_x, D): ``E[x f(x)]`` (linear), or ``E[x w] / E[w]`` with
-    ``w = exp(s)`` for scores (softmax, THEORY.md section 2b), the token sample's own averages. (b, k, D)."""
+    ``w = exp(s)`` for scores (softmax, docs/theory.md section 2), the token sample's own averages. (b, k, D)."""
     if attention == "linear":
         return np.einsum("nd,bnk->bkd", X, F) / X.shape[0]
     w = np.exp(F - F.max(1, keepdims=True))  # (b, n_x, k)

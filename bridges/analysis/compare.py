@@ -1,4 +1,4 @@
-"""Trained models beside the theory (THEORY.md sections 2, 5-7).
+"""Trained models beside the theory (docs/theory.md sections 2, 5-7).
 
 ``theory_table(data, budget)``: the theory side, computed in ``fvnum.theory`` for the prior of ``data``
 under the channel the models see (``tokens`` with the same ``N`` and ``s2``; every row says which
@@ -253,7 +253,7 @@ def keyed_for(cfg, keyed=BY_ATTENTION) -> str | None:
     """The key family a run (a ``RunConfig``) is held to: ``keyed`` where given; by default (:data:`BY_ATTENTION`)
     the family of its attention, ``softmax`` rows for a softmax model on the tree prior (the prior where softmax
     rows are searched), else :data:`fvnum.defaults.KEYED` (``weighted``). Model T is held to A's and B's own rows
-    (its shape's prediction, THEORY.md section 7c), whatever its attention."""
+    (its shape's prediction, docs/theory.md section 7.1), whatever its attention."""
     if keyed != BY_ATTENTION:
         return check_keyed(keyed)
     softmax = getattr(cfg.model, "attention", "linear") == "softmax" and cfg.data.prior == "tree" \
@@ -426,7 +426,7 @@ def short_what(what: str, width: int = SHORT_WHAT) -> str:
 
 
 def grid_checks(tables: list[dict]) -> list[dict]:
-    """The predictions of THEORY.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
+    """The predictions of docs/theory.md section 7 (``fvnum.theory.prediction_checks``: the tree prior's and the
     matched Gaussian's, with their thresholds) checked on every (depth, budget) cell of the grid, seeds
     averaged. Cells missing from the grid are skipped."""
     from fvnum.priors.registry import PRIORS

@@ -1,4 +1,4 @@
-"""Function-vector probes (THEORY.md section 9): how well the workspace after layer ``l`` decodes the
+"""Function-vector probes (docs/theory.md section 9): how well the workspace after layer ``l`` decodes the
 path prefix ``s_1 .. s_l`` and each sign ``s_k``.
 
 The probe is linear: a ridge-regularised least-squares fit of one-hot targets on standardised

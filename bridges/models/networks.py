@@ -1,4 +1,4 @@
-"""Constrained linear-attention transformers, Models A, B, C of THEORY.md section 7.
+"""Constrained linear-attention transformers, Models A, B, C of docs/theory.md section 7.
 
 A workspace ``p`` of ``B`` slots starts at zero. Layer ``l`` (1..L) computes keys ``k_i = f_l([x_i, p])``
 in R^d, takes the value ``v_i = y_i``, aggregates ``phi_l = (1/N) sum_i k_i y_i`` (linear attention) and
@@ -8,7 +8,7 @@ Readout ``y_hat = <g(p), x_q>`` with ``theta_hat = g(p)`` (``decode``), or ``y_h
 keys ``W x_i`` and ``y_hat = x_q^T U p``. Taps (``bridges.models.taps``) sit at keys, ``phi_l``, the workspace
 after each layer and ``theta_hat``.
 
-Softmax attention (``ModelConfig.attention = "softmax"``, THEORY.md section 2b): the key function's output is
+Softmax attention (``ModelConfig.attention = "softmax"``, docs/theory.md section 2): the key function's output is
 read as a score ``s_{l,c}(x_i, p)`` and the layer aggregates ``phi_{l,c} = sum_i softmax_i(s_{l,c}) y_i``, a
 self-normalised average of the values (``torch.softmax`` over the tokens, which subtracts the maximum; in
 float32 whatever the autocast). A and B score with the same key MLPs; C's bilinear score
@@ -113,7 +113,7 @@ class MLPKeys(nn.Module):
 
 
 class QKKeys(nn.Module):
-    """The query-key router of THEORY.md section 7b: ``k_i = <q_l(p), kappa_l(x_i)>`` per channel, ``q_l`` an MLP of
+    """The query-key router of docs/theory.md section 7: ``k_i = <q_l(p), kappa_l(x_i)>`` per channel, ``q_l`` an MLP of
     the workspace alone (layer 1, which sees the empty workspace: a learned constant), ``kappa_l`` an MLP of the
     token alone, both into ``R^r`` for each of the ``d`` channels (``query_dim`` r). The reading factorises,
     ``phi_l = <q_l(p), m_l>`` with ``m_l = (1/N) sum_i kappa_l(x_i) y_i``; the keys are formed (and tapped) as
@@ -436,7 +436,7 @@ def grow(source: WorkspaceModel, target: WorkspaceModel) -> WorkspaceModel:
 def key_rows(model: WorkspaceModel, layer: int, workspace: torch.Tensor, *, n_samples: int = 1024,
              seed: int = 0) -> torch.Tensor:
     """What layer ``layer`` (1-based) measures given the workspace before it: the Stein rows
-    ``W_l(p) = E_x[grad_x k_l(x; p)]`` (THEORY.md section 2: ``E[y k(x)] = <theta, E grad k(x)>``), estimated
+    ``W_l(p) = E_x[grad_x k_l(x; p)]`` (docs/theory.md section 2: ``E[y k(x)] = <theta, E grad k(x)>``), estimated
     with ``n_samples`` seeded ``x ~ N(0, I_D)`` per context; for softmax attention the rows of section 2b,
     ``E[grad w] / E[w] = E[w grad s] / E[w]`` with ``w = exp(s)``, the same samples self-normalised.
     workspace (batch, B) -> rows (batch, d, D)."""

@@ -1,5 +1,5 @@
 """The model registry (issue 30): a trained model is one object, :class:`ModelSpec`, found by its letter in
-``MODELS`` and declared once, here (Models A, B, C of THEORY.md section 7) or from outside with
+``MODELS`` and declared once, here (Models A, B, C of docs/theory.md section 7) or from outside with
 :func:`register_model`. Everything the code asks of a model asks the object: its network builder
 (``bridges.models.networks.build_model``), its training recipe (``bridges.runs.config``: the defaults of a run), its shape (``L``
 and ``d``), its readouts, the theory rows it is held to, its law and agreement band (read by name from
@@ -177,10 +177,10 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 
 
 def unregister_model(name: str) -> ModelSpec:
-    """Remove the model ``name`` registered with :func:`register_model` and return it; the models of THEORY.md
+    """Remove the model ``name`` registered with :func:`register_model` and return it; the models of docs/theory.md
     section 7 stay (InputError)."""
     if name in DECLARED:
-        raise InputError(f"model {name} is one of THEORY.md's models ({', '.join(DECLARED)}); it stays registered")
+        raise InputError(f"model {name} is one of docs/theory.md's models ({', '.join(DECLARED)}); it stays registered")
     if name not in MODELS:
         raise InputError(f"model {name!r} is not registered; registered: {', '.join(MODELS)}")
     return MODELS.pop(name)
@@ -228,14 +228,14 @@ _MODELS_OF_THEORY = (
     ModelSpec.of(_A, "bridges.models.networks:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000), ("o", "C0")),
     ModelSpec.of(_B, "bridges.models.networks:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500), ("s", "C1")),
     ModelSpec.of(_C, "bridges.models.networks:linear_network", Recipe(lr=1e-2, batch=256, steps_per_budget=2500), ("^", "C4")),
-    # THEORY.md section 7c: the recipe of its prototype (Adam 3e-3, batch 128; 3,000 steps a unit of budget)
+    # docs/theory.md section 7.1: the recipe of its prototype (Adam 3e-3, batch 128; 3,000 steps a unit of budget)
     ModelSpec.of(MODEL_T, "bridges.models.transformer:transformer_network", Recipe(lr=3e-3, batch=128, steps_per_budget=3000),
                  ("D", "C3"), price=lambda cfg: _shaped_price(cfg), attention="softmax", shaped=True),
 )
 for _spec in _MODELS_OF_THEORY:  # their theory names are checked by tests/test_register_model.py (fvnum loads numpy)
     if not isinstance(MODELS.get(_spec.name), ModelSpec):
         MODELS[_spec.name] = _spec
-DEFAULT_MODEL = BUILT_IN[0]  # ModelConfig's default: the first of THEORY.md's models
+DEFAULT_MODEL = BUILT_IN[0]  # ModelConfig's default: the first of docs/theory.md's models
 
 __all__ = ["BUILT_IN", "DEFAULT_MODEL", "MODELS", "MODEL_NAMES", "ModelNames", "ModelSpec", "adaptive_names", "Recipe", "check_theory", "register_model",
            "unregister_model"]

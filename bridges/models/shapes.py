@@ -1,4 +1,4 @@
-"""The shape of Model T (THEORY.md section 7c): ``layers`` L, ``heads`` H, ``width`` d (values per head),
+"""The shape of Model T (docs/theory.md section 7.1): ``layers`` L, ``heads`` H, ``width`` d (values per head),
 ``head_dim``, ``d_model``, or one of the two named shapes at a budget, ``deep`` (``L = B``, ``H d = 1``) and
 ``wide`` (``L = 1``, ``H = B`` heads of ``d = 1``: each channel its own query and key, as Model B's channels have
 their own keys). The budget is what the summary token receives from the context, ``B = L H d``.
@@ -14,7 +14,7 @@ from fvsym._validate import check_choice, check_int
 from fvsym.errors import InputError
 
 SHAPES = ("deep", "wide")
-HEAD_DIM, D_MODEL = 16, 64  # Model T's defaults (THEORY.md section 7c's prototype)
+HEAD_DIM, D_MODEL = 16, 64  # Model T's defaults (docs/theory.md section 7.1's prototype)
 MAX_SIZE = 1 << 14  # d_model, head_dim, layers, heads and width above this are absurd on any machine here
 _FIELDS = ("shape", "layers", "heads", "width", "head_dim", "d_model")
 
@@ -35,7 +35,7 @@ def check_shape(mc) -> None:
         if given:
             name = given[0]
             hint = " (the MLP's hidden size is mlp_width)" if name == "width" else ""
-            raise InputError(f"{name}={getattr(mc, name)!r} applies to model T (THEORY.md section 7c), not to model "
+            raise InputError(f"{name}={getattr(mc, name)!r} applies to model T (docs/theory.md section 7.1), not to model "
                              f"{mc.model}{hint}")
         return
     if mc.hidden_layers != 2:

@@ -1,10 +1,10 @@
-"""Named tap points: read and patch the activations the theory talks about (THEORY.md sections 7-9).
+"""Named tap points: read and patch the activations the theory talks about (docs/theory.md sections 7-9).
 
 A model places a ``Tap(name)`` (an ``nn.Identity``) at each such activation. Tap names are explicit and
-independent of module paths; layers are numbered ``1..L`` as in THEORY.md:
+independent of module paths; layers are numbered ``1..L`` as in docs/theory.md:
 
 - ``layers.{l}.keys``  (batch, N, d)  keys ``k_i`` of layer ``l``
-- ``layers.{l}.scores``  (batch, N, d)  softmax attention (THEORY.md section 2b), in place of the keys: the
+- ``layers.{l}.scores``  (batch, N, d)  softmax attention (docs/theory.md section 2), in place of the keys: the
   scores ``s_i`` of layer ``l``
 - ``layers.{l}.weights`` (batch, N, d)  softmax attention: the weights ``a_i = softmax_i(s_i)`` (each channel's
   sum to 1 over the tokens)

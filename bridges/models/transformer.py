@@ -1,4 +1,4 @@
-"""Model T, a standard transformer held to the theory (THEORY.md section 7c).
+"""Model T, a standard transformer held to the theory (docs/theory.md section 7.1).
 
 The ``N`` context tokens are embedded linearly, ``e_i = E [x_i, y_i]`` (``d_model``), beside one learned *summary*
 token ``e_0``; no positions (the context is exchangeable). ``L`` pre-LayerNorm blocks, ``h <- h + Attn_l(LN(h))``
@@ -9,7 +9,7 @@ values back to ``d_model``; every token attends to every token, ``softmax`` (sca
 token, trained with the theta loss as Model A is. Budget: the summary receives ``H d`` scalars a block,
 ``B = L H d``.
 
-Taps (``bridges.models.taps``), with TransformerLens's names and the blocks numbered ``1..L`` as THEORY.md numbers
+Taps (``bridges.models.taps``), with TransformerLens's names and the blocks numbered ``1..L`` as docs/theory.md numbers
 layers (TransformerLens's ``blocks.0`` is ``blocks.1`` here):
 
 - ``blocks.{l}.attn.hook_q`` / ``hook_k``  (batch, N + 1, H, head_dim)  queries and keys (token 0 is the summary)

@@ -1,4 +1,4 @@
-"""Interventions on trained models: key patching (THEORY.md section 8), state transplant and injection (9b)."""
+"""Interventions on trained models: key patching (docs/theory.md section 8), state transplant and injection (9b)."""
 from bridges.errors import require
 
 require(__name__)  # this room needs torch: without it, one line naming the extra

@@ -1,10 +1,10 @@
-"""Key patching on trained (or hand-built) models, beside the theory (THEORY.md section 8).
+"""Key patching on trained (or hand-built) models, beside the theory (docs/theory.md section 8).
 
 Target contexts draw a uniform leaf ``s``; each donor shares the target's tokens ``x_1..x_N``, label noise
 and query and has a leaf ``s'`` of divergence depth ``j`` (``s'_k = s_k`` for ``k < j``, ``s'_j = -s_j``,
 the signs below ``j`` uniform; ``j`` in ``1..K``, the convention of ``fvnum.patching.keys``). The donor runs
 unpatched and its keys ``layers.{l}.keys`` are recorded; the target then runs with layer ``l``'s keys
-replaced by them (``bridges.models.taps.patch``). A softmax-attention model (THEORY.md section 2b) has scores where a
+replaced by them (``bridges.models.taps.patch``). A softmax-attention model (docs/theory.md section 2) has scores where a
 linear one has keys: its scores ``layers.{l}.scores`` are patched (``Layer.key_tap``), and the softmax weights
 follow from them. Every other layer, and the readout, act on the target's own
 workspace: the same patch that ``fvnum.patching_table`` simulates on a theory strategy.

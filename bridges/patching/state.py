@@ -1,5 +1,5 @@
 """Function-vector interventions on trained (or hand-built) models: transplant of the workspace and injection
-of mean workspaces (THEORY.md section 9b), beside key patching (:mod:`bridges.patching.keys`) and beside the
+of mean workspaces (docs/theory.md section 9), beside key patching (:mod:`bridges.patching.keys`) and beside the
 theory's tables (:mod:`fvnum.patching.state`).
 
 The target contexts and their donors are those of key patching with the same ``seed`` (the same chunks of the

@@ -270,7 +270,7 @@ def _probes_seconds(data, budget: int, samples: int) -> float:
 
 
 def _function_vector_seconds(cfg, runs) -> float:
-    """Transplant and injection (THEORY.md 9b) of ``path`` and of the deep model (``fv reproduce``): the theory's
+    """Transplant and injection (docs/theory.md section 9) of ``path`` and of the deep model (``fv reproduce``): the theory's
     tables replay the strategy about ``(K + B)(2 + B)`` times (its generic engine: about 10 path kernels each),
     the model's are :func:`intervention_seconds` of its run."""
     from bridges.studies.reproduce import patched_model

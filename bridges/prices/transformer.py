@@ -1,4 +1,4 @@
-"""The prices of Model T (THEORY.md section 7c; ``bridges.models.transformer``): its parameters, its activations
+"""The prices of Model T (docs/theory.md section 7.1; ``bridges.models.transformer``): its parameters, its activations
 and the time of a training step, arithmetic on the configuration only (no torch), so a run is priced and
 memory-checked before its network is built (``bridges.prices.memory``, ``bridges.prices.cost``).
 

@@ -1,4 +1,4 @@
-"""Frozen, validated configurations of a training run (THEORY.md sections 1, 7).
+"""Frozen, validated configurations of a training run (docs/theory.md sections 1, 7).
 
 ``RunConfig(data, model, train)`` is the unit that is trained, saved and compared. Every field is
 checked in ``__post_init__`` with a one-line ``ValueError`` naming the bad value. ``RunConfig.key()`` is a
@@ -40,7 +40,7 @@ from fvsym.errors import DamagedFile, InputError
 READOUTS = ("decode", "generic")
 ATTENTIONS = ("linear", "softmax")  # THEORY.md sections 7 (linear) and 2b (softmax)
 MAX_QUERY_DIM = 1 << 16  # r of the qk router
-SHAPE_FIELDS = ("shape", "layers", "heads", "width", "head_dim", "d_model")  # Model T's (THEORY.md section 7c)
+SHAPE_FIELDS = ("shape", "layers", "heads", "width", "head_dim", "d_model")  # Model T's (docs/theory.md section 7.1)
 ROUTERS = ("mlp", "qk")  # Model A's router: THEORY.md sections 7 (mlp: k = f([x, p])) and 7b (qk: <q(p), kappa(x)>)
 SCHEDULES = ("cosine", "constant")
 TRAIN_LOSSES = ("query", "theta")
@@ -77,20 +77,20 @@ _KEY_PRIOR = {"tree": lambda d: f"tree-K{d.depth}", "gaussian": lambda d: f"gaus
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Model ``A`` (L = budget, d = 1), ``B`` or ``C`` (L = 1, d = budget) of THEORY.md section 7.
+    """Model ``A`` (L = budget, d = 1), ``B`` or ``C`` (L = 1, d = budget) of docs/theory.md section 7.
 
     ``mlp_width`` and ``hidden_layers`` size the MLPs (keys and readout) of A and B; ``readout`` is
     ``decode`` (``y_hat = <g(p), x_q>``, the Bayes form) or ``generic`` (``y_hat = g([x_q, p])``).
     Model C has linear keys and the bilinear readout ``x_q^T U p``; it takes no readout option.
-    ``attention``: ``linear`` (``phi = (1/N) sum_i k_i y_i``, the default) or ``softmax`` (THEORY.md section 2b:
+    ``attention``: ``linear`` (``phi = (1/N) sum_i k_i y_i``, the default) or ``softmax`` (docs/theory.md section 2:
     ``phi = sum_i softmax_i(s_i) y_i``, the key function's output read as the score ``s``); ``to_dict()`` leaves it
     out when it is ``linear``, so every linear run keeps its key.
-    ``router`` (adaptive models, A): ``mlp`` (``k_i = f_l([x_i, p])``, the default) or ``qk`` (THEORY.md section
+    ``router`` (adaptive models, A): ``mlp`` (``k_i = f_l([x_i, p])``, the default) or ``qk`` (docs/theory.md section
     7b: ``k_i = <q_l(p), kappa_l(x_i)>``, ``q_l`` an MLP of the workspace alone, a learned constant at layer 1,
     ``kappa_l`` an MLP of the token alone, both into ``R^r``); ``query_dim`` is ``r`` (qk only; default ``D``).
     ``to_dict()`` leaves out ``router`` when it is ``mlp`` and ``query_dim`` when it is not given, so every run of
     the MLP router keeps its key.
-    ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (THEORY.md names).
+    ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (docs/theory.md names).
     """
 
     model: str = DEFAULT_MODEL
@@ -192,7 +192,7 @@ class TrainConfig:
     ``steps``, ``batch``, ``lr`` and ``loss`` left as None take the recipe's values when the ``RunConfig`` is
     built (``recipe_steps(budget, model)``, ``RECIPE_BATCH[model]``, ``RECIPE_LR[model]``, ``theta`` for decoding
     readouts, else ``query``).
-    ``loss``: ``query`` trains on ``(y_hat - <theta, x_q>)^2`` (the task of THEORY.md section 1);
+    ``loss``: ``query`` trains on ``(y_hat - <theta, x_q>)^2`` (the task of docs/theory.md section 1);
     ``theta`` trains on ``||theta_hat - theta||^2`` directly (decoding readouts only): the query loss with
     ``x_q ~ N(0, I)`` integrated out in closed form, so the same minimiser with less gradient noise. Held-out
     losses are always reported in the units of ``E||theta_hat - theta||^2`` (see ``bridges.training.train``).
@@ -314,7 +314,7 @@ class RunConfig:
             raise InputError(f"budget={self.model.budget} exceeds the dimension D = {where}")
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise InputError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
-        if self.model.spec.shaped:  # Model T (THEORY.md section 7c): float32, trained from random weights
+        if self.model.spec.shaped:  # Model T (docs/theory.md section 7.1): float32, trained from random weights
             if self.train.precision == "bf16":
                 raise InputError(f"model {self.model.model} trains in float32 (its attention and LayerNorms); "
                                  "precision='bf16' applies to the MLP keys of models A and B")
@@ -524,13 +524,13 @@ RUN_OPTIONS = (
         hidden_layers=dict(help=f"MLP hidden layers (default {ModelConfig().hidden_layers})", low=1, high=1000),
         readout=dict(choices=READOUTS),
         attention=dict(help="linear: phi = (1/N) sum_i k_i y_i (default); softmax: phi = sum_i softmax_i(s_i) y_i, "
-                       "the key function's output as the score (THEORY.md section 2b)", choices=ATTENTIONS),
+                       "the key function's output as the score (docs/theory.md section 2)", choices=ATTENTIONS),
         router=dict(help="Model A's router: mlp, k_i = f([x_i, p]) (default); qk, k_i = <q_l(p), kappa_l(x_i)> "
-                    "(THEORY.md section 7b)", choices=ROUTERS),
+                    "(docs/theory.md section 7)", choices=ROUTERS),
         query_dim=dict(help="r, the query and token-key size of --router qk (default D)", low=1, high=MAX_QUERY_DIM,
                        metavar="r"),
         shape=dict(help="model T: deep (L = B blocks, one head of one value) or wide (one block, B heads of one "
-                   "value); default deep (THEORY.md section 7c)", choices=SHAPES),
+                   "value); default deep (docs/theory.md section 7.1)", choices=SHAPES),
         layers=dict(help="model T: blocks L (with --heads and --width: layers x heads x width = --budget)", low=1,
                     high=MAX_SIZE, metavar="L"),
         heads=dict(help="model T: attention heads H per block (default 1)", low=1, high=MAX_SIZE, metavar="H"),

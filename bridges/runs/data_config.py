@@ -1,4 +1,4 @@
-"""The data section of a run's configuration (THEORY.md sections 1, 6b): :class:`DataConfig`, its priors and
+"""The data section of a run's configuration (docs/theory.md sections 1, 6): :class:`DataConfig`, its priors and
 their checks (the tree's depth and scales, the atoms prior's file or draw), and the field checks every section of
 ``bridges.runs.config`` shares. Its names are importable from ``bridges.runs.config`` too.
 
@@ -93,7 +93,7 @@ def built_from_options(prior: str) -> bool:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Contexts of THEORY.md section 1: ``prior`` over ``theta`` in R^D with ``D = 2^depth - 1``.
+    """Contexts of docs/theory.md section 1: ``prior`` over ``theta`` in R^D with ``D = 2^depth - 1``.
 
     ``cov`` (``matched`` to the tree of the same ``depth``/``alpha``, or ``isotropic`` ``I_D``) applies to
     the gaussian prior only and defaults to ``matched`` there; ``n_tokens`` is N, ``s2`` the label noise.
@@ -102,7 +102,7 @@ class DataConfig:
     ``fvsym.priors.TreePrior``, kept as strings such as ``("1", "1/2", "1/3")``), and then ``alpha`` is None.
     ``to_dict()`` leaves ``scales`` out when it is None, so configurations by ``alpha`` keep their keys.
 
-    The atoms prior (THEORY.md section 6b; a prior the registry builds from its options, ``fvnum.priors.registry``): ``atoms``
+    The atoms prior (docs/theory.md section 6; a prior the registry builds from its options, ``fvnum.priors.registry``): ``atoms``
     (the path of an ``(M, D)`` ``.npy`` file, read and checked here, its SHA-256 kept in ``atoms_sha256``) or
     ``diversity`` M with ``atoms_dim`` D (atoms drawn once from ``N(0, I_D)`` by ``atoms_seed``, which
     ``RunConfig`` sets to the run's seed unless given: ``fvnum.priors.atoms.AtomsPrior.draw``); ``atoms_dim`` is D in

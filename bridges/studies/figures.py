@@ -147,7 +147,7 @@ def patching(path, panels: dict) -> list[Path]:
 
 
 def function_vectors_png(transplant: dict, injection: dict) -> bytes:
-    """THEORY.md section 9b. Left: the transplant's effect (loss - unpatched, paired) against the divergence depth
+    """docs/theory.md section 9. Left: the transplant's effect (loss - unpatched, paired) against the divergence depth
     ``j`` with the whole state transplanted (``l = L``, solid) and the first layer's (``l = 1``, dashed). Right: the
     injection's prefix accuracy by injection layer ``l`` (mean over ``j <= l``; squares: the control, each target
     given its own prefix's mean state) with chance ``2^-l`` dotted. One

@@ -372,7 +372,7 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
 
 
 def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, n: int, run, deep) -> dict:
-    """Transplant and injection tables (THEORY.md section 9b) of the theory's ``path`` and of the deep model."""
+    """Transplant and injection tables (docs/theory.md section 9) of the theory's ``path`` and of the deep model."""
     from fvnum.patching.state import injection_table as theory_injection
     from fvnum.patching.state import state_patching_table as theory_transplant
 
@@ -453,7 +453,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                   "Trained models against budget with fitted laws: see [scaling/report.md](scaling/report.md).", "",
                   "![scaling](scaling/fig_scaling.png)", ""]
     if extra.get("patching_theory"):
-        lines += ["## Key patching (THEORY.md section 8)", "", "![patching](fig_patching.png)", "",
+        lines += ["## Key patching (docs/theory.md section 8)", "", "![patching](fig_patching.png)", "",
                   "Loss with layer l's keys patched from a donor whose path first differs at depth j.", "",
                   "Theory (path strategy):", "", table_from_dict(extra["patching_theory"]).to_markdown(), ""]
         deep = patched_model(cfg.models)
@@ -463,7 +463,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
         from fvnum.patching.state import injection_from_dict
 
         deep = patched_model(cfg.models)
-        lines += ["## Function vectors: transplant and injection (THEORY.md section 9b)", "",
+        lines += ["## Function vectors: transplant and injection (docs/theory.md section 9)", "",
                   "![function vectors](fig_function_vectors.png)", "",
                   "Transplant: the target's workspace Phi_l replaced by its donor's (divergence depth j); the later "
                   "layers read the target's tokens from that state. Injection: Phi_l replaced by the mean workspace "
@@ -475,7 +475,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
             if extra.get(f"injection_{key}"):
                 lines += [f"{name}, injection:", "", injection_from_dict(extra[f"injection_{key}"]).to_markdown(), ""]
     if extra.get("probes"):
-        lines += ["## Function-vector probes (THEORY.md section 9)", "", "![probes](fig_probes.png)", "",
+        lines += ["## Function-vector probes (docs/theory.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
                   "| source | " + " | ".join(f"layer {l + 1}" for l in range(cfg.train_budget)) + " |",
                   "|---" * (cfg.train_budget + 1) + "|"]

@@ -1,4 +1,4 @@
-"""Contexts of THEORY.md section 1, sampled in torch on the fly from seeded generators.
+"""Contexts of docs/theory.md section 1, sampled in torch on the fly from seeded generators.
 
 One source of truth: the scales ``a_k`` and the covariances come from ``fvsym.priors.TreePrior`` /
 ``GaussianPrior`` (their sympy numbers are evaluated to floats once and cached), the heap-path rule from
@@ -245,7 +245,7 @@ class ContextSampler:
 
     @property
     def tau2(self) -> float:
-        """Effective channel noise of an N-token context, ``(E||theta||^2 + s2) / N`` (THEORY.md section 2)."""
+        """Effective channel noise of an N-token context, ``(E||theta||^2 + s2) / N`` (docs/theory.md section 2)."""
         return self.channel.tau2
 
     def generator(self, seed: int, stream: int, step: int) -> torch.Generator:
@@ -284,7 +284,7 @@ class ContextSampler:
     def contexts(self, theta, generator, *, signs=None, x=None, x_q=None, noise=None,
                  n_tokens: int | None = None) -> Contexts:
         """Tokens for given ``theta`` (n, D). Pass ``x`` (n, N, D), ``x_q`` (n, D) and/or ``noise`` (n, N)
-        to reuse them (a donor context that differs from its target only in theta, THEORY.md section 8);
+        to reuse them (a donor context that differs from its target only in theta, docs/theory.md section 8);
         whatever is not given is drawn from ``generator`` in the order x, noise, x_q. ``n_tokens``: N of these
         contexts (default the data's; a noise curriculum trains on more)."""
         n, N, D = theta.shape[0], self.cfg.n_tokens if n_tokens is None else n_tokens, self.dim

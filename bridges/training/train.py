@@ -1,4 +1,4 @@
-"""Training of Models A, B, C: ``train(cfg) -> TrainResult`` (THEORY.md section 7).
+"""Training of Models A, B, C: ``train(cfg) -> TrainResult`` (docs/theory.md section 7).
 
 Adam, linear warm-up then cosine decay to 0, fresh contexts every step (step ``t`` draws from
 ``step_generator(seed, TRAIN_STREAM, t)``), gradient-norm clipping, periodic held-out evaluation on a
@@ -8,7 +8,7 @@ on CPU a seed gives the same numbers, and a resumed run the same numbers as an u
 
 Loss units. Training minimises ``train.loss``: ``query`` is ``(y_hat - <theta, x_q>)^2`` against the
 noise-free target, ``theta`` is ``||theta_hat - theta||^2``. Held-out losses are reported as
-``E||theta_hat - theta||^2`` (THEORY.md section 1): computed directly from ``theta_hat`` for decoding
+``E||theta_hat - theta||^2`` (docs/theory.md section 1): computed directly from ``theta_hat`` for decoding
 readouts (A, B with ``decode``, C; ``metric = "theta"``), and as the query MSE for the generic readout
 (``metric = "query"``), which has the same expectation because ``x_q ~ N(0, I)`` is independent of both.
 """

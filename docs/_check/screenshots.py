@@ -2,17 +2,17 @@
 
     python docs/_check/screenshots.py                         # build, serve, shoot every page of the nav
     python docs/_check/screenshots.py --site site --pages index theory
-    python docs/_check/screenshots.py --mathjax node_modules/mathjax/es5   # a machine without network
 
-Each page is saved as ``<out>/<page>.png`` (full page, 1280 px wide) once MathJax has typeset it, and
-checked in the browser: math left as LaTeX source, images that did not load, code cells of a tutorial
-without any output, tables wider than the page, errors on the console. The problems are printed one a
-line and the exit status is 1 if there are any, so the script also serves as a check.
+The browser has no network: Chromium resolves no host name but 127.0.0.1 and every request to another host
+is refused and reported, so the check sees the site as a reader without a network does (MathJax ships with
+the site, docs/javascripts/mathjax/). Each page is saved as ``<out>/<page>.png`` (full page, 1280 px wide)
+once MathJax has typeset it, and checked in the browser: math left as LaTeX source (and no typeset math at
+all on the pages that hold formulas, ``MATH_PAGES``), requests to the network, images that did not load, code
+cells of a tutorial without any output, tables or output wider than the page, errors on the console. The
+problems are printed one a line and the exit status is 1 if there are any, so the script also serves as a check.
 
 Needs Chromium (Debian: ``apt-get install chromium``) and the Python package ``playwright`` (its own
 browser download is not needed: ``--chromium`` names the executable, ``/usr/bin/chromium`` by default).
-MathJax is loaded from a CDN as the site says; ``--mathjax DIR`` answers those requests from a local
-copy of MathJax 3's ``es5`` folder (``npm install mathjax@3``) where there is no network.
 The server is a ``python -m http.server`` child bound to 127.0.0.1 and is stopped by its pid.
 """
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pathlib import Path
 from urllib.request import urlopen
 
 ROOT = Path(__file__).resolve().parents[2]
-CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
+MATH_PAGES = ("theory", "tutorials/01_derive_and_limits")  # pages that hold formulas: each must show typeset math (mjx-container)
+OFFLINE = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]  # Chromium resolves no other host
 
 def nav_pages(config: Path = ROOT / "mkdocs.yml") -> list[str]:
     """Every page of the site's navigation, in its order, read from ``mkdocs.yml`` (``foo.md`` and the executed
@@ -87,6 +88,15 @@ PROBE = r"""
     if (el.scrollWidth > el.clientWidth + 2) problems.push("display math wider than the page (" + el.scrollWidth +
       " > " + el.clientWidth + " px): " + el.textContent.slice(0, 50));
   }
+  // a text output (a table the library prints) whose rows wrap: more lines on screen than in the text
+  for (const pre of main.querySelectorAll(".jp-OutputArea-output pre")) {
+    const lines = pre.textContent.replace(/\n+$/, "").split("\n").length;
+    const style = getComputedStyle(pre);
+    const lh = parseFloat(style.lineHeight) || 1.3 * parseFloat(style.fontSize);
+    const pad = parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
+    if (pre.scrollHeight - pad > (lines + 0.5) * lh) problems.push("output wraps its rows (" + Math.round((pre.scrollHeight - pad) / lh) +
+      " lines on screen, " + lines + " in the text): " + pre.textContent.slice(0, 50).replace(/\s+/g, " "));
+  }
   for (const img of main.querySelectorAll("img")) {
     if (!img.complete || img.naturalWidth === 0) problems.push("image not loaded: " + img.getAttribute("src"));
   }
@@ -143,38 +153,57 @@ def stop(server: subprocess.Popen) -> None:
     server.wait(timeout=10)
 
 
-def shoot(base: str, pages: list[str], out: Path, chromium: str, mathjax: Path | None, width: int) -> list[str]:
-    from playwright.sync_api import sync_playwright
+def local(url: str) -> bool:
+    """A request the site may make with no network: its own server on 127.0.0.1, a file, or an inline resource."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme in ("data", "blob", "about", "file") or (parts.scheme in ("http", "https")
+                                                          and parts.hostname in ("127.0.0.1", "localhost"))
+
+
+def shoot(base: str, pages: list[str], out: Path, chromium: str, width: int,
+          math_pages=MATH_PAGES) -> list[str]:
+    """Screenshot and check each page with the network off; one string a problem."""
+    from playwright.sync_api import Error as PlaywrightError, sync_playwright
 
     problems = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", *OFFLINE])
         page = browser.new_page(viewport={"width": width, "height": 900})
-        if mathjax is not None:
-            def local(route):
-                name = route.request.url[len(CDN):].split("?")[0]
-                path = mathjax / name
-                if path.is_file():
-                    route.fulfill(path=str(path))
-                else:
-                    route.fulfill(status=404, body=f"not in {mathjax}: {name}")
-            page.route(CDN + "**", local)
+        network = []  # requests that would need a network: refused, and each one is a problem
+
+        def refuse(route):
+            network.append(route.request.url)
+            route.abort("internetdisconnected")
+
+        page.route(lambda url: not local(url), refuse)
         console = []
         page.on("console", lambda m: console.append(m.text)
                 if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
         page.on("pageerror", lambda e: console.append(str(e)))
-        page.on("requestfailed", lambda r: console.append(f"{r.failure}: {r.url}"))
+        page.on("requestfailed", lambda r: console.append(f"{r.failure}: {r.url}") if local(r.url) else None)
         for name in pages:
-            console.clear()
+            console.clear(), network.clear()
             page.goto(f"{base}/{name}.html", wait_until="load")
-            page.wait_for_function("() => !window.MathJax || !window.MathJax.startup"
-                                   " || window.MathJax.startup.promise", timeout=20_000)
-            page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+            loaded = True
+            try:  # window.MathJax is the site's configuration until MathJax itself has loaded
+                page.wait_for_function("() => window.MathJax && window.MathJax.startup"
+                                       " && window.MathJax.startup.promise", timeout=20_000)
+                page.evaluate("() => MathJax.startup.promise")
+            except PlaywrightError:
+                loaded = False
             png = out / f"{name.replace('/', '__')}.png"
             page.screenshot(path=str(png), full_page=True)
             found = page.evaluate(PROBE) + [f"console: {c[:100]}" for c in console]
+            found += [f"request to the network (refused): {u[:100]}" for u in dict.fromkeys(network)]
+            if not loaded:
+                found.append("MathJax did not load in 20 s")
+            typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
+            if name in math_pages and typeset == 0:
+                found.append("no typeset math on a page of formulas (MathJax did not run)")
             height = page.evaluate("() => document.documentElement.scrollHeight")
-            print(f"{name:45s} {height:6d} px  {'ok' if not found else f'{len(found)} problem(s)'}")
+            print(f"{name:45s} {height:6d} px {typeset:5d} formulas  {'ok' if not found else f'{len(found)} problem(s)'}")
             problems += [f"{name}: {p}" for p in found]
         browser.close()
     return problems
@@ -187,11 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pages", nargs="*", default=None,
                     help="pages by path without .html (default: every page of mkdocs.yml's nav)")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
-    ap.add_argument("--mathjax", type=Path, help="local MathJax 3 es5/ folder answering the CDN's requests")
     ap.add_argument("--width", type=int, default=1280)
     args = ap.parse_args(argv)
-    if args.mathjax is not None and not (args.mathjax / "tex-mml-chtml.js").is_file():
-        ap.error(f"--mathjax {args.mathjax}: no tex-mml-chtml.js there (MathJax 3's es5/ folder)")
     if not Path(args.chromium).exists():
         ap.error(f"--chromium {args.chromium}: not found (Debian: apt-get install chromium)")
     if args.pages is None:
@@ -207,7 +233,7 @@ def main(argv=None) -> int:
     port = free_port()
     server = serve(site, port)
     try:
-        problems = shoot(f"http://127.0.0.1:{port}", args.pages, args.out, args.chromium, args.mathjax, args.width)
+        problems = shoot(f"http://127.0.0.1:{port}", args.pages, args.out, args.chromium, args.width)
     finally:
         stop(server)
     print(f"screenshots in {args.out}")

@@ -2,7 +2,7 @@
 # # Derive and take limits in a REPL
 #
 # Every quantity of the theory is a `Formula` (`fvsym`): a sympy expression with its parameters, their
-# domains (`0 < alpha < 1`, integer depth `K` and budget `B`) and the section of THEORY.md it implements.
+# domains (`0 < alpha < 1`, integer depth `K` and budget `B`) and the section of docs/theory.md it implements.
 # This page is executed when the documentation is built: every output below was computed then.
 
 # %%
@@ -99,7 +99,7 @@ sol  # the loss and the decision tree: which node to read after each reading
 # %% [markdown]
 # ## The recursion as equations
 #
-# `bellman.recursion` writes the Bellman recursion of THEORY.md section 3 as sympy equations, with the
+# `bellman.recursion` writes the Bellman recursion of docs/theory.md section 3 as sympy equations, with the
 # sets it uses defined; it renders as LaTeX. With `tau` it is the recursion under noise, over beliefs.
 
 # %%

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Test a theorem with hypothesis
 #
-# A theorem of THEORY.md is a claim about every prior, budget and noise level. `fvsym` computes each
+# A theorem of docs/theory.md is a claim about every prior, budget and noise level. `fvsym` computes each
 # side exactly, so a property test can check the claim on many random instances, and
 # [hypothesis](https://hypothesis.readthedocs.io) shrinks a failure to a minimal counter-example.
 # Executed when the documentation is built (a few seconds).
@@ -50,7 +50,7 @@ print(f"{len(checked)} random trees checked; e.g. depth, budget, alpha, optimum,
 # ## A false claim, shrunk to its counter-example
 #
 # "The path strategy is optimal" is false: in the noiseless coordinate class a zero reading is
-# informative (THEORY.md section 6), so the optimum beats path. hypothesis finds and shrinks it.
+# informative (docs/theory.md section 6), so the optimum beats path. hypothesis finds and shrinks it.
 
 # %%
 @settings(max_examples=40, deadline=None, database=None, derandomize=True)

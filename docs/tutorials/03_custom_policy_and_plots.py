@@ -1,7 +1,7 @@
 # %% [markdown]
 # # A custom adaptive policy, compared with the built-in strategies
 #
-# A policy decides what each layer measures from the readings so far (THEORY.md section 2). Any Python
+# A policy decides what each layer measures from the readings so far (docs/theory.md section 2). Any Python
 # function `rows = policy(layer, phi)` is one (the protocol of `fvnum.policies.strategies`): `phi` holds the
 # readings of the earlier layers, shape `(n, layer, d)`, for `n` samples at once, and `rows` the node
 # numbers to read, shape `(n, d)`. `fvnum.loss_mc` evaluates it by Monte Carlo with the exact Bayes

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Train a model and compare it with the theory
 #
-# Model A (THEORY.md section 7: `L = B` layers of width 1, MLP keys that see the workspace, a decoding
+# Model A (docs/theory.md section 7: `L = B` layers of width 1, MLP keys that see the workspace, a decoding
 # readout) is trained on the tree prior, then held against the theory at the same prior, budget and
 # channel: the models see sampled tokens, so the theory rows are for the `tokens` channel of the same
 # `N`, or say which channel they are for. Tiny settings (depth 3, budget 2, 300 steps, a few seconds on

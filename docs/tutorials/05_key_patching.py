@@ -3,7 +3,7 @@
 #
 # A target context (leaf `s`) runs with the keys of layer `l` replaced by those that its donor (leaf
 # `s'`: the same tokens `x_i`, label noise and query; `s'` first differs from `s` at depth `j`) computes
-# at layer `l` (THEORY.md section 8). For the path strategy, layer `l` reads node `n_l(s')`, equal to
+# at layer `l` (docs/theory.md section 8). For the path strategy, layer `l` reads node `n_l(s')`, equal to
 # `n_l(s)` iff `l <= j`: the patch is harmless for `l <= j` and costly for `l > j`.
 #
 # The same `PatchingTable` comes from the theory (`fvnum.patching_table`, the strategy simulated) and from

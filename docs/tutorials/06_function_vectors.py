@@ -5,7 +5,7 @@
 # context's latent at finer and finer scales and steers what the later layers read. In language models the
 # experiment that defines a function vector intervenes on such a state: Hendel et al. (2023) patch a "task vector"
 # from one context into another, Todd et al. (2024) add a task's mean activation to a new prompt. This engine
-# computes what the theory says each intervention does (THEORY.md section 9b) and runs the same intervention on a
+# computes what the theory says each intervention does (docs/theory.md section 9) and runs the same intervention on a
 # model through its named taps.
 #
 # - **Transplant at layer `l`**: the target's `Phi_l` is replaced by its donor's (a leaf that first differs at
@@ -13,7 +13,8 @@
 # - **Injection**: `Phi_l` is replaced by the mean workspace `Phi_bar_l` of another prefix of the tree; does the
 #   model decode a leaf in that prefix's subtree?
 #
-# Tiny settings (depth 4, budget 3, a few seconds on one core).
+# Tiny settings (depth 4, budget 3): the whole tutorial runs in about half a minute (24 s measured on 2 busy cores
+# with the Numba kernels compiled; one reader measured 35 s).
 
 # %% [markdown]
 # ## The theorist's view: what the path strategy does

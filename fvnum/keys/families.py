@@ -1,4 +1,4 @@
-"""The key channel (THEORY.md section 2, corrected in docs/theory.md): the law of the readings
+"""The key channel (docs/theory.md section 2, corrected in docs/theory.md): the law of the readings
 ``phi = (1/N) sum_i y_i f(x_i)`` of a key function ``f`` given each latent, and the Bayes decoder on it.
 
 The law at the CLT level of any keys' readings (:class:`ReadingLaw`) and the exact Bayes decoder on it
@@ -9,7 +9,7 @@ Key families (each a :class:`KeyFamily` with ``law(thetas, n_tokens=, s2=)``):
 - :class:`LinearKeys` ``f(x) = W x``: closed form ``mean = W theta``,
   ``cov = ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N`` (today's ``tokens`` channel);
 - :class:`LearnedKeys`: any callable, its law by :func:`law_from_key_values` on a fixed token sample;
-- :class:`SoftmaxKeys`: softmax readings ``phi = sum_i softmax_i(s(x_i)) y_i`` (THEORY.md section 2b), a
+- :class:`SoftmaxKeys`: softmax readings ``phi = sum_i softmax_i(s(x_i)) y_i`` (docs/theory.md section 2), a
   self-normalised average of the values: the parametric scores ``s = b.x - x^T Q x`` (closed form,
   :func:`softmax_law`) or any score function (:func:`law_from_scores` on a fixed token sample).
 """
@@ -268,7 +268,7 @@ class LearnedKeys(KeyFamily):
 
 
 class SoftmaxKeys(KeyFamily):
-    """Softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (THEORY.md section 2b), ``k`` channels:
+    """Softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (docs/theory.md section 2), ``k`` channels:
 
     - parametric: ``SoftmaxKeys(B, Q)``, scores ``s_c(x) = b_c.x - x^T Q x`` (``b_c = beta_c w_c``, rows of
       ``B`` (k, D); ``Q`` diagonal, a scalar, its diagonal (D,) or a diagonal (D, D), ``Q >= 0``, shared by

@@ -1,4 +1,4 @@
-"""The law of the readings of a key channel given each latent, and the Bayes decoder on it (THEORY.md section 2,
+"""The law of the readings of a key channel given each latent, and the Bayes decoder on it (docs/theory.md section 2,
 corrected in docs/theory.md; the key families whose laws these are: :mod:`fvnum.keys.families`, which these names
 are importable from too).
 
@@ -129,7 +129,7 @@ def _check_scores(X, S) -> tuple:
 
 
 def law_from_scores(X, S, thetas, *, n_tokens, s2) -> ReadingLaw:
-    """Fixed-sample law of softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (THEORY.md section 2b)
+    """Fixed-sample law of softmax readings ``phi_c = sum_i softmax_i(s_c(x_i)) y_i`` (docs/theory.md section 2)
     from scores ``S`` (T, d), ``S[t, c] = s_c(x_t)``, on a token sample ``X`` (T, D) ``~ N(0, I_D)``, at the
     latents ``thetas`` (M, D); ``w_c = exp(s_c)``, ``y = theta.x + eps``:
 

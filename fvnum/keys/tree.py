@@ -76,7 +76,7 @@ def _geometry(tree: _Tree, lq, s2, xp, step=STEP):
 
 
 class SoftmaxGeometry:
-    """Softmax keys on the tree (THEORY.md section 2b, :func:`fvnum.keys.families.softmax_law`): rows ``w`` scored
+    """Softmax keys on the tree (docs/theory.md section 2, :func:`fvnum.keys.families.softmax_law`): rows ``w`` scored
     ``s = beta w.x - x^T diag(q) x``, ``beta`` and ``q`` (D,) shared by every row (the adaptive search takes
     ``beta = 1`` and the rows as the score rows, :func:`rows_of`); :func:`tree_law` and the
     adaptive search's conditional laws ask it for the mean and the second moment ``N Cov + mean mean^T`` of

@@ -6,7 +6,7 @@ import numpy as np
 
 
 def leaf_thetas(scales) -> np.ndarray:
-    """``(2^K, D)``: row ``i`` is ``theta`` of leaf ``i`` (THEORY.md section 6)."""
+    """``(2^K, D)``: row ``i`` is ``theta`` of leaf ``i`` (docs/theory.md section 6)."""
     scales = np.asarray(scales, dtype=float)
     K = scales.size
     out = np.zeros((2**K, 2**K - 1))

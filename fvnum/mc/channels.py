@@ -1,4 +1,4 @@
-"""The two channels of THEORY.md section 2.
+"""The two channels of docs/theory.md section 2.
 
 ``gaussian``: ``phi_l = W_l theta + tau xi_l`` with fresh ``xi_l ~ N(0, I_d)`` at every layer.
 
@@ -11,7 +11,7 @@ basis of the span of the latent(s) and ``z_i`` orthogonal to it. The Gram matrix
 decomposition; and ``sum_i y_i z_i`` given ``y`` is Gaussian with covariance ``|y|^2`` times the
 projector onto the orthogonal complement. Cost O(D) per sample, independent of ``N``.
 Target and donor contexts of a key-patching experiment share the tokens ``x_i`` and the label noise
-``eps_i`` (THEORY.md section 8): their statistics are drawn jointly in the same way.
+``eps_i`` (docs/theory.md section 8): their statistics are drawn jointly in the same way.
 
 Noise too small for floating point: a gaussian-channel ``tau`` at most ``NOISELESS_RATIO`` times the
 prior's smallest scale (the tree's ``a_K``; a Gaussian prior's smallest positive standard deviation) is
@@ -48,7 +48,7 @@ CHANNELS = ("gaussian", "tokens")
 
 
 def effective_tau2(prior, *, n_tokens, s2=0.01):
-    """``tau^2 = (E||theta||^2 + s2) / N``, the effective noise of an ``N``-token context (THEORY.md
+    """``tau^2 = (E||theta||^2 + s2) / N``, the effective noise of an ``N``-token context (docs/theory.md
     section 2): the one definition of tau in the project. ``prior``: a prior (its ``second_moment``) or the
     number ``E||theta||^2`` itself; the channel as everywhere, ``n_tokens=`` with ``s2``. Works on floats and
     on exact sympy numbers (``TreePrior``'s second moment is exact)."""
@@ -159,7 +159,7 @@ def _gaussian_channel(prior, tau: float) -> Channel:
 
 
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
-    """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (THEORY.md §2)."""
+    """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (docs/theory.md §2)."""
     return make_channel(prior, n_tokens=n_tokens, s2=s2).tau
 
 

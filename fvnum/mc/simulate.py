@@ -1,4 +1,4 @@
-"""The simulation engine of THEORY.md section 2: a Policy object under a channel, decoded by the
+"""The simulation engine of docs/theory.md section 2: a Policy object under a channel, decoded by the
 posterior mean, with a standard error (:func:`simulate`; named strategies: ``fvnum.policies.registry``). The
 decoder is exact except under the tokens channel on a Gaussian prior (``fvnum.mc.channels.decoder_of``
 names it; every Estimate carries it in ``decoder``; docs/decoders.md).
@@ -243,7 +243,7 @@ def _stack_dense(rows: list, n: int, dim: int) -> np.ndarray:
 def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | None = None, patch_layer: int = 0,
                informed: bool = False) -> Run:
     """Route, read and decode one chunk. With ``donor`` and ``patch_layer`` l >= 1, layer ``l`` reads the
-    rows the policy chooses on the donor context (key patching, THEORY.md section 8)."""
+    rows the policy chooses on the donor context (key patching, docs/theory.md section 8)."""
     n, L, d, D = draws.n, policy.layers, policy.width, spec.dim
     phi = np.zeros((n, L, d))
     chosen, actual = [], []
@@ -278,7 +278,7 @@ def run_path(spec, channel: Channel, draws: Draws, budget: int, *, donor: Draws 
 # --- the public estimator -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FunctionVectors:
-    """The readings of every sample, ``Estimate.function_vectors`` of ``loss_mc(..., record=True)`` (THEORY.md
+    """The readings of every sample, ``Estimate.function_vectors`` of ``loss_mc(..., record=True)`` (docs/theory.md
     section 9).
 
     ``phi`` (n, L, d): the readings of every layer, so ``Phi_l = phi[:, :l].reshape(n, l * d)``;

@@ -1,4 +1,4 @@
-"""The exact noisy Bellman optimum of small finite priors (THEORY.md sections 3 and 6b).
+"""The exact noisy Bellman optimum of small finite priors (docs/theory.md sections 3 and 6).
 
 Coordinate class, layers of width 1, any coordinate readable at every layer (repeats allowed), gaussian channel of
 noise ``tau``: the finite prior's counterpart of ``fvnum.optimum.noisy_dp`` (which uses the tree's three reading classes per

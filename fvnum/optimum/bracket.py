@@ -1,4 +1,4 @@
-"""The noisy adaptive optimum, bracketed (THEORY.md section 3, "under noise"), and the best adaptive
+"""The noisy adaptive optimum, bracketed (docs/theory.md section 3, "under noise"), and the best adaptive
 policy the engine finds.
 
 - :func:`bounds`: for the tree prior, coordinate class, ``L = B`` layers of width 1 (repeats allowed):

@@ -1,4 +1,4 @@
-"""The exact noisy Bellman optimum of small trees (THEORY.md section 3, "under noise").
+"""The exact noisy Bellman optimum of small trees (docs/theory.md section 3, "under noise").
 
 Coordinate class, layers of width 1, any node readable at every layer (repeats allowed), gaussian
 channel of noise ``tau`` (the tokens channel through its effective ``tau``). A belief is the vector of
@@ -8,7 +8,7 @@ leaf weights; with ``U(p) = sum_k a_k^2 - ||mu_p||^2`` the expected loss of the 
 
 where ``o`` runs over the three classes of leaves that reading node ``n`` distinguishes (path passes
 ``n`` with +1, with -1, or avoids it; means ``+a_k, -a_k, 0``) and ``W_o`` is their mass. This is
-THEORY.md's recursion for unnormalised weights divided by the total weight (``V`` is homogeneous of
+docs/theory.md's recursion for unnormalised weights divided by the total weight (``V`` is homogeneous of
 degree 1). Each expectation is a trapezoid rule over the class's normal law, of step
 ``h = 2 SPAN tau / (points[R - 1] - 1)`` when ``R`` layers remain, and the three classes' rules share one
 lattice of readings ``h Z`` (``lattice``): the posterior after a reading depends on the reading only, so

@@ -1,4 +1,4 @@
-"""Interventions on theory policies: key patching (THEORY.md section 8), state transplant and injection (9b)."""
+"""Interventions on theory policies: key patching (docs/theory.md section 8), state transplant and injection (9b)."""
 from fvsym._moved import room_getattr
 
 # fvnum.patching was one module, now fvnum.patching.keys: its names stay importable from here, loaded on first use

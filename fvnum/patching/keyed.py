@@ -1,5 +1,5 @@
 """Key patching of the greedy keyed policy (:mod:`fvnum.keys.adaptive`: the adaptive prediction row of Model A
-under a key family, ``linear``, ``weighted`` or ``softmax``; tree prior), on real tokens (THEORY.md section 8).
+under a key family, ``linear``, ``weighted`` or ``softmax``; tree prior), on real tokens (docs/theory.md section 8).
 
 :func:`fvnum.patching.keys.patching_table` patches the strategies of the registry; the keyed policy chooses its rows
 per sample by a search, so it is patched here, by running it on drawn contexts: target leaves ``s`` uniform,

@@ -1,4 +1,4 @@
-"""Key patching on a theory strategy (THEORY.md section 8).
+"""Key patching on a theory strategy (docs/theory.md section 8).
 
 Target leaf ``s`` uniform; donor leaf ``s'`` with divergence depth ``j`` (``s'_k = s_k`` for ``k < j``,
 ``s'_j = -s_j``, the signs below ``j`` uniform). Target and donor share the channel noise: the same

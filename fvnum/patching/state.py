@@ -1,5 +1,5 @@
 """Function-vector interventions on a theory strategy: transplant of the workspace and injection of mean
-vectors (THEORY.md section 9b), beside key patching (:mod:`fvnum.patching.keys`, section 8).
+vectors (docs/theory.md section 9), beside key patching (:mod:`fvnum.patching.keys`, section 8).
 
 Target and donor contexts are those of key patching, drawn the same way from the same streams
 (:func:`fvnum.patching.keys.draw_pair`): a target leaf ``s`` uniform, a donor of divergence depth ``j``,

@@ -1,4 +1,4 @@
-"""The tables of the state interventions on a theory strategy (THEORY.md section 9b; :mod:`fvnum.patching.state`,
+"""The tables of the state interventions on a theory strategy (docs/theory.md section 9; :mod:`fvnum.patching.state`,
 which these names are importable from too): :class:`MeanState`, the mean workspaces of the contexts that share a
 prefix, and :class:`InjectionTable`, what injecting them does (:func:`injection_from_dict` reads a stored one back).
 The transplant's table is key patching's ``PatchingTable`` (:mod:`fvnum.patching.keys`). A trained model's
@@ -16,7 +16,7 @@ from fvsym.errors import InputError
 
 @dataclass(frozen=True)
 class MeanState:
-    """Mean workspaces ``Phi_bar_l(s_1..s_l)`` of a strategy or a model (THEORY.md section 9b).
+    """Mean workspaces ``Phi_bar_l(s_1..s_l)`` of a strategy or a model (docs/theory.md section 9).
 
     ``means[l]`` (``2^min(l, K)``, ``l * d``): the mean of ``Phi_l`` over the contexts whose leaves have the
     prefix of index ``p`` (row ``p``: the prefix's bits, first level first, a bit 1 for a sign -1, as
@@ -66,7 +66,7 @@ class MeanState:
 
 @dataclass(frozen=True)
 class InjectionTable:
-    """Mean-vector injection (THEORY.md section 9b): rows the injection layer ``l``, columns the divergence
+    """Mean-vector injection (docs/theory.md section 9): rows the injection layer ``l``, columns the divergence
     depth ``j`` of the injected prefix from the target's own (``j <= min(l, K)``; NaN elsewhere).
 
     ``prefix_accuracy[l-1, j-1]`` (and ``accuracy_stderr``): the fraction of targets whose decoded leaf has the

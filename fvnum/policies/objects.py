@@ -1,4 +1,4 @@
-"""What a strategy (policy) is, in one object (issue 30, item 1; THEORY.md sections 2, 3, 5, 6): its name and
+"""What a strategy (policy) is, in one object (issue 30, item 1; docs/theory.md sections 2, 3, 5, 6): its name and
 description, its measurement class (``coordinate`` or ``unit``), whether it adapts, how its Policy is built, its
 price, the searches it is a candidate of, and its figure label and colour. ``STRATEGIES`` maps each name to its
 :class:`Strategy`; every table, price, search and figure asks the object, not the name.

@@ -1,4 +1,4 @@
-"""The policy protocol (THEORY.md section 2): what a policy answers at each layer, given the readings so far, and the
+"""The policy protocol (docs/theory.md section 2): what a policy answers at each layer, given the readings so far, and the
 base class of the built-in policies (:mod:`fvnum.policies.strategies`, which these names are importable from too).
 
 User policies (``loss_mc(..., strategy="policy", policy=fn, layers=L, width=d)``) follow one protocol,
@@ -10,7 +10,7 @@ vectorised over the ``n`` samples of a batch::
 - ``phi``: float array ``(n, layer, d)``, the readings of the earlier layers (sample ``s``'s function
   vector ``Phi_layer`` is ``phi[s].ravel()``); ``fn`` must not modify it;
 - ``rows``: either **node numbers**, an integer array ``(n, d)`` (coordinate class, heap numbering of
-  THEORY.md section 6, or coordinate index + 1 for a Gaussian prior; ``0`` leaves that channel idle),
+  docs/theory.md section 6, or coordinate index + 1 for a Gaussian prior; ``0`` leaves that channel idle),
   or **unit rows**, a float array ``(n, d, D)`` whose rows have norm 1 (unit class). A ``(d,)`` integer
   array or a ``(d, D)`` float array is shared by every sample (a non-adaptive layer).
 Anything else raises a ``ValueError`` naming the layer and the shapes.

@@ -1,7 +1,7 @@
 """The strategy registry: every named strategy of ``fv mc`` and :func:`loss_mc`, and how its Policy is
-built (THEORY.md sections 2, 3, 5, 6). The CLI's choices and the API's checks both read ``STRATEGIES``.
+built (docs/theory.md sections 2, 3, 5, 6). The CLI's choices and the API's checks both read ``STRATEGIES``.
 
-Names under noise say what they are (THEORY.md section 3): ``optimal`` is the noisy optimum, built
+Names under noise say what they are (docs/theory.md section 3): ``optimal`` is the noisy optimum, built
 only where it is computed exactly (``fvnum.noisy_bellman``: tree or finite prior, ``tau > 0``, width 1, small sizes;
 at ``tau = 0`` the noiseless Bellman policy of ``fvsym``, which is then optimal; Gaussian prior:
 water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``fv bounds``;

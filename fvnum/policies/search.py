@@ -1,4 +1,4 @@
-"""Searches for good non-adaptive designs under noise (THEORY.md sections 2, 3, 7).
+"""Searches for good non-adaptive designs under noise (docs/theory.md sections 2, 3, 7).
 
 Every search optimises a Monte Carlo loss on one fixed set of samples (common random numbers, stream
 ``SEARCH`` of the seed), picks among its candidates on a second independent set (``SELECT``), and

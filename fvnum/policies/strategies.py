@@ -1,4 +1,4 @@
-"""Strategies as policies (THEORY.md section 2): what each layer measures, given the readings so far.
+"""Strategies as policies (docs/theory.md section 2): what each layer measures, given the readings so far.
 
 The protocol every policy follows (the user's ``fn(layer, phi)``, the built-in policies' ``start``, ``rows``,
 ``update``, ``work_floats`` and ``run``) is :mod:`fvnum.policies.protocol`: ``Run``, ``Rows``, ``check_rows`` and
@@ -51,7 +51,7 @@ class FixedDesign(Policy):
 
 
 class PathPolicy(Policy):
-    """THEORY.md section 6: layer ``l`` reads the depth-``l`` node of the path decoded so far."""
+    """docs/theory.md section 6: layer ``l`` reads the depth-``l`` node of the path decoded so far."""
 
     name = "path"
 

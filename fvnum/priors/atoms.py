@@ -1,4 +1,4 @@
-"""Finite-atom priors (THEORY.md section 6b): ``theta`` is one of ``M`` atoms, uniform or weighted.
+"""Finite-atom priors (docs/theory.md section 6): ``theta`` is one of ``M`` atoms, uniform or weighted.
 
 :class:`FinitePrior` is every prior with atoms and log-weights, as a prior object (``fvnum.priors.registry``): its
 sampling (atom indices), moments, the exact Bayes decoder over the atoms under the gaussian channel (the
@@ -6,7 +6,7 @@ sampling (atom indices), moments, the exact Bayes decoder over the atoms under t
 its own strategies (``greedy_coordinate`` and ``greedy_dense``; ``optimal``: without noise the noiseless
 Bellman recursion over the partitions of the atoms that coordinate readings induce, under noise the exact noisy
 recursion of ``fvnum.optimum.atoms_dp`` where its work fits), its ridge baseline (the
-Gaussian prior of its mean and covariance, whose loss is given by the Gaussian formulas of THEORY.md section
+Gaussian prior of its mean and covariance, whose loss is given by the Gaussian formulas of docs/theory.md section
 5) and its price. :class:`AtomsPrior` is the user's: ``AtomsPrior(atoms, weights=None)``, or
 ``AtomsPrior.draw(M, D, seed)`` (the atoms drawn once from ``N(0, I_D)``), or ``AtomsPrior.of(tree)`` (the
 tree prior on its ``2^K`` leaves). ``read_atoms`` reads an ``(M, D)`` ``.npy`` file, sized before it is read
@@ -253,7 +253,7 @@ class FinitePrior(Prior):
 
     def ridge_loss(self, design, tau: float) -> float:
         """Exact loss of the ridge (LMMSE) decoder on this prior for a fixed ``design`` (node numbers or unit
-        rows): ``tr P`` of THEORY.md section 5 with the atoms' covariance (``fvnum.priors.gaussian.design_loss``);
+        rows): ``tr P`` of docs/theory.md section 5 with the atoms' covariance (``fvnum.priors.gaussian.design_loss``);
         the loss of a linear decoder depends on the prior through its first two moments only."""
         from fvnum.priors.gaussian import GaussSpec, design_loss
 
@@ -276,7 +276,7 @@ class FinitePrior(Prior):
 
     def linear_loss(self, design, channel) -> float:
         """Exact loss of the best linear readout WITHOUT intercept, ``theta_hat = U phi``, of a fixed ``design``
-        (node numbers or unit rows (B, D)) with linear keys: Model C's readout ``x_q^T U p`` (THEORY.md sections 3,
+        (node numbers or unit rows (B, D)) with linear keys: Model C's readout ``x_q^T U p`` (docs/theory.md sections 3,
         7). It depends on the prior through ``S = E[theta theta^T]`` only, exactly, for any ``N``: under ``tokens``
         ``E[phi phi^T] = (1 + 1/N) W S W^T + tau^2 W W^T`` (``E[y^2 x x^T | theta] = (||theta||^2 + s2) I + 2 theta
         theta^T``), under ``gaussian`` ``W S W^T + tau^2 I``; loss ``tr S - tr(S W^T E[phi phi^T]^-1 W S)``."""
@@ -387,7 +387,7 @@ class FinitePrior(Prior):
 
 class AtomsPrior(FinitePrior):
     """``theta`` is one of the ``M`` rows of ``atoms`` (M, D), uniform or by ``weights`` (non-negative, summing to
-    more than 0; normalised here). THEORY.md section 6b."""
+    more than 0; normalised here). docs/theory.md section 6."""
 
     name = "atoms"
 
@@ -436,7 +436,7 @@ def atoms_from_options(args) -> AtomsPrior:
 # --- the noiseless Bellman recursion over partitions --------------------------------------------------
 @dataclass(frozen=True)
 class FiniteBellman:
-    """The noiseless optimum of a finite prior in the coordinate class (THEORY.md section 3): ``value`` (the
+    """The noiseless optimum of a finite prior in the coordinate class (docs/theory.md section 3): ``value`` (the
     loss), ``layers`` x ``width``, ``design`` (the first layer's coordinates, 1-based), ``n_states`` (cells
     solved); ``best(cell, layers_left)`` the coordinates to read on a cell (a sorted tuple of atom indices)."""
 
@@ -500,7 +500,7 @@ class _Partitions:
 
 def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
     """The exact noiseless optimum of a finite prior (``prior.atoms``, or a tree's leaves) with ``layers`` layers
-    of ``width`` coordinates: the recursion over the partitions of the atoms (THEORY.md sections 3, 6b). Sized:
+    of ``width`` coordinates: the recursion over the partitions of the atoms (docs/theory.md sections 3, 6). Sized:
     at most ``BELLMAN_MAX_ATOMS`` atoms, and priced (cells times designs) under the time cap."""
     from math import comb
 

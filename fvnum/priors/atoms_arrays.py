@@ -1,4 +1,4 @@
-"""The atoms of a finite prior as arrays (THEORY.md section 6b; :mod:`fvnum.priors.atoms`): their checks
+"""The atoms of a finite prior as arrays (docs/theory.md section 6; :mod:`fvnum.priors.atoms`): their checks
 (:func:`check_atoms`, :func:`check_weights`: finite, within the guards, one-line errors naming the value), the
 ``.npy`` reader (:func:`read_atoms`, sized before it is read) and the atoms by their content (:func:`atoms_digest`,
 the store of this process by digest: a training run's key and its run folder). Its names are importable from

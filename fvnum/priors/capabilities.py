@@ -15,11 +15,11 @@ class Capabilities:
     class:
 
     - ``heap_depth``: the depth ``K`` where the coordinates ``1..D`` are the heap-numbered nodes of a binary
-      tree with one value per level on each root-to-leaf path, scaled by ``scales`` (THEORY.md section 6): the
+      tree with one value per level on each root-to-leaf path, scaled by ``scales`` (docs/theory.md section 6): the
       tree's strategies (``path``, the noisy Bellman recursion, node searches, their fused kernels) read it;
       None where they do not apply;
     - ``linear_posterior``: the posterior mean is linear in the readings (a Gaussian prior): the water-filling
-      design is exactly optimal and nothing adaptive beats it (THEORY.md section 5, Theorem G1);
+      design is exactly optimal and nothing adaptive beats it (docs/theory.md section 5, Theorem G1);
     - ``exact_under_tokens``: its decoder is exact under the tokens channel (else the gaussian channel's decoder
       at ``tau(N)``, an approximation);
     - ``decodes_nodes``: its decoder takes node numbers as they are (else unit rows);

@@ -1,4 +1,4 @@
-"""Gaussian prior, numerically (THEORY.md section 5): sampling, the closed-form Bayes decoder, the
+"""Gaussian prior, numerically (docs/theory.md section 5): sampling, the closed-form Bayes decoder, the
 exact loss of a design, and the water-filling optimal design realised with unit rows.
 
 The decoder is linear: ``E[theta | phi] = C W^T (W C W^T + tau^2 I)^+ phi`` (pseudo-inverse, so it also
@@ -116,7 +116,7 @@ def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:
 
 
 def design_loss(spec: GaussSpec, W, tau: float) -> float:
-    """Exact loss ``tr P`` of the fixed design ``W`` (B, D) (THEORY.md section 5)."""
+    """Exact loss ``tr P`` of the fixed design ``W`` (B, D) (docs/theory.md section 5)."""
     C = spec.cov
     W = np.asarray(W, dtype=float)
     if W.shape[0] == 0:

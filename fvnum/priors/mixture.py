@@ -1,4 +1,4 @@
-"""A mixture of priors with atoms (THEORY.md section 6b), added through the public extension points alone
+"""A mixture of priors with atoms (docs/theory.md section 6), added through the public extension points alone
 (``fvnum.priors.registry.register_prior``, ``fvnum.priors.atoms.FinitePrior`` and ``fvnum.priors.atoms.atoms_of``): the union of the
 components' atoms, component ``c``'s atom ``m`` weighted ``pi_c w_{c,m}``. For example two trees of different
 ``alpha``, or a tree and the same tree turned by an orthogonal matrix::

@@ -131,7 +131,7 @@ def is_prior_object(prior) -> bool:
 
 def atoms_of(prior):
     """``(atoms (M, D), log_weights (M,))`` of a prior with atoms: a prior object with ``atoms``, or a ``fvsym``
-    tree prior with numeric scales (its ``2^K`` leaves, uniform; THEORY.md section 6b): the numeric prior's
+    tree prior with numeric scales (its ``2^K`` leaves, uniform; docs/theory.md section 6): the numeric prior's
     ``atoms_and_weights()`` (``fvnum.priors.capabilities.Capabilities``), as float arrays."""
     import numpy as np
 
@@ -204,13 +204,13 @@ class Prior(Capabilities):
 
 
 # --- the built-in priors ---------------------------------------------------------------------------------
-register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (THEORY.md section 6)",
+register_prior("tree", "fvsym.priors:TreePrior", summary="the hierarchical tree prior (docs/theory.md section 6)",
                heap=True, strategy="path")
-register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (THEORY.md section 5)",
+register_prior("gaussian", "fvsym.priors:GaussianPrior", summary="theta ~ N(0, C) (docs/theory.md section 5)",
                strategy="optimal")  # water-filling: adaptivity buys nothing on a Gaussian (Theorem G1)
 register_prior(
     "atoms", "fvnum.priors.atoms:AtomsPrior", from_options="fvnum.priors.atoms:atoms_from_options",
-    summary="theta uniform (or weighted) over M given atoms (THEORY.md section 6b)", strategy="greedy_coordinate",
+    summary="theta uniform (or weighted) over M given atoms (docs/theory.md section 6)", strategy="greedy_coordinate",
     options=(PriorOption("--atoms", "path", "atoms prior: an (M, D) .npy file of the atoms"),
              PriorOption("--diversity", "int", "atoms prior: M atoms drawn once from N(0, I_D) by --seed "
                          "(with --dim D)", minimum=1),
@@ -218,4 +218,4 @@ register_prior(
                          "default 2^K - 1), or of the atoms of --diversity", minimum=1)),
 )
 register_prior("mixture", "fvnum.priors.mixture:MixturePrior", strategy="greedy_coordinate",
-               summary="a mixture of priors with atoms: the union of their atoms, weighted (THEORY.md section 6b)")
+               summary="a mixture of priors with atoms: the union of their atoms, weighted (docs/theory.md section 6)")

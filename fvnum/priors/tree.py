@@ -1,4 +1,4 @@
-"""Tree prior, numerically (THEORY.md section 6): float scales, sampling, coordinates of the latent,
+"""Tree prior, numerically (docs/theory.md section 6): float scales, sampling, coordinates of the latent,
 and the exact Bayes decoders behind :func:`fvnum.posterior_mean` and every simulation.
 
 Decoders (:func:`posterior_means`, :func:`posterior_losses` pick the channel's; docs/decoders.md):
@@ -121,7 +121,7 @@ class TreeSpec(Capabilities):
         check_tree_readings(self.depth, self.scales, nodes, phi)
 
     def atoms_and_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """Its ``2^K`` leaves, uniform (THEORY.md section 6b)."""
+        """Its ``2^K`` leaves, uniform (docs/theory.md section 6)."""
         if self.depth > MAX_ATOMS_DEPTH:
             raise InputError(f"the tree of depth {self.depth} has 2^{self.depth} leaves: too many atoms "
                              f"(depth <= {MAX_ATOMS_DEPTH})")

@@ -1,4 +1,4 @@
-"""The Model T study (issue 57; THEORY.md section 7c): a standard transformer, deep (L = B) and wide (L = 1), on
+"""The Model T study (issue 57; docs/theory.md section 7.1): a standard transformer, deep (L = B) and wide (L = 1), on
 the scaling study's cell, beside Models A and B and their predictions. The regime, the tests and their power were
 written before any training: studies/transformer/regime.md.
 
@@ -34,7 +34,7 @@ GAUSSIAN = dict(prior="gaussian", cov="matched", depth=7, alpha=0.6, n_tokens=64
 BUDGETS = (1, 2, 3, 4)
 SEEDS = (0, 1, 2)
 GAUSSIAN_BUDGET = 2
-# Model T's sizes and recipe (THEORY.md section 7c's prototype): d_model 64, head_dim 16, mlp_width 128, softmax,
+# Model T's sizes and recipe (docs/theory.md section 7.1's prototype): d_model 64, head_dim 16, mlp_width 128, softmax,
 # Adam 3e-3, 200 warm-up steps, cosine, batch 128, clip 1, float32; 3,000 steps a unit of budget.
 T_SIZES = dict(d_model=64, head_dim=16, mlp_width=128)
 STEPS_PER_BUDGET = 3000

@@ -1,4 +1,4 @@
-"""Model T, the standard transformer of THEORY.md section 7c: its configuration and shapes, its taps with
+"""Model T, the standard transformer of docs/theory.md section 7.1: its configuration and shapes, its taps with
 TransformerLens's names, its budget, training, and the interventions on it (key patching, the two transplants,
 injection, probes), with the no-op control whose effects are exactly 0."""
 import numpy as np
@@ -49,7 +49,7 @@ def test_the_named_shapes_and_the_numbers_that_spell_them_are_one_configuration_
     (dict(model="T", hidden_layers=3), "hidden_layers=3 applies to models A and B"),
     (dict(model="T", router="qk"), "router='qk' applies to models A and B"),
     (dict(model="T", d_model=0), "d_model"),
-    (dict(model="A", width=64), "width=64 applies to model T (THEORY.md section 7c), not to model A (the MLP's"),
+    (dict(model="A", width=64), "width=64 applies to model T (docs/theory.md section 7.1), not to model A (the MLP's"),
     (dict(model="B", shape="deep"), "shape='deep' applies to model T"),
 ])
 def test_a_bad_shape_is_refused_in_one_line_naming_the_value(kw, words):

@@ -159,7 +159,7 @@ def test_formula_repr_and_to_dict():
 
     f = path_loss()
     r = repr(f)
-    assert r.startswith("<Formula path_loss(alpha, K, B) = ") and "needs B <= K" in r and "THEORY.md" in r
+    assert r.startswith("<Formula path_loss(alpha, K, B) = ") and "needs B <= K" in r and "docs/theory.md" in r
     d = f.to_dict()
     assert d["params"] == ["alpha", "K", "B"] and d["constraints"] == ["B <= K"]
     assert sp.sympify(d["expr"], locals=f.symbols) == f.expr

@@ -1,4 +1,4 @@
-"""Numba kernels (THEORY.md sections 2, 3, 6, 8), one module per measurement class. No validation, no
+"""Numba kernels (docs/theory.md sections 2, 3, 6, 8), one module per measurement class. No validation, no
 random numbers, no allocation inside the per-sample loops: work arrays are allocated once per call
 (and travel grouped in tuples), outputs are written into ``out`` arrays. Each public kernel has a plain
 numpy twin in ``_reference.py``; tests hold them equal.
@@ -13,7 +13,7 @@ numpy twin in ``_reference.py``; tests hold them equal.
 - ``rollout``: one-step rollout over the greedy step (approximate noisy Bellman);
 - ``bellman``: the exact noisy Bellman recursion over leaf weights.
 
-Tree conventions (THEORY.md section 6; ``fvsym.heap`` states them once and ``common`` compiles its functions):
+Tree conventions (docs/theory.md section 6; ``fvsym.heap`` states them once and ``common`` compiles its functions):
 heap nodes ``1 .. D = 2^K - 1``; node ``n`` has depth ``k = bitlen(n)``; leaf ``i`` takes sign ``s_k = -1`` iff
 bit ``K - k`` of ``i`` is set; its depth-``k`` path node is ``(i >> (K - k + 1)) | (1 << (k - 1))``; a path
 read through noise goes on to ``2 n + [phi < 0]``; in heap numbering leaf ``i`` is node ``2^K + i``.

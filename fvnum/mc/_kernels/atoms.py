@@ -1,4 +1,4 @@
-"""Greedy one-step lookahead over a finite prior's atoms (THEORY.md section 6b; ``fvnum.priors.atoms``).
+"""Greedy one-step lookahead over a finite prior's atoms (docs/theory.md section 6; ``fvnum.priors.atoms``).
 
 A candidate read (one coordinate or one unit row) projects the atoms to ``b`` (M,). With weights ``w`` (the
 posterior so far, unnormalised), the value of reading it is ``int ||sum_m w_m p(y | m) theta_m||^2 /

@@ -1,4 +1,4 @@
-"""The noisy Bellman recursion over leaf weights (THEORY.md section 3, under noise; driven by
+"""The noisy Bellman recursion over leaf weights (docs/theory.md section 3, under noise; driven by
 ``fvnum.noisy_bellman``)."""
 from __future__ import annotations
 

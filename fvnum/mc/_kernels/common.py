@@ -1,4 +1,4 @@
-"""Constants and small helpers shared by every kernel (inlined by numba): tree arithmetic of THEORY.md
+"""Constants and small helpers shared by every kernel (inlined by numba): tree arithmetic of docs/theory.md
 section 6 (``_bitlen``; ``_child``, ``_path_node`` and ``_leaf_bit``, the functions of ``fvsym.heap``
 compiled; ``_signed_scale``, ``_theta_at``), ``log(e^a + e^b)``, and the posterior mass of every heap node
 from leaf masses.

@@ -1,4 +1,4 @@
-"""Greedy one-step lookahead over coordinates (THEORY.md section 3, under noise): the node whose next
+"""Greedy one-step lookahead over coordinates (docs/theory.md section 3, under noise): the node whose next
 reading maximises ``E ||posterior mean||^2``, in O(closure x K) per step.
 
 With ``T(m) = sum_{leaves under m} w_i theta_i`` the three outcomes of reading ``n`` (path passes with

@@ -1,4 +1,4 @@
-"""The path strategy, fused (THEORY.md sections 6 and 8): routing, reading, optional key patching and
+"""The path strategy, fused (docs/theory.md sections 6 and 8): routing, reading, optional key patching and
 decoding in one pass per sample. The routed nodes form a chain (one node per depth, each the child of
 the one before), so the decoder is ``tokens._chain_loss``, O(L) per sample; only a decoder told the
 nodes a patched run actually read (``informed``), or exact readings (``tau = 0``), need the closure."""
@@ -15,7 +15,7 @@ from fvnum.mc._kernels.tokens import _chain_loss, _tokens_posterior
 @njit(cache=True, nogil=True)
 def _tree_path_sim(leaves, noise, stat, tau, n_tok, sigma2, scales, donors, dstat, patch_layer, informed,
                    out_loss, out_phi, out_nodes):
-    """Path strategy (THEORY.md section 6) for ``L = out_phi.shape[1]`` layers of width 1.
+    """Path strategy (docs/theory.md section 6) for ``L = out_phi.shape[1]`` layers of width 1.
 
     Layer ``l`` reads the depth-``l`` node of the path decoded so far (sign of each reading, a tie
     counts as +1). Channel: ``stat`` (n, D) non-empty means the tokens channel (reading = ``stat[node]``),

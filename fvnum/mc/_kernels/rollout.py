@@ -1,4 +1,4 @@
-"""The rollout policy (approximate noisy Bellman, coordinate class, THEORY.md section 3): one-step
+"""The rollout policy (approximate noisy Bellman, coordinate class, docs/theory.md section 3): one-step
 rollout over the greedy step of ``greedy_coord`` (``O(closure K)`` per step), with common random
 numbers for every candidate.
 

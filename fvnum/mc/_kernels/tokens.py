@@ -1,4 +1,4 @@
-"""The exact decoder of the tokens channel on the tree prior (THEORY.md section 2; docs/decoders.md).
+"""The exact decoder of the tokens channel on the tree prior (docs/theory.md section 2; docs/decoders.md).
 
 Every reading is ``phi_b = <w_b, S>`` of the one statistic ``S = (1/N) sum_i y_i x_i``. Its law given
 the latent, exactly (not only at the CLT level): with ``sigma2 = |theta|^2 + s2``, ``y ~ N(0, sigma2 I_N)``
