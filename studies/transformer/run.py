@@ -132,7 +132,7 @@ def finished() -> dict:
         if folder is None or not (folder / "result.json").is_file():
             continue
         try:
-            r = load_result(folder, cfg)
+            r = load_result(folder / "result.json", cfg)
         except Exception as exc:  # noqa: BLE001 (a damaged result is left out with a note, never a crash)
             print(f"note: {run.name}: result left out ({exc})", file=sys.stderr)
             continue
@@ -193,6 +193,224 @@ def power() -> dict:
     return {"predictions": {m: {str(b): v for b, v in p.items()} for m, p in preds.items()}, "power": out}
 
 
+def _stats(values: list[float]) -> dict:
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    se = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else None
+    return {"mean": float(v.mean()), "se": se, "n": int(v.size)}
+
+
+def summary(runs: dict) -> dict:
+    """The study's tables from its runs (a dict name -> run): per budget each T shape's seed mean beside its
+    prediction, A and B trained beside theirs, the ratios; the decided tests (``fvnum.decided.study_tests``) of deep T
+    against wide T; what the issue wanted; the Gaussian runs."""
+    from fvnum.decided import study_tests
+
+    preds, ab = predictions(), trained_ab()
+    tree = [r for r in runs.values() if r["prior"] == "tree"]
+    losses: dict = {"T-deep": {}, "T-wide": {}}
+    for r in tree:
+        losses[r["model"]].setdefault(r["budget"], []).append(r["loss"])
+    for r in tree:  # budget 1: one network stands for both shapes (L = H d = 1)
+        if r["model"] == "T-deep" and r["budget"] == 1:
+            losses["T-wide"].setdefault(1, []).append(r["loss"])
+    rows = []
+    for b in BUDGETS:
+        row = {"budget": b, "prediction_A": preds["T-deep"][b][0], "prediction_B": preds["T-wide"][b][0],
+               "A": _stats(ab["A"][b]), "B": _stats(ab["B"][b])}
+        for shape, pred in (("T-deep", "prediction_A"), ("T-wide", "prediction_B")):
+            if losses[shape].get(b):
+                row[shape] = {**_stats(losses[shape][b]), "over_prediction": _stats(losses[shape][b])["mean"] / row[pred]}
+        if "T-deep" in row and "T-wide" in row:
+            row["deep_over_wide"] = row["T-deep"]["mean"] / row["T-wide"]["mean"]
+        row["predicted_ratio"] = row["prediction_A"] / row["prediction_B"]
+        rows.append(row)
+    usable = {m: v for m, v in losses.items() if v}
+    tests = {}
+    if all(usable.get(m) and max(len(x) for x in usable[m].values()) > 1 for m in ("T-deep", "T-wide")):
+        tests = study_tests(usable, preds, adaptive=["T-deep"], one_layer=["T-wide"], cut=2)
+    wanted = {"deep_T_at_most_1.25_A_prediction": {str(r["budget"]): r["T-deep"]["over_prediction"] <= 1.25
+                                                   for r in rows if "T-deep" in r}}
+    gauss = {r["model"]: {"loss": r["loss"], "stderr": r["stderr"], "budget": r["budget"]}
+             for r in runs.values() if r["prior"] == "gaussian"}
+    return {"table": rows, "tests": tests, "wanted": wanted, "gaussian": gauss}
+
+
+def _fmt(s: dict | None) -> str:
+    if not s:
+        return "not yet"
+    tail = f" ± {s['se']:.4f}" if s.get("se") is not None else " (1 seed)"
+    return f"{s['mean']:.4f}{tail}" + ("" if s["n"] in (1, 3) or s.get("se") is None else f" ({s['n']} seeds)")
+
+
+def page(data: dict) -> str:
+    """The study's page (transformer.md), from transformer.json."""
+    s = data["summary"]
+    lines = ["# Model T: a standard transformer held to the theory", "",
+             "Issue 57 (docs/theory.md section 7.1). The regime, the tests and their power were written before "
+             "training: [regime.md](regime.md). Every run's command is in [transformer.json](transformer.json); "
+             "`PYTHONPATH=. python studies/transformer/run.py report` writes this page from it.", "",
+             "## Trained losses beside the predictions (tree depth 7, alpha 0.6, N 64)", "",
+             "Each model's line: trained (seed mean ± standard error of the mean) against its prediction; deep T and "
+             "A are held to A's prediction (`best_adaptive_keyed`), wide T and B to B's (`best_nonadaptive_keyed`). "
+             "The predictions are Monte Carlo rows of the scaling study's tables; A and B are the scaling study's runs "
+             "(its recipe: 5,000 and 2,500 steps a unit of budget); T has 3,000 steps a unit of budget.", "",
+             "| budget | deep T | / A's prediction | wide T | / B's prediction | A | B | A's prediction | B's prediction "
+             "| deep T / wide T | predicted A/B |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in s["table"]:
+        d, w = r.get("T-deep"), r.get("T-wide")
+        lines.append(
+            f"| {r['budget']} | {_fmt(d)} | {d['over_prediction']:.2f} |" if d else f"| {r['budget']} | not yet | |")
+        lines[-1] += (f" {_fmt(w)} | {w['over_prediction']:.2f} |" if w else " not yet | |")
+        lines[-1] += (f" {_fmt(r['A'])} | {_fmt(r['B'])} | {r['prediction_A']:.4f} | {r['prediction_B']:.4f} | "
+                      f"{r['deep_over_wide']:.2f} |" if "deep_over_wide" in r else
+                      f" {_fmt(r['A'])} | {_fmt(r['B'])} | {r['prediction_A']:.4f} | {r['prediction_B']:.4f} | |")
+        lines[-1] += f" {r['predicted_ratio']:.2f} |"
+    lines += ["", "At budget 1 the two shapes are one network (L = H d = 1), trained once and shown in both columns.", ""]
+    if s["tests"]:
+        lines += ["## The decided tests (deep T against wide T)", "", "| test | model | verdict | power |", "|---|---|---|---|"]
+        for test, per in s["tests"].items():
+            for m, r in per.items():
+                power = r.get("power")
+                lines.append(f"| {test} | {m} | {r['verdict']} | {'' if power is None else f'{power:.2f}'} |")
+        lines.append("")
+    else:
+        lines += ["## The decided tests", "", "Not applied yet: they need at least two seeds of each shape "
+                  f"({len(data['runs'])} of the {len(plan())} planned runs have finished).", ""]
+    if s["gaussian"]:
+        lines += ["## The matched Gaussian, budget 2 (seed 0)", "", "| model | loss |", "|---|---|"]
+        lines += [f"| {m} | {g['loss']:.4f} ± {g['stderr']:.4f} |" for m, g in sorted(s["gaussian"].items())]
+        lines.append("")
+    lines += ["![loss against budget](fig_transformer.png)", ""]
+    for name, iv in sorted(data.get("interventions", {}).items()):
+        lines += _intervention_lines(name, iv)
+    return "\n".join(lines)
+
+
+def _intervention_lines(name: str, iv: dict) -> list[str]:
+    """Deep T's tables beside A's and path's (where stored): the paired effects of each intervention."""
+    from bridges.patching.keys import table_from_dict
+
+    out = [f"## Function-vector tables of {name} ({iv['key']})", "",
+           f"{iv['n_contexts']} target contexts (seed {iv['seed']}), the function-vectors study's; mean states of "
+           f"{iv['mean_contexts']} contexts. Divergence depth 0 is the no-op control (donor = target): its effects are "
+           "exactly 0. Rows: the intervention's block (layer) l; columns: the donor's divergence depth j.", ""]
+    what = {"transplant": "Transplant of the summary residual after block l (`workspace.{l}`; A: its workspace)",
+            "attention transplant": "Transplant of every token's attention outputs of blocks 1..l (`hook_attn_out`)",
+            "keys": "Key patching: block l's keys (`hook_k`) at every context token from the donor"}
+    for kind, title in what.items():
+        for who in ("T", "A", "path"):
+            table = iv.get(who, {}).get(kind)
+            if table is None:
+                continue
+            t = table_from_dict(table)
+            out += [f"**{title}, {who}: effect (patched - unpatched, paired)**", "", t.to_markdown().split(
+                "effect (patched - unpatched, paired):")[-1].strip(), ""]
+    inj = iv["T"]["injection"]
+    out += ["**Mean-state injection, T: prefix accuracy** (the decoded leaf has the injected prefix; layer l, depth j)",
+            "", "| l \\ j | " + " | ".join(str(j) for j in inj["depths"]) + " |",
+            "|---|" + "---|" * len(inj["depths"])]
+    for l, row in zip(inj["layers"], inj["prefix_accuracy"]):
+        out.append(f"| {l} | " + " | ".join("" if v is None else f"{v:.3f}" for v in row) + " |")
+    probes = iv["T"]["probes"]
+    out += ["", "**Probes of the summary residual after block l for the path prefix s_1..s_l** (held-out accuracy, "
+            "chance)", "", "| l | T | path |", "|---|---|---|"]
+    path = iv.get("path", {}).get("probes", {}).get("prefix", [])
+    for l, row in enumerate(probes["prefix"], start=1):
+        other = f"{path[l - 1][0]:.3f}" if l <= len(path) else ""
+        out.append(f"| {l} | {row[0]:.3f} (chance {row[2]:.3f}) | {other} |")
+    return out + [""]
+
+
+def figure(data: dict, path: Path) -> None:
+    """Loss against budget: deep and wide T (seed means, each seed as a dot), A and B trained, and the two
+    predictions, on a log axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = data["summary"]["table"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    b = [r["budget"] for r in s]
+    ax.plot(b, [r["prediction_A"] for r in s], "--", color="C0", label="A's prediction (deep T's)")
+    ax.plot(b, [r["prediction_B"] for r in s], "--", color="C1", label="B's prediction (wide T's)")
+    ax.plot(b, [r["A"]["mean"] for r in s], "o", color="C0", mfc="none", label="A trained")
+    ax.plot(b, [r["B"]["mean"] for r in s], "s", color="C1", mfc="none", label="B trained")
+    for shape, colour, marker in (("T-deep", "C3", "D"), ("T-wide", "C2", "v")):
+        pts = [(r["budget"], r[shape]["mean"]) for r in s if shape in r]
+        if pts:
+            ax.plot(*zip(*pts), marker=marker, color=colour, label=f"{shape} trained (seed mean)")
+        for run in data["runs"].values():
+            if run["prior"] == "tree" and run["model"] == shape:
+                ax.plot(run["budget"] + (0.06 if shape == "T-wide" else -0.06), run["loss"], ".", color=colour, alpha=0.5)
+    ax.set_yscale("log")
+    ax.set_xticks(b)
+    ax.set_xlabel("budget B")
+    ax.set_ylabel("held-out loss E||theta_hat - theta||^2")
+    ax.set_title("Model T at tree depth 7, alpha 0.6, N 64")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+FV = HERE.parent / "function_vectors" / "function_vectors.json"  # A's and path's tables at this cell, budget 4
+TOP = max(BUDGETS)
+
+
+def interventions(name: str = f"T-deep-B{TOP}-s0", n_contexts: int = 2048, seed: int = 0) -> dict:
+    """Deep T's function-vector tables at the top budget (docs/theory.md sections 8, 9, 7.1), on the targets and
+    donors of the function-vectors study (same seed and count, so the same contexts): the transplant of the summary
+    residual, the transplant of every token's attention outputs, mean-state injection, key patching (divergence depth
+    0 is the no-op control, every effect exactly 0) and probes of the summary residual; beside A's and ``path``'s
+    (studies/function_vectors/function_vectors.json; ``path``'s key patching and probes computed here)."""
+    from bridges.analysis.audit import load_run
+    from bridges.analysis.probes import theory_probes, workspace_probes
+    from bridges.patching.keys import key_patching_table, theory_patching_table
+    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.training.train import run_dir
+
+    run = {r.name: r for r in plan()}[name]
+    cfg = run.config()
+    loaded = load_run(run_dir(cfg))
+    model, data = loaded.model, cfg.data
+    depths = tuple(range(0, data.depth + 1))
+    t0 = time.time()
+    mine = {"transplant": state_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths),
+            "attention transplant": state_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths,
+                                                         site="attention"),
+            "injection": injection_table(model, data, n_contexts=n_contexts, seed=seed, mean_contexts=8192),
+            "keys": key_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths),
+            "probes": workspace_probes(model, data, n_contexts=4096, seed=seed)}
+    fv = json.loads(FV.read_text())
+    budget = f"B{run.budget}"
+    out = {"run": name, "key": cfg.key(), "n_contexts": n_contexts, "seed": seed, "mean_contexts": 8192,
+           "seconds": round(time.time() - t0, 1), "T": {k: v.to_dict() for k, v in mine.items()}}
+    if budget in fv.get("transplant", {}):
+        out["A"] = {kind: fv[kind][budget]["mlp A"] for kind in ("transplant", "injection")}
+        out["path"] = {kind: fv[kind][budget]["path"] for kind in ("transplant", "injection")}
+        out["path"]["keys"] = theory_patching_table(data, run.budget, samples=20_000, seed=seed).to_dict()
+        out["path"]["probes"] = theory_probes(data, run.budget, samples=4096, seed=seed).to_dict()
+    return out
+
+
+def report() -> dict:
+    """transformer.json (every finished run kept, the committed ones too), transformer.md and fig_transformer.png."""
+    from bridges.runs.store import write_atomic
+
+    data = _load()
+    data["runs"].update(finished())
+    data.update({"cell": CELL, "sizes": T_SIZES, "steps_per_budget": STEPS_PER_BUDGET, "regime": "regime.md",
+                 "planned": [r.name for r in plan()]})
+    data["summary"] = summary(data["runs"])
+    _write(data)
+    figure(data, HERE / "fig_transformer.png")
+    write_atomic(HERE / "transformer.md", page(data))
+    return data
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -203,8 +421,10 @@ def main(argv=None) -> int:
     t.add_argument("--threads", type=int, default=1)
     t.add_argument("--device", default="cpu")
     t.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=None)
-    sub.add_parser("collect", help="add the finished runs found here to transformer.json")
+    sub.add_parser("report", help="transformer.json, transformer.md and fig_transformer.png from the finished runs")
     sub.add_parser("power", help="the decided tests' power before training (regime.json)")
+    iv = sub.add_parser("interventions", help="deep T's function-vector tables at the top budget (into transformer.json)")
+    iv.add_argument("--run", default=f"T-deep-B{TOP}-s0")
     args = p.parse_args(argv)
     if args.command == "plan":
         for run in plan():
@@ -226,11 +446,17 @@ def main(argv=None) -> int:
                     print(f"spread {name:8s} {test:5s} {m}: power {r['power']:.3f}"
                           + (f"; against x1.5: {r['power_against']['power']:.3f}" if "power_against" in r else ""))
         return 0
-    if args.command == "collect":
+    if args.command == "interventions":
+        if args.run not in {r.name for r in plan()}:
+            p.error(f"--run must name a run of the plan, got {args.run!r}")
         data = _load()
-        data["runs"].update(finished())
+        data.setdefault("interventions", {})[args.run] = interventions(args.run)
         _write(data)
-        print(f"{len(data['runs'])} runs in {RESULTS.name}")
+        print(f"{args.run}: the function-vector tables in {RESULTS.name} ({data['interventions'][args.run]['seconds']} s)")
+        return 0
+    if args.command == "report":
+        data = report()
+        print(f"{len(data['runs'])} of {len(plan())} runs in {RESULTS.name}; transformer.md and fig_transformer.png written")
         return 0
     return 2
 
