@@ -134,6 +134,11 @@ class ModelSpec:
         return 1 if self.adaptive else budget
 
     @property
+    def audited(self) -> bool:
+        """Whether ``fv audit`` applies: key functions of one token and the workspace (A, B, C), not Model T."""
+        return not self.shaped
+
+    @property
     def readouts(self) -> tuple[str, ...]:
         """The ``readout`` options it takes: ``decode`` and ``generic`` with MLP keys, else ``decode``."""
         return ("decode", "generic") if self.mlp_keys else ("decode",)

@@ -158,7 +158,8 @@ def train_row(run: RunConfig) -> dict:
 
     # the audit reads the trained model, so it is part of the run's cell: a study whose run folders are gone
     # (only its cells kept, as in studies/scaling/) still has every finished run's audit
-    return {"audit": audit_dict(result, seed=run.train.seed), "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
+    audited = audit_dict(result, seed=run.train.seed) if run.model.spec.audited else None  # Model T: no audit
+    return {"audit": audited, "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
             "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
@@ -271,7 +272,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
         if not rows:
             raise InputError(f"{store.folder} has no finished run of this study yet; run fv scaling without "
                              "--report-only to train")
-    rows = [row if row.get("audit") else {**row, "audit": _audit_cell(store, run, cfg.seed)}
+    rows = [row if row.get("audit") or not run.model.spec.audited else {**row, "audit": _audit_cell(store, run, cfg.seed)}
             for row, run in zip(rows, runs)]
     log(f"audits of {len(rows)} runs done")
     keyed = None
