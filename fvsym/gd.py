@@ -30,9 +30,12 @@ polynomials of ``rho_MP``. Their Jacobi parameters (from the moments) are ``alph
 
 **One shared step** ``Gamma_l = (gamma / L) I``. ``int rho (1 - g lambda)^(2L)`` is convex in ``g = gamma / L``,
 and its derivative ``-2L int lambda rho (1 - g lambda)^(2L-1)`` vanishes at ``g = 1 / mu = a / (1 + a)`` because
-``lambda rho_MP`` is symmetric about ``mu`` (its odd central moments vanish): each layer takes the one-step optimum,
-and the loss is ``sum_(k=0)^(2L) C(2L, k) (-a/(1+a))^k m_k``: ``1/(1+a)`` at ``L = 1``, ``(1+2a)/(1+a)^3`` at
-``L = 2`` (3/8 at ``a = 1``, against 1/3 with a step per layer).
+``lambda rho_MP`` is symmetric about ``mu`` (its odd central moments vanish): each layer takes the one-step optimum.
+With ``M_n = int rho (mu - lambda)^n = mu M_(n-1) - int lambda rho (mu - lambda)^(n-1)`` and the semicircle's
+central moments ``Catalan(m) a^-m`` (order ``2m``), the loss is ``1 - sum_(m<L) Catalan(m) a^-m / mu^(2m+1)``:
+``1/(1+a)`` at ``L = 1``, ``(1+2a)/(1+a)^3`` at ``L = 2`` (3/8 at ``a = 1``, against 1/3 with a step per layer).
+Summed to infinity the series leaves ``max(0, 1 - a)``, the atom no step can reach, so the loss is that plus the
+tail ``sum_(m>=L)``: ``Catalan(L) a^-L`` at large ``a``, against ``a^-L`` with a step per layer.
 
 With label noise (``sigma2 > 0``) the loss is still quadratic in the coefficients of ``Q``: the per-layer optimum
 is a rational function of ``a`` and ``sigma2`` at each ``L`` (:func:`gd_steps_noisy_limit`); the shared step has a
@@ -177,10 +180,10 @@ def gd_steps_loss(layers: int, steps: str = "shared") -> Formula:
 @cache
 def gd_steps_limit(steps: str = "shared") -> Formula:
     """The optimum over the steps of the noiseless limit, relative to the prior's loss, for every ``L``: params
-    ``(a, L)``. ``per_layer``: ``1 / sum_(n=0)^L a^n``; ``shared``: ``sum_k C(2L, k) (-a/(1+a))^k m_k`` (module
-    docstring). ``f(a=1, L=2)`` evaluates; ``f.subs(L=2).expr`` is the rational function of ``a``."""
+    ``(a, L)``. ``per_layer``: ``1 / sum_(n=0)^L a^n``; ``shared``: ``1 - sum_(n<L) Catalan(n) a^-n / mu^(2n+1)``,
+    ``mu = 1 + 1/a`` (module docstring; the numeric view loses about ``log10(1/loss)`` digits to the subtraction).
+    ``f(a=1, L=2)`` evaluates; ``f.subs(L=2).expr`` is the rational function of ``a``."""
     steps = check_steps(steps)
-    c = 1 / _a
     jac = mp_jacobi()
     if steps == "per_layer":
         alpha0, alpha, beta = jac["rho"]
@@ -191,10 +194,13 @@ def gd_steps_limit(steps: str = "shared") -> Formula:
         expr = 1 / kernel
         how = "1 / K_L(0, 0) from the Jacobi parameters of rho_MP"
     else:
-        mu = jac["lambda_rho"][0]  # centre of lambda rho_MP, the one-step optimum 1/g
-        narayana = sp.Sum(sp.binomial(_n, _j + 1) * sp.binomial(_n, _j) / _n * c**_j, (_j, 0, _n - 1))
-        expr = 1 + sp.Sum(sp.binomial(2 * _L, _n) * (-1 / mu) ** _n * narayana, (_n, 1, 2 * _L))
-        how = "int rho_MP (1 - lambda / mu)^(2L), mu = 1 + 1/a (each layer's step a / (1 + a))"
+        mu, beta = jac["lambda_rho"]  # lambda rho_MP: a semicircle of centre mu, variance beta
+        # int rho (1 - lambda/mu)^n = M_n / mu^n with M_n = int rho (mu - lambda)^n = mu M_(n-1) - s_(n-1), s_j the
+        # j-th central moment of the semicircle (Catalan(j/2) beta^(j/2) for even j, 0 for odd): unrolled to 2L,
+        central = sp.binomial(2 * _n, _n) / (_n + 1) * beta**_n  # s_(2n)
+        expr = 1 - sp.Sum(central / mu ** (2 * _n + 1), (_n, 0, _L - 1))
+        how = ("int rho_MP (1 - lambda / mu)^(2L) = 1 - sum_(n<L) Catalan(n) a^-n / mu^(2n+1), mu = 1 + 1/a "
+               "(each layer's step a / (1 + a))")
     return Formula(f"gd_steps_limit_{steps}", expr, (_a, _L), SOURCE + f" (gradient descent limit, {steps} steps)",
                    doc=f"noiseless loss / prior's loss of L steps of gradient descent, {steps} steps optimised, "
                        f"N, D -> oo at N / D = a: {how}")
