@@ -37,8 +37,9 @@ central moments ``Catalan(m) a^-m`` (order ``2m``), the loss is ``1 - sum_(m<L) 
 Summed to infinity the series leaves ``max(0, 1 - a)``, the atom no step can reach, so the loss is that plus the
 tail ``sum_(m>=L)``: ``Catalan(L) a^-L`` at large ``a``, against ``a^-L`` with a step per layer.
 
-With label noise (``sigma2 > 0``) the loss is still quadratic in the coefficients of ``Q``: the per-layer optimum
-is a rational function of ``a`` and ``sigma2`` at each ``L`` (:func:`gd_steps_noisy_limit`); the shared step has a
+With label noise (``sigma2 > 0``) the loss is still quadratic in the coefficients of ``Q``: its minimum over
+polynomials is a rational function of ``a`` and ``sigma2`` at each ``L`` (:func:`gd_steps_noisy_limit`), attained by
+real per-layer steps where the minimiser's zeros are real (at small ``sigma2``; a lower bound otherwise); the shared step has a
 closed form at ``L = 1``, ``(1 + sigma2) / (1 + sigma2 + a)``, and exact algebraic numbers otherwise
 (:func:`gd_steps_optimum`). The finite-``N`` row on any prior is ``fvnum.gd_steps``.
 """
@@ -232,7 +233,9 @@ def _noisy_quadratic(layers: int):
 def gd_steps_noisy_limit(layers: int, steps: str = "per_layer") -> Formula:
     """The optimum over the steps of the limit with label noise, params ``(a, sigma2)``, at ``layers`` layers:
     ``per_layer``: ``1 / (H^-1)_00`` of the quadratic form of the loss in ``Q``'s coefficients (a rational
-    function); ``shared``: ``(1 + sigma2) / (1 + sigma2 + a)`` at ``L = 1``; beyond, no closed form (the root of a
+    function), the minimum over all polynomials ``Q`` with ``Q(0) = 1``. Real steps attain it only where that ``Q``
+    has real zeros; with label noise it often has not (``a = 1``, ``sigma2 = 1``, ``L = 2`` already), and there it is a
+    lower bound on gradient descent with real steps (:func:`gd_steps_optimum` says which); ``shared``: ``(1 + sigma2) / (1 + sigma2 + a)`` at ``L = 1``; beyond, no closed form (the root of a
     polynomial of degree ``2L - 1``: :func:`gd_steps_optimum` gives it exactly at given numbers)."""
     layers, steps = check_layers(layers, MAX_EXACT_LAYERS), check_steps(steps)
     if steps == "shared" and layers > 1:
@@ -289,8 +292,9 @@ def gd_steps_optimum(a, layers, steps: str = "shared", sigma2=0) -> GDOptimum:
         Q = sp.Poly([q[i] / q[0] for i in reversed(range(layers + 1))], _lam)
         zeros = Q.real_roots()
         if len(zeros) != layers:
-            raise InputError(f"the per-layer optimum at a = {a}, sigma2 = {s2}, L = {layers} has complex zeros: no "
-                             f"real steps attain it")
+            raise InputError(f"the per-layer optimum over polynomials at a = {a}, sigma2 = {s2}, L = {layers} has "
+                             f"complex zeros: no real steps attain it, and its loss {float(loss):.6g} is a lower bound "
+                             f"on gradient descent with real steps")
         return GDOptimum(loss, tuple(1 / z for z in zeros), "exact: quadratic form in Q's coefficients, its zeros")
     loss = gd_steps_loss(layers, "shared").expr.subs({_a: a, _s2: s2})
     poly = sp.Poly(sp.expand(loss), _g)
