@@ -144,11 +144,11 @@ def _check_given(steps, layers: int) -> tuple:
     return tuple(check_real(v, f"step {i + 1}") for i, v in enumerate(values))
 
 
-def gd_steps(prior, layers: int, n_tokens=None, *, s2: float = 0.01, channel=None, steps="shared",
+def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shared",
              samples: int = 10_000, select_samples: int = SELECT_SAMPLES, seed: int = 0) -> GDEstimate:
     """Loss ``E||theta_hat_L - theta||^2`` of ``layers`` steps of preconditioned gradient descent in context (L
     layers of ``d = D`` channels reading residual values, THEORY.md section 3b), on ``n_tokens`` = N tokens
-    ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i``, ``eps_i ~ N(0, s2)`` (or a tokens ``channel``), for any
+    ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i``, ``eps_i ~ N(0, s2)`` (the tokens channel's own pieces), for any
     prior that samples ``theta`` (tree, Gaussian, atoms, mixtures, registered priors).
 
     ``steps``: ``"shared"`` (``Gamma_l = (gamma / L) I``), ``"per_layer"`` (``gamma_l I``), both chosen on
@@ -156,12 +156,9 @@ def gd_steps(prior, layers: int, n_tokens=None, *, s2: float = 0.01, channel=Non
     ``samples`` independent contexts (``EVAL``): a :class:`GDEstimate` with the steps and ``relative`` (the loss over
     ``E||theta||^2``, what the limit ``fvsym.gd.gd_steps_limit`` gives as ``N, D -> oo``). Same ``seed``, same
     numbers."""
-    if n_tokens is None and channel is None:
+    if n_tokens is None:
         raise InputError("gd_steps needs n_tokens (N): gradient descent reads the context's tokens")
-    spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, channel=channel, samples=samples,
-                                                   seed=seed)
-    if channel.kind != "tokens":
-        raise InputError("gd_steps runs on the tokens channel: give n_tokens (N), not a gaussian channel")
+    spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed)
     layers = check_int(layers, "layers (L)", 1, MAX_LAYERS)
     N, s2, D = channel.n_tokens, channel.s2, spec.dim
     if isinstance(steps, str):

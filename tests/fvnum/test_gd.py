@@ -140,7 +140,7 @@ def test_same_seed_same_numbers_and_the_steps_are_reported():
     (lambda: gd_steps(TreePrior(3, "1/2"), 0, 10), r"layers \(L\) must be >= 1"),
     (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, steps="tied"), "unknown steps 'tied'"),
     (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, steps=(0.1,)), "one number a layer, 2, got 1"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2), "gd_steps needs n_tokens"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, None), "gd_steps needs n_tokens"),
     (lambda: gd_steps(TreePrior(3, "1/2"), 2, 0), "tokens N must be >= 1"),
     (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, samples=1), "samples must be >= 2"),
     (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, seed=-1), "seed must be an integer >= 0"),
