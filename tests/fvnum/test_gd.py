@@ -164,3 +164,25 @@ def test_under_strong_label_noise_the_per_layer_steps_stay_real_and_never_lose_t
         q_per, q_shared = coefficients(per, 4, "per_layer"), coefficients(shared, 4, "shared")
         assert all(isinstance(g, float) for g in per)
         assert q_per @ G @ q_per <= q_shared @ G @ q_shared * (1 + 1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("steps", ["shared", "per_layer"])
+def test_the_gap_to_the_limit_falls_like_one_over_d(steps):
+    """a = 1, L = 2, noiseless, D = 8 .. 128: the weighted least-squares slope of log(gap) on log(D) is -1 within 5
+    of its standard errors (each gap's standard error from its own samples, propagated to the log)."""
+    lim = float(limit.gd_steps_limit(steps)(a=1, L=2))
+    dims = np.array([8, 16, 32, 64, 128])
+    gaps, ses = [], []
+    for D in dims:
+        est = gd_steps(GaussianPrior.isotropic(int(D)), 2, int(D), s2=0.0, steps=steps, samples=30_000,
+                       select_samples=4000, seed=10).relative
+        gaps.append(est.value - lim)
+        ses.append(est.stderr)
+    gaps, ses = np.array(gaps), np.array(ses)
+    assert np.all(gaps > 5 * ses), (gaps, ses)
+    x, y, w = np.log(dims), np.log(gaps), (gaps / ses) ** 2  # var(log gap) ~ (se / gap)^2
+    X = np.stack([np.ones_like(x), x], 1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    slope = (cov @ X.T @ (w * y))[1]
+    assert abs(slope + 1) < 5 * math.sqrt(cov[1, 1]), (slope, math.sqrt(cov[1, 1]), gaps)
