@@ -15,7 +15,9 @@ steps and, as a loss the best steps can only lower, an honest upper bound on the
 (real on a noiseless context, where ``q^T G q = int Q^2`` against a positive measure; with label noise a zero may
 not be real, and then a Nelder-Mead search over real steps from several starts, the shared optimum among them);
 ``shared``: the real zero of a polynomial's derivative with the least loss. ``fvnum.mc._reference.gd_errors`` runs
-the same steps literally (residual readings, layer by layer), and a test holds the two equal.
+the same steps literally (residual readings, layer by layer), and a test holds the two equal. Where ``N >= D`` the
+contexts are drawn through what the loss depends on, ``X^T X`` (Bartlett's factor) and ``X^T eps``, not the tokens
+(:func:`bartlett_gram_matrices`; a test holds the two draws equal in law).
 
 Many layers: the per-layer optimum has steps near the reciprocal of the spectrum's lower edge (17 at ``a = 1``,
 ``L = 12`` in the limit), which amplify the contexts whose ``S`` has small eigenvalues below the bulk: the per-context
@@ -76,17 +78,49 @@ def gram_matrices(thetas, X, y, layers: int) -> np.ndarray:
     return Z @ np.swapaxes(Z, 1, 2)
 
 
-def _grams(spec, layers: int, N: int, s2: float, n: int, seed: int, purpose: int) -> np.ndarray:
+def bartlett_gram_matrices(thetas, A, xi, N: int, s2: float, layers: int) -> np.ndarray:
+    """:func:`gram_matrices` from the Bartlett factor ``A`` (n, D, D) of ``X^T X = A A^T`` and ``xi`` (n, D) standard
+    normal: ``X^T eps`` given ``X`` is ``N(0, s2 X^T X)``, so ``(X^T X, X^T eps)`` has the law of ``(A A^T, sqrt(s2) A
+    xi)`` and ``b = A (A^T theta + sqrt(s2) xi) / N``; every ``z_k`` is a product with ``A`` and ``A^T``."""
+    def apply(v):  # (A A^T / N) v, batched
+        return (A @ (np.swapaxes(A, 1, 2) @ v[..., None]))[..., 0] / N
+
+    z = [thetas, (A @ ((np.swapaxes(A, 1, 2) @ thetas[..., None])[..., 0] + math.sqrt(s2) * xi)[..., None])[..., 0] / N]
+    for _ in range(layers - 1):
+        z.append(apply(z[-1]))
+    Z = np.stack(z, axis=1)
+    return Z @ np.swapaxes(Z, 1, 2)
+
+
+def _bartlett(rng, m: int, N: int, D: int) -> np.ndarray:
+    """(m, D, D) lower-triangular ``A`` with ``A A^T`` Wishart(``I_D``, ``N``), ``N >= D``: ``A_ii = sqrt(chi2(N - i))``,
+    ``A_ij ~ N(0, 1)`` below the diagonal (Bartlett's decomposition)."""
+    A = np.zeros((m, D, D))
+    rows, cols = np.tril_indices(D, -1)
+    A[:, rows, cols] = rng.standard_normal((m, rows.size))
+    A[:, np.arange(D), np.arange(D)] = np.sqrt(rng.chisquare(N - np.arange(D), size=(m, D)))
+    return A
+
+
+def _grams(spec, layers: int, N: int, s2: float, n: int, seed: int, purpose: int, tokens: bool | None = None):
+    """(n, L+1, L+1) Gram matrices of ``n`` contexts of the stream ``purpose``. The tokens ``X`` are drawn where
+    ``N < D`` (or ``tokens``); otherwise only what the loss depends on, ``X^T X`` by its Bartlett factor and ``X^T eps``
+    (``D^2 / 2`` normals a context instead of ``N D``: the same law, other draws)."""
     rng = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
     D = spec.dim
-    chunk = max(1, CHUNK_FLOATS // (N * D))
+    tokens = N < D if tokens is None else tokens
+    chunk = max(1, CHUNK_FLOATS // ((N if tokens else D) * D))
     out = []
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         thetas = _thetas(spec, m, rng)
-        X = rng.standard_normal((m, N, D))
-        y = np.einsum("nid,nd->ni", X, thetas) + math.sqrt(s2) * rng.standard_normal((m, N))
-        out.append(gram_matrices(thetas, X, y, layers))
+        if tokens:
+            X = rng.standard_normal((m, N, D))
+            y = np.einsum("nid,nd->ni", X, thetas) + math.sqrt(s2) * rng.standard_normal((m, N))
+            out.append(gram_matrices(thetas, X, y, layers))
+        else:
+            out.append(bartlett_gram_matrices(thetas, _bartlett(rng, m, N, D), rng.standard_normal((m, D)), N, s2,
+                                              layers))
     return np.concatenate(out)
 
 
@@ -183,4 +217,5 @@ def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shar
                       float(spec.second_moment))
 
 
-__all__ = ["GDEstimate", "MAX_LAYERS", "STEPS", "best_steps", "coefficients", "gd_steps", "gram_matrices"]
+__all__ = ["GDEstimate", "MAX_LAYERS", "STEPS", "bartlett_gram_matrices", "best_steps", "coefficients", "gd_steps",
+           "gram_matrices"]

@@ -91,7 +91,7 @@ def test_finite_n_approaches_the_limit_as_d_grows(steps):
     ``D`` at D = 32, the largest D is within 5 standard errors of ``limit + C / D``."""
     lim = float(limit.gd_steps_limit(steps)(a=1, L=2))
     gaps, ses = [], []
-    for D, n in ((8, 4000), (32, 4000), (128, 1000)):
+    for D, n in ((8, 16_000), (32, 4000), (128, 1000)):
         est = gd_steps(GaussianPrior.isotropic(D), 2, D, s2=0.0, steps=steps, samples=n, select_samples=1000,
                        seed=5).relative
         gaps.append(est.value - lim)
@@ -186,3 +186,19 @@ def test_the_gap_to_the_limit_falls_like_one_over_d(steps):
     cov = np.linalg.inv(X.T @ (w[:, None] * X))
     slope = (cov @ X.T @ (w * y))[1]
     assert abs(slope + 1) < 5 * math.sqrt(cov[1, 1]), (slope, math.sqrt(cov[1, 1]), gaps)
+
+
+def test_drawing_x_transpose_x_by_its_bartlett_factor_has_the_law_of_the_tokens():
+    """Where ``N >= D`` the contexts are drawn through ``X^T X`` and ``X^T eps``: every entry of the Gram matrix has the
+    same mean as with the tokens drawn, within 5 standard errors of the difference (independent streams)."""
+    from fvnum.priors.tree import numeric_prior
+    from fvnum.values.gd import _grams
+
+    spec = numeric_prior(TreePrior(3, "1/2"))
+    n = 20_000
+    drawn = {tokens: _grams(spec, 3, 12, 0.5, n, 11, 0, tokens=tokens).reshape(n, -1) for tokens in (True, False)}
+    diff = drawn[True].mean(0) - drawn[False].mean(0)
+    se = np.hypot(drawn[True].std(0, ddof=1), drawn[False].std(0, ddof=1)) / math.sqrt(n)
+    fixed = se == 0  # |theta|^2 is the same for every leaf
+    assert np.allclose(diff[fixed], 0) and fixed.sum() == 1
+    assert np.all(np.abs(diff[~fixed]) < 5 * se[~fixed]), diff[~fixed] / se[~fixed]
