@@ -93,6 +93,8 @@ def test_the_numeric_view_equals_the_exact_value(steps):
         for x in RATIOS:
             # the shared form subtracts from 1: its error is ~1e-16 absolute, ~1e-16 / loss relative
             assert f(a=float(x), L=L) == pytest.approx(float(exact.exact(a=x)), rel=1e-12, abs=1e-14)
+        fixed = f.subs(L=L)  # the numba view needs L fixed (a Sum to a symbolic bound does not compile)
+        assert fixed.numba(1.5) == pytest.approx(f(a=1.5, L=L), rel=1e-12, abs=1e-14)
     values = f(a=np.array([0.5, 1.0, 2.0]), L=3)
     assert np.allclose(values, [float(f.subs(L=3).exact(a=x)) for x in (R(1, 2), 1, 2)], rtol=1e-12)
 
