@@ -183,7 +183,8 @@ def gd_steps_limit(steps: str = "shared") -> Formula:
     """The optimum over the steps of the noiseless limit, relative to the prior's loss, for every ``L``: params
     ``(a, L)``. ``per_layer``: ``1 / sum_(n=0)^L a^n``; ``shared``: ``1 - sum_(n<L) Catalan(n) a^-n / mu^(2n+1)``,
     ``mu = 1 + 1/a`` (module docstring; the numeric view loses about ``log10(1/loss)`` digits to the subtraction).
-    ``f(a=1, L=2)`` evaluates; ``f.subs(L=2).expr`` is the rational function of ``a``."""
+    ``f(a=1, L=2)`` evaluates; ``f.subs(L=2).expr`` is the rational function of ``a`` (and ``f.subs(L=2).numba`` its
+    compiled view: a sum to a symbolic bound does not compile)."""
     steps = check_steps(steps)
     jac = mp_jacobi()
     if steps == "per_layer":
