@@ -122,8 +122,8 @@ except ValueError as err:
 # `fvnum.gd_steps(prior, L, n_tokens, steps=..., samples=..., seed=...)` runs `L` steps on sampled contexts of `N`
 # tokens, on any prior. The steps are chosen on one stream of contexts and the loss is measured on an independent
 # one, so the estimate is unbiased for the chosen steps. Its `relative` view divides by `E||theta||^2`, the scale of
-# the limit. On the isotropic Gaussian the gap to the limit shrinks like `1 / D` (at `L = 1` it is exactly
-# `1 - 2 gamma + gamma^2 (1 + (D + 1) / N)` at a fixed step). Here `s2 = 0.01`, the default.
+# the limit. On the isotropic Gaussian the gap to the limit shrinks like `1 / D` (at `L = 1` and a fixed step it is
+# exactly `1 - 2 gamma + gamma^2 (1 + (D + 1 + s2) / N)`). Here `s2 = 0.01`, the default.
 
 # %%
 from fvnum import gd_steps
