@@ -50,6 +50,8 @@ _EXPORTS = {
     "AtomsPrior": "priors.atoms", "MixturePrior": "priors.mixture", "PRIORS": "priors.registry", "register_prior": "priors.registry",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
     "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
+    # docs/theory.md section 13: value families (label, residual) and the gradient-descent row
+    "gd_steps": "values.gd", "GDEstimate": "values.gd", "VALUES": "values.families", "value_family": "values.families",
 }
 
 
@@ -98,7 +100,7 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "DamagedFile", "DomainError", "InputError", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "DamagedFile", "DomainError", "GDEstimate", "InputError", "VALUES", "gd_steps", "value_family", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "InjectionTable", "MeanState", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",

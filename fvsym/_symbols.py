@@ -12,6 +12,17 @@ dim = sp.Symbol("D", integer=True, positive=True)  # latent dimension
 n_tokens = sp.Symbol("N", integer=True, positive=True)
 levels = sp.Symbol("j", integer=True, nonnegative=True)  # full levels read by top_levels
 k = sp.Symbol("k", integer=True, positive=True)  # a tree level (summation index)
+ratio = sp.Symbol("a", positive=True)  # N / D, tokens per latent dimension (THEORY.md section 3b, the limit)
+sigma2 = sp.Symbol("sigma2", nonnegative=True)  # label noise over signal, s2 / E||theta||^2, fixed as D -> oo
+eigenvalue = sp.Symbol("lambda", nonnegative=True)  # an eigenvalue of X^T X / N
+step = sp.Symbol("gamma", real=True)  # a gradient-descent step size
+layer = sp.Symbol("l", integer=True, positive=True)  # a layer index, 1..L
+
+
+def steps(n: int) -> tuple:
+    """The step sizes ``gamma_1 .. gamma_n`` of ``n`` layers (one Symbol each, real)."""
+    return tuple(sp.Symbol(f"gamma_{i}", real=True) for i in range(1, int(n) + 1))
+
 
 # The domain of every symbol (THEORY.md): checked whenever a Formula is evaluated. sympy's
 # assumptions carry what they can express (positive, integer); ``0 < alpha < 1`` needs this table.
@@ -27,6 +38,11 @@ DOMAINS = {
     n_tokens: sp.Range(1, sp.oo),
     levels: sp.Range(0, sp.oo),
     k: sp.Range(1, sp.oo),
+    ratio: sp.Interval.open(0, sp.oo),
+    sigma2: sp.Interval(0, sp.oo),
+    eigenvalue: sp.Interval.open(0, sp.oo),
+    layer: sp.Range(1, sp.oo),
 }
 
-__all__ = ["DOMAINS", "alpha", "tau", "s2", "depth", "budget", "layers", "width", "dim", "n_tokens", "levels", "k"]
+__all__ = ["DOMAINS", "alpha", "tau", "s2", "depth", "budget", "layers", "width", "dim", "n_tokens", "levels", "k",
+           "ratio", "sigma2", "eigenvalue", "step", "layer", "steps"]
