@@ -19,6 +19,7 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memo
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import MODELS
+from bridges.runs.devices import check_device
 from bridges.runs.options import Option
 from fvsym.errors import InputError
 
@@ -133,6 +134,7 @@ def _register_train(subparsers) -> None:
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
+    check_device(cfg.train.device)  # before anything on disk: a device this machine lacks is no damaged file
     from bridges.prices.cost import check_train_time
 
     check_train_time(cfg)
@@ -326,6 +328,8 @@ def compare_command(args: argparse.Namespace) -> int:
         from bridges.prices.cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
+        if args.scheduler is None:  # the runs train here
+            check_device(cfg.device)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = grid_checks(tables)
@@ -339,6 +343,7 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise InputError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
+    check_device(cfg.train.device)
     from bridges.prices.cost import check_seconds, theory_table_seconds, train_seconds
 
     if not given(args, "keyed"):  # held to the rows of its own attention: softmax rows for a softmax model

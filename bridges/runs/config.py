@@ -31,6 +31,7 @@ from bridges.models.registry import adaptive_names as _adaptive
 from bridges.runs.data_config import (  # noqa: F401 (the data section: its names importable from here too)
     ATOMS_FIELDS, ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set,
     _tree_scales, built_from_options, study_tree, tree_label)
+from bridges.runs.devices import check_device_name
 from bridges.runs.options import options_of
 from fvsym.errors import DamagedFile, InputError
 
@@ -509,7 +510,7 @@ RUN_OPTIONS = (
         eval_every=dict(help=f"default {RECIPE_EVAL_EVERY}", low=1),
         eval_batches=dict(help=f"default {TrainConfig().eval_batches}", low=1, high=10**6),
         seed=dict(help="default 0", low=0, high=2**63 - 1),
-        device=dict(help="torch device (default cpu)"),
+        device=dict(help="torch device: cpu, cuda, cuda:<i> or mps (default cpu)", check=check_device_name),
         threads=dict(help="torch CPU threads (default 1)", low=1, high=MAX_THREADS),
         checkpoint_every=dict(help=f"default {TrainConfig().checkpoint_every}", low=1),
         init_from=dict(help="Model A only: start from the finished run KEY in --out at a smaller budget "

@@ -29,6 +29,7 @@ from fvnum.laws import DEFAULT_CUT
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS
 from bridges.runs.store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
+from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
 from bridges.runs.results import DictLayout, frame_of
@@ -79,6 +80,7 @@ class ScalingConfig:
     router: str = "mlp"  # the router of the study's adaptive models (A): mlp, or qk (THEORY.md section 7b)
 
     def __post_init__(self):
+        check_device_name(self.device)
         study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
         from bridges.runs.config import ROUTERS
 

@@ -31,6 +31,7 @@ from bridges.training._malloc import keep_freed_memory
 from bridges.training.checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
                          usable_checkpoint)
 from bridges.runs.config import RunConfig
+from bridges.runs.devices import check_device
 from bridges.training.data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts, keep_prior_files
 from bridges.models.networks import WorkspaceModel, build_model, grow
 from bridges.models.precision import describe, machine
@@ -164,15 +165,10 @@ def lr_factor(step: int, steps: int, warmup: int, schedule: str) -> float:
 
 
 def resolve_device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise InputError(f"unknown device {name!r}; use e.g. cpu, cuda, cuda:1, mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {name!r} is not available (torch sees no CUDA device)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError(f"device {name!r} is not available")
-    return device
+    """The torch device ``name`` if this machine runs it (``bridges.runs.devices.check_device``: cpu, cuda[:i]
+    where torch sees it, mps where torch sees it); a one-line InputError otherwise. ``train`` asks it first,
+    before its run folder is touched."""
+    return torch.device(check_device(name))
 
 
 def run_dir(cfg: RunConfig) -> Path | None:
