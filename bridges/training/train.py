@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -185,10 +186,11 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     A damaged file is a one-line :class:`DamagedResult`; with ``cfg``, the result of another configuration
     is a ``ValueError`` that says so."""
     path = Path(path)
+    odd = not_regular(path)
+    if odd:
+        raise DamagedResult(f"{path} is {odd}, not a training result")
     try:
         size = path.stat().st_size
-        if not path.is_file():
-            raise DamagedResult(f"{path} is not a file")
         if size > MAX_RESULT_BYTES:
             raise DamagedResult(f"{path} is {size:,} bytes, not a training result")
         record = json.loads(path.read_text())
@@ -218,6 +220,24 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     if cfg is not None and key != cfg.key():
         raise InputError(f"{path} holds the result of another configuration ({abridge(key, 40)})")
     return result
+
+
+def not_regular(path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``a FIFO``, ``a link to /dev/zero``, ``a folder``,
+    ``a link to nothing``), read without opening it; None for a regular file or nothing there."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    link = f"a link to {abridge(os.readlink(path), 60)}" if path.is_symlink() else None
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return link or "unreadable"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+    return f"{link} ({kind})" if link else kind
 
 
 _NUMBERS = {"loss": False, "stderr": False, "train_seconds": False, "wall_seconds": False, "steps_per_s": True}
