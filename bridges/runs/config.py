@@ -294,6 +294,10 @@ class RunConfig:
             if not (self.model.spec.adaptive and self.model.spec.mlp_keys):
                 raise InputError(f"init_policy distils a policy into the MLP routers of an adaptive model "
                                  f"({_adaptive()}); model {self.model.model} has one layer")
+            if getattr(self.model, "router", "mlp") != "mlp":
+                raise InputError(f"init_policy distils a policy into the MLP router k_i = f([x_i, p]) of Model A; the "
+                                 f"{self.model.router} router has none to start: leave init_policy out, or use "
+                                 "router mlp")
             if self.train.init_from is not None:
                 raise InputError("give init_from or init_policy, not both")
             if not self.data.has_leaves or self.model.budget > self.data.depth:

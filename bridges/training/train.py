@@ -470,7 +470,8 @@ def _init_source(cfg: RunConfig) -> RunConfig:
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, m.model), ("mlp_width", s.model.mlp_width, m.mlp_width),
         ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
-        ("attention", s.model.attention, m.attention))
+        ("attention", s.model.attention, m.attention), ("router", s.model.router, m.router),
+        ("query_dim", s.model.query_dim_for(s.data.dim), m.query_dim_for(cfg.data.dim)))
         if a != b]
     if s.data.to_dict() != cfg.data.to_dict():
         problems.append("other data (" + "; ".join(cfg.differences(s)[:2]) + ")")
