@@ -21,6 +21,7 @@ GIVEN = "_given"  # the namespace attribute holding the dests of the options giv
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.study_commands")
 
 
+WRITES = ("train", "compare", "reproduce", "scaling", "sweep")  # the commands that write files as they go
 MAX_ERROR = 400  # characters of an error line's message; a longer one (a value of megabytes) is abridged
 
 
@@ -118,7 +119,8 @@ def main(argv=None, *, watch=None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
         with time_limit(args.max_seconds, default=getattr(args, "default_max_seconds", None)), \
-                watchdog(f"fv {args.command}", active=argv is None if watch is None else watch):
+                watchdog(f"fv {args.command}", active=argv is None if watch is None else watch,
+                         writes=args.command in WRITES):
             return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (``fv ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -19,6 +19,7 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memo
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import MODELS
+from bridges.runs.devices import check_device
 from bridges.runs.options import Option
 from fvsym.errors import InputError
 
@@ -133,6 +134,7 @@ def _register_train(subparsers) -> None:
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = config_from_args(args).check_resources()
+    check_device(cfg.train.device)  # before anything on disk: a device this machine lacks is no damaged file
     from bridges.prices.cost import check_train_time
 
     check_train_time(cfg)
@@ -224,9 +226,9 @@ def _register_intervene(subparsers) -> None:
 def _int_list(flag: str):
     def parse(text):
         try:
-            return parse_int_list(text, flag, minimum=1)
-        except (ValueError, InputError) as exc:
-            raise argparse.ArgumentTypeError(f"{flag}: {exc}") from None
+            return parse_int_list(text, flag, minimum=1, distinct=True)
+        except ValueError as exc:  # its message names the flag
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     parse.__name__ = "integer list"
     return parse
@@ -237,23 +239,29 @@ def intervene_command(args: argparse.Namespace) -> int:
     from bridges.patching.keys import check_tree_data
     from bridges.prices.cost import check_seconds, intervention_seconds
 
+    want = {"transplant": args.table in ("both", "transplant"), "injection": args.table in ("both", "injection")}
+    if given(args, "samples") and not args.theory:
+        raise InputError(f"--samples {args.samples} sets the theory's samples and applies with --theory only; give "
+                         "--theory or leave --samples out")
+    if given(args, "mean_contexts") and not want["injection"]:
+        raise InputError(f"--mean-contexts {args.mean_contexts} sets the injection's mean workspaces and does not "
+                         f"apply to --table {args.table}; leave it out")
     run = load_run(args.run_dir)
     cfg = run.config
     check_tree_data(cfg.data, "fv intervene", "prefixes of leaves")
     K, L = cfg.data.depth, cfg.model.n_layers
     depths = len(args.depths) if args.depths else K
     layers = len(args.layers) if args.layers else L
-    want = {"transplant": args.table in ("both", "transplant"), "injection": args.table in ("both", "injection")}
     seconds = intervention_seconds(cfg, n_contexts=args.contexts, depths=depths, layers=layers,
                                    mean_contexts=args.mean_contexts, **want)
+    sizes = [f"{args.contexts} contexts"] + ([f"{args.mean_contexts} mean contexts"] if want["injection"] else [])
     if args.theory:
         from bridges.prices.cost import _mc
 
         seconds += 2 * depths * (layers + 1) * _mc(cfg.data, cfg.model.budget, "path", args.samples)
-    check_seconds(f"fv intervene of {cfg.key()} with {args.contexts} contexts", seconds)
-    from bridges.patching.state import injection_table, state_patching_table
-
-    model, data = run.model, cfg.data
+        sizes.append(f"{args.samples} theory samples")
+    check_seconds(f"fv intervene of {cfg.key()} with {', '.join(sizes)} ({depths} depths x {layers} layers)", seconds)
+    data = cfg.data
     out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget}
     lines = [f"fv intervene: {cfg.key()} (model {cfg.model.model}, budget {cfg.model.budget}, depth {K})"]
     theory = None
@@ -263,7 +271,23 @@ def intervene_command(args: argparse.Namespace) -> int:
         theory = dict(prior=fv_prior(data), strategy="path", budget=cfg.model.budget, n_tokens=data.n_tokens,
                       s2=data.s2, samples=args.samples, seed=args.seed, depths=args.depths, layers=args.layers)
     from fvnum.patching import state as theory_tables
+    import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as priced (bridges.prices.cost.forward_seconds): more threads on a busy machine only wait
+    try:
+        _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines)
+    finally:
+        torch.set_num_threads(threads)
+    emit(out, args.format, lines)
+    return 0
+
+
+def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -> None:
+    """The tables of ``fv intervene`` (the model's, and the theory's beside them), into ``out`` and ``lines``."""
+    from bridges.patching.state import injection_table, state_patching_table
+
+    model, data = run.model, cfg.data
     for kind, of_model, of_theory, model_kw in (
             ("transplant", state_patching_table, theory_tables.state_patching_table, {}),
             ("injection", injection_table, theory_tables.injection_table, {"mean_contexts": args.mean_contexts})):
@@ -277,8 +301,6 @@ def intervene_command(args: argparse.Namespace) -> int:
             th = of_theory(**theory)
             out[kind]["path"] = th.to_dict()
             lines += ["", f"{kind}, theory (path):", th.to_markdown()]
-    emit(out, args.format, lines)
-    return 0
 
 
 def _register_compare(subparsers) -> None:
@@ -326,6 +348,8 @@ def compare_command(args: argparse.Namespace) -> int:
         from bridges.prices.cost import compare_grid_seconds
 
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
+        if args.scheduler is None:  # the runs train here
+            check_device(cfg.device)
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = grid_checks(tables)
@@ -339,6 +363,7 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.workers is not None:
         raise InputError("--scheduler and --workers apply to fv compare --grid only")
     cfg = config_from_args(args).check_resources()
+    check_device(cfg.train.device)
     from bridges.prices.cost import check_seconds, theory_table_seconds, train_seconds
 
     if not given(args, "keyed"):  # held to the rows of its own attention: softmax rows for a softmax model

@@ -17,6 +17,7 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS
 
 from bridges.commands import _add_engine_arguments, _add_keyed_argument, _arg_type, _check_study, check_workers
 from bridges.runs.config import MAX_THREADS, ROUTERS, RUN_OPTIONS
+from bridges.runs.devices import check_device, check_device_name
 
 CALL_AGAIN = 75  # exit code of ``fv scaling --resumable`` stopped at its cap with work left (sysexits' EX_TEMPFAIL)
 
@@ -151,7 +152,8 @@ def _register_scaling(subparsers) -> None:
     p.add_argument("--search-samples", type=int_arg("--search-samples", 2, 10**9), default=d.search_samples,
                    help=f"samples per candidate in the policy and design searches (default {d.search_samples})")
     p.add_argument("--threads", type=int_arg("--threads", 1, MAX_THREADS), default=d.threads, help=f"torch threads per run (default {d.threads})")
-    p.add_argument("--device", default=d.device, help="torch device of the runs (default cpu)")
+    p.add_argument("--device", type=_device_arg, default=d.device,
+                   help="torch device of the runs: cpu, cuda, cuda:<i> or mps (default cpu)")
     p.add_argument("--report-only", action="store_true",
                    help="train nothing: write the outputs of the runs finished so far (the report says how many)")
     p.add_argument("--resumable", action="store_true",
@@ -168,6 +170,13 @@ def _flop_match_arg(text: str) -> tuple[str, str]:
     if len(parts) != 2 or not all(len(x) == 1 for x in parts):
         raise argparse.ArgumentTypeError(f"--flop-match takes two model letters as M:REF (e.g. A:B), got {text!r:.40}")
     return parts[0], parts[1]
+
+
+def _device_arg(text: str) -> str:
+    try:
+        return check_device_name(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def scaling_config(args: argparse.Namespace):
@@ -189,9 +198,7 @@ def scaling_command(args: argparse.Namespace) -> int:
     check_workers(args.workers, args.scheduler)
     cfg = scaling_config(args)
     if not args.report_only and args.scheduler is None:  # the runs train here: their device must be here
-        from bridges.training.train import resolve_device
-
-        resolve_device(cfg.device)
+        check_device(cfg.device)
     from bridges.prices.cost import scaling_seconds
 
     quiet = args.quiet or args.format == "json"

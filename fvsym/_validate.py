@@ -404,9 +404,10 @@ def check_choice(value, name: str, choices) -> str:
     return value
 
 
-def parse_int_list(text, name: str, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+def parse_int_list(text, name: str, minimum: int | None = None, maximum: int | None = None, *,
+                   distinct: bool = False) -> list[int]:
     """``"1,2,3"`` -> [1, 2, 3]; an empty item (``1,,2``), a non-integer or a value outside
-    ``[minimum, maximum]`` is a one-line ValueError."""
+    ``[minimum, maximum]`` is a one-line ValueError; with ``distinct``, so is a value given twice (``1,1``)."""
     items = str(text).split(",")
     out = []
     for i, item in enumerate(items):
@@ -416,7 +417,12 @@ def parse_int_list(text, name: str, minimum: int | None = None, maximum: int | N
             raise InputError(f"{name} must be comma-separated integers such as 1,2,3, got {_short(text)} ({what})")
         v = int(item)
         if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-            raise InputError(f"{name}: {v} is outside {minimum}..{maximum}, got {_short(text)}")
+            where = (f">= {minimum}" if maximum is None else f"<= {maximum}" if minimum is None
+                     else f"in {minimum}..{maximum}")
+            raise InputError(f"{name} must list integers {where}, got {v}" + (f" in {_short(text)}" if len(items) > 1
+                                                                                else ""))
+        if distinct and v in out:
+            raise InputError(f"{name} lists {v} twice, got {_short(text)}: give each value once")
         out.append(v)
     return out
 

@@ -35,6 +35,7 @@ Theory comes from ``fvnum``; this module runs the model and lays the numbers out
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -150,7 +151,7 @@ def load_run(run_dir):
         raise FileNotFoundError(f"no run folder at {folder}")
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a run folder (fv train writes DIR/<key>/)")
-    if not (folder / "result.json").is_file():
+    if not os.path.lexists(folder / "result.json"):  # anything there (a FIFO, a link) is load_result's to name
         if (folder / "checkpoint.pt").exists() or (folder / "config.json").exists():
             raise InputError(f"{folder} is not a finished fv train run (no result.json: training stopped early; "
                              f"run the same fv train command again to finish it)")

@@ -40,6 +40,11 @@ STARTUP = 3.0  # seconds: import torch, build the model, the first step's alloca
 NS_UNIT, NS_MLP_D, NS_SQUARE = 2.5, 0.025, 0.0125  # per token and layer: W H, W D and W^2 (H - 1) (see above)
 NS_TOKEN_D = 15.0  # per token and coordinate of x
 NS_LINEAR_KEY = 2.0  # per token, coordinate and channel of Model C's keys
+# per token and layer of the qk router: per (W + 1) d r of kappa's outputs and their product with the query. Measured
+# (issue 56) on 6-step runs of A at depth 4, budget 3, r = 15 to 16384, one thread at load 9 to 10: 0.17 ns at
+# r = 16384 (above r ~ 2000 the (batch, N, d r) tensors leave the caches; NS_MLP_D priced r = 65536 at 26 s for
+# more than 60 s of work)
+NS_QK = 0.1
 NS_SOFTMAX = 20.0  # per token, layer and channel of softmax attention: exp, max, sum, divide, forward and backward
 STEP_S, LAYER_S = 7e-3, 0.2e-3  # per optimisation step, and per module (layer or readout, per hidden layer) of it
 CHECKPOINT_S = 0.2  # one checkpoint write (the models are small)
@@ -89,7 +94,7 @@ def _token_ns(cfg) -> float:
     if m.spec.mlp_keys:
         per_token += m.n_layers * (W * (NS_UNIT * H + NS_MLP_D * D) + NS_SQUARE * W * W * (H - 1))
         if getattr(m, "router", "mlp") == "qk":  # kappa's d r outputs a token and their product with the query
-            per_token += m.n_layers * NS_MLP_D * (W + 1) * m.n_channels * m.query_dim_for(D)
+            per_token += m.n_layers * NS_QK * (W + 1) * m.n_channels * m.query_dim_for(D)
     else:
         per_token += NS_LINEAR_KEY * D * m.budget
     if m.attention == "softmax":
@@ -350,10 +355,17 @@ def audit_seconds(cfg) -> float:
                       **AUDIT_SIZES[d.prior])[1]
 
 
+# A forward pass without gradients in batches of 256 contexts, as a share of a step's arithmetic per context. Measured
+# (issue 56, one torch thread, load 8 to 10): 0.7 to 2 times (A at depth 3 to 6, widths 64 and 128, the qk router at
+# r = 4096); B 0.26, C 0.07. The third that prices training's held-out batches (a batch of 16 to 256) priced the
+# default fv intervene at 6 s for 4 to 27 s of work.
+FORWARD_SHARE = 1.0
+
+
 def forward_seconds(cfg, contexts: int) -> float:
-    """Upper estimate of ``contexts`` forward passes of the model of ``cfg`` (no gradients): a third of a step's
-    arithmetic per context (as the held-out evaluations of :func:`train_seconds`), in batches of 256."""
-    per = (cfg.data.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 / 3
+    """Upper estimate of ``contexts`` forward passes of the model of ``cfg`` (no gradients, one torch thread):
+    ``FORWARD_SHARE`` of a step's arithmetic per context, in batches of 256."""
+    per = (cfg.data.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 * FORWARD_SHARE
     return SAFETY * (contexts * per + -(-contexts // 256) * overhead_seconds(cfg))
 
 

@@ -32,6 +32,7 @@ from bridges.runs.data_config import (  # noqa: F401 (the data section: its name
     ATOMS_FIELDS, ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set,
     _tree_scales, built_from_options, study_tree, tree_label)
 from bridges.models.shapes import D_MODEL, HEAD_DIM, MAX_SIZE, SHAPES, check_shape
+from bridges.runs.devices import check_device_name
 from bridges.runs.options import options_of
 from fvsym.errors import DamagedFile, InputError
 
@@ -333,6 +334,10 @@ class RunConfig:
             if not (self.model.spec.adaptive and self.model.spec.mlp_keys):
                 raise InputError(f"init_policy distils a policy into the MLP routers of an adaptive model "
                                  f"({_adaptive()}); model {self.model.model} has one layer")
+            if getattr(self.model, "router", "mlp") != "mlp":
+                raise InputError(f"init_policy distils a policy into the MLP router k_i = f([x_i, p]) of Model A; the "
+                                 f"{self.model.router} router has none to start: leave init_policy out, or use "
+                                 "router mlp")
             if self.train.init_from is not None:
                 raise InputError("give init_from or init_policy, not both")
             if not self.data.has_leaves or self.model.budget > self.data.depth:
@@ -555,7 +560,7 @@ RUN_OPTIONS = (
         eval_every=dict(help=f"default {RECIPE_EVAL_EVERY}", low=1),
         eval_batches=dict(help=f"default {TrainConfig().eval_batches}", low=1, high=10**6),
         seed=dict(help="default 0", low=0, high=2**63 - 1),
-        device=dict(help="torch device (default cpu)"),
+        device=dict(help="torch device: cpu, cuda, cuda:<i> or mps (default cpu)", check=check_device_name),
         threads=dict(help="torch CPU threads (default 1)", low=1, high=MAX_THREADS),
         checkpoint_every=dict(help=f"default {TrainConfig().checkpoint_every}", low=1),
         init_from=dict(help="Model A only: start from the finished run KEY in --out at a smaller budget "

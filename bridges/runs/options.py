@@ -57,6 +57,7 @@ class Option:
     default: typing.Any = None
     many: bool = False
     none: bool = False
+    check: typing.Any = None  # a further check of a value read (returns it, or raises a one-line InputError)
 
     def __post_init__(self):
         if self.kind not in KINDS or not self.flag.startswith("--"):
@@ -102,6 +103,8 @@ class Option:
             return low in _TRUE
         if self.kind == "numbers":
             return tuple(parse_number_list(text, name))
+        if self.check is not None:  # its message names the value
+            return self.check(str(text))
         return str(text)
 
     def text(self, value) -> str:

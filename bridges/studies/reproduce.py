@@ -18,6 +18,7 @@ from fvnum.priors.registry import prior_entry
 from bridges.runs.config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from bridges.runs.store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
+from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
 from bridges.runs.results import DictLayout, frame_of
@@ -123,8 +124,7 @@ class ReproduceConfig:
             raise InputError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
         if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
             raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
-        if not isinstance(self.device, str) or not self.device:
-            raise InputError(f"device must be a torch device name such as 'cpu', got {self.device!r}")
+        check_device_name(self.device)
         from fvnum.keys.families import check_family
 
         object.__setattr__(self, "keyed", check_family(self.keyed, optional=True))

@@ -27,8 +27,9 @@ from fvnum.defaults import KEYED
 from fvnum.laws import DEFAULT_CUT
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
-from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS
+from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS, adaptive_names
 from bridges.runs.store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
+from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
 from bridges.runs.results import DictLayout, frame_of
@@ -79,6 +80,7 @@ class ScalingConfig:
     router: str = "mlp"  # the router of the study's adaptive models (A): mlp, or qk (THEORY.md section 7b)
 
     def __post_init__(self):
+        check_device_name(self.device)
         study_tree(self, STUDY_DEPTH, STUDY_ALPHA)
         from bridges.runs.config import ROUTERS
 
@@ -103,6 +105,11 @@ class ScalingConfig:
                 raise InputError(f"flop_match must name a model of the study ({self.models}) and another model as its "
                                  f"reference (trained or not), e.g. ('A', 'B'); got {self.flop_match!r:.40}")
             object.__setattr__(self, "flop_match", pair)
+        routed = [m for m in self.models if MODELS[m].adaptive and MODELS[m].mlp_keys]
+        if self.router != "mlp" and not routed:
+            raise InputError(f"router {self.router!r} is the router of the adaptive model with MLP keys "
+                             f"({adaptive_names()}), and the study's models {self.models} have none: add A to the "
+                             "models, or leave the router out")
 
     def data(self) -> DataConfig:
         return DataConfig(prior="tree", depth=self.depth, alpha=self.alpha, n_tokens=self.n_tokens, s2=self.s2,

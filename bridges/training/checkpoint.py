@@ -15,7 +15,13 @@ finite are never saved (:func:`save_checkpoint` refuses them).
 """
 from __future__ import annotations
 
+import errno
+import pickle
+import re
+import struct
 import sys
+import warnings
+import zipfile
 from pathlib import Path
 
 import torch
@@ -76,22 +82,40 @@ def save_checkpoint(path, cfg: RunConfig, *, step: int, model, optimizer, extra:
     return atomic_write_bytes(path, lambda f: torch.save(payload, f), keep=previous_path(path))
 
 
+ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; fv never reads any other format (a pickle runs code)
+# what torch.load raises for a file's own content (map_location is always the CPU, so never for a device)
+_CONTENT_ERRORS = (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, KeyError, IndexError, TypeError,
+                   AttributeError, UnicodeDecodeError, zipfile.BadZipFile, struct.error, ImportError)
+
+
 def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -> dict:
-    """Read a checkpoint; with ``cfg``, refuse one written for another configuration."""
+    """Read a checkpoint; with ``cfg``, refuse one written for another configuration. The file is read on the CPU
+    (so a failure on ``map_location`` is never taken for damage), then its weights are moved there. Only a file
+    whose own content fails (not a torch zip archive, truncated, objects other than tensors and plain
+    containers) is a :class:`DamagedCheckpoint`; any other failure propagates as it is."""
     path = Path(path)
     if not path.is_file():
         if path.exists():
             raise DamagedCheckpoint(f"checkpoint {path} is not a file")
         raise FileNotFoundError(f"no checkpoint file at {path}")
+    with open(path, "rb") as f:
+        head = f.read(len(ZIP_MAGIC))
+    if head != ZIP_MAGIC:
+        what = "is empty" if not head else "is not a torch checkpoint (no zip archive: a plain pickle or another format, never unpickled)"
+        raise DamagedCheckpoint(f"checkpoint {path} {what}")
     try:
-        ck = torch.load(path, map_location=map_location, weights_only=True)
-    except (PermissionError, IsADirectoryError):
-        raise
-    except Exception as exc:  # torch raises RuntimeError, EOFError, KeyError, UnpicklingError, ...
-        reason = (str(exc).strip().splitlines() or [""])[0][:120]
-        detail = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
-        what = "is empty" if _size(path) == 0 else "is corrupt or truncated"
-        raise DamagedCheckpoint(f"checkpoint {path} {what} ({detail})") from None
+        with warnings.catch_warnings():  # torch's advice about weights_only is not the user's business
+            warnings.simplefilter("ignore")
+            ck = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise DamagedCheckpoint(f"checkpoint {path} holds objects other than tensors and plain containers (refused "
+                                "unread: fv loads weights only)") from None
+    except OSError as exc:  # a truncated archive makes torch seek before its start (EINVAL); other errors are the disk's
+        if exc.errno != errno.EINVAL:
+            raise
+        raise DamagedCheckpoint(f"checkpoint {path} is corrupt or truncated (its zip archive cannot be read)") from None
+    except _CONTENT_ERRORS as exc:
+        raise DamagedCheckpoint(f"checkpoint {path} is corrupt or truncated ({first_sentence(exc)})") from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT or any(k not in ck for k in _REQUIRED):
         raise DamagedCheckpoint(f"{path} is not an fv checkpoint (format {FORMAT!r})")
     if cfg is not None and ck["key"] != cfg.key():
@@ -101,7 +125,19 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
             diffs = []
         what = "; ".join(diffs[:3]) or f"key {ck['key']} vs {cfg.key()}"
         raise DamagedFile(f"checkpoint {path} is from another configuration ({what})", path=path)
+    if str(map_location) != "cpu" and isinstance(ck["model"], dict):  # the device's own failures propagate
+        ck["model"] = {k: v.to(map_location) if isinstance(v, torch.Tensor) else v for k, v in ck["model"].items()}
     return ck
+
+
+def first_sentence(exc: BaseException, limit: int = 100) -> str:
+    """``TypeName: the first sentence of the message`` of ``exc``, cut at a word (with ``...``) past ``limit``
+    characters, for a one-line report."""
+    text = " ".join((str(exc).strip().splitlines() or [""])[0].split())
+    text = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def restore(ck: dict, model, optimizer=None) -> int:
@@ -111,8 +147,7 @@ def restore(ck: dict, model, optimizer=None) -> int:
         if optimizer is not None:
             optimizer.load_state_dict(ck["optimizer"])
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:120]
-        raise DamagedCheckpoint(f"checkpoint does not fit this model ({first})") from None
+        raise DamagedCheckpoint(f"checkpoint does not fit this model ({first_sentence(exc, 120)})") from None
     _set_rng(ck["rng"])
     return int(ck["step"])
 
@@ -122,15 +157,7 @@ def _set_rng(rng) -> None:
     try:
         torch.set_rng_state(rng.cpu())
     except (RuntimeError, ValueError, TypeError, AttributeError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:120]
-        raise DamagedCheckpoint(f"checkpoint holds a damaged random-number state ({first})") from None
-
-
-def _size(path) -> int:
-    try:
-        return Path(path).stat().st_size
-    except OSError:
-        return -1
+        raise DamagedCheckpoint(f"checkpoint holds a damaged random-number state ({first_sentence(exc, 120)})") from None
 
 
 _EXTRA = ("history", "train_s", "wall_s", "window")
@@ -199,8 +226,7 @@ def load_model(path, cfg: RunConfig | None = None, *, device="cpu"):
     try:
         model.load_state_dict(ck["model"])
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:120]
-        raise DamagedCheckpoint(f"checkpoint {path} does not fit its model ({first})") from None
+        raise DamagedCheckpoint(f"checkpoint {path} does not fit its model ({first_sentence(exc, 120)})") from None
     bad = nonfinite_weights(ck["model"])
     if bad is not None:
         raise DamagedCheckpoint(f"checkpoint {path} holds weights that are not finite ({bad})")

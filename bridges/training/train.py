@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -31,6 +32,7 @@ from bridges.training._malloc import keep_freed_memory
 from bridges.training.checkpoint import (DamagedCheckpoint, load_model, nonfinite_weights, restore, save_checkpoint, set_aside,
                          usable_checkpoint)
 from bridges.runs.config import RunConfig
+from bridges.runs.devices import check_device
 from bridges.training.data import EVAL_SEED, EVAL_STREAM, TRAIN_STREAM, ContextSampler, Contexts, keep_prior_files
 from bridges.models.networks import WorkspaceModel, build_model, grow
 from bridges.models.precision import describe, machine
@@ -164,15 +166,10 @@ def lr_factor(step: int, steps: int, warmup: int, schedule: str) -> float:
 
 
 def resolve_device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise InputError(f"unknown device {name!r}; use e.g. cpu, cuda, cuda:1, mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {name!r} is not available (torch sees no CUDA device)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError(f"device {name!r} is not available")
-    return device
+    """The torch device ``name`` if this machine runs it (``bridges.runs.devices.check_device``: cpu, cuda[:i]
+    where torch sees it, mps where torch sees it); a one-line InputError otherwise. ``train`` asks it first,
+    before its run folder is touched."""
+    return torch.device(check_device(name))
 
 
 def run_dir(cfg: RunConfig) -> Path | None:
@@ -189,10 +186,11 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     A damaged file is a one-line :class:`DamagedResult`; with ``cfg``, the result of another configuration
     is a ``ValueError`` that says so."""
     path = Path(path)
+    odd = not_regular(path)
+    if odd:
+        raise DamagedResult(f"{path} is {odd}, not a training result")
     try:
         size = path.stat().st_size
-        if not path.is_file():
-            raise DamagedResult(f"{path} is not a file")
         if size > MAX_RESULT_BYTES:
             raise DamagedResult(f"{path} is {size:,} bytes, not a training result")
         record = json.loads(path.read_text())
@@ -222,6 +220,24 @@ def load_result(path, cfg: RunConfig | None = None) -> TrainResult:
     if cfg is not None and key != cfg.key():
         raise InputError(f"{path} holds the result of another configuration ({abridge(key, 40)})")
     return result
+
+
+def not_regular(path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``a FIFO``, ``a link to /dev/zero``, ``a folder``,
+    ``a link to nothing``), read without opening it; None for a regular file or nothing there."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    link = f"a link to {abridge(os.readlink(path), 60)}" if path.is_symlink() else None
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return link or "unreadable"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+    return f"{link} ({kind})" if link else kind
 
 
 _NUMBERS = {"loss": False, "stderr": False, "train_seconds": False, "wall_seconds": False, "steps_per_s": True}
@@ -454,7 +470,8 @@ def _init_source(cfg: RunConfig) -> RunConfig:
     problems = [f"{what} {a!r} vs {b!r}" for what, a, b in (
         ("model", s.model.model, m.model), ("mlp_width", s.model.mlp_width, m.mlp_width),
         ("hidden_layers", s.model.hidden_layers, m.hidden_layers), ("readout", s.model.readout, m.readout),
-        ("attention", s.model.attention, m.attention))
+        ("attention", s.model.attention, m.attention), ("router", s.model.router, m.router),
+        ("query_dim", s.model.query_dim_for(s.data.dim), m.query_dim_for(cfg.data.dim)))
         if a != b]
     if s.data.to_dict() != cfg.data.to_dict():
         problems.append("other data (" + "; ".join(cfg.differences(s)[:2]) + ")")

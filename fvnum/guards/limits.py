@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fvsym._validate import _short
+from fvsym._validate import _short, check_int
 from fvsym.errors import InputError
 from fvnum.priors.checks import (  # noqa: F401 (the float checks of the priors, named here as before)
     RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
@@ -310,6 +310,15 @@ def seconds_cap() -> float:
     return max_seconds()
 
 
+def check_threads(threads) -> int | None:
+    """``threads`` (None: all cores) if it is an integer in 1 .. max(8, 4 x the cores); else a one-line InputError."""
+    from fvnum.mc._chunks import default_threads
+
+    if threads is None:
+        return None
+    return check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
+
+
 def check_loss_mc_args(spec, strategy, budget, *, design, token_channel: bool, samples, threads, search_samples,
                        measurement: str | None = None) -> None:
     """The checks ``loss_mc`` runs before any work: types and ranges of the arguments, the design's
@@ -324,8 +333,7 @@ def check_loss_mc_args(spec, strategy, budget, *, design, token_channel: bool, s
     if not isinstance(strategy, str):
         raise InputError(f"strategy must be a name such as 'path', got {type(strategy).__name__} {_short(strategy)}")
     budget = check_int(budget, "budget", minimum=0)
-    if threads is not None:
-        check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
+    check_threads(threads)
     samples = check_int(samples, "samples", minimum=2, maximum=10**10)
     search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
     if design is not None:

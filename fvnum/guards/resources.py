@@ -44,8 +44,9 @@ class watchdog:
     refusing in their own words (:func:`check_time`, :func:`check_deadline`). Outside a :class:`time_limit`, or
     with ``active`` False, it watches nothing. ``exit`` and ``stream`` are for tests (defaults: ``os._exit`` and ``sys.stderr``)."""
 
-    def __init__(self, command: str, *, active: bool = True, exit=None, stream=None):
+    def __init__(self, command: str, *, active: bool = True, exit=None, stream=None, writes: bool = True):
         self.command, self.active, self._exit, self._stream = command, bool(active), exit, stream
+        self.writes = bool(writes)  # whether the command writes files as it goes (else it prints at its end)
         self._stop = threading.Event()
         self._thread = None
         self.fired = False
@@ -74,8 +75,9 @@ class watchdog:
 
     def message(self, cap: float, start: float) -> str:
         return (f"{self.command}: error: stopped after {format_seconds(time.monotonic() - start)}, past the "
-                f"limit of {format_seconds(cap)} (fv --max-seconds S raises it); the files written so far "
-                f"are complete")
+                f"limit of {format_seconds(cap)} (fv --max-seconds S raises it); "
+                + ("the files written so far are complete" if self.writes else
+                   "nothing was written (it prints its results when it finishes)"))
 
     def _fire(self, cap: float, start: float) -> None:
         self.fired = True

@@ -204,7 +204,41 @@ def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=
                          intervention="transplant")
 
 
-def _means_of(leaves, phi, K, layers, n_mean, source, width) -> MeanState:
+def _origin(spec, channel_words: str, name: str, budget: int) -> tuple:
+    """What a mean state was drawn under: its prior, strategy, budget and channel, as texts."""
+    exact = getattr(spec, "exact_prior", None)
+    prior = str(exact()) if callable(exact) else repr(spec)
+    return (("prior", prior), ("strategy", name), ("budget", str(budget)), ("channel", channel_words))
+
+
+def _channel_words(channel) -> str:
+    if channel.kind == "tokens":
+        return f"tokens n_tokens={channel.n_tokens}, s2={channel.s2!r}"
+    return f"gaussian tau={channel.tau!r}"
+
+
+def _check_given_means(means, mean_samples, origin: tuple) -> None:
+    """Refuse ``mean_samples`` beside ``means`` (it would be ignored), and a mean state drawn under another prior,
+    strategy, budget or channel than the injection's (``origin``), naming each difference."""
+    if means is None:
+        return
+    if mean_samples is not None:
+        raise InputError(f"mean_samples={mean_samples!r:.20} draws the injection's own mean state, and means gives "
+                         "one: give means or mean_samples, not both")
+    if not isinstance(means, MeanState):
+        raise InputError(f"means must be a MeanState (fvnum.mean_state), got {type(means).__name__}")
+    if not means.origin:
+        raise InputError(f"the mean state ({means.source}) does not say its prior, strategy, budget and channel: "
+                         "draw it with fvnum.mean_state")
+    theirs, ours = dict(means.origin), dict(origin)
+    differ = [f"{k} {theirs.get(k)} (the injection's: {v})" for k, v in ours.items() if theirs.get(k) != v]
+    if differ:
+        raise InputError("the mean state was drawn under another " + ", ".join(k for k, v in ours.items()
+                         if theirs.get(k) != v) + ": " + "; ".join(differ)
+                         + "; draw it with the injection's own arguments (fvnum.mean_state)")
+
+
+def _means_of(leaves, phi, K, layers, n_mean, source, width, origin: tuple = ()) -> MeanState:
     means, counts = {}, {}
     for l in layers:
         level = min(l, K)
@@ -216,7 +250,7 @@ def _means_of(leaves, phi, K, layers, n_mean, source, width) -> MeanState:
         with np.errstate(invalid="ignore", divide="ignore"):
             means[l] = sums / count[:, None]
         counts[l] = count
-    return MeanState(means, counts, n_mean, source, K, width)
+    return MeanState(means, counts, n_mean, source, K, width, origin)
 
 
 def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01, tokens=None,
@@ -245,7 +279,8 @@ def _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads) 
                                threads=threads)
     leaves = np.concatenate([p[0] for p in parts])
     phi = np.concatenate([p[1] for p in parts])
-    return _means_of(leaves, phi, spec.depth, layers, samples, pol.name, pol.width)
+    return _means_of(leaves, phi, spec.depth, layers, samples, pol.name, pol.width,
+                     _origin(spec, _channel_words(channel), pol.name, budget))
 
 
 def injected_prefixes(leaves: np.ndarray, depth: int, layer: int, j: int, rng) -> np.ndarray:
@@ -289,6 +324,7 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
     if channel.kind == "gaussian" and channel.tau == 0:
         raise InputError("injection needs a noisy channel (tau > 0 or n_tokens): the mean of noiseless readings is "
                          "not a reading the noiseless decoder can hold")
+    _check_given_means(means, mean_samples, _origin(spec, _channel_words(channel), pol.name, budget))
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
     cells_n = sum(min(l, spec.depth) for l in layers) + 2 * len(layers)
@@ -441,10 +477,15 @@ class _keyed:
         self.check_price("mean_state", n, 1)
         leaves, X, eps = self._contexts(n, _chunks.MEAN)
         phi, _ = self.make(n).run(X, self._values(X, leaves, eps), self.budget)
-        return _means_of(leaves, phi[:, :, None], self.spec.depth, self.layers, n, self.name, 1)
+        return _means_of(leaves, phi[:, :, None], self.spec.depth, self.layers, n, self.name, 1, self.origin)
+
+    @property
+    def origin(self) -> tuple:
+        return _origin(self.spec, f"tokens n_tokens={self.N}, s2={self.s2!r}", self.name, self.budget)
 
     def injection(self, mean_samples, means) -> InjectionTable:
         K, n = self.spec.depth, self.samples
+        _check_given_means(means, mean_samples, self.origin)
         self.check_price("injection_table", n, 1 + sum(min(l, K) for l in self.layers) + len(self.layers))
         if means is None:
             means = self.mean_state(n if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=2))

@@ -21,7 +21,8 @@ class MeanState:
     ``means[l]`` (``2^min(l, K)``, ``l * d``): the mean of ``Phi_l`` over the contexts whose leaves have the
     prefix of index ``p`` (row ``p``: the prefix's bits, first level first, a bit 1 for a sign -1, as
     ``leaf >> (K - l)``); ``counts[l]`` the contexts of each prefix (a row with none is NaN). ``n``: contexts
-    drawn; ``source``: the strategy (or ``model ...``)."""
+    drawn; ``source``: the strategy (or ``model ...``); ``origin``: the prior, strategy, budget and channel it was
+    drawn under (``fvnum.mean_state``), which an injection of another is refused for."""
 
     means: dict
     counts: dict
@@ -29,6 +30,7 @@ class MeanState:
     source: str
     depth: int
     width: int = 1
+    origin: tuple = ()  # ((what, its text), ...): the prior, strategy, budget and channel it was drawn under
 
     @property
     def layers(self) -> tuple:
@@ -54,7 +56,7 @@ class MeanState:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "n": self.n, "depth": self.depth, "width": self.width,
-                "layers": list(self.layers),
+                "origin": dict(self.origin), "layers": list(self.layers),
                 "means": {str(l): np.where(np.isnan(m), None, m).tolist() for l, m in self.means.items()},
                 "counts": {str(l): c.tolist() for l, c in self.counts.items()}}
 

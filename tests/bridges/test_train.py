@@ -112,7 +112,7 @@ def test_query_and_theta_metrics_have_the_same_expectation():
 
 
 def test_bad_training_requests():
-    with pytest.raises(ValueError, match="unknown device 'abacus'"):
+    with pytest.raises(ValueError, match="device 'abacus' is not one fv runs on"):
         train(tiny(device="abacus"), progress=False)
     with pytest.raises(ValueError, match="stop_at"):
         train(tiny(), progress=False, stop_at=151)

@@ -128,6 +128,9 @@ def test_bad_inputs_are_one_line_errors_naming_the_value():
     with pytest.raises(ValueError, match="no context among the mean state"):
         injection_table(P, "path", 3, tau=0.3, samples=200, mean_samples=3)
     m = mean_state(P, "path", 2, tau=0.3, samples=500)
+    with pytest.raises(ValueError, match="the mean state was drawn under another budget: budget 2"):
+        injection_table(P, "path", 3, tau=0.3, samples=100, means=m)
+    m = mean_state(P, "path", 3, tau=0.3, samples=500, layers=(1, 2))
     with pytest.raises(ValueError, match="the mean state holds layers 1, 2"):
         injection_table(P, "path", 3, tau=0.3, samples=100, means=m)
 
