@@ -204,8 +204,12 @@ def _register_intervene(subparsers) -> None:
         "run's prior, budget and tokens beside them (bridges.patching.state, fvnum.patching.state).",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
-    p.add_argument("--table", choices=("both", "transplant", "injection"), default="both",
-                   help="which tables (default both)")
+    p.add_argument("--table", choices=TABLES, default="both",
+                   help="which tables: both (transplant and injection, the default), transplant, injection, keys (key "
+                   "patching, docs/theory.md section 8), attention (Model T: every token's attention outputs of blocks "
+                   "1..l transplanted), or all (every table the model has)")
+    p.add_argument("--control", action="store_true",
+                   help="add divergence depth 0, the no-op control (donor = target): every effect in it is exactly 0")
     p.add_argument("--contexts", type=int_arg("--contexts", 2, 10**7), default=2048,
                    help="target contexts, shared by every cell (default 2048)")
     p.add_argument("--mean-contexts", type=int_arg("--mean-contexts", 2, 10**7), default=4096,
@@ -221,6 +225,9 @@ def _register_intervene(subparsers) -> None:
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)
     p.set_defaults(func=intervene_command)
+
+
+TABLES = ("both", "transplant", "injection", "keys", "attention", "all")  # fv intervene --table
 
 
 def _int_list(flag: str):
@@ -239,7 +246,8 @@ def intervene_command(args: argparse.Namespace) -> int:
     from bridges.patching.keys import check_tree_data
     from bridges.prices.cost import check_seconds, intervention_seconds
 
-    want = {"transplant": args.table in ("both", "transplant"), "injection": args.table in ("both", "injection")}
+    want = {kind: args.table in (kind, "all") or args.table == "both" and kind in ("transplant", "injection")
+            for kind in ("transplant", "injection", "keys", "attention")}
     if given(args, "samples") and not args.theory:
         raise InputError(f"--samples {args.samples} sets the theory's samples and applies with --theory only; give "
                          "--theory or leave --samples out")
@@ -249,11 +257,18 @@ def intervene_command(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir)
     cfg = run.config
     check_tree_data(cfg.data, "fv intervene", "prefixes of leaves")
+    if want["attention"] and not hasattr(run.model, "blocks"):
+        if args.table == "attention":
+            raise InputError(f"--table attention transplants the attention outputs of Model T's blocks; model "
+                             f"{cfg.model.model} has none (its state is the workspace: --table transplant)")
+        want["attention"] = False  # --table all: the tables this model has
     K, L = cfg.data.depth, cfg.model.n_layers
     depths = len(args.depths) if args.depths else K
     layers = len(args.layers) if args.layers else L
+    depths += args.control
     seconds = intervention_seconds(cfg, n_contexts=args.contexts, depths=depths, layers=layers,
-                                   mean_contexts=args.mean_contexts, **want)
+                                   mean_contexts=args.mean_contexts, transplant=want["transplant"],
+                                   injection=want["injection"], patching=want["keys"] + want["attention"])
     sizes = [f"{args.contexts} contexts"] + ([f"{args.mean_contexts} mean contexts"] if want["injection"] else [])
     if args.theory:
         from bridges.prices.cost import _mc
@@ -285,19 +300,45 @@ def intervene_command(args: argparse.Namespace) -> int:
 
 def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -> None:
     """The tables of ``fv intervene`` (the model's, and the theory's beside them), into ``out`` and ``lines``."""
+    from bridges.patching.keys import key_patching_table
     from bridges.patching.state import injection_table, state_patching_table
+    from fvnum.patching.keys import patching_table as theory_keys
 
     model, data = run.model, cfg.data
+    depths = args.depths
+    if args.control:  # the no-op control first: donor = target
+        depths = (0, *(depths or range(1, data.depth + 1)))
+
+    def keys_table(model, data, *, layers=None, **kw):
+        table = key_patching_table(model, data, **kw)
+        if layers:  # key patching runs every layer; the table keeps the ones asked for
+            from bridges.patching.keys import table_from_dict
+
+            d = table.to_dict()
+            rows = [table.layers.index(l) for l in layers]
+            for name in ("loss", "stderr", "effect", "effect_stderr"):
+                d[name] = [d[name][r] for r in rows]
+            d["layers"] = list(layers)
+            table = table_from_dict(d)
+        return table
+
+    def theory_key_table(prior, strategy, budget, n_tokens, s2, samples, seed, depths, layers):
+        return theory_keys(prior, budget, n_tokens=n_tokens, s2=s2, strategy=strategy, samples=samples, seed=seed,
+                           depths=depths)
+
     for kind, of_model, of_theory, model_kw in (
-            ("transplant", state_patching_table, theory_tables.state_patching_table, {}),
-            ("injection", injection_table, theory_tables.injection_table, {"mean_contexts": args.mean_contexts})):
+            ("transplant", state_patching_table, theory_tables.state_patching_table, {"depths": depths}),
+            ("attention", state_patching_table, None, {"depths": depths, "site": "attention"}),
+            ("keys", keys_table, theory_key_table, {"depths": depths}),
+            ("injection", injection_table, theory_tables.injection_table,
+             {"mean_contexts": args.mean_contexts, "depths": args.depths})):
         if not want[kind]:
             continue
-        table = of_model(model, data, n_contexts=args.contexts, seed=args.seed, depths=args.depths,
-                         layers=args.layers, **model_kw)
+        table = of_model(model, data, n_contexts=args.contexts, seed=args.seed, layers=args.layers, **model_kw)
         out[kind] = {"model": table.to_dict()}
-        lines += ["", f"{kind} (model {cfg.model.model}):", table.to_markdown()]
-        if theory:
+        title = {"attention": "attention transplant", "keys": "key patching"}.get(kind, kind)
+        lines += ["", f"{title} (model {cfg.model.model}):", table.to_markdown()]
+        if theory and of_theory is not None:
             th = of_theory(**theory)
             out[kind]["path"] = th.to_dict()
             lines += ["", f"{kind}, theory (path):", th.to_markdown()]

@@ -365,17 +365,21 @@ FORWARD_SHARE = 1.0
 def forward_seconds(cfg, contexts: int) -> float:
     """Upper estimate of ``contexts`` forward passes of the model of ``cfg`` (no gradients, one torch thread):
     ``FORWARD_SHARE`` of a step's arithmetic per context, in batches of 256."""
-    per = (cfg.data.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 * FORWARD_SHARE
+    if cfg.model.spec.price is not None:  # a model's own price of a step (Model T), shared by its contexts
+        per = float(cfg.model.spec.price(cfg)) / cfg.train.batch * FORWARD_SHARE
+    else:
+        per = (cfg.data.n_tokens * _token_ns(cfg) + _context_ns(cfg)) * 1e-9 * FORWARD_SHARE
     return SAFETY * (contexts * per + -(-contexts // 256) * overhead_seconds(cfg))
 
 
 def intervention_seconds(cfg, *, n_contexts: int, depths: int, layers: int, mean_contexts: int = 0,
-                         transplant: bool = True, injection: bool = True) -> float:
+                         transplant: bool = True, injection: bool = True, patching: int = 0) -> float:
     """Upper estimate of ``fv intervene`` on a run of ``cfg``: the transplant table (a donor and one patched pass
-    per layer for each divergence depth) and the injection table (the mean workspaces' contexts and a patched
-    pass per cell), plus loading the run."""
+    per layer for each divergence depth), ``patching`` more tables of that kind (key patching, Model T's attention
+    transplant) and the injection table (the mean workspaces' contexts and a patched pass per cell), plus loading
+    the run."""
     passes = 0
-    if transplant:
+    for _ in range(int(transplant) + patching):
         passes += n_contexts * (1 + depths * (1 + layers))
     if injection:
         passes += mean_contexts + n_contexts * (1 + depths * layers)

@@ -155,3 +155,31 @@ def test_a_tiny_model_t_trains_and_the_same_seed_gives_the_same_numbers(tmp_path
     a, b = train(cfg, progress=False), train(cfg, progress=False)
     assert a.loss == b.loss and [row[:4] for row in a.history] == [row[:4] for row in b.history]  # not the clock
     assert a.history[-1][2] < a.history[0][2]  # the held-out loss falls from step 0
+
+
+def test_fv_intervene_on_model_t_gives_every_table_with_the_no_op_control(tmp_path, capsys):
+    import json
+
+    from bridges.cli import main
+
+    assert main(["train", "--model", "T", "--depth", "3", "--budget", "2", "--steps", "4", "--eval-every", "2",
+                 "--eval-batches", "1", "--d-model", "16", "--head-dim", "4", "--mlp-width", "16", "--out",
+                 str(tmp_path), "--quiet"]) == 0
+    (run,) = tmp_path.iterdir()
+    capsys.readouterr()
+    assert main(["intervene", str(run), "--table", "all", "--control", "--contexts", "64", "--mean-contexts", "256",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"transplant", "attention", "keys", "injection"}
+    for kind in ("transplant", "attention", "keys"):
+        table = out[kind]["model"]
+        assert table["depths"][0] == 0 and all(row[0] == 0 for row in table["effect"]), kind
+    assert out["attention"]["model"]["intervention"] == "attention transplant"
+
+
+def test_fv_intervene_refuses_the_attention_table_of_a_model_without_blocks(run_folder, capsys):
+    from bridges.cli import main
+
+    assert main(["intervene", str(run_folder), "--table", "attention"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "attention outputs of Model T's blocks; model A has none" in err[0]
