@@ -18,7 +18,7 @@ from fvnum.defaults import KEYED
 from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
-from bridges.models.registry import MODELS
+from bridges.models.registry import BUILT_IN, MODELS
 from bridges.runs.devices import check_device
 from bridges.runs.options import Option
 from fvsym.errors import InputError
@@ -384,7 +384,7 @@ def compare_command(args: argparse.Namespace) -> int:
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                              device=args.device, models=args.model or "".join(MODELS), keyed=args.keyed,
+                              device=args.device, models=args.model or "".join(BUILT_IN), keyed=args.keyed,
                               real_samples=args.real_samples)
         from bridges.prices.cost import compare_grid_seconds
 
