@@ -59,11 +59,13 @@ def test_a_bad_attention_in_a_sweep_spec_names_its_key(tmp_path):
 
 def test_a_bad_attention_in_a_run_folder_is_refused():
     d = json.loads(RunConfig(model=ModelConfig(attention="softmax")).to_json())
-    for bad in ("softmax2", 3, None, ["softmax"]):
+    for bad in ("softmax2", 3, ["softmax"]):
         d["model"]["attention"] = bad
         with pytest.raises(ValueError, match="attention") as info:
             RunConfig.from_dict(d)
         assert "\n" not in str(info.value)
+    d["model"]["attention"] = None  # null is the model's own default (A: linear)
+    assert RunConfig.from_dict(d).model.attention == "linear"
 
 
 def test_absurd_softmax_sizes_are_refused_by_the_memory_price(tmp_path):

@@ -189,7 +189,9 @@ def table(depth: int = 4) -> str:
     """Per model and budget: trained linear and softmax (seed mean ± SD (seeds)) beside the prediction rows of
     both families (A: the adaptive keyed policy; B and C: the best one-layer design; C also its exact linear
     theory), and softmax / its prediction."""
-    from bridges.models.registry import MODELS
+    from bridges.models.registry import BUILT_IN, MODELS
+
+    MODELS = {m: MODELS[m] for m in BUILT_IN}  # the models this study trained (A, B, C)
 
     data = load()
     lines = ["| model | B | trained, linear | prediction, linear (weighted keys; C: exact) | trained, softmax | "
@@ -223,7 +225,9 @@ def contrasts(depth: int = 4) -> str:
     each aggregation, each model's softmax over its linear twin, and what the theory says of the same: the
     one-layer softmax row over the weighted one (the cost of self-normalisation to the best design found) and
     the adaptive rows' A / B."""
-    from bridges.models.registry import MODELS
+    from bridges.models.registry import BUILT_IN, MODELS
+
+    MODELS = {m: MODELS[m] for m in BUILT_IN}  # the models this study trained (A, B, C)
 
     data = load()
     adaptive = next(m for m, s in MODELS.items() if s.adaptive and s.mlp_keys)
@@ -268,7 +272,9 @@ def figure(depth: int = 4) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bridges.models.registry import MODELS
+    from bridges.models.registry import BUILT_IN, MODELS
+
+    MODELS = {m: MODELS[m] for m in BUILT_IN}  # the models this study trained (A, B, C)
 
     data = load()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(4.2 * len(MODELS), 3.6), sharey=True)

@@ -210,8 +210,8 @@ def test_softmax_is_priced_above_its_linear_twin():
     for model in "ABC":
         lin = RunConfig(DataConfig(depth=6, n_tokens=256), ModelConfig(model, 8), TrainConfig(batch=512))
         soft = lin.replace(model=dict(attention="softmax"))
-        d = soft.model.width
-        extra = 4.0 * 512 * 256 * 2 * soft.model.layers * d  # the (batch, N, d) scores and weights of every layer
+        d = soft.model.n_channels
+        extra = 4.0 * 512 * 256 * 2 * soft.model.n_layers * d  # the (batch, N, d) scores and weights of every layer
         assert train_bytes(soft) == pytest.approx(train_bytes(lin) + extra)
         assert step_seconds(soft) > step_seconds(lin)
 

@@ -7,6 +7,7 @@ import pytest
 import sympy as sp
 
 from fvnum.mc.channels import Channel, effective_tau2, make_channel, token_statistics
+from fvnum.model_rows import plain_models
 from fvnum.theory import (
     MODELS, ComparisonTable, TheoryRow, best_linear_loss, comparison_table, describe_rows, gaussian_optimum, lmmse,
     prediction_row, prior_covariance, top_levels_rows,
@@ -151,10 +152,12 @@ def test_rows_say_what_they_are_beside_the_models():
     prior = TreePrior(3, "1/2")
     table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=1000, seed=0, search_samples=200,
                              keyed=None)
-    for model in MODELS:
+    for model in plain_models():  # T is held to a row by its shape's name (T-deep, T-wide), not listed in rows
         assert [r.name for r in table if r.role == "prediction" and model in r.models] == [table.prediction(model).name]
     assert (table.prediction("A").name, table.prediction("B").name, table.prediction("C").name) == (
         "best_adaptive", "best_nonadaptive_unit", "top_levels_linear")
+    assert (table.prediction("T-deep").name, table.prediction("T-wide").name) == ("best_adaptive",
+                                                                                 "best_nonadaptive_unit")
     rows = {r.name: r for r in table}
     assert rows["optimum_lower"].role == "lower_bound" and rows["optimum_lower"].models == ()
     assert rows["optimum_lower"].measurement_class == "coordinate" and "not a bound for Models A, B" in rows[
@@ -175,10 +178,10 @@ def test_keyed_rows_become_the_predictions_of_a_and_b():
     names = ["path", "best_adaptive", "best_nonadaptive_unit", "best_adaptive_keyed", "best_nonadaptive_keyed",
              "top_levels_linear"]
     assert [prediction_row(m, names) for m in MODELS] == ["best_adaptive_keyed", "best_nonadaptive_keyed",
-                                                           "top_levels_linear"]
+                                                           "top_levels_linear", "best_adaptive_keyed"]  # T: deep's
     rows = describe_rows([{"name": n, "value": 0.1} for n in names])
     assert {r["name"]: r["role"] for r in rows}["best_adaptive"] == "upper_bound"
-    with pytest.raises(ValueError, match="model must be one of A, B, C"):
+    with pytest.raises(ValueError, match="model must be one of A, B, C, T"):
         prediction_row("D", names)
 
 
