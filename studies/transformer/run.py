@@ -7,6 +7,8 @@ written before any training: studies/transformer/regime.md.
     PYTHONPATH=. python studies/transformer/run.py train --lane 0 --lanes 2 &   # resumable; one lane a core
     PYTHONPATH=. python studies/transformer/run.py train --only T-deep-B4-s0    # the named runs, in that order
     PYTHONPATH=. python studies/transformer/run.py report            # transformer.json, transformer.md, figures
+    PYTHONPATH=. python studies/transformer/run.py interventions     # deep T's function-vector tables at budget 4
+    PYTHONPATH=. python studies/transformer/run.py park | unpark     # unfinished checkpoints to/from parked/
 
 The study drives the library through its Python API: it builds ``RunConfig`` objects, calls
 ``bridges.training.train.train`` (which resumes a run from its checkpoint and refuses a folder another process
@@ -169,9 +171,10 @@ def trained_ab() -> dict:
     import csv
 
     out: dict = {"A": {}, "B": {}}
-    for row in csv.DictReader((SCALING / "scaling.csv").open()):
-        if row["model"] in out and int(row["budget"]) in BUDGETS:
-            out[row["model"]].setdefault(int(row["budget"]), []).append(float(row["loss"]))
+    with (SCALING / "scaling.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["model"] in out and int(row["budget"]) in BUDGETS:
+                out[row["model"]].setdefault(int(row["budget"]), []).append(float(row["loss"]))
     return out
 
 
@@ -411,6 +414,55 @@ def report() -> dict:
     return data
 
 
+PARKED = HERE / "parked"  # unfinished runs' checkpoints, committed so the next session resumes them
+
+
+def park() -> list[str]:
+    """Copy every unfinished run's ``config.json`` and ``checkpoint.pt`` to ``parked/<key>/`` (the next session's
+    ``unpark`` puts them back and ``train`` resumes from them); a finished run's parked copy is removed."""
+    import shutil
+
+    from bridges.training.train import run_dir
+
+    parked = []
+    for run in plan():
+        folder = run_dir(run.config())
+        dest = PARKED / folder.name
+        if (folder / "result.json").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+            continue
+        if not (folder / "checkpoint.pt").is_file():
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "checkpoint.pt"):
+            shutil.copy2(folder / name, dest / (name + ".tmp"))
+            (dest / (name + ".tmp")).replace(dest / name)
+        parked.append(run.name)
+    return parked
+
+
+def unpark() -> list[str]:
+    """Put parked checkpoints back into run folders that have none (or an older one): ``train`` resumes them."""
+    import shutil
+
+    from bridges.training.train import run_dir
+
+    restored = []
+    for run in plan():
+        folder = run_dir(run.config())
+        src = PARKED / folder.name
+        if not (src / "checkpoint.pt").is_file() or (folder / "result.json").is_file():
+            continue
+        mine = folder / "checkpoint.pt"
+        if mine.is_file() and mine.stat().st_mtime >= (src / "checkpoint.pt").stat().st_mtime:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "checkpoint.pt"):
+            shutil.copy2(src / name, folder / name)
+        restored.append(run.name)
+    return restored
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -423,6 +475,8 @@ def main(argv=None) -> int:
     t.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=None)
     sub.add_parser("report", help="transformer.json, transformer.md and fig_transformer.png from the finished runs")
     sub.add_parser("power", help="the decided tests' power before training (regime.json)")
+    sub.add_parser("park", help="copy unfinished runs' checkpoints to parked/ (committed for the next session)")
+    sub.add_parser("unpark", help="put parked checkpoints back into the run folders")
     iv = sub.add_parser("interventions", help="deep T's function-vector tables at the top budget (into transformer.json)")
     iv.add_argument("--run", default=f"T-deep-B{TOP}-s0")
     args = p.parse_args(argv)
@@ -445,6 +499,10 @@ def main(argv=None) -> int:
                 for m, r in per.items():
                     print(f"spread {name:8s} {test:5s} {m}: power {r['power']:.3f}"
                           + (f"; against x1.5: {r['power_against']['power']:.3f}" if "power_against" in r else ""))
+        return 0
+    if args.command in ("park", "unpark"):
+        names = park() if args.command == "park" else unpark()
+        print(f"{args.command}: {', '.join(names) or 'nothing'}")
         return 0
     if args.command == "interventions":
         if args.run not in {r.name for r in plan()}:
