@@ -183,3 +183,26 @@ def test_fv_intervene_refuses_the_attention_table_of_a_model_without_blocks(run_
     assert main(["intervene", str(run_folder), "--table", "attention"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "attention outputs of Model T's blocks; model A has none" in err[0]
+
+
+@pytest.mark.heavy
+def test_fv_sweep_and_fv_scaling_take_model_t(tmp_path, capsys):
+    """A sweep over T's shapes, and a scaling study of T beside B (no audit for T: its readings are its heads')."""
+    import json
+
+    from bridges.cli import main
+
+    spec = tmp_path / "t.toml"
+    spec.write_text('command = "train"\n[base]\nmodel = "T"\ndepth = 3\nsteps = 4\neval_every = 2\neval_batches = 1\n'
+                    'd_model = 16\nhead_dim = 4\nmlp_width = 16\n[grid]\nshape = ["deep", "wide"]\nbudget = [2]\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--scheduler", "synchronous", "--quiet"]) == 0
+    rows = json.loads((tmp_path / "sweep" / "results.json").read_text())
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    assert sorted(r["shape"] for r in rows) == ["deep", "wide"]
+    assert main(["scaling", "--out", str(tmp_path / "sc"), "--depth", "3", "--budgets", "1-2", "--models", "TB",
+                 "--seeds", "2", "--steps-per-budget", "4", "--samples", "300", "--search-samples", "60",
+                 "--workers", "1", "--quiet"]) == 0
+    study = json.loads((tmp_path / "sc" / "scaling.json").read_text())
+    models = {(r["model"], r["budget"]) for r in study["runs"]}
+    assert {("T", 1), ("T", 2), ("B", 1), ("B", 2)} <= models
+    assert all(r["audit"] is None for r in study["runs"] if r["model"] == "T")
