@@ -324,17 +324,14 @@ class ComparisonTable:
 
         return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
 
+    def to_markdown(self, model: str | None = None, trained: tuple | None = None) -> str:
+        """Markdown for ``model``: its own line, then the rows grouped by what they are to it (``fvnum.row_groups``)."""
+        from fvnum.row_groups import rows_markdown
+        return rows_markdown(describe_rows([r.to_dict() for r in self.rows]), model, trained=trained)
+
     def __repr__(self) -> str:
-        ch = self.channel
-        what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
-        lines = [f"ComparisonTable({self.prior} prior, budget {self.budget}, {what}; mc rows: {self.samples} samples, "
-                 f"seed {self.seed})"]
-        width = max((len(r.name) for r in self.rows), default=4)
-        for r in self.rows:
-            d = r.to_dict()
-            err = f" +- {d['stderr']:.2g}" if d["stderr"] else ""
-            lines.append(f"  {d['name']:<{width}}  {d['value']:.5g}{err}  [{d['how']}, {d['channel']}]  {d['what']}")
-        return "\n".join(lines)
+        from fvnum.row_groups import table_text
+        return table_text(self)
 
 
 # --- the table -------------------------------------------------------------------------------------

@@ -495,6 +495,8 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
 def real_token_lines(tables) -> list[str]:
     """The report's lines on A's and B's keyed rows on real tokens (``best_*_keyed_real``) beside their law rows (the
     predictions) and the trained models, one line per model of each cell that has them; none without them."""
+    from fvnum.estimate import value_text  # the one formatter of a standard error
+
     pairs = {"A": ("best_adaptive_keyed_real", "best_adaptive_keyed"), "B": ("best_nonadaptive_keyed_real",
                                                                            "best_nonadaptive_keyed")}
     out = []
@@ -503,8 +505,8 @@ def real_token_lines(tables) -> list[str]:
         real, law = pairs.get(t["model"], (None, None))
         if real in rows and law in rows:
             r, p = rows[real], rows[law]
-            out.append(f"| {t['prior']} K{t['depth']} B{t['budget']} seed {t['seed']} | {t['model']} | {r['value']:.4f} ± "
-                       f"{r['stderr']:.1g} ({r['how']}) | {p['value']:.4f} ± {p['stderr']:.1g} | "
+            out.append(f"| {t['prior']} K{t['depth']} B{t['budget']} seed {t['seed']} | {t['model']} | "
+                       f"{value_text(r['value'], r['stderr'])} ({r['how']}) | {value_text(p['value'], p['stderr'])} | "
                        f"{r['value'] / p['value']:.3f} | {t['trained']['loss']:.4f} |")
     if not out:
         return []
