@@ -458,7 +458,8 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                   "Theory (path strategy):", "", table_from_dict(extra["patching_theory"]).to_markdown(), ""]
         deep = patched_model(cfg.models)
         if extra.get(f"patching_{deep}"):
-            lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), ""]
+            lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), "",
+                      *unpatched_note(deep, tables, cfg, extra[f"patching_{deep}"], "key-patching")]
     if extra.get("transplant_theory"):
         from fvnum.patching.state import injection_from_dict
 
@@ -474,6 +475,8 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                 lines += [f"{name}, transplant:", "", table_from_dict(extra[f"transplant_{key}"]).to_markdown(), ""]
             if extra.get(f"injection_{key}"):
                 lines += [f"{name}, injection:", "", injection_from_dict(extra[f"injection_{key}"]).to_markdown(), ""]
+            if key == deep and extra.get(f"transplant_{key}"):
+                lines += unpatched_note(deep, tables, cfg, extra[f"transplant_{key}"], "transplant and injection")
     if extra.get("probes"):
         lines += ["## Function-vector probes (docs/theory.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
@@ -490,6 +493,26 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
             lines.append(f"| {name} | " + " | ".join(f"{a:.2f}" for a, _, _ in p["final_prefix"]) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def unpatched_note(model: str, tables, cfg, patched: dict, what: str) -> list[str]:
+    """Why a model has two unpatched losses in the report: the held-out loss of its comparison (the evaluation's
+    contexts) and the unpatched loss of the intervention tables (their own target contexts), with the difference
+    of the two in standard errors; none where the model's comparison is not in ``tables``."""
+    from fvnum.estimate import value_text
+
+    t = next((t["trained"] for t in tables if t["model"] == model and t["depth"] == cfg.depth and t["seed"] == cfg.seed
+              and t["budget"] == cfg.train_budget and prior_entry(t["prior"]).heap), None)
+    u = patched.get("unpatched")
+    if t is None or not u:
+        return []
+    d, se = u["value"] - t["loss"], (u.get("stderr", 0.0) ** 2 + (t.get("stderr") or 0.0) ** 2) ** 0.5
+    return [f"Two unpatched losses of Model {model}: {value_text(u['value'], u.get('stderr'))} in the {what} tables "
+            f"is on their own {u.get('n', patched.get('n', '?'))} target contexts; {value_text(t['loss'], t.get('stderr'))} in "
+            f"the comparison above is on the {t.get('n', '?')} held-out contexts of its evaluation. Two samples of "
+            f"contexts: they differ by {d:+.4f} ({abs(d) / se:.1f} standard errors)." if se > 0 else
+            f"Two unpatched losses of Model {model}: {u['value']:.4f} ({what} tables, their own target contexts) and "
+            f"{t['loss']:.4f} (the comparison's held-out contexts).", ""]
 
 
 def real_token_lines(tables) -> list[str]:
