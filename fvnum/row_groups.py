@@ -48,17 +48,22 @@ def model_line(model: str, prediction: dict | None, trained: tuple | None = None
         return f"{who}: no prediction row in this table" + (
             f" (trained {value_text(*trained)})" if trained is not None else "")
     v = prediction["value"]
-    fmt = ".4f" if v == 0 or abs(v) >= 1e-3 else ".3g"  # a prediction near 0 keeps its digits: 1.46e-07
+    fmt = _fmt(v)
     pred = (f"its prediction {v:{fmt}} ({prediction['name']}, exact)" if below_noise(prediction.get("stderr"), v)
             else f"its prediction {value_text(v, prediction.get('stderr'), fmt)} ({prediction['name']})")
     if trained is None:
         return f"{who}: {pred}; no trained loss in this table"
     b = trained_beside(trained[0], trained[1], prediction["value"], prediction.get("stderr"))
-    head = f"{who}: trained {value_text(*trained)} against {pred}"
+    head = f"{who}: trained {value_text(*trained, _fmt(trained[0]))} against {pred}"
     if b["ratio"] is not None:
         return f"{head}: ratio {b['ratio']:.3f}"
     return (f"{head}: difference {value_text(b['difference'], b['difference_se'], '+.2g', digits=2)} (the prediction "
             f"is 0 within {NEAR_ZERO_SE} standard errors: no ratio)")
+
+
+def _fmt(value: float) -> str:
+    """``.4f``, or ``.3g`` for a value near 0 that would print as 0.0000 (a prediction of 1.46e-07 keeps its digits)."""
+    return ".4f" if value == 0 or abs(value) >= 1e-3 else ".3g"
 
 
 def grouped_rows(rows: list[dict], prediction: str | None) -> list[tuple[str, list[dict]]]:
