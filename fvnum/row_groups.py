@@ -48,20 +48,20 @@ def model_line(model: str, prediction: dict | None, trained: tuple | None = None
         return f"{who}: no prediction row in this table" + (
             f" (trained {value_text(*trained)})" if trained is not None else "")
     v = prediction["value"]
-    fmt = _fmt(v)
+    fmt = loss_format(v)
     pred = (f"its prediction {v:{fmt}} ({prediction['name']}, exact)" if below_noise(prediction.get("stderr"), v)
             else f"its prediction {value_text(v, prediction.get('stderr'), fmt)} ({prediction['name']})")
     if trained is None:
         return f"{who}: {pred}; no trained loss in this table"
     b = trained_beside(trained[0], trained[1], prediction["value"], prediction.get("stderr"))
-    head = f"{who}: trained {value_text(*trained, _fmt(trained[0]))} against {pred}"
+    head = f"{who}: trained {value_text(*trained, loss_format(trained[0]))} against {pred}"
     if b["ratio"] is not None:
         return f"{head}: ratio {b['ratio']:.3f}"
     return (f"{head}: difference {value_text(b['difference'], b['difference_se'], '+.2g', digits=2)} (the prediction "
             f"is 0 within {NEAR_ZERO_SE} standard errors: no ratio)")
 
 
-def _fmt(value: float) -> str:
+def loss_format(value: float) -> str:
     """``.4f``, or ``.3g`` for a value near 0 that would print as 0.0000 (a prediction of 1.46e-07 keeps its digits)."""
     return ".4f" if value == 0 or abs(value) >= 1e-3 else ".3g"
 
@@ -120,7 +120,7 @@ def rows_markdown(rows: list[dict], model: str | None = None, *, trained: tuple 
     for title, group in grouped_rows(rows, pred_name):
         lines.append(f"| *{title}* | | | | | | | |")
         for r in group:
-            lines.append(f"| {r['name']} | {r['value']:.4f} | {se_cell(r)} | {r.get('how', '')} | "
+            lines.append(f"| {r['name']} | {r['value']:{loss_format(r['value'])}} | {se_cell(r)} | {r.get('how', '')} | "
                          f"{role_text(r, own)} | {r['class']} | {r['keys']} | {r.get('channel', 'tokens')} |")
     return "\n".join(lines) + "\n"
 
@@ -138,7 +138,8 @@ def table_text(table) -> str:
     from fvnum.estimate import stderr_text
 
     ch = table.channel
-    what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
+    what = (f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens"
+            else f"gaussian channel, tau {ch.tau:.4g}")
     lines = [f"ComparisonTable({table.prior} prior, budget {table.budget}, {what}; mc rows: {table.samples} samples, "
              f"seed {table.seed})"]
     width = max((len(r.name) for r in table.rows), default=4)

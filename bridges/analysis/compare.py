@@ -357,7 +357,7 @@ def to_markdown(table: dict) -> str:
     loss and every theory row grouped by what it is to this model (``fvnum.row_groups.grouped_rows``: its
     prediction, the bounds and references of its class, then each other class with why its bounds do not bound
     this model), the learned routing."""
-    from fvnum.row_groups import grouped_rows, model_line, role_text, se_cell
+    from fvnum.row_groups import grouped_rows, loss_format, model_line, role_text, se_cell
     from fvnum.theory import describe_rows
 
     t = table["trained"]
@@ -372,7 +372,8 @@ def to_markdown(table: dict) -> str:
     lines += [
         "| what | loss | ± | how | role | class | keys | channel |",
         "|---|---|---|---|---|---|---|---|",
-        f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {se_cell({'value': t['loss'], 'stderr': t['stderr']})} "
+        f"| **trained Model {table['model']}** | **{t['loss']:{loss_format(t['loss'])}}** | "
+        f"{se_cell({'value': t['loss'], 'stderr': t['stderr']})} "
         f"| {t['steps']} steps, {t['wall_s']:.0f} s, {t.get('n', '?')} held-out contexts | | | "
         f"{_keys_of(table['model'])} | tokens |",
     ]
@@ -381,7 +382,8 @@ def to_markdown(table: dict) -> str:
     for title, group in grouped_rows(rows, None if pred is None else pred["name"]):
         lines.append(f"| *{title}* | | | | | | | |")
         for r in group:
-            lines.append(f"| {r['name']} ({short_what(r.get('what', ''))}) | {r['value']:.4f} | {se_cell(r)} | "
+            lines.append(f"| {r['name']} ({short_what(r.get('what', ''))}) | {r['value']:{loss_format(r['value'])}} | "
+                         f"{se_cell(r)} | "
                          f"{r.get('how', '')} | {role_text(r, own)} | {r['class']} | {r['keys']} | "
                          f"{r.get('channel', 'tokens')} |")  # tables stored before rows carried their channel: tokens
     glossary = [f"- `{r['name']}`: {r['what']}" for r in rows if r.get("what") and short_what(r["what"]) != r["what"]]
