@@ -105,14 +105,13 @@ def role_text(row: dict, own_class: str | None) -> str:
     return role + (f" ({', '.join(row['models'])})" if row.get("models") else "")
 
 
-def rows_markdown(rows: list[dict], model: str | None = None, *, trained: tuple | None = None,
-                  held_as: str | None = None) -> str:
+def rows_markdown(rows: list[dict], model: str | None = None, *, prediction: str | None = None,
+                  trained: tuple | None = None, held_as: str | None = None) -> str:
     """A theory table's rows as Markdown for ``model`` (the layout of ``ComparisonTable.to_markdown``): its own
     line (:func:`model_line`), then ``| what | loss | ± | how | role | class | keys | channel |`` in the groups of
-    :func:`grouped_rows`, each group opened by a line of its own. ``rows``: ``describe_rows`` dicts."""
-    from fvnum.theory import prediction_row
-
-    pred_name = prediction_row(held_as or model, [r["name"] for r in rows]) if model else None
+    :func:`grouped_rows`, each group opened by a line of its own. ``rows``: ``describe_rows`` dicts;
+    ``prediction``: the name of the row the model is held to (``fvnum.theory.prediction_row``), or None."""
+    pred_name = prediction if model else None
     pred = next((r for r in rows if r["name"] == pred_name), None)
     lines = [model_line(model, pred, trained, held_as=held_as), ""] if model else []
     lines += ["| what | loss | ± | how | role | class | keys | channel |", "|---|---|---|---|---|---|---|---|"]

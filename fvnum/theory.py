@@ -41,8 +41,7 @@ from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its na
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
 CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
-# MODELS (fvnum.model_rows): the registered models, each naming the rows it is held to (``prediction``), the bound
-# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.networks.register_model adds more
+# MODELS (fvnum.model_rows): the registered models, each naming its ``prediction`` rows, ``bounded_by`` and its law
 
 # What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
 # measurement class, key family). A bound is a bound only where it is proven, and for the rows and models
@@ -327,7 +326,8 @@ class ComparisonTable:
     def to_markdown(self, model: str | None = None, trained: tuple | None = None) -> str:
         """Markdown for ``model``: its own line, then the rows grouped by what they are to it (``fvnum.row_groups``)."""
         from fvnum.row_groups import rows_markdown
-        return rows_markdown(describe_rows([r.to_dict() for r in self.rows]), model, trained=trained)
+        rows, pred = describe_rows([r.to_dict() for r in self.rows]), model and prediction_row(model, self.names)
+        return rows_markdown(rows, model, trained=trained, prediction=pred)
 
     def __repr__(self) -> str:
         from fvnum.row_groups import table_text
