@@ -476,11 +476,12 @@ def _keys_of(model: str) -> str:
 
 
 def seed_summary(tables: list[dict]) -> list[dict]:
-    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds),
-    ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
+    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds; None
+    for one seed, which has none: it prints as ``(1 seed)``, :func:`seeds_text`), ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
     mean - prediction, ``difference_se``, and ``ratio`` = mean / prediction, None where the prediction is 0
-    within its error: :func:`beside_prediction`), and the mean of the audits' ``bayes_on_readings`` where
-    every seed has one."""
+    within its error: :func:`beside_prediction`), and where every seed has an audit the means of its
+    ``bayes_on_readings``, ``decoder_gap`` and of the model's own loss on the audit's contexts (``audit_loss``, the
+    sample the other two are on; ``audit_samples`` contexts), not the held-out sample of ``mean``."""
     import statistics
 
     groups: dict = {}
