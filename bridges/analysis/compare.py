@@ -533,16 +533,16 @@ def summary_markdown(summary: list[dict]) -> str:
     columns are on the audit's own contexts (``audit_samples``): the model's loss there, Bayes on its readings and
     the gap between the two add up; the trained column is the held-out evaluation's, another sample."""
     audited = [r for r in summary if "bayes_on_readings" in r]
-    n_audit = sorted({r["audit_samples"] for r in audited if "audit_samples" in r})
-    where = (f"on the audit's {' / '.join(map(str, n_audit))} contexts" if n_audit else "on the audit's contexts")
+    where = "on the audit's own contexts"
     lines = ["| prior | depth | budget | model | trained, held out: mean ± spread (seeds) | prediction | trained / "
-             f"prediction (or the difference) | model {where} | Bayes on its readings {where} | decoder gap "
+             f"prediction (or the difference) | model {where} (how many) | Bayes on its readings {where} | decoder gap "
              f"(model - Bayes, paired) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary:
         pred = "" if r["prediction"] is None else (f"{r['prediction']} {r['prediction_value']:.4f}"
                                                    f"{_se(r.get('prediction_stderr'), r['prediction_value'])}")
         ratio = "" if r.get("difference") is None else beside_text(r)
-        model = f"{r['audit_loss']:.4f}" if "audit_loss" in r else ""
+        model = (f"{r['audit_loss']:.4f} ({r.get('audit_samples', '?')})" if "audit_loss" in r
+                 else f"({r['audit_samples']})" if "audit_samples" in r else "")
         bayes = f"{r['bayes_on_readings']:.4f}" if "bayes_on_readings" in r else ""
         gap = f"{r['decoder_gap']:+.4f}" if "decoder_gap" in r else ""
         lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | "

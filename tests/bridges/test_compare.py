@@ -305,8 +305,9 @@ def test_the_audit_columns_say_they_are_on_the_audits_own_contexts():
     summary = seed_summary([_one_run()])
     assert summary[0]["audit_loss"] == 0.870 and summary[0]["audit_samples"] == 200
     md = summary_markdown(summary)
-    assert "| model on the audit's 200 contexts | Bayes on its readings on the audit's 200 contexts |" in md
-    assert "| 0.8700 | 0.8790 | -0.0090 |" in md  # model - Bayes = the gap, on one sample
+    assert ("| model on the audit's own contexts (how many) | Bayes on its readings on the audit's own contexts |"
+            in md)
+    assert "| 0.8700 (200) | 0.8790 | -0.0090 |" in md  # model - Bayes = the gap, on one sample of 200 contexts
     one = to_markdown(_one_run())
     assert ("Audit of its readings, all on the audit's own 200 contexts: model 0.8700 ± 0.03, Bayes on its readings "
             "0.8790 ± 0.03, decoder gap (model - Bayes, paired) -0.0090 ± 0.004; the trained 0.9335 above is on the "
