@@ -209,7 +209,10 @@ def _bounds(args) -> int:
                                 "for tokens; not bracketed with them): ")
     lines = [line]
     lines += [f"  {name:18s} {est}" for name, est in res.candidates.items()]
-    lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in res.differences.items()]
+    from fvnum.estimate import stderr_text  # the one formatter of a standard error
+
+    lines += [f"  {name:36s} {est.value:+.4g}{stderr_text(est.stderr, est.value, digits=2, exact=' exact', plus=' +- ')}"
+              for name, est in res.differences.items()]  # the same samples: a difference of 0 +- 0 is exact
     lines += [f"  {name:18s} {why}" for name, why in res.skipped.items()]
     emit(record, args.format, lines)
     return 0
@@ -467,7 +470,10 @@ def _mc(args) -> int:
         inputs["tau_given"] = channel.tau_given
         shown["tau"] = f"{args.tau} (noiseless in effect: computed at tau = 0)"
     what = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
-    lines = [f"loss = {est.value:.6g} +- {est.stderr:.2g} ({est.how}, n={est.n})", f"  {what}",
+    from fvnum.estimate import stderr_text  # the one formatter of a standard error
+
+    lines = [f"loss = {est.value:.6g}{stderr_text(est.stderr, est.value, digits=2, exact=' exact', plus=' +- ')} "
+             f"({est.how}, n={est.n})", f"  {what}",
              f"  decoder: {est.decoder}"]
     emit({**est.to_dict(), **inputs}, args.format, lines)
     return 0

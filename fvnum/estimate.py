@@ -12,6 +12,44 @@ import numpy as np
 from fvsym.errors import InputError
 
 
+# A standard error this small beside its value's size is floating-point rounding, not sampling: a column whose every
+# sample is the same number (a cell 0 by construction, a loss the policy reaches on every sample) sums its rounding
+# into a standard error of 1e-17 or 7e-12. Such a number prints as exact (:func:`stderr_text`).
+FLOAT_NOISE = 1e-9  # relative to max(|value|, FLOAT_NOISE_SCALE)
+FLOAT_NOISE_SCALE = 1e-3  # the size below which a value counts as this (losses here are of order 1e-3 .. 1)
+
+
+def below_noise(stderr, value=0.0) -> bool:
+    """Whether ``stderr`` is no sampling error at all: None, 0, NaN or within floating-point noise of ``value``
+    (at most :data:`FLOAT_NOISE` times ``max(|value|, FLOAT_NOISE_SCALE)``)."""
+    if stderr is None:
+        return True
+    stderr, value = abs(float(stderr)), abs(float(value)) if value is not None and math.isfinite(value) else 0.0
+    return math.isnan(stderr) or stderr <= FLOAT_NOISE * max(value, FLOAT_NOISE_SCALE)
+
+
+def stderr_text(stderr, value=0.0, *, digits: int = 1, exact: str = "exact", plus: str = "") -> str:
+    """The one way a standard error is printed: ``plus + f"{stderr:.{digits}g}"`` (``"0.004"``; with
+    ``plus=" ± "``: ``" ± 0.004"``), or ``exact`` where it is below floating-point noise (:func:`below_noise`):
+    a table's ± column says ``exact``, an inline ``value ± se`` gives ``exact=" (exact)"`` or ``""``. Never
+    ``± 1e-17``, ``± 7e-12`` or ``± 0``."""
+    if below_noise(stderr, value):
+        return exact
+    return f"{plus}{float(stderr):.{digits}g}"
+
+
+def value_text(value, stderr, fmt: str = ".4f", *, digits: int = 1, scale=None) -> str:
+    """``"0.1441 ± 0.004"``, or ``"0.1441 (exact)"`` where the standard error is below floating-point noise
+    (:func:`stderr_text`). ``scale``: the size the noise is measured against where the value is a difference
+    (an effect: the losses it is the difference of); a value itself within that noise prints as ``0``."""
+    value = float(value)
+    size = abs(value) if scale is None else abs(float(scale))
+    if below_noise(stderr, size):
+        shown = 0.0 if below_noise(value, size) else value
+        return f"{shown:{fmt}} (exact)"
+    return f"{value:{fmt}} ± {float(stderr):.{digits}g}"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """``value`` (the sample mean), ``stderr`` (sample standard deviation / sqrt(n)), ``n`` (samples).
@@ -52,7 +90,7 @@ class Estimate:
         return out
 
     def __str__(self) -> str:
-        return f"{self.value:.6g} +- {self.stderr:.2g} ({self.how}, n={self.n})"
+        return f"{self.value:.6g}{stderr_text(self.stderr, self.value, digits=2, exact=' exact', plus=' +- ')} ({self.how}, n={self.n})"
 
 
 @dataclass(frozen=True, eq=False)

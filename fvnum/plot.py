@@ -185,29 +185,67 @@ _DEFAULT_STYLE = {"mc": dict(marker=".", ms=5, capsize=2, ls="-"),
                   "points": dict(marker="o", ms=7, capsize=3, ls="none", mfc="none", mew=1.8)}
 
 
-def draw(ax, curves, *, logy: bool = True, min_value: float = 1e-12) -> list:
-    """Draw :class:`Curve`s on the matplotlib axis ``ax`` (``errorbar``, error bars where known). On a log
-    axis, values <= ``min_value`` (exact zeros: a budget that resolves the leaf) are left out. Returns the
-    artists."""
-    artists = []
+def draw(ax, curves, *, logy: bool = True, min_value: float = 1e-12, floor: float | None = None) -> list:
+    """Draw :class:`Curve`s on the matplotlib axis ``ax`` (``errorbar``, error bars where known), so that each
+    can be seen:
+
+    - on a log axis, values <= ``min_value`` (exact zeros: a budget that resolves the leaf) cannot be drawn; they
+      are drawn as down-pointing triangles on the axis floor and the curve's label says so
+      (``path, noiseless (0 at B = 3, 4: ▼ on the floor)``), never dropped in silence;
+    - a curve that coincides with one drawn before it (the same points within 1e-9) would hide under it: it is
+      drawn wider and fainter beneath, and its label says which curve it coincides with.
+
+    ``floor``: where the triangles go (by default a third of the smallest value drawn; give one floor to panels
+    that share their y axis). Returns the artists."""
+    curves = list(curves)
+    if logy and floor is None:
+        floor = zero_floor(curves, min_value)
+    artists, drawn = [], []
     for c in curves:
         keep = [i for i, v in enumerate(c.values) if not logy or v > min_value]
-        if not keep:
-            continue
-        b = [c.budgets[i] for i in keep]
-        v = [c.values[i] for i in keep]
-        yerr = None
-        if c.errors is not None:
-            if _asymmetric(c.errors):
-                yerr = [[c.errors[0][i] for i in keep], [c.errors[1][i] for i in keep]]
-            else:
-                yerr = [c.errors[i] for i in keep]
+        zeros = [c.budgets[i] for i, v in enumerate(c.values) if logy and v <= min_value]
+        label = c.label
+        if zeros:
+            label += f" (0 at B = {', '.join(f'{b:g}' for b in zeros)}: ▼ on the floor)"
+        same = next((d for d in drawn if _coincide(d, c)), None)
         style = {**_DEFAULT_STYLE.get(c.kind, {}), **c.style}
-        artists.append(ax.errorbar(b, v, yerr=yerr, label=c.label, **style))
+        if same is not None:
+            label += f" (the same as: {same.label})"
+            style.update(lw=style.get("lw", 1.5) + 3, alpha=0.35, zorder=1)
+        if keep:
+            b = [c.budgets[i] for i in keep]
+            v = [c.values[i] for i in keep]
+            yerr = None
+            if c.errors is not None:
+                if _asymmetric(c.errors):
+                    yerr = [[c.errors[0][i] for i in keep], [c.errors[1][i] for i in keep]]
+                else:
+                    yerr = [c.errors[i] for i in keep]
+            artists.append(ax.errorbar(b, v, yerr=yerr, label=label, **style))
+            drawn.append(c)
+        if zeros:
+            colour = style.get("color") or (artists[-1].lines[0].get_color() if keep else None)
+            artists.append(ax.plot(zeros, [floor] * len(zeros), ls="none", marker="v", ms=8, color=colour,
+                                   **({} if keep else {"label": label}))[0])
     if logy:
         ax.set_yscale("log")
+        if floor is not None and any(v <= min_value for c in curves for v in c.values):
+            ax.set_ylim(bottom=floor / 1.5)
     ax.xaxis.get_major_locator().set_params(integer=True)
     return artists
+
+
+def zero_floor(curves, min_value: float = 1e-12) -> float:
+    """Where :func:`draw` puts the zeros of ``curves`` on a log axis: a third of the smallest value drawn."""
+    shown = [v for c in curves for v in c.values if v > min_value]
+    return min(shown) / 3 if shown else min_value
+
+
+def _coincide(a: Curve, b: Curve, rtol: float = 1e-9) -> bool:
+    """Whether two curves have the same points (budgets, and values within ``rtol``)."""
+    if tuple(a.budgets) != tuple(b.budgets) or len(a.values) != len(b.values):
+        return False
+    return bool(np.allclose(np.asarray(a.values, float), np.asarray(b.values, float), rtol=rtol, atol=1e-15))
 
 
 @functools.cache

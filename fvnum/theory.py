@@ -41,8 +41,7 @@ from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its na
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
 CLASSES = ("coordinate", "unit", "linear")  # linear: the exact linear theory (linear keys, linear readout)
-# MODELS (fvnum.model_rows): the registered models, each naming the rows it is held to (``prediction``), the bound
-# rows proven for it (``bounded_by``) and its law; A, B, C declared there, bridges.models.networks.register_model adds more
+# MODELS (fvnum.model_rows): the registered models, each naming its ``prediction`` rows, ``bounded_by`` and its law
 
 # What each named row is, beside the models (THEORY.md section 7): (role when it is not a model's prediction,
 # measurement class, key family). A bound is a bound only where it is proven, and for the rows and models
@@ -324,17 +323,15 @@ class ComparisonTable:
 
         return to_frame([r.to_dict() for r in self.rows], "a ComparisonTable")
 
+    def to_markdown(self, model: str | None = None, trained: tuple | None = None) -> str:
+        """Markdown for ``model``: its own line, then the rows grouped by what they are to it (``fvnum.row_groups``)."""
+        from fvnum.row_groups import rows_markdown
+        rows, pred = describe_rows([r.to_dict() for r in self.rows]), model and prediction_row(model, self.names)
+        return rows_markdown(rows, model, trained=trained, prediction=pred)
+
     def __repr__(self) -> str:
-        ch = self.channel
-        what = f"tokens channel, N = {ch.n_tokens} (tau {ch.tau:.4g})" if ch.kind == "tokens" else f"gaussian channel, tau {ch.tau:.4g}"
-        lines = [f"ComparisonTable({self.prior} prior, budget {self.budget}, {what}; mc rows: {self.samples} samples, "
-                 f"seed {self.seed})"]
-        width = max((len(r.name) for r in self.rows), default=4)
-        for r in self.rows:
-            d = r.to_dict()
-            err = f" +- {d['stderr']:.2g}" if d["stderr"] else ""
-            lines.append(f"  {d['name']:<{width}}  {d['value']:.5g}{err}  [{d['how']}, {d['channel']}]  {d['what']}")
-        return "\n".join(lines)
+        from fvnum.row_groups import table_text
+        return table_text(self)
 
 
 # --- the table -------------------------------------------------------------------------------------

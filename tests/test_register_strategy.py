@@ -223,10 +223,10 @@ def test_a_strategy_object_with_a_label_is_drawn_in_the_report_figure(toy_top, t
     assert figures.STYLE["toy_top"] == ("toy top levels", "C6")
     drawn = {}
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.setdefault("fig", fig) and [path])
-    curves = [{"prior": "tree", "strategy": s, "noise": "N=16", "budget": b, "value": v, "stderr": 0.01}
-              for s in ("path", "toy_top") for b, v in ((1, 0.5), (2, 0.3))]
+    curves = [{"prior": "tree", "strategy": s, "noise": "N=16", "budget": b, "value": v + (s == "toy_top") / 10,
+               "stderr": 0.01} for s in ("path", "toy_top") for b, v in ((1, 0.5), (2, 0.3))]
     figures.reproduction_figure(tmp_path / "f.png", curves, [], SimpleNamespace(n_tokens=16, depth=3, tree="alpha 1/2"))
-    labels = [t.get_text() for legend in drawn["fig"].legends for t in legend.get_texts()]
+    labels = [t.get_text() for ax in drawn["fig"].axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert "toy top levels, N=16" in labels and "path (adaptive, coordinate), N=16" in labels
 
 

@@ -120,6 +120,13 @@ class Audit:
                 f"{self.decoder_gap.value:.4g} +- {self.decoder_gap.stderr:.2g}, n={self.samples})")
 
 
+def _pm(e: dict, scale=None) -> str:
+    """`` +- 0.0042``, or `` exact`` below floating-point noise (``fvnum.estimate.stderr_text``)."""
+    from fvnum.estimate import stderr_text
+
+    return stderr_text(e["stderr"], e["value"] if scale is None else scale, digits=2, exact=" exact", plus=" +- ")
+
+
 def audit_lines(a: dict) -> list[str]:
     """The text form of an audit's ``to_dict`` (also of one stored in a table)."""
     lo, ba, gap = a["loss"], a["bayes_on_readings"], a["decoder_gap"]
@@ -127,9 +134,9 @@ def audit_lines(a: dict) -> list[str]:
     size = f"depth {a['depth']}" if a.get("depth") is not None else f"D {a.get('dim', '?')}"
     out = [f"audit of {a['key'] or 'a model'}: {a['prior']} prior, {size}, budget {a['budget']}, "
            f"N {a['n_tokens']} ({a['samples']} contexts, token sample {a['token_sample']}, seed {a['seed']}; {unit})",
-           f"  loss (the model's own)        {lo['value']:.5g} +- {lo['stderr']:.2g}",
-           f"  bayes_on_readings             {ba['value']:.5g} +- {ba['stderr']:.2g}  ({a['decoder']})",
-           f"  decoder_gap (model - Bayes)   {gap['value']:+.5g} +- {gap['stderr']:.2g}  (paired)"]
+           f"  loss (the model's own)        {lo['value']:.5g}{_pm(lo)}",
+           f"  bayes_on_readings             {ba['value']:.5g}{_pm(ba)}  ({a['decoder']})",
+           f"  decoder_gap (model - Bayes)   {gap['value']:+.5g}{_pm(gap, lo['value'])}  (paired)"]
     by = "depth" if a.get("depth") is not None else "coordinate"  # a prior without levels: one entry a coordinate
     for layer in a["layers"]:
         for ch in layer["channels"]:

@@ -299,20 +299,17 @@ def _size(table: dict) -> str:
     return f"depth {table['depth']}" if table.get("depth") is not None else f"D {table.get('dim', '?')}"
 
 
-NEAR_ZERO_SE = 3  # a prediction within this many of its standard errors of 0 is 0 within its error
+from fvnum.row_groups import NEAR_ZERO_SE  # noqa: E402 (a prediction within this many of its standard errors of 0 is 0)
 
 
 def beside_prediction(loss: float, loss_se: float, prediction: float, prediction_se: float | None) -> dict:
     """How a trained loss stands beside its prediction, the one rule of every table (``fv compare``, the grid,
-    ``fv reproduce``'s report, their JSON, the examples): ``difference`` = loss - prediction with
-    ``difference_se`` (both standard errors combined: independent estimates), always; ``ratio`` = loss /
-    prediction only where the prediction is clearly above 0 (more than :data:`NEAR_ZERO_SE` of its standard
-    errors; an exact prediction has none), else None: a ratio to a prediction that is 0 within its error
-    means nothing (``near_zero`` says so)."""
-    se = float(prediction_se or 0.0)
-    near_zero = not (prediction > 0 and prediction > NEAR_ZERO_SE * se)
-    return {"difference": loss - prediction, "difference_se": float(np.hypot(loss_se or 0.0, se)),
-            "ratio": None if near_zero else loss / prediction, "near_zero": bool(near_zero)}
+    ``fv reproduce``'s report, their JSON, the examples; ``fvnum.row_groups.trained_beside``): ``difference`` =
+    loss - prediction with ``difference_se``, always; ``ratio`` = loss / prediction only where the prediction is
+    clearly above 0 (more than :data:`NEAR_ZERO_SE` of its standard errors), else None (``near_zero``)."""
+    from fvnum.row_groups import trained_beside
+
+    return trained_beside(loss, loss_se, prediction, prediction_se)
 
 
 def beside_text(b: dict) -> str:
@@ -320,7 +317,9 @@ def beside_text(b: dict) -> str:
     error the difference with its standard error (``difference +0.015 ± 0.00031``)."""
     if b["ratio"] is not None:
         return f"{b['ratio']:.3f}"
-    return f"difference {b['difference']:+.2g} ± {b['difference_se']:.2g}"
+    from fvnum.estimate import value_text
+
+    return f"difference {value_text(b['difference'], b['difference_se'], '+.2g', digits=2)}"
 
 
 def prediction_of(table: dict) -> dict | None:
@@ -344,48 +343,49 @@ def beside_of(table: dict) -> dict | None:
             **beside_prediction(t["loss"], t["stderr"], pred["value"], pred.get("stderr"))}
 
 
-def _se(stderr) -> str:
-    return f" ± {stderr:.1g}" if stderr else ""
+def _se(stderr, value=0.0) -> str:
+    """`` ± 0.004`` after a value, or nothing where the standard error is below floating-point noise
+    (``fvnum.estimate.stderr_text``: the one formatter of a standard error)."""
+    from fvnum.estimate import stderr_text
+
+    return stderr_text(stderr, value, exact="", plus=" ± ")
 
 
 def to_markdown(table: dict) -> str:
-    """One run's table as Markdown: the trained model beside its prediction (:func:`beside_prediction`), the audit, every theory row with
-    what it is (role, models, class, keys, channel), the learned routing."""
+    """One run's table as Markdown. It opens with the model's own line (``fvnum.row_groups.model_line``: trained
+    X against its prediction Y, the row's name, the ratio), then the audit on its own contexts, then the trained
+    loss and every theory row grouped by what it is to this model (``fvnum.row_groups.grouped_rows``: its
+    prediction, the bounds and references of its class, then each other class with why its bounds do not bound
+    this model), the learned routing."""
+    from fvnum.row_groups import grouped_rows, loss_format, model_line, role_text, se_cell
     from fvnum.theory import describe_rows
 
     t = table["trained"]
+    pred = prediction_of(table)
     lines = [
         f"### Model {table['model']}, {table['prior']} prior, {_size(table)}, budget {table['budget']}, "
-        f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})",
-        "",
+        f"N {table['n_tokens']}, seed {table['seed']} (tau = {table['tau']:.4f})", "",
+        model_line(table["model"], pred, (t["loss"], t["stderr"]), held_as=table.get("theory_model")), "",
     ]
-    b = beside_of(table)
-    if b is not None:
-        if b["ratio"] is not None:
-            lines += [f"Trained / prediction ({b['prediction']}): **{beside_text(b)}**", ""]
-        else:
-            lines += [f"Trained - prediction ({b['prediction']}): **{b['difference']:+.2g} ± {b['difference_se']:.2g}**"
-                      f" (the prediction, {b['prediction_value']:.4g}{_se(b['prediction_stderr'])}, is 0 within "
-                      f"{NEAR_ZERO_SE} standard errors: no ratio)", ""]
     if table.get("audit"):
-        a = table["audit"]
-        ba, gap = a["bayes_on_readings"], a["decoder_gap"]
-        lines += [f"Audit of its readings: Bayes on them {ba['value']:.4f} ± {ba['stderr']:.1g}, decoder gap "
-                  f"(model - Bayes) {gap['value']:+.4f} ± {gap['stderr']:.1g} ({a['samples']} contexts; {a['decoder']})",
-                  ""]
+        lines += [audit_line(table), ""]
     lines += [
         "| what | loss | ± | how | role | class | keys | channel |",
         "|---|---|---|---|---|---|---|---|",
-        f"| **trained Model {table['model']}** | **{t['loss']:.4f}** | {t['stderr']:.1g} | {t['steps']} steps, "
-        f"{t['wall_s']:.0f} s | | | {_keys_of(table['model'])} | tokens |",
+        f"| **trained Model {table['model']}** | **{t['loss']:{loss_format(t['loss'])}}** | "
+        f"{se_cell({'value': t['loss'], 'stderr': t['stderr']})} "
+        f"| {t['steps']} steps, {t['wall_s']:.0f} s, {t.get('n', '?')} held-out contexts | | | "
+        f"{_keys_of(table['model'])} | tokens |",
     ]
     rows = describe_rows(table["theory"])
-    for r in rows:
-        se = "" if not r.get("stderr") else f"{r['stderr']:.1g}"
-        channel = r.get("channel", "tokens")  # tables stored before rows carried their channel: tokens
-        role = r["role"].replace("_", " ") + (f" ({', '.join(r['models'])})" if r["models"] else "")
-        lines.append(f"| {r['name']} ({short_what(r.get('what', ''))}) | {r['value']:.4f} | {se} | {r.get('how', '')} | "
-                     f"{role} | {r['class']} | {r['keys']} | {channel} |")
+    own = pred["class"] if pred else None
+    for title, group in grouped_rows(rows, None if pred is None else pred["name"]):
+        lines.append(f"| *{title}* | | | | | | | |")
+        for r in group:
+            lines.append(f"| {r['name']} ({short_what(r.get('what', ''))}) | {r['value']:{loss_format(r['value'])}} | "
+                         f"{se_cell(r)} | "
+                         f"{r.get('how', '')} | {role_text(r, own)} | {r['class']} | {r['keys']} | "
+                         f"{r.get('channel', 'tokens')} |")  # tables stored before rows carried their channel: tokens
     glossary = [f"- `{r['name']}`: {r['what']}" for r in rows if r.get("what") and short_what(r["what"]) != r["what"]]
     if glossary:
         lines += ["", "The rows in full:", "", *glossary]
@@ -405,6 +405,23 @@ def to_markdown(table: dict) -> str:
             lines.append(f"- learned design: strongest node of each row {routing['design_top_nodes']}, "
                          f"energy on the top-levels nodes {routing['design_energy_on_top_levels']:.2f}")
     return "\n".join(lines) + "\n"
+
+
+def audit_line(table: dict) -> str:
+    """The audit of a run's own readings in one line, on its own contexts: the model's loss there, Bayes on its
+    readings and the gap between them (paired, the same contexts), and why the model's loss there differs from
+    the held-out loss of the table's first line (another sample of contexts)."""
+    from fvnum.estimate import value_text
+
+    a, t = table["audit"], table["trained"]
+    own = a.get("loss")  # audits stored before the model's loss was kept: none
+    model = f"model {value_text(own['value'], own['stderr'])}, " if own else ""
+    why = (f"; the trained {t['loss']:.4f} above is on the {t.get('n', '?')} held-out contexts, another sample"
+           if own else "")
+    return (f"Audit of its readings, all on the audit's own {a['samples']} contexts: {model}Bayes on its readings "
+            f"{value_text(a['bayes_on_readings']['value'], a['bayes_on_readings']['stderr'])}, decoder gap "
+            f"(model - Bayes, paired) {value_text(a['decoder_gap']['value'], a['decoder_gap']['stderr'], '+.4f')}"
+            f"{why} ({a['decoder']})")
 
 
 SHORT_WHAT = 72  # characters of a row's description in a table; the whole definition goes in the glossary below
@@ -459,11 +476,12 @@ def _keys_of(model: str) -> str:
 
 
 def seed_summary(tables: list[dict]) -> list[dict]:
-    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds),
-    ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
+    """One row per (prior, depth, budget, model): trained ``mean``, ``spread`` (standard deviation over seeds; None
+    for one seed, which has none: it prints as ``(1 seed)``, :func:`seeds_text`), ``n_seeds``, the ``prediction`` row (name, value, stderr), the mean beside it (``difference`` =
     mean - prediction, ``difference_se``, and ``ratio`` = mean / prediction, None where the prediction is 0
-    within its error: :func:`beside_prediction`), and the mean of the audits' ``bayes_on_readings`` where
-    every seed has one."""
+    within its error: :func:`beside_prediction`), and where every seed has an audit the means of its
+    ``bayes_on_readings``, ``decoder_gap`` and of the model's own loss on the audit's contexts (``audit_loss``, the
+    sample the other two are on; ``audit_samples`` contexts), not the held-out sample of ``mean``."""
     import statistics
 
     groups: dict = {}
@@ -475,7 +493,7 @@ def seed_summary(tables: list[dict]) -> list[dict]:
         mean = statistics.mean(losses)
         pred = prediction_of(ts[0])
         row = {"prior": prior, "depth": depth, "budget": budget, "model": model, "mean": mean,
-               "spread": statistics.stdev(losses) if len(losses) > 1 else 0.0, "n_seeds": len(losses),
+               "spread": statistics.stdev(losses) if len(losses) > 1 else None, "n_seeds": len(losses),
                "prediction": None if pred is None else pred["name"],
                "prediction_value": None if pred is None else pred["value"],
                "prediction_stderr": None if pred is None else pred.get("stderr"),
@@ -484,6 +502,9 @@ def seed_summary(tables: list[dict]) -> list[dict]:
         if audits and len(audits) == len(ts):
             row["bayes_on_readings"] = statistics.mean(a["bayes_on_readings"]["value"] for a in audits)
             row["decoder_gap"] = statistics.mean(a["decoder_gap"]["value"] for a in audits)
+            row["audit_samples"] = audits[0]["samples"]
+            if all(a.get("loss") for a in audits):  # the model's loss on the audit's own contexts (the gap's)
+                row["audit_loss"] = statistics.mean(a["loss"]["value"] for a in audits)
         out.append(row)
     return out
 
@@ -498,19 +519,38 @@ def _beside_mean(tables: list[dict], mean: float, pred: dict | None) -> dict:
     return {k: b[k] for k in ("ratio", "difference", "difference_se")}
 
 
+def seeds_text(mean: float, spread: float | None, n_seeds: int) -> str:
+    """``0.1441 (1 seed)`` or ``0.1302 ± 0.011 (3 seeds)``: a seed mean with its spread over seeds; one seed has no
+    spread to show (never ``± 0``)."""
+    if n_seeds < 2 or spread is None:
+        return f"{mean:.4f} ({n_seeds} seed{'s' if n_seeds != 1 else ''})"
+    return f"{mean:.4f} ± {spread:.2g} ({n_seeds} seeds)"
+
+
 def summary_markdown(summary: list[dict]) -> str:
     """:func:`seed_summary` as a Markdown table: each model's mean beside its prediction as a ratio, or where the
-    prediction is 0 within its error as the difference (trained - prediction) with its standard error."""
-    lines = ["| prior | depth | budget | model | trained: mean ± spread (n seeds) | prediction | trained / prediction "
-             "(or the difference) | Bayes on its readings | decoder gap |", "|---|---|---|---|---|---|---|---|---|"]
+    prediction is 0 within its error as the difference (trained - prediction) with its standard error. The audit's
+    columns are on the audit's own contexts (``audit_samples``): the model's loss there, Bayes on its readings and
+    the gap between the two add up; the trained column is the held-out evaluation's, another sample."""
+    audited = [r for r in summary if "bayes_on_readings" in r]
+    where = "on the audit's own contexts"
+    lines = ["| prior | depth | budget | model | trained, held out: mean ± spread (seeds) | prediction | trained / "
+             f"prediction (or the difference) | model {where} (how many) | Bayes on its readings {where} | decoder gap "
+             f"(model - Bayes, paired) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary:
         pred = "" if r["prediction"] is None else (f"{r['prediction']} {r['prediction_value']:.4f}"
-                                                   f"{_se(r.get('prediction_stderr'))}")
+                                                   f"{_se(r.get('prediction_stderr'), r['prediction_value'])}")
         ratio = "" if r.get("difference") is None else beside_text(r)
+        model = (f"{r['audit_loss']:.4f} ({r.get('audit_samples', '?')})" if "audit_loss" in r
+                 else f"({r['audit_samples']})" if "audit_samples" in r else "")
         bayes = f"{r['bayes_on_readings']:.4f}" if "bayes_on_readings" in r else ""
         gap = f"{r['decoder_gap']:+.4f}" if "decoder_gap" in r else ""
-        lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | {r['mean']:.4f} ± "
-                     f"{r['spread']:.2g} ({r['n_seeds']}) | {pred} | {ratio} | {bayes} | {gap} |")
+        lines.append(f"| {r['prior']} | {r['depth']} | {r['budget']} | {r['model']} | "
+                     f"{seeds_text(r['mean'], r['spread'], r['n_seeds'])} | {pred} | {ratio} | {model} | {bayes} | {gap} |")
+    if audited:
+        lines += ["", f"The trained column is each model's loss on the held-out evaluation contexts; the last three "
+                  f"columns are {where} (`fv audit`), a smaller sample: there the model's loss minus Bayes is the "
+                  f"decoder gap, and the model's loss differs from the held-out one by sampling."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""Figures of the report (matplotlib, Agg backend, PNG). Each function returns the paths it wrote."""
+"""Figures of the report (matplotlib, Agg backend, PNG). The writers return the paths they wrote; the builders
+(`reproduction_fig`, `patching_figure`, `function_vectors_figure`) return the matplotlib Figure."""
 from __future__ import annotations
 
 import io
@@ -72,42 +73,80 @@ def _save(fig, path: Path) -> list[Path]:
 
 
 def reproduction_figure(path, curves: list[dict], tables: list[dict], cfg) -> list[Path]:
-    """Two panels (tree, matched Gaussian): loss against budget on a log scale, exact noiseless lines
-    dashed, lines at the noise of N solid (Monte Carlo error bars), trained models as points."""
+    """Two panels (tree, matched Gaussian), each with its legend: loss against budget on a log scale, exact
+    noiseless lines dashed, lines at the noise of N solid (Monte Carlo error bars; a curve reaching 0 ends in
+    triangles on the floor, and a curve the same as another says so: ``fvnum.plot.draw``), trained models as
+    hollow points, each beside its own prediction row (a filled point of its colour, joined to it by a thin line),
+    the models side by side around their budget (:func:`model_offsets`) so that none hides another."""
+    return _save(reproduction_fig(curves, tables, cfg), Path(path))
+
+
+def reproduction_fig(curves: list[dict], tables: list[dict], cfg):
+    """The figure of :func:`reproduction_figure` (a matplotlib Figure)."""
     from fvnum import plot
 
-    fig, axes = plot.figure(figsize=(12, 4.6), ncols=2, sharey=True)
-    fig.set_layout_engine(None)
-    for ax, prior in zip(axes, ("tree", "gaussian")):
-        lines = []
+    fig, axes = plot.figure(figsize=(13, 7.2), ncols=2, sharey=True)
+    shift = model_offsets()
+    panels = {}
+    for prior in ("tree", "gaussian"):
+        lines = panels[prior] = []
         for strategy, (label, colour) in STYLE.items():
             for noise, ls in (("none", "--"), (f"N={cfg.n_tokens}", "-")):
                 pts = [(r["budget"], r["value"], r.get("stderr") or 0.0) for r in curves
                        if r["prior"] == prior and r["strategy"] == strategy and r["noise"] == noise]
-                pts = [p for p in pts if p[1] > 1e-6]
                 if pts:
                     lines.append(plot.curve(f"{label}, {'noiseless' if noise == 'none' else noise}", pts,
                                             style=dict(ls=ls, color=colour, marker=".", ms=4, capsize=2, mfc=None)))
         for t in tables:
             if t["prior"] != prior or t["depth"] != cfg.depth:
                 continue
-            m, c = model_marker(t["model"])
-            lines.append(plot.curve(f"trained Model {t['model']} (seed {t['seed']})",
-                                    [(t["budget"], t["trained"]["loss"], t["trained"]["stderr"])],
-                                    style=dict(marker=m, color=c, ms=9, mfc="none", mew=2, ls="none")))
-        plot.draw(ax, lines, min_value=1e-6)
-        ax.set_xlabel("budget B = L d")
+            lines += model_beside_prediction(t, shift.get(t["model"], 0.0))
+    floor = plot.zero_floor([c for lines in panels.values() for c in lines], 1e-6)  # one floor: the panels share y
+    for ax, (prior, lines) in zip(axes, panels.items()):
+        plot.draw(ax, lines, min_value=1e-6, floor=floor)
+        ax.set_xlabel("budget B = L d (models side by side around their budget)")
         shown = prior if prior_entry(prior).heap else f"matched {prior.capitalize()}"  # reproduce's Gaussian: matched
         ax.set_title(f"{shown} prior, depth {cfg.depth}, {cfg.tree}")
         ax.grid(alpha=0.3, which="both")
+        if lines:  # every panel its own legend
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1)
+        else:
+            ax.text(0.5, 0.5, f"no curves of the {prior} prior", ha="center", transform=ax.transAxes)
     axes[0].set_ylabel("loss  E||theta_hat - theta||^2")
-    handles, labels = axes[0].get_legend_handles_labels()
-    seen = dict(zip(labels, handles))
-    for h, l in zip(*axes[1].get_legend_handles_labels()[::-1]):
-        seen.setdefault(h, l)
-    fig.legend(list(seen.values()), list(seen.keys()), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4,
-               fontsize=8)
-    return _save(fig, Path(path))
+    return fig
+
+
+def model_offsets(width: float = 0.8) -> dict:
+    """``{model: x offset}``: the registered models side by side around a budget (A left, C right), so that two
+    models with the same loss (A and B on the Gaussian) do not hide each other."""
+    names = list(MODELS)
+    if len(names) < 2:
+        return {n: 0.0 for n in names}
+    return {n: width * (i / (len(names) - 1) - 0.5) for i, n in enumerate(names)}
+
+
+def model_beside_prediction(table: dict, dx: float = 0.0) -> list:
+    """The curves of one trained run beside its own prediction (``fvnum.plot.Curve``): the trained loss (hollow
+    marker) and its prediction row (``bridges.analysis.compare.prediction_of``; filled, smaller) at ``budget +
+    dx``, joined by a thin line of the model's colour; the prediction alone is missing where the model has none."""
+    from fvnum import plot
+
+    from bridges.analysis.compare import prediction_of
+
+    m, c = model_marker(table["model"])
+    b, tr = table["budget"] + dx, table["trained"]
+    out = [plot.Curve(f"trained Model {table['model']} (seed {table['seed']})", (b,), (tr["loss"],),
+                      (tr["stderr"] or 0.0,), "points", dict(marker=m, color=c, ms=10, mfc="none", mew=2, ls="none",
+                                                             zorder=5))]
+    pred = prediction_of(table)
+    if pred is not None:
+        out.append(plot.Curve(f"Model {table['model']}'s prediction: {pred['name']}", (b,), (pred["value"],),
+                              (pred.get("stderr") or 0.0,), "points", dict(marker=m, color=c, ms=5, mfc=c, ls="none",
+                                                                           zorder=6, capsize=2)))
+        if pred["value"] > 0 and tr["loss"] > 0:
+            out.append(plot.Curve("_joins the two", (b, b), (tr["loss"], pred["value"]), None, "points",
+                                  dict(color=c, lw=0.8, ls="-", marker="", zorder=4)))
+    return out
 
 
 def patching_effects(table: dict):
@@ -119,25 +158,56 @@ def patching_effects(table: dict):
     return loss - np.array(base)[None, :]
 
 
+NOISE = 1e-9  # a cell whose effect is this small beside the losses is 0 (floating-point noise, fvnum.estimate)
+
+
+def empty_workspace_rows(t: dict, delta) -> list[int]:
+    """The rows of a key-patching table that are 0 by construction: layer 1 reads an empty workspace, so its keys
+    are the same for every context and a donor's keys change nothing (Models A, B and the theory's path). A row is
+    named only where every cell of it is 0 within floating-point noise."""
+    import numpy as np
+
+    loss = np.abs(np.array(t["loss"], dtype=float))
+    return [a for a, l in enumerate(t["layers"])
+            if l == 1 and np.all(np.abs(delta[a]) <= NOISE * np.maximum(loss[a], 1e-3))]
+
+
 def patching_png(panels: dict) -> bytes:
-    """Heat maps of the loss increase over (patched layer l, divergence depth j), one panel per table."""
+    """:func:`patching_figure` as PNG bytes."""
+    return png_bytes(patching_figure(panels))
+
+
+def patching_figure(panels: dict):
+    """Heat maps of the loss increase over (patched layer l, divergence depth j), one panel per table, on one
+    colour scale (the panels are compared: one colour bar for all). A row 0 by construction (layer 1's keys, which
+    see an empty workspace: :func:`empty_workspace_rows`) is hatched and says why."""
+    import numpy as np
+
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1, 4.2), squeeze=False, layout="constrained")
+    deltas = {title: patching_effects(t) for title, t in panels.items()}
+    top = max([float(np.nanmax(d)) for d in deltas.values()] + [1e-12])
+    im = None
     for ax, (title, t) in zip(axes[0], panels.items()):
-        delta = patching_effects(t)
-        im = ax.imshow(delta, cmap="magma", vmin=0, aspect="auto")
+        delta = deltas[title]
+        im = ax.imshow(delta, cmap="magma", vmin=0, vmax=top, aspect="auto")
         ax.set_xticks(range(len(t["depths"])), [str(j) for j in t["depths"]])
         ax.set_yticks(range(len(t["layers"])), [str(l) for l in t["layers"]])
         ax.set_xlabel("divergence depth j")
         ax.set_ylabel("patched layer l")
         ax.set_title(title)
-        top = max(float(delta.max()), 1e-12)
+        empty = empty_workspace_rows(t, delta)
         for a in range(delta.shape[0]):
             for b in range(delta.shape[1]):
                 ax.text(b, a, f"{delta[a, b]:.3f}", ha="center", va="center", fontsize=8,
                         color="white" if delta[a, b] < 0.6 * top else "black")
-        fig.colorbar(im, ax=ax, label="loss increase")
-    return png_bytes(fig)
+        for a in empty:
+            ax.add_patch(plt.Rectangle((-0.5, a - 0.5), delta.shape[1], 1, fill=False, hatch="//", ec="0.6", lw=0))
+            ax.text((delta.shape[1] - 1) / 2, a + 0.32, "0 by construction: layer 1 reads an empty workspace,\n"
+                    "its keys are the same for every context", ha="center", va="center", fontsize=7, color="white",
+                    bbox=dict(fc="black", ec="none", alpha=0.75))
+    fig.colorbar(im, ax=list(axes[0]), label="loss increase (one scale for all panels)")
+    return fig
 
 
 def patching(path, panels: dict) -> list[Path]:
@@ -146,7 +216,15 @@ def patching(path, panels: dict) -> list[Path]:
     return [write_atomic(path, patching_png(panels))] if panels else []
 
 
+CEILING = 0.9995  # an accuracy that prints as 1.000: at the ceiling
+
+
 def function_vectors_png(transplant: dict, injection: dict) -> bytes:
+    """:func:`function_vectors_figure` as PNG bytes."""
+    return png_bytes(function_vectors_figure(transplant, injection))
+
+
+def function_vectors_figure(transplant: dict, injection: dict):
     """docs/theory.md section 9. Left: the transplant's effect (loss - unpatched, paired) against the divergence depth
     ``j`` with the whole state transplanted (``l = L``, solid) and the first layer's (``l = 1``, dashed). Right: the
     injection's prefix accuracy by injection layer ``l`` (mean over ``j <= l``; squares: the control, each target
@@ -165,19 +243,32 @@ def function_vectors_png(transplant: dict, injection: dict) -> bytes:
             left.plot(t["depths"], eff[0], "x--", color=colour, alpha=0.7, label=f"{name}, l = {t['layers'][0]}")
     left.axhline(0, color="grey", lw=0.5)
     left.set(xlabel="divergence depth j", ylabel="transplant effect (paired)", title="workspace transplant")
-    left.legend(fontsize=7)
-    top = 1
-    for c, (name, t) in enumerate((k, v) for k, v in injection.items() if v and "prefix_accuracy" in v):
+    if left.get_legend_handles_labels()[0]:  # every panel its legend, or a line saying it has nothing to show
+        left.legend(fontsize=7)
+    else:
+        left.text(0.5, 0.5, "no transplant table", ha="center", transform=left.transAxes)
+    top, drawn = 1, []
+    tables = [(k, v) for k, v in injection.items() if v and "prefix_accuracy" in v]
+    for c, (name, t) in enumerate(tables):
         acc = np.array([[np.nan if x is None else x for x in row] for row in t["prefix_accuracy"]], dtype=float)
         if np.isnan(acc).all():
             continue
-        right.plot(t["layers"], np.nanmean(acc, axis=1), "o-", color=colours[c % len(colours)], label=name)
+        dx = 0.06 * (c - (len(tables) - 1) / 2)  # side by side: curves at the same accuracy do not hide each other
+        x = np.array(t["layers"], dtype=float) + dx
+        right.plot(x, np.nanmean(acc, axis=1), "o-", color=colours[c % len(colours)], label=name, ms=7 - 2 * c)
+        drawn.append(np.nanmean(acc, axis=1))
         if t.get("own_injected_accuracy") is not None:  # the control: each target given its own prefix's mean
             own = np.array([np.nan if x is None else x for x in t["own_injected_accuracy"]], dtype=float)
-            right.plot(t["layers"], own, "s:", color=colours[c % len(colours)], alpha=0.6, label=f"{name}, own prefix")
+            right.plot(x, own, "s:", color=colours[c % len(colours)], alpha=0.6, mfc="none", ms=9 - 2 * c,
+                       label=f"{name}, own prefix")
+            drawn.append(own)
         top = max(top, max(t["layers"]))
     layers = np.arange(1, top + 1)
     right.plot(layers, 2.0 ** -layers, "k:", label="chance")
+    if drawn and all(np.nanmin(d) >= CEILING for d in drawn):
+        right.text(0.5, 0.5, "every curve at the ceiling 1.000: each target is decoded into the injected\n"
+                   "prefix's subtree at every layer (the curves drawn side by side)", ha="center", va="center",
+                   fontsize=7, transform=right.transAxes, bbox=dict(fc="white", ec="0.7"))
     right.set(xlabel="injection layer l", ylabel="prefix accuracy (mean over j <= l)", ylim=(0, 1.05),
               title="mean-workspace injection")
     from matplotlib.ticker import MaxNLocator
@@ -185,7 +276,7 @@ def function_vectors_png(transplant: dict, injection: dict) -> bytes:
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(fontsize=7)
-    return png_bytes(fig)
+    return fig
 
 
 def function_vectors(path, transplant: dict, injection: dict) -> list[Path]:
@@ -206,16 +297,17 @@ def probes(path, probes: dict) -> list[Path]:
                             ("final_prefix", axes[1], "prefix length m (from the final workspace)")):
         for i, (name, p) in enumerate(probes.items()):
             acc, se, chance = zip(*p[key])
-            xs = list(range(1, len(acc) + 1))
-            ax.errorbar(xs, acc, yerr=se, marker="o", capsize=3, label=name, color=f"C{i}")
+            dx = 0.05 * (i - (len(probes) - 1) / 2)  # side by side: sources at the same accuracy stay visible
+            xs = [x + dx for x in range(1, len(acc) + 1)]
+            ax.errorbar(xs, acc, yerr=se, marker="os^Dv"[i % 5], capsize=3, label=name, color=f"C{i}", mfc="none", ms=7)
         longest = max((p[key] for p in probes.values()), key=len)
         ax.plot(range(1, len(longest) + 1), [c for _, _, c in longest], "k:", label="chance")
         ax.set_xlabel(xlabel)
         ax.set_xticks(range(1, len(longest) + 1))
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower left")
     axes[0].set_ylabel("held-out accuracy")
-    axes[1].legend(fontsize=8)
     return _save(fig, Path(path))
 
 
@@ -242,7 +334,7 @@ def scaling(path, rows: list[dict], theory: dict, cfg) -> list[Path]:
     budgets = sorted(theory)
     lines = []
     for name, (label, colour, ls) in SCALING_THEORY.items():
-        pts = [(b, t["value"]) for b in budgets for t in theory[b] if t["name"] == name and t["value"] > 1e-8]
+        pts = [(b, t["value"]) for b in budgets for t in theory[b] if t["name"] == name]  # zeros: on the floor
         if pts:
             lines.append(plot.curve(label, pts, style=dict(ls=ls, color=colour, marker=".", ms=4, lw=1.2, mfc=None)))
     plot.draw(ax, lines, min_value=1e-8)

@@ -458,7 +458,8 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                   "Theory (path strategy):", "", table_from_dict(extra["patching_theory"]).to_markdown(), ""]
         deep = patched_model(cfg.models)
         if extra.get(f"patching_{deep}"):
-            lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), ""]
+            lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), "",
+                      *unpatched_note(deep, tables, cfg, extra[f"patching_{deep}"], "key-patching")]
     if extra.get("transplant_theory"):
         from fvnum.patching.state import injection_from_dict
 
@@ -474,6 +475,8 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
                 lines += [f"{name}, transplant:", "", table_from_dict(extra[f"transplant_{key}"]).to_markdown(), ""]
             if extra.get(f"injection_{key}"):
                 lines += [f"{name}, injection:", "", injection_from_dict(extra[f"injection_{key}"]).to_markdown(), ""]
+            if key == deep and extra.get(f"transplant_{key}"):
+                lines += unpatched_note(deep, tables, cfg, extra[f"transplant_{key}"], "transplant and injection")
     if extra.get("probes"):
         lines += ["## Function-vector probes (docs/theory.md section 9)", "", "![probes](fig_probes.png)", "",
                   "Held-out accuracy of a linear probe from the workspace after layer l to the path prefix s_1..s_l.", "",
@@ -492,9 +495,31 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
     return "\n".join(lines) + "\n"
 
 
+def unpatched_note(model: str, tables, cfg, patched: dict, what: str) -> list[str]:
+    """Why a model has two unpatched losses in the report: the held-out loss of its comparison (the evaluation's
+    contexts) and the unpatched loss of the intervention tables (their own target contexts), with the difference
+    of the two in standard errors; none where the model's comparison is not in ``tables``."""
+    from fvnum.estimate import value_text
+
+    t = next((t["trained"] for t in tables if t["model"] == model and t["depth"] == cfg.depth and t["seed"] == cfg.seed
+              and t["budget"] == cfg.train_budget and prior_entry(t["prior"]).heap), None)
+    u = patched.get("unpatched")
+    if t is None or not u:
+        return []
+    d, se = u["value"] - t["loss"], (u.get("stderr", 0.0) ** 2 + (t.get("stderr") or 0.0) ** 2) ** 0.5
+    return [f"Two unpatched losses of Model {model}: {value_text(u['value'], u.get('stderr'))} in the {what} tables "
+            f"is on their own {u.get('n', patched.get('n', '?'))} target contexts; {value_text(t['loss'], t.get('stderr'))} in "
+            f"the comparison above is on the {t.get('n', '?')} held-out contexts of its evaluation. Two samples of "
+            f"contexts: they differ by {d:+.4f} ({abs(d) / se:.1f} standard errors)." if se > 0 else
+            f"Two unpatched losses of Model {model}: {u['value']:.4f} ({what} tables, their own target contexts) and "
+            f"{t['loss']:.4f} (the comparison's held-out contexts).", ""]
+
+
 def real_token_lines(tables) -> list[str]:
     """The report's lines on A's and B's keyed rows on real tokens (``best_*_keyed_real``) beside their law rows (the
     predictions) and the trained models, one line per model of each cell that has them; none without them."""
+    from fvnum.estimate import value_text  # the one formatter of a standard error
+
     pairs = {"A": ("best_adaptive_keyed_real", "best_adaptive_keyed"), "B": ("best_nonadaptive_keyed_real",
                                                                            "best_nonadaptive_keyed")}
     out = []
@@ -503,8 +528,8 @@ def real_token_lines(tables) -> list[str]:
         real, law = pairs.get(t["model"], (None, None))
         if real in rows and law in rows:
             r, p = rows[real], rows[law]
-            out.append(f"| {t['prior']} K{t['depth']} B{t['budget']} seed {t['seed']} | {t['model']} | {r['value']:.4f} ± "
-                       f"{r['stderr']:.1g} ({r['how']}) | {p['value']:.4f} ± {p['stderr']:.1g} | "
+            out.append(f"| {t['prior']} K{t['depth']} B{t['budget']} seed {t['seed']} | {t['model']} | "
+                       f"{value_text(r['value'], r['stderr'])} ({r['how']}) | {value_text(p['value'], p['stderr'])} | "
                        f"{r['value'] / p['value']:.3f} | {t['trained']['loss']:.4f} |")
     if not out:
         return []

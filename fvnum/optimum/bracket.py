@@ -108,7 +108,10 @@ class Bounds:
     def __repr__(self) -> str:
         lines = [f"Bounds({self})"]
         lines += [f"  {name:18s} {est}" for name, est in self.candidates.items()]
-        lines += [f"  {name:36s} {est.value:+.4g} +- {est.stderr:.2g}" for name, est in self.differences.items()]
+        from fvnum.estimate import stderr_text  # a difference on the same samples can be exactly 0
+
+        lines += [f"  {name:36s} {est.value:+.4g}{stderr_text(est.stderr, est.value, digits=2, exact=' exact', plus=' +- ')}"
+                  for name, est in self.differences.items()]
         return "\n".join(lines)
 
     def __str__(self) -> str:

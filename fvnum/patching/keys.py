@@ -95,17 +95,22 @@ class PatchingTable:
         head = (f"PatchingTable({self.strategy}, {what}, metric {self.metric}, {len(self.layers)} layers x "
                 f"{len(self.depths)} divergence depths, n = {self.n} per cell; unpatched {self.unpatched})")
         cols = "".join(f"{'j=' + str(j):>18}" for j in self.depths)
-        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} +- {self.stderr[a, b]:<5.1g}"
+        from fvnum.estimate import stderr_text
+
+        body = [f"  l={l:<3}" + "".join(f"{self.loss[a, b]:>10.4g} " + f"{stderr_text(self.stderr[a, b], self.loss[a, b], plus='+- '):<8}"
                                       for b in range(len(self.depths))) for a, l in enumerate(self.layers)]
         return "\n".join([head, "       " + cols, *body])
 
     def to_markdown(self) -> str:
         """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
+        from fvnum.estimate import value_text  # a standard error below floating-point noise prints as exact
+
         def table(values, errors):
             head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
             sep = "|---" * (len(self.depths) + 1) + "|"
             body = [
-                f"| {l} | " + " | ".join(f"{values[a, b]:.4g} ± {errors[a, b]:.1g}" for b in range(len(self.depths)))
+                f"| {l} | " + " | ".join(value_text(values[a, b], errors[a, b], ".4g", scale=self.loss[a, b])
+                                        for b in range(len(self.depths)))
                 + " |"
                 for a, l in enumerate(self.layers)
             ]

@@ -138,28 +138,30 @@ class InjectionTable:
         return to_frame(rows, "an InjectionTable")
 
     def to_markdown(self) -> str:
-        def table(values, errors, fmt):
+        from fvnum.estimate import value_text  # a standard error below floating-point noise prints as exact
+
+        def table(values, errors, fmt, scale):
             control = self.own_injected_accuracy is not None
             head = ("| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " | own prefix, unpatched |"
                     + (" own prefix injected |" if control else ""))
             sep = "|---" * (len(self.depths) + 2 + control) + "|"
             body = []
             for a, l in enumerate(self.layers):
-                cells = [("" if np.isnan(values[a, b]) else f"{values[a, b]:{fmt}} ± {errors[a, b]:.1g}")
+                cells = [("" if np.isnan(values[a, b]) else value_text(values[a, b], errors[a, b], fmt, scale=scale[a, b]))
                          for b in range(len(self.depths))]
                 own = f"{self.own_accuracy[a]:.3f}" if fmt == ".3f" else ""
                 row = f"| {l} | " + " | ".join(cells) + f" | {own} |"
                 if control:
                     v, e = ((self.own_injected_accuracy, self.own_injected_accuracy_stderr) if fmt == ".3f"
                             else (self.own_injected_loss, self.own_injected_loss_stderr))
-                    row += f" {v[a]:{fmt}} ± {e[a]:.1g} |"
+                    row += f" {value_text(v[a], e[a], fmt)} |"
                 body.append(row)
             return [head, sep, *body]
 
         return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
-                          *table(self.prefix_accuracy, self.accuracy_stderr, ".3f"), "",
+                          *table(self.prefix_accuracy, self.accuracy_stderr, ".3f", self.prefix_accuracy), "",
                           f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
-                          *table(self.loss, self.stderr, ".4g")])
+                          *table(self.loss, self.stderr, ".4g", self.loss)])
 
     def __repr__(self) -> str:
         head = (f"InjectionTable({self.strategy}, {len(self.layers)} layers x {len(self.depths)} divergence depths, "

@@ -184,7 +184,7 @@ def test_seed_summary_aggregates_seeds_beside_the_prediction():
     gaussian = {r["name"]: r for r in _grid_cells()[-1][1]}
     assert "water_filling_mc" in gaussian and gaussian["water_filling_mc"]["renamed_from"] == "optimal_mc"
     md = summary_markdown(seed_summary(tables))
-    assert "| tree | 6 | 4 | B | " in md and "(2) | best_nonadaptive_keyed" in md
+    assert "| tree | 6 | 4 | B | " in md and "(2 seeds) | best_nonadaptive_keyed" in md
     a = summary[("tree", 4, 3, "A")]
     assert f"| difference {a['difference']:+.2g} ± {a['difference_se']:.2g} |" in md and "| 0.595 |" not in md
 
@@ -210,7 +210,9 @@ def test_a_prediction_zero_within_its_error_gets_the_difference_not_a_ratio(loss
                       "key": "k", "trained": {"loss": loss, "stderr": loss_se, "steps": 1, "wall_s": 1.0},
                       "theory": [{"name": "best_adaptive_keyed", "value": pred, "stderr": pred_se, "how": "mc",
                                   "what": "adaptive", "keys": "weighted"}]})
-    assert ("Trained / prediction" in md) == (ratio is not None) and ("Trained - prediction" in md) == (ratio is None)
+    first = md.splitlines()[2]  # the model's own line, under the heading
+    assert first.startswith(f"Model A: trained {loss:.4f} ± {loss_se:.1g} against its prediction ")
+    assert ("): ratio " in first) == (ratio is not None) and ("): difference " in first) == (ratio is None)
 
 
 def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
@@ -228,8 +230,9 @@ def test_compare_attaches_the_audit_and_the_prediction(tmp_path):
     b = beside_of(table)  # a ratio, or the difference where the prediction is 0 within its error
     assert b["prediction"] == "best_nonadaptive_unit" and b["difference"] == pytest.approx(
         table["trained"]["loss"] - b["prediction_value"])
-    beside = "Trained / prediction" if b["ratio"] is not None else "Trained - prediction"
-    assert "Audit of its readings: Bayes on them" in md and f"{beside} (best_nonadaptive_unit)" in md
+    beside = "ratio" if b["ratio"] is not None else "difference"
+    assert "Audit of its readings, all on the audit's own" in md
+    assert md.splitlines()[2].startswith("Model B: trained ") and f"(best_nonadaptive_unit): {beside} " in md
 
 
 @pytest.mark.heavy
@@ -275,3 +278,46 @@ def test_the_report_legend_does_not_call_the_noiseless_policy_an_optimum():
     label = STYLE["bellman_noiseless"][0]
     assert "not the noisy optimum" in label and "Bellman optimum" not in label
     assert "coordinate class" in STYLE["optimal_nonadaptive"][0]
+
+
+def _one_run(model="A", loss=0.9335, audit=True):
+    t = {"model": model, "prior": "gaussian", "depth": 4, "budget": 2, "n_tokens": 64, "seed": 0, "tau": 0.1, "key": "k",
+         "trained": {"loss": loss, "stderr": 0.004, "n": 4096, "steps": 4000, "wall_s": 100.0},
+         "theory": [{"name": "best_nonadaptive_keyed", "value": 0.9267, "stderr": 0.001, "how": "mc n=8000",
+                     "what": "keyed", "keys": "weighted"}]}
+    if audit:  # Gaussian A of the report: the audit's own 200 contexts, where the model has 0.870
+        t["audit"] = {"samples": 200, "decoder": "importance sampling", "loss": {"value": 0.870, "stderr": 0.03},
+                      "bayes_on_readings": {"value": 0.879, "stderr": 0.03}, "decoder_gap": {"value": -0.009, "stderr": 0.004}}
+    return t
+
+
+def test_one_seed_prints_one_seed_not_a_zero_spread():
+    summary = seed_summary([_one_run()])
+    assert summary[0]["n_seeds"] == 1 and summary[0]["spread"] is None
+    md = summary_markdown(summary)
+    assert "| 0.9335 (1 seed) |" in md and "± 0 " not in md and "± 0.0 " not in md
+    two = summary_markdown(seed_summary([_one_run(), {**_one_run(loss=0.9435), "seed": 1}]))
+    assert "| 0.9385 ± 0.0071 (2 seeds) |" in two
+
+
+def test_the_audit_columns_say_they_are_on_the_audits_own_contexts():
+    # before: trained 0.9335 beside Bayes 0.879 and a gap of -0.009, on two samples and unsaid
+    summary = seed_summary([_one_run()])
+    assert summary[0]["audit_loss"] == 0.870 and summary[0]["audit_samples"] == 200
+    md = summary_markdown(summary)
+    assert ("| model on the audit's own contexts (how many) | Bayes on its readings on the audit's own contexts |"
+            in md)
+    assert "| 0.8700 (200) | 0.8790 | -0.0090 |" in md  # model - Bayes = the gap, on one sample of 200 contexts
+    one = to_markdown(_one_run())
+    assert ("Audit of its readings, all on the audit's own 200 contexts: model 0.8700 ± 0.03, Bayes on its readings "
+            "0.8790 ± 0.03, decoder gap (model - Bayes, paired) -0.0090 ± 0.004; the trained 0.9335 above is on the "
+            "4096 held-out contexts") in one
+
+
+def test_a_comparison_opens_with_the_models_line_and_its_prediction_row():
+    lines = to_markdown(_one_run(audit=False)).splitlines()
+    assert lines[2] == ("Model A: trained 0.9335 ± 0.004 against its prediction 0.9267 ± 0.001 "
+                        "(best_nonadaptive_keyed): ratio 1.007")
+    table = lines[lines.index("| what | loss | ± | how | role | class | keys | channel |") + 2:]
+    assert table[0].startswith("| **trained Model A** | **0.9335** |")
+    assert table[1] == "| *its prediction* | | | | | | | |" and table[2].startswith("| best_nonadaptive_keyed (keyed) |")

@@ -40,10 +40,12 @@ def test_loss_vs_budget_returns_a_figure_with_error_bars():
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "path (mc)", "path (exact)", "trained"]
+        "path (mc)", "path (exact) (0 at B = 3: ▼ on the floor)", "trained"]
     assert ax.containers[0].has_yerr and not ax.containers[1].has_yerr and ax.containers[2].has_yerr
-    # the exact zero at B = K is left off the log axis, the rest drawn
+    # the exact zero at B = K cannot be on the log axis: a triangle on the floor, and the label says so
     assert list(ax.containers[1].lines[0].get_xdata()) == [1, 2]
+    floor = [l for l in ax.lines if l.get_marker() == "v"]
+    assert len(floor) == 1 and list(floor[0].get_xdata()) == [3] and floor[0].get_ydata()[0] >= ax.get_ylim()[0]
     assert plot.png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -58,3 +60,15 @@ def test_bad_sources_are_one_line_errors():
         plot.curve("p", "path", [4], prior=PRIOR, tau=0.3, samples=100)
     with pytest.raises(ValueError, match="cannot plot a object"):
         plot.curve("x", object())
+
+
+def test_a_curve_the_same_as_another_says_so_and_stays_visible():
+    fig, ax = plot.figure()
+    a = plot.Curve("top levels, noiseless", (1, 2, 3), (0.5, 0.25, 0.0), None, "exact")
+    b = plot.Curve("Gaussian optimum, noiseless", (1, 2, 3), (0.5, 0.25, 0.0), None, "exact")
+    plot.draw(ax, [a, b])
+    labels = [t.get_text() for t in ax.legend().get_texts()]
+    assert labels[1] == ("Gaussian optimum, noiseless (0 at B = 3: ▼ on the floor) (the same as: top levels, "
+                         "noiseless)")
+    under = ax.containers[1].lines[0]  # drawn wider and fainter beneath the first, so both show
+    assert under.get_linewidth() > ax.containers[0].lines[0].get_linewidth() and under.get_alpha() < 1
