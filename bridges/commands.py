@@ -19,6 +19,7 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memo
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import MODELS
+from bridges.errors import require
 from bridges.runs.devices import check_device
 from bridges.runs.options import Option
 from fvsym.errors import InputError
@@ -350,6 +351,7 @@ def compare_command(args: argparse.Namespace) -> int:
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         if args.scheduler is None:  # the runs train here
             check_device(cfg.device)
+        require("fv compare --grid")  # without torch, refused before its folder and lock exist
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = grid_checks(tables)

@@ -18,6 +18,7 @@ from fvnum.priors.registry import prior_entry
 from bridges.runs.config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from bridges.runs.store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
+from bridges.errors import require
 from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
@@ -543,6 +544,7 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> Reproducti
         from bridges.runs.engine import scheduler_address
 
         scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
+    require("fv reproduce")  # it trains: without torch, refused before its folder and lock exist
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = reproduction_curves(cfg, store, log)
