@@ -122,7 +122,8 @@ class ReproduceConfig:
             if getattr(self, name) is not None:  # an integer >= 1 (not a float, a text or a bool)
                 object.__setattr__(self, name, check_int(getattr(self, name), name, 1))
         if self.train_budget > 2**self.depth - 1:
-            raise InputError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+            raise InputError(f"the training budget {self.train_budget} (train_budget, fv reproduce --budget) exceeds "
+                             f"D = {2**self.depth - 1} at depth {self.depth}: give a smaller budget or a larger depth")
         if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
             raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
         check_device_name(self.device)
