@@ -275,7 +275,7 @@ def intervene_command(args: argparse.Namespace) -> int:
     import torch
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as priced (bridges.prices.cost.forward_seconds): more threads on a busy machine only wait
+    torch.set_num_threads(1)  # as priced (bridges.prices.cost.forward_seconds): more threads on a busy machine wait
     try:
         _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines)
     finally:

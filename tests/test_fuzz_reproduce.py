@@ -18,7 +18,8 @@ from tests._cli import examples, fv, one_line
     (["--budget", "-1"], "--budget"),
     (["--budget", "2.5"], "--budget"),
     (["--budget", "1e3"], "--budget"),
-    (["--budget", "16"], "the training budget 16 (train_budget, fv reproduce --budget) exceeds D = 15"),  # the default tree has D = 15 nodes
+    # the default tree has D = 15 nodes
+    (["--budget", "16"], "the training budget 16 (train_budget, fv reproduce --budget) exceeds D = 15"),
     (["--full", "--budget", "64"], "exceeds D = 15"),
     (["--depth", "1", "--budget", "2"], "exceeds D = 1"),
     (["--scales", "1,1/2", "--budget", "4"], "exceeds D = 3"),
