@@ -19,6 +19,7 @@ from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memo
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import BUILT_IN, MODELS
+from bridges.errors import require
 from bridges.runs.devices import check_device
 from bridges.runs.options import Option
 from fvsym.errors import InputError
@@ -289,7 +290,7 @@ def intervene_command(args: argparse.Namespace) -> int:
     import torch
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as priced (bridges.prices.cost.forward_seconds): more threads on a busy machine only wait
+    torch.set_num_threads(1)  # as priced (bridges.prices.cost.forward_seconds): more threads on a busy machine wait
     try:
         _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines)
     finally:
@@ -391,6 +392,7 @@ def compare_command(args: argparse.Namespace) -> int:
         _check_study("fv compare --grid", compare_grid_seconds, cfg, depth=False)
         if args.scheduler is None:  # the runs train here
             check_device(cfg.device)
+        require("fv compare --grid")  # without torch, refused before its folder and lock exist
         store = RunStore(cfg.out, "compare-grid")
         tables = training(cfg, store, print)
         checks = grid_checks(tables)

@@ -58,6 +58,21 @@ def test_the_core_has_no_torch_and_no_dask():
     assert '-e ".[all,dev,docs]"' in readme and '-e ".[all,dev,docs]"' in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.parametrize("argv", [
+    ["reproduce", "--out", "rep-none", "--quiet", "--steps", "2"],
+    ["scaling", "--out", "scaling-none", "--quiet", "--budgets", "1", "--steps-per-budget", "1"],
+    ["compare", "--grid", "--out", "grid-none", "--quiet", "--steps", "2"],
+    ["train", "--model", "A", "--depth", "3", "--budget", "2", "--steps", "2", "--out", "train-none"],
+])
+def test_without_torch_a_command_that_trains_leaves_no_folder_or_lock(bare, argv):
+    out = argv[argv.index("--out") + 1]
+    code = (f"import os, sys; from bridges.cli import main; rc = main({argv!r}); "
+            f"print(os.path.lexists({out!r})); sys.exit(rc)")
+    rc, printed, err = bare(code)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "pip install 'fvtheory[torch]'" in err, err
+    assert printed.strip() == "False"  # no runs/reproduce/ and no .fv-lock left behind
+
+
 @pytest.mark.heavy
 def test_fvsym_and_fvnum_import_and_compute_without_torch_or_dask(bare):
     code = textwrap.dedent('''

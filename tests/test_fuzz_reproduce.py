@@ -18,7 +18,8 @@ from tests._cli import examples, fv, one_line
     (["--budget", "-1"], "--budget"),
     (["--budget", "2.5"], "--budget"),
     (["--budget", "1e3"], "--budget"),
-    (["--budget", "16"], "train_budget=16 exceeds D = 15"),  # the default tree has D = 15 nodes
+    # the default tree has D = 15 nodes
+    (["--budget", "16"], "the training budget 16 (train_budget, fv reproduce --budget) exceeds D = 15"),
     (["--full", "--budget", "64"], "exceeds D = 15"),
     (["--depth", "1", "--budget", "2"], "exceeds D = 1"),
     (["--scales", "1,1/2", "--budget", "4"], "exceeds D = 3"),
@@ -53,7 +54,8 @@ def test_the_python_api_refuses_what_is_not_a_count_in_one_value_error(name, val
 @examples(25)
 @given(budget=st.integers(min_value=16, max_value=10**30), full=st.booleans())
 def test_a_budget_past_the_tree_is_refused_naming_the_tree(budget, full):
-    with pytest.raises(ValueError, match=f"train_budget={budget} exceeds D = 15"):
+    with pytest.raises(ValueError, match=rf"the training budget {budget} \(train_budget, fv reproduce --budget\) "
+                                         "exceeds D = 15"):
         ReproduceConfig(train_budget=budget, full=full)
 
 

@@ -153,6 +153,8 @@ def load_run(run_dir):
     from bridges.training.checkpoint import load_model
     from bridges.training.train import load_result
 
+    if not str(run_dir).strip():  # Path("") is the current folder: say what was given
+        raise InputError("the run folder is empty: give a finished fv train run folder (DIR/<key>/)")
     folder = Path(run_dir)
     if not folder.exists():
         raise FileNotFoundError(f"no run folder at {folder}")

@@ -18,6 +18,7 @@ from fvnum.priors.registry import prior_entry
 from bridges.runs.config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from bridges.runs.store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
+from bridges.errors import require
 from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
@@ -121,7 +122,8 @@ class ReproduceConfig:
             if getattr(self, name) is not None:  # an integer >= 1 (not a float, a text or a bool)
                 object.__setattr__(self, name, check_int(getattr(self, name), name, 1))
         if self.train_budget > 2**self.depth - 1:
-            raise InputError(f"train_budget={self.train_budget} exceeds D = {2**self.depth - 1}")
+            raise InputError(f"the training budget {self.train_budget} (train_budget, fv reproduce --budget) exceeds "
+                             f"D = {2**self.depth - 1} at depth {self.depth}: give a smaller budget or a larger depth")
         if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
             raise InputError(f"models must be distinct letters of {''.join(MODELS)}, got {self.models!r}")
         check_device_name(self.device)
@@ -568,6 +570,7 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> Reproducti
         from bridges.runs.engine import scheduler_address
 
         scheduler_address(cfg.scheduler)  # a scheduler that does not answer: one line now, not after the theory curves
+    require("fv reproduce")  # it trains: without torch, refused before its folder and lock exist
     store = RunStore(cfg.out, KIND)
     log(f"output folder: {store.folder}")
     curves = reproduction_curves(cfg, store, log)

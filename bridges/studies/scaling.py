@@ -29,6 +29,7 @@ from fvnum.laws import DEFAULT_CUT
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
 from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS, adaptive_names
 from bridges.runs.store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
+from bridges.errors import require
 from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
@@ -259,6 +260,8 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
     no training, the outputs cover the runs finished so far (the report says how many of how many)."""
     start = time.time()
     try:
+        if train:
+            require("fv scaling")  # it trains: without torch, refused before its folder and lock exist
         store = RunStore(cfg.out, KIND, create=train)  # --report-only: nothing created in a folder without a study
     except ValueError as exc:
         if train or "holds no" not in str(exc):

@@ -495,6 +495,11 @@ def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool
     spec, cells, points = plan(spec, out, workers=workers)  # every cell checked before anything is written
     if isinstance(scheduler, str) and scheduler != SYNCHRONOUS:
         scheduler_address(scheduler)  # a scheduler that does not answer: one line, before anything is written
+    else:  # the cells train here: their devices must be here, said before the folder and the cluster
+        from bridges.runs.devices import check_device
+
+        for device in sorted({c.kwargs["run"]["train"]["device"] for c in cells if "run" in c.kwargs}):
+            check_device(device)
     store = RunStore(out, KIND)
     cached = sum(store.get(c.key, shape=c.shape) is not None for c in {c.key: c for c in cells}.values())
     log(f"sweep of fv {spec.command}: {len(cells)} cells into {store.folder}, priced {priced_on(workers)}")

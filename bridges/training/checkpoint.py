@@ -101,7 +101,8 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
     with open(path, "rb") as f:
         head = f.read(len(ZIP_MAGIC))
     if head != ZIP_MAGIC:
-        what = "is empty" if not head else "is not a torch checkpoint (no zip archive: a plain pickle or another format, never unpickled)"
+        what = "is empty" if not head else ("is not a torch checkpoint (no zip archive: a plain pickle or another "
+                                            "format, never unpickled)")
         raise DamagedCheckpoint(f"checkpoint {path} {what}")
     try:
         with warnings.catch_warnings():  # torch's advice about weights_only is not the user's business
@@ -110,7 +111,7 @@ def load_checkpoint(path, cfg: RunConfig | None = None, *, map_location="cpu") -
     except pickle.UnpicklingError:
         raise DamagedCheckpoint(f"checkpoint {path} holds objects other than tensors and plain containers (refused "
                                 "unread: fv loads weights only)") from None
-    except OSError as exc:  # a truncated archive makes torch seek before its start (EINVAL); other errors are the disk's
+    except OSError as exc:  # a truncated archive makes torch seek before its start (EINVAL); others are the disk's
         if exc.errno != errno.EINVAL:
             raise
         raise DamagedCheckpoint(f"checkpoint {path} is corrupt or truncated (its zip archive cannot be read)") from None
@@ -157,7 +158,8 @@ def _set_rng(rng) -> None:
     try:
         torch.set_rng_state(rng.cpu())
     except (RuntimeError, ValueError, TypeError, AttributeError) as exc:
-        raise DamagedCheckpoint(f"checkpoint holds a damaged random-number state ({first_sentence(exc, 120)})") from None
+        raise DamagedCheckpoint(f"checkpoint holds a damaged random-number state ({first_sentence(exc, 120)})") \
+            from None
 
 
 _EXTRA = ("history", "train_s", "wall_s", "window")

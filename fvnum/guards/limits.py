@@ -202,25 +202,47 @@ def check_mc(prior_spec, *, budget: int, strategy: str, token_channel: bool, sam
         dense = True  # the unit class's search
     own_price = getattr(strategy_of(strategy), "price", None) is not None  # its time: check_price, in loss_mc
 
-    def cost(depth_=depth, samples_=samples):
+    def cost(depth_=depth, samples_=samples, budget_=budget):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
-        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget, strategy=strategy, token_channel=token_channel,
+        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget_, strategy=strategy, token_channel=token_channel,
                        samples=samples_, threads=threads, dense_design=dense, search_samples=search_samples)
 
     memory, seconds = cost()
-    what = f"fv mc --strategy {strategy} at " + (f"depth {depth}" if tree else f"D = {prior_spec.dim}")
+    what = f"fv mc --strategy {strategy} at " + (f"depth {depth}" if tree else f"D = {prior_spec.dim}") \
+        + f", budget {budget}"
     if tree:
         depths = range(max(1, (budget + 1).bit_length() - 1 or 1), depth + 1)
         mem_hint = largest_fitting("depth", depths, lambda k: fits_memory(cost(k)[0]))
         time_hint = largest_fitting("depth", depths, lambda k: fits_time(cost(k)[1]))
     else:
         mem_hint = time_hint = ""
+    kind = getattr(strategy_of(strategy), "max_budget", None)
+    most = {"depth": depth if tree else None, "dim": 2**depth - 1 if tree else prior_spec.dim}.get(kind)
+    if most is not None and budget > most:  # the object's own bound, said before the size it would cost
+        mem_hint = time_hint = (f"; the budget is the problem: strategy {strategy} reads at most "
+                                f"{'K' if kind == 'depth' else 'D'} = {most}")
+    if not fits_memory(memory) and (not tree or mem_hint.startswith("; no ")):
+        mem_hint = _budget_hint(budget, lambda b: fits_memory(cost(budget_=b)[0]), mem_hint)
     check_memory(what, memory, mem_hint)
     if not own_price and not fits_time(seconds):
         per = seconds / samples
         most = int(max(0.0, (seconds_cap() - (cost(samples_=0)[1])) / per)) if per > 0 else samples
         extra = f"; at this size at most {most} samples fit" if most >= 2 else ""
+        if not time_hint or time_hint.startswith("; no "):
+            time_hint = _budget_hint(budget, lambda b: fits_time(cost(budget_=b)[1]), time_hint)
         check_time(f"{what} with {samples} samples", seconds, time_hint + extra)
+
+
+def _budget_hint(budget: int, fits, otherwise: str) -> str:
+    """``"; the budget is the problem: the largest that fits here is B"`` when a smaller budget fits (the largest
+    found by bisection, the cost growing with the budget), else ``otherwise``."""
+    if budget <= 1 or not fits(1):
+        return otherwise
+    low, high = 1, budget  # fits(low), not fits(high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return f"; the budget is the problem: the largest that fits here is {low}"
 
 
 def check_price(strategy: Strategy, spec, channel, budget: int, samples: int, threads: int | None) -> None:

@@ -91,3 +91,17 @@ def test_the_study_configs_refuse_a_device_fv_cannot_run(tmp_path):
         with pytest.raises(InputError, match="device 'hpu' is not one fv runs on"):
             make(out=str(tmp_path), device="hpu")
     assert not os.listdir(tmp_path)
+
+
+def test_a_sweep_whose_cells_train_here_checks_their_devices_before_its_folder(tmp_path):
+    import torch
+
+    missing = f"cuda:{torch.cuda.device_count()}"  # never a device of this machine
+    spec = tmp_path / "spec.toml"
+    head = 'command = "train"\n[base]\nmodel = "A"\ndepth = 3\nsteps = 2\n[grid]\n'
+    spec.write_text(f'{head}device = ["cpu", "{missing}"]\n')
+    line = one_line(*fv("sweep", spec, "--out", tmp_path / "out")[::2], f"device {missing!r} is not available")
+    assert "Traceback" not in line and not (tmp_path / "out").exists()
+    spec.write_text(f'{head}device = ["cpu", "xla"]\n')
+    one_line(*fv("sweep", spec, "--out", tmp_path / "out")[::2], "spec grid.device = 'xla'", "not one fv runs on")
+    assert not (tmp_path / "out").exists()
