@@ -164,3 +164,17 @@ def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():
         assert "\n" not in str(info.value)
     finally:
         unregister_model("D")
+
+
+def test_the_documented_import_of_the_registry_needs_no_torch():
+    """``from bridges.models import register_model`` (the documented path) loads the registry alone: it works where
+    torch is not installed, and the networks stay unloaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['torch'] = None  # torch unavailable\n"
+            "from bridges.models import MODELS, ModelSpec, Recipe, register_model\n"
+            "assert 'bridges.models.networks' not in sys.modules\nprint(' '.join(MODELS))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "A B C T"
