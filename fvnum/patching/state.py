@@ -38,6 +38,8 @@ from fvnum.estimate import Estimate, Moments, pool
 from fvnum.mc import _chunks
 from fvnum.mc.channels import decoder_of
 from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode_means, draw, read
+from fvnum.patching import _jackknife as jk
+from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
 from fvnum.patching.state_tables import InjectionTable, MeanState, injection_from_dict  # noqa: F401 (its tables)
 from fvnum.policies.strategies import check_rows
@@ -239,18 +241,8 @@ def _check_given_means(means, mean_samples, origin: tuple) -> None:
 
 
 def _means_of(leaves, phi, K, layers, n_mean, source, width, origin: tuple = ()) -> MeanState:
-    means, counts = {}, {}
-    for l in layers:
-        level = min(l, K)
-        prefix = leaves >> (K - level)
-        count = np.bincount(prefix, minlength=2**level)
-        flat = phi[:, :l].reshape(len(leaves), -1)
-        sums = np.zeros((2**level, flat.shape[1]))
-        np.add.at(sums, prefix, flat)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means[l] = sums / count[:, None]
-        counts[l] = count
-    return MeanState(means, counts, n_mean, source, K, width, origin)
+    return grouped_means(leaves, {l: phi[:, :l].reshape(len(leaves), -1) for l in layers}, K, n_mean, source, width,
+                         origin)
 
 
 def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01, tokens=None,
@@ -328,6 +320,7 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
     cells_n = sum(min(l, spec.depth) for l in layers) + 2 * len(layers)
+    cells_n += len(_cells(layers, depths, spec.depth)) * jk.MEAN_GROUPS * min(1.0, jk.JACKKNIFE_TARGETS / samples)
     _check_price("injection_table", spec, channel, pol, budget, samples, 1 + cells_n, threads)
     if means is None:
         n_mean = samples if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=1)
@@ -353,12 +346,21 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
             prefix = means.means[l][p].reshape(target.n, l, pol.width)
             loss, leaf = _decoded(spec, channel, target, replay(spec, channel, pol, target, prefix))
             out += [Moments.of(_hit(leaf, p, K, l)), Moments.of(loss), Moments.of(loss - base_loss)]
+        m = jk.subset(target.n, samples)
+        head = Draws(m, target.leaves[:m], None if target.theta is None else target.theta[:m],
+                     None if target.noise is None else target.noise[:m], None if target.stat is None else target.stat[:m])
+        for (a, l, b, j), p in zip(cells, inj):  # the cell again with each leave-one-group-out mean state
+            for g in range(means.groups):
+                prefix = jk.leave_out(means, l, g)[p[:m]].reshape(m, l, pol.width)
+                loss, leaf = _decoded(spec, channel, head, replay(spec, channel, pol, head, prefix))
+                out += [Moments.of(_hit(leaf, p[:m], K, l)), Moments.of(loss)]
         return out
 
     parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget, factor=3),
                                purpose=_chunks.INJECT, threads=threads)
     stats = [pool(p[i] for p in parts).estimate() for i in range(len(parts[0]))]
-    return _injection_of(stats, layers, depths, cells, samples, pol.name, means.n, K, decoder_of(spec, channel))
+    return _injection_of(stats, layers, depths, cells, samples, pol.name, means.n, K, decoder_of(spec, channel),
+                         groups=means.groups, seed=seed)
 
 
 def _check_mean_layers(means: MeanState, layers, width):
@@ -370,12 +372,24 @@ def _check_mean_layers(means: MeanState, layers, width):
                          f"the injection needs layers {', '.join(map(str, layers))} of width {width}")
 
 
-def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> InjectionTable:
+def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder, *, groups: int = 0,
+                  seed: int | None = None) -> InjectionTable:
+    """The table of ``stats``: the unpatched loss, the own accuracy of each layer, three per cell (accuracy, loss,
+    effect) and, with ``groups``, two per cell and group (accuracy and loss with the leave-one-group-out mean
+    state), whose jackknife variance is added to the cell's (``fvnum.patching._jackknife``)."""
     shape = (len(layers), len(depths))
     acc, acc_e, loss, loss_e, eff, eff_e = (np.full(shape, np.nan) for _ in range(6))
     control = [np.full(len(layers), np.nan) for _ in range(4)]
+    tail = 1 + len(layers) + 3 * len(cells)
     for c, (a, _, b, _) in enumerate(cells):
         x, y, z = stats[1 + len(layers) + 3 * c: 4 + len(layers) + 3 * c]
+        if groups:
+            reps = stats[tail + 2 * groups * c: tail + 2 * groups * (c + 1)]
+            va = jk.jackknife_variance([r.value for r in reps[0::2]])
+            vl = jk.jackknife_variance([r.value for r in reps[1::2]])
+            x, y, z = (replace(x, stderr=float(np.sqrt(x.stderr**2 + va))),
+                       replace(y, stderr=float(np.sqrt(y.stderr**2 + vl))),
+                       replace(z, stderr=float(np.sqrt(z.stderr**2 + vl))))
         if b is None:
             control[0][a], control[1][a], control[2][a], control[3][a] = x.value, x.stderr, y.value, y.stderr
             continue
@@ -386,7 +400,8 @@ def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> 
                           replace(stats[0], decoder=decoder), np.array([o.value for o in own]),
                           np.array([o.stderr for o in own]), n, name, n_mean, K, decoder=decoder,
                           own_injected_accuracy=control[0], own_injected_accuracy_stderr=control[1],
-                          own_injected_loss=control[2], own_injected_loss_stderr=control[3])
+                          own_injected_loss=control[2], own_injected_loss_stderr=control[3],
+                          stderr_includes=jk.STDERR_WITH_MEANS if groups else jk.STDERR_TARGETS_ONLY, seed=seed)
 
 
 # --- the keyed prediction policies -------------------------------------------------------------------

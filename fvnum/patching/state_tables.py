@@ -31,10 +31,19 @@ class MeanState:
     depth: int
     width: int = 1
     origin: tuple = ()  # ((what, its text), ...): the prior, strategy, budget and channel it was drawn under
+    # per layer, sums (G, 2^level, l d) and counts (G, 2^level) of G groups of the contexts (context i in group
+    # i mod G): an injection's jackknife of the mean state's own error (fvnum.patching._jackknife)
+    group_sums: dict = field(default_factory=dict, repr=False)
+    group_counts: dict = field(default_factory=dict, repr=False)
 
     @property
     def layers(self) -> tuple:
         return tuple(sorted(self.means))
+
+    @property
+    def groups(self) -> int:
+        """Groups of its contexts held (0: none, its own Monte Carlo error cannot be estimated)."""
+        return min((len(c) for c in self.group_counts.values()), default=0) if self.group_counts else 0
 
     def prefix_index(self, layer: int, prefix) -> int:
         """The row of ``prefix`` (an index in ``0..2^l - 1`` or ``l`` signs in {+1, -1}) at ``layer``."""
@@ -56,7 +65,7 @@ class MeanState:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "n": self.n, "depth": self.depth, "width": self.width,
-                "origin": dict(self.origin), "layers": list(self.layers),
+                "origin": dict(self.origin), "layers": list(self.layers), "groups": self.groups,
                 "means": {str(l): np.where(np.isnan(m), None, m).tolist() for l, m in self.means.items()},
                 "counts": {str(l): c.tolist() for l, c in self.counts.items()}}
 
@@ -100,6 +109,10 @@ class InjectionTable:
     own_injected_accuracy_stderr: np.ndarray | None = None
     own_injected_loss: np.ndarray | None = None
     own_injected_loss_stderr: np.ndarray | None = None
+    stderr_includes: str = "targets only"  # what every standard error holds (fvnum.patching._jackknife)
+    seed: int | None = None
+    patched: str = "Phi_l, the workspace slots of layers 1..l"  # the tensor patched (a model's: workspace.{l})
+    how: str = "replaced by the mean workspace of the donor's prefix"
     intervention: str = field(default="injection", init=False)
 
     @property
@@ -117,6 +130,7 @@ class InjectionTable:
                 "effect_stderr": arr(self.effect_stderr), "unpatched": self.unpatched.to_dict(),
                 "own_accuracy": self.own_accuracy.tolist(), "own_accuracy_stderr": self.own_accuracy_stderr.tolist(),
                 "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder,
+                "stderr_includes": self.stderr_includes, "seed": self.seed, "patched": self.patched, "how": self.how,
                 **{k: None if getattr(self, k) is None else arr(getattr(self, k))
                    for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
                              "own_injected_loss_stderr")}}
@@ -158,7 +172,9 @@ class InjectionTable:
                 body.append(row)
             return [head, sep, *body]
 
-        return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
+        return "\n".join([f"injection: {self.patched} {self.how}; {self.n} targets a cell, mean states of "
+                          f"{self.mean_samples} contexts, seed {self.seed}; standard errors: {self.stderr_includes}", "",
+                          "prefix accuracy (decoded leaf has the injected prefix):", "",
                           *table(self.prefix_accuracy, self.accuracy_stderr, ".3f", self.prefix_accuracy), "",
                           f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
                           *table(self.loss, self.stderr, ".4g", self.loss)])
@@ -185,6 +201,8 @@ def injection_from_dict(d: dict) -> InjectionTable:
                           np.array([np.nan if x is None else x for x in d["own_accuracy_stderr"]], dtype=float),
                           d["n"], d["strategy"], d["mean_samples"], d["depth"] if "depth" in d else len(d["depths"]),
                           metric=d.get("metric", "theta"), decoder=d.get("decoder"),
+                          stderr_includes=d.get("stderr_includes", "targets only"), seed=d.get("seed"),
+                          **{k: d[k] for k in ("patched", "how") if d.get(k) is not None},
                           **{k: None if d.get(k) is None else np.array([np.nan if x is None else x for x in d[k]],
                                                                         dtype=float)
                              for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
