@@ -382,7 +382,8 @@ def intervention_seconds(cfg, *, n_contexts: int, depths: int, layers: int, mean
     for _ in range(int(transplant) + patching):
         passes += n_contexts * (1 + depths * (1 + layers))
     if injection:
-        passes += mean_contexts + n_contexts * (1 + depths * layers)
+        # the cells, then each again with the mean state of 8 leave-one-group-out replicates on <= 512 targets
+        passes += mean_contexts + n_contexts * (1 + depths * layers) + 8 * min(n_contexts, 512) * (depths + 1) * layers
     return forward_seconds(cfg, passes) + STARTUP
 
 
