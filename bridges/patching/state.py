@@ -123,7 +123,7 @@ def transplanted_losses(model, data_cfg: DataConfig, layer: int, j: int, *, n_co
                         site)[(layer, j)]
 
 
-def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace") -> dict:
+def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace", slot=None) -> dict:
     sampler = ContextSampler(data_cfg, model_device(model))
     names = _sites(model, layers, site)
     recorded = sorted({name for group in names.values() for name in group})
@@ -137,29 +137,60 @@ def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace") -> 
                 with record(model, recorded) as state:
                     model(donor.x, donor.y, donor.x_q)
                 for l in layers:
-                    with patch(model, {name: state[name] for name in names[l]}):
+                    values = {name: state[name] if slot is None else _one_slot(state[name], slot)
+                              for name in names[l]}
+                    with patch(model, values):
                         out[(l, j)].append(_losses(model, target))
     return {k: torch.cat(v).cpu().numpy() for k, v in out.items()}
 
 
+def _one_slot(donor: torch.Tensor, slot: int):
+    """The patch that replaces slot ``slot`` (from 1) of the target's own tap by the donor's, the rest kept."""
+    def replace(own: torch.Tensor) -> torch.Tensor:
+        out = own.clone()
+        out[:, slot - 1] = donor[:, slot - 1].to(own)
+        return out
+
+    return replace
+
+
+def _check_slot(slot, model, layers, site) -> int | None:
+    if slot is None:
+        return None
+    if site != "workspace":
+        raise InputError(f"slot={slot!r} transplants one slot of workspace.{{l}}; site={site!r} has none (site='workspace')")
+    top = min(model.state_width(l) for l in layers)
+    if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 1 <= slot <= top:
+        raise InputError(f"slot must be an integer in 1..{top} (the slots every layer {', '.join(map(str, layers))} "
+                         f"has written), got {slot!r}")
+    return int(slot)
+
+
 def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
-                         layers=None, site: str = "workspace") -> PatchingTable:
+                         layers=None, site: str = "workspace", baselines: bool = False,
+                         slot: int | None = None) -> PatchingTable:
     """Loss of ``model`` with its workspace ``Phi_l`` transplanted from a donor of divergence depth ``j``, for the
     layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor =
     target, whose effects are exactly 0), on ``n_contexts`` target contexts shared by every cell (those of
     ``key_patching_table`` with the same ``seed``); ``effect`` is paired. ``site``: ``workspace`` (Model T: the
     summary token's residual after block ``l``, ``hook_resid_post`` at the summary) or ``attention`` (Model T only:
-    every token's attention outputs ``hook_attn_out`` of blocks ``1..l``, the table ``attention transplant``)."""
+    every token's attention outputs ``hook_attn_out`` of blocks ``1..l``, the table ``attention transplant``).
+    ``baselines``: the no-op control (``j = 0``) and the random-donor baseline (a leaf drawn independently of the
+    target's, the table's ``random_donor`` columns). ``slot``: transplant slot ``slot`` (from 1) of
+    ``workspace.{l}`` only, the target's other slots kept."""
+    from bridges.patching.keys import RANDOM, check_depths
+
     _check(model, data_cfg, "a state transplant")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers = _layers(layers, model)
-    depths = tuple(range(1, data_cfg.depth + 1)) if depths is None else \
-        tuple(_check_depth(j, data_cfg.depth, control=True) for j in np.atleast_1d(depths).tolist())
-    if not depths:
-        raise InputError("depths must name at least one divergence depth")
-    return paired_table(_transplants(model, data_cfg, n, seed, depths, layers, site), layers, depths, n,
-                        "theta" if model.decodes else "query",
-                        "transplant" if site == "workspace" else "attention transplant")
+    depths = check_depths(depths, data_cfg.depth, baselines)
+    slot = _check_slot(slot, model, layers, site)
+    runs = _transplants(model, data_cfg, n, seed, depths + (RANDOM,) * baselines, layers, site, slot)
+    patched = ("workspace.{l}" if slot is None else f"workspace.{{l}} slot {slot}") if site == "workspace" else \
+        "blocks.{1..l}.hook_attn_out (every token's attention output)"
+    return paired_table(runs, layers, depths, n, "theta" if model.decodes else "query",
+                        "transplant" if site == "workspace" else "attention transplant", seed=seed, patched=patched,
+                        how="replaced by the donor's" + ("" if slot is None else " (the other slots kept)"))
 
 
 # --- mean workspaces and injection ---------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""Baselines, single-slot transplant and self-describing tables of the interventions on models (docs/theory.md
+section 9): the no-op and random-donor baselines, one slot of ``workspace.{l}``, and the header and JSON fields
+naming the tensor patched, how it was changed, the seed and the sample sizes."""
+import numpy as np
+import pytest
+import torch
+
+from bridges.models.networks import path_model
+from bridges.patching.keys import key_patching_table, path_bayes_decoder, table_from_dict
+from bridges.patching.state import injection_table, state_patching_table
+from bridges.runs.config import DataConfig
+from fvsym.errors import InputError
+
+torch.set_num_threads(1)
+DATA = DataConfig(depth=3, n_tokens=32)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return path_model(DATA, 3, path_bayes_decoder(DATA))
+
+
+@pytest.mark.parametrize("table", [state_patching_table, key_patching_table])
+def test_random_donor_is_the_mix_of_the_divergence_depths(model, table):
+    """A donor drawn uniformly has divergence depth j with probability 2^-j (and is the target itself with 2^-K):
+    its effect is that mixture of the columns' effects, within 5 standard errors; the no-op column is exactly 0."""
+    t = table(model, DATA, n_contexts=2048, seed=2, baselines=True)
+    assert t.depths == (0, 1, 2, 3) and np.all(t.effect[:, 0] == 0.0)
+    w = np.array([0.5, 0.25, 0.125])
+    mix = t.effect[:, 1:] @ w
+    se = np.sqrt(t.random_donor_effect_stderr**2 + (t.effect_stderr[:, 1:] ** 2) @ w**2)
+    assert np.all(np.abs(t.random_donor_effect - mix) <= 5 * se), (t.random_donor_effect, mix, se)
+    assert np.any(t.random_donor_effect > 5 * t.random_donor_effect_stderr)  # an uninformed donor does harm
+    d = t.to_dict()
+    assert d["random_donor_effect"] == t.random_donor_effect.tolist()
+    assert np.array_equal(table_from_dict(d).random_donor, t.random_donor)
+    assert "random donor" in t.to_markdown() and "0 (no-op)" in t.to_markdown()
+
+
+def test_tables_name_the_tensor_patched_how_and_their_seed_and_sizes(model):
+    transplant = state_patching_table(model, DATA, n_contexts=256, seed=5, depths=[1])
+    keys = key_patching_table(model, DATA, n_contexts=256, seed=5, depths=[1])
+    inj = injection_table(model, DATA, n_contexts=256, seed=5, depths=[1], layers=[2], mean_contexts=512)
+    for t, patched, how in ((transplant, "workspace.{l}", "replaced by the donor's"),
+                            (keys, "layers.{l}.keys", "replaced by the donor's"),
+                            (inj, "workspace.{l}", "replaced by the mean workspace of the donor's prefix")):
+        d = t.to_dict()
+        assert (d["patched"], d["how"], d["seed"], d["n"]) == (patched, how, 5, 256)
+        assert t.to_markdown().splitlines()[0].split(": ", 1)[1].startswith(f"{patched} {how}")
+    assert inj.to_dict()["mean_samples"] == 512 and "mean states of 512 contexts" in inj.to_markdown()
+
+
+def test_one_slot_transplant_keeps_the_other_slots(model):
+    """Slot 1 of workspace.{l} holds layer 1's reading: transplanting it alone at l = 3 gives the readout the
+    donor's first reading beside the target's later ones, which does harm, and not the whole transplant's."""
+    one = state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[3], depths=[1], slot=1)
+    whole = state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[1, 3], depths=[1])
+    assert one.to_dict()["patched"] == "workspace.{l} slot 1"
+    assert one.effect[0, 0] > 5 * one.effect_stderr[0, 0]
+    assert one.effect[0, 0] != whole.effect[1, 0]
+    with pytest.raises(InputError, match="slot must be an integer in 1..3"):
+        state_patching_table(model, DATA, n_contexts=16, layers=[3], slot=4)
+    with pytest.raises(InputError, match="slot must be an integer in 1..1"):
+        state_patching_table(model, DATA, n_contexts=16, layers=[1, 3], slot=2)
