@@ -207,3 +207,75 @@ def injection_from_dict(d: dict) -> InjectionTable:
                                                                         dtype=float)
                              for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
                                        "own_injected_loss_stderr")})
+
+
+@dataclass(frozen=True)
+class SteeringTable:
+    """Additive steering (docs/theory.md section 9; Todd et al.'s function vectors added to the residual stream):
+    rows the layer ``l``, columns the scale ``c``; each target's ``Phi_l`` gets ``c (Phi_bar_l(donor prefix) -
+    Phi_bar_l(own prefix))`` added, its donor of divergence depth ``depth_j``. ``prefix_accuracy`` (the decoded leaf
+    has the donor's prefix) and ``loss`` (against the target's own ``theta``), with ``effect = loss - unpatched``
+    paired; ``own_accuracy[l-1]`` the unpatched targets' own prefix accuracy, ``chance`` ``2^-min(l, K)``."""
+
+    layers: tuple
+    scales: tuple
+    depth_j: int
+    prefix_accuracy: np.ndarray
+    accuracy_stderr: np.ndarray
+    loss: np.ndarray
+    stderr: np.ndarray
+    effect: np.ndarray
+    effect_stderr: np.ndarray
+    unpatched: Estimate
+    own_accuracy: np.ndarray
+    n: int
+    mean_samples: int
+    depth: int
+    seed: int | None = None
+    strategy: str = "model"
+    metric: str = "theta"
+    stderr_includes: str = "targets only"
+    patched: str = "workspace.{l}"
+    how: str = "added: scale * (Phi_bar_l(donor's prefix) - Phi_bar_l(own prefix))"
+    intervention: str = field(default="steering", init=False)
+
+    @property
+    def chance(self) -> np.ndarray:
+        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+
+    def to_dict(self) -> dict:
+        def arr(a):
+            return np.where(np.isnan(a), None, a).tolist()
+
+        return {"intervention": self.intervention, "strategy": self.strategy, "patched": self.patched,
+                "how": self.how, "n": self.n, "mean_samples": self.mean_samples, "seed": self.seed,
+                "depth": self.depth, "depth_j": self.depth_j, "layers": list(self.layers),
+                "scales": list(self.scales), "prefix_accuracy": arr(self.prefix_accuracy),
+                "accuracy_stderr": arr(self.accuracy_stderr), "loss": arr(self.loss), "stderr": arr(self.stderr),
+                "effect": arr(self.effect), "effect_stderr": arr(self.effect_stderr),
+                "unpatched": self.unpatched.to_dict(), "own_accuracy": arr(self.own_accuracy),
+                "chance": self.chance.tolist(), "metric": self.metric, "stderr_includes": self.stderr_includes}
+
+    def to_markdown(self) -> str:
+        from fvnum.estimate import value_text
+
+        def table(values, errors, fmt, scale):
+            head = "| layer \\ scale | " + " | ".join(f"{c:g}" for c in self.scales) + " |"
+            sep = "|---" * (len(self.scales) + 1) + "|"
+            return [head, sep, *(f"| {l} | " + " | ".join(value_text(values[a, s], errors[a, s], fmt, scale=scale[a, s])
+                                                        for s in range(len(self.scales))) + " |"
+                                 for a, l in enumerate(self.layers))]
+
+        head = (f"steering: {self.patched} {self.how}; donors of divergence depth {self.depth_j}; {self.n} targets a "
+                f"cell, mean states of {self.mean_samples} contexts, seed {self.seed}; standard errors: "
+                f"{self.stderr_includes}")
+        own = ", ".join(f"l={l}: {a:.3f}" for l, a in zip(self.layers, self.own_accuracy))
+        return "\n".join([head, "", f"prefix accuracy (decoded leaf has the donor's prefix; unpatched, own prefix: "
+                          f"{own}):", "", *table(self.prefix_accuracy, self.accuracy_stderr, ".3f", self.prefix_accuracy),
+                          "", f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
+                          *table(self.loss, self.stderr, ".4g", self.loss), "", "effect (steered - unpatched, paired):",
+                          "", *table(self.effect, self.effect_stderr, ".4g", self.loss)])
+
+    def __repr__(self) -> str:
+        return (f"SteeringTable({self.strategy}, {len(self.layers)} layers x scales {', '.join(f'{c:g}' for c in self.scales)}"
+                f", donors of depth {self.depth_j}, n = {self.n} per cell; unpatched {self.unpatched})")

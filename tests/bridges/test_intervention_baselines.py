@@ -62,3 +62,21 @@ def test_one_slot_transplant_keeps_the_other_slots(model):
         state_patching_table(model, DATA, n_contexts=16, layers=[3], slot=4)
     with pytest.raises(InputError, match="slot must be an integer in 1..1"):
         state_patching_table(model, DATA, n_contexts=16, layers=[1, 3], slot=2)
+
+
+def test_steering_sweeps_the_scale_from_no_change_to_the_donor_s_prefix(model):
+    """Scale 0 is the unpatched model, bit for bit; scale 1 moves a target at its own prefix's mean onto the donor's,
+    so the path model decodes the donor's prefix; the table says what was added and where."""
+    from bridges.patching import steering_table
+
+    t = steering_table(model, DATA, scales=(0, 0.5, 1, 2), n_contexts=512, mean_contexts=1024, seed=0)
+    assert t.scales == (0.0, 0.5, 1.0, 2.0) and t.loss.shape == (3, 4)
+    assert np.all(t.effect[:, 0] == 0.0) and np.all(t.prefix_accuracy[:, 0] == 0.0)
+    assert np.all(t.prefix_accuracy[:, 2] > 0.9) and np.all(t.prefix_accuracy[:, 1] < t.prefix_accuracy[:, 2])
+    d = t.to_dict()
+    assert (d["patched"], d["seed"], d["n"], d["mean_samples"]) == ("workspace.{l}", 0, 512, 1024)
+    assert d["how"].startswith("added: scale * (Phi_bar_l(donor's prefix) - Phi_bar_l(own prefix))")
+    assert t.to_markdown().startswith("steering: workspace.{l} added")
+    for bad, word in (((), "at least one"), ((1, 1), "distinct"), ((float("nan"),), "finite"), ("x", "numbers")):
+        with pytest.raises(InputError, match=word):
+            steering_table(model, DATA, scales=bad, n_contexts=16, mean_contexts=64)
