@@ -80,3 +80,39 @@ def test_steering_sweeps_the_scale_from_no_change_to_the_donor_s_prefix(model):
     for bad, word in (((), "at least one"), ((1, 1), "distinct"), ((float("nan"),), "finite"), ("x", "numbers")):
         with pytest.raises(InputError, match=word):
             steering_table(model, DATA, scales=bad, n_contexts=16, mean_contexts=64)
+
+
+# --- fv intervene ------------------------------------------------------------------------------------------
+def test_fv_intervene_baselines_slot_and_steering(run_folder, capsys):
+    import json
+
+    from bridges.cli import main
+
+    assert main(["intervene", str(run_folder), "--table", "all", "--baselines", "--contexts", "64",
+                 "--mean-contexts", "256", "--scales", "1/2,2", "--seed", "3", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for kind in ("transplant", "keys"):
+        t = d[kind]["model"]
+        assert t["depths"][0] == 0 and len(t["random_donor"]) == len(t["layers"]) and t["seed"] == 3
+        assert t["n"] == 64 and t["patched"] and t["how"]
+    assert d["steering"]["model"]["scales"] == [0.5, 2.0] and d["steering"]["model"]["mean_samples"] == 256
+    assert d["injection"]["model"]["stderr_includes"].startswith("targets and the mean state")
+    assert main(["intervene", str(run_folder), "--table", "transplant", "--slot", "1", "--layers", "2",
+                 "--contexts", "32"]) == 0
+    assert "transplant: workspace.{l} slot 1 replaced by the donor's (the other slots kept)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--table", "injection", "--baselines"], "--baselines adds the no-op and random-donor baselines"),
+    (["--table", "keys", "--slot", "1"], "--slot transplants one slot"),
+    (["--table", "both", "--scales", "1"], "--scales sets the steering's scales"),
+    (["--table", "steering", "--scales", "1,1"], "--scales must be distinct"),
+    (["--table", "steering", "--scales", "1,,2"], "--scales"),
+    (["--table", "transplant", "--slot", "5"], "slot must be an integer in 1..1"),
+])
+def test_fv_intervene_refuses_baselines_slot_and_scales_in_one_line(run_folder, capsys, args, message):
+    from bridges.cli import main
+
+    assert main(["intervene", str(run_folder), "--contexts", "16", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
