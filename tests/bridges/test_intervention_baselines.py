@@ -116,3 +116,20 @@ def test_fv_intervene_refuses_baselines_slot_and_scales_in_one_line(run_folder, 
     assert main(["intervene", str(run_folder), "--contexts", "16", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
+
+
+def test_the_api_tour_s_load_run_example_runs(run_folder, capsys):
+    """docs/api-tour.md documents load_run (what it returns) with an example; the example runs on a finished run."""
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "api-tour.md").read_text()
+    section = page[page.index("### Loading a finished run"):]
+    assert "load_run(run_dir)" in section and "TrainResult" in section
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('"runs/A-tree-K3-B2-N128-s0-302d5e5bd6"', repr(str(run_folder)))
+    code = code.replace("mean_contexts=4096", "n_contexts=64, mean_contexts=256").replace("n_contexts=2048", "n_contexts=64")
+    code = code.replace("slot=1)", "slot=1, n_contexts=32)").replace("(model, data, baselines=True)", "(model, data, baselines=True, n_contexts=32)")
+    code = code.replace("scales=(0.5, 1, 2, 4))", "scales=(0.5, 1, 2, 4), n_contexts=32, mean_contexts=256)")
+    namespace = {}
+    exec(compile(code, "api-tour.md", "exec"), namespace)
+    assert namespace["t"].to_dict()["seed"] == 0 and "transplant: workspace.{l}" in capsys.readouterr().out
