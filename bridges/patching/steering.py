@@ -33,7 +33,7 @@ from fvsym.errors import InputError
 SCALES = (0.5, 1.0, 2.0, 4.0)
 
 
-def check_scales(scales) -> tuple:
+def check_steering_scales(scales) -> tuple:
     """Distinct finite scales, at least one."""
     try:
         out = tuple(float(c) for c in np.atleast_1d(scales).tolist())
@@ -58,7 +58,7 @@ def steering_table(model, data_cfg: DataConfig, *, layers=None, scales=SCALES, d
     _check(model, data_cfg, "steering")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers, K = _layers(layers, model), data_cfg.depth
-    j, scales = _check_depth(depth, K), check_scales(scales)
+    j, scales = _check_depth(depth, K), check_steering_scales(scales)
     if means is None:
         means = mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
     elif not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
@@ -123,4 +123,4 @@ def _steered(model, target, spec, means: np.ndarray, mine, theirs, l: int, scale
     return loss, np.full(len(mine), np.nan) if leaf is None else ((leaf >> shift) == theirs) * 1.0
 
 
-__all__ = ["SCALES", "check_scales", "steering_table"]
+__all__ = ["SCALES", "check_steering_scales", "steering_table"]
