@@ -94,6 +94,12 @@ class _Eval:
 SITES = ("workspace", "attention")  # what a transplant replaces (Model T has both; A, B, C the workspace)
 
 
+def workspace_words(model) -> str:
+    """``workspace.{l}``, and for Model T what it is: the summary token's residual after block ``l``."""
+    return "workspace.{l}" + (" (the summary token's residual after block l, hook_resid_post)"
+                              if hasattr(model, "blocks") else "")
+
+
 def _names(layers) -> dict:
     return {l: f"workspace.{l}" for l in layers}
 
@@ -186,7 +192,7 @@ def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048,
     depths = check_depths(depths, data_cfg.depth, baselines)
     slot = _check_slot(slot, model, layers, site)
     runs = _transplants(model, data_cfg, n, seed, depths + (RANDOM,) * baselines, layers, site, slot)
-    patched = ("workspace.{l}" if slot is None else f"workspace.{{l}} slot {slot}") if site == "workspace" else \
+    patched = (workspace_words(model) + ("" if slot is None else f" slot {slot}")) if site == "workspace" else \
         "blocks.{1..l}.hook_attn_out (every token's attention output)"
     return paired_table(runs, layers, depths, n, "theta" if model.decodes else "query",
                         "transplant" if site == "workspace" else "attention transplant", seed=seed, patched=patched,
@@ -276,7 +282,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
     table = _injection_of(stats, layers, depths, cells, n, "model", means.n, K, None, groups=means.groups, seed=seed)
     from dataclasses import replace
 
-    return replace(table, metric="theta" if model.decodes else "query", patched="workspace.{l}")
+    return replace(table, metric="theta" if model.decodes else "query", patched=workspace_words(model))
 
 
 def _injected(model, target, spec, means: np.ndarray, prefix: np.ndarray, l: int, K: int):

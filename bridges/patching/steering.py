@@ -25,7 +25,7 @@ from fvnum.patching.state_tables import MeanState, SteeringTable
 from bridges.models.taps import patch
 from bridges.patching.keys import CHUNK, _check_depth, _sizes, _targets, check_count, donor_signs, model_device
 from bridges.patching.state import (INJECT_STREAM, JACKKNIFE_CONTEXTS, _check, _decoded, _Eval, _layers, _of, _spec,
-                                    leaf_index, mean_state)
+                                    leaf_index, mean_state, workspace_words)
 from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler
 from fvsym.errors import InputError
@@ -107,6 +107,7 @@ def steering_table(model, data_cfg: DataConfig, *, layers=None, scales=SCALES, d
     return SteeringTable(layers, scales, j, out["acc"], out["acc_e"], out["loss"], out["loss_e"], out["eff"],
                          out["eff_e"], Estimate.of(base), np.array([_of(np.concatenate(own[l])).value for l in layers]),
                          n, means.n, K, seed=seed, metric="theta" if model.decodes else "query",
+                         patched=workspace_words(model),
                          stderr_includes=jk.STDERR_WITH_MEANS if means.groups else jk.STDERR_TARGETS_ONLY)
 
 

@@ -133,3 +133,16 @@ def test_the_api_tour_s_load_run_example_runs(run_folder, capsys):
     namespace = {}
     exec(compile(code, "api-tour.md", "exec"), namespace)
     assert namespace["t"].to_dict()["seed"] == 0 and "transplant: workspace.{l}" in capsys.readouterr().out
+
+
+def test_model_t_tables_name_its_hooks():
+    from tests.bridges.test_transformer import DATA as T_DATA, _model
+
+    m = _model()
+    keys = key_patching_table(m, T_DATA, n_contexts=16, depths=(1,))
+    attention = state_patching_table(m, T_DATA, n_contexts=16, depths=(1,), site="attention")
+    workspace = state_patching_table(m, T_DATA, n_contexts=16, depths=(1,))
+    assert keys.to_dict()["patched"] == "blocks.{l}.attn.hook_k at the context tokens (the summary token's own key kept)"
+    assert attention.to_dict()["patched"].startswith("blocks.{1..l}.hook_attn_out")
+    assert "hook_resid_post" in workspace.to_dict()["patched"]
+    assert workspace.to_markdown().startswith("transplant: workspace.{l} (the summary token's residual after block l")
