@@ -50,6 +50,7 @@ from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
 STRATEGY_SAMPLES, KEYED_SAMPLES = 20_000, 500  # default samples (per divergence depth, per table)
+KEYED_JACKKNIFE = 128  # a keyed policy's targets measured with each leave-one-group-out mean state (its runs are dear)
 # Measured (2 cores, load 3-4): path, K4 B3, gaussian, 20,000 samples a replay: 7.7 us a sample and replay; K7 B4 tokens
 # 23 us; the price below says 8.7 and 54 us (an upper estimate).
 REPLAY_S = 1.5e-6
@@ -504,7 +505,8 @@ class _keyed:
     def injection(self, mean_samples, means) -> InjectionTable:
         K, n = self.spec.depth, self.samples
         _check_given_means(means, mean_samples, self.origin)
-        self.check_price("injection_table", n, 1 + sum(min(l, K) for l in self.layers) + len(self.layers))
+        cells_n = sum(min(l, K) for l in self.layers) + len(self.layers)
+        self.check_price("injection_table", n, 1 + cells_n * (1 + jk.MEAN_GROUPS * min(1.0, KEYED_JACKKNIFE / n)))
         if means is None:
             means = self.mean_state(n if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=2))
         _check_mean_layers(means, self.layers, 1)
@@ -517,16 +519,24 @@ class _keyed:
         stats += [Estimate.of(_hit(base_leaf, leaves >> (K - min(l, K)), K, l)) for l in self.layers]
         cells = _cells(self.layers, self.depths, K)
         rng = np.random.default_rng(_chunks.seed_sequence(self.seed, _chunks.INJECT + 16))
+        m = min(n, KEYED_JACKKNIFE)  # the targets each leave-one-group-out replicate is measured on
+        sub, reps = self.make(m), []
         for a, l, b, j in cells:
             p = injected_prefixes(leaves, K, l, j, rng)
             _check_means(means, l, p)
-            prefix = means.means[l][p]  # (n, l)
-            rows = pol.rows(prefix[:, : l - 1])  # the rows of layers 1..l after the injected readings
-            phi, read = pol.run(X, y, self.budget, prefix=(prefix, rows)) if l < self.budget else (prefix, rows)
-            loss, leaf = self._decode(phi, read, theta)
+            loss, leaf = self._injected(pol, means.means[l][p], l, X, y, theta)
             stats += [Estimate.of(_hit(leaf, p, K, l)), Estimate.of(loss), Estimate.of(loss - base_loss)]
-        return _injection_of(stats, self.layers, self.depths, cells, n, self.name, means.n, K,
-                             f"{self.family} keys' CLT law (exact Bayes)", seed=self.seed)
+            for g in range(means.groups):
+                r_loss, r_leaf = self._injected(sub, jk.leave_out(means, l, g)[p[:m]], l, X[:m], y[:m], theta[:m])
+                reps += [Estimate(float(_hit(r_leaf, p[:m], K, l).mean()), 0.0, m), Estimate(float(r_loss.mean()), 0.0, m)]
+        return _injection_of(stats + reps, self.layers, self.depths, cells, n, self.name, means.n, K,
+                             f"{self.family} keys' CLT law (exact Bayes)", groups=means.groups, seed=self.seed)
+
+    def _injected(self, pol, prefix, l, X, y, theta):
+        """Per-context loss and decoded leaf with the readings of layers ``1..l`` given (``prefix`` (n, l))."""
+        rows = pol.rows(prefix[:, : l - 1])  # the rows of layers 1..l after the injected readings
+        phi, read = pol.run(X, y, self.budget, prefix=(prefix, rows)) if l < self.budget else (prefix, rows)
+        return self._decode(phi, read, theta)
 
 
 __all__ = ["InjectionTable", "MeanState", "injection_from_dict", "injection_table", "mean_state", "nearest_leaves", "replay",
