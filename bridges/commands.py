@@ -307,7 +307,10 @@ def intervene_command(args: argparse.Namespace) -> int:
         sizes.append(f"{args.samples} theory samples")
     check_seconds(f"fv intervene of {cfg.key()} with {', '.join(sizes)} ({depths} depths x {layers} layers)", seconds)
     data = cfg.data
-    out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget}
+    out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget,
+           "seed": args.seed, "contexts": args.contexts,
+           "mean_contexts": args.mean_contexts if want["injection"] or want["steering"] else None,
+           "theory_samples": args.samples if args.theory else None}
     lines = [f"fv intervene: {cfg.key()} (model {cfg.model.model}, budget {cfg.model.budget}, depth {K})"]
     theory = None
     if args.theory:

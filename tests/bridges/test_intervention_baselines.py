@@ -91,6 +91,7 @@ def test_fv_intervene_baselines_slot_and_steering(run_folder, capsys):
     assert main(["intervene", str(run_folder), "--table", "all", "--baselines", "--contexts", "64",
                  "--mean-contexts", "256", "--scales", "1/2,2", "--seed", "3", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
+    assert (d["seed"], d["contexts"], d["mean_contexts"], d["theory_samples"]) == (3, 64, 256, None)
     for kind in ("transplant", "keys"):
         t = d[kind]["model"]
         assert t["depths"][0] == 0 and len(t["random_donor"]) == len(t["layers"]) and t["seed"] == 3
