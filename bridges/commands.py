@@ -224,7 +224,7 @@ def _register_intervene(subparsers) -> None:
     p.add_argument("--mean-contexts", type=int_arg("--mean-contexts", 2, 10**7), default=4096,
                    help="contexts behind the mean workspaces of the injection (default 4096)")
     p.add_argument("--depths", type=_int_list("--depths"), default=None,
-                   help="divergence depths j, comma-separated (default 1..K)")
+                   help="divergence depths j, comma-separated (default 1..K; --table steering: one, default 1)")
     p.add_argument("--layers", type=_int_list("--layers"), default=None,
                    help="intervention layers l, comma-separated (default 1..L)")
     p.add_argument("--theory", action="store_true",
@@ -276,6 +276,9 @@ def intervene_command(args: argparse.Namespace) -> int:
              "adds the no-op and random-donor baselines to the donor tables (transplant, keys, attention)")):
         if given(args, dest) and not applies:
             raise InputError(f"{flag} {what} and does not apply to --table {args.table}; leave it out")
+    if args.table == "steering" and args.depths and len(args.depths) > 1:
+        raise InputError(f"--depths {','.join(map(str, args.depths))}: --table steering takes one divergence depth "
+                         "of its donors (default 1)")
     if given(args, "samples") and not args.theory:
         raise InputError(f"--samples {args.samples} sets the theory's samples and applies with --theory only; give "
                          "--theory or leave --samples out")
@@ -369,7 +372,8 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
             ("keys", keys_table, theory_key_table, donor),
             ("injection", injection_table, theory_tables.injection_table,
              {"mean_contexts": args.mean_contexts, "depths": args.depths}),
-            ("steering", steering_table, None, {"mean_contexts": args.mean_contexts, "scales": args.scales or SCALES})):
+            ("steering", steering_table, None, {"mean_contexts": args.mean_contexts, "scales": args.scales or SCALES,
+                                                "depth": args.depths[0] if args.depths and len(args.depths) == 1 else 1})):
         if not want[kind]:
             continue
         table = of_model(model, data, n_contexts=args.contexts, seed=args.seed, layers=args.layers, **model_kw)

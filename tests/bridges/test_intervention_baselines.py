@@ -101,6 +101,9 @@ def test_fv_intervene_baselines_slot_and_steering(run_folder, capsys):
     assert main(["intervene", str(run_folder), "--table", "transplant", "--slot", "1", "--layers", "2",
                  "--contexts", "32"]) == 0
     assert "transplant: workspace.{l} slot 1 replaced by the donor's (the other slots kept)" in capsys.readouterr().out
+    assert main(["intervene", str(run_folder), "--table", "steering", "--depths", "2", "--contexts", "32",
+                 "--mean-contexts", "256", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steering"]["model"]["depth_j"] == 2
 
 
 @pytest.mark.parametrize("args, message", [
@@ -110,6 +113,7 @@ def test_fv_intervene_baselines_slot_and_steering(run_folder, capsys):
     (["--table", "steering", "--scales", "1,1"], "--scales must be distinct"),
     (["--table", "steering", "--scales", "1,,2"], "--scales"),
     (["--table", "transplant", "--slot", "5"], "slot must be an integer in 1..1"),
+    (["--table", "steering", "--depths", "1,2"], "--table steering takes one divergence depth"),
 ])
 def test_fv_intervene_refuses_baselines_slot_and_scales_in_one_line(run_folder, capsys, args, message):
     from bridges.cli import main
