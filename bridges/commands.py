@@ -208,15 +208,24 @@ def _register_intervene(subparsers) -> None:
     p.add_argument("--table", choices=TABLES, default="both",
                    help="which tables: both (transplant and injection, the default), transplant, injection, keys (key "
                    "patching, docs/theory.md section 8), attention (Model T: every token's attention outputs of blocks "
-                   "1..l transplanted), or all (every table the model has)")
+                   "1..l transplanted), steering (scale * (Phi_bar(donor prefix) - Phi_bar(own prefix)) added to "
+                   "workspace.{l}, a sweep over --scales), or all (every table the model has)")
     p.add_argument("--control", action="store_true",
                    help="add divergence depth 0, the no-op control (donor = target): every effect in it is exactly 0")
+    p.add_argument("--baselines", action="store_true",
+                   help="the donor tables (transplant, keys, attention) get both baselines: the no-op control (j = 0) "
+                   "and a random donor (a leaf drawn independently of the target's, same tokens, noise and query)")
+    p.add_argument("--slot", type=int_arg("--slot", 1, 10**6), default=None,
+                   help="--table transplant: replace slot k (from 1) of workspace.{l} only, the other slots kept")
+    p.add_argument("--scales", type=_scale_list, default=None,
+                   help="--table steering: the scales of the added Phi_bar(donor prefix) - Phi_bar(own prefix), "
+                   "comma-separated (default 0.5,1,2,4)")
     p.add_argument("--contexts", type=int_arg("--contexts", 2, 10**7), default=2048,
                    help="target contexts, shared by every cell (default 2048)")
     p.add_argument("--mean-contexts", type=int_arg("--mean-contexts", 2, 10**7), default=4096,
                    help="contexts behind the mean workspaces of the injection (default 4096)")
     p.add_argument("--depths", type=_int_list("--depths"), default=None,
-                   help="divergence depths j, comma-separated (default 1..K)")
+                   help="divergence depths j, comma-separated (default 1..K; --table steering: one, default 1)")
     p.add_argument("--layers", type=_int_list("--layers"), default=None,
                    help="intervention layers l, comma-separated (default 1..L)")
     p.add_argument("--theory", action="store_true",
@@ -228,7 +237,19 @@ def _register_intervene(subparsers) -> None:
     p.set_defaults(func=intervene_command)
 
 
-TABLES = ("both", "transplant", "injection", "keys", "attention", "all")  # fv intervene --table
+TABLES = ("both", "transplant", "injection", "keys", "attention", "steering", "all")  # fv intervene --table
+
+
+def _scale_list(text):
+    from fvsym._validate import parse_fraction, parse_number_list
+
+    try:
+        items = [float(parse_fraction(item, "--scales")) for item in parse_number_list(text, "--scales")]
+    except ValueError as exc:  # its message names the flag
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(set(items)) < len(items):
+        raise argparse.ArgumentTypeError(f"--scales must be distinct, got {str(text)[:60]}")
+    return tuple(items)
 
 
 def _int_list(flag: str):
@@ -248,11 +269,21 @@ def intervene_command(args: argparse.Namespace) -> int:
     from bridges.prices.cost import check_seconds, intervention_seconds
 
     want = {kind: args.table in (kind, "all") or args.table == "both" and kind in ("transplant", "injection")
-            for kind in ("transplant", "injection", "keys", "attention")}
+            for kind in ("transplant", "injection", "keys", "attention", "steering")}
+    for flag, dest, applies, what in (
+            ("--scales", "scales", want["steering"], "sets the steering's scales (--table steering)"),
+            ("--slot", "slot", want["transplant"], "transplants one slot of workspace.{l} (--table transplant)"),
+            ("--baselines", "baselines", want["transplant"] or want["keys"] or want["attention"],
+             "adds the no-op and random-donor baselines to the donor tables (transplant, keys, attention)")):
+        if given(args, dest) and not applies:
+            raise InputError(f"{flag} {what} and does not apply to --table {args.table}; leave it out")
+    if args.table == "steering" and args.depths and len(args.depths) > 1:
+        raise InputError(f"--depths {','.join(map(str, args.depths))}: --table steering takes one divergence depth "
+                         "of its donors (default 1)")
     if given(args, "samples") and not args.theory:
         raise InputError(f"--samples {args.samples} sets the theory's samples and applies with --theory only; give "
                          "--theory or leave --samples out")
-    if given(args, "mean_contexts") and not want["injection"]:
+    if given(args, "mean_contexts") and not (want["injection"] or want["steering"]):
         raise InputError(f"--mean-contexts {args.mean_contexts} sets the injection's mean workspaces and does not "
                          f"apply to --table {args.table}; leave it out")
     run = load_run(args.run_dir)
@@ -266,11 +297,13 @@ def intervene_command(args: argparse.Namespace) -> int:
     K, L = cfg.data.depth, cfg.model.n_layers
     depths = len(args.depths) if args.depths else K
     layers = len(args.layers) if args.layers else L
-    depths += args.control
+    depths += max(args.control, 2 * args.baselines)
     seconds = intervention_seconds(cfg, n_contexts=args.contexts, depths=depths, layers=layers,
                                    mean_contexts=args.mean_contexts, transplant=want["transplant"],
-                                   injection=want["injection"], patching=want["keys"] + want["attention"])
-    sizes = [f"{args.contexts} contexts"] + ([f"{args.mean_contexts} mean contexts"] if want["injection"] else [])
+                                   injection=want["injection"], patching=want["keys"] + want["attention"],
+                                   steering=len(args.scales or (0.5, 1, 2, 4)) if want["steering"] else 0)
+    sizes = [f"{args.contexts} contexts"] + ([f"{args.mean_contexts} mean contexts"]
+                                             if want["injection"] or want["steering"] else [])
     if args.theory:
         from bridges.prices.cost import _mc
 
@@ -278,7 +311,10 @@ def intervene_command(args: argparse.Namespace) -> int:
         sizes.append(f"{args.samples} theory samples")
     check_seconds(f"fv intervene of {cfg.key()} with {', '.join(sizes)} ({depths} depths x {layers} layers)", seconds)
     data = cfg.data
-    out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget}
+    out = {"run": str(args.run_dir), "key": cfg.key(), "model": cfg.model.model, "budget": cfg.model.budget,
+           "seed": args.seed, "contexts": args.contexts,
+           "mean_contexts": args.mean_contexts if want["injection"] or want["steering"] else None,
+           "theory_samples": args.samples if args.theory else None}
     lines = [f"fv intervene: {cfg.key()} (model {cfg.model.model}, budget {cfg.model.budget}, depth {K})"]
     theory = None
     if args.theory:
@@ -303,6 +339,7 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
     """The tables of ``fv intervene`` (the model's, and the theory's beside them), into ``out`` and ``lines``."""
     from bridges.patching.keys import key_patching_table
     from bridges.patching.state import injection_table, state_patching_table
+    from bridges.patching.steering import SCALES, steering_table
     from fvnum.patching.keys import patching_table as theory_keys
 
     model, data = run.model, cfg.data
@@ -314,11 +351,13 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
         table = key_patching_table(model, data, **kw)
         if layers:  # key patching runs every layer; the table keeps the ones asked for
             from bridges.patching.keys import table_from_dict
+            from fvnum.patching.keys import RANDOM_FIELDS
 
             d = table.to_dict()
             rows = [table.layers.index(l) for l in layers]
-            for name in ("loss", "stderr", "effect", "effect_stderr"):
-                d[name] = [d[name][r] for r in rows]
+            for name in ("loss", "stderr", "effect", "effect_stderr", *RANDOM_FIELDS):
+                if d.get(name) is not None:
+                    d[name] = [d[name][r] for r in rows]
             d["layers"] = list(layers)
             table = table_from_dict(d)
         return table
@@ -327,16 +366,21 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
         return theory_keys(prior, budget, n_tokens=n_tokens, s2=s2, strategy=strategy, samples=samples, seed=seed,
                            depths=depths)
 
+    donor = {"depths": depths, "baselines": args.baselines}
     for kind, of_model, of_theory, model_kw in (
-            ("transplant", state_patching_table, theory_tables.state_patching_table, {"depths": depths}),
-            ("attention", state_patching_table, None, {"depths": depths, "site": "attention"}),
-            ("keys", keys_table, theory_key_table, {"depths": depths}),
+            ("transplant", state_patching_table, theory_tables.state_patching_table, {**donor, "slot": args.slot}),
+            ("attention", state_patching_table, None, {**donor, "site": "attention"}),
+            ("keys", keys_table, theory_key_table, donor),
             ("injection", injection_table, theory_tables.injection_table,
-             {"mean_contexts": args.mean_contexts, "depths": args.depths})):
+             {"mean_contexts": args.mean_contexts, "depths": args.depths}),
+            ("steering", steering_table, None, {"mean_contexts": args.mean_contexts, "scales": args.scales or SCALES,
+                                                "depth": args.depths[0] if args.depths and len(args.depths) == 1 else 1})):
         if not want[kind]:
             continue
         table = of_model(model, data, n_contexts=args.contexts, seed=args.seed, layers=args.layers, **model_kw)
         out[kind] = {"model": table.to_dict()}
+        if theory and of_theory is None and kind == "steering":
+            lines += ["", "steering: the theory has no steering table (docs/theory.md section 9 defines replacement)"]
         title = {"attention": "attention transplant", "keys": "key patching"}.get(kind, kind)
         lines += ["", f"{title} (model {cfg.model.model}):", table.to_markdown()]
         if theory and of_theory is not None:

@@ -12,6 +12,10 @@ _STATE = frozenset(['injection_table', 'mean_state', 'state_patching_table', 'tr
 
 
 def __getattr__(name):
+    if name == "steering_table":  # additive steering (section 9), bridges.patching.steering
+        from bridges.patching.steering import steering_table
+
+        return steering_table
     if name in _STATE:
         from importlib import import_module
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
-from fvnum.patching.keys import PatchingTable
+from fvnum.patching.keys import RANDOM_FIELDS, PatchingTable
 from fvnum.mc.simulate import check_seed  # the one seed check (bridges.analysis.probes takes it from here)
 
 from bridges.runs.config import DataConfig
@@ -102,11 +102,22 @@ def _targets(sampler: ContextSampler, seed: int, chunk: int, size: int) -> Conte
     return sampler.sample(size, sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk))
 
 
-def _donors(sampler: ContextSampler, target: Contexts, j: int, seed: int, chunk: int) -> Contexts:
+RANDOM = "random"  # the random-donor baseline's column: a leaf drawn independently of the target's
+
+
+def _donors(sampler: ContextSampler, target: Contexts, j, seed: int, chunk: int) -> Contexts:
+    """The donors of divergence depth ``j`` of ``target``, sharing its tokens, label noise and query; ``j = 0`` the
+    target itself (the no-op control), ``j = RANDOM`` a leaf drawn uniformly and independently of the target's
+    (the random-donor baseline, its own generator step of the chunk)."""
     if j == 0:  # the no-op control: the donor is the target
         return target
-    g = sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk + j)
-    signs = donor_signs(target.signs, j, g)
+    if j == RANDOM:
+        g = sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk + _CHUNK_STEPS - 1)
+        signs = (1 - 2 * torch.randint(0, 2, tuple(target.signs.shape), generator=g,
+                                       device=target.signs.device)).to(torch.int8)
+    else:
+        g = sampler.generator(seed, PATCH_STREAM, _CHUNK_STEPS * chunk + j)
+        signs = donor_signs(target.signs, j, g)
     return sampler.contexts(sampler.theta_from_signs(signs), g, signs=signs, x=target.x, x_q=target.x_q,
                             noise=target.noise)
 
@@ -171,26 +182,48 @@ def unpatched_losses(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts:
 
 # --- the table -------------------------------------------------------------------------------------
 def key_patching_table(model: WorkspaceModel, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0,
-                       depths=None) -> PatchingTable:
+                       depths=None, baselines: bool = False) -> PatchingTable:
     """Loss of ``model`` with layer ``l``'s keys patched from a donor of divergence depth ``j``, for layers
     ``1..L`` and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor = target, whose effects are exactly
     0), on ``n_contexts`` target contexts shared by every cell. Model T: block ``l``'s keys ``hook_k`` at every
-    context token (the summary token's own key kept)."""
+    context token (the summary token's own key kept). ``baselines``: the no-op control (``j = 0``) and the
+    random-donor baseline (a leaf drawn independently of the target's; the table's ``random_donor`` columns)."""
     check_tree_data(data_cfg)
     check_model_data(model, data_cfg)
     n, seed = check_count(n_contexts), check_seed(seed)
     K = data_cfg.depth
-    depths = tuple(range(1, K + 1)) if depths is None else tuple(_check_depth(j, K, control=True) for j in depths)
-    if not depths:
-        raise InputError("depths must name at least one divergence depth")
+    depths = check_depths(depths, K, baselines)
     layers = tuple(range(1, model.n_layers + 1))
-    return paired_table(_run(model, data_cfg, n, seed, depths, layers), layers, depths, n,
-                        "theta" if model.decodes else "query")
+    return paired_table(_run(model, data_cfg, n, seed, depths + (RANDOM,) * baselines, layers), layers, depths, n,
+                        "theta" if model.decodes else "query", seed=seed, patched=key_tensor(model))
 
 
-def paired_table(runs: dict, layers, depths, n: int, metric: str, intervention: str = "key") -> PatchingTable:
+def check_depths(depths, K: int, baselines: bool = False) -> tuple:
+    """Divergence depths of a model's table (default ``1..K``; ``0`` the no-op control), distinct; ``baselines``
+    puts the no-op control first where it is not there."""
+    out = tuple(range(1, K + 1)) if depths is None else \
+        tuple(_check_depth(j, K, control=True) for j in np.atleast_1d(depths).tolist())
+    if not out:
+        raise InputError("depths must name at least one divergence depth")
+    if len(set(out)) < len(out):
+        raise InputError(f"depths must be distinct, got {', '.join(map(str, out))}")
+    if not isinstance(baselines, bool):
+        raise InputError(f"baselines must be True or False, got {baselines!r}")
+    return (0, *out) if baselines and 0 not in out else out
+
+
+def key_tensor(model) -> str:
+    """The tensor key patching replaces in ``model``, its layer written ``{l}``."""
+    if hasattr(model, "blocks"):
+        return "blocks.{l}.attn.hook_k at the context tokens (the summary token's own key kept)"
+    return model.key_tap_name(1).replace("1", "{l}", 1)
+
+
+def paired_table(runs: dict, layers, depths, n: int, metric: str, intervention: str = "key", *, seed=None,
+                 patched=None, how=None) -> PatchingTable:
     """The ``PatchingTable`` of a model's per-context losses ``runs`` (``("base",)`` unpatched, ``(l, j)`` each
-    cell, on the same targets): mean, standard error and the paired effect of every cell."""
+    cell, on the same targets; ``(l, RANDOM)`` the random-donor baseline where run): mean, standard error and the
+    paired effect of every cell."""
     base = runs[("base",)]
     shape = (len(layers), len(depths))
     loss, err, eff, eff_err = (np.zeros(shape) for _ in range(4))
@@ -198,10 +231,16 @@ def paired_table(runs: dict, layers, depths, n: int, metric: str, intervention: 
         for b, j in enumerate(depths):
             cell, effect = Estimate.of(runs[(l, j)]), Estimate.of(runs[(l, j)] - base)
             loss[a, b], err[a, b], eff[a, b], eff_err[a, b] = cell.value, cell.stderr, effect.value, effect.stderr
+    random = {}
+    if (layers[0], RANDOM) in runs:
+        cells = [(Estimate.of(runs[(l, RANDOM)]), Estimate.of(runs[(l, RANDOM)] - base)) for l in layers]
+        random = dict(zip(RANDOM_FIELDS, (np.array([c.value for c, _ in cells]), np.array([c.stderr for c, _ in cells]),
+                                          np.array([e.value for _, e in cells]), np.array([e.stderr for _, e in cells]))))
     unpatched = Estimate.of(base)
     return PatchingTable(loss, err, unpatched, np.full(len(depths), unpatched.value),
                          np.full(len(depths), unpatched.stderr), n, "model", tuple(layers), tuple(depths),
-                         metric=metric, effect=eff, effect_stderr=eff_err, intervention=intervention)
+                         metric=metric, effect=eff, effect_stderr=eff_err, intervention=intervention, seed=seed,
+                         patched=patched, how=how, **random)
 
 
 def table_from_dict(d: dict) -> PatchingTable:
@@ -214,7 +253,9 @@ def table_from_dict(d: dict) -> PatchingTable:
                          arrays["unpatched_by_depth"], arrays["unpatched_stderr_by_depth"], d["n"], d["strategy"],
                          tuple(d["layers"]), tuple(d["depths"]), metric=d.get("metric", "theta"),
                          effect=arrays["effect"], effect_stderr=arrays["effect_stderr"], decoder=d.get("decoder"),
-                         intervention=d.get("intervention", "key"))
+                         intervention=d.get("intervention", "key"), seed=d.get("seed"), patched=d.get("patched"),
+                         how=d.get("how"), **{k: None if d.get(k) is None else np.asarray(d[k], dtype=float)
+                                              for k in RANDOM_FIELDS})
 
 
 def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,

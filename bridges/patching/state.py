@@ -15,7 +15,10 @@ wrote its slots, ``bridges.models.taps``), with ``patch``, which refuses a patch
 - **Injection**: the target's ``workspace.{l}`` is replaced by the mean workspace of its donor's prefix
   (the target's prefix with ``s_j`` flipped, the signs below ``j`` uniform; ``j <= min(l, K)``); measured, the
   prefix accuracy (the leaf nearest ``theta_hat``, ``fvnum.patching.state.nearest_leaves``, has the injected
-  prefix) and the loss against the target's own ``theta``.
+  prefix) and the loss against the target's own ``theta``. Its standard errors hold the targets' spread and the
+  mean workspaces' own Monte Carlo error: each cell is measured again on the first ``JACKKNIFE_CONTEXTS`` targets
+  with the mean workspace of each leave-one-group-out replicate of the mean contexts (8 groups), and their
+  jackknife variance is added (``fvnum.patching._jackknife``; the table's ``stderr_includes`` says so).
 
 A one-layer model (B, C) has one row (``l = 1``): the readout alone acts on the transplanted or injected state,
 no later layer can be steered. Losses are per context, paired with the unpatched loss on the same targets.
@@ -27,6 +30,8 @@ import torch
 from fvnum.estimate import Estimate
 from fvnum.mc.simulate import check_seed
 from fvnum.patching.keys import PatchingTable  # noqa: F401  (the transplant's table type)
+from fvnum.patching import _jackknife as jk
+from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.state import InjectionTable, MeanState, _cells, _injection_of, nearest_leaves
 
 from bridges.models.taps import patch, record
@@ -38,6 +43,7 @@ from bridges.training.data import ContextSampler, fv_prior
 from fvsym.errors import InputError
 
 MEAN_STREAM, INJECT_STREAM = 8, 9  # data streams: mean-workspace contexts, injected prefixes (patching uses 2)
+JACKKNIFE_CONTEXTS = 512  # targets (whole chunks) re-measured with each leave-one-group-out mean state
 
 
 def _layers(layers, model) -> tuple:
@@ -88,6 +94,12 @@ class _Eval:
 SITES = ("workspace", "attention")  # what a transplant replaces (Model T has both; A, B, C the workspace)
 
 
+def workspace_words(model) -> str:
+    """``workspace.{l}``, and for Model T what it is: the summary token's residual after block ``l``."""
+    return "workspace.{l}" + (" (the summary token's residual after block l, hook_resid_post)"
+                              if hasattr(model, "blocks") else "")
+
+
 def _names(layers) -> dict:
     return {l: f"workspace.{l}" for l in layers}
 
@@ -117,7 +129,7 @@ def transplanted_losses(model, data_cfg: DataConfig, layer: int, j: int, *, n_co
                         site)[(layer, j)]
 
 
-def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace") -> dict:
+def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace", slot=None) -> dict:
     sampler = ContextSampler(data_cfg, model_device(model))
     names = _sites(model, layers, site)
     recorded = sorted({name for group in names.values() for name in group})
@@ -131,29 +143,60 @@ def _transplants(model, data_cfg, n, seed, depths, layers, site="workspace") -> 
                 with record(model, recorded) as state:
                     model(donor.x, donor.y, donor.x_q)
                 for l in layers:
-                    with patch(model, {name: state[name] for name in names[l]}):
+                    values = {name: state[name] if slot is None else _one_slot(state[name], slot)
+                              for name in names[l]}
+                    with patch(model, values):
                         out[(l, j)].append(_losses(model, target))
     return {k: torch.cat(v).cpu().numpy() for k, v in out.items()}
 
 
+def _one_slot(donor: torch.Tensor, slot: int):
+    """The patch that replaces slot ``slot`` (from 1) of the target's own tap by the donor's, the rest kept."""
+    def replace(own: torch.Tensor) -> torch.Tensor:
+        out = own.clone()
+        out[:, slot - 1] = donor[:, slot - 1].to(own)
+        return out
+
+    return replace
+
+
+def _check_slot(slot, model, layers, site) -> int | None:
+    if slot is None:
+        return None
+    if site != "workspace":
+        raise InputError(f"slot={slot!r} transplants one slot of workspace.{{l}}; site={site!r} has none (site='workspace')")
+    top = min(model.state_width(l) for l in layers)
+    if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 1 <= slot <= top:
+        raise InputError(f"slot must be an integer in 1..{top} (the slots every layer {', '.join(map(str, layers))} "
+                         f"has written), got {slot!r}")
+    return int(slot)
+
+
 def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
-                         layers=None, site: str = "workspace") -> PatchingTable:
+                         layers=None, site: str = "workspace", baselines: bool = False,
+                         slot: int | None = None) -> PatchingTable:
     """Loss of ``model`` with its workspace ``Phi_l`` transplanted from a donor of divergence depth ``j``, for the
     layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor =
     target, whose effects are exactly 0), on ``n_contexts`` target contexts shared by every cell (those of
     ``key_patching_table`` with the same ``seed``); ``effect`` is paired. ``site``: ``workspace`` (Model T: the
     summary token's residual after block ``l``, ``hook_resid_post`` at the summary) or ``attention`` (Model T only:
-    every token's attention outputs ``hook_attn_out`` of blocks ``1..l``, the table ``attention transplant``)."""
+    every token's attention outputs ``hook_attn_out`` of blocks ``1..l``, the table ``attention transplant``).
+    ``baselines``: the no-op control (``j = 0``) and the random-donor baseline (a leaf drawn independently of the
+    target's, the table's ``random_donor`` columns). ``slot``: transplant slot ``slot`` (from 1) of
+    ``workspace.{l}`` only, the target's other slots kept."""
+    from bridges.patching.keys import RANDOM, check_depths
+
     _check(model, data_cfg, "a state transplant")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers = _layers(layers, model)
-    depths = tuple(range(1, data_cfg.depth + 1)) if depths is None else \
-        tuple(_check_depth(j, data_cfg.depth, control=True) for j in np.atleast_1d(depths).tolist())
-    if not depths:
-        raise InputError("depths must name at least one divergence depth")
-    return paired_table(_transplants(model, data_cfg, n, seed, depths, layers, site), layers, depths, n,
-                        "theta" if model.decodes else "query",
-                        "transplant" if site == "workspace" else "attention transplant")
+    depths = check_depths(depths, data_cfg.depth, baselines)
+    slot = _check_slot(slot, model, layers, site)
+    runs = _transplants(model, data_cfg, n, seed, depths + (RANDOM,) * baselines, layers, site, slot)
+    patched = (workspace_words(model) + ("" if slot is None else f" slot {slot}")) if site == "workspace" else \
+        "blocks.{1..l}.hook_attn_out (every token's attention output)"
+    return paired_table(runs, layers, depths, n, "theta" if model.decodes else "query",
+                        "transplant" if site == "workspace" else "attention transplant", seed=seed, patched=patched,
+                        how="replaced by the donor's" + ("" if slot is None else " (the other slots kept)"))
 
 
 # --- mean workspaces and injection ---------------------------------------------------------------------
@@ -176,19 +219,8 @@ def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int
             for l in layers:
                 states[l].append(state[names[l]][:, : model.state_width(l)].double().cpu().numpy())
     leaves = np.concatenate(leaves)
-    K = data_cfg.depth
-    means, counts = {}, {}
-    for l in layers:
-        level = min(l, K)
-        prefix = leaves >> (K - level)
-        flat = np.concatenate(states[l])
-        count = np.bincount(prefix, minlength=2**level)
-        sums = np.zeros((2**level, flat.shape[1]))
-        np.add.at(sums, prefix, flat)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means[l] = sums / count[:, None]
-        counts[l] = count
-    return MeanState(means, counts, n, f"model {getattr(model, 'name', type(model).__name__)}", K, model.width)
+    return grouped_means(leaves, {l: np.concatenate(states[l]) for l in layers}, data_cfg.depth, n,
+                         f"model {getattr(model, 'name', type(model).__name__)}", model.width)
 
 
 def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
@@ -213,6 +245,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
     acc = {c: [] for c in range(len(cells))}
     loss = {c: [] for c in range(len(cells))}
     base, own = [], {l: [] for l in layers}
+    reps = [[([], []) for _ in range(means.groups)] for _ in cells]  # (hits, losses) per cell and group
     with _Eval(model):
         for ch, size in _sizes(n):
             target = _targets(sampler, seed, ch, size)
@@ -230,23 +263,36 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
                 if missing.size:
                     raise InputError(f"no context among the mean state's {means.n} has the prefix {int(missing[0])} "
                                      f"at layer {l}; draw more (mean_contexts)")
-                state = torch.zeros(size, model.state_size, device=target.x.device)
-                state[:, : model.state_width(l)] = torch.as_tensor(means.means[l][prefix], dtype=torch.float32)
-                with patch(model, f"workspace.{l}", state):
-                    c_loss, c_leaf = _decoded(model, target, spec)
+                c_loss, c_hit = _injected(model, target, spec, means.means[l], prefix, l, K)
                 loss[c].append(c_loss)
-                acc[c].append(np.full(size, np.nan) if c_leaf is None else ((c_leaf >> (K - min(l, K))) == prefix) * 1.0)
+                acc[c].append(c_hit)
+                if ch * CHUNK < JACKKNIFE_CONTEXTS:  # the cell again with each leave-one-group-out mean state
+                    for group in range(means.groups):
+                        r_loss, r_hit = _injected(model, target, spec, jk.leave_out(means, l, group), prefix, l, K)
+                        reps[c][group][0].append(r_hit)
+                        reps[c][group][1].append(r_loss)
     base = np.concatenate(base)
     stats = [Estimate.of(base)] + [_of(np.concatenate(own[l])) for l in layers]
     for c in range(len(cells)):
         x, y = np.concatenate(acc[c]), np.concatenate(loss[c])
         stats += [_of(x), Estimate.of(y), Estimate.of(y - base)]
-    table = _injection_of(stats, layers, depths, cells, n, "model", means.n, K, None)
-    if not model.decodes:
-        from dataclasses import replace
+    for c in range(len(cells)):
+        for hits, losses in reps[c]:
+            stats += [_of(np.concatenate(hits)), Estimate.of(np.concatenate(losses))]
+    table = _injection_of(stats, layers, depths, cells, n, "model", means.n, K, None, groups=means.groups, seed=seed)
+    from dataclasses import replace
 
-        table = replace(table, metric="query")
-    return table
+    return replace(table, metric="theta" if model.decodes else "query", patched=workspace_words(model))
+
+
+def _injected(model, target, spec, means: np.ndarray, prefix: np.ndarray, l: int, K: int):
+    """Per-context loss and prefix hit (NaN for a generic readout) of ``target`` with ``workspace.{l}`` replaced by
+    ``means[prefix]`` (rows by prefix index)."""
+    state = torch.zeros(len(prefix), model.state_size, device=target.x.device)
+    state[:, : model.state_width(l)] = torch.as_tensor(means[prefix], dtype=torch.float32)
+    with patch(model, f"workspace.{l}", state):
+        loss, leaf = _decoded(model, target, spec)
+    return loss, np.full(len(prefix), np.nan) if leaf is None else ((leaf >> (K - min(l, K))) == prefix) * 1.0
 
 
 def _of(values: np.ndarray) -> Estimate:

@@ -373,7 +373,8 @@ def forward_seconds(cfg, contexts: int) -> float:
 
 
 def intervention_seconds(cfg, *, n_contexts: int, depths: int, layers: int, mean_contexts: int = 0,
-                         transplant: bool = True, injection: bool = True, patching: int = 0) -> float:
+                         transplant: bool = True, injection: bool = True, patching: int = 0,
+                         steering: int = 0) -> float:
     """Upper estimate of ``fv intervene`` on a run of ``cfg``: the transplant table (a donor and one patched pass
     per layer for each divergence depth), ``patching`` more tables of that kind (key patching, Model T's attention
     transplant) and the injection table (the mean workspaces' contexts and a patched pass per cell), plus loading
@@ -382,7 +383,10 @@ def intervention_seconds(cfg, *, n_contexts: int, depths: int, layers: int, mean
     for _ in range(int(transplant) + patching):
         passes += n_contexts * (1 + depths * (1 + layers))
     if injection:
-        passes += mean_contexts + n_contexts * (1 + depths * layers)
+        # the cells, then each again with the mean state of 8 leave-one-group-out replicates on <= 512 targets
+        passes += mean_contexts + n_contexts * (1 + depths * layers) + 8 * min(n_contexts, 512) * (depths + 1) * layers
+    if steering:  # ``steering`` scales: a pass per layer and scale, and the replicates on <= 512 targets
+        passes += mean_contexts + n_contexts * (1 + steering * layers) + 8 * min(n_contexts, 512) * steering * layers
     return forward_seconds(cfg, passes) + STARTUP
 
 

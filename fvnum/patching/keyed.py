@@ -178,4 +178,5 @@ def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_toke
     unpatched = Estimate.of(base)
     return PatchingTable(out[0], out[1], unpatched, np.full(len(depths), unpatched.value),
                          np.full(len(depths), unpatched.stderr), samples, f"adaptive_keyed_{family}", layers, depths,
-                         effect=out[2], effect_stderr=out[3], decoder=f"{family} keys' CLT law (exact Bayes)")
+                         effect=out[2], effect_stderr=out[3], decoder=f"{family} keys' CLT law (exact Bayes)",
+                         seed=seed, patched="layer l's keys (the key statistics it reads)", how="replaced by the donor's")

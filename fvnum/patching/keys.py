@@ -62,10 +62,29 @@ class PatchingTable:
     effect_stderr: np.ndarray | None = None
     decoder: str | None = None
     intervention: str = "key"  # key patching (section 8) or transplant of the workspace (section 9b)
+    seed: int | None = None
+    patched: str | None = None  # the tensor patched (None: the intervention's own, PATCHED)
+    how: str | None = None  # how it was changed (None: replaced by the donor's)
+    # the random-donor baseline, a column per layer (None where not asked): a donor of a leaf drawn uniformly and
+    # independently of the target's, sharing its tokens, noise and query; its effect is an uninformed donor's
+    random_donor: np.ndarray | None = None
+    random_donor_stderr: np.ndarray | None = None
+    random_donor_effect: np.ndarray | None = None
+    random_donor_effect_stderr: np.ndarray | None = None
+
+    @property
+    def patched_tensor(self) -> str:
+        return self.patched or PATCHED.get(self.intervention, self.intervention)
+
+    @property
+    def change(self) -> str:
+        return self.how or "replaced by the donor's"
 
     def to_dict(self) -> dict:
         out = {
-            "intervention": self.intervention, "strategy": self.strategy, "n": self.n, "layers": list(self.layers), "depths": list(self.depths),
+            "intervention": self.intervention, "strategy": self.strategy, "n": self.n, "seed": self.seed,
+            "patched": self.patched_tensor, "how": self.change, "layers": list(self.layers),
+            "depths": list(self.depths),
             "loss": self.loss.tolist(), "stderr": self.stderr.tolist(), "unpatched": self.unpatched.to_dict(),
             "unpatched_by_depth": self.unpatched_by_depth.tolist(),
             "unpatched_stderr_by_depth": self.unpatched_stderr_by_depth.tolist(), "metric": self.metric,
@@ -73,6 +92,8 @@ class PatchingTable:
         }
         if self.effect is not None:
             out.update(effect=self.effect.tolist(), effect_stderr=self.effect_stderr.tolist())
+        if self.random_donor is not None:
+            out.update({k: getattr(self, k).tolist() for k in RANDOM_FIELDS})
         return out
 
     def to_frame(self):
@@ -105,21 +126,41 @@ class PatchingTable:
         """The loss table, the unpatched loss and, where paired, the table of effects: one writer for all."""
         from fvnum.estimate import value_text  # a standard error below floating-point noise prints as exact
 
-        def table(values, errors):
-            head = "| layer \\ j | " + " | ".join(str(j) for j in self.depths) + " |"
-            sep = "|---" * (len(self.depths) + 1) + "|"
+        rand = self.random_donor is not None
+
+        def table(values, errors, extra):
+            head = ("| layer \\ j | " + " | ".join("0 (no-op)" if j == 0 else str(j) for j in self.depths) + " |"
+                    + (" random donor |" if rand else ""))
+            sep = "|---" * (len(self.depths) + 1 + rand) + "|"
             body = [
                 f"| {l} | " + " | ".join(value_text(values[a, b], errors[a, b], ".4g", scale=self.loss[a, b])
                                         for b in range(len(self.depths)))
-                + " |"
+                + " |" + (f" {value_text(extra[0][a], extra[1][a], '.4g', scale=self.random_donor[a])} |" if rand else "")
                 for a, l in enumerate(self.layers)
             ]
             return [head, sep, *body]
 
-        lines = [*table(self.loss, self.stderr), "", f"unpatched: {self.unpatched}"]
+        lines = [self.header(), "", *table(self.loss, self.stderr, (self.random_donor, self.random_donor_stderr)), "",
+                 f"unpatched: {self.unpatched}"]
         if self.effect is not None:
-            lines += ["", "effect (patched - unpatched, paired):", "", *table(self.effect, self.effect_stderr)]
+            lines += ["", "effect (patched - unpatched, paired):", "",
+                      *table(self.effect, self.effect_stderr, (self.random_donor_effect, self.random_donor_effect_stderr))]
         return "\n".join(lines)
+
+    def header(self) -> str:
+        """One line: what was patched and how, the columns, the sample sizes and the seed."""
+        what = {"key": "key patching", "transplant": "transplant"}.get(self.intervention, self.intervention)
+        cols = "columns: the donor's divergence depth j" + (" (0: the no-op control, donor = target)"
+                                                           if 0 in self.depths else "")
+        if self.random_donor is not None:
+            cols += "; random donor: a leaf drawn independently of the target's (an uninformed donor)"
+        seed = "" if self.seed is None else f", seed {self.seed}"
+        return f"{what}: {self.patched_tensor} {self.change}; {cols}; {self.n} targets a cell{seed}"
+
+
+PATCHED = {"key": "layer l's keys", "transplant": "Phi_l (the workspace slots of layers 1..l)",
+           "attention transplant": "blocks.{1..l}.hook_attn_out (every token's attention output)"}
+RANDOM_FIELDS = ("random_donor", "random_donor_stderr", "random_donor_effect", "random_donor_effect_stderr")
 
 
 def donor_leaves(leaves: np.ndarray, depth: int, j: int, rng) -> np.ndarray:
@@ -167,7 +208,8 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_toke
         loss.reshape(L, len(depths)), err.reshape(L, len(depths)),
         replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
         np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
-        tuple(range(1, L + 1)), depths, decoder=decoder,
+        tuple(range(1, L + 1)), depths, decoder=decoder, seed=seed, patched="layer l's rows (the keys it reads)",
+        how="replaced by the rows the policy chooses on the donor" + (" (decoded with the rows read)" if informed else ""),
     )
 
 

@@ -17,7 +17,10 @@ the same gaussian-channel noise ``xi`` or the same tokens and label noise.
   its donor of divergence depth ``j <= l`` (the target's prefix with ``s_j`` flipped, the signs below ``j``
   uniform), and the policy runs on. Measured: ``prefix_accuracy``, the fraction of targets whose decoded leaf
   (the leaf nearest the posterior mean) has the injected prefix, and the loss against the target's own
-  ``theta``.
+  ``theta``. Standard errors hold the targets' spread and the mean state's own Monte Carlo error (a second
+  draw of ``Phi_bar`` moves every cell): a delete-a-group jackknife over 8 groups of the mean contexts, each
+  cell measured again on its first 4096 targets with each leave-one-group-out mean state
+  (:mod:`fvnum.patching._jackknife`); the table's ``stderr_includes`` says what its errors hold.
 
 Every layer ``k <= l`` of an intervened run is *replayed*: the policy's state is rebuilt from the readings
 it is given, as a router that is a function of the workspace would see them. The keyed prediction policies
@@ -38,6 +41,8 @@ from fvnum.estimate import Estimate, Moments, pool
 from fvnum.mc import _chunks
 from fvnum.mc.channels import decoder_of
 from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode_means, draw, read
+from fvnum.patching import _jackknife as jk
+from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
 from fvnum.patching.state_tables import InjectionTable, MeanState, injection_from_dict  # noqa: F401 (its tables)
 from fvnum.policies.strategies import check_rows
@@ -45,6 +50,7 @@ from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
 STRATEGY_SAMPLES, KEYED_SAMPLES = 20_000, 500  # default samples (per divergence depth, per table)
+KEYED_JACKKNIFE = 128  # a keyed policy's targets measured with each leave-one-group-out mean state (its runs are dear)
 # Measured (2 cores, load 3-4): path, K4 B3, gaussian, 20,000 samples a replay: 7.7 us a sample and replay; K7 B4 tokens
 # 23 us; the price below says 8.7 and 54 us (an upper estimate).
 REPLAY_S = 1.5e-6
@@ -201,7 +207,7 @@ def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=
     return PatchingTable(value(0), error(0), replace(pool(c[0] for c in cols).estimate(), decoder=decoder),
                          np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
                          layers, depths, effect=value(1), effect_stderr=error(1), decoder=decoder,
-                         intervention="transplant")
+                         intervention="transplant", seed=seed)
 
 
 def _origin(spec, channel_words: str, name: str, budget: int) -> tuple:
@@ -239,18 +245,8 @@ def _check_given_means(means, mean_samples, origin: tuple) -> None:
 
 
 def _means_of(leaves, phi, K, layers, n_mean, source, width, origin: tuple = ()) -> MeanState:
-    means, counts = {}, {}
-    for l in layers:
-        level = min(l, K)
-        prefix = leaves >> (K - level)
-        count = np.bincount(prefix, minlength=2**level)
-        flat = phi[:, :l].reshape(len(leaves), -1)
-        sums = np.zeros((2**level, flat.shape[1]))
-        np.add.at(sums, prefix, flat)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means[l] = sums / count[:, None]
-        counts[l] = count
-    return MeanState(means, counts, n_mean, source, K, width, origin)
+    return grouped_means(leaves, {l: phi[:, :l].reshape(len(leaves), -1) for l in layers}, K, n_mean, source, width,
+                         origin)
 
 
 def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01, tokens=None,
@@ -328,6 +324,7 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
     cells_n = sum(min(l, spec.depth) for l in layers) + 2 * len(layers)
+    cells_n += len(_cells(layers, depths, spec.depth)) * jk.MEAN_GROUPS * min(1.0, jk.JACKKNIFE_TARGETS / samples)
     _check_price("injection_table", spec, channel, pol, budget, samples, 1 + cells_n, threads)
     if means is None:
         n_mean = samples if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=1)
@@ -353,12 +350,21 @@ def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None,
             prefix = means.means[l][p].reshape(target.n, l, pol.width)
             loss, leaf = _decoded(spec, channel, target, replay(spec, channel, pol, target, prefix))
             out += [Moments.of(_hit(leaf, p, K, l)), Moments.of(loss), Moments.of(loss - base_loss)]
+        m = jk.subset(target.n, samples)
+        head = Draws(m, target.leaves[:m], None if target.theta is None else target.theta[:m],
+                     None if target.noise is None else target.noise[:m], None if target.stat is None else target.stat[:m])
+        for (a, l, b, j), p in zip(cells, inj):  # the cell again with each leave-one-group-out mean state
+            for g in range(means.groups):
+                prefix = jk.leave_out(means, l, g)[p[:m]].reshape(m, l, pol.width)
+                loss, leaf = _decoded(spec, channel, head, replay(spec, channel, pol, head, prefix))
+                out += [Moments.of(_hit(leaf, p[:m], K, l)), Moments.of(loss)]
         return out
 
     parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget, factor=3),
                                purpose=_chunks.INJECT, threads=threads)
     stats = [pool(p[i] for p in parts).estimate() for i in range(len(parts[0]))]
-    return _injection_of(stats, layers, depths, cells, samples, pol.name, means.n, K, decoder_of(spec, channel))
+    return _injection_of(stats, layers, depths, cells, samples, pol.name, means.n, K, decoder_of(spec, channel),
+                         groups=means.groups, seed=seed)
 
 
 def _check_mean_layers(means: MeanState, layers, width):
@@ -370,12 +376,24 @@ def _check_mean_layers(means: MeanState, layers, width):
                          f"the injection needs layers {', '.join(map(str, layers))} of width {width}")
 
 
-def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> InjectionTable:
+def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder, *, groups: int = 0,
+                  seed: int | None = None) -> InjectionTable:
+    """The table of ``stats``: the unpatched loss, the own accuracy of each layer, three per cell (accuracy, loss,
+    effect) and, with ``groups``, two per cell and group (accuracy and loss with the leave-one-group-out mean
+    state), whose jackknife variance is added to the cell's (``fvnum.patching._jackknife``)."""
     shape = (len(layers), len(depths))
     acc, acc_e, loss, loss_e, eff, eff_e = (np.full(shape, np.nan) for _ in range(6))
     control = [np.full(len(layers), np.nan) for _ in range(4)]
+    tail = 1 + len(layers) + 3 * len(cells)
     for c, (a, _, b, _) in enumerate(cells):
         x, y, z = stats[1 + len(layers) + 3 * c: 4 + len(layers) + 3 * c]
+        if groups:
+            reps = stats[tail + 2 * groups * c: tail + 2 * groups * (c + 1)]
+            va = jk.jackknife_variance([r.value for r in reps[0::2]])
+            vl = jk.jackknife_variance([r.value for r in reps[1::2]])
+            x, y, z = (replace(x, stderr=float(np.sqrt(x.stderr**2 + va))),
+                       replace(y, stderr=float(np.sqrt(y.stderr**2 + vl))),
+                       replace(z, stderr=float(np.sqrt(z.stderr**2 + vl))))
         if b is None:
             control[0][a], control[1][a], control[2][a], control[3][a] = x.value, x.stderr, y.value, y.stderr
             continue
@@ -386,7 +404,8 @@ def _injection_of(stats, layers, depths, cells, n, name, n_mean, K, decoder) -> 
                           replace(stats[0], decoder=decoder), np.array([o.value for o in own]),
                           np.array([o.stderr for o in own]), n, name, n_mean, K, decoder=decoder,
                           own_injected_accuracy=control[0], own_injected_accuracy_stderr=control[1],
-                          own_injected_loss=control[2], own_injected_loss_stderr=control[3])
+                          own_injected_loss=control[2], own_injected_loss_stderr=control[3],
+                          stderr_includes=jk.STDERR_WITH_MEANS if groups else jk.STDERR_TARGETS_ONLY, seed=seed)
 
 
 # --- the keyed prediction policies -------------------------------------------------------------------
@@ -471,7 +490,7 @@ class _keyed:
         return PatchingTable(out[0], out[1], un, np.full(len(self.depths), un.value),
                              np.full(len(self.depths), un.stderr), self.samples, self.name, self.layers, self.depths,
                              effect=out[2], effect_stderr=out[3], decoder=f"{self.family} keys' CLT law (exact Bayes)",
-                             intervention="transplant")
+                             intervention="transplant", seed=self.seed)
 
     def mean_state(self, n) -> MeanState:
         self.check_price("mean_state", n, 1)
@@ -486,7 +505,8 @@ class _keyed:
     def injection(self, mean_samples, means) -> InjectionTable:
         K, n = self.spec.depth, self.samples
         _check_given_means(means, mean_samples, self.origin)
-        self.check_price("injection_table", n, 1 + sum(min(l, K) for l in self.layers) + len(self.layers))
+        cells_n = sum(min(l, K) for l in self.layers) + len(self.layers)
+        self.check_price("injection_table", n, 1 + cells_n * (1 + jk.MEAN_GROUPS * min(1.0, KEYED_JACKKNIFE / n)))
         if means is None:
             means = self.mean_state(n if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=2))
         _check_mean_layers(means, self.layers, 1)
@@ -499,16 +519,24 @@ class _keyed:
         stats += [Estimate.of(_hit(base_leaf, leaves >> (K - min(l, K)), K, l)) for l in self.layers]
         cells = _cells(self.layers, self.depths, K)
         rng = np.random.default_rng(_chunks.seed_sequence(self.seed, _chunks.INJECT + 16))
+        m = min(n, KEYED_JACKKNIFE)  # the targets each leave-one-group-out replicate is measured on
+        sub, reps = self.make(m), []
         for a, l, b, j in cells:
             p = injected_prefixes(leaves, K, l, j, rng)
             _check_means(means, l, p)
-            prefix = means.means[l][p]  # (n, l)
-            rows = pol.rows(prefix[:, : l - 1])  # the rows of layers 1..l after the injected readings
-            phi, read = pol.run(X, y, self.budget, prefix=(prefix, rows)) if l < self.budget else (prefix, rows)
-            loss, leaf = self._decode(phi, read, theta)
+            loss, leaf = self._injected(pol, means.means[l][p], l, X, y, theta)
             stats += [Estimate.of(_hit(leaf, p, K, l)), Estimate.of(loss), Estimate.of(loss - base_loss)]
-        return _injection_of(stats, self.layers, self.depths, cells, n, self.name, means.n, K,
-                             f"{self.family} keys' CLT law (exact Bayes)")
+            for g in range(means.groups):
+                r_loss, r_leaf = self._injected(sub, jk.leave_out(means, l, g)[p[:m]], l, X[:m], y[:m], theta[:m])
+                reps += [Estimate(float(_hit(r_leaf, p[:m], K, l).mean()), 0.0, m), Estimate(float(r_loss.mean()), 0.0, m)]
+        return _injection_of(stats + reps, self.layers, self.depths, cells, n, self.name, means.n, K,
+                             f"{self.family} keys' CLT law (exact Bayes)", groups=means.groups, seed=self.seed)
+
+    def _injected(self, pol, prefix, l, X, y, theta):
+        """Per-context loss and decoded leaf with the readings of layers ``1..l`` given (``prefix`` (n, l))."""
+        rows = pol.rows(prefix[:, : l - 1])  # the rows of layers 1..l after the injected readings
+        phi, read = pol.run(X, y, self.budget, prefix=(prefix, rows)) if l < self.budget else (prefix, rows)
+        return self._decode(phi, read, theta)
 
 
 __all__ = ["InjectionTable", "MeanState", "injection_from_dict", "injection_table", "mean_state", "nearest_leaves", "replay",

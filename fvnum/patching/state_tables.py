@@ -31,10 +31,19 @@ class MeanState:
     depth: int
     width: int = 1
     origin: tuple = ()  # ((what, its text), ...): the prior, strategy, budget and channel it was drawn under
+    # per layer, sums (G, 2^level, l d) and counts (G, 2^level) of G groups of the contexts (context i in group
+    # i mod G): an injection's jackknife of the mean state's own error (fvnum.patching._jackknife)
+    group_sums: dict = field(default_factory=dict, repr=False)
+    group_counts: dict = field(default_factory=dict, repr=False)
 
     @property
     def layers(self) -> tuple:
         return tuple(sorted(self.means))
+
+    @property
+    def groups(self) -> int:
+        """Groups of its contexts held (0: none, its own Monte Carlo error cannot be estimated)."""
+        return min((len(c) for c in self.group_counts.values()), default=0) if self.group_counts else 0
 
     def prefix_index(self, layer: int, prefix) -> int:
         """The row of ``prefix`` (an index in ``0..2^l - 1`` or ``l`` signs in {+1, -1}) at ``layer``."""
@@ -56,7 +65,7 @@ class MeanState:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "n": self.n, "depth": self.depth, "width": self.width,
-                "origin": dict(self.origin), "layers": list(self.layers),
+                "origin": dict(self.origin), "layers": list(self.layers), "groups": self.groups,
                 "means": {str(l): np.where(np.isnan(m), None, m).tolist() for l, m in self.means.items()},
                 "counts": {str(l): c.tolist() for l, c in self.counts.items()}}
 
@@ -100,6 +109,10 @@ class InjectionTable:
     own_injected_accuracy_stderr: np.ndarray | None = None
     own_injected_loss: np.ndarray | None = None
     own_injected_loss_stderr: np.ndarray | None = None
+    stderr_includes: str = "targets only"  # what every standard error holds (fvnum.patching._jackknife)
+    seed: int | None = None
+    patched: str = "Phi_l, the workspace slots of layers 1..l"  # the tensor patched (a model's: workspace.{l})
+    how: str = "replaced by the mean workspace of the donor's prefix"
     intervention: str = field(default="injection", init=False)
 
     @property
@@ -117,6 +130,7 @@ class InjectionTable:
                 "effect_stderr": arr(self.effect_stderr), "unpatched": self.unpatched.to_dict(),
                 "own_accuracy": self.own_accuracy.tolist(), "own_accuracy_stderr": self.own_accuracy_stderr.tolist(),
                 "chance": self.chance.tolist(), "metric": self.metric, "decoder": self.decoder,
+                "stderr_includes": self.stderr_includes, "seed": self.seed, "patched": self.patched, "how": self.how,
                 **{k: None if getattr(self, k) is None else arr(getattr(self, k))
                    for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
                              "own_injected_loss_stderr")}}
@@ -158,7 +172,9 @@ class InjectionTable:
                 body.append(row)
             return [head, sep, *body]
 
-        return "\n".join(["prefix accuracy (decoded leaf has the injected prefix):", "",
+        return "\n".join([f"injection: {self.patched} {self.how}; {self.n} targets a cell, mean states of "
+                          f"{self.mean_samples} contexts, seed {self.seed}; standard errors: {self.stderr_includes}", "",
+                          "prefix accuracy (decoded leaf has the injected prefix):", "",
                           *table(self.prefix_accuracy, self.accuracy_stderr, ".3f", self.prefix_accuracy), "",
                           f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
                           *table(self.loss, self.stderr, ".4g", self.loss)])
@@ -185,7 +201,81 @@ def injection_from_dict(d: dict) -> InjectionTable:
                           np.array([np.nan if x is None else x for x in d["own_accuracy_stderr"]], dtype=float),
                           d["n"], d["strategy"], d["mean_samples"], d["depth"] if "depth" in d else len(d["depths"]),
                           metric=d.get("metric", "theta"), decoder=d.get("decoder"),
+                          stderr_includes=d.get("stderr_includes", "targets only"), seed=d.get("seed"),
+                          **{k: d[k] for k in ("patched", "how") if d.get(k) is not None},
                           **{k: None if d.get(k) is None else np.array([np.nan if x is None else x for x in d[k]],
                                                                         dtype=float)
                              for k in ("own_injected_accuracy", "own_injected_accuracy_stderr", "own_injected_loss",
                                        "own_injected_loss_stderr")})
+
+
+@dataclass(frozen=True)
+class SteeringTable:
+    """Additive steering (docs/theory.md section 9; Todd et al.'s function vectors added to the residual stream):
+    rows the layer ``l``, columns the scale ``c``; each target's ``Phi_l`` gets ``c (Phi_bar_l(donor prefix) -
+    Phi_bar_l(own prefix))`` added, its donor of divergence depth ``depth_j``. ``prefix_accuracy`` (the decoded leaf
+    has the donor's prefix) and ``loss`` (against the target's own ``theta``), with ``effect = loss - unpatched``
+    paired; ``own_accuracy[l-1]`` the unpatched targets' own prefix accuracy, ``chance`` ``2^-min(l, K)``."""
+
+    layers: tuple
+    scales: tuple
+    depth_j: int
+    prefix_accuracy: np.ndarray
+    accuracy_stderr: np.ndarray
+    loss: np.ndarray
+    stderr: np.ndarray
+    effect: np.ndarray
+    effect_stderr: np.ndarray
+    unpatched: Estimate
+    own_accuracy: np.ndarray
+    n: int
+    mean_samples: int
+    depth: int
+    seed: int | None = None
+    strategy: str = "model"
+    metric: str = "theta"
+    stderr_includes: str = "targets only"
+    patched: str = "workspace.{l}"
+    how: str = "added: scale * (Phi_bar_l(donor's prefix) - Phi_bar_l(own prefix))"
+    intervention: str = field(default="steering", init=False)
+
+    @property
+    def chance(self) -> np.ndarray:
+        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+
+    def to_dict(self) -> dict:
+        def arr(a):
+            return np.where(np.isnan(a), None, a).tolist()
+
+        return {"intervention": self.intervention, "strategy": self.strategy, "patched": self.patched,
+                "how": self.how, "n": self.n, "mean_samples": self.mean_samples, "seed": self.seed,
+                "depth": self.depth, "depth_j": self.depth_j, "layers": list(self.layers),
+                "scales": list(self.scales), "prefix_accuracy": arr(self.prefix_accuracy),
+                "accuracy_stderr": arr(self.accuracy_stderr), "loss": arr(self.loss), "stderr": arr(self.stderr),
+                "effect": arr(self.effect), "effect_stderr": arr(self.effect_stderr),
+                "unpatched": self.unpatched.to_dict(), "own_accuracy": arr(self.own_accuracy),
+                "chance": self.chance.tolist(), "metric": self.metric, "stderr_includes": self.stderr_includes}
+
+    def to_markdown(self) -> str:
+        from fvnum.estimate import value_text
+
+        def table(values, errors, fmt, scale):
+            head = "| layer \\ scale | " + " | ".join(f"{c:g}" for c in self.scales) + " |"
+            sep = "|---" * (len(self.scales) + 1) + "|"
+            return [head, sep, *(f"| {l} | " + " | ".join(value_text(values[a, s], errors[a, s], fmt, scale=scale[a, s])
+                                                        for s in range(len(self.scales))) + " |"
+                                 for a, l in enumerate(self.layers))]
+
+        head = (f"steering: {self.patched} {self.how}; donors of divergence depth {self.depth_j}; {self.n} targets a "
+                f"cell, mean states of {self.mean_samples} contexts, seed {self.seed}; standard errors: "
+                f"{self.stderr_includes}")
+        own = ", ".join(f"l={l}: {a:.3f}" for l, a in zip(self.layers, self.own_accuracy))
+        return "\n".join([head, "", f"prefix accuracy (decoded leaf has the donor's prefix; unpatched, own prefix: "
+                          f"{own}):", "", *table(self.prefix_accuracy, self.accuracy_stderr, ".3f", self.prefix_accuracy),
+                          "", f"loss (against the target's own theta; unpatched {self.unpatched}):", "",
+                          *table(self.loss, self.stderr, ".4g", self.loss), "", "effect (steered - unpatched, paired):",
+                          "", *table(self.effect, self.effect_stderr, ".4g", self.loss)])
+
+    def __repr__(self) -> str:
+        return (f"SteeringTable({self.strategy}, {len(self.layers)} layers x scales {', '.join(f'{c:g}' for c in self.scales)}"
+                f", donors of depth {self.depth_j}, n = {self.n} per cell; unpatched {self.unpatched})")

@@ -162,3 +162,17 @@ def test_fv_intervene_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["intervene", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not an fv train run folder" in err[0]
+
+
+def test_model_injection_stderr_covers_the_spread_of_the_mean_states_across_their_seeds():
+    """The same targets, mean workspaces of six seeds: the loss's sd across them is within the reported standard
+    error's scale, which holds the mean state's own error (the targets' stderr alone is far smaller)."""
+    data = DataConfig(depth=3, n_tokens=32)
+    model = path_model(data, 3, path_bayes_decoder(data))
+    tables = [injection_table(model, data, n_contexts=512, seed=0, layers=[3], depths=[1],
+                              means=mean_state(model, data, n_contexts=128, seed=s, layers=[3])) for s in range(1, 7)]
+    loss = np.array([t.loss[0, 0] for t in tables])
+    stderr = np.median([t.stderr[0, 0] for t in tables])
+    assert loss.std(ddof=1) < 3 * stderr and stderr < 5 * loss.std(ddof=1)
+    assert tables[0].to_dict()["stderr_includes"].startswith("targets and the mean state")
+    assert tables[0].to_dict()["patched"] == "workspace.{l}" and tables[0].to_dict()["seed"] == 0

@@ -158,3 +158,32 @@ def test_absurd_sizes_are_priced_before_work():
         state_patching_table(TreePrior(7, 0.6), "adaptive_keyed_weighted", 6, n_tokens=64, samples=100_000)
     with pytest.raises(ValueError, match="budget must be >= 1, got 0"):
         mean_state(P, "path", 0, tau=0.1, samples=10)
+
+
+def test_injection_stderr_covers_the_spread_of_the_mean_states_across_their_seeds():
+    """The same targets, mean states of six seeds: the loss's sd across them is within the reported standard
+    error's scale (the targets' stderr alone, the old report, is ten times smaller than that spread)."""
+    P = TreePrior(3, "0.8")
+    kw = dict(tau=1.0, samples=2000, seed=0, layers=[3], depths=[1])
+    tables = [injection_table(P, "path", 3, means=mean_state(P, "path", 3, tau=1.0, samples=1000, seed=s, layers=[3]),
+                              **kw) for s in range(1, 7)]
+    loss = np.array([t.loss[0, 0] for t in tables])
+    stderr = np.median([t.stderr[0, 0] for t in tables])
+    assert loss.std(ddof=1) < 3 * stderr and stderr < 5 * loss.std(ddof=1)
+    assert all(t.stderr_includes.startswith("targets and the mean state") for t in tables)
+    assert "jackknife" in tables[0].to_dict()["stderr_includes"] and tables[0].to_dict()["seed"] == 0
+
+
+def test_theory_tables_carry_their_seed_sizes_and_what_they_patched():
+    P = TreePrior(3, "0.8")
+    kw = dict(tau=0.5, samples=200, seed=7)
+    keys = fvnum.patching_table(P, 3, **kw)
+    transplant = state_patching_table(P, "path", 3, **kw)
+    inj = injection_table(P, "path", 3, mean_samples=300, **kw)
+    for t in (keys, transplant, inj):
+        d = t.to_dict()
+        assert d["seed"] == 7 and d["n"] == 200 and d["patched"] and d["how"]
+        assert t.to_markdown().splitlines()[0].startswith(d["intervention"].replace("key", "key patching"))
+    assert inj.to_dict()["mean_samples"] == 300 and "mean states of 300 contexts" in inj.to_markdown()
+    assert transplant.to_dict()["how"] == "replaced by the donor's"
+    assert inj.to_dict()["how"] == "replaced by the mean workspace of the donor's prefix"
