@@ -5,14 +5,15 @@ before its network is built (``bridges.prices.memory``, ``bridges.prices.cost``)
 Time: the multiply-adds of a step counted from the shapes (per layer and token ``2 D`` for the summary's reading and
 ``2 D`` for the residual update, ``(D + 1)^2`` three times for ``token`` values), times 3 for the backward pass, at
 ``NS_MAC`` ns each, plus ``LAYER_S`` a layer and ``STEP_S``. The constants were measured on this project's 2-core
-machine with one thread a run while other work shared it (studies/gd/regime.md), so they price a busy machine;
+machine with one thread a run while other work shared it (studies/gd/regime.md: D 15, batch 128, 130 steps/s at
+N 120, L 4 and 300 to 600 at N 30, L 4), so they price a busy machine;
 ``bridges.prices.cost.SAFETY`` is on top.
 """
 from __future__ import annotations
 
-NS_MAC = 0.5  # ns a multiply-add of a step (forward and backward), float32, one thread: small einsums, far from peak
-LAYER_S = 0.6e-3  # per layer and step: the autograd graph's small operations
-STEP_S = 2.5e-3  # per step: Adam over the parameters, drawing the batch (N D normals a context)
+NS_MAC = 1.0  # ns a multiply-add of a step (forward and backward), float32, one thread: small einsums, far from peak
+LAYER_S = 0.2e-3  # per layer and step: the autograd graph's small operations
+STEP_S = 0.8e-3  # per step: Adam over the parameters, drawing the batch (N D normals a context)
 
 
 def parameter_count(dim: int, layers: int, values: str) -> int:
