@@ -63,9 +63,29 @@ def gd_row(cfg, *, steps: str = "per_layer", samples: int = SAMPLES, select_samp
     return _row(cfg.data, cfg.model.n_layers, steps, samples, select_samples, seed)
 
 
+def theory_rows(cfg, *, samples: int = SAMPLES, seed: int = 0) -> list[dict]:
+    """The theory rows of ``fv compare --model G`` (``bridges.analysis.compare.compare``), as row dicts: ``gd_steps``
+    (a step per layer: G's prediction), ``gd_steps_shared`` (one step shared by the layers) and ``gd_steps_limit``
+    (the per-layer Marchenko-Pastur limit at ``a = N / D``, noiseless, times the prior's ``E||theta||^2``)."""
+    per_layer = gd_row(cfg, samples=samples, seed=seed)
+    shared = gd_row(cfg, steps="shared", samples=samples, seed=seed)
+    L, prior_loss = per_layer.layers, per_layer.loss / per_layer.relative
+    what = f"{L} steps of preconditioned gradient descent (D channels a layer, residual values) at D {per_layer.dim}, N {per_layer.n_tokens}"
+    return [
+        {"name": "gd_steps", "value": per_layer.loss, "stderr": per_layer.stderr, "how": per_layer.how,
+         "what": f"{what}, a step per layer {[round(g, 4) for g in per_layer.steps]}", "channel": "tokens"},
+        {"name": "gd_steps_shared", "value": shared.loss, "stderr": shared.stderr, "how": shared.how,
+         "what": f"{what}, one step shared by the layers", "channel": "tokens"},
+        {"name": "gd_steps_limit", "value": per_layer.limit * prior_loss, "stderr": 0.0,
+         "how": "exact (fvsym.gd.gd_steps_limit, per layer)",
+         "what": f"the limit N, D -> oo at a = N / D = {per_layer.n_tokens / per_layer.dim:.4g}, a step per layer, "
+                 "noiseless, times E||theta||^2", "channel": "noiseless"},
+    ]
+
+
 def ratio(result, row: GDRow) -> float:
     """A trained run's held-out loss over the row's."""
     return result.loss / row.loss if row.loss > 0 else math.inf
 
 
-__all__ = ["GDRow", "SAMPLES", "SELECT_SAMPLES", "gd_row", "ratio"]
+__all__ = ["GDRow", "SAMPLES", "SELECT_SAMPLES", "gd_row", "ratio", "theory_rows"]

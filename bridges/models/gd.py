@@ -37,11 +37,11 @@ import torch
 from torch import nn
 
 from bridges.models.networks import Output
+from bridges.models.shapes import VALUES
 from bridges.models.taps import Tap
 from bridges.runs.config import DataConfig, ModelConfig
 from fvsym.errors import InputError
 
-VALUES = ("residual", "label", "token")
 INIT_SCALE = 0.1  # learned matrices start as INIT_SCALE / sqrt(D) times standard normals (near zero, not zero)
 
 

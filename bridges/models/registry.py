@@ -67,7 +67,8 @@ class ModelSpec:
     (``fvnum.regime.AGREEMENT``), ``bounded_by`` the bound rows proven for it.
     ``marker``: ``(matplotlib marker, colour)`` of its figures. ``price``: None (``bridges.prices.cost`` prices a step
     from the shape: MLP keys or linear keys) or ``(cfg: RunConfig) -> seconds`` of one training step on one
-    thread."""
+    thread. ``values``: the value options it takes, the first its default (Model G of docs/theory.md section 13:
+    ``residual``, ``label``, ``token``; its ``layers`` set its depth and its budget is ``L D``), else ``()``."""
 
     name: str
     description: str

@@ -92,6 +92,8 @@ class ModelConfig:
     ``to_dict()`` leaves out ``router`` when it is ``mlp`` and ``query_dim`` when it is not given, so every run of
     the MLP router keeps its key.
     ``layers`` (L) and ``width`` (d, channels per layer) follow from the model and the budget (docs/theory.md names).
+    Model G (docs/theory.md section 13) takes ``layers`` (default 1) and ``values`` (``residual``, ``label``, ``token``);
+    ``RunConfig`` sets its budget to ``L D``; ``values`` is None, and out of ``to_dict()``, for every other model.
     """
 
     model: str = DEFAULT_MODEL

@@ -131,8 +131,9 @@ def page(out: dict) -> str:
              "at its own D and N) and the per-layer Marchenko-Pastur limit at a = N / D. The grid, the recipe and the "
              "test were written before training in [regime.md](regime.md); every run's command and loss are in "
              "[gd.json](gd.json). Losses are E||theta_hat - theta||^2 (the prior's is 15).", "",
-             "| N | a | L | G (seed mean) | seeds | gd_steps | G / gd_steps | error | test | gd_steps / prior | limit |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| N | a | L | G (seed mean) | seeds | gd_steps | G / gd_steps | error | test | gd_steps shared | "
+             "gd_steps / prior | limit (per layer) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in out["cells"]:
         g, row = c.get("G"), c["gd_steps"]
         if g is None:
@@ -142,7 +143,8 @@ def page(out: dict) -> str:
             seeds, ratio, err = str(g["seeds"]), f"{g['ratio']:.3f}", f"{g['error']:.3f}"
             test = ("passes" if g["passes"] else "fails") if g["decided"] else "undecided"
         lines.append(f"| {c['N']} | {c['a']:.2f} | {c['L']} | {mean} | {seeds} | {row['loss']:.4g} +- {row['stderr']:.2g} "
-                     f"| {ratio} | {err} | {test} | {row['relative']:.4f} | {c['limit_per_layer']:.4f} |")
+                     f"| {ratio} | {err} | {test} | {c['gd_steps_shared']:.4g} | {row['relative']:.4g} "
+                     f"| {c['limit_per_layer']:.4g} |")
     done = [c for c in out["cells"] if c.get("G", {}).get("decided")]
     lines += ["", f"{len(out['runs'])} runs finished; {len(done)} of {len(out['cells'])} cells decided "
               f"({sum(c['G']['passes'] for c in done)} pass the band [{BAND[0]}, {BAND[1]}])."]

@@ -174,3 +174,29 @@ def test_a_tiny_model_g_trains_and_the_same_seed_gives_the_same_numbers():
     a, b = train(cfg, progress=False), train(cfg, progress=False)
     assert a.loss == b.loss and [row[:4] for row in a.history] == [row[:4] for row in b.history]
     assert a.history[-1][2] < 0.8 * a.history[0][2]  # the held-out loss falls from step 0
+
+
+def test_compare_sets_model_g_beside_its_gradient_descent_rows():
+    from bridges.analysis.compare import beside_of, compare, to_markdown
+    from bridges.analysis.gd import gd_row
+    from bridges.training.train import train
+
+    cfg = RunConfig(GAUSS, ModelConfig(model="G", layers=2),
+                    TrainConfig(steps=200, batch=64, eval_every=200, eval_batches=1, warmup=5, out=None))
+    result = train(cfg, progress=False)
+    table = compare(result, samples=2_000, seed=0).to_dict()
+    rows = {r["name"]: r for r in table["theory"]}
+    assert set(rows) == {"gd_steps", "gd_steps_shared", "gd_steps_limit"}
+    row = gd_row(cfg, samples=2_000, seed=0)
+    assert rows["gd_steps"]["value"] == row.loss and rows["gd_steps"]["value"] <= rows["gd_steps_shared"]["value"] + \
+        3 * rows["gd_steps"]["stderr"]
+    b = beside_of(table)
+    assert b["prediction"] == "gd_steps" and b["ratio"] == pytest.approx(result.loss / row.loss)
+    assert "Trained / prediction (gd_steps)" in to_markdown(table)
+
+
+def test_gd_row_refuses_another_model():
+    from bridges.analysis.gd import gd_row
+
+    with pytest.raises(InputError, match="model A has no values option"):
+        gd_row(RunConfig(GAUSS, ModelConfig(model="A", budget=2)))
