@@ -33,15 +33,21 @@ Z = 1.645  # one-sided 5% at each end of the band
 GD_SEED = 0
 
 
-def configs(seeds=SEEDS):
+# Added after the grid had run (not pre-registered; reported beside it, not tested): label values at every cell and
+# seed (G1's contrast: depth buys nothing), token values with seed 0 where N <= 30 (full linear self-attention costs
+# about (D + 1)^2 a token and layer). In this order: {values: ((seeds), (N, ..))}.
+ARMS = (("label", (0,), TOKENS), ("token", (0,), (8, 15, 30)), ("label", (1, 2), TOKENS))
+
+
+def configs(seeds=SEEDS, values=VALUES, tokens=TOKENS):
     """The grid's run configurations, seed by seed (every cell gets a first seed before any cell a second)."""
     from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
     for seed in seeds:
-        for N in TOKENS:
+        for N in tokens:
             for L in LAYERS:
                 yield RunConfig(DataConfig(prior="gaussian", cov="isotropic", depth=DEPTH, n_tokens=N),
-                                ModelConfig(model="G", layers=L, values=VALUES),
+                                ModelConfig(model="G", layers=L, values=values),
                                 TrainConfig(seed=seed, threads=1, out=str(TRAIN_DIR)))
 
 
@@ -78,10 +84,17 @@ def cell_test(losses: list, stderr: float, gd_loss: float, gd_stderr: float) -> 
             "passes": n == len(SEEDS) and R - Z * e >= lo and R + Z * e <= hi}
 
 
+def all_configs():
+    """The grid, then the arms added after it (:data:`ARMS`)."""
+    yield from configs()
+    for values, seeds, tokens in ARMS:
+        yield from configs(seeds, values, tokens)
+
+
 def _finished():
     from bridges.training.train import load_result
 
-    for cfg in configs():
+    for cfg in all_configs():
         path = TRAIN_DIR / cfg.key() / "result.json"
         if path.is_file():
             result = load_result(path, cfg)
@@ -99,13 +112,14 @@ def report() -> dict:
         key = cfg.key()
         if key in runs and runs[key]["steps"] > r.steps:
             continue  # never less than what is committed
-        runs[key] = {"command": "fv train " + " ".join(cfg.to_argv()), "N": cfg.data.n_tokens, "L": cfg.model.n_layers,
+        runs[key] = {"command": "fv train " + " ".join(cfg.to_argv()), "values": cfg.model.values,
+                     "N": cfg.data.n_tokens, "L": cfg.model.n_layers,
                      "seed": cfg.train.seed, "loss": r.loss, "stderr": r.stderr, "steps": r.steps,
                      "train_seconds": r.train_seconds, "steps_per_s": r.steps_per_s}
     cells = []
     for N in TOKENS:
         for L in LAYERS:
-            mine = [v for v in runs.values() if v["N"] == N and v["L"] == L]
+            mine = [v for v in runs.values() if v["N"] == N and v["L"] == L and v.get("values", VALUES) == VALUES]
             cfg = next(c for c in configs((0,)) if c.data.n_tokens == N and c.model.n_layers == L)
             row = gd_row(cfg, seed=GD_SEED)
             shared = gd_row(cfg, steps="shared", seed=GD_SEED)
@@ -116,6 +130,13 @@ def report() -> dict:
                 v["gd_steps"], v["ratio"] = row.loss, v["loss"] / row.loss
             if mine:
                 cell["G"] = cell_test([v["loss"] for v in mine], max(v["stderr"] for v in mine), row.loss, row.stderr)
+            for values, _, _ in ARMS:  # reported, not tested
+                arm = [v for v in runs.values() if v["N"] == N and v["L"] == L and v.get("values") == values]
+                for v in arm:
+                    v["gd_steps"], v["ratio"] = row.loss, v["loss"] / row.loss
+                if arm:
+                    mean = sum(v["loss"] for v in arm) / len(arm)
+                    cell[f"G-{values}"] = {"seeds": len(arm), "loss": mean, "ratio": mean / row.loss}
             cells.append(cell)
     out = {"study": "Model G beside gd_steps (docs/theory.md section 13; studies/gd/regime.md)", "band": list(BAND),
            "runs": dict(sorted(runs.items())), "cells": cells}
@@ -146,8 +167,23 @@ def page(out: dict) -> str:
                      f"| {ratio} | {err} | {test} | {c['gd_steps_shared']:.4g} | {row['relative']:.4g} "
                      f"| {c['limit_per_layer']:.4g} |")
     done = [c for c in out["cells"] if c.get("G", {}).get("decided")]
-    lines += ["", f"{len(out['runs'])} runs finished; {len(done)} of {len(out['cells'])} cells decided "
+    grid = sum(1 for v in out["runs"].values() if v.get("values", VALUES) == VALUES)
+    lines += ["", f"{grid} runs of the grid finished; {len(done)} of {len(out['cells'])} cells decided "
               f"({sum(c['G']['passes'] for c in done)} pass the band [{BAND[0]}, {BAND[1]}])."]
+    lines += ["", "## Label and token values (added after the grid: reported, not tested)", "",
+              "Label values read y_j at every layer (no residual update): depth should buy nothing (G1), so G-label "
+              "should stay at the one-layer row whatever L. Token values (full linear self-attention) may go beyond "
+              "gradient descent. Seeds as run.py's ARMS say.", "",
+              "| N | L | gd_steps (L) | gd_steps (L = 1) | G-label | / gd_steps (L) | G-token | / gd_steps (L) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    one = {c["N"]: c["gd_steps"]["loss"] for c in out["cells"] if c["L"] == 1}
+    for c in out["cells"]:
+        lab, tok = c.get("G-label"), c.get("G-token")
+        if lab is None and tok is None:
+            continue
+        cols = [f"{a['loss']:.4g} ({a['seeds']})|{a['ratio']:.3f}" if a else "-|-" for a in (lab, tok)]
+        lines.append(f"| {c['N']} | {c['L']} | {c['gd_steps']['loss']:.4g} | {one[c['N']]:.4g} | "
+                     + " | ".join(col.replace("|", " | ") for col in cols) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +193,7 @@ def train_grid() -> None:
     from bridges.training.train import train
 
     torch.set_num_threads(1)
-    for cfg in configs():
+    for cfg in all_configs():
         r = train(cfg, progress=False)
         print(f"{cfg.key()}: loss {r.loss:.5g} ({r.steps} steps, {r.train_seconds:.0f} s)", flush=True)
         report()
