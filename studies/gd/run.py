@@ -35,8 +35,9 @@ GD_SEED = 0
 
 # Added after the grid had run (not pre-registered; reported beside it, not tested): label values at every cell and
 # seed (G1's contrast: depth buys nothing), token values with seed 0 where N <= 30 (full linear self-attention costs
-# about (D + 1)^2 a token and layer). In this order: {values: ((seeds), (N, ..))}.
-ARMS = (("label", (0,), TOKENS), ("token", (0,), (8, 15, 30)), ("label", (1, 2), TOKENS))
+# about (D + 1)^2 a token and layer), then token values at N 120 and with seeds 1, 2. In this order: (values, seeds, N).
+ARMS = (("label", (0,), TOKENS), ("token", (0,), (8, 15, 30)), ("label", (1, 2), TOKENS), ("token", (0,), (120,)),
+        ("token", (1, 2), (8, 15, 30)), ("token", (1, 2), (120,)))
 
 
 def configs(seeds=SEEDS, values=VALUES, tokens=TOKENS):
