@@ -429,7 +429,7 @@ def compare_command(args: argparse.Namespace) -> int:
         cfg = ReproduceConfig(out=str(Path(args.out) / "compare-grid"), steps=args.steps, samples=args.samples,
                               seed=args.seed, workers=args.workers, scheduler=args.scheduler, full=True,
                               progress=not args.quiet, alpha=args.alpha, n_tokens=args.tokens, s2=args.s2,
-                              device=args.device, models=args.model or "".join(BUILT_IN), keyed=args.keyed,
+                              device=args.device, models=args.model or _grid_models(), keyed=args.keyed,
                               real_samples=args.real_samples)
         from bridges.prices.cost import compare_grid_seconds
 
@@ -458,6 +458,8 @@ def compare_command(args: argparse.Namespace) -> int:
 
         args.keyed = keyed_for(cfg) or "none"
     theory_s = _own_table_seconds(cfg, args)
+    if cfg.model.spec.values:  # Model G: two gd_steps rows and the limit (bridges.analysis.gd), seconds
+        theory_s = 5.0 + 2e-8 * cfg.model.n_layers * args.samples * cfg.data.n_tokens * cfg.data.dim
     if theory_s is None:
         theory_s = theory_table_seconds(cfg.data, cfg.model.budget, args.samples, 2000, args.keyed, args.real_samples)
     check_seconds(f"fv compare of {cfg.key()} with {args.samples} samples", train_seconds(cfg) + theory_s)
@@ -473,6 +475,12 @@ def compare_command(args: argparse.Namespace) -> int:
     write_atomic(folder / "compare.md", to_markdown(table))
     emit(table, args.format, [to_markdown(table), f"tables: {folder / 'compare.md'} and {folder / 'compare.json'}"])
     return 0
+
+
+def _grid_models() -> str:
+    """The models of ``fv compare --grid`` by default: the grid's, A, B and C (Model T has its own study; Model G's
+    budget is ``L D``, not the grid's)."""
+    return "".join(BUILT_IN)
 
 
 def _own_table_seconds(cfg, args) -> float | None:

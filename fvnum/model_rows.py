@@ -73,9 +73,20 @@ MODEL_T = ModelTheory(
                           law="exponential", band="searched", adaptive=True, mlp_keys=False),
               ModelTheory("T-wide", "Model T of shape wide: one block, B heads of one value", prediction=_B.prediction,
                           law="power", band="searched", mlp_keys=False)))
+# docs/theory.md section 13: Model G, deep linear self-attention whose values are residuals; with K_l = Gamma_l it is L
+# steps of preconditioned gradient descent, so it is held to ``gd_steps`` (per-layer steps) at its own D and N.
+MODEL_G = ModelTheory(
+    "G", "deep linear self-attention, L layers of D heads into a summary holding theta_hat; values residual, label or token",
+    prediction=("gd_steps",), law="exponential", band="searched", mlp_keys=False,
+    variants=(ModelTheory("G-residual", "Model G with residual values: L steps of preconditioned gradient descent",
+                          prediction=("gd_steps",), law="exponential", band="searched", mlp_keys=False),
+              ModelTheory("G-label", "Model G with label values: depth buys nothing beyond one layer (G1)",
+                          prediction=("gd_steps",), law="power", band="searched", mlp_keys=False),
+              ModelTheory("G-token", "Model G with token values: full linear self-attention, beyond gradient descent",
+                          prediction=("gd_steps",), law="exponential", band="searched", mlp_keys=False)))
 BUILT_IN = tuple(m.name for m in MODELS_OF_THEORY)
-DECLARED = (*BUILT_IN, MODEL_T.name)  # the models of docs/theory.md (sections 7 and 7.1): never unregistered
-MODELS: dict = {m.name: m for m in (*MODELS_OF_THEORY, MODEL_T)}  # name -> model object, in the order registered
+DECLARED = (*BUILT_IN, MODEL_T.name, MODEL_G.name)  # the models of docs/theory.md (sections 7, 7.1, 13): never unregistered
+MODELS: dict = {m.name: m for m in (*MODELS_OF_THEORY, MODEL_T, MODEL_G)}  # name -> model object, in the order registered
 
 
 def model(name: str):
@@ -97,5 +108,5 @@ def plain_models() -> dict:
     return {name: spec for name, spec in MODELS.items() if not getattr(spec, "variants", ())}
 
 
-__all__ = ["BUILT_IN", "DECLARED", "LAWS", "MODELS", "MODELS_OF_THEORY", "MODEL_T", "ModelTheory", "THEORY_FIELDS", "model",
+__all__ = ["BUILT_IN", "DECLARED", "LAWS", "MODELS", "MODELS_OF_THEORY", "MODEL_G", "MODEL_T", "ModelTheory", "THEORY_FIELDS", "model",
            "plain_models"]

@@ -69,6 +69,8 @@ ROW_KINDS = {
     "top_levels_linear": ("reference", "linear", "linear"),
     "best_linear_nonadaptive": ("lower_bound", "linear", "linear"),
     "gaussian_optimum": ("reference", "unit", "linear"),
+    # L steps of preconditioned gradient descent, D channels a layer, residual values (fvnum.values.gd): Model G's row
+    "gd_steps": ("reference", "unit", "linear"),
 }
 # The one row each model is held to is named by the model object (``prediction``, first present wins;
 # bridges.models.registry declares Models A, B, C of THEORY.md section 7): A the adaptive optimum found for its class

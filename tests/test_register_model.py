@@ -136,7 +136,7 @@ def test_fvnum_alone_knows_the_models_of_the_theory():
     import sys
 
     code = ("import sys\nfrom fvnum.theory import MODELS, prediction_row, predicted_law, row_kind\n"
-            "assert list(MODELS) == ['A', 'B', 'C', 'T'] and not any(m.startswith('bridges') for m in sys.modules)\n"
+            "assert list(MODELS) == ['A', 'B', 'C', 'T', 'G'] and not any(m.startswith('bridges') for m in sys.modules)\n"
             "names = ['best_adaptive', 'top_levels_linear', 'best_linear_nonadaptive']\n"
             "assert prediction_row('A', names) == 'best_adaptive' and prediction_row('C', names) == 'top_levels_linear'\n"
             "assert row_kind('top_levels_linear', names)['role'] == 'prediction'\n"
@@ -146,10 +146,11 @@ def test_fvnum_alone_knows_the_models_of_the_theory():
             "keyed = ['best_adaptive_keyed', 'best_nonadaptive_keyed']\n"
             "assert (prediction_row('T-deep', keyed), prediction_row('T-wide', keyed)) == tuple(keyed)\n"
             "assert row_kind('best_adaptive_keyed', keyed)['models'] == ('A',)\n"
+            "assert prediction_row('G-residual', ['gd_steps', 'path']) == 'gd_steps' and predicted_law('G-label') == 'power'\n"
             "try:\n    prediction_row('Z', names)\nexcept ValueError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "model must be one of A, B, C, T, got 'Z'"
+    assert done.stdout.strip() == "model must be one of A, B, C, T, G, got 'Z'"
 
 
 def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line():

@@ -276,6 +276,10 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
     cfg = result.config
     keyed = keyed_for(cfg, keyed)
     data, B = cfg.data, cfg.model.budget
+    if theory is None and cfg.model.spec.values:  # Model G: the gradient-descent rows (docs/theory.md section 13)
+        from bridges.analysis.gd import theory_rows
+
+        theory = theory_rows(cfg, samples=samples, seed=seed)
     if theory is None:
         theory = theory_losses(data, B, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
                                keyed=keyed, real_samples=real_samples)

@@ -24,7 +24,7 @@ from typing import Callable
 
 from fvsym.errors import InputError
 
-from fvnum.model_rows import BUILT_IN, DECLARED, LAWS, MODEL_T, MODELS, MODELS_OF_THEORY
+from fvnum.model_rows import BUILT_IN, DECLARED, LAWS, MODEL_G, MODEL_T, MODELS, MODELS_OF_THEORY
 
 _NAME = re.compile(r"[A-Z]")  # one capital letter: study options list models as letters (--models ABC)
 
@@ -67,7 +67,8 @@ class ModelSpec:
     (``fvnum.regime.AGREEMENT``), ``bounded_by`` the bound rows proven for it.
     ``marker``: ``(matplotlib marker, colour)`` of its figures. ``price``: None (``bridges.prices.cost`` prices a step
     from the shape: MLP keys or linear keys) or ``(cfg: RunConfig) -> seconds`` of one training step on one
-    thread."""
+    thread. ``values``: the value options it takes, the first its default (Model G of docs/theory.md section 13:
+    ``residual``, ``label``, ``token``; its ``layers`` set its depth and its budget is ``L D``), else ``()``."""
 
     name: str
     description: str
@@ -84,6 +85,7 @@ class ModelSpec:
     price: Callable | None = None
     attention: str = "linear"
     shaped: bool = False
+    values: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -114,6 +116,8 @@ class ModelSpec:
             raise InputError(f"model {self.name}: attention must be 'linear' or 'softmax', got {self.attention!r}")
         if not isinstance(self.shaped, bool):
             raise InputError(f"model {self.name}: shaped must be True or False, got {self.shaped!r}")
+        if not isinstance(self.values, tuple) or not all(isinstance(v, str) for v in self.values):
+            raise InputError(f"model {self.name}: values must be a tuple of value names, got {self.values!r}")
         if self.price is not None and not callable(self.price):
             raise InputError(f"model {self.name}: price must be None or a callable, got {self.price!r}")
 
@@ -136,7 +140,7 @@ class ModelSpec:
     @property
     def audited(self) -> bool:
         """Whether ``fv audit`` applies: key functions of one token and the workspace (A, B, C), not Model T."""
-        return not self.shaped
+        return not (self.shaped or self.values)
 
     @property
     def readouts(self) -> tuple[str, ...]:
@@ -229,6 +233,14 @@ def _shaped_price(cfg) -> float:
 
     return step_seconds(cfg)
 
+
+def _gd_price(cfg) -> float:
+    """Model G's step on one thread (``bridges.prices.gd.step_seconds``; standard library)."""
+    from bridges.prices.gd import step_seconds
+
+    return step_seconds(cfg)
+
+
 _MODELS_OF_THEORY = (
     ModelSpec.of(_A, "bridges.models.networks:mlp_network", Recipe(lr=5e-3, batch=128, steps_per_budget=5000), ("o", "C0")),
     ModelSpec.of(_B, "bridges.models.networks:mlp_network", Recipe(lr=3e-3, batch=256, steps_per_budget=2500), ("s", "C1")),
@@ -236,6 +248,9 @@ _MODELS_OF_THEORY = (
     # docs/theory.md section 7.1: the recipe of its prototype (Adam 3e-3, batch 128; 3,000 steps a unit of budget)
     ModelSpec.of(MODEL_T, "bridges.models.transformer:transformer_network", Recipe(lr=3e-3, batch=128, steps_per_budget=3000),
                  ("D", "C3"), price=lambda cfg: _shaped_price(cfg), attention="softmax", shaped=True),
+    # docs/theory.md section 13: the recipe of studies/gd/regime.md (Adam 1e-2 with a cosine schedule, 3,000 steps a layer)
+    ModelSpec.of(MODEL_G, "bridges.models.gd:gd_network", Recipe(lr=1e-2, batch=128, steps_per_budget=3000),
+                 ("P", "C5"), price=lambda cfg: _gd_price(cfg), values=("residual", "label", "token")),
 )
 for _spec in _MODELS_OF_THEORY:  # their theory names are checked by tests/test_register_model.py (fvnum loads numpy)
     if not isinstance(MODELS.get(_spec.name), ModelSpec):

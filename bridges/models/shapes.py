@@ -28,8 +28,42 @@ def named_shape(shape: str, budget: int) -> tuple[int, int, int]:
     return (budget, 1, 1) if shape == "deep" else (1, budget, 1)
 
 
+VALUES = ("residual", "label", "token")  # Model G's values (docs/theory.md section 13); the first is its default
+
+
+def check_values(mc) -> None:
+    """Check (and normalise) the fields of Model G (docs/theory.md section 13): ``layers`` L (default 1) and ``values``
+    (default ``residual``); no other shape field, the linear attention, no MLP. Any other model refuses ``values``.
+    InputError, one line naming the value."""
+    if not mc.spec.values:
+        if mc.values is not None:
+            raise InputError(f"values={mc.values!r} applies to model G (docs/theory.md section 13), not to "
+                             f"model {mc.model}")
+        return
+    for name in _FIELDS:
+        if name != "layers" and getattr(mc, name) is not None:
+            raise InputError(f"{name}={getattr(mc, name)!r} applies to model T; model {mc.model} takes layers and values "
+                             "(docs/theory.md section 13)")
+    if mc.hidden_layers != 2 or mc.router != "mlp":
+        what = f"hidden_layers={mc.hidden_layers!r}" if mc.hidden_layers != 2 else f"router={mc.router!r}"
+        raise InputError(f"{what} applies to models A and B; model {mc.model} has no MLP (docs/theory.md section 13)")
+    if mc.attention != "linear":
+        raise InputError(f"model {mc.model} is linear self-attention; attention={mc.attention!r} applies to A, B, C and T")
+    if mc.layers is None:
+        _set(mc, "layers", 1)
+    if isinstance(mc.layers, float):
+        raise InputError(f"layers must be an integer, got {mc.layers!r}")
+    check_int(mc.layers, "layers", 1, MAX_SIZE)
+    if mc.values is None:
+        _set(mc, "values", mc.spec.values[0])
+    check_choice(mc.values, "values", mc.spec.values)
+
+
 def check_shape(mc) -> None:
     """Check (and normalise) the shape fields of a ``ModelConfig``; InputError, one line naming the value."""
+    check_values(mc)
+    if mc.spec.values:  # Model G: layers and values only
+        return
     given = [name for name in _FIELDS if getattr(mc, name) is not None]
     if not mc.spec.shaped:
         if given:
@@ -88,7 +122,10 @@ def check_shape(mc) -> None:
 
 
 def resolved(mc) -> tuple[int, int, int]:
-    """``(L, H, d)`` of a checked configuration of Model T."""
+    """``(L, H, d)`` of a checked configuration of Model T; of Model G ``(L, 1, budget / L)`` (``RunConfig`` sets its
+    budget to ``L D``: D channels a layer)."""
+    if mc.spec.values:
+        return mc.layers, 1, max(1, mc.budget // mc.layers)
     if mc.shape is not None:
         return named_shape(mc.shape, mc.budget)
     return mc.layers, mc.heads, mc.width
@@ -99,3 +136,21 @@ def shape_of(mc) -> str | None:
     return mc.shape
 
 
+
+
+def gd_budget(cfg):
+    """The model section of a ``RunConfig`` of Model G with its budget set to ``L D`` (D heads a layer into the
+    summary, docs/theory.md section 13), or None for another model or a budget already ``L D``. A budget other than
+    ``L D`` and the default 3 is refused in one line."""
+    import dataclasses
+
+    mc = cfg.model
+    if not mc.spec.values:
+        return None
+    want = mc.layers * cfg.data.dim
+    if mc.budget == want:
+        return None
+    if mc.budget != type(mc).budget:
+        raise InputError(f"model {mc.model}'s budget is layers x D = {mc.layers} x {cfg.data.dim} = {want}, not "
+                         f"budget={mc.budget}: give layers (docs/theory.md section 13)")
+    return dataclasses.replace(mc, budget=want)

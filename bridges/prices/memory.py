@@ -19,6 +19,10 @@ def n_parameters(cfg) -> int:
         from bridges.prices.transformer import n_parameters as shaped_parameters
 
         return shaped_parameters(cfg)
+    if m.spec.values:  # Model G: its own count (bridges.prices.gd)
+        from bridges.prices.gd import n_parameters as gd_parameters
+
+        return gd_parameters(cfg)
     D, B, W, H, width = d.dim, m.budget, m.mlp_width, m.hidden_layers, m.n_channels
     if not m.spec.mlp_keys:  # linear keys and the bilinear readout
         return width * D + D * B
@@ -41,6 +45,10 @@ def activation_bytes(cfg) -> float:
         from bridges.prices.transformer import activation_bytes as shaped_activations
 
         return shaped_activations(cfg)
+    if m.spec.values:  # Model G: its tokens and residuals (bridges.prices.gd)
+        from bridges.prices.gd import activation_bytes as gd_activations
+
+        return gd_activations(cfg)
     # the largest batch of the schedule: a noise curriculum's first (tokens_from), or larger batches late
     tokens = max(t.batch * max(d.n_tokens, t.tokens_from), max(t.batch, t.batch_late) * d.n_tokens)
     per_token = 3 * (d.dim + 2) + 2 * m.n_layers * (m.mlp_width * m.hidden_layers + d.dim + m.budget)

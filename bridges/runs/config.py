@@ -31,7 +31,8 @@ from bridges.models.registry import adaptive_names as _adaptive
 from bridges.runs.data_config import (  # noqa: F401 (the data section: its names importable from here too)
     ATOMS_FIELDS, ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set,
     _tree_scales, built_from_options, study_tree, tree_label)
-from bridges.models.shapes import D_MODEL, HEAD_DIM, MAX_SIZE, SHAPES, check_shape
+from bridges.models.shapes import D_MODEL, HEAD_DIM, MAX_SIZE, SHAPES, VALUES, check_shape
+from bridges.models.shapes import gd_budget as check_gd_budget
 from bridges.runs.devices import check_device_name
 from bridges.runs.options import options_of
 from fvsym.errors import DamagedFile, InputError
@@ -97,6 +98,9 @@ class ModelConfig:
     model refuses. ``attention`` None is the model's own default (linear for A, B, C; softmax for T), resolved when
     the configuration is built: a ``replace`` that changes the model keeps the resolved value unless it passes
     ``attention=None``.
+    Model G (docs/theory.md section 13) takes ``layers`` (default 1) and ``values`` (``residual``, ``label``,
+    ``token``); ``RunConfig`` sets its budget to ``L D``; ``values`` is None, and out of ``to_dict()``, for every other
+    model.
     """
 
     model: str = DEFAULT_MODEL
@@ -113,6 +117,7 @@ class ModelConfig:
     width: int | None = None
     head_dim: int | None = None
     d_model: int | None = None
+    values: str | None = None
 
     def __post_init__(self):
         _choice(self.model, "model", MODEL_NAMES)
@@ -145,7 +150,7 @@ class ModelConfig:
         linear run stay as they were before softmax attention existed)."""
         d = dataclasses.asdict(self)
         for name, default in (("attention", self.spec.attention), ("router", "mlp"), ("query_dim", None),
-                              *((name, None) for name in SHAPE_FIELDS)):
+                              *((name, None) for name in (*SHAPE_FIELDS, "values"))):
             if d[name] == default:
                 del d[name]
         return d
@@ -161,8 +166,8 @@ class ModelConfig:
 
     @property
     def n_layers(self) -> int:
-        """``L``: ``budget`` for an adaptive model (A), 1 for B and C; Model T's ``layers`` (its shape)."""
-        if self.spec.shaped:
+        """``L``: ``budget`` for an adaptive model (A), 1 for B and C; Model T's and G's ``layers``."""
+        if self.spec.shaped or self.spec.values:
             from bridges.models.shapes import resolved
 
             return resolved(self)[0]
@@ -171,8 +176,8 @@ class ModelConfig:
     @property
     def n_channels(self) -> int:
         """``d``, channels per layer: 1 for an adaptive model (A), ``budget`` for B and C (the MLP's size is
-        ``mlp_width``); Model T's ``heads x width``, the scalars its summary token receives a block."""
-        if self.spec.shaped:
+        ``mlp_width``); Model T's ``heads x width``, the scalars its summary token receives a block; Model G's D."""
+        if self.spec.shaped or self.spec.values:
             from bridges.models.shapes import resolved
 
             _, heads, width = resolved(self)
@@ -182,7 +187,9 @@ class ModelConfig:
     @property
     def theory_name(self) -> str:
         """The name the theory knows this model by: its letter, or for a shaped model (T) its letter and named
-        shape, ``T-deep`` or ``T-wide`` (``fvnum.model_rows.model``), whose prediction rows differ."""
+        shape, ``T-deep`` or ``T-wide`` (``fvnum.model_rows.model``), whose prediction rows differ; G its values."""
+        if self.spec.values:
+            return f"{self.model}-{self.values}"
         if self.spec.shaped:
             from bridges.models.shapes import shape_of
 
@@ -304,9 +311,11 @@ class RunConfig:
         for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), kind):
                 raise InputError(f"{name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+        if (gd := check_gd_budget(self)) is not None:  # Model G: budget L D (docs/theory.md section 13)
+            _set(self, "model", gd)
         t, m = self.train, self.model
         mine = m.spec.recipe
-        recipe = dict(steps=mine.steps(m.budget) if t.steps is None else t.steps,
+        recipe = dict(steps=mine.steps(m.n_layers if m.spec.values else m.budget) if t.steps is None else t.steps,
                       batch=mine.batch if t.batch is None else t.batch,
                       lr=mine.lr if t.lr is None else t.lr,
                       loss=("query" if m.readout == "generic" else "theta") if t.loss is None else t.loss)
@@ -315,12 +324,12 @@ class RunConfig:
         if self.data.diversity is not None and self.data.atoms_seed is None:  # drawn by the run's seed, as fv mc's
             _set(self, "data", dataclasses.replace(self.data, atoms_seed=self.train.seed))
         D = self.data.dim
-        if self.model.budget > D:
+        if self.model.budget > D and not self.model.spec.values:
             where = f"2^depth - 1 = {D} (depth={self.data.depth})" if self.data.depth is not None else f"{D} of the atoms"
             raise InputError(f"budget={self.model.budget} exceeds the dimension D = {where}")
         if self.train.loss == "theta" and self.model.readout == "generic":
             raise InputError("loss='theta' needs a decoding readout (theta_hat); readout='generic' has none")
-        if self.model.spec.shaped:  # Model T (docs/theory.md section 7.1): float32, trained from random weights
+        if self.model.spec.shaped or self.model.spec.values:  # T, G (docs/theory.md 7.1, 13): float32, random weights
             if self.train.precision == "bf16":
                 raise InputError(f"model {self.model.model} trains in float32 (its attention and LayerNorms); "
                                  "precision='bf16' applies to the MLP keys of models A and B")
@@ -541,13 +550,16 @@ RUN_OPTIONS = (
                        metavar="r"),
         shape=dict(help="model T: deep (L = B blocks, one head of one value) or wide (one block, B heads of one "
                    "value); default deep (docs/theory.md section 7.1)", choices=SHAPES),
-        layers=dict(help="model T: blocks L (with --heads and --width: layers x heads x width = --budget)", low=1,
+        layers=dict(help="model T: blocks L (with --heads and --width: layers x heads x width = --budget); model G: "
+                    "layers L (default 1; its budget is L D)", low=1,
                     high=MAX_SIZE, metavar="L"),
         heads=dict(help="model T: attention heads H per block (default 1)", low=1, high=MAX_SIZE, metavar="H"),
         width=dict(help="model T: values per head d, the theory's channels (default 1)", low=1, high=MAX_SIZE,
                    metavar="d"),
         head_dim=dict(help=f"model T: query and key size of a head (default {HEAD_DIM})", low=1, high=MAX_SIZE),
-        d_model=dict(help=f"model T: the residual width (default {D_MODEL})", low=1, high=MAX_SIZE)),
+        d_model=dict(help=f"model T: the residual width (default {D_MODEL})", low=1, high=MAX_SIZE),
+        values=dict(help="model G: what the values read, residual (default: gradient descent), label or token "
+                    "(docs/theory.md section 13)", choices=VALUES)),
     *options_of(
         TrainConfig, section="train", none=False,
         steps=dict(help="training steps (default: the recipe, " + _recipes(lambda r: r.steps_per_budget)
