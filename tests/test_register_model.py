@@ -178,4 +178,4 @@ def test_the_documented_import_of_the_registry_needs_no_torch():
             "assert 'bridges.models.networks' not in sys.modules\nprint(' '.join(MODELS))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "A B C T"
+    assert done.stdout.strip() == "A B C T G"

@@ -192,7 +192,7 @@ def test_compare_sets_model_g_beside_its_gradient_descent_rows():
         3 * rows["gd_steps"]["stderr"]
     b = beside_of(table)
     assert b["prediction"] == "gd_steps" and b["ratio"] == pytest.approx(result.loss / row.loss)
-    assert "Trained / prediction (gd_steps)" in to_markdown(table)
+    assert "against its prediction" in to_markdown(table) and "(gd_steps)" in to_markdown(table)
 
 
 def test_gd_row_refuses_another_model():

@@ -73,7 +73,7 @@ def test_a_rows_command_is_trained_again_with_changed_flags():
     (["--budgets", "0-2"], "budgets must lie in"),
     (["--budgets", "a-b"], "--budgets must be a range"),
     (["--budgets", "1-2", "--models", "AD"], "models must be distinct letters"),
-    (["--budgets", "1-2", "--models", "AA"], "models must be distinct letters of ABCT, got 'AA'"),
+    (["--budgets", "1-2", "--models", "AA"], "models must be distinct letters of ABCTG, got 'AA'"),
     (["--budgets", "1-2", "--seeds", "0"], "seeds must be"),
     (["--budgets", "1-2", "--flop-match", "A:A"], "flop_match must name a model of the study"),
     (["--budgets", "1-2", "--models", "BC", "--flop-match", "A:B"], "flop_match must name a model of the study"),

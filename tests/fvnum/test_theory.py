@@ -178,7 +178,8 @@ def test_keyed_rows_become_the_predictions_of_a_and_b():
     names = ["path", "best_adaptive", "best_nonadaptive_unit", "best_adaptive_keyed", "best_nonadaptive_keyed",
              "top_levels_linear"]
     assert [prediction_row(m, names) for m in MODELS] == ["best_adaptive_keyed", "best_nonadaptive_keyed",
-                                                           "top_levels_linear", "best_adaptive_keyed"]  # T: deep's
+                                                           "top_levels_linear", "best_adaptive_keyed", None]
+    # T: deep T's row; G: gd_steps, which this table lacks
     rows = describe_rows([{"name": n, "value": 0.1} for n in names])
     assert {r["name"]: r["role"] for r in rows}["best_adaptive"] == "upper_bound"
     with pytest.raises(ValueError, match="model must be one of A, B, C, T"):
