@@ -106,9 +106,8 @@ def predicted_law(name: str) -> str | None:
     """``exponential`` or ``power``: the law a registered model (its ``law``) or a theory row
     (:data:`PREDICTED_LAW`) should follow against the budget; None for a row the theory makes no such
     prediction for."""
-    if name in MODELS or "-" in name and name.split("-", 1)[0] in MODELS:
-        return model(name).law
-    return PREDICTED_LAW.get(name)
+    known = name in MODELS or "-" in name and name.split("-", 1)[0] in MODELS  # a model or a variant (T-deep)
+    return model(name).law if known else PREDICTED_LAW.get(name)
 
 
 # The predictions of THEORY.md section 7 on the trained grid (seed means): tree prior, A at most TREE_A_RATIO

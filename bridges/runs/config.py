@@ -92,12 +92,10 @@ class ModelConfig:
     ``kappa_l`` an MLP of the token alone, both into ``R^r``); ``query_dim`` is ``r`` (qk only; default ``D``).
     ``to_dict()`` leaves out ``router`` when it is ``mlp`` and ``query_dim`` when it is not given, so every run of
     the MLP router keeps its key.
-    ``n_layers`` (L) and ``n_channels`` (d, channels per layer) follow from the model and the budget; Model T
-    (docs/theory.md section 7.1) takes its shape from ``shape`` (``deep``, ``wide``) or ``layers``, ``heads`` and
-    ``width`` (values per head), with ``head_dim`` and ``d_model`` (``bridges.models.shapes``), fields every other
-    model refuses. ``attention`` None is the model's own default (linear for A, B, C; softmax for T), resolved when
-    the configuration is built: a ``replace`` that changes the model keeps the resolved value unless it passes
-    ``attention=None``.
+    ``n_layers`` (L) and ``n_channels`` (d a layer) follow from the model and the budget; Model T (docs/theory.md
+    section 7.1) takes ``shape`` (deep, wide) or ``layers``, ``heads``, ``width``, with ``head_dim``, ``d_model``
+    (``bridges.models.shapes``). ``attention`` None is the model's default (A, B, C linear; T softmax), resolved at
+    construction: a ``replace`` that changes the model keeps it unless it passes ``attention=None``.
     Model G (docs/theory.md section 13) takes ``layers`` (default 1) and ``values`` (``residual``, ``label``,
     ``token``); ``RunConfig`` sets its budget to ``L D``; ``values`` is None, and out of ``to_dict()``, for every other
     model.

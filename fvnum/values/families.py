@@ -13,6 +13,8 @@ values are L steps of preconditioned gradient descent (:func:`fvnum.mc._referenc
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from fvsym._validate import check_choice
@@ -22,17 +24,19 @@ VALUES = ("label", "residual")  # docs/theory.md, Names: the value families of t
 DEFAULT_VALUES = "label"
 
 
-class ValueFamily:
+class ValueFamily(ABC):
     """What a value carries: ``values(X, y, theta_hat)`` (n, N) and the law of the readings of ``keys``
     (a ``fvnum.keys.families.KeyFamily``) given the latents and the state's estimates."""
 
     name = ""
 
-    def errors(self, thetas, theta_hats):  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def errors(self, thetas, theta_hats):
+        """What the readings measure, ``theta - E[values' estimate]`` per context (n, D)."""
 
-    def values(self, X, y, theta_hat=None) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def values(self, X, y, theta_hat=None) -> np.ndarray:
+        """The values ``v_i`` of every token (n, N)."""
 
     def readings(self, keys, X, y, theta_hat=None) -> np.ndarray:
         """(n, k) exact readings ``(1/N) sum_i v_i f(x_i)`` of ``n`` contexts: tokens ``X`` (n, N, D), labels ``y``
