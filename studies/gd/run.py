@@ -103,6 +103,58 @@ def _finished():
                 yield cfg, result
 
 
+FIGURE = HERE / "fig_depth_advantage.png"
+
+
+def figure(out: dict) -> None:
+    """Depth's advantage against N/D: the loss of one layer over the loss of four, for label values (trained G-label;
+    G1 says 1 in the mean-field limit) and residual values (trained G, gd_steps at its own D and N, and the limit
+    N, D -> oo at a = N/D), on log axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = {(c["N"], c["L"]): c for c in out["cells"]}
+    Ns = sorted({c["N"] for c in out["cells"]})
+    a = [cells[(N, 1)]["a"] for N in Ns]
+
+    def ratio(get):
+        return [get(cells[(N, 1)]) / get(cells[(N, 4)]) for N in Ns]
+
+    def trained(c):
+        return c["G"]["ratio"] * c["gd_steps"]["loss"]
+
+    def gain(get):  # the difference, relative to the prior's loss
+        return [(get(cells[(N, 1)]) - get(cells[(N, 4)])) / cells[(N, 1)]["prior_loss"] for N in Ns]
+
+    label = all("G-label" in cells[(N, L)] for N in Ns for L in (1, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    for ax, of, scale, what in ((axes[0], ratio, "log", "loss with 1 layer / loss with 4 layers"),
+                                (axes[1], gain, "linear", "(loss with 1 layer - with 4) / prior's loss")):
+        ax.plot(a, of(lambda c: c["limit_per_layer"] * (1 if of is ratio else c["prior_loss"])), "-", color="C0",
+                label="gradient descent, limit (a step a layer)")
+        ax.plot(a, of(lambda c: c["gd_steps"]["loss"]), "--", color="C0", label="gd_steps at D = 15")
+        ax.plot(a, of(trained), "o", color="C0", label="trained G, residual values")
+        if label:
+            ax.plot(a, of(lambda c: c["G-label"]["loss"]), "s", color="C1", label="trained G, label values")
+        ax.axhline(1.0 if of is ratio else 0.0, color="C1", lw=1, label="label values, mean-field limit (G1)")
+        ax.set_xscale("log")
+        ax.set_xticks([0.5, 1, 2, 4, 8], ["0.5", "1", "2", "4", "8"])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_yscale(scale)
+        ax.set_xlabel("a = N / D")
+        ax.set_ylabel(what)
+        ax.legend(fontsize=7)
+    axes[0].set_title("the ratio grows with a", fontsize=9)
+    axes[1].set_title("the difference vanishes as a grows (both losses go to 0)", fontsize=9)
+    fig.suptitle("Depth's advantage against N/D: label values (G1) against residual values (gradient descent)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(FIGURE, dpi=110)
+    plt.close(fig)
+
+
 def report() -> dict:
     from bridges.analysis.gd import gd_row
     from bridges.runs.store import write_atomic
@@ -113,7 +165,8 @@ def report() -> dict:
         key = cfg.key()
         if key in runs and runs[key]["steps"] > r.steps:
             continue  # never less than what is committed
-        runs[key] = {"command": "fv train " + " ".join(cfg.to_argv()), "values": cfg.model.values,
+        command = "fv train " + " ".join(cfg.to_argv()).replace(str(TRAIN_DIR), "studies/gd/train")  # from the root
+        runs[key] = {"command": command, "values": cfg.model.values,
                      "N": cfg.data.n_tokens, "L": cfg.model.n_layers,
                      "seed": cfg.train.seed, "loss": r.loss, "stderr": r.stderr, "steps": r.steps,
                      "train_seconds": r.train_seconds, "steps_per_s": r.steps_per_s}
@@ -144,6 +197,7 @@ def report() -> dict:
            "runs": dict(sorted(runs.items())), "cells": cells}
     write_atomic(RESULTS, json.dumps(out, indent=1, sort_keys=True) + "\n")
     write_atomic(PAGE, page(out))
+    figure(out)
     return out
 
 
@@ -205,6 +259,10 @@ def page(out: dict) -> str:
               "at N 8-30 from L = 2 on; at N 120 the seeds scatter widely (the min-max column) and the mean is above "
               "gd_steps: with this recipe full linear self-attention does not train reliably there (reported, not "
               "a finding about the architecture)."]
+    lines += ["", "![depth's advantage against N/D](fig_depth_advantage.png)", "",
+              "Left, the ratio of the one-layer loss to the four-layer loss; right, their difference over the prior's "
+              "loss. With residual values depth helps at every a; the ratio grows with a while the difference vanishes "
+              "(both losses go to 0). With label values trained G gains nothing from depth, as G1 says."]
     return "\n".join(lines) + "\n"
 
 
@@ -223,7 +281,8 @@ def train_grid() -> None:
 def main(argv) -> int:
     commands = {"price": lambda: print(json.dumps(price(), indent=1)),
                 "power": lambda: print(json.dumps({f"e={e}": power(e) for e in (0.01, 0.02, 0.03, 0.05)}, indent=1)),
-                "train": train_grid, "report": lambda: print(page(report()))}
+                "train": train_grid, "report": lambda: print(page(report())),
+                "figure": lambda: figure(json.loads(RESULTS.read_text()))}
     if len(argv) != 1 or argv[0] not in commands:
         print(f"usage: run.py {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}", file=sys.stderr)
         return 2
