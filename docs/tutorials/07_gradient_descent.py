@@ -147,5 +147,22 @@ Markdown(header + "\n".join("| " + " | ".join(str(v) for v in r.values()) + " |"
 # ## Beside a trained Model G
 #
 # Model G (docs/theory.md section 13: deep linear self-attention with residual values and a summary token) is held to
-# these rows: to `gd_steps` at its own `D` and `N` (the per-layer row where its layers are not tied), with the limit
-# shown beside. Model G is not in the code yet; this section will train it on a cell of the table above once it is.
+# these rows: to `gd_steps` at its own `D` and `N` (a step per layer, since its layers are not tied), with the limit
+# beside. Here a small G (D = 7, N = 14, so a = 2; two layers) trains for 800 steps (a few seconds), through the
+# same Python API the studies use. The study of the whole grid is [studies/gd](../studies/gd/gd.md).
+
+# %%
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.training.train import train
+
+cfg = RunConfig(DataConfig(prior="gaussian", cov="isotropic", depth=3, n_tokens=14), ModelConfig(model="G", layers=2),
+                TrainConfig(steps=800, eval_every=800, out=None, seed=0))
+trained = train(cfg, progress=False)
+row = gd_steps(GaussianPrior.isotropic(7), 2, 14, steps="per_layer", samples=4000, select_samples=2000, seed=0)
+limit = float(gd.gd_steps_limit("per_layer")(a=2, L=2))
+Markdown(f"| | loss | relative to the prior's |\n|---|---|---|\n"
+         f"| trained G (800 steps) | {trained.loss:.4f} ± {trained.stderr:.4f} | {trained.loss / 7:.4f} |\n"
+         f"| `gd_steps`, a step a layer, D = 7, N = 14 | {row.value:.4f} ± {row.stderr:.4f} | {row.relative.value:.4f} |\n"
+         f"| limit N, D -> oo at a = 2 | | {limit:.4f} |\n\n"
+         f"Trained G / `gd_steps`: {trained.loss / row.value:.3f}. The gap between `gd_steps` and the limit is the "
+         f"finite size (it shrinks like 1/D).")
