@@ -234,11 +234,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
     n, seed = check_count(n_contexts), check_seed(seed)
     layers, K = _layers(layers, model), data_cfg.depth
     depths = _depths(depths, K)
-    if means is None:
-        means = mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
-    elif not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
-        raise InputError("means must be the MeanState of this model (bridges.patching.mean_state) holding layers "
-                         + ", ".join(map(str, layers)))
+    means = model_means(model, data_cfg, means, layers, mean_contexts, seed)
     spec = _spec(data_cfg)
     sampler = ContextSampler(data_cfg, model_device(model))
     cells = _cells(layers, depths, K)  # the control (the target's own prefix, j = 0) last
@@ -293,6 +289,17 @@ def _injected(model, target, spec, means: np.ndarray, prefix: np.ndarray, l: int
     with patch(model, f"workspace.{l}", state):
         loss, leaf = _decoded(model, target, spec)
     return loss, np.full(len(prefix), np.nan) if leaf is None else ((leaf >> (K - min(l, K))) == prefix) * 1.0
+
+
+def model_means(model, data_cfg, means, layers, mean_contexts: int, seed: int) -> MeanState:
+    """The mean states an injection or a steering uses: ``means`` checked (this model's, holding ``layers``), or
+    :func:`mean_state` drawn on ``mean_contexts`` contexts."""
+    if means is None:
+        return mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
+    if not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
+        raise InputError("means must be the MeanState of this model (bridges.patching.mean_state) holding layers "
+                         + ", ".join(map(str, layers)))
+    return means
 
 
 def _of(values: np.ndarray) -> Estimate:

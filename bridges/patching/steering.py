@@ -25,7 +25,7 @@ from fvnum.patching.state_tables import MeanState, SteeringTable
 from bridges.models.taps import patch
 from bridges.patching.keys import CHUNK, _check_depth, _sizes, _targets, check_count, donor_signs, model_device
 from bridges.patching.state import (INJECT_STREAM, JACKKNIFE_CONTEXTS, _check, _decoded, _Eval, _layers, _of, _spec,
-                                    leaf_index, mean_state, workspace_words)
+                                    leaf_index, model_means, workspace_words)
 from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler
 from fvsym.errors import InputError
@@ -59,11 +59,7 @@ def steering_table(model, data_cfg: DataConfig, *, layers=None, scales=SCALES, d
     n, seed = check_count(n_contexts), check_seed(seed)
     layers, K = _layers(layers, model), data_cfg.depth
     j, scales = _check_depth(depth, K), check_steering_scales(scales)
-    if means is None:
-        means = mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
-    elif not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
-        raise InputError("means must be the MeanState of this model (bridges.patching.mean_state) holding layers "
-                         + ", ".join(map(str, layers)))
+    means = model_means(model, data_cfg, means, layers, mean_contexts, seed)
     spec = _spec(data_cfg)
     sampler = ContextSampler(data_cfg, model_device(model))
     cells = [(a, l, s, c) for a, l in enumerate(layers) for s, c in enumerate(scales)]

@@ -14,6 +14,16 @@ from fvnum.estimate import Estimate
 from fvsym.errors import InputError
 
 
+
+def _chance(layers, depth: int) -> np.ndarray:
+    """Prefix accuracy by chance after each layer: ``2^-min(l, K)``."""
+    return np.array([2.0 ** -min(l, depth) for l in layers])
+
+
+def _json_array(a) -> list:
+    """An array as JSON lists, NaN as null (a cell the table has no value for)."""
+    return np.where(np.isnan(a), None, a).tolist()
+
 @dataclass(frozen=True)
 class MeanState:
     """Mean workspaces ``Phi_bar_l(s_1..s_l)`` of a strategy or a model (docs/theory.md section 9).
@@ -117,12 +127,10 @@ class InjectionTable:
 
     @property
     def chance(self) -> np.ndarray:
-        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+        return _chance(self.layers, self.depth)
 
     def to_dict(self) -> dict:
-        def arr(a):
-            return np.where(np.isnan(a), None, a).tolist()
-
+        arr = _json_array
         return {"intervention": self.intervention, "strategy": self.strategy, "n": self.n, "depth": self.depth,
                 "mean_samples": self.mean_samples, "layers": list(self.layers), "depths": list(self.depths),
                 "prefix_accuracy": arr(self.prefix_accuracy), "accuracy_stderr": arr(self.accuracy_stderr),
@@ -241,12 +249,10 @@ class SteeringTable:
 
     @property
     def chance(self) -> np.ndarray:
-        return np.array([2.0 ** -min(l, self.depth) for l in self.layers])
+        return _chance(self.layers, self.depth)
 
     def to_dict(self) -> dict:
-        def arr(a):
-            return np.where(np.isnan(a), None, a).tolist()
-
+        arr = _json_array
         return {"intervention": self.intervention, "strategy": self.strategy, "patched": self.patched,
                 "how": self.how, "n": self.n, "mean_samples": self.mean_samples, "seed": self.seed,
                 "depth": self.depth, "depth_j": self.depth_j, "layers": list(self.layers),
