@@ -278,16 +278,17 @@ def one_layer_mc(mean, L, P, hl, leaves, xi, paths, vals):
     return float((err**2).sum(1).mean()), g_mean, g_L, g_P, -b.sum(0)
 
 
-def gd_errors(thetas, X, y, gammas) -> np.ndarray:
+def gd_errors(thetas, X, y, gammas, P=None) -> np.ndarray:
     """(n, L+1, D): ``theta - theta_hat_l`` after ``l = 0..L`` steps of gradient descent with scalar steps
     ``gammas``, run literally: each layer reads the residuals ``r_i = y_i - <theta_hat, x_i>`` with the ``D`` unit
     keys, ``phi = (1/N) sum_i r_i x_i``, and adds ``gamma_l phi`` (docs/theory.md section 13). ``X`` (n, N, D), ``y``
-    (n, N). The twin of ``fvnum.values.gd``'s Krylov form."""
+    (n, N). ``P`` (D, D): the preconditioned step ``gamma_l P phi``. The twin of ``fvnum.values.gd``'s Krylov form."""
     thetas, X, y = (np.asarray(v, dtype=float) for v in (thetas, X, y))
     theta_hat = np.zeros_like(thetas)
     out = [thetas - theta_hat]
     for gamma in gammas:
         r = y - np.einsum("nid,nd->ni", X, theta_hat)
-        theta_hat = theta_hat + gamma * np.einsum("ni,nid->nd", r, X) / X.shape[1]
+        phi = np.einsum("ni,nid->nd", r, X) / X.shape[1]
+        theta_hat = theta_hat + gamma * (phi if P is None else phi @ np.asarray(P, dtype=float).T)
         out.append(thetas - theta_hat)
     return np.stack(out, axis=1)

@@ -67,25 +67,31 @@ def _thetas(spec, n: int, rng) -> np.ndarray:
     return np.asarray(theta if theta is not None else spec.thetas(latents), dtype=float)
 
 
-def gram_matrices(thetas, X, y, layers: int) -> np.ndarray:
-    """(n, L+1, L+1) Gram matrices of ``z_0 = theta``, ``z_k = S^(k-1) b``: the loss of steps with ``Q``'s
-    coefficients ``q`` is ``q^T G q`` per context."""
+def gram_matrices(thetas, X, y, layers: int, P=None) -> np.ndarray:
+    """(n, L+1, L+1) Gram matrices of ``z_0 = theta``, ``z_k = (P S)^(k-1) P b`` (``P`` the preconditioner, (D, D);
+    None: the identity): the loss of steps with ``Q``'s coefficients ``q`` is ``q^T G q`` per context."""
     N = X.shape[1]
-    z = [thetas, np.einsum("ni,nid->nd", y, X) / N]
+    z = [thetas, _apply(P, np.einsum("ni,nid->nd", y, X) / N)]
     for _ in range(layers - 1):
-        z.append(np.einsum("ni,nid->nd", np.einsum("nid,nd->ni", X, z[-1]), X) / N)
+        z.append(_apply(P, np.einsum("ni,nid->nd", np.einsum("nid,nd->ni", X, z[-1]), X) / N))
     Z = np.stack(z, axis=1)  # (n, L+1, D)
     return Z @ np.swapaxes(Z, 1, 2)
 
 
-def bartlett_gram_matrices(thetas, A, xi, N: int, s2: float, layers: int) -> np.ndarray:
+def _apply(P, v):
+    """``P v`` for a batch of vectors ``v`` (n, D); ``P`` None is the identity."""
+    return v if P is None else v @ P.T
+
+
+def bartlett_gram_matrices(thetas, A, xi, N: int, s2: float, layers: int, P=None) -> np.ndarray:
     """:func:`gram_matrices` from the Bartlett factor ``A`` (n, D, D) of ``X^T X = A A^T`` and ``xi`` (n, D) standard
     normal: ``X^T eps`` given ``X`` is ``N(0, s2 X^T X)``, so ``(X^T X, X^T eps)`` has the law of ``(A A^T, sqrt(s2) A
     xi)`` and ``b = A (A^T theta + sqrt(s2) xi) / N``; every ``z_k`` is a product with ``A`` and ``A^T``."""
-    def apply(v):  # (A A^T / N) v, batched
-        return (A @ (np.swapaxes(A, 1, 2) @ v[..., None]))[..., 0] / N
+    def apply(v):  # P (A A^T / N) v, batched
+        return _apply(P, (A @ (np.swapaxes(A, 1, 2) @ v[..., None]))[..., 0] / N)
 
-    z = [thetas, (A @ ((np.swapaxes(A, 1, 2) @ thetas[..., None])[..., 0] + math.sqrt(s2) * xi)[..., None])[..., 0] / N]
+    b = (A @ ((np.swapaxes(A, 1, 2) @ thetas[..., None])[..., 0] + math.sqrt(s2) * xi)[..., None])[..., 0] / N
+    z = [thetas, _apply(P, b)]
     for _ in range(layers - 1):
         z.append(apply(z[-1]))
     Z = np.stack(z, axis=1)
@@ -102,7 +108,7 @@ def _bartlett(rng, m: int, N: int, D: int) -> np.ndarray:
     return A
 
 
-def _grams(spec, layers: int, N: int, s2: float, n: int, seed: int, purpose: int, tokens: bool | None = None):
+def _grams(spec, layers: int, N: int, s2: float, n: int, seed: int, purpose: int, tokens: bool | None = None, P=None):
     """(n, L+1, L+1) Gram matrices of ``n`` contexts of the stream ``purpose``. The tokens ``X`` are drawn where
     ``N < D`` (or ``tokens``); otherwise only what the loss depends on, ``X^T X`` by its Bartlett factor and ``X^T eps``
     (``D^2 / 2`` normals a context instead of ``N D``: the same law, other draws)."""
@@ -117,10 +123,10 @@ def _grams(spec, layers: int, N: int, s2: float, n: int, seed: int, purpose: int
         if tokens:
             X = rng.standard_normal((m, N, D))
             y = np.einsum("nid,nd->ni", X, thetas) + math.sqrt(s2) * rng.standard_normal((m, N))
-            out.append(gram_matrices(thetas, X, y, layers))
+            out.append(gram_matrices(thetas, X, y, layers, P))
         else:
             out.append(bartlett_gram_matrices(thetas, _bartlett(rng, m, N, D), rng.standard_normal((m, D)), N, s2,
-                                              layers))
+                                              layers, P))
     return np.concatenate(out)
 
 
@@ -183,7 +189,30 @@ def _check_given(steps, layers: int) -> tuple:
     return tuple(check_real(v, f"step {i + 1}") for i, v in enumerate(values))
 
 
-def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shared",
+def preconditioner_of(spec, preconditioner) -> np.ndarray | None:
+    """The (D, D) preconditioner ``P`` of ``Gamma_l = gamma_l P``: None or ``"identity"`` (None: scalar steps),
+    ``"prior"`` (the prior's covariance scaled to mean eigenvalue 1, so an isotropic prior gives the identity), or
+    a symmetric positive semi-definite (D, D) array, used as given."""
+    D = spec.dim
+    if preconditioner is None or (isinstance(preconditioner, str) and preconditioner == "identity"):
+        return None
+    if isinstance(preconditioner, str):
+        if preconditioner != "prior":
+            raise InputError(f"preconditioner must be 'identity', 'prior' or a ({D}, {D}) matrix, got {preconditioner!r}")
+        C = getattr(spec, "covariance", None)
+        if C is None:
+            raise InputError(f"preconditioner 'prior' needs the prior's covariance; {type(spec).__name__} has none")
+        C = np.asarray(C, dtype=float)
+        return C / (np.trace(C) / D)
+    P = np.asarray(preconditioner, dtype=float)
+    if P.shape != (D, D) or not np.all(np.isfinite(P)):
+        raise InputError(f"preconditioner must be a finite ({D}, {D}) matrix, got shape {P.shape}")
+    if not np.allclose(P, P.T) or np.linalg.eigvalsh((P + P.T) / 2).min() < -1e-12 * max(1.0, np.abs(P).max()):
+        raise InputError("preconditioner must be symmetric positive semi-definite")
+    return P
+
+
+def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shared", preconditioner=None,
              samples: int = 10_000, select_samples: int = SELECT_SAMPLES, seed: int = 0) -> GDEstimate:
     """Loss ``E||theta_hat_L - theta||^2`` of ``layers`` steps of preconditioned gradient descent in context (L
     layers of ``d = D`` channels reading residual values, docs/theory.md section 13), on ``n_tokens`` = N tokens
@@ -194,23 +223,26 @@ def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shar
     ``select_samples`` contexts of the ``SELECT`` stream, or ``L`` given numbers (per layer). The loss is measured on
     ``samples`` independent contexts (``EVAL``): a :class:`GDEstimate` with the steps and ``relative`` (the loss over
     ``E||theta||^2``, what the limit ``fvsym.gd.gd_steps_limit`` gives as ``N, D -> oo``). Same ``seed``, same
-    numbers."""
+    numbers. ``preconditioner`` (:func:`preconditioner_of`): ``Gamma_l = gamma_l P`` instead of ``gamma_l I``; the
+    error is then the same polynomial in ``P S`` applied to ``P b``, so the steps are chosen the same way."""
     if n_tokens is None:
         raise InputError("gd_steps needs n_tokens (N): gradient descent reads the context's tokens")
     spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed)
     layers = check_int(layers, "layers (L)", 1, MAX_LAYERS)
     N, s2, D = channel.n_tokens, channel.s2, spec.dim
+    P = preconditioner_of(spec, preconditioner)
+    pre = "" if P is None else f", preconditioned ({preconditioner if isinstance(preconditioner, str) else 'given P'})"
     if isinstance(steps, str):
         kind = check_steps(steps)
         select_samples = check_int(select_samples, "select_samples", 2)
-        G = _grams(spec, layers, N, s2, select_samples, seed, _chunks.SELECT).mean(axis=0)
+        G = _grams(spec, layers, N, s2, select_samples, seed, _chunks.SELECT, P=P).mean(axis=0)
         chosen = best_steps(G, layers, kind)
-        how = f"mc, {kind} steps chosen on {select_samples} contexts (SELECT), loss on independent ones (EVAL)"
+        how = f"mc, {kind} steps{pre} chosen on {select_samples} contexts (SELECT), loss on independent ones (EVAL)"
     else:
         kind, chosen = "per_layer", _check_given(steps, layers)
-        how = "mc, given steps"
+        how = f"mc, given steps{pre}"
     q = coefficients(chosen, layers, kind)
-    grams = _grams(spec, layers, N, s2, samples, seed, _chunks.EVAL)
+    grams = _grams(spec, layers, N, s2, samples, seed, _chunks.EVAL, P=P)
     losses = np.einsum("j,njk,k->n", q, grams, q)
     est = Estimate.of(losses, how)
     return GDEstimate(est.value, est.stderr, est.n, how, None, None, tuple(float(s) for s in chosen),
@@ -218,4 +250,4 @@ def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shar
 
 
 __all__ = ["GDEstimate", "MAX_LAYERS", "STEPS", "bartlett_gram_matrices", "best_steps", "coefficients", "gd_steps",
-           "gram_matrices"]
+           "gram_matrices", "preconditioner_of"]

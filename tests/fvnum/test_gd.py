@@ -11,7 +11,9 @@ from fvsym import gd as limit
 from fvnum.keys.families import LinearKeys
 from fvnum.mc._reference import gd_errors
 from fvnum.values.families import VALUES, value_family
-from fvnum.values.gd import coefficients, gd_steps, gram_matrices
+from fvnum.values.gd import (_bartlett, bartlett_gram_matrices, coefficients, gd_steps, gram_matrices,
+                             preconditioner_of)
+from fvsym.errors import InputError
 
 
 def _contexts(prior_thetas, N, s2, rng):
@@ -31,6 +33,47 @@ def test_the_gram_form_equals_gradient_descent_run_literally(kind, steps):
     literal = (gd_errors(thetas, X, y, gammas)[:, L] ** 2).sum(1)
     q = coefficients(steps, L, kind)
     assert np.allclose(np.einsum("j,njk,k->n", q, gram_matrices(thetas, X, y, L), q), literal, rtol=1e-10)
+
+
+def test_the_preconditioned_gram_form_equals_preconditioned_descent_run_literally():
+    rng = np.random.default_rng(5)
+    thetas = rng.standard_normal((40, 6))
+    X, y = _contexts(thetas, 9, 0.2, rng)
+    B = rng.standard_normal((6, 6))
+    P = B @ B.T / 6  # any symmetric positive definite preconditioner
+    steps = (0.4, 0.9, 0.2)
+    literal = (gd_errors(thetas, X, y, steps, P=P)[:, 3] ** 2).sum(1)
+    q = coefficients(steps, 3, "per_layer")
+    assert np.allclose(np.einsum("j,njk,k->n", q, gram_matrices(thetas, X, y, 3, P), q), literal, rtol=1e-10)
+    # Bartlett's form with the same X^T X and X^T eps: the same Gram matrices
+    A = np.linalg.cholesky(np.einsum("nid,nie->nde", X, X))
+    eps = y - np.einsum("nid,nd->ni", X, thetas)
+    xi = np.linalg.solve(A, np.einsum("nid,ni->nd", X, eps)[..., None])[..., 0] / math.sqrt(0.2)
+    assert np.allclose(bartlett_gram_matrices(thetas, A, xi, 9, 0.2, 3, P), gram_matrices(thetas, X, y, 3, P),
+                       rtol=1e-9)
+
+
+def test_the_prior_preconditioner_is_the_identity_on_an_isotropic_prior_and_helps_on_the_tree():
+    iso = GaussianPrior.isotropic(8)
+    tree = TreePrior(4, "0.5")
+    kw = dict(s2=0.01, steps="per_layer", samples=2000, select_samples=500, seed=3)
+    assert gd_steps(iso, 2, 12, preconditioner="prior", **kw).value == gd_steps(iso, 2, 12, **kw).value
+    plain, pre = gd_steps(tree, 2, 12, **kw), gd_steps(tree, 2, 12, preconditioner="prior", **kw)
+    assert pre.value + 5 * math.hypot(pre.stderr, plain.stderr) < plain.value  # levels of variance alpha^k: it helps
+    assert "preconditioned (prior)" in pre.how
+    same = gd_steps(tree, 2, 12, preconditioner=preconditioner_of(fvnum_spec(tree), "prior"), **kw)
+    assert same.value == pre.value  # the matrix given is the same row
+
+
+def fvnum_spec(prior):
+    from fvnum.priors.tree import numeric_prior
+    return numeric_prior(prior)
+
+
+@pytest.mark.parametrize("bad", ["diagonal", np.ones((3, 3)), -np.eye(15), np.full((15, 15), np.nan)])
+def test_a_bad_preconditioner_is_refused_in_one_line(bad):
+    with pytest.raises(InputError, match="preconditioner"):
+        gd_steps(TreePrior(4, "0.5"), 1, 8, preconditioner=bad, samples=10, select_samples=10)
 
 
 def test_a_layer_of_residual_readings_is_a_gradient_step():
