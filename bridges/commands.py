@@ -163,7 +163,8 @@ def _register_audit(subparsers) -> None:
         "evaluate its keys at each context's own workspace on a fixed sample of tokens, take the CLT law of its "
         "readings given each latent (fvnum.keys.families) and decode them with the Bayes posterior mean. Reports the model's "
         "own loss, bayes_on_readings (the loss its measurements allow), decoder_gap (model - Bayes, paired) and the "
-        "energy of each layer's Stein rows E grad f by tree depth (bridges.analysis.audit, docs/audit.md).",
+        "energy of each layer's Stein rows E grad f by tree depth (bridges.analysis.audit, docs/audit.md). Model T: "
+        "the law of its readings (its heads' outputs at the summary token) is measured at each latent instead.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished fv train run folder (DIR/<key>/)")
     p.add_argument("--samples", type=int_arg("--samples", 2, 10**7), default=1000, help="contexts (default 1000)")
@@ -172,6 +173,9 @@ def _register_audit(subparsers) -> None:
     p.add_argument("--latents", type=int_arg("--latents", 2, 10**6), default=None,
                    help="runs of a Gaussian prior: prior draws standing for it in the Bayes decoder (default 512; "
                    "refused for a tree run, whose decoder uses its 2^K leaves, exactly)")
+    p.add_argument("--law-samples", type=int_arg("--law-samples", 8, 10**6), default=256,
+                   help="Model T: contexts a latent its readings' law is measured on (default 256; "
+                   "bridges.analysis.audit_measured)")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)
     p.set_defaults(func=audit_command)
@@ -189,7 +193,8 @@ def audit_command(args: argparse.Namespace) -> int:
         raise InputError(f"--latents applies to runs of a Gaussian prior (its decoder's prior draws); this run's "
                          f"prior is {data.prior}, whose decoder uses {what} exactly: got --latents {args.latents}")
     result = audit(run, samples=args.samples, token_sample=args.token_sample,
-                   n_latents=512 if args.latents is None else args.latents, seed=args.seed)
+                   n_latents=512 if args.latents is None else args.latents, seed=args.seed,
+                   law_samples=args.law_samples)
     emit(result.to_dict(), args.format, result.lines())
     return 0
 

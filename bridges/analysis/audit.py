@@ -132,16 +132,19 @@ def audit_lines(a: dict) -> list[str]:
     lo, ba, gap = a["loss"], a["bayes_on_readings"], a["decoder_gap"]
     unit = "E||theta_hat - theta||^2" if a["metric"] == "theta" else "query MSE"
     size = f"depth {a['depth']}" if a.get("depth") is not None else f"D {a.get('dim', '?')}"
+    measured = "measured by simulation" in a["decoder"]  # Model T (bridges.analysis.audit_measured)
+    sample = f"{a['token_sample']} contexts a latent" if measured else f"token sample {a['token_sample']}"
     out = [f"audit of {a['key'] or 'a model'}: {a['prior']} prior, {size}, budget {a['budget']}, "
-           f"N {a['n_tokens']} ({a['samples']} contexts, token sample {a['token_sample']}, seed {a['seed']}; {unit})",
+           f"N {a['n_tokens']} ({a['samples']} contexts, {sample}, seed {a['seed']}; {unit})",
            f"  loss (the model's own)        {lo['value']:.5g}{_pm(lo)}",
            f"  bayes_on_readings             {ba['value']:.5g}{_pm(ba)}  ({a['decoder']})",
            f"  decoder_gap (model - Bayes)   {gap['value']:+.5g}{_pm(gap, lo['value'])}  (paired)"]
     by = "depth" if a.get("depth") is not None else "coordinate"  # a prior without levels: one entry a coordinate
+    row = "|cov(theta, reading)|" if measured else "|E grad f|"
     for layer in a["layers"]:
         for ch in layer["channels"]:
             depth = ", ".join(f"{e:.2f}" for e in ch["energy_by_depth"])
-            out.append(f"  layer {layer['layer']} channel {ch['channel']}: |E grad f| {ch['norm']:.3g}, "
+            out.append(f"  layer {layer['layer']} channel {ch['channel']}: {row} {ch['norm']:.3g}, "
                        f"energy by {by} [{depth}]")
     return out
 
@@ -250,14 +253,20 @@ def _hidden_layers(model: WorkspaceModel) -> int:
 
 # --- the audit -------------------------------------------------------------------------------------
 def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: int = 512, seed: int = 0,
-          batch: int = 256) -> Audit:
+          batch: int = 256, law_samples: int = 256) -> Audit:
     """Audit a trained model: ``result`` is a ``TrainResult`` with its model or a finished run folder
-    (module docstring). Same ``seed``, same numbers."""
+    (module docstring). Model T's readings are no key functions of one token: its audit measures their law at each
+    latent (``law_samples`` contexts a latent; ``bridges.analysis.audit_measured``). Same ``seed``, same numbers."""
     if isinstance(result, (str, Path)):
         result = load_run(result)
     if getattr(result, "model", None) is None or not hasattr(result, "config"):
         raise InputError("audit needs a TrainResult with its model (bridges.training.train.train, or a run folder)")
     cfg = result.config
+    if hasattr(result.model, "blocks"):  # Model T: the law of its readings is measured (bridges.analysis.audit_measured)
+        from bridges.analysis.audit_measured import audit_measured
+
+        return audit_measured(result.model, cfg.data, samples=samples, law_samples=law_samples, seed=seed,
+                              batch=batch, key=cfg.key(), name=cfg.model.model)
     return audit_model(result.model, cfg.data, samples=samples, token_sample=token_sample, n_latents=n_latents,
                        seed=seed, batch=batch, key=cfg.key(), name=cfg.model.model)
 
@@ -345,8 +354,8 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
     from fvnum.keys.families import ReadingLaw, posterior_mean
 
     if not isinstance(model, WorkspaceModel):
-        why = (" (Model T's readings are its heads' outputs at the summary token, not key functions of one token and "
-               "the workspace, whose CLT law the audit needs)" if hasattr(model, "blocks") else "")
+        why = (" (Model T's readings are its heads' outputs at the summary token: audit() measures their law, "
+               "bridges.analysis.audit_measured)" if hasattr(model, "blocks") else "")
         raise InputError(f"audit needs a model of keys and a workspace (A, B, C), got {type(model).__name__}{why}")
     if not isinstance(data, DataConfig) or data.dim != model.dim:
         raise InputError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")

@@ -139,8 +139,14 @@ class ModelSpec:
 
     @property
     def audited(self) -> bool:
-        """Whether ``fv audit`` applies: key functions of one token and the workspace (A, B, C), not Model T."""
-        return not (self.shaped or self.values)
+        """Whether ``fv audit`` applies: A, B, C (the CLT law of key functions of one token and the workspace) and
+        Model T (its readings' law measured at each latent, on a prior of finitely many latents); not Model G."""
+        return not self.values
+
+    def audits(self, data) -> bool:
+        """Whether the audit applies to a run of this model on ``data``: a measured audit (Model T) needs finitely
+        many latents (the tree, the atoms prior)."""
+        return self.audited and (not self.shaped or data.has_leaves or data.prior == "atoms")
 
     @property
     def readouts(self) -> tuple[str, ...]:

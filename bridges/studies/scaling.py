@@ -166,7 +166,7 @@ def train_row(run: RunConfig) -> dict:
 
     # the audit reads the trained model, so it is part of the run's cell: a study whose run folders are gone
     # (only its cells kept, as in studies/scaling/) still has every finished run's audit
-    audited = audit_dict(result, seed=run.train.seed) if run.model.spec.audited else None  # Model T: no audit
+    audited = audit_dict(result, seed=run.train.seed) if run.model.spec.audits(run.data) else None
     return {"audit": audited, "key": run.key(), "model": run.model.model, "budget": run.model.budget, "seed": run.train.seed,
             "loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
