@@ -287,6 +287,7 @@ def page(data: dict) -> str:
         lines += [f"| {m} | {g['loss']:.4f} ± {g['stderr']:.4f} |" for m, g in sorted(s["gaussian"].items())]
         lines.append("")
     lines += ["![loss against budget](fig_transformer.png)", ""]
+    lines += _audit_lines(data.get("audits", {}))
     for name, iv in sorted(data.get("interventions", {}).items()):
         lines += _intervention_lines(name, iv)
     return "\n".join(lines)
@@ -400,6 +401,55 @@ def interventions(name: str = f"T-deep-B{TOP}-s0", n_contexts: int = 2048, seed:
     return out
 
 
+def audits(seed: int = 0, samples: int = 2000, law_samples: int = 256) -> dict:
+    """The audit of every finished tree run of T with ``seed`` (bridges.analysis.audit_measured: the law of its
+    readings measured at each of the 128 leaves): its own loss, the loss its readings allow, and what each block reads
+    (the tree depth with the most energy of its covariance row)."""
+    from bridges.analysis.audit import audit, load_run
+    from bridges.training.train import run_dir
+
+    out = {}
+    for run in plan():
+        folder = run_dir(run.config())
+        if run.seed != seed or run.prior != "tree" or not run.model.startswith("T-") or not (folder / "result.json").is_file():
+            continue
+        a = audit(load_run(folder), samples=samples, law_samples=law_samples, seed=seed).to_dict()
+        reads = [[max(range(len(c["energy_by_depth"])), key=lambda k: c["energy_by_depth"][k]) + 1
+                  for c in layer["channels"]] for layer in a["layers"]]
+        out[run.name] = {"loss": a["loss"], "bayes_on_readings": a["bayes_on_readings"], "decoder_gap": a["decoder_gap"],
+                         "reads_depth": reads, "layers": a["layers"], "decoder": a["decoder"], "samples": samples,
+                         "law_samples": law_samples, "seed": seed}
+        print(f"{run.name}: own {a['loss']['value']:.4f}, Bayes on its readings {a['bayes_on_readings']['value']:.4f}, "
+              f"reads depths {reads}", flush=True)
+    return out
+
+
+def _audit_lines(audited: dict) -> list[str]:
+    if not audited:
+        return []
+    lines = ["## What T's readings allow (the audit, seed 0)", "",
+             "`fv audit` of each run: the law of T's readings (its heads' outputs at the summary token) measured at each "
+             "of the 128 leaves, decoded by Bayes (bridges.analysis.audit_measured; an upper bound on the loss the "
+             "readings allow). `reads depth`: the tree depth each block's channels read most (their covariance rows' "
+             "energy). Own loss and Bayes on the same 2,000 contexts.", "",
+             "| run | own loss | Bayes on its readings | gap (own - Bayes) | reads depth, block by block |",
+             "|---|---|---|---|---|"]
+    for name, a in sorted(audited.items(), key=lambda kv: (kv[0].split("-")[1], kv[0])):
+        g = a["decoder_gap"]
+        lines.append(f"| {name} | {a['loss']['value']:.4f} | {a['bayes_on_readings']['value']:.4f} ± "
+                     f"{a['bayes_on_readings']['stderr']:.4f} | {g['value']:+.4f} ± {g['stderr']:.4f} | "
+                     f"{' / '.join(','.join(map(str, r)) for r in a['reads_depth'])} |")
+    worst = max(abs(a["decoder_gap"]["value"]) / a["loss"]["value"] for a in audited.values())
+    deep = sorted((n for n in audited if n.startswith("T-deep")), key=lambda n: int(n.split("-B")[1].split("-")[0]))
+    orders = "; ".join(f"{n}: {' then '.join(str(r[0]) for r in audited[n]['reads_depth'])}" for n in deep)
+    lines += ["", f"Bayes on T's readings is within {100 * worst:.1f}% of T's own loss in every run: T's readout "
+              "decodes what it measured, so what keeps deep T above A's prediction is what its blocks measure, not "
+              f"how the summary is read. Deep T's blocks read the tree's levels top down, as `path` does, one level a "
+              f"block ({orders}); where a level repeats, a block spent its channel on a level already read and none "
+              "reached the next."]
+    return lines + [""]
+
+
 def report() -> dict:
     """transformer.json (every finished run kept, the committed ones too), transformer.md and fig_transformer.png."""
     from bridges.runs.store import write_atomic
@@ -480,6 +530,7 @@ def main(argv=None) -> int:
     sub.add_parser("unpark", help="put parked checkpoints back into the run folders")
     iv = sub.add_parser("interventions", help="deep T's function-vector tables at the top budget (into transformer.json)")
     iv.add_argument("--run", default=f"T-deep-B{TOP}-s0")
+    sub.add_parser("audits", help="the audit of every finished tree run of seed 0 (into transformer.json)")
     args = p.parse_args(argv)
     if args.command == "plan":
         for run in plan():
@@ -513,6 +564,13 @@ def main(argv=None) -> int:
         data.setdefault("interventions", {})[args.run] = tables
         _write(data)
         print(f"{args.run}: the function-vector tables in {RESULTS.name} ({data['interventions'][args.run]['seconds']} s)")
+        return 0
+    if args.command == "audits":
+        audited = audits()  # minutes: the file is read after, so runs reported meanwhile are kept
+        data = _load()
+        data.setdefault("audits", {}).update(audited)
+        _write(data)
+        print(f"{len(audited)} audits in {RESULTS.name}")
         return 0
     if args.command == "report":
         data = report()
