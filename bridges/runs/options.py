@@ -217,10 +217,15 @@ def usage(options, prog: str, description: str = "") -> str:
 
 def script_options(argv: list[str], names) -> dict:
     """The options of the study scripts (``studies/scaling/*.py``, ``studies/softmax/study.py``): ``--name=value``,
-    or ``--name`` alone for ``"1"``. An option not among ``names`` ends the script: one line on stderr naming it,
-    exit code 2."""
+    or ``--name`` alone for ``"1"``. An option not among ``names``, or a word that is no option, ends the script: one
+    line on stderr naming it, exit code 2."""
     import sys
 
+    stray = [a for a in argv if not a.startswith("--") or a == "--"]
+    if stray:
+        print(f"unexpected argument {stray[0][:40]!r}; options look like --name=value "
+              f"(--{', --'.join(sorted(names))})", file=sys.stderr)
+        raise SystemExit(2)
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
     unknown = sorted(set(opts) - set(names))
     if unknown:

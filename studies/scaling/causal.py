@@ -65,8 +65,8 @@ def qk_folder(budget: int, runs: str) -> tuple[str, str]:
     sys.path.insert(0, HERE)
     import qk
 
-    argv = qk.argv_of("qk", budget, 0, 1, runs)
-    return os.path.join(runs, qk.key_of(argv)), qk.shown_command(argv, runs)
+    run = qk.run_of("qk", budget, 0, 1, runs)
+    return qk.folder_of(run), qk.shown_command(run)
 
 
 def model_folders(budget: int, qk_runs: str | None = None) -> dict:
