@@ -223,8 +223,8 @@ def script_options(argv: list[str], names) -> dict:
 
     stray = [a for a in argv if not a.startswith("--") or a == "--"]
     if stray:
-        print(f"unexpected argument {stray[0][:40]!r}; options look like --name=value "
-              f"(--{', --'.join(sorted(names))})", file=sys.stderr)
+        print(f"unexpected argument {stray[0][:40]!r}; " + (f"options look like --name=value (--{', --'.join(sorted(names))})"
+                                                             if names else "the script takes none"), file=sys.stderr)
         raise SystemExit(2)
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
     unknown = sorted(set(opts) - set(names))

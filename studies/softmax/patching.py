@@ -265,4 +265,6 @@ def main(argv: list) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "patching.py"))
