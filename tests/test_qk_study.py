@@ -202,6 +202,7 @@ def test_bad_arguments_are_one_line_and_exit_status_2(argv, says, capsys):
     assert out.err.splitlines() == [out.err.strip()] and out.err.startswith(says) and out.out == ""
 
 
+@pytest.mark.heavy
 def test_the_script_refuses_bad_arguments_in_one_line(tmp_path):
     """Run as a script (no traceback): ``train --out=`` and ``train foo``."""
     env = {**os.environ, "PYTHONPATH": ROOT}
