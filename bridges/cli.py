@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from bridges.errors import missing_extra
+from bridges.errors import InputError, missing_extra
 from fvnum.cli import strict_options
 from fvnum.guards.resources import time_limit, watchdog
 from fvsym.cli import cli_words, number_arg
@@ -19,6 +19,23 @@ from fvsym.cli import cli_words, number_arg
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
 COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.study_commands")
+_ADDED: list[str] = []  # command modules added from outside (register_commands), after the built-in ones
+
+
+def register_commands(module: str) -> None:
+    """Add the subcommands of ``module`` (an importable name; its ``register(subparsers)`` adds them, as each
+    package's own ``cli.py`` does) to ``fv``, after the built-in ones: the extension point of a new command."""
+    if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
+        raise InputError(f"a command module is a dotted module name, got {module!r:.60}")
+    if module not in COMMAND_MODULES and module not in _ADDED:
+        _ADDED.append(module)
+
+
+def unregister_commands(module: str) -> None:
+    """Remove a command module added by :func:`register_commands` (the built-in ones stay)."""
+    if module not in _ADDED:
+        raise InputError(f"command module {module!r:.60} was not added by register_commands")
+    _ADDED.remove(module)
 
 
 WRITES = ("train", "compare", "reproduce", "scaling", "sweep")  # the commands that write files as they go
@@ -97,11 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "else 3600; 86400 for the commands that train)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMAND_MODULES:
+    for name in (*COMMAND_MODULES, *_ADDED):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:
+            if exc.name == name and name in COMMAND_MODULES:
                 continue
             raise
         module.register(sub)

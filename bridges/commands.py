@@ -93,24 +93,6 @@ def given(args: argparse.Namespace, dest: str) -> bool:
     return dest in getattr(args, "_given", ())
 
 
-def train_argv(command: str, changes: dict | None = None) -> list[str]:
-    """The arguments (without ``fv``) of a recorded ``fv train`` command (a study row's ``command``), with the values
-    of the flags in ``changes`` replaced, e.g. ``{"--steps": 60000, "--out": folder}``: the same run, trained
-    again with those changes. A command that is not ``fv train``, or that lacks a flag to change, is refused in one
-    line."""
-    import shlex
-
-    argv = shlex.split(command)
-    if argv[:2] != ["fv", "train"]:
-        raise InputError(f"not an fv train command: {command!r:.80}")
-    argv = argv[1:]
-    for flag, value in (changes or {}).items():
-        if flag not in argv:
-            raise InputError(f"the command has no {flag} to change: {command!r:.80}")
-        argv[argv.index(flag) + 1] = str(value)
-    return argv
-
-
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The ``RunConfig`` of parsed ``add_run_arguments`` options (validated: ValueError on bad values). Every
     field is an option, whether or not the model uses it (``--mlp-width`` of Model C): it is part of the run's

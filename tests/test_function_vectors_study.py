@@ -158,3 +158,30 @@ def test_the_script_itself_refuses_in_one_line():
                               cwd=ROOT, timeout=120)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_the_committed_commands_train_the_configs_the_script_builds():
+    """The trained sources are RunConfigs (``config``); every committed command re-runs the same key."""
+    pytest.importorskip("torch")
+    from bridges.studies.scaling import config_of_command
+
+    module = _load()
+    doc = json.loads((STUDY / "function_vectors.json").read_text())
+    for name, command in doc["commands"].items():
+        model, router = ("A", "qk") if name.startswith("qk") else (name[0], "mlp")
+        budget = int(name[-1])
+        cfg = module.config(model, budget, "RUNS", router)
+        assert config_of_command(command.replace(" --quiet", "").replace(" --format json", "")).key() == cfg.key()
+        assert config_of_command(module.train_command(model, budget, "RUNS", router)) == cfg
+
+
+def test_a_planted_result_is_no_finished_run(tmp_path):
+    pytest.importorskip("torch")
+    module = _load()
+    cfg = module.config("B", 4, tmp_path)
+    assert module.run_folder("B", 4, tmp_path, False) is None  # nothing there
+    folder = tmp_path / cfg.key()
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps({"loss": 0.01, "stderr": 0.001}))
+    with pytest.raises(module.StudyError, match="not a training result"):
+        module.run_folder("B", 4, tmp_path, False)

@@ -115,28 +115,33 @@ def test_bad_options_of_the_gaussian_cell_get_one_line(argv, words, monkeypatch,
 
 
 def test_a_missing_run_is_trained_from_its_recorded_command_and_found_after(tmp_path, monkeypatch):
-    """The script stays re-runnable on a clean clone: a run that no folder holds is trained from the command
-    study.json records (into its own --out), then found there; --train-dir is only read."""
+    """The script stays re-runnable on a clean clone: a run that no folder holds is trained from the configuration of
+    the command study.json records (into its own --out), then found there; --train-dir is only read; a planted
+    result.json is no finished run."""
     import json
 
-    from bridges.cli import build_parser
-    from bridges.commands import config_from_args
+    import bridges.training.train as training
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bridges.studies.scaling import command_of
 
     out, given = tmp_path / "train", tmp_path / "given"
     given.mkdir()
-    argv = ["train", "--prior", "tree", "--depth", "2", "--alpha", "0.6", "--tokens", "8", "--s2", "0.01", "--model",
-            "B", "--budget", "1", "--steps", "3", "--seed", "0", "--threads", "1", "--out", str(out)]
-    key = config_from_args(build_parser().parse_args(argv)).key()
+    cfg = RunConfig(DataConfig(prior="tree", depth=2, alpha=0.6, n_tokens=8), ModelConfig("B", 1),
+                    TrainConfig(steps=3, seed=0, threads=1, out=str(out)))
+    key = cfg.key()
     study = tmp_path / "study.json"
-    study.write_text(json.dumps({"runs": {"tiny": {"command": "fv " + " ".join(argv), "key": key},
-                                          "wrong": {"command": "fv " + " ".join(argv), "key": "B-other"}}}))
+    study.write_text(json.dumps({"runs": {"tiny": {"command": command_of(cfg), "key": key},
+                                          "wrong": {"command": command_of(cfg), "key": "B-other"}}}))
     monkeypatch.setattr(PATCHING, "STUDY", str(study))
-    with contextlib.redirect_stdout(io.StringIO()):
+    (given / key).mkdir()
+    (given / key / "result.json").write_text(json.dumps({"loss": 0.0}))  # planted: not a finished run
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         folder, command = PATCHING.run_folder("tiny", str(given))
     assert folder == str(out / key) and (out / key / "result.json").is_file() and command.startswith("fv train")
-    assert list(given.iterdir()) == []  # nothing written into --train-dir
-    monkeypatch.setattr("bridges.cli.main", lambda argv: pytest.fail("trained again"))
-    assert PATCHING.run_folder("tiny", str(given))[0] == str(out / key)
+    assert sorted(p.name for p in (given / key).iterdir()) == ["result.json"]  # nothing written into --train-dir
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("trained again"))
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert PATCHING.run_folder("tiny", str(given))[0] == str(out / key)
     with pytest.raises(SystemExit, match="study.json records B-other"):
         PATCHING.run_folder("wrong", str(given))
     with pytest.raises(SystemExit, match="not a run"):
@@ -164,25 +169,58 @@ def test_bad_options_of_the_tree_cell_get_one_line(argv, words, monkeypatch, tmp
 
 
 def test_a_softmax_twin_of_the_scaling_study_is_its_command_with_softmax_attention():
-    """--depth=7 --steps=scaling: each softmax run is the committed linear run's own command (recipe, steps, seed)
-    with --attention softmax, so the two differ in their attention alone."""
-    import shlex
-
-    from bridges.cli import build_parser
-    from bridges.commands import config_from_args
+    """--depth=7 --steps=scaling: each softmax run is the committed linear run's own configuration (recipe, steps,
+    seed) with softmax attention, so the two differ in their attention alone."""
+    from bridges.studies.scaling import config_of_command
 
     study = script("study")
     for model, budget, seed in (("A", 4, 0), ("B", 2, 1), ("C", 1, 2)):
         twin = study.scaling_twin(model, budget, seed)
-        linear = config_from_args(build_parser().parse_args(shlex.split(twin["command"])[1:]))
-        soft = config_from_args(build_parser().parse_args(study.scaling_command(model, budget, seed, "softmax")))
+        linear = config_of_command(twin["command"])
+        soft = study.scaling_config(model, budget, seed, "softmax")
         assert linear.key() == twin["key"]
         assert soft.model.attention == "softmax" and linear.model.attention == "linear"
         train = lambda config: {k: v for k, v in config.to_dict()["train"].items() if k != "out"}
         assert train(soft) == train(linear) and soft.data == linear.data
-        assert study.scaling_command(model, budget, seed, "linear")[-2:] == ["--out", "studies/softmax/train"]
+        assert study.scaling_config(model, budget, seed, "linear").train.out == "studies/softmax/train"
     with pytest.raises(SystemExit, match="no run of the scaling study"):
         study.scaling_twin("A", 9, 0)
+
+
+def test_the_committed_runs_are_the_configs_the_study_builds():
+    """Every committed run's command re-runs its key, and is the configuration ``config`` builds for it."""
+    import json
+
+    from bridges.studies.scaling import config_of_command
+
+    study = script("study")
+    for prior, name in (("tree", "study.json"), ("gaussian", "gaussian.json")):
+        with open(os.path.join(ROOT, "studies", "softmax", name)) as f:
+            runs = json.load(f)["runs"]
+        for run in runs.values():
+            cfg = config_of_command(run["command"])
+            assert cfg.key() == run["key"]
+            if "source" not in run and not (run["depth"] == 7 and run["attention"] == "softmax"):
+                built = study.config(run["model"], run["budget"], run["seed"], run["depth"], run["attention"],
+                                     run["steps"] // run["budget"], prior)
+                assert built.key() == run["key"]
+
+
+@pytest.mark.parametrize("text", ["[]", "{}", '{"runs": {}}', '{"runs": '])
+def test_a_study_json_that_is_not_the_study_s_is_refused_and_kept(text, tmp_path, monkeypatch):
+    study = script("study")
+    dest = tmp_path / "study.json"
+    dest.write_text(text)
+    monkeypatch.setattr(study, "OUT", str(dest))
+    monkeypatch.setattr(study, "train_one", lambda *a, **k: pytest.fail("trained over a damaged file"))
+    if text == "{}":
+        assert study.load(str(dest)) == {"runs": {}, "theory": {}}
+        return
+    from bridges.runs.options import run_script
+
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert run_script(lambda argv: study.load(str(dest)), [], "study.py") == 2
+    assert dest.read_text() == text and len(err.getvalue().splitlines()) == 1
 
 
 def test_the_contrasts_are_the_ratios_of_the_seed_means(tmp_path, monkeypatch):

@@ -217,13 +217,55 @@ def usage(options, prog: str, description: str = "") -> str:
 
 def script_options(argv: list[str], names) -> dict:
     """The options of the study scripts (``studies/scaling/*.py``, ``studies/softmax/study.py``): ``--name=value``,
-    or ``--name`` alone for ``"1"``. An option not among ``names`` ends the script: one line on stderr naming it,
-    exit code 2."""
+    or ``--name`` alone for ``"1"``. An option not among ``names``, or a word that is no option, ends the script: one
+    line on stderr naming it, exit code 2."""
     import sys
 
+    stray = [a for a in argv if not a.startswith("--") or a == "--"]
+    if stray:
+        print(f"unexpected argument {stray[0][:40]!r}; " + (f"options look like --name=value (--{', --'.join(sorted(names))})"
+                                                             if names else "the script takes none"), file=sys.stderr)
+        raise SystemExit(2)
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv)
     unknown = sorted(set(opts) - set(names))
     if unknown:
         print(f"unknown options: {', '.join(unknown)}; choose among --{', --'.join(sorted(names))}", file=sys.stderr)
         raise SystemExit(2)
     return opts
+
+
+def study_json(path, what: str = "results", entries: bool = True) -> dict:
+    """A study script's committed JSON object at ``path`` ({} where there is none yet). One that is damaged, empty or
+    not an object (of objects, its entries, with ``entries``) is a one-line InputError naming it (restore it first): a
+    script never starts again over results it cannot read."""
+    import json
+    import os
+
+    if not os.path.exists(path):
+        return {}
+    fix = f"restore it (git checkout {os.path.basename(path)}) first"
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path} is damaged ({type(exc).__name__}); {fix}") from None
+    if not isinstance(doc, dict) or (entries and not all(isinstance(v, dict) for v in doc.values())):
+        raise InputError(f"{path} is not the study's {what} (a JSON object of entries); {fix}")
+    return doc
+
+
+def run_script(main, argv: list[str], prog: str) -> int:
+    """``main(argv)`` of a study script, its refusals (a ValueError such as ``InputError``, an ``OSError``, a
+    ``SystemExit`` with a message) written as one line ``prog: message`` on stderr with exit status 2."""
+    import sys
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        message = exc.code
+    except (ValueError, OSError) as exc:
+        message = str(exc) or type(exc).__name__
+    print(f"{prog}: {' '.join(message.split())}", file=sys.stderr)
+    return 2

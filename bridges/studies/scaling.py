@@ -172,7 +172,27 @@ def train_row(run: RunConfig) -> dict:
             "wall_seconds": result.wall_seconds, "train_seconds": result.train_seconds,
             "steps_per_s": result.steps_per_s, "precision": result.precision, "device": run.train.device,
             "history": [[h[0], h[2]] for h in result.history],
-            "command": shlex.join(["fv", "train", *run.to_argv()])}
+            "command": command_of(run)}
+
+
+def command_of(run: RunConfig, shown_out: str | None = None) -> str:
+    """The ``fv train`` command that trains ``run`` (``RunConfig.to_argv``: every field spelled out), its run folder
+    written as ``shown_out`` where given (a study's rows show the folder relative to the repository)."""
+    if shown_out is not None:
+        run = run.replace(train=dict(out=shown_out))
+    return shlex.join(["fv", "train", *run.to_argv()])
+
+
+def config_of_command(command: str) -> RunConfig:
+    """The ``RunConfig`` that a recorded ``fv train`` command (a study row's ``command``) trains, read by the run
+    options' own reader (``bridges.runs.options.read_argv``); a command that is not one is a one-line InputError."""
+    from bridges.runs.config import RUN_OPTIONS
+    from bridges.runs.options import read_argv
+
+    words = shlex.split(command) if isinstance(command, str) else []
+    if words[:2] != ["fv", "train"]:
+        raise InputError(f"not an fv train command: {command!r:.80}")
+    return RunConfig.from_options(read_argv(RUN_OPTIONS, words[2:]))
 
 
 def _keyed_rows(cfg: ScalingConfig) -> dict:

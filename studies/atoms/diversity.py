@@ -121,4 +121,7 @@ def plot(doc) -> None:
 
 
 if __name__ == "__main__":
+    from bridges.runs.options import script_options
+
+    script_options(sys.argv[1:], {"quick"})  # a stray word is refused in one line, before anything is computed
     main()

@@ -3,17 +3,18 @@
     OMP_NUM_THREADS=1 PYTHONPATH=. python studies/atoms/trained.py            # resumable; --report to only lay out
 
 Atoms ``--diversity M --dim 8`` drawn by seed 0 (``fvnum.priors.atoms.AtomsPrior.draw``), budget 4, N = 64 tokens, training
-seed 0, one thread, the six runs one at a time (each an ``fv train`` command, recorded with its result). Beside each
+seed 0, one thread, the six runs one at a time (each a ``RunConfig`` trained by ``bridges.training.train.train``,
+recorded with its typed result and the ``fv train`` command that re-runs it). Beside each
 trained loss: the model's prediction row on atoms (``fvnum.priors.atoms.FinitePrior.comparison_table``: A the best adaptive
 policy found with the dMMSE decoder, B the best fixed design found with the dMMSE decoder, C the exact linear
 theory), and the dMMSE and ridge baselines. Results: ``studies/atoms/trained.json`` (written atomically after each run
-or theory table, so an interrupted script resumes); run folders under ``studies/atoms/train/`` (not committed).
+or theory table, so an interrupted script resumes); run folders under ``studies/atoms/train/`` (not committed). Bad
+input, or a trained.json that is not the study's, is refused in one line with exit status 2 before anything is written.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,14 +30,28 @@ EVAL_EVERY = 1000
 THEORY = dict(samples=4000, search_samples=1000, seed=0)
 
 
-def argv(model: str, M: int) -> list[str]:
-    return ["train", "--model", model, "--prior", "atoms", "--diversity", str(M), "--dim", str(DIM), "--budget",
-            str(BUDGET), "--tokens", str(TOKENS), "--seed", str(SEED), "--steps", str(STEPS[model]), "--eval-every",
-            str(EVAL_EVERY), "--threads", "1", "--out", str(RUNS.relative_to(ROOT)), "--quiet", "--format", "json"]
+def config(model: str, M: int):
+    """The ``RunConfig`` of ``model`` at diversity ``M`` (its run folder relative to the repository's root)."""
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    return RunConfig(DataConfig(prior="atoms", diversity=M, atoms_dim=DIM, n_tokens=TOKENS), ModelConfig(model, BUDGET),
+                     TrainConfig(steps=STEPS[model], eval_every=EVAL_EVERY, threads=1, seed=SEED,
+                                 out=str(RUNS.relative_to(ROOT))))
 
 
 def load() -> dict:
-    return json.loads(OUT.read_text()) if OUT.is_file() else {"runs": {}, "theory": {}}
+    """trained.json ({"runs": {}, "theory": {}} where there is none yet); one that is damaged or not the study's is
+    a one-line InputError."""
+    from bridges.runs.options import study_json
+
+    state = study_json(OUT, "trained points")
+    if not state:
+        return {"runs": {}, "theory": {}}
+    if set(state) != {"runs", "theory"}:
+        from fvsym.errors import InputError
+
+        raise InputError(f"{OUT} is not the study's trained points (runs and theory); restore it (git checkout) first")
+    return state
 
 
 def save(state: dict) -> None:
@@ -46,26 +61,24 @@ def save(state: dict) -> None:
 
 
 def train(state: dict) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    from bridges.studies.scaling import command_of
+    from bridges.training.train import train as fit
+
+    os.chdir(ROOT)  # the run folders are relative to the repository's root, as in the commands
     for M in DIVERSITIES:
         for model in STEPS:
             name = f"{model}-M{M}"
             if name in state["runs"]:
                 continue
-            args = argv(model, M)
+            cfg = config(model, M)
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "bridges.cli", *args], cwd=ROOT, env=env, text=True,
-                                  capture_output=True)
-            if done.returncode != 0:
-                print(f"{name}: fv train failed: {done.stderr.strip()[-400:]}", file=sys.stderr)
-                raise SystemExit(1)
-            record = json.loads(done.stdout)
-            state["runs"][name] = {"command": "fv " + " ".join(args), "model": model, "diversity": M,
-                                   "key": record["key"], "loss": record["loss"], "stderr": record["stderr"],
-                                   "steps": record["steps"], "wall_seconds": round(time.perf_counter() - start, 1),
-                                   "train_seconds": record["wall_seconds"]}
+            result = fit(cfg, progress=False)
+            state["runs"][name] = {"command": command_of(cfg), "model": model, "diversity": M, "key": cfg.key(),
+                                   "loss": result.loss, "stderr": result.stderr, "steps": result.steps,
+                                   "wall_seconds": round(time.perf_counter() - start, 1),
+                                   "train_seconds": result.wall_seconds}
             save(state)
-            print(f"{name}: {record['loss']:.4f} +- {record['stderr']:.2g} ({record['wall_seconds']:.0f} s)")
+            print(f"{name}: {result.loss:.4f} +- {result.stderr:.2g} ({result.wall_seconds:.0f} s)")
 
 
 def theory(state: dict) -> None:
@@ -106,9 +119,15 @@ def report(state: dict) -> str:
 def main(args: list[str]) -> int:
     unknown = [a for a in args if a != "--report"]
     if unknown:
-        print(f"unknown options: {' '.join(unknown)}; the only option is --report", file=sys.stderr)
+        print(f"trained.py: unknown options: {' '.join(unknown)[:60]}; the only option is --report", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
+    from bridges.runs.options import run_script
+
+    return run_script(_main, args, "trained.py")
+
+
+def _main(args: list[str]) -> int:
     state = load()
     if "--report" not in args:
         train(state)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import os
 import sys
 import time
 from pathlib import Path
@@ -58,32 +58,48 @@ PREREGISTERED = {
 }
 
 
-def train_command(model: str, budget: int, runs: Path, router: str = "mlp") -> list[str]:
-    steps, lr, batch = RECIPES[(model, budget)]
-    return [sys.executable, "-m", "bridges.cli", "train", "--prior", "tree", "--depth", str(CELL["depth"]),
-            "--alpha", str(CELL["alpha"]), "--tokens", str(CELL["n_tokens"]), "--s2", str(CELL["s2"]),
-            "--model", model, *(["--router", router] if router != "mlp" else []), "--budget", str(budget), "--mlp-width", "64", "--hidden-layers", "2",
-            "--readout", "decode", "--steps", str(steps), "--batch", str(batch), "--lr", str(lr), "--warmup", "200",
-            "--schedule", "cosine", "--loss", "theta", "--eval-every", "200", "--eval-batches", "16",
-            "--seed", str(SEED), "--quiet", "--out", str(runs), "--format", "json"]
-
-
-def run_folder(model: str, budget: int, runs: Path, train: bool, router: str = "mlp") -> Path | None:
+def config(model: str, budget: int, runs, router: str = "mlp"):
+    """The ``RunConfig`` of a trained source: the scaling study's recipe of ``model`` at ``budget`` (seed 0), its run
+    folder root ``runs``."""
     from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
     steps, lr, batch = RECIPES[(model, budget)]
-    cfg = RunConfig(DataConfig(prior="tree", depth=CELL["depth"], alpha=CELL["alpha"], n_tokens=CELL["n_tokens"],
-                               s2=CELL["s2"]),
-                    ModelConfig(model, budget, mlp_width=64, hidden_layers=2, readout="decode", router=router),
-                    TrainConfig(steps=steps, batch=batch, lr=lr, warmup=200, schedule="cosine", loss="theta",
-                                eval_every=200, eval_batches=16, seed=SEED))
-    folder = runs / cfg.key()
-    if not (folder / "result.json").is_file() and train:
-        done = subprocess.run(train_command(model, budget, runs, router))
-        if done.returncode != 0:
-            raise StudyError(f"training {model} ({router} router) at budget {budget} stopped with exit status "
-                             f"{done.returncode}; the tables finished so far are kept")
-    return folder if (folder / "result.json").is_file() else None
+    return RunConfig(DataConfig(prior="tree", depth=CELL["depth"], alpha=CELL["alpha"], n_tokens=CELL["n_tokens"],
+                                s2=CELL["s2"]),
+                     ModelConfig(model, budget, mlp_width=64, hidden_layers=2, readout="decode", router=router),
+                     TrainConfig(steps=steps, batch=batch, lr=lr, warmup=200, schedule="cosine", loss="theta",
+                                 eval_every=200, eval_batches=16, seed=SEED, out=str(runs)))
+
+
+def train_command(model: str, budget: int, runs, router: str = "mlp") -> str:
+    """The ``fv train`` command of a trained source (``bridges.studies.scaling.command_of`` of its config)."""
+    from bridges.studies.scaling import command_of
+
+    return command_of(config(model, budget, runs, router))
+
+
+def run_folder(model: str, budget: int, runs: Path, train: bool, router: str = "mlp") -> Path | None:
+    """The run folder of a trained source where its run has finished (its ``TrainResult`` read and checked:
+    ``bridges.training.train.load_result``), trained first (``train``: resumed where it stopped) with ``train``;
+    None where it has not finished. A damaged result.json, without ``train``, is a StudyError."""
+    from bridges.training.train import load_result, run_dir
+
+    cfg = config(model, budget, runs, router)
+    folder = run_dir(cfg)
+    if train:
+        from bridges.training.train import train as fit
+
+        try:
+            fit(cfg, progress=False)
+        except ValueError as exc:
+            raise StudyError(f"training {model} ({router} router) at budget {budget} stopped: {exc}; the tables "
+                             "finished so far are kept") from None
+    if not os.path.lexists(folder / "result.json"):
+        return None
+    try:
+        return folder if load_result(folder / "result.json", cfg).finished else None
+    except ValueError as exc:
+        raise StudyError(f"{exc}; run with --train to set it aside and finish the run again") from None
 
 
 class StudyError(Exception):
@@ -198,7 +214,7 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
 
 def missing_note(source: str, budget: int) -> dict:
     model, router = {s: (m, r) for s, m, r in TRAINED}[source]
-    command = " ".join(["fv", *train_command(model, budget, Path("RUNS"), router)[3:]])
+    command = train_command(model, budget, "RUNS", router)
     return {"missing": f"no finished run; train it with: {command}"}
 
 
@@ -479,10 +495,8 @@ def _main(argv) -> int:
                             "mlp A": "Model A with the MLP router, bridges.patching.state", "B": "Model B",
                             "C": "Model C", "qk A": "Model A with the query-key router (docs/theory.md section 7b, "
                                                     "--router qk)"},
-                "commands": {**{f"{m}{b}": " ".join(["fv", *train_command(m, b, Path("RUNS"))[3:]])
-                                for m, b in RECIPES},
-                             **{f"qkA{b}": " ".join(["fv", *train_command("A", b, Path("RUNS"), "qk")[3:]])
-                                for m, b in RECIPES if m == "A"}}})
+                "commands": {**{f"{m}{b}": train_command(m, b, "RUNS") for m, b in RECIPES},
+                             **{f"qkA{b}": train_command("A", b, "RUNS", "qk") for m, b in RECIPES if m == "A"}}})
     doc = merge(doc, computed)
     text = page(doc)  # the page is built before anything is written
     write_json(dest, doc)

@@ -41,14 +41,17 @@ from bridges.runs.options import script_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "causal.json")
-STUDY = json.load(open(os.path.join(HERE, "scaling.json")))
+with open(os.path.join(HERE, "scaling.json")) as _f:
+    STUDY = json.load(_f)
 DATA = DataConfig(prior="tree", depth=STUDY["config"]["depth"], alpha=STUDY["config"]["alpha"],
                   n_tokens=STUDY["config"]["n_tokens"], s2=STUDY["config"]["s2"])
 THEORY = ("path", "greedy_dense")
 
 
 def load() -> dict:
-    return json.load(open(OUT)) if os.path.exists(OUT) else {}
+    from bridges.runs.options import study_json
+
+    return study_json(OUT, "causal checks")
 
 
 def save(name: str, entry: dict) -> None:
@@ -65,8 +68,8 @@ def qk_folder(budget: int, runs: str) -> tuple[str, str]:
     sys.path.insert(0, HERE)
     import qk
 
-    argv = qk.argv_of("qk", budget, 0, 1, runs)
-    return os.path.join(runs, qk.key_of(argv)), qk.shown_command(argv, runs)
+    run = qk.run_of("qk", budget, 0, 1, runs)
+    return qk.folder_of(run), qk.shown_command(run)
 
 
 def model_folders(budget: int, qk_runs: str | None = None) -> dict:
@@ -185,7 +188,12 @@ def main(argv: list[str]) -> int:
     if "table" in opts:
         print(table())
         return 0
-    budget = int(opts.get("budget", max(r["budget"] for r in STUDY["runs"] if r["model"] == "A")))
+    budgets = {str(r["budget"]) for r in STUDY["runs"] if r["model"] == "A"}
+    if opts.get("budget", max(budgets)) not in budgets or opts.get("only") not in (None, "theory", "keyed", "models"):
+        raise SystemExit(f"--budget={opts.get('budget', '')[:20]} --only={opts.get('only', '')[:20]}: give a budget of "
+                         f"the study ({', '.join(sorted(budgets))}) and one of theory, keyed, models")
+    load()  # a damaged causal.json is refused before anything is computed
+    budget = int(opts.get("budget", max(budgets)))
     contexts, samples = int(opts.get("contexts", 2048)), int(opts.get("samples", 2000))
     only = opts.get("only")  # "keyed" or "models": one kind of piece
     if only in (None, "theory"):
@@ -201,4 +209,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "causal.py"))

@@ -80,10 +80,14 @@ def table(doc: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    doc = read_json(OUT, None) if "--table" in argv else None
+    from bridges.runs.options import script_options, study_json
+
+    doc = study_json(OUT, "decided tests", entries=False) or None if "table" in script_options(argv, {"table"}) else None
     print(table(doc or plan()))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "decided.py"))

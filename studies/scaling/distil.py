@@ -213,4 +213,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "distil.py"))

@@ -4,14 +4,19 @@ run keyed-B4-s0 of distil.py) on 512 of its training workspaces against 512 held
 Command: ``PYTHONPATH=. python studies/scaling/distil_fit.py`` (after ``distil.py --teacher=keyed --budgets=4
 --seeds=0``; about 2 minutes for the search on an idle core).
 """
-import json, time, torch
+import json, sys, time, torch
 from bridges.runs.config import RunConfig
 from bridges.training.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
 from bridges.training.data import ContextSampler
 from bridges.training.checkpoint import load_model
 from pathlib import Path
 torch.set_num_threads(1)
+from bridges.runs.options import script_options
+script_options(sys.argv[1:], set())  # no options: a stray word is refused in one line
 folder = Path(__file__).resolve().parent / "distil" / "train" / "A-tree-K7-B4-N64-s0-e20c2a2abe"
+if not (folder / "config.json").is_file():
+    print(f"distil_fit.py: no run at {folder}; run distil.py --teacher=keyed --budgets=4 --seeds=0 first", file=sys.stderr)
+    sys.exit(2)
 cfg = RunConfig.from_dict(json.loads((folder / "config.json").read_text()))
 model, _, _ = load_model(folder, cfg)
 t0 = time.perf_counter()

@@ -5,11 +5,13 @@ workspaces.
 Command: ``PYTHONPATH=. python studies/scaling/distil_scan.py`` (the search, then three regressions; tens of
 minutes on a loaded 2-core machine).
 """
-import math, time, torch
+import math, sys, time, torch
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
 from bridges.training.data import ContextSampler
 from bridges.models import build_model
+from bridges.runs.options import script_options
+script_options(sys.argv[1:], set())  # no options: a stray word is refused in one line
 torch.set_num_threads(1)
 DATA = DataConfig(prior="tree", depth=7, alpha=0.6, n_tokens=64, s2=0.01)
 t0 = time.perf_counter()

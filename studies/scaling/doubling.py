@@ -15,13 +15,12 @@ report.md from doubling.json without training.
 import json
 import math
 import os
-import shlex
 import sys
 
-from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args, train_argv
-from bridges.runs.store import read_json, update_json
-from bridges.runs.options import script_options
+from bridges.runs.config import RunConfig
+from bridges.runs.options import run_script, script_options, study_json
+from bridges.runs.store import update_json
+from bridges.studies.scaling import command_of, config_of_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "doubling.json")
@@ -37,14 +36,14 @@ def study_runs(model: str) -> list[dict]:
     return sorted((r for r in runs if r["budget"] == top), key=lambda r: r["seed"])
 
 
-def doubled(command: str, out: str) -> list[str]:
-    """The study's ``fv train`` command with its steps doubled and its run folder moved to ``out``."""
-    argv = train_argv(command)
-    return train_argv(command, {"--steps": 2 * int(argv[argv.index("--steps") + 1]), "--out": out})
+def doubled(command: str, out: str) -> RunConfig:
+    """The run of the study's ``fv train`` command with its steps doubled and its run folder moved to ``out``."""
+    run = config_of_command(command)
+    return run.replace(train=dict(steps=2 * run.train.steps, out=out))
 
 
 def load() -> dict:
-    return read_json(OUT, {})
+    return study_json(OUT, "step doubling")
 
 
 def run(model: str, seed: int, out: str) -> None:
@@ -52,22 +51,18 @@ def run(model: str, seed: int, out: str) -> None:
     if name in load():
         return
     (base,) = [r for r in study_runs(model) if r["seed"] == seed]
-    argv = doubled(base["command"], out)
-    key = config_from_args(build_parser().parse_args(argv)).key()
-    code = fv(argv + ["--quiet"])
-    if code:
-        raise SystemExit(f"{name}: fv train exited {code}")
-    with open(os.path.join(out, key, "result.json")) as f:
-        result = json.load(f)
+    from bridges.training.train import train
+
+    run = doubled(base["command"], out)
+    result = train(run, progress=False)
     shown = os.path.relpath(out, os.path.dirname(os.path.dirname(HERE)))
-    entry = {"model": model, "budget": base["budget"], "seed": seed, "key": key, "study_key": base["key"],
-             "command": "fv " + shlex.join(argv).replace(out, shown), "steps": 2 * base["steps"],
+    entry = {"model": model, "budget": base["budget"], "seed": seed, "key": run.key(), "study_key": base["key"],
+             "command": command_of(run, shown), "steps": 2 * base["steps"],
              "loss_T": base["loss"], "stderr_T": base["stderr"],
-             "loss_2T": result["loss"], "stderr_2T": result["stderr"],
-             "train_seconds_2T": result.get("train_seconds")}
+             "loss_2T": result.loss, "stderr_2T": result.stderr, "train_seconds_2T": result.train_seconds}
     update_json(OUT, lambda cells: cells.__setitem__(name, entry))
-    print(f"{name}: {base['loss']:.4f} -> {result['loss']:.4f} "
-          f"({(result['loss'] - base['loss']) / base['loss']:+.1%})", flush=True)
+    print(f"{name}: {base['loss']:.4f} -> {result.loss:.4f} ({(result.loss - base['loss']) / base['loss']:+.1%})",
+          flush=True)
 
 
 def verdicts(cells: dict) -> dict:
@@ -105,12 +100,19 @@ def main(argv: list[str]) -> int:
         print(table())
         return 0
     out = opts.get("out", os.path.join(HERE, "doubling", "train"))
-    os.makedirs(out, exist_ok=True)
-    for seed in [int(s) for s in opts.get("seeds", "0,1,2").split(",")]:
-        for model in opts.get("models", "BCA"):
+    seeds, models = opts.get("seeds", "0,1,2").split(","), opts.get("models", "BCA")
+    have = {(r["model"], r["seed"]) for r in STUDY["runs"]}
+    if not out.strip():
+        raise SystemExit("--out: give a folder (it is empty)")
+    if not all(s.isdigit() for s in seeds) or not models or any((m, int(s)) not in have for m in models for s in seeds):
+        raise SystemExit(f"--seeds={','.join(seeds)[:30]} --models={models[:10]}: give seeds and models of the study "
+                         "(seeds among 0,1,2; models among A, B, C)")
+    load()  # a damaged doubling.json is refused before anything is trained
+    for seed in map(int, seeds):
+        for model in models:
             run(model, seed, out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:], "doubling.py"))

@@ -17,15 +17,13 @@ core may share it). ``--table`` prints the tables of report.md from matched.json
 """
 import json
 import os
-import shlex
 import statistics
 import sys
 
-from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args, train_argv
 from bridges.prices.flops import flop_matched_steps, step_flops
-from bridges.runs.options import script_options
-from bridges.runs.store import read_json, update_json
+from bridges.runs.options import run_script, script_options, study_json
+from bridges.runs.store import update_json
+from bridges.studies.scaling import command_of, config_of_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "matched.json")
@@ -38,12 +36,8 @@ def study_run(model: str, budget: int, seed: int) -> dict:
     return row
 
 
-def config_of(argv: list[str]):
-    return config_from_args(build_parser().parse_args(argv))
-
-
 def load() -> dict:
-    return read_json(OUT, {})
+    return study_json(OUT, "FLOP-matched runs")
 
 
 def save(name: str, entry: dict) -> None:
@@ -56,22 +50,19 @@ def run(budget: int, seed: int, out: str) -> None:
     if name in load():
         return
     a, b = study_run("A", budget, seed), study_run("B", budget, seed)
-    a_cfg, b_cfg = config_of(train_argv(a["command"], {})), config_of(train_argv(b["command"], {}))
+    a_cfg, b_cfg = config_of_command(a["command"]), config_of_command(b["command"])
     if a_cfg.key() != a["key"] or b_cfg.key() != b["key"]:
         raise SystemExit(f"{name}: the study's commands no longer build the study's keys (the code changed)")
     steps = flop_matched_steps(a_cfg, b_cfg)
     if steps == a["steps"]:  # budget 1: the study's run is already matched (the same key): its row is the result
         result, key, command = a, a["key"], a["command"]
     else:
-        argv = train_argv(a["command"], {"--steps": steps, "--out": out})
-        key = config_of(argv).key()
-        code = fv(argv + ["--quiet"])
-        if code:
-            raise SystemExit(f"{name}: fv train exited {code}")
-        with open(os.path.join(out, key, "result.json")) as f:
-            result = json.load(f)
-        shown = os.path.relpath(out, os.path.dirname(os.path.dirname(HERE)))
-        command = "fv " + shlex.join(argv).replace(out, shown)
+        from bridges.training.train import train
+
+        run = a_cfg.replace(train=dict(steps=steps, out=out))
+        trained = train(run, progress=False)
+        result = {"loss": trained.loss, "stderr": trained.stderr, "train_seconds": trained.train_seconds}
+        key, command = run.key(), command_of(run, os.path.relpath(out, os.path.dirname(os.path.dirname(HERE))))
     save(name, {"model": "A", "budget": budget, "seed": seed, "key": key, "steps": steps, "command": command,
                 "loss": result["loss"], "stderr": result["stderr"], "train_seconds": result.get("train_seconds"),
                 "flops_per_step": step_flops(a_cfg), "train_flops": steps * step_flops(a_cfg),
@@ -124,12 +115,19 @@ def main(argv: list[str]) -> int:
         print(table())
         return 0
     out = opts.get("out", os.path.join(HERE, "matched", "train"))
-    os.makedirs(out, exist_ok=True)
-    for seed in [int(s) for s in opts.get("seeds", "0,1,2").split(",")]:
-        for budget in [int(b) for b in opts.get("budgets", "6,5,4,3,2,1").split(",")]:
+    seeds, budgets = opts.get("seeds", "0,1,2").split(","), opts.get("budgets", "6,5,4,3,2,1").split(",")
+    have = {(r["budget"], r["seed"]) for r in STUDY["runs"] if r["model"] == "A"}
+    if not out.strip():
+        raise SystemExit("--out: give a folder (it is empty)")
+    if not all(w.isdigit() for w in seeds + budgets) or any((int(b), int(s)) not in have for b in budgets for s in seeds):
+        raise SystemExit(f"--seeds={','.join(seeds)[:30]} --budgets={','.join(budgets)[:30]}: give seeds and budgets "
+                         "of the study (seeds among 0,1,2; budgets among 1..6)")
+    load()  # a damaged matched.json is refused before anything is trained
+    for seed in map(int, seeds):
+        for budget in map(int, budgets):
             run(budget, seed, out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:], "matched.py"))

@@ -16,9 +16,8 @@ Command: ``PYTHONPATH=. python studies/scaling/prereg.py [--stage=STAGE] [--tabl
   predictions pass to the test's precision, else the best found; its price, CPU and GPU, and its resumable command.
 
 Every result is cached in studies/scaling/prereg.json (written atomically after each piece), so a rerun computes only
-what is missing. ``--table`` prints the Markdown tables of regime.md's pre-registration section, ``--exact-table``
-those of exact_law.md.
-"""
+what is missing. ``--table`` prints the tables of regime.md's pre-registration section, ``--exact-table`` those of
+exact_law.md; a stray argument or a damaged prereg.json is refused in one line with exit status 2."""
 import dataclasses
 import json
 import os
@@ -26,6 +25,10 @@ import sys
 import time
 
 import numpy as np
+
+from bridges.runs.options import run_script, script_options, study_json
+from bridges.runs.store import write_atomic
+from fvsym._validate import check_choice
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "prereg.json")
@@ -73,15 +76,12 @@ def prior_of(cell: dict):
 
 
 def load() -> dict:
-    return json.load(open(OUT)) if os.path.exists(OUT) else {}
+    return study_json(OUT, "preregistration", entries=False)
 
 
 def save(data: dict, path: str = OUT) -> None:
     """Write ``data`` to ``path`` atomically (serialized first: a value JSON cannot hold leaves no file behind)."""
-    text, tmp = json.dumps(data, indent=1), f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 # --- the seed spread of the committed study ---------------------------------------------------------------
@@ -536,7 +536,8 @@ def exact_markdown(data: dict) -> str:
 
 
 def main() -> None:
-    stage = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--stage=")), "all")
+    stage = check_choice(script_options(sys.argv[1:], {"stage", "table", "exact-table", "one-layer"}).get("stage", "all"),
+                         "--stage", ("spread", "screen", "keyed", "plan", "power", "exact", "all"))
     data = load()
     if "--table" in sys.argv:
         print(markdown(data))
@@ -596,4 +597,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(lambda argv: main() or 0, sys.argv[1:], "prereg.py"))

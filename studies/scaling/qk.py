@@ -1,40 +1,40 @@
-"""Model A with the query-key router (THEORY.md section 7b) in the scaling study (issue 45, items 2, 4 and 8).
+"""Model A with the query-key router (docs/theory.md section 7b) in the scaling study (issue 45, items 2, 4 and 8).
 
-Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out=DIR] [--only=NAME,..]`` (one training lane; start
-it twice for two cores), ``... qk.py park [--out=DIR]`` (the unfinished runs' checkpoints, for the next session),
-``... qk.py report [--out=DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the finished runs),
-``... qk.py table`` (the report's table from qk.json), ``... qk.py rerun NAME [--out=DIR]`` (a committed row
+Command: ``PYTHONPATH=. python studies/scaling/qk.py train [--out DIR] [--only NAME,..] [--workers N]`` (the
+unfinished planned runs, ``N`` at a time), ``... qk.py park [--out DIR]`` (the unfinished runs' checkpoints, for the
+next session), ``... qk.py report [--out DIR]`` (writes studies/scaling/qk.json and fig_qk.png from the finished
+runs), ``... qk.py table`` (the report's table from qk.json), ``... qk.py rerun NAME [--out DIR]`` (a committed row
 trained again from its command, the comparison stored in qk.json ``reruns``).
 
-Every run is the study's Model A command (``studies/scaling/scaling.json``, same budget, seed and recipe) with
-``--router qk`` added, or with its steps multiplied (``x2``: the step-doubling check at budget 6; ``x4``: where
-A's curve ends, for the MLP router and the qk router). The plan is trained in the order of :data:`PLAN` (budget 6
-first). A lane claims a run with a lock on ``DIR/<name>.claim`` and skips runs another lane holds, so two lanes never
-train the same run; ``fv train`` resumes a run from its last checkpoint, so a lane can be stopped at any time and
-started again without losing finished steps. Run folders are local to the machine that trains them; ``qk.py park``
-copies the last checkpoint of every unfinished run to ``studies/scaling/qk/parked/<name>.pt`` (committed), and a
-lane that finds no checkpoint of a run in ``DIR`` starts from its parked one: that is how a run resumes across
-sessions on new machines.
+A user of the library: every run is a ``RunConfig`` (:func:`run_of`), the study's Model A run (same data, budget,
+seed and recipe) with the qk router, or with its steps multiplied (``x2``: the step-doubling check at budget 6;
+``x4``: where A's curve ends, for the MLP router and the qk router). ``train`` hands the unfinished runs, in the
+order of :data:`PLAN` (budget 6 first), to the run engine (``bridges.runs.engine.run_cells``, its store in
+``DIR/engine``, which one process holds at a time); each cell calls ``bridges.training.train.train``, which resumes
+a run from its last checkpoint, so training can be stopped at any time and started again without losing finished
+steps. Run folders are local to the machine that trains them; ``qk.py park`` copies the last checkpoint of every
+unfinished run to ``studies/scaling/qk/parked/<name>.pt`` (committed), and a cell that finds no checkpoint of its
+run in ``DIR`` starts from its parked one: that is how a run resumes across sessions on new machines.
 
-Run folders live in ``DIR`` (default studies/scaling/qk/train, git-ignored). ``report`` reads every finished
-``DIR/<key>/result.json``, keeps the rows qk.json already holds for runs not in ``DIR``, and writes qk.json
-atomically: ``runs`` (model, router, budget, seed, steps, loss, stderr, key, command), ``prediction`` (budget ->
-A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs, each with its
+Run folders live in ``DIR`` (default studies/scaling/qk/train, git-ignored). ``report`` reads every finished run's
+``TrainResult`` (``bridges.training.train.load_result``: its format, checksum and key checked; a damaged or planted
+``result.json`` is named in one line and not reported), keeps the rows qk.json already holds for runs not in
+``DIR``, and writes qk.json atomically: ``runs`` (model, router, budget, seed, steps, loss, stderr, key, command),
+``prediction`` (budget -> A's prediction row of the study), ``doubling``, ``curve_end`` (the 4x runs, each with its
 loss at 1x, 2x and 4x the steps and :func:`step_curve`'s geometric tail), ``law_test`` and ``tests`` (the
-decided tests of regime.md, ``fvnum.laws.decided_tests``).
+decided tests of regime.md, ``fvnum.laws.decided_tests``). Bad input, or a qk.json that is not the study's, is
+refused in one line with exit status 2 before anything is written.
 """
-import fcntl
+import argparse
 import io
 import json
 import math
 import os
-import shlex
 import sys
 
-from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args, train_argv
-from bridges.runs.options import script_options
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.runs.store import read_json, write_atomic, write_json
+from bridges.studies.scaling import command_of, config_of_command
 from decided import predictions, trained
 from doubling import CRITERION as CONVERGED, OUT as DOUBLING
 
@@ -48,11 +48,19 @@ SEEDS = (0, 1, 2)
 TOP = max(BUDGETS)
 with open(os.path.join(HERE, "scaling.json")) as _f:
     STUDY = json.load(_f)
+DATA = DataConfig(prior="tree", **{k: STUDY["config"][k] for k in ("depth", "alpha", "n_tokens", "s2")})
 
 # (name, router, budget, seed, steps factor), trained in this order: budget 6 first, then the rest of the study's
 # qk runs, the step doubling at budget 6, and the two 4x runs (the MLP router's first: its 2x run is committed)
 PLAN = ([(f"qk-B{b}-s{s}", "qk", b, s, 1) for b in sorted(BUDGETS, reverse=True) for s in SEEDS]
         + [("qk-B6-s0-x2", "qk", TOP, 0, 2), ("mlp-B6-s0-x4", "mlp", TOP, 0, 4), ("qk-B6-s0-x4", "qk", TOP, 0, 4)])
+
+
+ABSENT = object()  # no qk.json yet (a JSON null is a damaged one)
+
+
+class StudyError(ValueError):
+    """Bad input or a damaged file: one line on stderr, exit status 2, nothing written."""
 
 
 def study_run(budget: int, seed: int) -> dict:
@@ -61,60 +69,82 @@ def study_run(budget: int, seed: int) -> dict:
     return row
 
 
-def argv_of(router: str, budget: int, seed: int, factor: int, out: str) -> list[str]:
-    """The ``fv train`` arguments of a planned run: the study's command, its steps times ``factor``, its run folder
-    ``out`` and, for ``qk``, ``--router qk`` after ``--model A``."""
-    base = study_run(budget, seed)
-    argv = train_argv(base["command"], {"--steps": factor * int(base["steps"]), "--out": out})
-    if router != "mlp":
-        at = argv.index("--model") + 2
-        argv[at:at] = ["--router", router]
-    return argv
+def run_of(router: str, budget: int, seed: int, factor: int, out: str) -> RunConfig:
+    """The ``RunConfig`` of a planned run: the study's Model A run at ``budget`` and ``seed`` (its data, recipe and
+    seed) with the ``router``, its steps times ``factor`` and its run folder root ``out``."""
+    return RunConfig(DATA, ModelConfig(model="A", budget=budget, router=router),
+                     TrainConfig(steps=factor * int(study_run(budget, seed)["steps"]), seed=seed, out=out,
+                                 threads=STUDY["config"]["threads"], device=STUDY["config"]["device"]))
 
 
-def key_of(argv: list[str]) -> str:
-    return config_from_args(build_parser().parse_args(argv)).key()
-
-
-def shown_command(argv: list[str], out: str) -> str:
+def shown_command(run: RunConfig) -> str:
     """The command as committed: ``fv train ...`` with the run folder the default one, relative to the repo."""
-    shown = list(argv)
-    shown[shown.index("--out") + 1] = os.path.relpath(RUNS, ROOT)
-    return "fv " + shlex.join(shown)
+    return command_of(run, os.path.relpath(RUNS, ROOT))
 
 
-def train(out: str, only: list[str] | None = None) -> int:
-    """One lane: every planned run not committed, not finished and not held by another lane, in plan order (in the
-    order of ``only`` where it is given: the runs a session can still finish first)."""
-    os.makedirs(out, exist_ok=True)
+def folder_of(run: RunConfig) -> str:
+    return os.path.join(run.train.out, run.key())
+
+
+def result_of(run: RunConfig, quiet: bool = False):
+    """The finished run's ``TrainResult`` (``load_result``: format, checksum, key and fields checked), or None where
+    it has not finished; a damaged or planted ``result.json`` is named in one line (unless ``quiet``) and is None."""
+    from bridges.training.train import load_result
+
+    path = os.path.join(folder_of(run), "result.json")
+    if not os.path.lexists(path):
+        return None
+    try:
+        result = load_result(path, run)
+    except ValueError as exc:
+        if not quiet:
+            print(f"{exc}: not reported (qk.py train sets it aside and finishes the run again)", file=sys.stderr)
+        return None
+    return result if result.finished else None
+
+
+def train_cell(name: str, run: dict) -> dict:
+    """One cell of the engine: the planned run ``name`` (a ``RunConfig.to_dict``) trained, resumed from its own or
+    its parked checkpoint; its typed result as a row."""
+    from bridges.training.train import train
+
+    cfg = RunConfig.from_dict(run)
+    unpark(name, folder_of(cfg))
+    result = train(cfg, progress=False)
+    print(f"{name}: loss {result.loss:.4f}", flush=True)
+    return {"key": cfg.key(), "loss": result.loss, "stderr": result.stderr, "steps": result.steps}
+
+
+def train(out: str, only: list[str] | None = None, workers: int = 1) -> int:
+    """Every planned run not committed and not finished in ``out``, in plan order (in the order of ``only`` where it
+    is given: the runs a session can still finish first), on the run engine, ``workers`` at a time."""
+    from bridges.runs.engine import SYNCHRONOUS, Cell, run_cells
+    from bridges.runs.store import RunStore
+
     plan = {p[0]: p for p in PLAN}
     unknown = [n for n in only or () if n not in plan]
     if unknown:
-        raise SystemExit(f"--only: no planned run {', '.join(unknown)} (planned: {', '.join(plan)})")
+        raise StudyError(f"--only: no planned run {', '.join(unknown)} (planned: {', '.join(plan)})")
     done = committed_names()
-    for name, router, budget, seed, factor in [plan[n] for n in only] if only else PLAN:
-        argv = argv_of(router, budget, seed, factor, out)
-        if name in done or os.path.exists(os.path.join(out, key_of(argv), "result.json")):
-            continue  # committed in qk.json, or finished here
-        with open(os.path.join(out, f"{name}.claim"), "w") as claim:
-            try:
-                fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # another lane trains it
-            if os.path.exists(os.path.join(out, key_of(argv), "result.json")):
-                continue
-            unpark(name, os.path.join(out, key_of(argv)))
-            print(f"{name}: fv {shlex.join(argv)}", flush=True)
-            code = fv(argv + ["--quiet"])
-            if code:
-                raise SystemExit(f"{name}: fv train exited {code}")
-            with open(os.path.join(out, key_of(argv), "result.json")) as f:
-                print(f"{name}: loss {json.load(f)['loss']:.4f}", flush=True)
+    todo = [(name, run_of(*fields, out)) for name, *fields in ([plan[n] for n in only] if only else PLAN)
+            if name not in done]
+    todo = [(name, run) for name, run in todo if result_of(run, quiet=True) is None]
+    if not todo:
+        print("every planned run is committed or finished", flush=True)
+        return 0
+    os.makedirs(out, exist_ok=True)
+    store = RunStore(os.path.join(out, "engine"), "qk-study")  # one process at a time trains in ``out``
+    for name, run in todo:  # a stored cell whose run has lost its result is trained again (train resumes it)
+        if os.path.exists(store.path(f"{name}-{run.key()}")):
+            os.remove(store.path(f"{name}-{run.key()}"))
+    cells = [Cell(f"{name}-{run.key()}", train_cell, {"name": name, "run": run.to_dict()}, name, run.cell_config())
+             for name, run in todo]
+    run_cells(cells, store, scheduler=SYNCHRONOUS if workers == 1 else None, workers=workers, progress=False)
     return 0
 
 
 def unpark(name: str, folder: str, parked: str = PARKED) -> bool:
-    """Start run ``name`` in ``folder`` from its parked checkpoint where ``folder`` has none (``fv train`` checks
+    """Start run ``name`` in ``folder`` from its parked checkpoint where ``folder`` has none (``train`` checks
     that it fits the run's configuration, and sets a damaged one aside)."""
     src = os.path.join(parked, f"{name}.pt")
     if not os.path.exists(src) or os.path.exists(os.path.join(folder, "checkpoint.pt")):
@@ -126,7 +156,7 @@ def unpark(name: str, folder: str, parked: str = PARKED) -> bool:
     return True
 
 
-def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
+def park(out: str, parked: str = PARKED, dest: str | None = None) -> dict[str, int]:
     """Copy the last checkpoint of every planned run unfinished in ``out`` to ``parked/<name>.pt`` (atomically) and
     drop the parked checkpoints of runs that have finished here or are committed in ``dest``; returns name ->
     parked step."""
@@ -135,14 +165,14 @@ def park(out: str, parked: str = PARKED, dest: str = OUT) -> dict[str, int]:
     done = committed_names(dest)
     os.makedirs(parked, exist_ok=True)
     steps = {}
-    for name, router, budget, seed, factor in PLAN:
-        folder = os.path.join(out, key_of(argv_of(router, budget, seed, factor, out)))
+    for name, *fields in PLAN:
+        run = run_of(*fields, out)
         target = os.path.join(parked, f"{name}.pt")
-        if os.path.exists(os.path.join(folder, "result.json")) or name in done:
+        if name in done or result_of(run, quiet=True) is not None:
             if os.path.exists(target):
                 os.remove(target)
             continue
-        ckpt = os.path.join(folder, "checkpoint.pt")
+        ckpt = os.path.join(folder_of(run), "checkpoint.pt")
         if not os.path.exists(ckpt):
             continue
         with open(ckpt, "rb") as f:
@@ -157,77 +187,80 @@ def cell(row: dict) -> tuple:
     return row["router"], row["budget"], row["seed"], row["factor"]
 
 
-def committed(dest: str) -> dict:
-    """The qk.json at ``dest`` ({} where there is none yet); a damaged one is a one-line error, not a fresh start
-    over committed rows."""
+def committed(dest: str | None = None) -> dict:
+    """The qk.json at ``dest`` ({} where there is none yet). One that is damaged, or is not the study's (an object
+    with its ``runs``, each a row with its place in the plan) is a one-line StudyError, not a fresh start over
+    committed rows."""
+    dest = dest or OUT  # read when called: a test (or a caller) may point OUT elsewhere
+    shown = os.path.relpath(dest, ROOT)
+    fix = f"restore it (git checkout {shown}) before training, parking or reporting"
     try:
-        return read_json(dest, None) or {}
+        doc = read_json(dest, ABSENT)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise SystemExit(f"{dest} is damaged ({str(exc)[:80]}); restore it (git checkout {os.path.relpath(dest, ROOT)})"
-                         " before training, parking or reporting") from None
+        raise StudyError(f"{dest} is damaged ({str(exc)[:80]}); {fix}") from None
+    if doc is ABSENT:
+        return {}
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and {"router", "budget", "seed", "factor", "loss",
+                                                                      "key", "command"} <= set(r) for r in runs):
+        what = "no runs" if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+        raise StudyError(f"{dest} is not the study's qk.json ({what}, not an object with its rows of runs); {fix}")
+    return doc
 
 
-def rerun(name: str, out: str, dest: str = OUT) -> dict:
+def rerun(name: str, out: str, dest: str | None = None) -> dict:
     """Train the committed row ``name`` again from its ``command`` in ``out`` (a finished run there is read back,
     not retrained) and record the comparison in ``dest``'s ``reruns``: both losses, whether they are identical,
     and the machine of the re-run (a seed gives the same numbers on the same kind of machine)."""
     from bridges.models.precision import machine
+    from bridges.training.train import train as fit
 
+    dest = dest or OUT
     doc = committed(dest)
     plan = {p[0]: p[1:] for p in PLAN}
-    rows = [r for r in doc.get("runs", []) if name in plan
-            and cell(r) == plan[name]]
+    rows = [r for r in doc.get("runs", []) if name in plan and cell(r) == plan[name]]
     if not rows:
-        raise SystemExit(f"rerun: {name!r} is not a committed row of {os.path.relpath(dest, ROOT)} "
+        raise StudyError(f"rerun: {name!r} is not a committed row of {os.path.relpath(dest, ROOT)} "
                          f"(committed: {', '.join(sorted(committed_names(dest))) or 'none'})")
     (row,) = rows
-    argv = shlex.split(row["command"])[1:]
-    argv[argv.index("--out") + 1] = out
-    code = fv(argv + ["--quiet"])
-    if code:
-        raise SystemExit(f"rerun {name}: fv train exited {code}")
-    result = read_json(os.path.join(out, row["key"], "result.json"), None)
-    if result is None:
-        raise SystemExit(f"rerun {name}: no result.json under {out}/{row['key']} (the command's key changed?)")
-    entry = {"command": row["command"], "loss_committed": row["loss"], "loss_rerun": result["loss"],
-             "identical": result["loss"] == row["loss"], "relative_change": result["loss"] / row["loss"] - 1,
-             "machine": result.get("machine") or machine("cpu"), "committed_machine": row.get("machine")}
+    run = config_of_command(row["command"]).replace(train=dict(out=out))
+    if run.key() != row["key"]:
+        raise StudyError(f"rerun {name}: its command trains {run.key()}, not the row's key {row['key']}")
+    result = fit(run, progress=False)
+    entry = {"command": row["command"], "loss_committed": row["loss"], "loss_rerun": result.loss,
+             "identical": result.loss == row["loss"], "relative_change": result.loss / row["loss"] - 1,
+             "machine": result.machine or machine("cpu"), "committed_machine": row.get("machine")}
     doc.setdefault("reruns", {})[name] = entry
     write_json(dest, doc)
     return entry
 
 
-def committed_names(dest: str = OUT) -> set[str]:
+def committed_names(dest: str | None = None) -> set[str]:
     """The planned runs whose rows qk.json holds."""
     have = {cell(r) for r in committed(dest).get("runs", [])}
     return {name for name, *fields in PLAN if tuple(fields) in have}
 
 
 def finished(out: str, kept: str | None = None) -> dict[str, dict]:
-    """The planned runs finished in ``out``, by name: the plan's fields, the result's loss and the command. A run
-    not finished in ``out`` but committed in the qk.json at ``kept`` keeps its committed row (run folders are local
-    to the machine that trained them: a new checkout has none, and reporting there must not drop finished work)."""
+    """The planned runs finished in ``out``, by name: the plan's fields, the typed result's loss and the command. A
+    run not finished in ``out`` but committed in the qk.json at ``kept`` keeps its committed row (run folders are
+    local to the machine that trained them: a new checkout has none, and reporting there must not drop finished
+    work)."""
     rows = {}
-    kept_rows = {cell(r): r
-                 for r in committed(kept).get("runs", [])} if kept else {}
+    kept_rows = {cell(r): r for r in committed(kept).get("runs", [])} if kept else {}
     for name, router, budget, seed, factor in PLAN:
-        argv = argv_of(router, budget, seed, factor, out)
-        key = key_of(argv)
-        try:
-            result = read_json(os.path.join(out, key, "result.json"), None)
-        except (ValueError, UnicodeDecodeError):
-            print(f"{name}: {os.path.join(out, key, 'result.json')} is damaged: not reported (the lane's fv train "
-                  "sets it aside and finishes the run again)", file=sys.stderr)
-            result = None
+        run = run_of(router, budget, seed, factor, out)
+        result = result_of(run)
         if result is None:
             if (router, budget, seed, factor) in kept_rows:
                 rows[name] = kept_rows[(router, budget, seed, factor)]
             continue
-        rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed,
-                      "steps": factor * int(study_run(budget, seed)["steps"]), "factor": factor,
-                      "loss": result["loss"], "stderr": result["stderr"], "key": key,
-                      "train_seconds": result.get("train_seconds"), "machine": result.get("machine"),
-                      "command": shown_command(argv, out)}
+        row = kept_rows.get((router, budget, seed, factor))
+        rows[name] = {"model": "A", "router": router, "budget": budget, "seed": seed, "steps": result.steps,
+                      "factor": factor, "loss": result.loss, "stderr": result.stderr, "key": run.key(),
+                      "train_seconds": result.train_seconds, "machine": result.machine,
+                      # a committed row's command (an earlier spelling of the same run) is kept: it re-runs this key
+                      "command": row["command"] if row and row["key"] == run.key() else shown_command(run)}
     return rows
 
 
@@ -276,12 +309,13 @@ def step_curve(curve: list[tuple[int, float]]) -> dict:
             "extrapolated_ratio": limit / prediction()[str(TOP)] if limit is not None else None}
 
 
-def report(out: str, dest: str = OUT, fig: bool = True) -> dict:
+def report(out: str, dest: str | None = None, fig: bool = True) -> dict:
     """qk.json from the runs finished in ``out`` and the rows already committed in ``dest`` (:func:`finished`); the
     decided tests and the law test once qk A has two seeds at a budget and the budgets the tests need."""
     from fvnum.decided import study_tests
     from fvnum.laws import law_test
 
+    dest = dest or OUT
     rows = finished(out, kept=dest)
     study = [r for r in rows.values() if r["factor"] == 1 and r["router"] == "qk"]
     pred = prediction()
@@ -424,53 +458,80 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
-USAGE = """usage: PYTHONPATH=. python studies/scaling/qk.py COMMAND
-  train [--out=DIR] [--only=NAME,..]  one training lane (start it twice for two cores)
-  park [--out=DIR]                    the unfinished runs' checkpoints to studies/scaling/qk/parked
-  report [--out=DIR]                  qk.json and fig_qk.png from the finished runs and the committed rows
-  table                               the report's tables from qk.json
-  rerun NAME [--out=DIR]              a committed row trained again from its command"""
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit status 2 (argparse's usage block is left out)
+        raise StudyError(f"{self.prog}: {message}")
+
+
+def _folder(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a folder (it is empty)")
+    return text
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give planned runs, comma-separated")
+    return names
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a number of processes >= 1")
+    return int(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="qk.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    out = dict(type=_folder, default=RUNS, help="the run folders (default studies/scaling/qk/train)")
+    t = sub.add_parser("train", help="train the unfinished planned runs")
+    t.add_argument("--out", **out)
+    t.add_argument("--only", type=_names, help="planned runs to train, comma-separated, in this order")
+    t.add_argument("--workers", type=_workers, default=1, help="runs trained at once (processes)")
+    sub.add_parser("park", help="the unfinished runs' checkpoints to studies/scaling/qk/parked").add_argument("--out", **out)
+    sub.add_parser("report", help="qk.json and fig_qk.png from the finished runs and the committed rows") \
+        .add_argument("--out", **out)
+    sub.add_parser("table", help="the report's tables from qk.json")
+    r = sub.add_parser("rerun", help="a committed row trained again from its command")
+    r.add_argument("name", help="a committed row, e.g. qk-B3-s0")
+    r.add_argument("--out", type=_folder, help="a scratch folder (default a new temporary one)")
+    return p
 
 
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "table":
-        print(table(committed(OUT)))
-        return 0
-    if argv and argv[0] == "rerun":
-        if len(argv) < 2 or argv[1].startswith("--"):
-            print("usage: qk.py rerun NAME [--out=DIR] (DIR: a scratch folder, default a new temporary one)",
-                  file=sys.stderr)
-            return 2
+    """The command line; bad input or a damaged qk.json: one line on stderr, exit status 2."""
+    try:
+        return _main(argv)
+    except StudyError as exc:
+        print(exc if str(exc).startswith("qk.py") else f"qk.py: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "table":
+        print(table(committed()))
+    elif args.command == "rerun":
         import tempfile
 
-        opts = script_options(argv[2:], {"out"})
-        entry = rerun(argv[1], opts.get("out") or tempfile.mkdtemp(prefix="qk-rerun-"))
+        entry = rerun(args.name, args.out or tempfile.mkdtemp(prefix="qk-rerun-"))
         same = "identical" if entry["identical"] else f"{entry['relative_change']:+.2%}"
-        print(f"{argv[1]}: committed {entry['loss_committed']!r}, re-run {entry['loss_rerun']!r} ({same}; "
+        print(f"{args.name}: committed {entry['loss_committed']!r}, re-run {entry['loss_rerun']!r} ({same}; "
               f"{entry['machine']})")
-        return 0
-    if not argv or argv[0] not in ("train", "park", "report"):
-        print(USAGE, file=sys.stderr)
-        return 2
-    opts = script_options(argv[1:], {"out", "only"})
-    out = opts.get("out", RUNS)
-    if argv[0] == "train":
-        only = opts["only"].split(",") if "only" in opts else None
-        return train(out, only)
-    if argv[0] == "park":
-        for name, step in park(out).items():
+    elif args.command == "train":
+        return train(args.out, args.only, args.workers)
+    elif args.command == "park":
+        for name, step in park(args.out).items():
             print(f"{name}: parked at step {step}")
-        return 0
-    doc = report(out)
-    print(f"qk.json: {len(doc['runs'])} of {len(PLAN)} planned runs finished")
+    else:
+        doc = report(args.out)
+        print(f"qk.json: {len(doc['runs'])} of {len(PLAN)} planned runs finished")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except SystemExit as exc:
-        if isinstance(exc.code, str):  # a refused request: its one line, and exit status 2
-            print(f"qk.py: {exc.code}", file=sys.stderr)
-            sys.exit(2)
-        raise
+    import qk  # this file as the module qk: the engine's workers import its cells by that name
+
+    sys.exit(qk.main(sys.argv[1:]))

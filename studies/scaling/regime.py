@@ -58,7 +58,10 @@ def compute(cell: dict, keyed: bool) -> dict:
 
 
 def main() -> None:
-    cells = json.load(open(OUT)) if os.path.exists(OUT) else {}
+    from bridges.runs.options import script_options, study_json
+
+    script_options(sys.argv[1:], {"table", "only", "cheap"})  # a stray word is refused before anything is computed
+    cells = study_json(OUT, "regime scan")
     if "--table" in sys.argv:  # the scan as Markdown (the table of regime.md)
         print(markdown(cells))
         return
@@ -98,5 +101,7 @@ def markdown(cells: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(lambda argv: main() or 0, sys.argv[1:], "regime.py"))
 

@@ -67,33 +67,33 @@ def data_config():
 
 
 def run_folder(name: str, train_dir: str) -> tuple:
-    """``(folder, command)`` of the study's run ``name``: found in ``train_dir`` or in its command's ``--out``
-    (studies/softmax/train, relative to the repository root), or trained there from its recorded command."""
-    from bridges.cli import build_parser, main as fv
-    from bridges.commands import config_from_args
+    """``(folder, command)`` of the study's run ``name``: found finished (its ``TrainResult`` read and checked,
+    ``bridges.training.train.load_result``) in ``train_dir`` or in its command's ``--out`` (studies/softmax/train,
+    relative to the repository root), or trained there (``bridges.training.train.train``) from its recorded command's
+    configuration."""
+    from bridges.studies.scaling import config_of_command
+    from bridges.training.train import load_result, train
 
     with open(STUDY) as f:
         runs = json.load(f)["runs"]
     if name not in runs:
         raise SystemExit(f"{name}: not a run of {STUDY}")
     command = runs[name]["command"]
-    argv = shlex.split(command)[1:]  # without "fv"
-    config = config_from_args(build_parser().parse_args(argv))
+    config = config_of_command(command)
     key = config.key()
     if key != runs[name]["key"]:
         raise SystemExit(f"{name}: its command gives the key {key}, study.json records {runs[name]['key']}")
     out = os.path.join(ROOT, config.train.out)  # the recorded --out is relative to the repository root
     for base in (train_dir, out):
-        if os.path.exists(os.path.join(base, key, "result.json")):
-            return os.path.join(base, key), command
+        path = os.path.join(base, key, "result.json")
+        if os.path.exists(path):
+            try:
+                if load_result(path, config).finished:
+                    return os.path.join(base, key), command
+            except ValueError as exc:  # damaged or planted: not a finished run (train sets it aside in ``out``)
+                print(f"{name}: {exc}", file=sys.stderr)
     print(f"{name}: no finished run in {train_dir}; training it ({command})", flush=True)
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        if fv(argv + ["--quiet"]):
-            raise SystemExit(f"{name}: fv train failed")
-    finally:
-        os.chdir(cwd)
+    train(config.replace(train=dict(out=out)), progress=False)
     return os.path.join(out, key), command
 
 
@@ -265,4 +265,6 @@ def main(argv: list) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "patching.py"))

@@ -94,4 +94,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "search.py"))

@@ -32,13 +32,12 @@ contexts and prints (and stores) ``loss(A) - loss(B)`` with its paired standard 
 """
 import json
 import os
-import shlex
 import sys
 
-from bridges.cli import build_parser, main as fv
-from bridges.commands import config_from_args
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.runs.store import update_json, write_atomic
 from bridges.runs.options import script_options
+from bridges.studies.scaling import command_of, config_of_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "study.json")
@@ -47,10 +46,14 @@ THEORY_SAMPLES = 1000
 
 
 def load(path: str = OUT) -> dict:
-    if not os.path.exists(path):
-        return {"runs": {}, "theory": {}}
-    with open(path) as f:
-        return json.load(f)
+    """study.json (or gaussian.json): its runs and theory rows; one that is damaged or not the study's is a one-line
+    InputError (restore it first), never a fresh start over committed results."""
+    from bridges.runs.options import study_json
+
+    doc = study_json(path, "runs and theory rows") or {"runs": {}, "theory": {}}
+    if set(doc) != {"runs", "theory"}:
+        raise SystemExit(f"{path} is not the study's runs and theory rows; restore it (git checkout) first")
+    return doc
 
 
 def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
@@ -58,11 +61,15 @@ def save(kind: str, name: str, entry: dict, path: str = OUT) -> None:
     update_json(path, lambda data: data[kind].__setitem__(name, entry), {"runs": {}, "theory": {}}, sort_keys=True)
 
 
-def command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list[str]:
-    argv = ["train", "--prior", "tree", "--depth", str(depth), "--alpha", str(CELL["alpha"]), "--tokens",
-            str(CELL["tokens"]), "--s2", str(CELL["s2"]), "--model", model, "--budget", str(budget), "--steps",
-            str(steps_per_budget * budget), "--seed", str(seed), "--threads", "1", "--out", "studies/softmax/train"]
-    return argv + (["--attention", "softmax"] if attention == "softmax" else [])
+def config(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int,
+           prior: str = "tree") -> RunConfig:
+    """The run of the tree cell (or, ``prior="gaussian"``, of its matched Gaussian), its run folder
+    studies/softmax/train (relative to the repository's root)."""
+    cov = {"cov": "matched"} if prior == "gaussian" else {}
+    return RunConfig(DataConfig(prior=prior, **cov, depth=depth, alpha=CELL["alpha"], n_tokens=CELL["tokens"],
+                                s2=CELL["s2"]),
+                     ModelConfig(model, budget, attention=attention),
+                     TrainConfig(steps=steps_per_budget * budget, seed=seed, threads=1, out="studies/softmax/train"))
 
 
 SCALING = os.path.join(os.path.dirname(os.path.dirname(HERE)), "studies", "scaling", "scaling.json")  # the repository's
@@ -79,12 +86,11 @@ def scaling_twin(model: str, budget: int, seed: int) -> dict:
     return found[0]
 
 
-def scaling_command(model: str, budget: int, seed: int, attention: str) -> list[str]:
-    """The scaling study's command of this run (its recipe's steps, batch and learning rate), read from
-    scaling.json, with ``--attention softmax`` added and written under studies/softmax/train."""
-    argv = shlex.split(scaling_twin(model, budget, seed)["command"])[1:]
-    argv[argv.index("--out") + 1] = "studies/softmax/train"
-    return argv + (["--attention", "softmax"] if attention == "softmax" else [])
+def scaling_config(model: str, budget: int, seed: int, attention: str) -> RunConfig:
+    """The scaling study's run (its recipe's steps, batch and learning rate, read from its command in scaling.json)
+    with ``attention`` and its run folder studies/softmax/train."""
+    twin = config_of_command(scaling_twin(model, budget, seed)["command"])
+    return twin.replace(model=dict(attention=attention), train=dict(out="studies/softmax/train"))
 
 
 def train_twin(model: str, budget: int, seed: int) -> None:
@@ -99,22 +105,20 @@ def train_twin(model: str, budget: int, seed: int) -> None:
                             "train_seconds": twin.get("train_seconds"), "source": "studies/scaling/scaling.json"})
     name = f"{model}-softmax-K7-B{budget}-s{seed}"
     if name not in load()["runs"]:
-        _train(name, scaling_command(model, budget, seed, "softmax"),
+        _train(name, scaling_config(model, budget, seed, "softmax"),
                {"model": model, "attention": "softmax", "depth": 7, "budget": budget, "seed": seed}, OUT)
 
 
-def _train(name: str, argv: list[str], entry: dict, out: str) -> None:
-    """Run ``fv`` on ``argv`` (a training written under studies/softmax/train) and add its result to ``out`` as
-    run ``name``: ``entry`` with the run's key, command, loss, stderr, steps and training seconds."""
-    key = config_from_args(build_parser().parse_args(argv)).key()
-    if fv(argv + ["--quiet"]):
-        raise SystemExit(f"{name}: fv train failed")
-    with open(os.path.join(HERE, "train", key, "result.json")) as f:
-        result = json.load(f)
-    save("runs", name, {**entry, "key": key, "command": "fv " + shlex.join(argv), "loss": result["loss"],
-                        "stderr": result["stderr"], "steps": result["steps"],
-                        "train_seconds": result.get("train_seconds")}, out)
-    print(f"{name}: {result['loss']:.4f} ± {result['stderr']:.4f}", flush=True)
+def _train(name: str, run: RunConfig, entry: dict, out: str) -> None:
+    """Train ``run`` (its folder under studies/softmax/train) and add its typed result to ``out`` as run ``name``:
+    ``entry`` with the run's key, command, loss, stderr, steps and training seconds."""
+    from bridges.training.train import train
+
+    root = os.path.dirname(os.path.dirname(HERE))  # the run folder is relative to the repository's root
+    result = train(run.replace(train=dict(out=os.path.join(root, run.train.out))), progress=False)
+    save("runs", name, {**entry, "key": run.key(), "command": command_of(run), "loss": result.loss,
+                        "stderr": result.stderr, "steps": result.steps, "train_seconds": result.train_seconds}, out)
+    print(f"{name}: {result.loss:.4f} ± {result.stderr:.4f}", flush=True)
 
 
 def train_one(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int,
@@ -126,8 +130,7 @@ def train_one(model: str, budget: int, seed: int, depth: int, attention: str, st
     out = GAUSSIAN_OUT if gaussian else OUT
     if name in load(out)["runs"]:
         return
-    argv = (gaussian_command if gaussian else command)(model, budget, seed, depth, attention, steps_per_budget)
-    _train(name, argv, {"model": model, "attention": attention, **({"prior": "gaussian"} if gaussian else {}),
+    _train(name, config(model, budget, seed, depth, attention, steps_per_budget, prior), {"model": model, "attention": attention, **({"prior": "gaussian"} if gaussian else {}),
                         "depth": depth, "budget": budget, "seed": seed}, out)
 
 
@@ -314,14 +317,6 @@ def figure(depth: int = 4) -> str:
 # --- the matched Gaussian cell (issue 31, item 3: "on the Gaussian prior does it still not [beat one layer]") ---
 GAUSSIAN_OUT = os.path.join(HERE, "gaussian.json")  # the shape of study.json; run names ``<model>-<attention>-G..``
 PRIORS = ("tree", "gaussian")
-
-
-def gaussian_command(model: str, budget: int, seed: int, depth: int, attention: str, steps_per_budget: int) -> list:
-    """``command`` on the matched Gaussian of the tree cell: ``theta ~ N(0, C)`` with ``C`` the tree prior's own
-    covariance (depth ``depth``, alpha 0.6: the same ``D = 2^depth - 1``, the same second moments, THEORY.md
-    section 5), so that only the tree's non-Gaussianity separates the two cells."""
-    argv = command(model, budget, seed, depth, attention, steps_per_budget)
-    return ["train", "--prior", "gaussian", "--cov", "matched"] + argv[3:]
 
 
 def gaussian_theory(depth: int, budgets: list[int]) -> None:
@@ -530,4 +525,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from bridges.runs.options import run_script
+
+    sys.exit(run_script(main, sys.argv[1:], "study.py"))

@@ -9,6 +9,11 @@ import os
 import sys
 import time
 
+if __name__ == "__main__":  # a stray word is refused in one line, before anything is computed
+    from bridges.runs.options import script_options
+
+    script_options(sys.argv[1:], {"quick", "table"})
+
 import numpy as np
 import torch
 

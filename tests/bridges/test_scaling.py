@@ -53,20 +53,21 @@ def test_the_command_of_a_row_reproduces_its_configuration():
     assert config_from_args(args) == cfg
 
 
-def test_a_rows_command_is_trained_again_with_changed_flags():
-    from bridges.cli import build_parser
-    from bridges.commands import config_from_args, train_argv
+def test_a_rows_command_is_read_back_as_its_configuration():
+    from bridges.studies.scaling import command_of, config_of_command
 
     cfg = RunConfig(DataConfig(prior="tree", depth=3, alpha=0.6), ModelConfig("A", 2, mlp_width=8),
                     TrainConfig(steps=7, seed=5, out="somewhere"))
-    line = shlex.join(["fv", "train", *cfg.to_argv()])
-    again = config_from_args(build_parser().parse_args(train_argv(line, {"--steps": 14, "--out": "elsewhere"})))
-    assert again == cfg.replace(train=dict(steps=14, out="elsewhere"))
-    assert config_from_args(build_parser().parse_args(train_argv(line))) == cfg
-    with pytest.raises(ValueError, match="not an fv train command"):
-        train_argv("fv scaling --out x")
-    with pytest.raises(ValueError, match="has no --nonsense to change"):
-        train_argv(line, {"--nonsense": 1})
+    line = command_of(cfg)
+    assert config_of_command(line) == cfg
+    assert config_of_command(command_of(cfg, "elsewhere")) == cfg.replace(train=dict(out="elsewhere"))
+    again = config_of_command(line).replace(train=dict(steps=14))
+    assert again.key() != cfg.key() and again == cfg.replace(train=dict(steps=14))
+    for bad in ("fv scaling --out x", "train --model A", 3):
+        with pytest.raises(ValueError, match="not an fv train command"):
+            config_of_command(bad)
+    with pytest.raises(ValueError, match="unknown option --nonsense"):
+        config_of_command(line + " --nonsense 1")
 
 
 @pytest.mark.parametrize("argv,match", [
