@@ -470,7 +470,7 @@ def _mc(args) -> int:
         inputs["design"] = design
     if args.layers is not None or args.width is not None:
         inputs.update(layers=args.layers, width=args.width)
-    if args.strategy.startswith("optimal_nonadaptive"):
+    if "measurement" in _takes(args.strategy):  # a design search of a class (optimal_nonadaptive)
         strategy, inputs["measurement"] = resolve_strategy(args.strategy, args.measurement)
         inputs["strategy"] = f"{strategy}_{inputs['measurement']}"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}

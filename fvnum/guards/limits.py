@@ -20,7 +20,7 @@ from fvnum.priors.checks import (  # noqa: F401 (the float checks of the priors,
 )
 from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
 from fvnum.policies.registry import STRATEGIES, classed_by_measurement, strategy_of
-from fvnum.policies.strategies import COORDINATE, DENSE, Strategy, Work, load
+from fvnum.policies.strategies import COORDINATE, DENSE, Strategy, Work, checked_seconds, load
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
@@ -254,7 +254,7 @@ def check_price(strategy: Strategy, spec, channel, budget: int, samples: int, th
     threads = default_threads() if threads is None else int(threads)
 
     def seconds(n):
-        return strategy.cost(spec, channel, budget, n, threads=threads)  # refuses a price that is no number >= 0
+        return checked_seconds(strategy, strategy.cost(spec, channel, budget, n, threads=threads))  # a number >= 0
 
     total = seconds(samples)
     if fits_time(total):

@@ -220,7 +220,8 @@ class Strategy:
     def describe(self) -> str:
         """One line: its name, what it is, its class and adaptivity, and the options set on it."""
         kind = {True: "adaptive", False: "non-adaptive", None: "adaptivity of the policy given"}[self.adaptive]
-        klass = f"{self.measurement} class" if self.measurement else "class of its rows"
+        klass = (f"{self.measurement} class" if self.measurement else
+                 "class given by measurement=" if self.classed else "class of its rows")
         set_ = [f"{k}={_brief(getattr(self, k))}" for k in OPTIONS if k != "measurement" and getattr(self, k) is not None
                 and not (k == "search_samples" and getattr(self, k) == _DEFAULTS[k])]
         return f"{self.name}: {self.description} ({klass}, {kind}{'; ' + ', '.join(set_) if set_ else ''})"
@@ -246,17 +247,7 @@ class Strategy:
         if self.price is None:
             return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
                                             search_samples=search_samples, dense_design=dense_design, solve=solve))
-        given = load(self.price)(prior, channel, budget, samples, threads=threads)
-        try:
-            seconds = float(given)
-        except (TypeError, ValueError, OverflowError):
-            seconds = float("nan")
-        if not seconds >= 0:  # NaN, negative or not a number: no price
-            from fvsym._validate import _short
-
-            raise InputError(f"strategy {self.name!r}: its price gave {_short(given)} seconds; a price is a number "
-                             f">= 0")
-        return seconds
+        return checked_seconds(self, load(self.price)(prior, channel, budget, samples, threads=threads))
 
 
 
@@ -269,3 +260,17 @@ def _brief(value) -> str:
         return getattr(value, "__name__", type(value).__name__)
     text = repr(value.tolist() if hasattr(value, "tolist") else value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def checked_seconds(strategy: Strategy, given) -> float:
+    """A price given by ``strategy`` (its ``price``, or its own ``cost``) as seconds; NaN, a negative number or no
+    number is one :class:`~fvsym.errors.InputError` line."""
+    try:
+        seconds = float(given)
+    except (TypeError, ValueError, OverflowError):
+        seconds = float("nan")
+    if not seconds >= 0:  # NaN, negative or not a number: no price
+        from fvsym._validate import _short
+
+        raise InputError(f"strategy {strategy.name!r}: its price gave {_short(given)} seconds; a price is a number >= 0")
+    return seconds
