@@ -40,7 +40,7 @@ _EXPORTS = {
     "state_patching_table": "patching.state", "mean_state": "patching.state", "injection_table": "patching.state",
     "MeanState": "patching.state", "InjectionTable": "patching.state", "keyed_patching_table": "patching.keyed",
     "best_adaptive": "optimum.bracket", "optimal_nonadaptive_coordinate": "policies.search", "optimal_nonadaptive_unit": "policies.search",
-    "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.policies", "STRATEGIES": "policies.registry",
+    "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.policies", "STRATEGIES": "policies.strategies",
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
     "Bounds": "optimum.bracket", "bounds": "optimum.bracket", "NoisyBellman": "optimum.noisy_dp", "noisy_bellman": "optimum.noisy_dp",
     "make_channel": "mc.channels", "effective_tau2": "mc.channels",

@@ -19,7 +19,7 @@ from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
 from fvnum.priors.registry import PRIORS, cli_priors, prior_entry
 from fvnum.policies.registry import CLI_STRATEGIES as STRATEGY_CHOICES
-from fvnum.policies.registry import strategy_of, taking
+from fvnum.policies.strategies import strategy_of, taking
 from fvsym.errors import InputError
 
 

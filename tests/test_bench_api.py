@@ -25,7 +25,7 @@ def _spec_channel(prior=PRIOR, **channel):
 # --- a strategy by name (or its registered object) -------------------------------------------------------
 @pytest.mark.parametrize("given", ["nope", ["path"], None, 3, "Path"])
 def test_the_registry_refuses_what_it_does_not_hold_in_one_line_naming_its_names(given):
-    from fvnum.policies.registry import STRATEGIES, strategy_object
+    from fvnum.policies.strategies import STRATEGIES, strategy_object
 
     with pytest.raises(InputError) as caught:
         strategy_object(given)
@@ -38,7 +38,7 @@ def test_the_registry_takes_a_registered_name_or_its_object_and_refuses_an_unreg
     from dataclasses import replace
 
     from fvnum import loss_mc
-    from fvnum.policies.registry import STRATEGIES, strategy_object
+    from fvnum.policies.strategies import STRATEGIES, strategy_object
 
     spec, channel = _spec_channel(tau=0.2)
     by_name = strategy_object("top_levels").policy(PRIOR, 2, channel)

@@ -248,7 +248,7 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
 
 def reproduction_curves_seconds(cfg) -> float:
     """``bridges.studies.reproduce.reproduction_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.policies.strategies import STRATEGIES
     from fvsym.guards.costs import tree_loss_cost
 
     from bridges.studies.reproduce import CURVES, NOISY_OPTIONS, UNDER_NOISE

@@ -201,7 +201,7 @@ def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict
     """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
     import fvnum
     from fvnum.mc.channels import make_channel
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.policies.strategies import STRATEGIES
     from fvnum.theory import gaussian_optimum
     from fvsym.tree import tree_loss
 

@@ -169,7 +169,7 @@ def _check_mc(args) -> None:
     command checks the rest when the cell runs)."""
     from fractions import Fraction
 
-    from fvnum.policies.registry import strategy_of, taking
+    from fvnum.policies.strategies import strategy_of, taking
 
     if (args.tau is None) == (args.tokens is None):
         raise InputError("give exactly one of tau (gaussian channel) or tokens (tokens channel)")
@@ -411,7 +411,7 @@ def _mc_cell_seconds(args) -> float:
     from fvnum.cli import check_mc_options, prior_of
     from fvnum.guards.limits import check_loss_mc_args, mc_cost
     from fvnum.mc.simulate import check_budget
-    from fvnum.policies.registry import strategy_of
+    from fvnum.policies.strategies import strategy_of
     from fvnum.priors.capabilities import capability
     from fvnum.priors.tree import numeric_prior
 

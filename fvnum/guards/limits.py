@@ -19,8 +19,9 @@ from fvnum.priors.checks import (  # noqa: F401 (the float checks of the priors,
     RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
 )
 from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
-from fvnum.policies.registry import STRATEGIES, classed_by_measurement, strategy_of
-from fvnum.policies.strategies import COORDINATE, DENSE, Strategy, Work, checked_seconds, load
+from fvnum.policies.strategies import (
+    COORDINATE, DENSE, STRATEGIES, Strategy, Work, checked_seconds, classed_by_measurement, load, strategy_of,
+)
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256

@@ -31,8 +31,8 @@ from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs, check_samples, simulate
 from fvnum.priors.tree import TreeSpec
 
-from fvnum.policies.registry import candidates as role_candidates
-from fvnum.policies.registry import STRATEGIES, strategy_object, strategy_of
+from fvnum.policies.strategies import candidates as role_candidates
+from fvnum.policies.strategies import STRATEGIES, strategy_object, strategy_of
 
 # The default candidates of the bracket and of best_adaptive are the strategies whose object says so
 # (Strategy.roles "bracket" and "best_adaptive", in their ranks' order: path, greedy_coordinate, rollout,

@@ -28,7 +28,7 @@ from fvsym._validate import _short
 from fvnum.mc import _chunks
 from fvnum.mc.channels import decoder_of, token_statistics
 from fvnum.estimate import Estimate, Moments, pool
-from fvnum.policies.registry import strategy_object
+from fvnum.policies.strategies import strategy_object
 from fvnum.mc.simulate import Draws, blocks, check_inputs, run_policy
 from fvnum.priors.tree import TreeSpec
 from fvsym.errors import InputError

@@ -120,7 +120,7 @@ def _check_price(what: str, spec, channel, pol, budget: int, samples: int, repla
 
 
 def _strategy_names():
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.policies.strategies import STRATEGIES
 
     return STRATEGIES
 

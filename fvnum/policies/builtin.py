@@ -1,6 +1,6 @@
 """The built-in strategies (docs/theory.md sections 2, 3, 5, 6): one subclass of
 :class:`fvnum.policies.strategies.Strategy` each, whose :meth:`policy` builds its policy from the options on the
-object, and :data:`BUILTIN`, their registered objects (``fvnum.policies.registry.STRATEGIES`` maps the names to them).
+object, and :data:`BUILTIN`, their registered objects (``fvnum.policies.strategies.STRATEGIES`` maps the names to them).
 
 Names under noise say what they are (docs/theory.md section 3): ``optimal`` is the noisy optimum, built only where it
 is computed exactly (``fvnum.noisy_bellman``: tree or finite prior, ``tau > 0``, width 1, small sizes; at ``tau = 0``
@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from fvsym.errors import InputError
 
-from fvnum.policies.strategies import COORDINATE, DENSE, Strategy, Work
+from fvnum.policies.strategies import COORDINATE, DENSE, STRATEGIES, Strategy, Work
 
 
 class Builtin(Strategy):
@@ -341,3 +341,4 @@ BUILTIN = (
                                tree_seconds="fvnum.guards.limits:rollout_tree_seconds"),
             roles=(("bracket", 2),), needs_noise=True, min_budget=2),
 )
+STRATEGIES.update((s.name, s) for s in BUILTIN)  # registered when fvnum.policies loads (its __init__)

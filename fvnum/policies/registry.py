@@ -1,7 +1,7 @@
-"""The strategy registry: the names of ``fv mc --strategy`` and of :func:`loss_mc`'s ``strategy``, each mapped to
-its :class:`~fvnum.policies.strategies.Strategy` object (``STRATEGIES``), which builds, prices and describes its own
-policy (the built-in ones: :mod:`fvnum.policies.builtin`; a user's: :func:`register_strategy`). Here too
-:func:`loss_mc`, the Monte Carlo loss of a named strategy.
+"""The strategy registry: :func:`register_strategy` adds a strategy from outside the package to the map of names
+to objects (``fvnum.policies.strategies.STRATEGIES``: the names of ``fv mc --strategy``, :data:`CLI_STRATEGIES`,
+and of :func:`loss_mc`'s ``strategy``); each object builds, prices and describes its own policy (the built-in
+ones: :mod:`fvnum.policies.builtin`). Here too :func:`loss_mc`, the Monte Carlo loss of a named strategy.
 """
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from fvsym.errors import InputError
 from fvsym.strategy_names import bare_refusal
 
 # Only the objects load at import (``fv`` lists them without loading numpy or numba); their policies import the
-# engine when built.
+# engine when built. The map of names to objects is ``fvnum.policies.strategies.STRATEGIES`` (read by the guards
+# too, below the engine); the built-in strategies are in it once ``fvnum.policies`` has loaded.
 from fvnum.policies.builtin import BUILTIN
-from fvnum.policies.strategies import MEASUREMENTS, Strategy, load  # noqa: F401 (its names)
-
-STRATEGIES: dict = {s.name: s for s in BUILTIN}
+from fvnum.policies.strategies import STRATEGIES, Strategy, strategy_name
 
 
 class _CliStrategies(Sequence):
@@ -40,61 +39,6 @@ class _CliStrategies(Sequence):
 
 
 CLI_STRATEGIES = _CliStrategies()
-
-
-def strategy_of(name: str) -> Strategy | None:
-    """The registered :class:`Strategy` called ``name`` (None: none is)."""
-    return STRATEGIES.get(name) if isinstance(name, str) else None
-
-
-def strategy_name(strategy) -> str:
-    """The registry's name of ``strategy``: a registered name, or a :class:`Strategy` object registered under its
-    name (the same object, or one equal to it). Anything else is one :class:`~fvsym.errors.InputError` line that
-    lists the registered names (an object not registered: ``register_strategy`` adds it)."""
-    from fvsym._validate import _short
-
-    known = ", ".join(STRATEGIES)
-    if isinstance(strategy, Strategy):
-        if STRATEGIES.get(strategy.name) == strategy:
-            return strategy.name
-        raise InputError(f"strategy {strategy.name!r} is not registered (register_strategy adds it); "
-                         f"registered: {known}")
-    if isinstance(strategy, str) and strategy in STRATEGIES:
-        return strategy
-    what = _short(strategy) if isinstance(strategy, str) else f"{type(strategy).__name__} {_short(strategy)}"
-    raise InputError(f"unknown strategy {what}; choose one of {known}")
-
-
-def strategy_object(strategy) -> Strategy:
-    """The object of ``strategy``: the registered object of a name, or the object given (registered under its name;
-    it keeps the options set on it). Anything else: :func:`strategy_name`'s one line."""
-    name = strategy_name(strategy)
-    return strategy if isinstance(strategy, Strategy) else STRATEGIES[name]
-
-
-def taking(option: str, *, classed: bool = False) -> str:
-    """The names of the ``fv mc`` strategies that take ``option`` (``Strategy.takes``; with ``classed``, only those
-    classed by ``measurement=``), as a phrase: ``a``, ``a and b``, ``a, b and c``."""
-    names = [n for n, s in STRATEGIES.items() if s.cli and option in s.takes and (s.classed or not classed)]
-    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def candidates(role: str) -> tuple:
-    """The names of the default candidates of ``role`` (:data:`ROLES`), in their ranks' order."""
-    ranked = [(s.rank(role), i, s.name) for i, s in enumerate(STRATEGIES.values()) if s.rank(role) is not None]
-    return tuple(name for _, _, name in sorted(ranked))
-
-
-def classed_by_measurement(name: str) -> bool:
-    """Whether ``name`` takes its class from ``measurement=`` (its class-named spellings run as it)."""
-    return any(s.runs_as == name for s in STRATEGIES.values())
-
-
-def adaptive_class(policy: str | None) -> str:
-    """The measurement class of an adaptive policy found by a search: ``unit`` for one of dense unit rows, else
-    ``coordinate`` (a policy not registered, or the Gaussian's water-filling design, reads as coordinate)."""
-    s = strategy_of(policy)
-    return "unit" if s is not None and s.adaptive and s.measurement == "unit" else "coordinate"
 
 
 def _builtin_names() -> frozenset:

@@ -90,6 +90,8 @@ def load(ref):
 
 
 OPTIONS = ("design", "fn", "layers", "width", "measurement", "search_samples")  # the settings of one run
+STRATEGIES: dict = {}  # name -> Strategy: the built-in ones (fvnum.policies.builtin, registered when fvnum.policies
+# loads) and those of fvnum.policies.registry.register_strategy; the CLI's names and every lookup below read it
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,12 @@ class Strategy:
     def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
         """The :class:`fvnum.policies.protocol.Policy` of this strategy for ``budget`` readings of ``prior`` (the
         object the caller gave) under ``channel`` (a ``fvnum.Channel``). Here: the policy of ``build`` (a
-        strategy given as a function), checked; a subclass defines its own."""
-        from fvnum.mc.simulate import check_budget
+        strategy given as a function), checked; a subclass defines its own. The callers check the budget (``loss_mc``
+        and the tables, with the channel) before they ask."""
         from fvnum.policies.protocol import Policy
 
         if self.build is None:
             raise InputError(f"strategy {self.name!r} builds no policy: give it build= or define its policy()")
-        check_budget(budget)
         pol = load(self.build)(prior, channel, budget, layers=self.layers, width=self.width, seed=seed)
         if not isinstance(pol, Policy):
             raise InputError(f"strategy {self.name!r}: its build returned {type(pol).__name__}, not a "
@@ -274,3 +275,59 @@ def checked_seconds(strategy: Strategy, given) -> float:
 
         raise InputError(f"strategy {strategy.name!r}: its price gave {_short(given)} seconds; a price is a number >= 0")
     return seconds
+
+
+def strategy_of(name: str) -> Strategy | None:
+    """The registered :class:`Strategy` called ``name`` (None: none is)."""
+    return STRATEGIES.get(name) if isinstance(name, str) else None
+
+
+def strategy_name(strategy) -> str:
+    """The registry's name of ``strategy``: a registered name, or a :class:`Strategy` object registered under its
+    name (the same object, or one equal to it). Anything else is one :class:`~fvsym.errors.InputError` line that
+    lists the registered names (an object not registered: ``register_strategy`` adds it)."""
+    from fvsym._validate import _short
+
+    known = ", ".join(STRATEGIES)
+    if isinstance(strategy, Strategy):
+        if STRATEGIES.get(strategy.name) == strategy:
+            return strategy.name
+        raise InputError(f"strategy {strategy.name!r} is not registered (fvnum.policies.registry.register_strategy "
+                         f"adds it); "
+                         f"registered: {known}")
+    if isinstance(strategy, str) and strategy in STRATEGIES:
+        return strategy
+    what = _short(strategy) if isinstance(strategy, str) else f"{type(strategy).__name__} {_short(strategy)}"
+    raise InputError(f"unknown strategy {what}; choose one of {known}")
+
+
+def strategy_object(strategy) -> Strategy:
+    """The object of ``strategy``: the registered object of a name, or the object given (registered under its name;
+    it keeps the options set on it). Anything else: :func:`strategy_name`'s one line."""
+    name = strategy_name(strategy)
+    return strategy if isinstance(strategy, Strategy) else STRATEGIES[name]
+
+
+def taking(option: str, *, classed: bool = False) -> str:
+    """The names of the ``fv mc`` strategies that take ``option`` (``Strategy.takes``; with ``classed``, only those
+    classed by ``measurement=``), as a phrase: ``a``, ``a and b``, ``a, b and c``."""
+    names = [n for n, s in STRATEGIES.items() if s.cli and option in s.takes and (s.classed or not classed)]
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def candidates(role: str) -> tuple:
+    """The names of the default candidates of ``role`` (:data:`ROLES`), in their ranks' order."""
+    ranked = [(s.rank(role), i, s.name) for i, s in enumerate(STRATEGIES.values()) if s.rank(role) is not None]
+    return tuple(name for _, _, name in sorted(ranked))
+
+
+def classed_by_measurement(name: str) -> bool:
+    """Whether ``name`` takes its class from ``measurement=`` (its class-named spellings run as it)."""
+    return any(s.runs_as == name for s in STRATEGIES.values())
+
+
+def adaptive_class(policy: str | None) -> str:
+    """The measurement class of an adaptive policy found by a search: ``unit`` for one of dense unit rows, else
+    ``coordinate`` (a policy not registered, or the Gaussian's water-filling design, reads as coordinate)."""
+    s = strategy_of(policy)
+    return "unit" if s is not None and s.adaptive and s.measurement == "unit" else "coordinate"
