@@ -247,8 +247,8 @@ def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samp
     from fvnum.guards.limits import check_threads
 
     check_threads(threads)
-    spec, channel, samples, seed, _ = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed,
+    spec, channel, samples, seed, budget = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
         tree="key patching needs a tree prior (divergence depth of two leaves)")
     chosen = strategy_object(strategy).using(fn=policy, layers=layers, width=width)
     pol = chosen.policy(prior, budget, channel, seed=seed, threads=threads)
