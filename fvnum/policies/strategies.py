@@ -8,7 +8,10 @@ is (its measurement class, adaptivity, the searches it is a candidate of, its fi
 
 The built-in strategies are subclasses in :mod:`fvnum.policies.builtin`; a user strategy is a subclass with its
 own ``policy`` (or a plain ``Strategy`` given ``build=``), registered by ``fvnum.policies.registry.register_strategy``.
-Both run through the same methods; the registry only maps names (the CLI's ``--strategy``) to objects.
+Both run through the same methods. ``STRATEGIES`` only maps names (the CLI's ``--strategy``, ``loss_mc``'s
+``strategy``) to objects: the built-in ones, put there when ``fvnum.policies`` loads, and the registered ones; the
+lookups at the end of this module (:func:`strategy_of`, :func:`strategy_name`, :func:`strategy_object`,
+:func:`candidates`) read it.
 
 Standard library only, and ``fvsym.errors`` (``fv`` lists the names without loading numpy or numba); what the
 objects point to (a builder, a price) is a callable or a ``"module:function"`` reference loaded when first asked.
