@@ -46,7 +46,7 @@ run = lambda n: loss_mc(prior, a["strategy"], a["budget"], tokens=a["tokens"], d
 if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings of unit rows, drawn once
     from fvnum.mc.channels import make_channel
     from fvnum.mc.simulate import decode_losses, draw, read
-    from fvnum.policies.strategies import Rows
+    from fvnum.policies.policies import Rows
     from fvnum.priors.tree import numeric_prior
     spec = numeric_prior(prior)
     channel = make_channel(spec, tokens=a["tokens"])

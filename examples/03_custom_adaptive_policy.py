@@ -1,5 +1,5 @@
 """Evaluate a custom adaptive policy by Monte Carlo, beside ``path`` and ``top_levels``, with error bars
-(THEORY.md sections 2, 4, 6; the policy protocol of ``fvnum.policies.strategies``).
+(THEORY.md sections 2, 4, 6; the policy protocol of ``fvnum.policies.policies``).
 
     python examples/03_custom_adaptive_policy.py
     python examples/03_custom_adaptive_policy.py --taus=0.1,0.5,0.8 --confidence=0.99 --samples=100000
@@ -31,7 +31,7 @@ STRATEGIES = ("path", "top_levels", "confident_path")
 
 
 def confident_path(scales, tau: float, confidence: float):
-    """The policy (``fvnum.policies.strategies`` protocol: ``rows = policy(layer, phi)``, ``phi`` (n, layer, 1) the
+    """The policy (``fvnum.policies.policies`` protocol: ``rows = policy(layer, phi)``, ``phi`` (n, layer, 1) the
     readings so far, ``rows`` (n, 1) node numbers, 0 = idle). It is stateless: it replays its own earlier
     decisions from ``phi``. Reading a path node of amplitude ``a`` with sum of readings ``S`` gives the sign
     log-odds ``2 a S / tau^2``; the policy descends once they reach ``log(confidence / (1 - confidence))``."""

@@ -19,6 +19,7 @@ from fvsym.cli import SCALES_HELP, int_arg, number_arg
 
 from fvnum.priors.registry import PRIORS, cli_priors, prior_entry
 from fvnum.policies.registry import CLI_STRATEGIES as STRATEGY_CHOICES
+from fvnum.policies.strategies import strategy_of, taking
 from fvsym.errors import InputError
 
 
@@ -235,18 +236,25 @@ def check_mc_options(args) -> None:
         n = len(parse_int_list(args.design, "--design"))
         raise InputError(f"--budget {args.budget} does not match --design {_brief(args.design)} ({n} node"
                          f"{'s' if n != 1 else ''}): a fixed design's length is its budget; give --design alone")
-    if args.strategy == "fixed" and args.design is None:
-        raise InputError("--strategy fixed needs --design n1,n2,...")
-    if args.design is not None and args.strategy != "fixed":
-        raise InputError(f"--design applies to --strategy fixed only, got --strategy {args.strategy}")
+    takes = _takes(args.strategy)  # the options the strategy's object reads
+    if "design" in takes and args.design is None:
+        raise InputError(f"--strategy {args.strategy} needs --design n1,n2,...")
+    if args.design is not None and "design" not in takes:
+        raise InputError(f"--design applies to --strategy {taking('design')} only, got --strategy {args.strategy}")
     check_prior_options(args)
     if args.s2 is not None and args.tokens is None:
         raise InputError("--s2 applies to the tokens channel (--tokens N) only")
-    if args.measurement is not None and not args.strategy.startswith("optimal_nonadaptive"):
-        raise InputError(f"--measurement applies to --strategy optimal_nonadaptive only, got --strategy {args.strategy}")
-    if (args.layers is not None or args.width is not None) and args.strategy not in ("optimal", "bellman_noiseless"):
-        raise InputError(f"--layers and --width apply to strategies optimal and bellman_noiseless, "
+    if args.measurement is not None and "measurement" not in takes:
+        raise InputError(f"--measurement applies to --strategy {taking('measurement', classed=True)} only, got "
+                         f"--strategy {args.strategy}")
+    if (args.layers is not None or args.width is not None) and "layers" not in takes:
+        raise InputError(f"--layers and --width apply to strategies {taking('layers')}, "
                          f"got --strategy {args.strategy}")
+
+
+def _takes(name) -> frozenset:
+    s = strategy_of(name)
+    return frozenset() if s is None else s.takes
 
 
 def check_prior_options(args) -> None:
@@ -307,7 +315,7 @@ def _check_gaussian_options(args) -> None:
                          f"file or --eigenvalues gives its own D), got {what} --dim {args.dim}")
     if args.strategy not in GAUSSIAN_STRATEGIES:
         why = ("the coordinate-class search is for the tree prior; a Gaussian prior's optimum is the water-filling "
-               "design of the unit class" if args.strategy == "optimal_nonadaptive_coordinate" else
+               "design of the unit class" if getattr(strategy_of(args.strategy), "runs_as", None) else
                "it is adaptive; on a Gaussian prior adaptivity does not help, docs/theory.md Theorem G1")
         named = ("--strategy " if "strategy" in getattr(args, "_given", ("strategy",)) else
                  "fv mc's default strategy, ")  # fv's parser records the options given
@@ -419,7 +427,7 @@ def _mc(args) -> int:
     check_mc_options(args)
     from fvnum.policies.registry import resolve_strategy
 
-    if args.strategy == "optimal_nonadaptive":  # the old spelling: say the class it means here
+    if getattr(strategy_of(args.strategy), "classed", False):  # the old spelling: say the class it means here
         _, klass = resolve_strategy(args.strategy, args.measurement)
         print(f"fv mc: note: --strategy optimal_nonadaptive --measurement {klass} is --strategy "
               f"optimal_nonadaptive_{klass}", file=sys.stderr)  # without --measurement it is refused: no class
@@ -462,7 +470,7 @@ def _mc(args) -> int:
         inputs["design"] = design
     if args.layers is not None or args.width is not None:
         inputs.update(layers=args.layers, width=args.width)
-    if args.strategy.startswith("optimal_nonadaptive"):
+    if "measurement" in _takes(args.strategy):  # a design search of a class (optimal_nonadaptive)
         strategy, inputs["measurement"] = resolve_strategy(args.strategy, args.measurement)
         inputs["strategy"] = f"{strategy}_{inputs['measurement']}"
     shown = {**inputs, "tau": args.tau if args.tokens is None else f"{channel.tau:.6g} (tokens)"}

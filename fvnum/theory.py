@@ -33,7 +33,7 @@ from fvnum.estimate import Estimate
 from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
 from fvnum.model_rows import MODELS, model, plain_models
 from fvnum.priors.registry import prior_entry
-from fvnum.policies.objects import adaptive_class
+from fvnum.policies.strategies import adaptive_class
 from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its names importable from here too)
     SOFTMAX_LAW_RANGE, LinearDecoder, _check_channel, _exact_noise, _gaussian_of, _token_factor, best_linear_loss,
     gaussian_optimum, lmmse, prior_covariance, softmax_lmmse, top_levels_rows, top_levels_softmax)
@@ -567,7 +567,7 @@ def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, s
     prior without a tree's heap the water-filling design and its ``D^3`` solve."""
     from fvsym.guards.costs import tree_loss_cost
 
-    from fvnum.policies.objects import candidates, strategy_of
+    from fvnum.policies.strategies import candidates, strategy_of
 
     B = budget
 

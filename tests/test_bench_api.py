@@ -24,30 +24,29 @@ def _spec_channel(prior=PRIOR, **channel):
 
 # --- a strategy by name (or its registered object) -------------------------------------------------------
 @pytest.mark.parametrize("given", ["nope", ["path"], None, 3, "Path"])
-def test_the_policy_builder_refuses_what_the_registry_does_not_hold_in_one_line_naming_its_names(given):
-    from fvnum.policies.registry import STRATEGIES, build_policy
+def test_the_registry_refuses_what_it_does_not_hold_in_one_line_naming_its_names(given):
+    from fvnum.policies.strategies import STRATEGIES, strategy_object
 
-    spec, channel = _spec_channel(tau=0.2)
     with pytest.raises(InputError) as caught:
-        build_policy(PRIOR, spec, channel, given, 2)
+        strategy_object(given)
     line = str(caught.value)
     assert "\n" not in line and line.startswith("unknown strategy") and repr(given) in line
     assert all(name in line for name in STRATEGIES)
 
 
-def test_the_policy_builder_takes_a_registered_name_or_its_object_and_refuses_an_unregistered_object():
+def test_the_registry_takes_a_registered_name_or_its_object_and_refuses_an_unregistered_object():
     from dataclasses import replace
 
     from fvnum import loss_mc
-    from fvnum.policies.registry import STRATEGIES, build_policy
+    from fvnum.policies.strategies import STRATEGIES, strategy_object
 
     spec, channel = _spec_channel(tau=0.2)
-    by_name = build_policy(PRIOR, spec, channel, "top_levels", 2)
-    by_object = build_policy(PRIOR, spec, channel, STRATEGIES["top_levels"], 2)
+    by_name = strategy_object("top_levels").policy(PRIOR, 2, channel)
+    by_object = strategy_object(STRATEGIES["top_levels"]).policy(PRIOR, 2, channel)
     assert type(by_name) is type(by_object) and list(by_name.design) == list(by_object.design) == [1, 2]
     stray = replace(STRATEGIES["path"], name="not_registered")
     with pytest.raises(InputError, match="strategy 'not_registered' is not registered.*registered: path, "):
-        build_policy(PRIOR, spec, channel, stray, 2)
+        strategy_object(stray)
     kw = dict(tau=0.2, samples=500, seed=3, threads=1)
     assert loss_mc(PRIOR, STRATEGIES["path"], 2, **kw).value == loss_mc(PRIOR, "path", 2, **kw).value
 
@@ -56,7 +55,7 @@ def test_the_policy_builder_takes_a_registered_name_or_its_object_and_refuses_an
 def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_object():
     from fvnum.optimum import noisy_dp
     from fvnum.guards.limits import mc_cost
-    from fvnum.policies.objects import STRATEGIES
+    from fvnum.policies.registry import STRATEGIES
 
     optimal = STRATEGIES["optimal"]
     assert optimal.price == "fvnum.optimum.noisy_dp:mc_seconds"
@@ -142,7 +141,7 @@ def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
 def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object():
     from bridges.studies.sweep import _mc_cell_seconds, _mc_parser
     from fvnum.guards.limits import mc_cost
-    from fvnum.policies.objects import STRATEGIES
+    from fvnum.policies.registry import STRATEGIES
 
     args = _mc_parser().parse_args(["--strategy=optimal", "--depth=4", "--budget=2", "--tau=0.3", "--samples=100000",
                                     "--threads=1"])

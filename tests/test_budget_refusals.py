@@ -30,7 +30,7 @@ def test_loss_mc_names_the_budget_too():
 
 
 def test_the_rollout_price_of_a_huge_budget_is_immediate():
-    from fvnum.policies.strategies import rollout_seconds
+    from fvnum.policies.policies import rollout_seconds
 
     start = time.monotonic()
     assert rollout_seconds(20, 10**9, 1000) > 1e20 and time.monotonic() - start < 0.1

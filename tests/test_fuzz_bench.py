@@ -42,7 +42,7 @@ HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.tex
 @examples(40)
 @given(value=HOSTILE)
 def test_a_strategy_that_is_no_registered_name_is_one_input_error_line(value):
-    from fvnum.policies.objects import STRATEGIES, strategy_name
+    from fvnum.policies.registry import STRATEGIES, strategy_name
 
     if isinstance(value, str) and value in STRATEGIES:
         assert strategy_name(value) == value

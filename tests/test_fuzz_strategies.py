@@ -1,4 +1,4 @@
-"""Hostile inputs to the strategy objects (issue 30 item 1, ``fvnum.policies.objects.Strategy``): fields of the wrong
+"""Hostile inputs to the strategy objects (issue 30 item 1, ``fvnum.policies.strategies.Strategy``): fields of the wrong
 kind, registrations the registry cannot hold, and a strategy whose own price is no number of seconds, in Python and on
 ``fv mc``. Each is one line (exit code 2 on the command line, a ValueError in Python), never a traceback or a
 silent answer."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fvnum import loss_mc
 from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
-from fvnum.policies.objects import MEASUREMENTS, ROLES, Strategy
+from fvnum.policies.strategies import MEASUREMENTS, ROLES, Strategy
 from fvsym import TreePrior
 
 from ._cli import examples, fv
@@ -23,7 +23,7 @@ NOT_A_NAME = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.j
 
 
 def _first_nodes(prior, channel, budget, *, layers, width, seed):
-    from fvnum.policies.strategies import FixedDesign
+    from fvnum.policies.policies import FixedDesign
 
     return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_priced")
 

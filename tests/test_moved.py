@@ -11,7 +11,7 @@ from fvsym import _moved
 OLD_TO_NEW = {
     "fvnum.keyed_patching": "fvnum.patching.keyed", "fvnum.tree": "fvnum.priors.tree",
     "fvnum.simulate": "fvnum.mc.simulate", "fvnum.noisy_dp": "fvnum.optimum.noisy_dp",
-    "fvnum.strategies": "fvnum.policies.strategies", "fvnum.limits": "fvnum.guards.limits",
+    "fvnum.strategies": "fvnum.policies.policies", "fvnum.limits": "fvnum.guards.limits",
     "fvsym.costs": "fvsym.guards.costs", "bridges.train": "bridges.training.train",
     "bridges.config": "bridges.runs.config", "bridges.reproduce": "bridges.studies.reproduce",
     "bridges.train_memory": "bridges.prices.memory", "bridges.taps": "bridges.models.taps",

@@ -52,7 +52,7 @@ def test_policy_node_and_solution_print_as_decision_trees():
 
 
 def test_fvnum_policies_print_their_decision_tree():
-    from fvnum.policies.strategies import FixedDesign, PathPolicy
+    from fvnum.policies.policies import FixedDesign, PathPolicy
 
     prior = TreePrior(3, "1/2")
     p = PathPolicy(2)

@@ -13,7 +13,7 @@ from fvnum import loss_mc
 from fvnum.priors.atoms import FinitePrior, noiseless_bellman
 from fvnum.priors.registry import PRIORS, register_prior
 from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
-from fvnum.policies.strategies import CallablePolicy
+from fvnum.policies.policies import CallablePolicy
 from fvsym import TreePrior
 from fvsym.bellman import solve
 
@@ -94,7 +94,7 @@ def test_register_strategy_refuses_what_it_cannot_hold(toy_path):
 def test_a_strategy_whose_build_is_wrong_is_named():
     register_strategy("toy_wrong", "returns a function", lambda *a, **k: (lambda layer, phi: None))
     try:
-        with pytest.raises(ValueError, match="not a fvnum.policies.strategies.Policy"):
+        with pytest.raises(ValueError, match="not a fvnum.policies.policies.Policy"):
             loss_mc(TreePrior(2, "1/2"), "toy_wrong", 2, tau=0.3, samples=10)
     finally:
         unregister_strategy("toy_wrong")
@@ -137,7 +137,7 @@ TOY_SECONDS_PER_SAMPLE = 1e-3  # the toy's own price: far above the engine's (to
 
 
 def _toy_top_build(prior, channel, budget, *, layers, width, seed):
-    from fvnum.policies.strategies import FixedDesign
+    from fvnum.policies.policies import FixedDesign
 
     return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_top")
 
@@ -147,7 +147,7 @@ def _toy_top_price(prior, channel, budget, samples, *, threads):
 
 
 def _toy_path_strategy():
-    from fvnum.policies.objects import Strategy
+    from fvnum.policies.strategies import Strategy
 
     return Strategy("toy_path_obj", "path by hand on depth-2 trees, a candidate of best_adaptive", "coordinate", True,
                     build=_toy_path, roles=(("best_adaptive", 9),), max_budget="depth")
@@ -156,7 +156,7 @@ def _toy_path_strategy():
 @pytest.fixture
 def toy_top():
     """Top levels written outside the package as a Strategy object, with its own class, price, label and colour."""
-    from fvnum.policies.objects import Strategy
+    from fvnum.policies.strategies import Strategy
 
     before = (dict(STRATEGIES), tuple(_cli_names()), dict(_styles()))
     s = register_strategy(Strategy("toy_top", "the first B nodes, by hand (a test's strategy)", "coordinate", False,
@@ -181,7 +181,7 @@ def _styles():
 
 
 def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_top):
-    from fvnum.policies.objects import Strategy
+    from fvnum.policies.strategies import Strategy
 
     assert isinstance(STRATEGIES["toy_top"], Strategy) and STRATEGIES["toy_top"] is toy_top
     assert (toy_top.measurement, toy_top.adaptive) == ("coordinate", False) and str(toy_top) == toy_top.description
@@ -246,7 +246,7 @@ def test_a_strategy_object_with_a_role_is_a_candidate_of_its_search():
 
 
 def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
-    from fvnum.policies.objects import Strategy
+    from fvnum.policies.strategies import Strategy
 
     for kw, says in ((dict(measurement="diagonal"), "measurement must be"), (dict(roles=(("nowhere", 0),)), "roles"),
                      (dict(price=3), "price must be callable"), (dict(max_budget="leaves"), "max_budget")):
@@ -277,7 +277,7 @@ OLD_PRICES = {  # (tree, depth, dim, strategy, budget, tokens, dense_design, thr
     (True, 6, 63, "greedy_coordinate", 4, True, False, 1): (301359808.0, 0.239625),
 }
 # The tree rows and the tree rollout above moved on 2026-12-07, when the constant of a rollout's greedy step went
-# from 0.6 to 1.2 us (fvnum.policies.strategies.rollout_step_seconds): 1.8476399359999998, 8.257011024 and
+# from 0.6 to 1.2 us (fvnum.policies.policies.rollout_step_seconds): 1.8476399359999998, 8.257011024 and
 # 106.13143332 before it. The other prices are those from before the registry.
 OLD_TABLE_SECONDS = {("tree", 3, 3): 9.553932624, ("tree", 6, 5): 113.63087652, ("gaussian", 6, 3): 1.16980705}
 

@@ -248,18 +248,21 @@ def theory_table_seconds(data, budget: int, samples: int, search_samples: int, k
 
 def reproduction_curves_seconds(cfg) -> float:
     """``bridges.studies.reproduce.reproduction_curves``: exact and Monte Carlo losses at every budget 1..2^K - 1."""
+    from fvnum.policies.strategies import STRATEGIES
     from fvsym.guards.costs import tree_loss_cost
+
+    from bridges.studies.reproduce import CURVES, NOISY_OPTIONS, UNDER_NOISE
 
     K = cfg.depth
     tree, gauss = cfg.data("tree"), cfg.data("gaussian")
     seconds = 0.0
     for B in range(1, 2**K):
-        for s in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
-            if s == "path" and B > K:
+        for s in CURVES:
+            if not STRATEGIES[s].applies(K, 2**K - 1, B, 0.0):  # path: B <= K
                 continue
             seconds += tree_loss_cost(K, B, s, False)[1]
-            noisy = "bellman_noiseless" if s == "optimal" else s
-            kw = dict(search_samples=2000) if s == "optimal_nonadaptive" else {}
+            noisy = UNDER_NOISE.get(s, s)
+            kw = {k: v for k, v in NOISY_OPTIONS.get(s, {}).items() if k == "search_samples"}  # priced by its search
             seconds += _mc(tree, B, noisy, cfg.samples, **kw)
         seconds += _solve(K, B) + 2 * (1e-7 * gauss.dim**3 + 0.01)
         if seconds > 1e12:  # far past any cap: stop counting

@@ -13,12 +13,12 @@ from bridges.runs.store import write_atomic
 
 class StrategyStyles(Mapping):
     """``strategy -> (label, colour)`` of the curves of :func:`reproduction_figure`, read live from the strategy registry
-    (``fvnum.policies.registry.STRATEGIES``: each strategy object's ``label`` and ``colour``; a registered strategy with a
+    (``fvnum.policies.strategies.STRATEGIES``: each strategy object's ``label`` and ``colour``; a registered strategy with a
     label is drawn too), in the figure's order (the role ``figure``'s ranks, then labelled strategies without
     one), then the theory rows drawn beside them (:data:`ROW_STYLE`). Each curve's noise is added to its label."""
 
     def _styles(self) -> dict:
-        from fvnum.policies.registry import STRATEGIES
+        from fvnum.policies.strategies import STRATEGIES
 
         drawn = [s for s in STRATEGIES.values() if s.label is not None]
         ranks = [s.rank("figure") for s in drawn]

@@ -27,6 +27,12 @@ from bridges.runs.results import DictLayout, frame_of
 KIND = "reproduce"
 GRID_PRIORS = ("tree", "gaussian")  # the training issue's grid: the tree and its matched Gaussian
 SEARCH_SAMPLES = 2000  # samples per candidate of the theory tables' searches (fvnum.theory.comparison_table)
+# The reproduction figure's curves: each strategy's exact loss where it applies (Strategy.applies), and its Monte
+# Carlo under the tokens channel by the strategy UNDER_NOISE names (optimal is exact only when small: its noiseless
+# policy), with the options NOISY_OPTIONS gives it
+CURVES = ("path", "top_levels", "optimal", "optimal_nonadaptive")
+UNDER_NOISE = {"optimal": "bellman_noiseless"}
+NOISY_OPTIONS = {"optimal_nonadaptive": dict(measurement="coordinate", search_samples=2000)}
 # contexts of real tokens of A's and B's keyed rows on real tokens (fvnum.keys.real_tokens; the tree cells): about 5 s
 # at the default cell on the shared machine (studies/scaling/real_tokens.md)
 REAL_SAMPLES = 2000
@@ -195,6 +201,7 @@ def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict
     """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
     import fvnum
     from fvnum.mc.channels import make_channel
+    from fvnum.policies.strategies import STRATEGIES
     from fvnum.theory import gaussian_optimum
     from fvsym.tree import tree_loss
 
@@ -211,16 +218,13 @@ def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict
                     **({"scales": list(cfg.scales)} if cfg.scales is not None else {})}
             jobs = []
             if data.has_leaves:
-                for strategy in ("path", "top_levels", "optimal", "optimal_nonadaptive"):
-                    if strategy == "path" and B > K:
+                for strategy in CURVES:
+                    if not STRATEGIES[strategy].applies(K, 2**K - 1, B, 0.0):  # path: B <= K
                         continue
                     jobs.append((dict(base, strategy=strategy, noise="none"), lambda s=strategy: _exact(
                         tree_loss(K, B, s, alpha=None if cfg.scales else repr(cfg.alpha), scales=cfg.scales))))
-                    if strategy == "optimal_nonadaptive":
-                        kw = dict(measurement="coordinate", search_samples=2000)
-                    else:
-                        kw = {}
-                    noisy = "bellman_noiseless" if strategy == "optimal" else strategy  # optimal is exact only when small
+                    kw = NOISY_OPTIONS.get(strategy, {})
+                    noisy = UNDER_NOISE.get(strategy, strategy)  # optimal is exact only when small
                     jobs.append((dict(base, strategy=noisy, noise=f"N={cfg.n_tokens}"), lambda s=noisy, kw=kw:
                                  fvnum.loss_mc(prior, s, B, n_tokens=cfg.n_tokens, s2=cfg.s2,
                                                samples=cfg.samples, seed=cfg.seed, **kw).to_dict()))

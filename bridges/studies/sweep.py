@@ -169,6 +169,8 @@ def _check_mc(args) -> None:
     command checks the rest when the cell runs)."""
     from fractions import Fraction
 
+    from fvnum.policies.strategies import strategy_of, taking
+
     if (args.tau is None) == (args.tokens is None):
         raise InputError("give exactly one of tau (gaussian channel) or tokens (tokens channel)")
     if args.tau is not None:
@@ -178,10 +180,11 @@ def _check_mc(args) -> None:
             raise InputError(f"tau must be a number such as 0.3 or 3/10, got {short_repr(args.tau)}") from None
         if tau < 0:
             raise InputError(f"tau must be >= 0, got {args.tau}")
-    if args.strategy == "fixed" and args.design is None:
-        raise InputError("strategy fixed needs design = \"n1,n2,...\"")
-    if args.design is not None and args.strategy != "fixed":
-        raise InputError(f"design applies to strategy fixed only, got strategy {args.strategy}")
+    takes = getattr(strategy_of(args.strategy), "takes", frozenset())  # the options the strategy's object reads
+    if "design" in takes and args.design is None:
+        raise InputError(f"strategy {args.strategy} needs design = \"n1,n2,...\"")
+    if args.design is not None and "design" not in takes:
+        raise InputError(f"design applies to strategy {taking('design')} only, got strategy {args.strategy}")
     for name, low in (("samples", 2), ("seed", 0), ("budget", 1)):
         if getattr(args, name) < low:
             raise InputError(f"{name} must be >= {low}, got {getattr(args, name)}")
@@ -407,9 +410,8 @@ def _mc_cell_seconds(args) -> float:
     from fvnum.mc.channels import make_channel
     from fvnum.cli import check_mc_options, prior_of
     from fvnum.guards.limits import check_loss_mc_args, mc_cost
-    from fvnum.policies.registry import build_policy
     from fvnum.mc.simulate import check_budget
-    from fvnum.policies.objects import strategy_of
+    from fvnum.policies.strategies import strategy_of
     from fvnum.priors.capabilities import capability
     from fvnum.priors.tree import numeric_prior
 
@@ -423,13 +425,12 @@ def _mc_cell_seconds(args) -> float:
     channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None,
                            s2=float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01,
                            n_tokens=args.tokens)
-    if args.strategy in ("path", "top_levels", "fixed"):  # policies that cost nothing to build: their checks
-        build_policy(prior, spec, channel, args.strategy, args.budget, design=design, layers=args.layers,
-                     width=args.width)
-    elif tree and args.strategy in ("bellman_noiseless", "optimal"):
-        check_budget(args.budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
     own = strategy_of(args.strategy)
-    if own is not None and own.price is not None:  # its own price (optimal: the exact noisy policy under noise)
+    if own is not None and own.quick:  # a policy that costs nothing to build: its checks
+        own.using(design=design, layers=args.layers, width=args.width).policy(prior, args.budget, channel)
+    elif tree and own is not None and own.max_budget == "dim":  # a coordinate design of distinct nodes (bellman_noiseless, optimal)
+        check_budget(args.budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
+    if own is not None and own.prices_itself:  # its own price (optimal: the exact noisy policy under noise)
         return own.cost(spec, channel, args.budget, args.samples, threads=args.threads or 1)
     return mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=args.budget,
                    strategy=args.strategy, token_channel=args.tokens is not None, samples=args.samples,

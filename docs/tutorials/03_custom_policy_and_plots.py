@@ -2,7 +2,7 @@
 # # A custom adaptive policy, compared with the built-in strategies
 #
 # A policy decides what each layer measures from the readings so far (docs/theory.md section 2). Any Python
-# function `rows = policy(layer, phi)` is one (the protocol of `fvnum.policies.strategies`): `phi` holds the
+# function `rows = policy(layer, phi)` is one (the protocol of `fvnum.policies.policies`): `phi` holds the
 # readings of the earlier layers, shape `(n, layer, d)`, for `n` samples at once, and `rows` the node
 # numbers to read, shape `(n, d)`. `fvnum.loss_mc` evaluates it by Monte Carlo with the exact Bayes
 # decoder; `fvnum.plot` draws it beside the built-in strategies and the exact formulas.
@@ -15,7 +15,7 @@ import numpy as np
 
 import fvnum
 from fvnum import plot
-from fvnum.policies.strategies import CallablePolicy
+from fvnum.policies.policies import CallablePolicy
 from fvsym import TreePrior
 from fvsym.tree import path_loss
 

@@ -6,7 +6,7 @@ scratch arrays per thread; a chunk of at least 256 samples, with dense ``D``-vec
 the strategies and channels that need them (measured: see ``BASE_BYTES``); ``D x D`` matrices for a Gaussian prior) and on its work
 (``0.3 B K`` per sample for coordinate strategies, ``2^K B`` for dense rows on the tree prior, ``2^K K B``
 for the ``greedy_dense`` search, ``D B`` for a Gaussian prior), at a conservative ``RATE`` operations per second and thread.
-Each strategy's factors are its ``Work``, on its object (``fvnum.policies.objects``); a strategy with a price of its
+Each strategy's factors are its ``Work``, on its object (``fvnum.policies.strategies``); a strategy with a price of its
 own (``Strategy.price``) is checked against the time cap by :func:`check_price`.
 """
 from __future__ import annotations
@@ -19,7 +19,9 @@ from fvnum.priors.checks import (  # noqa: F401 (the float checks of the priors,
     RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
 )
 from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
-from fvnum.policies.objects import COORDINATE, DENSE, Strategy, Work, classed_by_measurement, load, strategy_of
+from fvnum.policies.strategies import (
+    COORDINATE, DENSE, STRATEGIES, Strategy, Work, checked_seconds, classed_by_measurement, load, strategy_of,
+)
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
 MIN_CHUNK = 256
@@ -35,7 +37,7 @@ TOKENS_FLOATS = 10  # D floats per sample of a chunk under the tokens channel
 GAUSS_OPS = 0.2  # per sample, reading and coordinate of a Gaussian prior (was 4: 15 to 45 times over at D 200, B 10)
 TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.7 times over at depth 12)
 # Each strategy's own factors (operations a sample, dense rows, searches, solves) are its Work, on its object
-# (fvnum.policies.objects; the coordinate kernels' measured factor there, COORDINATE): mc_cost reads them; a
+# (fvnum.policies.strategies; the coordinate kernels' measured factor there, COORDINATE): mc_cost reads them; a
 # strategy registered without one is priced like a user policy (dense rows on every sample).
 COORDINATE_OPS = COORDINATE.tree_ops  # per sample, reading and level of a coordinate strategy
 
@@ -44,7 +46,7 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, token_ch
             threads: int, dense_design: bool = False, search_samples: int = 4000,
             solve: bool = True) -> tuple[float, float]:
     """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates) of ``strategy`` (a name or a
-    ``fvnum.policies.objects.Strategy``), from its :class:`~fvnum.policies.objects.Work`. ``solve``: include the
+    ``fvnum.policies.strategies.Strategy``), from its :class:`~fvnum.policies.strategies.Work`. ``solve``: include the
     exact noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.guards.costs.tree_loss_cost``) that the policies
     ``bellman_noiseless`` and ``optimal`` (tree prior) build before sampling; False where the caller prices
     the solves itself."""
@@ -82,8 +84,8 @@ def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, token_ch
 
 
 def strategy_work(strategy) -> Work:
-    """The :class:`~fvnum.policies.objects.Work` of a strategy (a name or its object): its own, or a user
-    policy's (:data:`~fvnum.policies.objects.DENSE`) for a name not registered or a strategy without one."""
+    """The :class:`~fvnum.policies.strategies.Work` of a strategy (a name or its object): its own, or a user
+    policy's (:data:`~fvnum.policies.strategies.DENSE`) for a name not registered or a strategy without one."""
     obj = strategy if isinstance(strategy, Strategy) else strategy_of(strategy)
     return DENSE if obj is None else obj.engine_work
 
@@ -114,7 +116,7 @@ def nonadaptive_search_seconds(depth: int, dim: int, budget: int, samples: int, 
 def rollout_tree_seconds(depth: int, dim: int, budget: int, samples: int, search_samples: int, threads: int,
                          dense_design: bool) -> float:
     """The tree's price of ``rollout``: the policy's own measured model (quadratic in the budget)."""
-    from fvnum.policies.strategies import rollout_seconds
+    from fvnum.policies.policies import rollout_seconds
 
     return rollout_seconds(depth, budget, samples, threads)
 
@@ -253,7 +255,7 @@ def check_price(strategy: Strategy, spec, channel, budget: int, samples: int, th
     threads = default_threads() if threads is None else int(threads)
 
     def seconds(n):
-        return strategy.cost(spec, channel, budget, n, threads=threads)  # refuses a price that is no number >= 0
+        return checked_seconds(strategy, strategy.cost(spec, channel, budget, n, threads=threads))  # a number >= 0
 
     total = seconds(samples)
     if fits_time(total):
@@ -359,8 +361,10 @@ def check_loss_mc_args(spec, strategy, budget, *, design, token_channel: bool, s
     samples = check_int(samples, "samples", minimum=2, maximum=10**10)
     search_samples = check_int(search_samples, "search_samples", minimum=2, maximum=10**10)
     if design is not None:
-        if strategy != "fixed":
-            raise InputError(f"design applies to strategy 'fixed' only, got strategy {_short(strategy)}")
+        takes = [name for name, s in STRATEGIES.items() if "design" in s.takes]  # fixed
+        if strategy not in takes:
+            raise InputError(f"design applies to strategy {' or '.join(map(repr, takes))} only, got strategy "
+                             f"{_short(strategy)}")
         if isinstance(design, (str, bytes)) or not hasattr(design, "__len__"):
             raise InputError(f"design must be a list of node numbers or a (B, D) matrix, got {_short(design)}")
         arr = np.asarray(design, dtype=object) if not hasattr(design, "dtype") else np.asarray(design)

@@ -26,7 +26,7 @@ import numpy as np
 from fvsym.errors import InputError, ResourceRefused
 
 from fvnum.optimum.noisy_dp import SPAN, SolvedOptimum, default_points, refined_points
-from fvnum.policies.strategies import Policy
+from fvnum.policies.policies import Policy
 
 MAX_BUDGET = 3
 MAX_WORK = 3e9  # largest work (``work``) solved exactly

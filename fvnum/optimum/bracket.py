@@ -28,12 +28,11 @@ from fvsym.errors import InputError
 from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.priors.capabilities import capability
-from fvnum.policies.registry import build_policy
 from fvnum.mc.simulate import check_inputs, check_samples, simulate
 from fvnum.priors.tree import TreeSpec
 
-from fvnum.policies.objects import candidates as role_candidates
-from fvnum.policies.objects import strategy_of
+from fvnum.policies.strategies import candidates as role_candidates
+from fvnum.policies.strategies import STRATEGIES, strategy_object, strategy_of
 
 # The default candidates of the bracket and of best_adaptive are the strategies whose object says so
 # (Strategy.roles "bracket" and "best_adaptive", in their ranks' order: path, greedy_coordinate, rollout,
@@ -352,6 +351,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     lower, lower_how = noiseless_lower(prior, spec, budget)
     exact_value = exact_how = exact_error = None
     policies = {}
+    solved_only = {name for name in plan.sample if getattr(strategy_of(name), "solved_only", False)}  # optimal
     if channel.tau == 0:  # the noiseless optimum is exact and attained
         exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
     elif plan.solve:
@@ -359,11 +359,10 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
         exact_value, exact_error, exact_how = solved.value, solved.error, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
-        if "optimal" in plan.sample:
-            policies["optimal"] = solved.policy
+        policies.update((name, solved.policy) for name in plan.sample if name in solved_only)
     for name in plan.sample:
-        if name != "optimal":
-            policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
+        if name not in solved_only:
+            policies[name] = strategy_object(name).policy(prior, budget, channel, seed=seed, threads=threads)
     if not policies:
         raise InputError(f"no candidate policy applies to budget {budget} (candidates {candidates})")
     n_select = check_samples(min(samples, select_samples))
@@ -410,7 +409,7 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
                                                         seed=seed, budget=budget)
     if capability(spec, "linear_posterior"):
-        pol = build_policy(prior, spec, channel, "optimal", budget)
+        pol = STRATEGIES["optimal"].policy(prior, budget, channel)
         est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)
         return SearchResult("optimal", est, "water-filling design (by Theorem G1 no adaptive policy beats it)",
                             pol.design, pol, {"optimal": est})
@@ -420,7 +419,7 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
         s = strategy_of(name)
         if s is not None and not s.applies(spec.depth, spec.dim, budget, channel.tau):
             continue
-        policies[name] = build_policy(prior, spec, channel, name, budget, seed=seed, threads=threads)
+        policies[name] = strategy_object(name).policy(prior, budget, channel, seed=seed, threads=threads)
     if not policies:
         raise InputError(f"no adaptive candidate applies to budget {budget} (candidates {names})")
     n_select = check_samples(min(samples, select_samples))

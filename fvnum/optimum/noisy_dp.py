@@ -34,7 +34,7 @@ from fvsym.errors import InputError, ResourceRefused
 from fvnum.mc import _kernels
 from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs
-from fvnum.policies.strategies import Policy
+from fvnum.policies.policies import Policy
 from fvnum.priors.tree import TreeSpec
 from fvnum.optimum.noisy_work import (  # noqa: F401 (the recursion's lattice, size and price, importable from here too)
     EXACT_OVERHEAD, EXACT_RATE, LAST_OPS, MAX_WORK, POINTS, SPAN, check_points, coarser_points, default_points,

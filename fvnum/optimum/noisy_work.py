@@ -141,7 +141,7 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     prior: water-filling) the engine's price of its coordinate kernels (``fvnum.guards.limits.engine_seconds``). A size
     the recursion does not solve is refused by the strategy itself, not by its price."""
     from fvnum.guards.limits import engine_seconds
-    from fvnum.policies.objects import strategy_of
+    from fvnum.policies.strategies import strategy_of
 
     tau = channel.tau
     if callable(getattr(prior, "noisy_bellman", None)):  # a finite prior prices its own (fvnum.optimum.atoms_dp)

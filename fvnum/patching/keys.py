@@ -28,7 +28,7 @@ from fvsym._validate import _short
 from fvnum.mc import _chunks
 from fvnum.mc.channels import decoder_of, token_statistics
 from fvnum.estimate import Estimate, Moments, pool
-from fvnum.policies.registry import build_policy
+from fvnum.policies.strategies import strategy_object
 from fvnum.mc.simulate import Draws, blocks, check_inputs, run_policy
 from fvnum.priors.tree import TreeSpec
 from fvsym.errors import InputError
@@ -247,11 +247,11 @@ def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samp
     from fvnum.guards.limits import check_threads
 
     check_threads(threads)
-    spec, channel, samples, seed, _ = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed,
+    spec, channel, samples, seed, budget = check_inputs(
+        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
         tree="key patching needs a tree prior (divergence depth of two leaves)")
-    pol = build_policy(prior, spec, channel, strategy, budget, policy=policy, layers=layers, width=width,
-                       seed=seed, threads=threads)
+    chosen = strategy_object(strategy).using(fn=policy, layers=layers, width=width)
+    pol = chosen.policy(prior, budget, channel, seed=seed, threads=threads)
     return spec, channel, pol, samples, seed
 
 

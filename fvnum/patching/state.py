@@ -45,7 +45,7 @@ from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
 from fvnum.patching.state_tables import InjectionTable, MeanState, injection_from_dict  # noqa: F401 (its tables)
-from fvnum.policies.strategies import check_rows
+from fvnum.policies.policies import check_rows
 from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
@@ -120,7 +120,7 @@ def _check_price(what: str, spec, channel, pol, budget: int, samples: int, repla
 
 
 def _strategy_names():
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.policies.strategies import STRATEGIES
 
     return STRATEGIES
 

@@ -1,5 +1,5 @@
 """The policy protocol (docs/theory.md section 2): what a policy answers at each layer, given the readings so far, and the
-base class of the built-in policies (:mod:`fvnum.policies.strategies`, which these names are importable from too).
+base class of the built-in policies (:mod:`fvnum.policies.policies`, which these names are importable from too).
 
 User policies (``loss_mc(..., strategy="policy", policy=fn, layers=L, width=d)``) follow one protocol,
 vectorised over the ``n`` samples of a batch::
@@ -14,7 +14,7 @@ vectorised over the ``n`` samples of a batch::
   or **unit rows**, a float array ``(n, d, D)`` whose rows have norm 1 (unit class). A ``(d,)`` integer
   array or a ``(d, D)`` float array is shared by every sample (a non-adaptive layer).
 Anything else raises a ``ValueError`` naming the layer and the shapes.
-:func:`fvnum.policies.strategies.per_sample` turns a function of one sample's readings ``(layer, d) -> (d,) nodes
+:func:`fvnum.policies.policies.per_sample` turns a function of one sample's readings ``(layer, d) -> (d,) nodes
 or (d, D) rows`` into this protocol.
 
 Built-in policies (used by ``loss_mc``, ``patching_table`` and ``best_adaptive``) implement the same

@@ -1,11 +1,7 @@
-"""The strategy registry: every named strategy of ``fv mc`` and :func:`loss_mc`, and how its Policy is
-built (docs/theory.md sections 2, 3, 5, 6). The CLI's choices and the API's checks both read ``STRATEGIES``.
-
-Names under noise say what they are (docs/theory.md section 3): ``optimal`` is the noisy optimum, built
-only where it is computed exactly (``fvnum.noisy_bellman``: tree or finite prior, ``tau > 0``, width 1, small sizes;
-at ``tau = 0`` the noiseless Bellman policy of ``fvsym``, which is then optimal; Gaussian prior:
-water-filling, optimal by Theorem G1) and refused elsewhere with a pointer to ``fv bounds``;
-``bellman_noiseless`` is the noiseless Bellman policy run under the given noise.
+"""The strategy registry: :func:`register_strategy` adds a strategy from outside the package to the map of names
+to objects (``fvnum.policies.strategies.STRATEGIES``: the names of ``fv mc --strategy``, :data:`CLI_STRATEGIES`,
+and of :func:`loss_mc`'s ``strategy``); each object builds, prices and describes its own policy (the built-in
+ones: :mod:`fvnum.policies.builtin`). Here too :func:`loss_mc`, the Monte Carlo loss of a named strategy.
 """
 from __future__ import annotations
 
@@ -13,12 +9,13 @@ import math
 from collections.abc import Sequence
 
 from fvsym.errors import InputError
-from fvsym.strategy_names import BARE, bare_refusal
+from fvsym.strategy_names import bare_refusal
 
-# Only the objects load at import (``fv`` lists them without loading numpy or numba); the builders import the
-# engine when called. Each strategy is one ``fvnum.policies.objects.Strategy`` (class, adaptivity, price,
-# candidate roles, figure label): STRATEGIES maps its name to it.
-from fvnum.policies.objects import MEASUREMENTS, STRATEGIES, Strategy, load, strategy_name  # noqa: F401 (its names)
+# Only the objects load at import (``fv`` lists them without loading numpy or numba); their policies import the
+# engine when built. The map of names to objects is ``fvnum.policies.strategies.STRATEGIES`` (read by the guards
+# too, below the engine); the built-in strategies are in it once ``fvnum.policies`` has loaded.
+from fvnum.policies.builtin import BUILTIN
+from fvnum.policies.strategies import STRATEGIES, Strategy, strategy_name
 
 
 class _CliStrategies(Sequence):
@@ -45,26 +42,26 @@ CLI_STRATEGIES = _CliStrategies()
 
 
 def _builtin_names() -> frozenset:
-    from fvnum.policies.objects import BUILTIN
-
     return frozenset(s.name for s in BUILTIN)
 
 
 def register_strategy(name, description: str | None = None, build=None) -> Strategy:
-    """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, every caller of
-    :func:`build_policy`, the prices, the searches whose candidate it is (``Strategy.roles``) and the figures
-    (``Strategy.label``) then know it, and so does ``fv mc --strategy`` parsed after it is registered
-    (:data:`CLI_STRATEGIES`). Returns its object.
+    """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, the prices, the searches whose
+    candidate it is (``Strategy.roles``) and the figures (``Strategy.label``) then know it, and so does ``fv mc
+    --strategy`` parsed after it is registered (:data:`CLI_STRATEGIES`). They ask the object, as they ask the
+    built-in ones. Returns its object.
 
-    Either ``register_strategy(Strategy(name, description, measurement, adaptive, build=..., price=..., ...))``
-    or ``register_strategy(name, description, build)`` (a strategy of no declared class, priced as a user policy).
-    ``build(prior, channel, budget, *, layers, width, seed)`` returns a :class:`fvnum.policies.strategies.Policy`
-    (e.g. ``CallablePolicy(fn, layers, width, name)``, or a subclass with ``rows``/``update``), or raises a
-    ValueError for a prior or layout it does not apply to. ``prior`` is the object the caller gave; the Policy's
-    rows are coordinates (1-based, int) or dense rows (float), as in ``fvnum.policies.strategies``. Its Monte Carlo is
-    priced by its ``price`` (``price(prior, channel, budget, samples, *, threads) -> seconds``), else by the
-    engine with its ``work``, else as a user policy's (dense rows per sample). Names of built-in strategies
-    cannot be taken."""
+    Either ``register_strategy(MyStrategy(name, description, measurement, adaptive, ...))``, with ``MyStrategy`` a
+    subclass of :class:`~fvnum.policies.strategies.Strategy` defining ``policy(prior, budget, channel, *, seed,
+    threads)`` (and, if it has a price of its own, ``cost``), or ``register_strategy(Strategy(name, description,
+    measurement, adaptive, build=..., price=..., ...))``, or ``register_strategy(name, description, build)`` (a
+    strategy of no declared class, priced as a user policy). ``build(prior, channel, budget, *, layers, width, seed)``
+    returns a :class:`fvnum.policies.policies.Policy` (e.g. ``CallablePolicy(fn, layers, width, name)``, or a
+    subclass with ``rows``/``update``), or raises a ValueError for a prior or layout it does not apply to.
+    ``prior`` is the object the caller gave; the Policy's rows are coordinates (1-based, int) or dense rows
+    (float), as in ``fvnum.policies.policies``. Its Monte Carlo is priced by its ``price`` (``price(prior,
+    channel, budget, samples, *, threads) -> seconds``) or its own ``cost``, else by the engine with its
+    ``work``, else as a user policy's (dense rows per sample). Names of built-in strategies cannot be taken."""
     if isinstance(name, Strategy):
         if description is not None or build is not None:
             raise InputError("give a Strategy alone, or a name, a description and a build")
@@ -77,9 +74,9 @@ def register_strategy(name, description: str | None = None, build=None) -> Strat
         strategy = Strategy(name, str(description), build=build)
     if strategy.name in STRATEGIES:
         raise InputError(f"strategy {strategy.name!r} is registered already")
-    if strategy.build is None or not (callable(strategy.build) or isinstance(strategy.build, str)):
-        raise InputError(f"build must be callable (prior, channel, budget, *, layers, width, seed) -> Policy, got "
-                         f"{type(strategy.build).__name__}")
+    if not strategy.builds or not (strategy.build is None or callable(strategy.build) or isinstance(strategy.build, str)):
+        raise InputError(f"build must be callable (prior, channel, budget, *, layers, width, seed) -> Policy, or the "
+                         f"strategy's class must define policy(); got {type(strategy.build).__name__}")
     STRATEGIES[strategy.name] = strategy
     return strategy
 
@@ -90,17 +87,6 @@ def unregister_strategy(name: str) -> None:
         raise InputError(f"strategy {name!r} was not added by register_strategy")
     STRATEGIES.pop(name)
 
-
-def _registered(name, prior, channel, budget, layers, width, seed):
-    from fvnum.policies.strategies import Policy
-
-    pol = load(STRATEGIES[name].build)(prior, channel, budget, layers=layers, width=width, seed=seed)
-    if not isinstance(pol, Policy):
-        raise InputError(f"strategy {name!r}: its build returned {type(pol).__name__}, not a fvnum.policies.strategies.Policy")
-    if pol.layers * pol.width != budget:
-        raise InputError(f"strategy {name!r}: its policy has layers x width = {pol.layers} x {pol.width}, not the "
-                         f"budget {budget}")
-    return pol
 
 
 def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
@@ -113,159 +99,10 @@ def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
         if measurement not in (None, klass):
             raise InputError(f"strategy {strategy!r} is the {klass} class; measurement={measurement!r} contradicts it")
         return spelled.runs_as, klass
-    if strategy == BARE and measurement is None:  # one meaning per name: the class is said, here or in the name
+    if spelled is not None and spelled.classed and measurement is None:  # one meaning per name: say the class
         raise InputError(bare_refusal(strategy))
     return strategy, "unit" if measurement is None else measurement
 
-
-def _layout(budget: int, layers, width, default_width: int = 1) -> tuple[int, int]:
-    if layers is None and width is None:
-        width = default_width
-    if width is None:
-        if layers < 1 or budget % layers:
-            raise InputError(f"budget {budget} is not a multiple of layers {layers}")
-        width = budget // layers
-    if layers is None:
-        if width < 1 or budget % width:
-            raise InputError(f"budget {budget} is not a multiple of width {width}")
-        layers = budget // width
-    if layers * width != budget:
-        raise InputError(f"layers x width = {layers} x {width} does not equal the budget {budget}")
-    return int(layers), int(width)
-
-
-def _tree_depth_of(spec) -> int:
-    from fvnum.priors.capabilities import capability
-
-    if capability(spec, "heap_depth") is not None:
-        return spec.heap_depth
-    K = (spec.dim + 1).bit_length() - 1
-    if 2**K - 1 != spec.dim:
-        raise InputError(f"the path strategy needs a tree layout, D = 2^K - 1; the {_name(spec)} prior has D = {spec.dim}")
-    return K
-
-
-def _name(spec) -> str:
-    return getattr(spec, "name", None) or type(spec).__name__
-
-
-def _deep_only(strategy, budget, layers, width):
-    if (layers not in (None, budget)) or (width not in (None, 1)):
-        raise InputError(f"strategy {strategy!r} has layers = budget and width = 1")
-
-
-def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=None, policy=None,
-                 layers=None, width=None, measurement="unit", samples=4000, seed=0, threads=None):
-    """The Policy object for a named strategy (searches run here for ``optimal_nonadaptive``)."""
-    import numpy as np
-
-    from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
-    from fvnum.guards.limits import check_resolution
-    from fvnum.priors.registry import capability, is_prior_object
-    from fvnum.mc.simulate import check_budget, check_design
-    from fvnum.policies.strategies import (
-        CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
-    )
-
-    strategy = strategy_name(strategy)  # a registered name or object; else one line listing the names
-    if STRATEGIES[strategy].build is not None:  # registered from outside: its builder decides where it applies
-        check_budget(budget)
-        return _registered(strategy, prior, channel, budget, layers, width, seed)
-    if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
-        pol = spec.policy(strategy, channel, budget, layers=layers, width=width, measurement=measurement,
-                          samples=samples, seed=seed, threads=threads)
-        if pol is not None:
-            return pol
-    if strategy == "path":
-        K = _tree_depth_of(spec)
-        check_budget(budget, K, f"the path strategy reads one node per level, at most depth K = {K}")
-        _layout(budget, layers, width)
-        _deep_only(strategy, budget, layers, width)
-        return PathPolicy(budget)
-    coord_max = (spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
-    if strategy == "top_levels":
-        check_budget(budget, *coord_max)
-        return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "top_levels")
-    if strategy == "fixed":
-        check_budget(budget)
-        return FixedDesign(check_design(design, spec, budget), "fixed")
-    if strategy == "policy":
-        if policy is None:
-            raise InputError("strategy 'policy' needs policy=callable (see fvnum.policies.strategies for the protocol)")
-        check_budget(budget)
-        L, d = _layout(budget, layers, width)
-        return CallablePolicy(policy, L, d)
-    if capability(spec, "linear_posterior"):  # Gaussian: by Theorem G1 water-filling is optimal, adaptive or not
-        if strategy not in ("optimal", "optimal_nonadaptive"):
-            raise InputError(f"strategy {strategy!r} needs a tree prior")
-        check_budget(budget)
-        return FixedDesign(gaussian_optimal_design(spec, budget, channel.tau), strategy)
-    if capability(spec, "heap_depth") is None:  # the rest read the nodes of a tree
-        raise InputError(f"strategy {strategy!r} needs a tree prior (its nodes); it does not apply to the "
-                         f"{_name(spec)} prior")
-    if strategy == "bellman_noiseless":
-        check_budget(budget, *coord_max)
-        L, d = _layout(budget, layers, width)
-        return bellman_policy(prior, spec, channel.tau, L, d, name="bellman_noiseless")
-    if strategy == "optimal":
-        return optimal_policy(prior, spec, channel, budget, layers, width, threads=threads)
-    if strategy == "optimal_nonadaptive":
-        from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-
-        if measurement not in MEASUREMENTS:
-            raise InputError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
-        check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
-        search = optimal_nonadaptive_unit if measurement == "unit" else optimal_nonadaptive_coordinate
-        found = search(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
-        return FixedDesign(found.design, "optimal_nonadaptive")
-    check_budget(budget)
-    _deep_only(strategy, budget, layers, width)
-    check_resolution(spec, f"strategy {strategy!r}")
-    if strategy == "greedy_coordinate":
-        return GreedyCoordinate(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
-    if strategy == "rollout":
-        if channel.tau == 0:
-            given = "" if channel.tau_given is None else f", and tau = {channel.tau_given:.3g} is noiseless in effect (at most 1e-9 a_K)"
-            raise InputError(f"strategy 'rollout' needs noise (tau > 0){given}; at tau = 0 use 'optimal'")
-        return RolloutPolicy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian", seed=seed)
-    return GreedyDense(spec, channel.tau, budget)
-
-
-def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, threads=None):
-    """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
-    noisy Bellman policy under noise where ``fvnum.noisy_bellman`` solves it, else a ValueError."""
-    from fvnum.optimum import noisy_dp
-    from fvnum.guards.limits import check_resolution
-    from fvnum.mc.simulate import check_budget
-
-    if channel.tau == 0:
-        check_budget(budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
-        L, d = _layout(budget, layers, width)
-        return bellman_policy(prior, spec, 0.0, L, d, name="optimal")
-    check_budget(budget)
-    _layout(budget, layers, width)
-    check_resolution(spec, "strategy 'optimal' under noise")
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
-        raise InputError(
-            f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
-            f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
-            f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
-    return solved.policy
-
-
-def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
-    """The noiseless-optimal policy of ``fvsym.bellman.solve`` as a TablePolicy (run under noise ``tau``)."""
-    import numpy as np
-
-    from fvsym import bellman
-
-    from fvnum.policies.strategies import FixedDesign, TablePolicy
-
-    solution = bellman.solve(spec.exact_prior(), layers, width)  # the exact numbers where the prior has them
-    if solution.policy is None:  # nothing to read
-        return FixedDesign(np.zeros(0, dtype=np.int64), name)
-    return TablePolicy(solution.policy, spec, tau, layers, width, name=name)
 
 
 def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
@@ -277,13 +114,14 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales, a ``GaussianPrior``, or a prior object
     (``fvnum.priors.registry``: ``fvnum.priors.atoms.AtomsPrior``, ``fvnum.priors.mixture.MixturePrior``, or one registered by the user),
     which builds its own strategies and decodes with its own exact decoder.
-    ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
+    ``strategy``: a name of ``STRATEGIES`` or its object (with its options, :meth:`Strategy.using`; the keyword
+    arguments win); the object builds the policy (``strategy.policy``). ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
     node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
     policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive_unit`` and
     ``optimal_nonadaptive_coordinate`` (tree: the design found by :func:`fvnum.optimal_nonadaptive_unit` or
     ``_coordinate``, searched on ``search_samples`` independent samples; Gaussian: water-filling; the old
-    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.policies.strategies``), and the adaptive
+    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.policies.policies``), and the adaptive
     policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
     Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
     ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
@@ -301,8 +139,10 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
         tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
         width=width, search_samples=search_samples, threads=threads).values()
-    if isinstance(strategy, Strategy):  # a registered object runs under its name
-        strategy = strategy_name(strategy)
+    if isinstance(strategy, Strategy):  # a registered object runs under its name, with its options (the arguments win)
+        given, strategy = strategy, strategy_name(strategy)
+        design, policy = (given.design if design is None else design), (given.fn if policy is None else policy)
+        layers, width = (given.layers if layers is None else layers), (given.width if width is None else width)
     strategy, measurement = resolve_strategy(strategy, measurement)
     spec = numeric(prior)  # a prior object (fvnum.priors.registry), or the numeric view of a fvsym prior
     named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
@@ -315,11 +155,11 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
-    if STRATEGIES[strategy].price is not None:  # a strategy that prices itself (optimal: the exact noisy policy)
-        check_price(STRATEGIES[strategy], spec, channel, budget, samples, threads)
-    pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
-                       width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
-                       threads=threads)
+    chosen = STRATEGIES[strategy].using(design=design, fn=policy, layers=layers, width=width,
+                                        measurement=measurement, search_samples=check_samples(search_samples))
+    if chosen.prices_itself:  # a strategy that prices itself (optimal: the exact noisy policy)
+        check_price(chosen, spec, channel, budget, samples, threads)
+    pol = chosen.policy(prior, budget, channel, seed=seed, threads=threads)
     est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=record, threads=threads,
                    progress=progress)
     if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN

@@ -1,500 +1,336 @@
-"""Strategies as policies (docs/theory.md section 2): what each layer measures, given the readings so far.
+"""What a strategy is, in one object (docs/theory.md sections 2, 3, 5, 6): a :class:`Strategy` builds, prices and
+describes its own policy. ``strategy.policy(prior, budget, channel, *, seed, threads)`` returns the
+:class:`fvnum.policies.protocol.Policy` that ``loss_mc``, the tables and the searches sample;
+``strategy.cost(prior, channel, budget, samples, *, threads)`` its price in seconds; ``strategy.describe()`` one line
+saying what it is and the options it carries. Its options live on the object (``design``, ``fn``, ``layers``,
+``width``, ``measurement``, ``search_samples``; :meth:`Strategy.using` returns a copy with some set), beside what it
+is (its measurement class, adaptivity, the searches it is a candidate of, its figure label and colour).
 
-The protocol every policy follows (the user's ``fn(layer, phi)``, the built-in policies' ``start``, ``rows``,
-``update``, ``work_floats`` and ``run``) is :mod:`fvnum.policies.protocol`: ``Run``, ``Rows``, ``check_rows`` and
-the base class ``Policy``, importable from here too. Here: the built-in policies (``FixedDesign``, ``PathPolicy``,
-``TablePolicy``, ``GreedyCoordinate``, ``RolloutPolicy``, ``GreedyDense``, ``CallablePolicy`` with
-:func:`per_sample`, and a finite prior's ``FiniteGreedy`` and ``FiniteBellmanPolicy``).
+The built-in strategies are subclasses in :mod:`fvnum.policies.builtin`; a user strategy is a subclass with its
+own ``policy`` (or a plain ``Strategy`` given ``build=``), registered by ``fvnum.policies.registry.register_strategy``.
+Both run through the same methods. ``STRATEGIES`` only maps names (the CLI's ``--strategy``, ``loss_mc``'s
+``strategy``) to objects: the built-in ones, put there when ``fvnum.policies`` loads, and the registered ones; the
+lookups at the end of this module (:func:`strategy_of`, :func:`strategy_name`, :func:`strategy_object`,
+:func:`candidates`) read it.
+
+Standard library only, and ``fvsym.errors`` (``fv`` lists the names without loading numpy or numba); what the
+objects point to (a builder, a price) is a callable or a ``"module:function"`` reference loaded when first asked.
+
+A strategy's price has two forms. ``work`` (a :class:`Work`) is the factors of the engine's own price,
+``fvnum.guards.limits.mc_cost``: what one Monte Carlo sample of it costs the sampler, in memory and operations. ``price``
+is a price of its own, ``price(prior, channel, budget, samples, *, threads) -> seconds`` (the numeric prior and
+a ``fvnum.Channel``), checked against the time cap by ``loss_mc`` and ``fv mc`` (the memory stays the engine's); a
+subclass may instead define :meth:`Strategy.cost` itself. :meth:`Strategy.cost` answers either way. A strategy
+registered without either is priced like a user policy (dense rows on every sample: :data:`DENSE`).
 """
 from __future__ import annotations
 
-import math
+import importlib
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable
 
-import numpy as np
-from fvsym import heap
-from fvsym._validate import _short
-
-from fvnum.mc import _kernels
-from fvnum.policies.protocol import Policy, Rows, Run, check_rows  # noqa: F401 (the protocol, importable from here too)
-from fvnum.priors.tree import TreeSpec, tokens_law
 from fvsym.errors import InputError
 
-GH_POINTS = 24  # Gauss-Hermite points for the greedy lookahead's integral over the next reading
+MEASUREMENTS = ("unit", "coordinate")
+ROLES = ("best_adaptive", "bracket", "figure")  # where a strategy takes part, each with its rank there
+# best_adaptive: fvnum.optimum.bracket.best_adaptive's default candidates (the best adaptive policy found);
+# bracket: fvnum.optimum.bracket.bounds's policies for the upper end of the noisy optimum's bracket (and
+# fvnum.theory.comparison_table's, which names all of them); figure: the order of its curve in the report's
+# loss-against-budget figure (a strategy with a label and no figure rank comes after the ranked ones)
+ENGINE_PRICE = "fvnum.guards.limits:engine_seconds"  # the engine's price of a strategy without one of its own
 
 
-def _coordinate_run(loss, phi, nodes) -> Run:
-    rows = [Rows(nodes[:, l : l + 1].copy(), True, False) for l in range(nodes.shape[1])]
-    return Run(loss, phi[:, :, None], rows, rows)
+@dataclass(frozen=True)
+class Work:
+    """The factors of ``fvnum.guards.limits.mc_cost`` for one strategy (see that module's docstring for the measurements).
 
-
-class FixedDesign(Policy):
-    """A non-adaptive design read in one layer: node numbers (B,) or unit rows (B, D)."""
-
-    adaptive = False
-
-    def __init__(self, design: np.ndarray, name: str = "fixed"):
-        self.design = design
-        self.layers, self.width = 1, design.shape[0]
-        self.name = name
-
-    def rows(self, layer, state, phi):
-        return self.design
-
-    def work_floats(self, spec, budget):
-        return 0 if np.asarray(self.design).dtype.kind in "iu" else spec.dim
-
-    def describe(self, prior=None, max_layers: int = 4) -> str:
-        d = np.asarray(self.design)
-        if d.dtype.kind in "iu":
-            return f"read nodes {', '.join(map(str, d.tolist()))} in one layer (non-adaptive)"
-        return f"read {d.shape[0]} unit rows in one layer (non-adaptive):\n{np.array2string(d, precision=3)}"
-
-
-class PathPolicy(Policy):
-    """docs/theory.md section 6: layer ``l`` reads the depth-``l`` node of the path decoded so far."""
-
-    name = "path"
-
-    def __init__(self, budget: int):
-        self.layers, self.width = budget, 1
-
-    def start(self, n):
-        return np.ones(n, dtype=np.int64)
-
-    def rows(self, layer, state, phi):
-        return state[:, None]
-
-    def update(self, layer, state, rows, phi_layer):
-        return heap.child(rows.nodes(phi_layer.shape[0])[:, 0], phi_layer[:, 0])
-
-    def work_floats(self, spec, budget):
-        return 0
-
-    def run(self, spec, channel, draws, budget, *, donor=None, patch_layer=0, informed=False):
-        """The fused kernel ``_tree_path_sim`` (same numbers as routing layer by layer)."""
-        if getattr(spec, "heap_depth", None) is None:  # the kernel walks the tree's nodes
-            return None
-        n, D = draws.n, spec.dim
-        loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
-        empty = np.zeros((0, D))
-        tokens = channel.kind == "tokens"
-        n_tok, sigma2 = tokens_law(spec, channel)
-        _kernels._tree_path_sim(
-            draws.leaves, draws.noise if not tokens else np.zeros((n, budget)), draws.stat if tokens else empty,
-            channel.tau, n_tok, sigma2, spec.scales,
-            donor.leaves if donor is not None else np.zeros(0, np.int64),
-            donor.stat if (donor is not None and tokens) else empty,
-            int(patch_layer) if donor is not None else 0, bool(informed), loss, phi, nodes,
-        )
-        return _coordinate_run(loss, phi, nodes)
-
-
-class TablePolicy(Policy):
-    """A decision tree of reads, such as the noiseless Bellman policy of ``fvsym.bellman``.
-
-    Each table node reads up to ``width`` tree nodes; the next table node depends on the sign outcome
-    of each read node (+1, -1, or 0 when the path avoids it). Under noise each reading vector is mapped
-    to the outcome of maximum posterior probability under the table node's belief (uniform over its
-    leaves, as in the noiseless recursion) with the gaussian likelihood of noise ``tau``; at ``tau = 0``
-    the exact outcome is found (an outcome no leaf explains, possible only under key patching, is
-    mapped to the nearest one). A terminal table node (``None``) leaves the remaining layers idle.
-    Under the tokens channel the outcomes are mapped with the gaussian likelihood at ``tau(N)`` (an
-    approximate belief, for choosing only); the reported loss is decoded exactly.
+    Operations a sample on the tree prior: ``tree_ops`` per reading, times the depth ``K`` where ``per_level``,
+    times the ``2^K`` leaves where ``per_leaf``; on a Gaussian prior ``GAUSS_OPS`` per reading and coordinate,
+    plus ``D^2`` per reading where ``quadratic`` (a lookahead over dense rows). ``dense_rows``: on the tree, every
+    sample carries dense ``D``-vectors (the coordinate kernels do not). ``first_samples``: the tree's shared first
+    row, priced as this many samples. ``search``: a search before sampling on a Gaussian prior, ``search_samples``
+    x the sample's operations x ``D`` x this. ``solve``: the exact noiseless solve (``fvsym.bellman.solve``) is
+    built first. ``tree_seconds``: the seconds on the tree come from the strategy's own measured model instead,
+    ``fn(depth, dim, budget, samples, search_samples, threads, dense_design)``, a callable or ``"module:function"``.
+    ``rows_given``: its rows are the caller's design, so a design of dense rows is priced as :data:`DENSE`.
     """
 
-    name = "bellman_noiseless"
+    tree_ops: float = 2.0
+    per_level: bool = False
+    per_leaf: bool = True
+    dense_rows: bool = True
+    quadratic: bool = False
+    first_samples: float = 0.0
+    search: float = 0.0
+    solve: bool = False
+    tree_seconds: Callable | str | None = None
+    rows_given: bool = False
 
-    def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
-        self.layers, self.width, self.name = layers, width, name
-        self.tau = tau
-        self.tau_eff = tau if tau > 0 else _kernels.TAU0_FALLBACK * spec.scales[-1]
-        K = spec.depth
-        table, index = [root], {id(root): 0}
-        rows, outcomes = [], []
-        t = 0
-        while t < len(table):
-            node = table[t]
-            read = tuple(int(x) for x in node.nodes)
-            if len(read) > width:
-                raise InputError(f"policy node reads {len(read)} nodes, more than width {width}")
-            rows.append(read + (0,) * (width - len(read)))
-            counts = {}
-            belief = getattr(node, "belief", None)
-            leaves = np.asarray(sorted(belief), dtype=np.int64) if belief is not None else np.zeros(0, np.int64)
-            if leaves.size:
-                if read:
-                    keys = np.sign(spec.values(leaves, np.tile(np.array(read), (leaves.size, 1)))).astype(int)
-                else:
-                    keys = np.zeros((leaves.size, 0), dtype=int)
-                for key in map(tuple, keys.tolist()):
-                    counts[key] = counts.get(key, 0) + 1
-            else:
-                counts = {tuple(key): 1 for key in node.children}
-            total = sum(counts.values())
-            outs = []
-            for key, c in sorted(counts.items()):
-                child = node.children.get(key) if node.children else None
-                if child is not None and id(child) not in index:
-                    index[id(child)] = len(table)
-                    table.append(child)
-                value = [key[b] * spec.scales[int(read[b]).bit_length() - 1] for b in range(len(read))]
-                outs.append((value + [0.0] * (width - len(read)), math.log(c / total),
-                             -1 if child is None else index[id(child)]))
-            outcomes.append(outs)
-            t += 1
-        M = max(1, max(len(o) for o in outcomes))
-        P = len(table)
-        self.read = np.array(rows, dtype=np.int64).reshape(P, width)
-        self.values = np.zeros((P, M, width))
-        self.logp = np.full((P, M), -np.inf)
-        self.child = np.full((P, M), -1, dtype=np.int64)
-        for p, outs in enumerate(outcomes):
-            for m, (v, lp, c) in enumerate(outs):
-                self.values[p, m], self.logp[p, m], self.child[p, m] = v, lp, c
-        self.depth = K
-
-    def start(self, n):
-        return np.zeros(n, dtype=np.int64)
-
-    def rows(self, layer, state, phi):
-        out = np.zeros((state.size, self.width), dtype=np.int64)
-        live = state >= 0
-        out[live] = self.read[state[live]]
-        return out
-
-    def update(self, layer, state, rows, phi_layer):
-        new = np.full_like(state, -1)
-        live = np.flatnonzero(state >= 0)
-        if live.size:
-            p = state[live]
-            dist = ((phi_layer[live, None, :] - self.values[p]) ** 2).sum(axis=2)  # (m, M)
-            score = self.logp[p] - dist / (2 * self.tau_eff**2)
-            if self.tau == 0:  # exact outcome where one matches, else the nearest
-                exact = np.isfinite(self.logp[p]) & (dist <= 1e-18 * (1 + (phi_layer[live, None, :] ** 2).sum(axis=2)))
-                score = np.where(exact.any(axis=1, keepdims=True), np.where(exact, self.logp[p], -np.inf), score)
-            best = np.argmax(score, axis=1)
-            new[live] = self.child[p, best]
-        return new
-
-    def work_floats(self, spec, budget):
-        return 0
+    def tree_ops_per_sample(self, depth: int, budget: int) -> float:
+        """Operations of one sample of ``budget`` readings on a depth-``depth`` tree."""
+        return budget * (depth if self.per_level else 1) * (2**depth if self.per_leaf else 1) * self.tree_ops
 
 
-class GreedyCoordinate(Policy):
-    """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
-    expected posterior loss after that one reading, given the exact posterior so far (computed with
-    noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
-    only if ``allow_repeat`` (useful under the gaussian channel, useless under ``tokens``). Under the
-    tokens channel the belief that chooses the nodes is this gaussian one at ``tau(N)``, an approximation;
-    the reported loss is decoded exactly (the law of the tokens, ``fvnum.mc.channels.decoder_of``).
-    Cost O(closure x K) per step (``_kernels._greedy_coord_rows``): only the read nodes, their
-    ancestors and one node per depth of each unread subtree are candidates (the nodes of a depth in an
-    unread subtree are equivalent), scored in the order of their noiseless bound (branch and bound)."""
-
-    name = "greedy_coordinate"
-
-    def __init__(self, spec: TreeSpec, tau: float, budget: int, allow_repeat: bool = True):
-        self.spec, self.tau, self.allow_repeat = spec, tau, allow_repeat
-        self.layers, self.width = budget, 1
-        x, w = np.polynomial.hermite_e.hermegauss(GH_POINTS)
-        self.gh_x, self.gh_w = x, w / w.sum()
-
-    def start(self, n):
-        return np.zeros((n, 0), dtype=np.int64)
-
-    def rows(self, layer, state, phi):
-        n = state.shape[0]
-        out = np.zeros(n, dtype=np.int64)
-        _kernels._greedy_coord_rows(np.ascontiguousarray(state), np.ascontiguousarray(phi.reshape(n, -1)),
-                                    self.tau, self.spec.scales, self.gh_x, self.gh_w, self.allow_repeat, out)
-        return out[:, None]
-
-    def update(self, layer, state, rows, phi_layer):
-        return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
-
-    def work_floats(self, spec, budget):
-        return 0
-
-    def run(self, spec, channel, draws, budget, *, donor=None, patch_layer=0, informed=False):
-        """The fused kernel ``_tree_greedy_sim`` (no key patching: then None)."""
-        if donor is not None and patch_layer >= 1:
-            return None
-        n = draws.n
-        loss, phi, nodes = np.zeros(n), np.zeros((n, budget)), np.zeros((n, budget), dtype=np.int64)
-        tokens = channel.kind == "tokens"
-        n_tok, sigma2 = tokens_law(spec, channel)
-        _kernels._tree_greedy_sim(draws.leaves, np.zeros((n, budget)) if tokens else draws.noise,
-                                  draws.stat if tokens else np.zeros((0, spec.dim)), channel.tau, n_tok, sigma2, spec.scales,
-                                  self.gh_x, self.gh_w, self.allow_repeat, loss, phi, nodes)
-        return _coordinate_run(loss, phi, nodes)
+DENSE = Work()  # dense rows on every sample: a user policy, a dense fixed design, a strategy without a price
+# the coordinate kernels (path, top levels, the Bellman policies, a fixed node list): 0.3 operations a reading and
+# level (measured 8 to 36 ns per reading and level at depth 16 to 20, quiet to load 8; the old 4, 200 ns, lay 5 to
+# 20 times over), no dense rows
+COORDINATE = Work(tree_ops=0.3, per_level=True, per_leaf=False, dense_rows=False)
 
 
-class RolloutPolicy(Policy):
-    """Approximate noisy Bellman policy (``L = B``, ``d = 1``, coordinate class; repeats allowed unless
-    ``allow_repeat`` is False, as under the tokens channel): one-step rollout over the greedy policy
-    (``_kernels._rollout_rows``). Each layer but the last tries the ``n_cand`` nodes of best greedy
-    score, each followed by the greedy policy to the end, over rollouts (leaves from the posterior,
-    channel noise) with the same random numbers for every candidate and every sample (drawn once from
-    ``seed``: a deterministic policy), and keeps the greedy node unless another is better by more than
-    ``_kernels.MARGIN`` standard errors of the paired differences. The first layer's belief (the prior)
-    is shared by every sample, so it is decided once on ``first_rollouts`` rollouts; later layers use
-    ``n_rollouts`` per sample. The last layer is the greedy step itself. So it departs from
-    ``greedy_coordinate`` only where lookahead pays (``fv bounds`` measures both on common random numbers).
-    The comparison stops early: each candidate is first rolled out on the fraction ``screen`` of the
-    rollouts and goes on to the rest only if its mean final loss there is below the greedy node's
-    (``screen = 1``: every candidate on every rollout).
-    Under the tokens channel its rollouts use the gaussian likelihood at ``tau(N)`` (an approximate belief,
-    for choosing only); the reported loss is decoded exactly (the law of the tokens)."""
-
-    name = "rollout"
-
-    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_rollouts: int = 32, first_rollouts: int = 4096,
-                 n_cand: int = 4, screen: float = 0.25, allow_repeat: bool = True, seed: int = 0):
-        if isinstance(screen, bool) or not isinstance(screen, (int, float, np.integer, np.floating)) or not 0 < screen <= 1:
-            raise InputError(f"screen must be a fraction in (0, 1], got {screen!r}")
-        for key, val in (("n_rollouts", n_rollouts), ("first_rollouts", first_rollouts), ("n_cand", n_cand)):
-            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < (2 if key != "n_cand" else 1):
-                raise InputError(f"{key} must be an integer >= {2 if key != 'n_cand' else 1}, got {_short(val)}")
-        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_cand, self.allow_repeat, self.screen = int(n_cand), bool(allow_repeat), float(screen)
-        rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(7,)))
-        self.U = rng.random((int(n_rollouts), spec.depth))
-        self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
-        self.U0 = rng.random((int(first_rollouts), spec.depth))
-        self.Z0 = rng.standard_normal((int(first_rollouts), max(budget, 1)))
-        self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=self.allow_repeat)
-        self.first = self._rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.U0, self.Z0) if budget > 1 else None
-
-    def start(self, n):
-        return np.zeros((n, 0), dtype=np.int64)
-
-    def _rows(self, nodes, readings, U, Z):
-        out = np.zeros(nodes.shape[0], dtype=np.int64)
-        _kernels._rollout_rows(np.ascontiguousarray(nodes), np.ascontiguousarray(readings), self.tau,
-                               self.spec.scales, self.greedy.gh_x, self.greedy.gh_w, self.allow_repeat, U, Z,
-                               self.layers, self.n_cand, max(2, int(round(self.screen * U.shape[0]))), out)
-        return out
-
-    def rows(self, layer, state, phi):
-        n = state.shape[0]
-        if layer == self.layers - 1:
-            return self.greedy.rows(layer, state, phi)
-        if layer == 0:  # the same belief for every sample: decided once
-            return self.first
-        return self._rows(state, phi.reshape(n, -1), self.U, self.Z)[:, None]
-
-    def update(self, layer, state, rows, phi_layer):
-        return np.concatenate([state, rows.nodes(state.shape[0])], axis=1)
-
-    def work_floats(self, spec, budget):
-        return ROLLOUT_CHUNK_FLOATS  # milliseconds a sample: chunks of ~1024 samples keep every thread busy
+def load(ref):
+    """A callable given as itself or as ``"module:function"`` (imported when first asked)."""
+    if ref is None or callable(ref):
+        return ref
+    module, _, name = str(ref).partition(":")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise InputError(f"{ref!r} names no function that can be loaded ({type(e).__name__}: {e})") from None
+    if not callable(found):
+        raise InputError(f"{ref!r} names {type(found).__name__}, not a function")
+    return found
 
 
-ROLLOUT_CHUNK_FLOATS = 4096
-ROLLOUT_OVERHEAD_SECONDS = 0.2  # building the policy and routing its layers, per call
+OPTIONS = ("design", "fn", "layers", "width", "measurement", "search_samples")  # the settings of one run
+STRATEGIES: dict = {}  # name -> Strategy: the built-in ones (fvnum.policies.builtin, registered when fvnum.policies
+# loads) and those of fvnum.policies.registry.register_strategy; the CLI's names and every lookup below read it
 
 
-def rollout_step_seconds(depth: int, readings: int) -> float:
-    """Upper price of one greedy step inside a rollout after ``readings`` readings at depth ``K``:
-    ``(1.2 + 0.04 K t + 0.004 K^2 t)`` microseconds (the candidates grow like ``t K``, their subtree
-    classes like ``t K^2``), with every candidate rolled out in full. The old price, 7.5 times this, lay
-    1.5 to 7 times over what was measured on 2 shared cores at load 9 (depth 3..20, budget 3..10, tau 0.3 and 1),
-    and 5 to 20 times over in issue 32's measurements (depth 3, 4, 6, budgets 3 to 6, quiet to load 9); this one
-    lies about twice over a quiet machine and near what a machine at load 9 takes
-    (docs/benchmarks/2026-12-03-prices.md). The constant was 0.6 until the 688 samples it accepted at depth 3,
-    budget 8 under a cap of 3 s took 3.0-3.4 s of CPU (2026-12-07, a core beside another test worker): at small
-    depths the constant is most of a step, and it is doubled."""
-    K, t = int(depth), max(1, int(readings))
-    return 1e-6 * (1.2 + 0.04 * K * t + 0.004 * K * K * t)
+@dataclass(frozen=True)
+class Strategy:
+    """One strategy (policy): what it is, its options, and the methods that build, price and describe its policy.
+
+    ``name`` and ``description``; ``measurement``: ``coordinate`` (reads coordinates, one node a reading) or
+    ``unit`` (dense unit rows), None where the strategy is given its rows (``fixed``, ``policy``) or takes its
+    class from ``measurement=`` (the old spelling ``optimal_nonadaptive``); ``adaptive``: its rows depend on
+    the readings so far (None: the caller's policy decides). ``build(prior, channel, budget, *, layers, width,
+    seed) -> fvnum.policies.policies.Policy``: the policy of a strategy given as a function (None where the class
+    defines :meth:`policy`, as the built-in ones do). ``work`` / ``price``: its price (module docstring).
+    ``roles``: ``(role, rank)`` pairs, the searches it is a default candidate of (:data:`ROLES`) and its place
+    among their candidates. ``max_budget``: ``"depth"`` or ``"dim"`` where it reads at most ``K`` or ``D``
+    nodes (a candidate is skipped past it), ``needs_noise``: it applies only under noise, ``min_budget``: the
+    bracket samples it from this budget, ``solved_only``: the bracket samples it only where it solves the exact
+    noisy recursion (the exact noisy policy). ``runs_as``: a class-named spelling runs as this strategy with
+    ``measurement`` as its class. ``label`` and ``colour``: its curve in the report's figures (None: not drawn).
+    ``cli``: ``fv mc --strategy`` offers it.
+
+    Its options (:data:`OPTIONS`, set by :meth:`using`; not part of what it is, so a strategy with options set
+    equals its registered object): ``design`` (a fixed design: node list or unit rows), ``fn`` (a user policy,
+    ``rows = fn(layer, phi)``), ``layers`` and ``width`` (its layout), ``measurement`` (the class of a strategy
+    classed by it, :attr:`classed`) and ``search_samples`` (the samples of a design search). Class attributes:
+    :attr:`takes`, the options a strategy reads beyond its layout's checks; :attr:`classed`; :attr:`quick`: its
+    policy builds in no time (no solve, no search), so a plan may build it to run its checks.
+    """
+
+    name: str
+    description: str
+    measurement: str | None = None
+    adaptive: bool | None = None
+    build: Callable | str | None = None
+    work: Work | None = None
+    price: Callable | str | None = None
+    roles: tuple = ()
+    max_budget: str | None = None
+    needs_noise: bool = False
+    min_budget: int = 1
+    solved_only: bool = False
+    runs_as: str | None = None
+    label: str | None = None
+    colour: str | None = None
+    cli: bool = True
+    design: object = field(default=None, compare=False, repr=False)
+    fn: Callable | None = field(default=None, compare=False, repr=False)
+    layers: int | None = field(default=None, compare=False)
+    width: int | None = field(default=None, compare=False)
+    search_samples: int = field(default=4000, compare=False)
+
+    takes = frozenset({"layers", "width"})  # a strategy given as a function: its build reads its layout
+    classed = False
+    quick = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise InputError(f"a strategy name must be an identifier, got {self.name!r}")
+        if self.measurement not in (None, *MEASUREMENTS):
+            raise InputError(f"strategy {self.name!r}: measurement must be one of {', '.join(MEASUREMENTS)} or None, "
+                             f"got {self.measurement!r}")
+        if not (self.adaptive is None or isinstance(self.adaptive, bool)):
+            raise InputError(f"strategy {self.name!r}: adaptive must be True, False or None, got {self.adaptive!r}")
+        for what in ("build", "price"):
+            ref = getattr(self, what)
+            if ref is not None and not callable(ref) and not (isinstance(ref, str) and ":" in ref):
+                raise InputError(f"strategy {self.name!r}: {what} must be callable or 'module:function', got "
+                                 f"{type(ref).__name__}")
+        if self.work is not None and not isinstance(self.work, Work):
+            raise InputError(f"strategy {self.name!r}: work must be a fvnum.policies.strategies.Work, got "
+                             f"{type(self.work).__name__}")
+        if not isinstance(self.roles, tuple):
+            raise InputError(f"strategy {self.name!r}: roles are a tuple of (role, rank) pairs, got {self.roles!r}")
+        for pair in self.roles:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in ROLES):
+                raise InputError(f"strategy {self.name!r}: roles are (role, rank) pairs with role one of "
+                                 f"{', '.join(ROLES)}, got {pair!r}")
+        if self.max_budget not in (None, "depth", "dim"):
+            raise InputError(f"strategy {self.name!r}: max_budget must be 'depth', 'dim' or None, got "
+                             f"{self.max_budget!r}")
+
+    def __str__(self) -> str:
+        return self.description
+
+    def with_build(self, build) -> "Strategy":
+        return replace(self, build=build)
+
+    def using(self, **options) -> "Strategy":
+        """A copy with the options given (:data:`OPTIONS`; None keeps the object's own); ``measurement`` is set
+        only on a strategy classed by it (:attr:`classed`), the others keep their class."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise InputError(f"strategy {self.name!r}: unknown option {unknown[0]!r}; the options are "
+                             f"{', '.join(OPTIONS)}")
+        given = {k: v for k, v in options.items() if v is not None and (k != "measurement" or self.classed)}
+        if given.get("measurement", MEASUREMENTS[0]) not in MEASUREMENTS:
+            raise InputError(f"unknown measurement class {given['measurement']!r}; choose unit or coordinate")
+        return replace(self, **given) if given else self
+
+    def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
+        """The :class:`fvnum.policies.protocol.Policy` of this strategy for ``budget`` readings of ``prior`` (the
+        object the caller gave) under ``channel`` (a ``fvnum.Channel``). Here: the policy of ``build`` (a
+        strategy given as a function), checked; a subclass defines its own. The callers check the budget (``loss_mc``
+        and the tables, with the channel) before they ask."""
+        from fvnum.policies.protocol import Policy
+
+        if self.build is None:
+            raise InputError(f"strategy {self.name!r} builds no policy: give it build= or define its policy()")
+        pol = load(self.build)(prior, channel, budget, layers=self.layers, width=self.width, seed=seed)
+        if not isinstance(pol, Policy):
+            raise InputError(f"strategy {self.name!r}: its build returned {type(pol).__name__}, not a "
+                             "fvnum.policies.policies.Policy")
+        if pol.layers * pol.width != budget:
+            raise InputError(f"strategy {self.name!r}: its policy has layers x width = {pol.layers} x {pol.width}, "
+                             f"not the budget {budget}")
+        return pol
+
+    @property
+    def builds(self) -> bool:
+        """Whether it can build a policy: a ``build`` given, or a class with its own :meth:`policy`."""
+        return self.build is not None or type(self).policy is not Strategy.policy
+
+    @property
+    def prices_itself(self) -> bool:
+        """Whether it has a price of its own (``price``, or a class with its own :meth:`cost`) beside the engine's."""
+        return self.price is not None or type(self).cost is not Strategy.cost
+
+    def describe(self) -> str:
+        """One line: its name, what it is, its class and adaptivity, and the options set on it."""
+        kind = {True: "adaptive", False: "non-adaptive", None: "adaptivity of the policy given"}[self.adaptive]
+        klass = (f"{self.measurement} class" if self.measurement else
+                 "class given by measurement=" if self.classed else "class of its rows")
+        set_ = [f"{k}={_brief(getattr(self, k))}" for k in OPTIONS if k != "measurement" and getattr(self, k) is not None
+                and not (k == "search_samples" and getattr(self, k) == _DEFAULTS[k])]
+        return f"{self.name}: {self.description} ({klass}, {kind}{'; ' + ', '.join(set_) if set_ else ''})"
+
+    def rank(self, role: str):
+        """Its place among the default candidates of ``role`` (None: not a candidate)."""
+        return dict(self.roles).get(role)
+
+    @property
+    def engine_work(self) -> Work:
+        """The factors of the engine's price: its own ``work``, else a user policy's (:data:`DENSE`)."""
+        return DENSE if self.work is None else self.work
+
+    def applies(self, depth: int, dim: int, budget: int, tau: float) -> bool:
+        """Whether it can be a candidate at this size and noise (``max_budget``, ``needs_noise``)."""
+        most = {"depth": depth, "dim": dim, None: budget}[self.max_budget]
+        return budget <= most and not (self.needs_noise and tau == 0)
+
+    def cost(self, prior, channel, budget: int, samples: int, *, threads: int = 1, search_samples: int = 4000,
+             dense_design: bool = False, solve: bool = True) -> float:
+        """Upper seconds of ``samples`` Monte Carlo samples of it on the numeric ``prior`` under ``channel``:
+        its own ``price`` where it has one, else the engine's (``fvnum.guards.limits.mc_cost`` with its ``work``)."""
+        if self.price is None:
+            return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
+                                            search_samples=search_samples, dense_design=dense_design, solve=solve))
+        return checked_seconds(self, load(self.price)(prior, channel, budget, samples, threads=threads))
 
 
-def rollout_seconds(depth: int, budget: int, samples: int, threads: int = 1, *, n_cand: int = 4,
-                    n_rollouts: int = 32, first_rollouts: int = 4096) -> float:
-    """Upper price of ``samples`` samples of the rollout policy: every candidate rolled out on every
-    rollout (the early stop of the comparison only saves), ``L - l - 1`` greedy steps per rollout at
-    layer ``l``, the first layer once on ``first_rollouts``; the top candidates and the last greedy
-    layer cost about one step a layer. Samples run in chunks of about 1024 over ``threads``."""
-    L, K = max(int(budget), 1), int(depth)
-    # rollout_step_seconds(K, t) = 1e-6 (1.2 + g t) for t >= 1; the sums over the layers in closed form (a budget
-    # of 10^9 is priced in microseconds, not summed step by step)
-    g = 0.04 * K + 0.004 * K * K
-    # layers l = 1 .. L-2, each rolling out steps t = l+1 .. L-1: sum of (L-1-l) steps; sum over l of the t's
-    # = sum_{t=1}^{L-1} t (t - 1) = (L-1) L (L-2) / 3
-    later = 1e-6 * (1.2 * (L - 2) * (L - 1) / 2 + g * (L - 1) * L * (L - 2) / 3) if L > 2 else 0.0
-    per = n_cand * n_rollouts * later + L * rollout_step_seconds(K, L)
-    first = n_cand * first_rollouts * 1e-6 * (1.2 * (L - 1) + g * (L - 1) * L / 2) if L > 1 else 0.0
-    busy = max(1, min(int(threads), -(-int(samples) // 1024)))
-    return ROLLOUT_OVERHEAD_SECONDS + first + samples * per / busy
 
 
-class GreedyDense(Policy):
-    """Greedy one-step lookahead over unit rows (d = 1, L = B): each layer reads the unit row that
-    maximises the expected squared norm of the next posterior mean (equivalently, minimises the expected
-    loss after that one reading) under the exact leaf posterior so far, found by projected gradient
-    ascent on the sphere from several deterministic starts (``_kernels._greedy_dense_rows``). The first
-    layer's row is the same for every sample and is optimised once, with more starts. At ``tau = 0`` a
-    generic row identifies the leaf, so a fixed random row is read. Under the tokens channel the belief
-    that chooses the rows is the gaussian one at ``tau(N)`` (readings treated as independent), an
-    approximation; the reported loss is decoded exactly (the law of the tokens)."""
-
-    name = "greedy_dense"
-
-    def __init__(self, spec: TreeSpec, tau: float, budget: int, *, n_iter: int = 20, n_extra: int = 2,
-                 n_ascend: int = 2, first_extra: int = 16, live_tol: float = 1e-3):
-        self.spec, self.tau, self.layers, self.width = spec, float(tau), budget, 1
-        self.n_iter, self.n_ascend, self.live_tol = int(n_iter), int(n_ascend), float(live_tol)
-        rng = np.random.default_rng(20240229)  # fixed starts shared by all samples: deterministic policy
-        unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
-        self.extra = unit(rng.standard_normal((max(1, n_extra), spec.dim)))
-        first = unit(rng.standard_normal((max(1, first_extra), spec.dim)))
-        self.first, self.first_value = self._choose(np.zeros((1, 0, spec.dim)), np.zeros((1, 0)), first, 5 * self.n_iter, 8)
-
-    def _choose(self, Wh, phi, extra, n_iter, n_ascend):
-        n = phi.shape[0]
-        out, value = np.zeros((n, self.spec.dim)), np.zeros(n)
-        _kernels._greedy_dense_rows(np.ascontiguousarray(Wh), np.ascontiguousarray(phi), self.tau, self.spec.scales,
-                                    extra, n_iter, n_ascend, self.live_tol, out, value)
-        return out, value
-
-    def start(self, n):
-        return np.zeros((n, 0, self.spec.dim))
-
-    def rows(self, layer, state, phi):
-        if layer == 0:
-            return self.first  # (1, D): shared
-        n = state.shape[0]
-        out, _ = self._choose(state, phi.reshape(n, layer), self.extra, self.n_iter, self.n_ascend)
-        return out[:, None, :]
-
-    def update(self, layer, state, rows, phi_layer):
-        n = state.shape[0]
-        new = np.broadcast_to(rows.dense(n, self.spec.dim), (n, 1, self.spec.dim))
-        return np.concatenate([state, new], axis=1)
+_DEFAULTS = {f.name: f.default for f in fields(Strategy) if f.name in OPTIONS}
 
 
-class CallablePolicy(Policy):
-    """A user function following the module's protocol (stateless); its loss is decoded by the channel's
-    decoder (``fvnum.mc.simulate.decode_losses``)."""
-
-    def __init__(self, fn, layers: int, width: int, name: str = "policy"):
-        if not callable(fn):
-            raise InputError(f"policy must be callable, got {type(fn).__name__}")
-        self.fn, self.layers, self.width, self.name = fn, layers, width, name
-
-    def rows(self, layer, state, phi):
-        view = phi.view()
-        view.flags.writeable = False
-        return self.fn(layer, view)
+def _brief(value) -> str:
+    if callable(value):
+        return getattr(value, "__name__", type(value).__name__)
+    text = repr(value.tolist() if hasattr(value, "tolist") else value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
-def per_sample(fn):
-    """Wrap ``fn(layer, phi_s) -> (d,) nodes or (d, D) rows`` (one sample's readings ``phi_s`` of shape
-    ``(layer, d)``) into the vectorised policy protocol. Convenient, and slow for many samples."""
+def checked_seconds(strategy: Strategy, given) -> float:
+    """A price given by ``strategy`` (its ``price``, or its own ``cost``) as seconds; NaN, a negative number or no
+    number is one :class:`~fvsym.errors.InputError` line."""
+    try:
+        seconds = float(given)
+    except (TypeError, ValueError, OverflowError):
+        seconds = float("nan")
+    if not seconds >= 0:  # NaN, negative or not a number: no price
+        from fvsym._validate import _short
 
-    def vectorised(layer, phi):
-        outs = [np.asarray(fn(layer, phi[s])) for s in range(phi.shape[0])]
-        return np.stack(outs) if outs else np.zeros((0, 1), dtype=np.int64)
-
-    vectorised.__wrapped__ = fn
-    return vectorised
-
-
-GREEDY_DIRECTIONS = 2  # greedy_dense on a finite prior: the principal directions tried beside the coordinates
-
-
-class FiniteGreedy(Policy):
-    """Greedy one-step lookahead on a finite prior (``fvnum.priors.atoms``; ``L = B``, ``d = 1``): each layer reads the
-    candidate that maximises the expected squared norm of the next posterior mean (equivalently, minimises the
-    expected loss after that one read) under the exact posterior over the atoms so far
-    (``_kernels.atoms._atoms_greedy_rows``). Candidates: the coordinates ``e_1 .. e_D`` (``greedy_coordinate``;
-    repeats allowed: under noise a repeated read is informative), and for ``greedy_dense`` also the
-    ``GREEDY_DIRECTIONS`` leading principal directions of each sample's posterior covariance (unit rows). The first
-    layer's belief is the prior, shared by every sample: decided once. State: the log posterior weights (n, M)."""
-
-    def __init__(self, spec, tau: float, budget: int, *, dense: bool = False):
-        self.spec, self.tau, self.dense = spec, float(tau), bool(dense)
-        self.layers, self.width = budget, 1
-        self.name = "greedy_dense" if dense else "greedy_coordinate"
-        self.n_directions = GREEDY_DIRECTIONS if dense else 0
-        self.first = self._choose(spec.log_weights[None, :]) if budget else None
-
-    def _candidates(self, logw: np.ndarray) -> np.ndarray:
-        """(m, C, D) candidate rows: the coordinates (shared, m = 1), or per sample with its principal directions."""
-        D = self.spec.dim
-        eye = np.eye(D)[None]
-        if not self.dense:
-            return eye
-        w = np.exp(logw - logw.max(axis=1, keepdims=True))
-        w /= w.sum(axis=1, keepdims=True)
-        A = self.spec.atoms
-        mean = w @ A
-        cov = np.einsum("nm,md,me->nde", w, A, A) - mean[:, :, None] * mean[:, None, :]
-        vecs = np.linalg.eigh(cov)[1][:, :, ::-1][:, :, : self.n_directions]  # (n, D, k), largest first
-        dirs = np.swapaxes(vecs, 1, 2) * np.where(vecs.sum(axis=1) < 0, -1.0, 1.0)[:, :, None]  # a fixed sign
-        return np.concatenate([np.broadcast_to(eye, (logw.shape[0], D, D)), dirs], axis=1)
-
-    def _choose(self, logw: np.ndarray) -> np.ndarray:
-        """(n,) nodes (coordinate candidates) or (n, D) unit rows."""
-        cands = self._candidates(logw)
-        P = np.ascontiguousarray(np.einsum("mcd,kd->mck", cands, self.spec.atoms))
-        best = np.zeros(logw.shape[0], dtype=np.int64)
-        _kernels.atoms._atoms_greedy_rows(P, np.ascontiguousarray(logw), np.ascontiguousarray(self.spec.atoms),
-                                          self.tau, best)
-        if not self.dense:
-            return best + 1
-        rows = cands[np.arange(cands.shape[0]) if cands.shape[0] > 1 else 0, best]
-        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-    def start(self, n):
-        return np.tile(self.spec.log_weights, (n, 1))
-
-    def rows(self, layer, state, phi):
-        if layer == 0:
-            return self.first  # shared by every sample: (1,) node or (1, D) row
-        out = self._choose(state)
-        return out[:, None] if not self.dense else out[:, None, :]
-
-    def update(self, layer, state, rows, phi_layer):
-        n = state.shape[0]
-        design = rows.nodes(n) if rows.coordinate else rows.dense(n, self.spec.dim)
-        return state + self.spec.log_posterior(design, phi_layer, self.tau) - self.spec.log_weights
-
-    def work_floats(self, spec, budget):
-        return spec.work_floats(budget)
+        raise InputError(f"strategy {strategy.name!r}: its price gave {_short(given)} seconds; a price is a number >= 0")
+    return seconds
 
 
-class FiniteBellmanPolicy(Policy):
-    """The noiseless optimal policy of a finite prior (``fvnum.priors.atoms.noiseless_bellman``): each sample's belief is
-    the cell of atoms its readings left alive; each layer reads the cell's optimal coordinates. Noiseless only."""
+def strategy_of(name: str) -> Strategy | None:
+    """The registered :class:`Strategy` called ``name`` (None: none is)."""
+    return STRATEGIES.get(name) if isinstance(name, str) else None
 
-    def __init__(self, solution, name: str = "optimal"):
-        self.solution, self.name = solution, name
-        self.layers, self.width = solution.layers, solution.width
-        self.atoms = solution.solver.atoms
 
-    def start(self, n):
-        return np.ones((n, self.atoms.shape[0]), dtype=bool)
+def strategy_name(strategy) -> str:
+    """The registry's name of ``strategy``: a registered name, or a :class:`Strategy` object registered under its
+    name (the same object, or one equal to it). Anything else is one :class:`~fvsym.errors.InputError` line that
+    lists the registered names (an object not registered: ``register_strategy`` adds it)."""
+    from fvsym._validate import _short
 
-    def rows(self, layer, state, phi):
-        out = np.zeros((state.shape[0], self.width), dtype=np.int64)
-        left = self.layers - layer
-        memo = {}
-        for i, alive in enumerate(state):
-            cell = tuple(np.flatnonzero(alive).tolist())
-            if cell not in memo:
-                memo[cell] = self.solution.best(cell, left)
-            nodes = memo[cell]
-            out[i, : len(nodes)] = nodes
-        return out
+    known = ", ".join(STRATEGIES)
+    if isinstance(strategy, Strategy):
+        if STRATEGIES.get(strategy.name) == strategy:
+            return strategy.name
+        raise InputError(f"strategy {strategy.name!r} is not registered (fvnum.policies.registry.register_strategy "
+                         f"adds it); "
+                         f"registered: {known}")
+    if isinstance(strategy, str) and strategy in STRATEGIES:
+        return strategy
+    what = _short(strategy) if isinstance(strategy, str) else f"{type(strategy).__name__} {_short(strategy)}"
+    raise InputError(f"unknown strategy {what}; choose one of {known}")
 
-    def update(self, layer, state, rows, phi_layer):
-        nodes = rows.nodes(state.shape[0])
-        vals = self.atoms.T[np.maximum(nodes, 1) - 1]  # (n, d, M)
-        match = np.where((nodes > 0)[:, :, None], vals == phi_layer[:, :, None], True).all(axis=1)
-        new = state & match
-        lost = ~new.any(axis=1)  # readings no atom explains (key patching): the belief stays
-        new[lost] = state[lost]
-        return new
 
-    def work_floats(self, spec, budget):
-        return spec.work_floats(budget)
+def strategy_object(strategy) -> Strategy:
+    """The object of ``strategy``: the registered object of a name, or the object given (registered under its name;
+    it keeps the options set on it). Anything else: :func:`strategy_name`'s one line."""
+    name = strategy_name(strategy)
+    return strategy if isinstance(strategy, Strategy) else STRATEGIES[name]
+
+
+def taking(option: str, *, classed: bool = False) -> str:
+    """The names of the ``fv mc`` strategies that take ``option`` (``Strategy.takes``; with ``classed``, only those
+    classed by ``measurement=``), as a phrase: ``a``, ``a and b``, ``a, b and c``."""
+    names = [n for n, s in STRATEGIES.items() if s.cli and option in s.takes and (s.classed or not classed)]
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def candidates(role: str) -> tuple:
+    """The names of the default candidates of ``role`` (:data:`ROLES`), in their ranks' order."""
+    ranked = [(s.rank(role), i, s.name) for i, s in enumerate(STRATEGIES.values()) if s.rank(role) is not None]
+    return tuple(name for _, _, name in sorted(ranked))
+
+
+def classed_by_measurement(name: str) -> bool:
+    """Whether ``name`` takes its class from ``measurement=`` (its class-named spellings run as it)."""
+    return any(s.runs_as == name for s in STRATEGIES.values())
+
+
+def adaptive_class(policy: str | None) -> str:
+    """The measurement class of an adaptive policy found by a search: ``unit`` for one of dense unit rows, else
+    ``coordinate`` (a policy not registered, or the Gaussian's water-filling design, reads as coordinate)."""
+    s = strategy_of(policy)
+    return "unit" if s is not None and s.adaptive and s.measurement == "unit" else "coordinate"

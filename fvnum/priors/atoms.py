@@ -29,7 +29,7 @@ from fvnum.priors.registry import Prior, atoms_of  # noqa: F401 (atoms_of: its p
 from fvnum.priors.atoms_arrays import (  # noqa: F401 (the atoms as arrays: their names importable from here too)
     _BY_DIGEST, MAX_ATOMS, MAX_DIM, VALUE_RANGE, atoms_by_digest, atoms_digest, check_atoms, check_weights, read_atoms,
     read_atoms_file, remember_atoms)
-from fvnum.policies.strategies import GREEDY_DIRECTIONS
+from fvnum.policies.policies import GREEDY_DIRECTIONS
 from fvsym.errors import InputError, reworded
 
 DECODE_OPS = 3  # per sample, atom and (reading + coordinate) of the decoder
@@ -154,7 +154,7 @@ class FinitePrior(Prior):
     def policy(self, strategy: str, channel, budget: int, *, layers=None, width=None, **options):
         """``greedy_coordinate``, ``greedy_dense`` and (noiseless) ``optimal``; None for the shared strategies
         (``fixed``, ``top_levels``, ``policy``); a one-line ValueError for the others."""
-        from fvnum.policies.strategies import FiniteBellmanPolicy, FiniteGreedy
+        from fvnum.policies.policies import FiniteBellmanPolicy, FiniteGreedy
 
         if strategy in ("fixed", "top_levels", "policy"):
             return None
@@ -547,6 +547,6 @@ def _rows(design, dim: int) -> np.ndarray:
 
 
 def _layout(budget: int, layers, width) -> tuple[int, int]:
-    from fvnum.policies.registry import _layout as layout
+    from fvnum.policies.builtin import layout
 
     return layout(budget, layers, width)

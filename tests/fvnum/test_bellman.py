@@ -7,7 +7,7 @@ from fvnum.mc import _kernels as K
 from fvnum.mc import _reference as R
 from fvnum import bounds, loss_mc, noisy_bellman
 from fvnum.optimum.noisy_dp import Quadrature
-from fvnum.policies.strategies import GH_POINTS
+from fvnum.policies.policies import GH_POINTS
 from fvnum.priors.tree import numeric_prior
 from fvsym import bellman
 from fvsym.priors import TreePrior

@@ -165,7 +165,7 @@ def test_exact_decoder_is_the_posterior_mean_of_the_tokens(strategy, budget, des
     error of a posterior mean is orthogonal to it (``E[theta_hat . (theta - theta_hat)] = 0``, within 5
     standard errors from the same samples), for adaptive and fixed, coordinate and unit rows. The gaussian
     channel's decoder at ``tau(N)`` (the one used before) fails the same test by far."""
-    from fvnum.policies.registry import build_policy
+    from fvnum.policies.registry import STRATEGIES
 
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)
@@ -173,7 +173,7 @@ def test_exact_decoder_is_the_posterior_mean_of_the_tokens(strategy, budget, des
     if design == "unit":
         design = np.random.default_rng(2).standard_normal((2, 7))
         design /= np.linalg.norm(design, axis=1, keepdims=True)
-    pol = build_policy(prior, spec, ch, strategy, budget, design=design)
+    pol = STRATEGIES[strategy].using(design=design).policy(prior, budget, ch)
     assert abs(_orthogonality_z(spec, ch, ch, pol, budget, 40_000, seed=6)) < 5
     if strategy == "fixed" and not isinstance(design, np.ndarray):
         assert abs(_orthogonality_z(spec, ch, make_channel(spec, tau=ch.tau), pol, budget, 40_000, seed=6)) > 10

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from fvnum.mc import _kernels as K
 from fvnum.mc import _reference as R
 from fvnum.mc._kernels.greedy_dense import GRID_PER_TAU, GRID_TAIL
-from fvnum.policies.strategies import GH_POINTS
+from fvnum.policies.policies import GH_POINTS
 
 TOL = 1e-12
 DEPTH = 4

@@ -6,9 +6,9 @@ import pytest
 
 from fvnum.mc import _kernels
 from fvnum.mc.channels import make_channel
-from fvnum.policies.registry import build_policy
+from fvnum.policies.registry import STRATEGIES
 from fvnum.mc.simulate import simulate
-from fvnum.policies.strategies import GreedyCoordinate, RolloutPolicy
+from fvnum.policies.policies import GreedyCoordinate, RolloutPolicy
 from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
 
@@ -20,7 +20,7 @@ def _losses(depth, alpha, budget, tau, names, samples, seed=0):
     channel = make_channel(spec, tau, None, 0.01)
     out = {}
     for name in names:
-        pol = build_policy(prior, spec, channel, name, budget, seed=seed, threads=1)
+        pol = STRATEGIES[name].policy(prior, budget, channel, seed=seed, threads=1)
         out[name] = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=1, record=True).function_vectors.loss
     return out
 

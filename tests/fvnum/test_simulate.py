@@ -6,7 +6,7 @@ import pytest
 from fvnum import loss_mc, per_sample
 from fvnum.mc.channels import make_channel
 from fvnum.mc.simulate import blocks, draw, run_path, run_policy, work_floats
-from fvnum.policies.strategies import FixedDesign, PathPolicy, TablePolicy
+from fvnum.policies.policies import FixedDesign, PathPolicy, TablePolicy
 from fvnum.priors.tree import numeric_prior
 from fvsym.bellman import PolicyNode
 from fvsym.priors import GaussianPrior, TreePrior
@@ -45,7 +45,7 @@ def test_fused_path_kernel_equals_generic_engine():
 
 def test_fused_greedy_kernel_equals_generic_engine_under_tokens():
     """The fused greedy kernel decodes its loss with the exact tokens decoder, as the layer-by-layer engine does."""
-    from fvnum.policies.strategies import GreedyCoordinate
+    from fvnum.policies.policies import GreedyCoordinate
 
     spec = numeric_prior(TreePrior(3, "1/2"))
     channel = make_channel(spec, tokens=16)
