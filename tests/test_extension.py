@@ -45,7 +45,7 @@ STRATEGY = {"ext_first.py": '''
     import numpy as np
 
     from fvnum.policies.registry import register_strategy
-    from fvnum.policies.strategies import CallablePolicy
+    from fvnum.policies.policies import CallablePolicy
 
 
     def build(prior, channel, budget, *, layers, width, seed):
