@@ -157,7 +157,7 @@ def _register_audit(subparsers) -> None:
                    "refused for a tree run, whose decoder uses its 2^K leaves, exactly)")
     p.add_argument("--law-samples", type=int_arg("--law-samples", 8, 10**6), default=256,
                    help="Model T: contexts a latent its readings' law is measured on (default 256; "
-                   "bridges.analysis.audit_measured)")
+                   "bridges.analysis.audit.audit_measured)")
     p.add_argument("--seed", type=int_arg("--seed", 0, 2**63 - 1), default=0, help="default 0")
     add_format_argument(p)
     p.set_defaults(func=audit_command)

@@ -31,6 +31,15 @@ Softmax attention (docs/theory.md section 2): ``F`` holds the layers' scores ``S
 Stein rows are ``E[x w] / E[w]`` (``w = exp(s)``) and the one call that turns ``(X, S)`` into a law is
 ``_reading_law`` (``fvnum.keys.families.law_from_scores``).
 
+Model T (``audit_measured``): its readings are its heads' outputs at the summary token, ``blocks.{l}.attn.hook_z`` at
+token 0, and its context tokens attend to each other, so a reading is no average of a function of one token. The law
+of its ``B`` readings given each of the prior's finitely many latents is *measured*: ``law_samples`` contexts a latent
+(stream ``AUDIT_STREAM``, generator ``(seed, 10^7 + m)``) give their mean and covariance (shrunk towards its trace by
+``SHRINK``), and fresh contexts are decoded by the Bayes posterior mean under those Gaussian laws. The joint law of an
+adaptive model's readings is not exactly Gaussian, so the decoder is an approximation and its loss an upper bound on
+the loss the readings allow. What a channel measures is its covariance row ``E[(theta - E theta)(mu_c(theta) - E
+mu_c)]`` over the latents, with its energy by tree depth.
+
 Theory comes from ``fvnum``; this module runs the model and lays the numbers out.
 """
 from __future__ import annotations
@@ -132,7 +141,7 @@ def audit_lines(a: dict) -> list[str]:
     lo, ba, gap = a["loss"], a["bayes_on_readings"], a["decoder_gap"]
     unit = "E||theta_hat - theta||^2" if a["metric"] == "theta" else "query MSE"
     size = f"depth {a['depth']}" if a.get("depth") is not None else f"D {a.get('dim', '?')}"
-    measured = "measured by simulation" in a["decoder"]  # Model T (bridges.analysis.audit_measured)
+    measured = "measured by simulation" in a["decoder"]  # Model T (audit_measured)
     sample = f"{a['token_sample']} contexts a latent" if measured else f"token sample {a['token_sample']}"
     out = [f"audit of {a['key'] or 'a model'}: {a['prior']} prior, {size}, budget {a['budget']}, "
            f"N {a['n_tokens']} ({a['samples']} contexts, {sample}, seed {a['seed']}; {unit})",
@@ -256,15 +265,13 @@ def audit(result, *, samples: int = 1000, token_sample: int = 8192, n_latents: i
           batch: int = 256, law_samples: int = 256) -> Audit:
     """Audit a trained model: ``result`` is a ``TrainResult`` with its model or a finished run folder
     (module docstring). Model T's readings are no key functions of one token: its audit measures their law at each
-    latent (``law_samples`` contexts a latent; ``bridges.analysis.audit_measured``). Same ``seed``, same numbers."""
+    latent (``law_samples`` contexts a latent; :func:`audit_measured`). Same ``seed``, same numbers."""
     if isinstance(result, (str, Path)):
         result = load_run(result)
     if getattr(result, "model", None) is None or not hasattr(result, "config"):
         raise InputError("audit needs a TrainResult with its model (bridges.training.train.train, or a run folder)")
     cfg = result.config
-    if hasattr(result.model, "blocks"):  # Model T: the law of its readings is measured (bridges.analysis.audit_measured)
-        from bridges.analysis.audit_measured import audit_measured
-
+    if hasattr(result.model, "blocks"):  # Model T: the law of its readings is measured
         return audit_measured(result.model, cfg.data, samples=samples, law_samples=law_samples, seed=seed,
                               batch=batch, key=cfg.key(), name=cfg.model.model)
     return audit_model(result.model, cfg.data, samples=samples, token_sample=token_sample, n_latents=n_latents,
@@ -355,7 +362,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
 
     if not isinstance(model, WorkspaceModel):
         why = (" (Model T's readings are its heads' outputs at the summary token: audit() measures their law, "
-               "bridges.analysis.audit_measured)" if hasattr(model, "blocks") else "")
+               "audit_measured)" if hasattr(model, "blocks") else "")
         raise InputError(f"audit needs a model of keys and a workspace (A, B, C), got {type(model).__name__}{why}")
     if not isinstance(data, DataConfig) or data.dim != model.dim:
         raise InputError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")
@@ -463,5 +470,86 @@ def _stein(rows: np.ndarray, L: int, d: int, depth: int | None) -> tuple:
     return tuple(out)
 
 
-__all__ = ["AUDIT_STREAM", "Audit", "Stein", "audit", "audit_cost", "audit_lines", "audit_model", "check_audit_cost",
-           "load_run"]
+SHRINK = 1e-3  # Sigma_m + SHRINK tr(Sigma_m) / B I: a measured covariance stays invertible
+MAX_CONTEXTS = 2_000_000  # latents x law_samples + samples: beyond this the audit is refused (minutes of forward passes)
+MEASURED = ("approximate: Bayes under Gaussian laws of the readings measured by simulation ({n} contexts a latent, "
+            "{m} latents); an upper bound on the loss the readings allow")
+
+
+def readings_of(model, x, y, x_q) -> tuple[torch.Tensor, object]:
+    """``(readings (b, B), output)``: the heads' outputs at the summary token of every block, in block order."""
+    names = [f"blocks.{l}.attn.hook_z" for l in range(1, model.n_layers + 1)]
+    with torch.no_grad(), record(model, names) as rec:
+        out = model(x, y, x_q)
+    return torch.cat([rec[n][:, 0].flatten(1) for n in names], 1), out
+
+
+def measured_laws(model, data: DataConfig, thetas: np.ndarray, *, law_samples: int, seed: int, batch: int):
+    """``(mean (M, B), cov (M, B, B))`` of the readings given each latent (module docstring, step 1)."""
+    sampler = ContextSampler(data)
+    means, covs = [], []
+    for m, theta in enumerate(thetas):
+        g = sampler.generator(seed, AUDIT_STREAM, 10_000_000 + m)
+        rows = []
+        for start in range(0, law_samples, batch):
+            n = min(batch, law_samples - start)
+            c = sampler.contexts(torch.as_tensor(theta, dtype=torch.float32).expand(n, -1).contiguous(), g)
+            rows.append(readings_of(model, c.x, c.y, c.x_q)[0].double().numpy())
+        r = np.concatenate(rows)
+        cov = np.atleast_2d(np.cov(r, rowvar=False))
+        means.append(r.mean(0))
+        covs.append(cov + SHRINK * max(np.trace(cov), 1e-300) / len(cov) * np.eye(len(cov)))
+    return np.stack(means), np.stack(covs)
+
+
+def audit_measured(model, data: DataConfig, *, samples: int = 1000, law_samples: int = 256, seed: int = 0,
+                   batch: int = 256, key: str | None = None, name: str | None = None) -> Audit:
+    """Audit Model T (or any model with ``blocks.{l}.attn.hook_z`` taps) on contexts of ``data``: module docstring.
+    Same ``seed``, same numbers."""
+    from fvnum.keys.families import ReadingLaw, posterior_mean
+
+    if not hasattr(model, "blocks"):
+        raise InputError(f"the measured audit needs a model with blocks (Model T), got {type(model).__name__}")
+    if not isinstance(data, DataConfig) or data.dim != model.dim:
+        raise InputError(f"the model has D = {model.dim}; the data configuration must match, got {data!r:.80}")
+    samples = check_int(samples, "samples", 2, 10**7)
+    law_samples = check_int(law_samples, "law_samples (contexts a latent)", 8, 10**6)
+    seed = check_int(seed, "seed", 0, 2**63 - 1)
+    batch = check_int(batch, "batch", 1, 10**5)
+    latents = _latents(data)
+    if latents is None:
+        raise InputError("the audit of Model T measures its readings' law at each latent, so it needs finitely many "
+                         f"latents (the tree or the atoms prior), not prior={data.prior!r}")
+    thetas, log_prior = latents
+    contexts = len(thetas) * law_samples + samples
+    if contexts > MAX_CONTEXTS:
+        raise InputError(f"the audit of {name or 'Model T'} would run {contexts:,} contexts ({len(thetas)} latents x "
+                         f"{law_samples} + {samples}), over {MAX_CONTEXTS:,}: lower law_samples or samples")
+    was_training = model.training
+    model.eval()
+    try:
+        mean, cov = measured_laws(model, data, thetas, law_samples=law_samples, seed=seed, batch=batch)
+        law = ReadingLaw(mean, cov)
+        sampler = ContextSampler(data)
+        own, bayes = [], []
+        for i, start in enumerate(range(0, samples, batch)):
+            c = sampler.sample(min(batch, samples - start), sampler.generator(seed, AUDIT_STREAM, i))
+            phi, out = readings_of(model, c.x, c.y, c.x_q)
+            theta = c.theta.double().numpy()
+            own.append(((out.theta_hat.double().numpy() - theta) ** 2).sum(1))
+            bayes.append(((posterior_mean(thetas, log_prior, law, phi.double().numpy()) - theta) ** 2).sum(1))
+    finally:
+        model.train(was_training)
+    own, bayes = np.concatenate(own), np.concatenate(bayes)
+    w = np.exp(log_prior - log_prior.max())
+    w /= w.sum()
+    centred_theta, centred_mu = thetas - w @ thetas, mean - w @ mean
+    rows = np.einsum("m,md,mb->bd", w, centred_theta, centred_mu)[None]  # (1, B, D): each channel's covariance row
+    L = model.n_layers
+    return Audit(key, name, data, mean.shape[1], L, "theta", Estimate.of(own), Estimate.of(bayes),
+                 Estimate.of(own - bayes), _stein(rows, L, mean.shape[1] // L, data.depth),
+                 MEASURED.format(n=law_samples, m=len(thetas)), samples, law_samples, len(thetas), seed)
+
+
+__all__ = ["AUDIT_STREAM", "Audit", "MEASURED", "Stein", "audit", "audit_cost", "audit_lines", "audit_measured",
+           "audit_model", "check_audit_cost", "load_run", "measured_laws", "readings_of"]

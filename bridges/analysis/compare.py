@@ -289,7 +289,7 @@ def compare(result, *, samples: int = 20_000, seed: int = 0, search_samples: int
         if hasattr(result.model, "layers"):  # the key functions of A, B, C (Model T's keys are its heads')
             routing = learned_routing(result.model, data, seed=seed)
         if audit and result.config.model.spec.audits(data):  # Model T on a Gaussian: no finite latents to
-            audited = audit_dict(result, seed=seed)   # measure its readings' law at (bridges.analysis.audit_measured)
+            audited = audit_dict(result, seed=seed)   # measure its readings' law at (bridges.analysis.audit.audit_measured)
     trained = {"loss": result.loss, "stderr": result.stderr, "n": result.n_eval, "steps": result.steps,
                "steps_per_s": result.steps_per_s, "wall_s": result.wall_seconds}
     return Comparison(cfg.key(), cfg.model.model, data.prior, data.depth, B, data.n_tokens, data.alpha,

@@ -402,7 +402,7 @@ def interventions(name: str = f"T-deep-B{TOP}-s0", n_contexts: int = 2048, seed:
 
 
 def audits(seed: int = 0, samples: int = 2000, law_samples: int = 256) -> dict:
-    """The audit of every finished tree run of T with ``seed`` (bridges.analysis.audit_measured: the law of its
+    """The audit of every finished tree run of T with ``seed`` (bridges.analysis.audit.audit_measured: the law of its
     readings measured at each of the 128 leaves): its own loss, the loss its readings allow, and what each block reads
     (the tree depth with the most energy of its covariance row)."""
     from bridges.analysis.audit import audit, load_run
@@ -429,7 +429,7 @@ def _audit_lines(audited: dict) -> list[str]:
         return []
     lines = ["## What T's readings allow (the audit, seed 0)", "",
              "`fv audit` of each run: the law of T's readings (its heads' outputs at the summary token) measured at each "
-             "of the 128 leaves, decoded by Bayes (bridges.analysis.audit_measured; an upper bound on the loss the "
+             "of the 128 leaves, decoded by Bayes (bridges.analysis.audit.audit_measured; an upper bound on the loss the "
              "readings allow). `reads depth`: the tree depth each block's channels read most (their covariance rows' "
              "energy). Own loss and Bayes on the same 2,000 contexts.", "",
              "| run | own loss | Bayes on its readings | gap (own - Bayes) | reads depth, block by block |",

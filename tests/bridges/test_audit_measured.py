@@ -1,4 +1,4 @@
-"""The audit of Model T (bridges.analysis.audit_measured): the law of its readings measured at each latent. Readings
+"""The audit of Model T (bridges.analysis.audit.audit_measured): the law of its readings measured at each latent. Readings
 blind to theta leave the prior's loss; readings that carry theta are decoded near the model's own loss; a deep T's
 layers read the tree's levels in order; same seed, same numbers; bad input in one line."""
 import math
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from bridges.analysis.audit import audit
-from bridges.analysis.audit_measured import audit_measured, measured_laws, readings_of
+from bridges.analysis.audit import audit, audit_measured, measured_laws, readings_of
 from bridges.models.networks import build_model
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.train import train
