@@ -2,6 +2,7 @@
 run adaptive_softmax_losses_mc, best_adaptive_keyed under softmax keys, keyed_curves' greedy row, and the
 ``fv`` commands that price it): each gets one clear line (a ValueError naming the value, exit code 2 on the
 command line), refused before any search runs, never a traceback."""
+import fvnum
 import numpy as np
 import pytest
 from hypothesis import given
@@ -78,7 +79,7 @@ def test_keyed_curves_greedy_is_for_softmax_keys_only():
     from fvnum.mc.channels import make_channel
     from fvnum.theory import keyed_curves
 
-    channel = make_channel(TREE, n_tokens=16, s2=0.01)
+    channel = make_channel(TREE, fvnum.tokens(16, s2=0.01))
     with pytest.raises(ValueError) as e:
         keyed_curves(TREE, [1, 2], channel, "weighted", samples=10, greedy=True)
     one_message(e, "greedy", "weighted")

@@ -154,9 +154,10 @@ def _deep_only(strategy, budget, layers, width):
         raise InputError(f"strategy {strategy!r} has layers = budget and width = 1")
 
 
-def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=None, policy=None,
-                 layers=None, width=None, measurement="unit", samples=4000, seed=0, threads=None):
-    """The Policy object for a named strategy (searches run here for ``optimal_nonadaptive``)."""
+def build_policy(prior, spec, channel, strategy: str, budget: int, *, options=None, seed=0, threads=None):
+    """The Policy object for a named strategy (searches run here for ``optimal_nonadaptive``), built with its
+    ``options`` (``fvnum.StrategyOptions``: design, policy, layout, measurement class, search samples; the
+    measurement ``None`` is ``unit``)."""
     import numpy as np
 
     from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
@@ -167,7 +168,13 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
         CallablePolicy, FixedDesign, GreedyCoordinate, GreedyDense, PathPolicy, RolloutPolicy,
     )
 
+    from fvnum.options import check_options
+
     strategy = strategy_name(strategy)  # a registered name or object; else one line listing the names
+    options = check_options(options)
+    design, policy, layers, width = options.design, options.policy, options.layers, options.width
+    measurement = "unit" if options.measurement is None else options.measurement
+    samples = options.search_samples
     if STRATEGIES[strategy].build is not None:  # registered from outside: its builder decides where it applies
         check_budget(budget)
         return _registered(strategy, prior, channel, budget, layers, width, seed)
@@ -210,13 +217,14 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     if strategy == "optimal":
         return optimal_policy(prior, spec, channel, budget, layers, width, threads=threads)
     if strategy == "optimal_nonadaptive":
+        from fvnum.mc.channels import gaussian
         from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
 
         if measurement not in MEASUREMENTS:
             raise InputError(f"unknown measurement class {measurement!r}; choose unit or coordinate")
         check_budget(budget, *((None, "") if measurement == "unit" else coord_max))
         search = optimal_nonadaptive_unit if measurement == "unit" else optimal_nonadaptive_coordinate
-        found = search(spec, budget, channel.tau, samples=samples, seed=seed, threads=threads)
+        found = search(spec, budget, gaussian(channel.tau), samples=samples, seed=seed, threads=threads)
         return FixedDesign(found.design, "optimal_nonadaptive")
     check_budget(budget)
     _deep_only(strategy, budget, layers, width)
@@ -250,7 +258,9 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
+    from fvnum.mc.channels import gaussian
+
+    solved = noisy_dp.noisy_bellman(spec, budget, gaussian(channel.tau), threads=threads, refine=False)  # policy only
     return solved.policy
 
 
@@ -268,58 +278,61 @@ def bellman_policy(prior, spec, tau: float, layers: int, width: int, name: str =
     return TablePolicy(solution.policy, spec, tau, layers, width, name=name)
 
 
-def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
-            design=None, policy=None,
-            layers=None, width=None, samples: int = 100_000, seed: int = 0, record: bool = False,
-            measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
+def loss_mc(prior, strategy: str, budget: int, channel, *, samples: int = 100_000, seed: int = 0, options=None,
+            record: bool = False, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
     ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales, a ``GaussianPrior``, or a prior object
     (``fvnum.priors.registry``: ``fvnum.priors.atoms.AtomsPrior``, ``fvnum.priors.mixture.MixturePrior``, or one registered by the user),
     which builds its own strategies and decodes with its own exact decoder.
-    ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
-    node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
+    ``strategy``: one of ``STRATEGIES``: ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (its design, node
+    list or (B, D) unit rows, in ``options``), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
-    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive_unit`` and
+    policy of ``fvsym`` for the layout of ``options``, run under noise), ``optimal_nonadaptive_unit`` and
     ``optimal_nonadaptive_coordinate`` (tree: the design found by :func:`fvnum.optimal_nonadaptive_unit` or
-    ``_coordinate``, searched on ``search_samples`` independent samples; Gaussian: water-filling; the old
-    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.policies.strategies``), and the adaptive
-    policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
-    Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
-    ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
-    (``fvnum.mc.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
+    ``_coordinate``, searched on ``options.search_samples`` independent samples; Gaussian: water-filling; the bare
+    ``optimal_nonadaptive`` takes the class from ``options.measurement``), ``policy`` (``options.policy`` a
+    callable, see ``fvnum.policies.strategies``), and the adaptive policies ``greedy_coordinate``,
+    ``greedy_dense`` and ``rollout`` (tree prior).
+    ``channel``: ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N, s2=...)``, as everywhere in fvnum; which decoder
+    each channel uses: docs/decoders.md. ``options``: a ``fvnum.StrategyOptions`` (design, policy, layers, width,
+    measurement, search samples).
     Returns an ``Estimate``; with ``record`` its ``function_vectors`` (``FunctionVectors``) hold the
     readings of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
+    from dataclasses import replace
+
     from fvnum.guards.limits import check_loss_mc_args, check_price
+    from fvnum.mc.channels import check_channel
+    from fvnum.options import check_options
     from fvnum.priors.registry import is_prior_object, numeric
     from fvnum.mc.simulate import check_inputs, check_samples, plain_scalars, simulate
 
+    options = check_options(options)
+    channel = check_channel(channel)
     # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
-    tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
-        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
-        width=width, search_samples=search_samples, threads=threads).values()
+    budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
+        budget=budget, samples=samples, seed=seed, layers=options.layers, width=options.width,
+        search_samples=options.search_samples, threads=threads).values()
     if isinstance(strategy, Strategy):  # a registered object runs under its name
         strategy = strategy_name(strategy)
-    strategy, measurement = resolve_strategy(strategy, measurement)
+    strategy, measurement = resolve_strategy(strategy, options.measurement)
     spec = numeric(prior)  # a prior object (fvnum.priors.registry), or the numeric view of a fvsym prior
-    named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
-    check_loss_mc_args(spec, strategy, budget, design=design, token_channel=named, samples=samples,
-                       threads=threads, search_samples=search_samples, measurement=measurement)
+    check_loss_mc_args(spec, strategy, budget, design=options.design, token_channel=channel.kind == "tokens",
+                       samples=samples, threads=threads, search_samples=search_samples, measurement=measurement)
     # budget: a plain int from here on (numpy, sympy or Fraction integers given)
-    spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
-                                                        seed=seed, budget=budget)
+    spec, channel, samples, seed, budget = check_inputs(spec, channel, samples=samples, seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
         spec.check_cost(strategy, budget, channel, samples, threads)
     if STRATEGIES[strategy].price is not None:  # a strategy that prices itself (optimal: the exact noisy policy)
         check_price(STRATEGIES[strategy], spec, channel, budget, samples, threads)
-    pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,
-                       width=width, measurement=measurement, samples=check_samples(search_samples), seed=seed,
-                       threads=threads)
+    built = replace(options, layers=layers, width=width, measurement=measurement,
+                    search_samples=check_samples(search_samples))
+    pol = build_policy(prior, spec, channel, strategy, budget, options=built, seed=seed, threads=threads)
     est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, record=record, threads=threads,
                    progress=progress)
     if not (math.isfinite(est.value) and math.isfinite(est.stderr)):  # never a silent NaN

@@ -19,6 +19,7 @@ Every result is cached in studies/scaling/prereg.json (written atomically after 
 what is missing. ``--table`` prints the Markdown tables of regime.md's pre-registration section, ``--exact-table``
 those of exact_law.md.
 """
+from fvnum.options import KeyedSearch
 import dataclasses
 import json
 import os
@@ -107,12 +108,13 @@ def seed_spread() -> dict:
 
 # --- theory curves ------------------------------------------------------------------------------------------
 def screen_cell(cell: dict) -> dict:
-    from fvnum import loss_mc
+    from fvnum import loss_mc, tokens
 
     prior = prior_of(cell)
     start = time.time()
-    kw = dict(n_tokens=cell["n_tokens"], s2=0.01, samples=SCREEN_SAMPLES, seed=0)
-    curves = {name: [loss_mc(prior, name, b, **kw).to_dict() for b in budgets_of(cell["depth"])]
+    kw = dict(samples=SCREEN_SAMPLES, seed=0)
+    channel = tokens(cell["n_tokens"], 0.01)
+    curves = {name: [loss_mc(prior, name, b, channel, **kw).to_dict() for b in budgets_of(cell["depth"])]
               for name in ("path", "top_levels")}
     return {**cell, "budgets": budgets_of(cell["depth"]), "samples": SCREEN_SAMPLES, "curves": curves,
             "seconds": time.time() - start}
@@ -132,7 +134,7 @@ def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
     if "best_adaptive_keyed" not in entry:
         start = time.time()
         first = best_nonadaptive_keyed(prior, 1, **kw)
-        found = adaptive_keyed_losses(prior, max(budgets), samples=KEYED_SAMPLES, first=first, **kw)
+        found = adaptive_keyed_losses(prior, max(budgets), samples=KEYED_SAMPLES, search=KeyedSearch(first=first), **kw)
         entry["best_adaptive_keyed"] = [r.estimate.to_dict() for r in found]
         entry["first"] = first.estimate.to_dict()
         entry["seconds"]["best_adaptive_keyed"] = time.time() - start
