@@ -48,10 +48,13 @@ SEARCHES = (adaptive_softmax_losses, adaptive_softmax_losses_mc)
     (dict(first=SCORES), "one-key softmax design"),
 ])
 def test_bad_arguments_get_one_line(search, kwargs, fragment):
+    from fvnum.options import KeyedSearch
+
     kw = dict(max_budget=2, n_tokens=16, samples=10, first=SOFT)
     kw.update(kwargs)
+    knobs = {k: kw.pop(k) for k in ("first", "steps", "joint_steps", "grid", "chunk") if k in kw}
     with pytest.raises(ValueError) as e:
-        search(TREE, kw.pop("max_budget"), **kw)
+        search(TREE, kw.pop("max_budget"), search=KeyedSearch(**knobs), **kw)
     one_message(e, fragment)
 
 
