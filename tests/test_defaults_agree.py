@@ -200,5 +200,5 @@ def test_fv_audit_with_no_options_calls_audit_with_its_defaults(monkeypatch):
     monkeypatch.setattr(bridges.analysis.audit, "load_run", lambda folder: run)
     monkeypatch.setattr(bridges.analysis.audit, "audit", fake)
     assert main(["audit", "runs/x", "--format", "json"]) == 0
-    assert set(taken) == {"samples", "token_sample", "n_latents", "seed"}
+    assert set(taken) == {"samples", "token_sample", "n_latents", "seed", "law_samples"}
     assert taken == {k: defaults[k] for k in taken}, (taken, defaults)
