@@ -43,7 +43,9 @@ if a["strategy"] not in STRATEGIES:
     print(json.dumps(None))
     sys.exit(0)
 prior = TreePrior(a["depth"], a["alpha"])
-run = lambda n: loss_mc(prior, a["strategy"], a["budget"], tau=a["tau"], samples=n, seed=0, threads=1)
+NEW = callable(getattr(fvnum, "gaussian", None))  # the channel as one object (issue 59), else tau=
+ch = {"channel": fvnum.gaussian(a["tau"])} if NEW else {"tau": a["tau"]}
+run = lambda n: loss_mc(prior, a["strategy"], a["budget"], samples=n, seed=0, threads=1, **ch)
 run(2)  # warm up: compile (or load) the kernels
 n, spent = a["samples"], 0.0
 while True:
@@ -57,7 +59,7 @@ out = {"samples_per_s": n / spent, "n": n, "seconds": spent, "value": est.value,
 if a.get("losses"):  # per-sample losses on fixed draws, for a paired comparison between checkouts
     import numpy as np
     import inspect
-    kw = dict(tau=a["tau"], samples=a["loss_samples"], seed=0, threads=1)
+    kw = dict(samples=a["loss_samples"], seed=0, threads=1, **ch)
     if "record" in inspect.signature(loss_mc).parameters:  # the readings ride on the Estimate
         fv = loss_mc(prior, a["strategy"], a["budget"], record=True, **kw).function_vectors
     else:  # an implementation from before: (Estimate, FunctionVectors)

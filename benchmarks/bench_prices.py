@@ -19,6 +19,7 @@ price) are measured and reported, not tuned here. One thread everywhere (``--thr
 machine's load average is printed with the table: a loaded machine lengthens every measurement.
 """
 from __future__ import annotations
+import fvnum
 
 import argparse
 import os
@@ -60,11 +61,11 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
     spec = numeric_prior(prior)
     tree = isinstance(spec, TreeSpec)
     name, klass = resolve_strategy(strategy, None)
-    memory, seconds = mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=budget, strategy=name,
+    memory, seconds = mc_cost(depth=spec.depth if tree else None, dim=spec.dim, budget=budget, strategy=name,
                               tokens=tokens is not None, samples=samples, threads=1,
                               dense_design=name == "optimal_nonadaptive" and klass == "unit")
     if name == "optimal" and tree and tau:  # fvnum.policies.registry._check_noisy_optimal_cost: the exact noisy policy
-        channel = make_channel(spec, tau, None, 0.01)
+        channel = make_channel(spec, fvnum.gaussian(tau))
         seconds = (noisy_dp.solve_seconds(spec, budget, channel.tau, 1, refine=False)
                    + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, 1))
     return memory, seconds
@@ -78,7 +79,7 @@ def bounds_price(depth, budget, tau, samples):
     from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(depth, "1/2"))
-    plan = bounds_plan(spec, make_channel(spec, tau, None, 0.01), budget, samples=samples, threads=1)
+    plan = bounds_plan(spec, make_channel(spec, fvnum.gaussian(tau)), budget, samples=samples, threads=1)
     return plan.bytes, plan.total_seconds
 
 

@@ -41,15 +41,16 @@ design = None
 if a["strategy"] == "fixed":
     design = np.random.default_rng(0).standard_normal((a["budget"], 2 ** a["depth"] - 1))
     design /= np.linalg.norm(design, axis=1, keepdims=True)
-run = lambda n: loss_mc(prior, a["strategy"], a["budget"], tokens=a["tokens"], design=design, samples=n, seed=0,
-                        threads=1)
+import fvnum
+run = lambda n: loss_mc(prior, a["strategy"], a["budget"], fvnum.tokens(a["tokens"]),
+                        options=fvnum.StrategyOptions(design=design), samples=n, seed=0, threads=1)
 if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings of unit rows, drawn once
     from fvnum.mc.channels import make_channel
     from fvnum.mc.simulate import decode_losses, draw, read
     from fvnum.policies.policies import Rows
     from fvnum.priors.tree import numeric_prior
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tokens=a["tokens"])
+    channel = make_channel(spec, fvnum.tokens(a["tokens"]))
     shared = a["strategy"] == "decoder"  # else decoder_rows: rows of each sample's own, as greedy_dense reads
     def run(n):  # the best of repeated decodes of the same readings, for about min_time seconds
         design = np.random.default_rng(0).standard_normal(((a["budget"],) if shared else (n, a["budget"])) + (spec.dim,))

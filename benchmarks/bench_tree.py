@@ -10,6 +10,7 @@ and ``loss_mc`` (the public estimator, path, all threads). ``--big`` also runs t
 samples at depth 12 and reports the peak resident memory.
 """
 from __future__ import annotations
+import fvnum
 
 import argparse
 import resource
@@ -98,7 +99,7 @@ def main(argv=None):
         prior = TreePrior(depth, "1/2")
         n = 200_000
         t0 = time.perf_counter()
-        loss_mc(prior, "path", depth, tau=args.tau, samples=n, seed=0, threads=args.threads)
+        loss_mc(prior, "path", depth, fvnum.gaussian(args.tau), samples=n, seed=0, threads=args.threads)
         print(f"{'loss_mc':8} {depth:3d} {depth:3d} {n / (time.perf_counter() - t0):17.4g}   (path, seeded chunks, "
               f"threads={args.threads or 'all'})")
     if len(args.depths) > 1:
@@ -109,7 +110,7 @@ def main(argv=None):
                   f"(D grows x{(2**b - 1) / (2**a - 1):.3g}, 2^K B grows x{2 ** (b - a) * (b / a if what != 'dense' else 1):.3g})")
     if args.big:
         t0 = time.perf_counter()
-        est = loss_mc(TreePrior(12, "1/2"), "path", 12, tau=args.tau, samples=10_000_000, seed=0, threads=args.threads)
+        est = loss_mc(TreePrior(12, "1/2"), "path", 12, fvnum.gaussian(args.tau), samples=10_000_000, seed=0, threads=args.threads)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"10^7 path samples at depth 12: {est}, {time.perf_counter() - t0:.1f} s, peak RSS {peak:.0f} MiB")
 

@@ -75,6 +75,11 @@ import numpy as np
 import fvnum
 from fvsym.priors import TreePrior
 kind, p = a["kind"], a["args"]
+NEW = callable(getattr(fvnum, "tokens", None))  # the channel as one object (issue 59), else the old keywords
+def channel(tau=0.3, n_tokens=None):
+    if NEW:
+        return {"channel": fvnum.gaussian(tau) if n_tokens is None else fvnum.tokens(n_tokens)}
+    return {"tau": tau} if n_tokens is None else {"n_tokens": n_tokens}
 if kind == "atoms_decoder":
     try:
         from fvnum.priors.atoms import AtomsPrior
@@ -84,15 +89,16 @@ if kind == "atoms_decoder":
     rng = np.random.default_rng(0)
     prior = AtomsPrior(rng.standard_normal((p["atoms"], p["dim"])))
     rows, phi = np.eye(p["dim"])[: p["budget"]], rng.standard_normal((p["samples"], p["budget"]))
-    call = lambda: float(fvnum.posterior_mean(prior, rows, phi, tau=0.3).sum())
+    call = lambda: float(fvnum.posterior_mean(prior, rows, phi, **channel()).sum())
 else:
     prior = TreePrior(p["depth"], "1/2")
 if kind == "loss_mc":
-    channel = {"n_tokens": p["n_tokens"]} if "n_tokens" in p else {"tau": p.get("tau", 0.3)}
+    given = channel(p.get("tau", 0.3), p.get("n_tokens"))
     call = lambda: fvnum.loss_mc(prior, p["strategy"], p["budget"], samples=p["samples"], seed=0, threads=1,
-                                 **channel).value
+                                 **given).value
 elif kind == "noisy_bellman":
-    call = lambda: fvnum.noisy_bellman(prior, p["budget"], 0.3, threads=1, refine=p.get("refine", True)).value
+    call = lambda: fvnum.noisy_bellman(prior, p["budget"], fvnum.gaussian(0.3) if NEW else 0.3, threads=1,
+                                       refine=p.get("refine", True)).value
 elif kind == "nonadaptive_keyed":
     call = lambda: fvnum.best_nonadaptive_keyed(prior, p["budget"], "weighted", n_tokens=128,
                                                 samples=p["samples"], seed=0).estimate.value

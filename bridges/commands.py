@@ -305,10 +305,14 @@ def intervene_command(args: argparse.Namespace) -> int:
     lines = [f"fv intervene: {cfg.key()} (model {cfg.model.model}, budget {cfg.model.budget}, depth {K})"]
     theory = None
     if args.theory:
+        from fvnum.mc.channels import tokens
+        from fvnum.options import PatchSpec
+
         from bridges.training.data import fv_prior
 
-        theory = dict(prior=fv_prior(data), strategy="path", budget=cfg.model.budget, n_tokens=data.n_tokens,
-                      s2=data.s2, samples=args.samples, seed=args.seed, depths=args.depths, layers=args.layers)
+        theory = dict(prior=fv_prior(data), strategy="path", budget=cfg.model.budget,
+                      channel=tokens(data.n_tokens, data.s2), samples=args.samples, seed=args.seed,
+                      patch=PatchSpec(layers=args.layers, depths=args.depths))
     from fvnum.patching import state as theory_tables
     import torch
 
@@ -349,9 +353,11 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
             table = table_from_dict(d)
         return table
 
-    def theory_key_table(prior, strategy, budget, n_tokens, s2, samples, seed, depths, layers):
-        return theory_keys(prior, budget, n_tokens=n_tokens, s2=s2, strategy=strategy, samples=samples, seed=seed,
-                           depths=depths)
+    def theory_key_table(prior, strategy, budget, channel, samples, seed, patch):
+        from fvnum.options import PatchSpec
+
+        return theory_keys(prior, strategy, budget, channel, samples=samples, seed=seed,
+                           patch=PatchSpec(depths=patch.depths))  # key patching runs every layer
 
     donor = {"depths": depths, "baselines": args.baselines}
     for kind, of_model, of_theory, model_kw in (

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import _cli
 import numpy as np
 
-from fvnum import loss_mc
+from fvnum import StrategyOptions, gaussian, loss_mc
 from fvsym import TreePrior
 
 STRATEGIES = ("path", "top_levels", "confident_path")
@@ -85,13 +85,13 @@ class Config:
 
 def _estimate(prior, strategy: str, cfg: Config, tau: float):
     """(Estimate, per-sample losses) of one strategy at noise ``tau``."""
-    kw = dict(tau=tau, samples=cfg.samples, seed=cfg.seed, record=True)
+    kw = dict(samples=cfg.samples, seed=cfg.seed, record=True)
     if strategy == "confident_path":
         scales = [float(a) for a in prior.scales]
-        est = loss_mc(prior, "policy", cfg.budget, policy=confident_path(scales, tau, cfg.confidence),
-                      layers=cfg.budget, width=1, **kw)
+        options = StrategyOptions(policy=confident_path(scales, tau, cfg.confidence), layers=cfg.budget, width=1)
+        est = loss_mc(prior, "policy", cfg.budget, gaussian(tau), options=options, **kw)
     else:
-        est = loss_mc(prior, strategy, cfg.budget, **kw)
+        est = loss_mc(prior, strategy, cfg.budget, gaussian(tau), **kw)
     return est, est.function_vectors.loss
 
 

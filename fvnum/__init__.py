@@ -4,7 +4,6 @@ from fvsym import _moved
 # Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
 _moved.install({
     "fvnum.tree": "fvnum.priors.tree",
-    "fvnum.gaussian": "fvnum.priors.gaussian",
     "fvnum.atoms": "fvnum.priors.atoms",
     "fvnum.mixture": "fvnum.priors.mixture",
     "fvnum.capabilities": "fvnum.priors.capabilities",
@@ -35,7 +34,8 @@ from fvsym.errors import InputError
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
 _EXPORTS = {
-    "Channel": "mc.channels", "tau_of_tokens": "mc.channels", "Estimate": "estimate", "SearchResult": "estimate",
+    "Channel": "mc.channels", "gaussian": "mc.channels", "tokens": "mc.channels", "tau_of_tokens": "mc.channels",
+    "StrategyOptions": "options", "PatchSpec": "options", "KeyedSearch": "options", "Estimate": "estimate", "SearchResult": "estimate",
     "PatchingTable": "patching.keys", "patching_table": "patching.keys", "patched_loss": "patching.keys",
     "state_patching_table": "patching.state", "mean_state": "patching.state", "injection_table": "patching.state",
     "MeanState": "patching.state", "InjectionTable": "patching.state", "keyed_patching_table": "patching.keyed",
@@ -43,7 +43,7 @@ _EXPORTS = {
     "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.policies", "STRATEGIES": "policies.strategies",
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
     "Bounds": "optimum.bracket", "bounds": "optimum.bracket", "NoisyBellman": "optimum.noisy_dp", "noisy_bellman": "optimum.noisy_dp",
-    "make_channel": "mc.channels", "effective_tau2": "mc.channels",
+    "effective_tau2": "mc.channels",
     "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
     "best_linear_loss": "theory",
     "best_nonadaptive_keyed": "keys.nonadaptive", "best_adaptive_keyed": "keys.adaptive",
@@ -67,20 +67,21 @@ def __dir__():
     return sorted(list(globals()) + list(_EXPORTS))
 
 
-def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None):
+def posterior_mean(prior, design, phi, channel):
     """Posterior mean ``E[theta | phi]`` (n, D) given readings ``phi`` (n, B) of ``design``: node numbers
-    (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian channel (``tau``): exact
-    Bayes. Tokens channel (``tokens`` = N, ``s2``): on the tree prior exact under the law of the one
+    (B,) or (n, B) (0: no reading), or unit rows (B, D) or (n, B, D). Gaussian channel (``fvnum.gaussian(tau)``):
+    exact Bayes. Tokens channel (``fvnum.tokens(N, s2)``): on the tree prior exact under the law of the one
     statistic read through all the rows (a repeated row adds nothing; readings off the span of the rows
     are projected on it); on a Gaussian prior the gaussian channel's decoder at
-    ``tau_of_tokens(prior, tokens, s2)``, an approximation (docs/decoders.md)."""
+    ``tau_of_tokens(prior, N, s2)``, an approximation (docs/decoders.md)."""
     import numpy as np
 
     from fvnum.guards.limits import check_posterior_args
     from fvnum.priors.capabilities import capability
+    from fvnum.mc.channels import check_channel
     from fvnum.mc.simulate import check_inputs
 
-    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
+    spec, channel, *_ = check_inputs(prior, check_channel(channel))
     t = channel.tau
     design, phi = check_posterior_args(spec, design, phi, t)
     design = np.asarray(design)
@@ -100,10 +101,10 @@ def posterior_mean(prior, design, phi, *, tau=None, tokens=None, s2=0.01, n_toke
 
 
 __all__ = [
-    "Bounds", "Channel", "DamagedFile", "DomainError", "GDEstimate", "InputError", "VALUES", "gd_steps", "value_family", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "KeyedSearch", "PatchSpec", "StrategyOptions", "gaussian", "tokens", "DamagedFile", "DomainError", "GDEstimate", "InputError", "VALUES", "gd_steps", "value_family", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "InjectionTable", "MeanState", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
-    "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "make_channel", "noisy_bellman",
+    "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "noisy_bellman",
     "injection_table", "keyed_patching_table", "mean_state", "optimal_nonadaptive_coordinate", "optimal_nonadaptive_unit",
     "patched_loss", "patching_table", "per_sample", "posterior_mean", "state_patching_table", "tau_of_tokens",
 ]

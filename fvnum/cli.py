@@ -173,7 +173,7 @@ def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
                          help="gaussian channel noise tau >= 0")
     channel.add_argument("--tokens", "--n-tokens", dest="tokens", type=int_arg("tokens N", 1, 10**12), default=None,
                          metavar="N", help="tokens channel with N tokens (exact decoder on the tree prior, approximate on "
-                                           "a Gaussian prior; Python: n_tokens=N, or tokens=N)")
+                                           "a Gaussian prior; Python: fvnum.tokens(N))")
     p.add_argument("--s2", type=number_arg("--s2", exact=True, low=0, high=1e100), default=s2,
                    help="label noise variance of the tokens channel (default 1/100)")
     p.add_argument("--samples", type=int_arg("--samples", 2, MAX_SAMPLES), default=samples)
@@ -181,6 +181,17 @@ def _add_channel_and_sampling(p, *, required: bool, s2, samples: int) -> None:
     p.add_argument("--threads", type=int_arg("--threads", 1, max_threads()), default=None,
                    help="worker threads (default: all cores)")
     add_format_argument(p)
+
+
+def channel_of(tau, n_tokens, s2):
+    """The channel of the flags ``--tau`` or ``--tokens N`` with ``--s2``: ``fvnum.gaussian(tau)`` or
+    ``fvnum.tokens(N, s2)`` (neither or both: one line naming the flags)."""
+    from fvnum.mc.channels import gaussian, tokens
+
+    if (tau is None) == (n_tokens is None):
+        given = "both" if tau is not None else "neither"
+        raise InputError(f"give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got {given}")
+    return gaussian(tau) if n_tokens is None else tokens(n_tokens, s2)
 
 
 def _number(text):
@@ -199,8 +210,8 @@ def _bounds(args) -> int:
     if args.tokens is None and args.s2 != "1/100":
         raise InputError("--s2 applies to the tokens channel (--tokens N) only")
     # priced whole before any work (fvnum.optimum.bracket.check_bounds_cost)
-    res = bounds(prior, args.budget, tau=_number(args.tau), n_tokens=args.tokens,
-                 s2=_number(args.s2), samples=args.samples, seed=args.seed, threads=args.threads)
+    res = bounds(prior, args.budget, channel_of(_number(args.tau), args.tokens, _number(args.s2)),
+                 samples=args.samples, seed=args.seed, threads=args.threads)
     record = {**res.to_dict(), **cli_prior(args.prior).shown(args, prior)}
     line = str(res)
     if res.exact is not None:  # say the channel of the exact value: under tokens it is the gaussian channel's
@@ -421,6 +432,7 @@ def _alpha_shown(args):
 def _mc(args) -> int:
     from fvnum import loss_mc
     from fvnum.mc.channels import make_channel
+    from fvnum.options import StrategyOptions
     from fvnum.guards.limits import check_mc
     from fvnum.priors.tree import numeric_prior
 
@@ -443,12 +455,11 @@ def _mc(args) -> int:
         raise InputError("give exactly one of --tau (gaussian channel) or --tokens N (tokens channel); got neither")
     check_mc(spec, budget=args.budget, strategy=strategy, measurement=klass,
              token_channel=args.tokens is not None, samples=args.samples, threads=args.threads, design=design)
-    channel = make_channel(spec, tau, s2=s2, n_tokens=args.tokens)
-    est = loss_mc(
-        prior, args.strategy, args.budget, tau=tau, n_tokens=args.tokens, s2=s2,
-        design=design, layers=args.layers, width=args.width, measurement=args.measurement,
-        samples=args.samples, seed=args.seed, threads=args.threads, progress=True if args.progress else None,
-    )
+    given = channel_of(tau, args.tokens, s2)
+    channel = make_channel(spec, given)
+    options = StrategyOptions(design=design, layers=args.layers, width=args.width, measurement=args.measurement)
+    est = loss_mc(prior, args.strategy, args.budget, given, samples=args.samples, seed=args.seed, options=options,
+                  threads=args.threads, progress=True if args.progress else None)
     inputs = {
         "prior": args.prior, "depth": getattr(prior, "depth", args.depth), "alpha": _alpha_shown(args),
         "budget": args.budget,

@@ -1,5 +1,6 @@
 """Loss against budget from Python: strategies, formulas and trained results on one axis, with error bars.
 
+    import fvnum
     from fvsym import TreePrior
     from fvsym.tree import path_loss
     from fvnum import plot
@@ -8,15 +9,14 @@
     fig = plot.loss_vs_budget(
         {"path (mc)": "path", "top levels (mc)": "top_levels",
          "path, noiseless (exact)": path_loss().subs(alpha="1/2", K=6)},
-        budgets=range(1, 7), prior=prior, tau=0.3, samples=4000, seed=0)
+        budgets=range(1, 7), prior=prior, channel=fvnum.gaussian(0.3), samples=4000, seed=0)
     fig.savefig("loss.png")
 
 A *source* is one of:
 
 - a strategy name (``"path"``, ``"top_levels"``, ``"optimal_nonadaptive_coordinate"``, ...): its Monte Carlo
-  loss ``fvnum.loss_mc(prior, name, B, ...)`` at every budget, under the channel given as everywhere (a
-  ``channel=`` ``Channel``, or ``tau=``, or ``n_tokens=`` with ``s2``; ``tokens=`` is the old spelling of
-  ``n_tokens=``), with its standard error;
+  loss ``fvnum.loss_mc(prior, name, B, ...)`` at every budget, under ``channel=`` as everywhere
+  (``fvnum.gaussian(tau)`` or ``fvnum.tokens(N)``), with its standard error;
 - a ``fvsym.Formula`` whose only free parameter left is the budget ``B`` (fix the others first with
   ``f.subs(...)``, or pass ``values={"alpha": "1/2", "K": 6}``): exact values, no error bar;
 - a callable ``budget -> value`` (a number, an ``Estimate``, or anything with ``value`` and ``stderr``);
@@ -118,11 +118,11 @@ def _budgets(budgets) -> tuple:
     return out
 
 
-def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=None, n_tokens=None, tokens=None,
-          s2=0.01, samples: int = 20_000, seed: int = 0, values=None, style=None, **mc) -> Curve:
+def curve(label: str, source, budgets=None, *, prior=None, channel=None, samples: int = 20_000, seed: int = 0,
+          values=None, style=None, **mc) -> Curve:
     """Evaluate one source (module docstring) into a :class:`Curve`. Monte Carlo sources use ``prior``,
-    the channel (``channel``, or ``tau``, or ``n_tokens`` with ``s2``), ``samples`` and ``seed`` (the same seed
-    at every budget), and any other keyword of ``loss_mc`` (``design=``, ``measurement=``, ...)."""
+    ``channel`` (``fvnum.gaussian(tau)`` or ``fvnum.tokens(N)``), ``samples`` and ``seed`` (the same seed
+    at every budget), and any other keyword of ``loss_mc`` (``options=``, ``threads=``, ...)."""
     style = dict(style or {})
     if isinstance(source, Curve):
         return source if not style else Curve(source.label, source.budgets, source.values, source.errors,
@@ -130,14 +130,14 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
     if isinstance(source, str):
         from fvnum.policies.registry import loss_mc
 
-        if prior is None:
-            raise InputError(f"curve {label!r}: the strategy {source!r} needs prior=")
+        if prior is None or channel is None:
+            raise InputError(f"curve {label!r}: the strategy {source!r} needs prior= and channel= "
+                             "(fvnum.gaussian(tau) or fvnum.tokens(N))")
         bs = _budgets(budgets)
         ests = []
         for b in bs:
             try:
-                ests.append(loss_mc(prior, source, b, channel=channel, tau=tau, n_tokens=_tokens(n_tokens, tokens),
-                                    s2=s2, samples=samples, seed=seed, **mc))
+                ests.append(loss_mc(prior, source, b, channel, samples=samples, seed=seed, **mc))
             except ValueError as exc:
                 raise reworded(exc, f"curve {label!r} at budget {b}: {exc}") from None
         return Curve(label, bs, tuple(e.value for e in ests), tuple(e.stderr for e in ests), "mc", style)
@@ -174,10 +174,15 @@ def curve(label: str, source, budgets=None, *, prior=None, channel=None, tau=Non
                  "points", style)
 
 
-def _tokens(n_tokens, tokens):
-    from fvnum.mc.channels import _n_tokens_of
+@dataclass(frozen=True)
+class Look:
+    """How :func:`loss_vs_budget` draws its axis: ``styles`` (``label -> errorbar keywords``), ``title`` (default:
+    the prior and the channel), ``logy`` (a log loss axis) and ``legend``."""
 
-    return _n_tokens_of(n_tokens, tokens)  # tokens=: the old spelling, with a DeprecationWarning
+    styles: dict | None = None
+    title: str | None = None
+    logy: bool = True
+    legend: bool = True
 
 
 _DEFAULT_STYLE = {"mc": dict(marker=".", ms=5, capsize=2, ls="-"),
@@ -269,20 +274,23 @@ def figure(figsize=(7.5, 4.8), ncols: int = 1, **kw):
     return fig, axes
 
 
-def loss_vs_budget(sources, budgets=None, *, prior=None, channel=None, tau=None, n_tokens=None, tokens=None,
-                   s2=0.01, samples: int = 20_000, seed: int = 0, values=None, styles=None, ax=None, title=None,
-                   logy: bool = True, legend: bool = True, **mc):
+def loss_vs_budget(sources, budgets=None, *, prior=None, channel=None, samples: int = 20_000, seed: int = 0,
+                   values=None, look: Look | None = None, ax=None, **mc):
     """Loss ``E||theta_hat - theta||^2`` against the budget for any set of sources (module docstring),
     with error bars, on one axis. ``sources``: a mapping ``label -> source`` or a list of sources (labelled
-    by their strategy name or formula name) or :class:`Curve`s. ``styles``: ``label -> errorbar keywords``.
-    ``ax``: draw into this axis instead of a new figure. Returns the matplotlib ``Figure``."""
+    by their strategy name or formula name) or :class:`Curve`s. ``look``: a :class:`Look` (styles, title, log
+    axis, legend). ``ax``: draw into this axis instead of a new figure. Returns the matplotlib ``Figure``."""
+    look = Look() if look is None else look
+    if not isinstance(look, Look):
+        raise InputError(f"look must be a fvnum.plot.Look, got {type(look).__name__}")
+    styles, title, logy, legend = look.styles, look.title, look.logy, look.legend
     if isinstance(sources, dict):
         named = list(sources.items())
     else:
         named = [(_label(s), s) for s in sources]
     styles = styles or {}
-    curves = [curve(label, s, budgets, prior=prior, channel=channel, tau=tau, n_tokens=n_tokens, tokens=tokens,
-                    s2=s2, samples=samples, seed=seed, values=values, style=styles.get(label), **mc)
+    curves = [curve(label, s, budgets, prior=prior, channel=channel, samples=samples, seed=seed, values=values,
+                    style=styles.get(label), **mc)
               for label, s in named]
     if ax is None:
         fig, ax = figure()
@@ -292,9 +300,8 @@ def loss_vs_budget(sources, budgets=None, *, prior=None, channel=None, tau=None,
     ax.set_xlabel("budget B = L d")
     ax.set_ylabel("loss  E||theta_hat - theta||^2")
     if title is None and prior is not None:
-        N = channel.n_tokens if channel is not None else _tokens(n_tokens, tokens)
-        noise = channel.tau if channel is not None and channel.kind == "gaussian" else tau
-        said = f"tau {noise}" if noise is not None else f"N = {N} tokens" if N is not None else ""
+        said = "" if channel is None else f"tau {channel.tau}" if channel.kind == "gaussian" else \
+            f"N = {channel.n_tokens} tokens"
         title = f"{prior!r}" + (f", {said}" if said else "")
     if title:
         ax.set_title(title, fontsize=10)

@@ -10,6 +10,7 @@ the path law is not ended by the tree's last level). Among separating cells the 
 cost of a training step grows with ``N``), then the larger separation (chi2 differences).
 """
 from __future__ import annotations
+from fvnum.options import KeyedSearch
 
 import itertools
 import time
@@ -116,20 +117,22 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
                   samples: int = 20_000, keyed_samples: int = 1000, seed: int = 0) -> dict:
     """Loss against budget under the tokens channel: ``path`` and ``top_levels`` (``samples`` Monte Carlo
     samples each, common seed), and with ``keyed`` the weighted-key prediction rows of Models A and B."""
+    from fvnum.mc.channels import tokens
     from fvnum.policies.registry import loss_mc
 
     prior = tree_prior(depth, alpha, scales)
     budgets = tuple(int(b) for b in budgets)
-    kw = dict(n_tokens=n_tokens, s2=s2, samples=samples, seed=seed)
-    curves = {"path": [loss_mc(prior, "path", b, **kw) for b in budgets],
-              "top_levels": [loss_mc(prior, "top_levels", b, **kw) for b in budgets]}
+    kw = dict(samples=samples, seed=seed)
+    channel = tokens(n_tokens, s2)
+    curves = {"path": [loss_mc(prior, "path", b, channel, **kw) for b in budgets],
+              "top_levels": [loss_mc(prior, "top_levels", b, channel, **kw) for b in budgets]}
     if keyed:
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
         from fvnum.keys.adaptive import adaptive_keyed_losses
 
         first = best_nonadaptive_keyed(prior, 1, n_tokens=n_tokens, s2=s2, seed=seed)
         found = adaptive_keyed_losses(prior, max(budgets), n_tokens=n_tokens, s2=s2, samples=keyed_samples,
-                                      seed=seed, first=first)
+                                      seed=seed, search=KeyedSearch(first=first))
         curves["best_adaptive_keyed"] = [found[b - 1].estimate for b in budgets]
         one = [first if b == 1 else None for b in budgets]
         for i, b in enumerate(budgets):
@@ -151,14 +154,15 @@ def assess(depth: int, alpha, n_tokens: int, budgets, curves: dict, *, s2: float
     return Regime(int(depth), float(alpha), int(n_tokens), budgets, dict(curves), tests, float(seconds), s2, cut)
 
 
-def scan(depths, alphas, n_tokens, budgets, *, keyed: bool = False, s2: float = 0.01, cut: int = DEFAULT_CUT,
-         samples: int = 20_000, keyed_samples: int = 1000, seed: int = 0, log=None) -> list:
-    """Every cell of ``depths x alphas x n_tokens`` over ``budgets``: a list of :class:`Regime`."""
+def scan(depths, alphas, n_tokens, budgets, *, keyed_samples: int | None = None, s2: float = 0.01,
+         cut: int = DEFAULT_CUT, samples: int = 20_000, seed: int = 0, log=None) -> list:
+    """Every cell of ``depths x alphas x n_tokens`` over ``budgets``: a list of :class:`Regime`; with
+    ``keyed_samples``, the keyed rows of :func:`theory_curves` too, on that many samples."""
     out = []
     for depth, alpha, n in itertools.product(depths, alphas, n_tokens):
         start = time.time()
-        curves = theory_curves(depth, alpha, n, budgets, keyed=keyed, s2=s2, samples=samples,
-                               keyed_samples=keyed_samples, seed=seed)
+        keyed = {} if keyed_samples is None else {"keyed": True, "keyed_samples": keyed_samples}
+        curves = theory_curves(depth, alpha, n, budgets, s2=s2, samples=samples, seed=seed, **keyed)
         out.append(assess(depth, alpha, n, budgets, curves, s2=s2, cut=cut, seconds=time.time() - start))
         if log is not None:
             log(repr(out[-1]))

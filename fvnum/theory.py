@@ -21,6 +21,7 @@ Exact linear theory (docs/theory.md section 3): :mod:`fvnum.linear_theory` (:fun
 from here too.
 """
 from __future__ import annotations
+from fvnum.options import KeyedSearch
 
 from dataclasses import dataclass
 
@@ -336,12 +337,6 @@ class ComparisonTable:
 
 
 # --- the table -------------------------------------------------------------------------------------
-def _mc_kw(channel: Channel) -> dict:
-    if channel.kind == "tokens":
-        return {"n_tokens": channel.n_tokens, "s2": channel.s2}
-    return {"tau": channel.tau}
-
-
 def _keyed_row(found) -> TheoryRow:
     """The TheoryRow of a keyed search's result (``fvnum.keys.nonadaptive``: a ``SearchResult`` with its ``keys``)."""
     est, family = found.estimate, found.keys.name
@@ -416,12 +411,12 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     if tree and family == "softmax":
         from fvnum.keys.adaptive import adaptive_softmax_losses
 
-        adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, first=one[1], **kw)
+        adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, search=KeyedSearch(first=one[1]), **kw)
         if greedy:
             old = [replace(r, name="greedy_adaptive_keyed")
-                   for r in adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)]
+                   for r in adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, search=KeyedSearch(first=one[1]), **kw)]
     elif tree:
-        adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, first=one[1], **kw)
+        adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, search=KeyedSearch(first=one[1]), **kw)
     real = {}
     if real_samples is not None:  # the same policy and designs on real tokens, paired contexts
         found = real_keyed_losses(prior, budgets, family, n_tokens=channel.n_tokens, s2=channel.s2,
@@ -433,13 +428,11 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
 
 
 
-def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=None, n_tokens=None, tokens=None,
-                     s2=0.01, samples: int = 20_000, seed: int = 0, search_samples: int = 2_000,
-                     dense: bool = True, keyed: str | None = KEYED, keyed_rows_given=None,
+def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_000, seed: int = 0,
+                     search_samples: int = 2_000, dense: bool = True, keyed_rows_given=None,
                      real_samples: int | None = None) -> ComparisonTable:
-    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see): a
-    ``Channel`` (or a number: the gaussian channel's tau, as in ``bounds(prior, B, 0.3)``), or the keywords of
-    every fvnum function, ``tau=`` or ``n_tokens=`` (``tokens=``) with ``s2``.
+    """Theory rows for ``prior`` and ``budget`` under ``channel`` (the channel the models see):
+    ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N, s2=..., keys=...)``.
 
     Tree prior: ``path``, the best adaptive policy found, the noisy adaptive optimum's bracket
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
@@ -450,30 +443,24 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     family reads as none there (keyed rows are built on the tree and Gaussian priors only). Tree and Gaussian: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
-    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). ``keyed``: a
-    key family whose best rows (:func:`keyed_rows`) join the table and become the prediction rows of Models A
-    and B (their ``prediction``, :data:`MODELS`); default :data:`fvnum.defaults.KEYED` (``"weighted"``, as ``fv
-    compare``), None: the linear-key rows are their predictions. Keys read tokens, so under the gaussian channel
-    give ``keyed=None`` (a key family there is refused). ``keyed_rows_given``: the keyed rows computed
+    (``gaussian_optimum``). ``dense=False`` skips the unit-class searches (the slowest rows). The tokens channel's
+    ``keys``: a key family whose best rows (:func:`keyed_rows`) join the table and become the prediction rows of
+    Models A and B (their ``prediction``, :data:`MODELS`); default :data:`fvnum.defaults.KEYED` (``"weighted"``,
+    as ``fv compare``), None: the linear-key rows are their predictions. Keys read tokens: the gaussian channel
+    has none. ``keyed_rows_given``: the keyed rows computed
     beforehand (:func:`keyed_curves`), as ``TheoryRow`` or their dicts. ``real_samples``: A's and B's keyed rows
     also on that many contexts of real tokens (``best_adaptive_keyed_real``, ``best_nonadaptive_keyed_real``;
-    :mod:`fvnum.keys.real_tokens`: tree prior, ``keyed`` linear or weighted; given rows must hold them).
+    :mod:`fvnum.keys.real_tokens`: tree prior, keys linear or weighted; given rows must hold them).
     """
     from fvnum.optimum.bracket import best_adaptive, bound_candidates, bounds
     from fvnum.priors.capabilities import capability
     from fvnum.policies.registry import loss_mc
     from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-    from fvnum.keys.families import check_family
+    from fvnum.mc.channels import check_channel, make_channel
     from fvnum.priors.tree import numeric_prior
 
-    keyed = check_family(keyed, optional=True)  # "none" is None, as fv's --keyed none
-    if isinstance(channel, (int, float)) and not isinstance(channel, bool) and tau is None and n_tokens is None \
-            and tokens is None:  # a number in the channel's place: the gaussian channel's tau, as in bounds(prior, B, 0.3)
-        tau, channel = channel, None
-    if channel is None or tau is not None or n_tokens is not None or tokens is not None:
-        from fvnum.mc.channels import make_channel
-
-        channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
+    channel = make_channel(numeric_prior(prior), check_channel(channel))
+    keyed = channel.keys if channel.kind == "tokens" else None
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
     own = getattr(spec, "comparison_table", None)
@@ -493,25 +480,21 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
                              "(no keyed rows); give keyed_rows_given=None")
         return own(budget, channel, samples=samples, seed=seed, search_samples=search_samples, dense=dense,
                    keyed=None if keyed == KEYED else keyed)
-    if keyed is not None and channel.kind != "tokens":
-        raise InputError(f"keyed rows are rows of the tokens channel (keys read tokens), not of the {channel.kind} "
-                         f"channel: give keyed=None (keyed={keyed!r} is the default, as fv compare's)")
     B, ch = budget, channel.kind
-    kw = dict(_mc_kw(channel), samples=samples, seed=seed)
+    kw = dict(samples=samples, seed=seed)
     rows = []
     linear_keys = "linear keys: not a bound for the MLP keys of Models A and B"
     depth = capability(spec, "heap_depth")
     if depth is not None:  # the tree's strategies: its heap of nodes
         if B <= depth:
-            rows.append(TheoryRow.mc("path", loss_mc(prior, "path", B, **kw), "adaptive, coordinate", ch))
+            rows.append(TheoryRow.mc("path", loss_mc(prior, "path", B, channel, **kw), "adaptive, coordinate", ch))
         # the greedy dense policy costs milliseconds a sample at depth 6: its search uses fewer samples
-        few = dict(_mc_kw(channel), samples=min(samples, 4 * search_samples), seed=seed,
-                   select_samples=min(1000, search_samples))
-        found = best_adaptive(prior, B, **few)
+        few = dict(samples=min(samples, 4 * search_samples), seed=seed, select_samples=min(1000, search_samples))
+        found = best_adaptive(prior, B, channel, **few)
         rows.append(TheoryRow.mc("best_adaptive", found.estimate, f"best adaptive policy found: {found.name} "
                                  f"({linear_keys}; an upper bound on the linear-key adaptive optimum)", ch,
                                  policy=found.name))
-        br = bounds(prior, B, **few, candidates=bound_candidates())  # every default candidate, each where it applies
+        br = bounds(prior, B, channel, **few, candidates=bound_candidates())  # every default candidate, each where it applies
         rows.append(TheoryRow.exact("optimum_lower", br.lower,
                                     f"noisy adaptive optimum of the coordinate class with linear keys ({ch} channel) "
                                     f">= this: {br.lower_how}; not a bound for Models A, B (MLP keys) or C "
@@ -521,20 +504,20 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         if br.exact is not None:
             rows.append(TheoryRow.exact("optimum_exact", br.exact, f"noisy adaptive optimum of the coordinate class "
                                         f"with linear keys under the gaussian channel: {br.exact_how}", "gaussian"))
-        rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate", ch))
-        found = optimal_nonadaptive_coordinate(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed)
+        rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, channel, **kw), "non-adaptive, coordinate", ch))
+        found = optimal_nonadaptive_coordinate(prior, B, channel, samples=search_samples, seed=seed)
         rows.append(TheoryRow.mc("best_nonadaptive_coordinate", found.estimate, "non-adaptive, coordinate (searched)",
                                  ch, design=tuple(int(n) for n in found.design)))
         if dense:
-            est = optimal_nonadaptive_unit(prior, B, **_mc_kw(channel), samples=search_samples, seed=seed).estimate
+            est = optimal_nonadaptive_unit(prior, B, channel, samples=search_samples, seed=seed).estimate
             rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive unit design found ({linear_keys}; "
                                      f"an upper bound on the linear-key non-adaptive optimum)", ch))
     elif capability(spec, "linear_posterior"):
-        rows.append(TheoryRow.mc("water_filling_mc", loss_mc(prior, "optimal", B, **kw),
+        rows.append(TheoryRow.mc("water_filling_mc", loss_mc(prior, "optimal", B, channel, **kw),
                                  f"the water-filling design (the gaussian channel's optimum) run under the {ch} channel "
                                  f"with the gaussian-channel decoder; {linear_keys}", ch))
     else:  # a prior of its own: the strategy every prior runs, with its own exact decoder
-        rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, **kw), "non-adaptive, coordinate", ch))
+        rows.append(TheoryRow.mc("top_levels", loss_mc(prior, "top_levels", B, channel, **kw), "non-adaptive, coordinate", ch))
     linear = lmmse(prior, top_levels_rows(spec.dim, B), channel).loss
     rows.append(TheoryRow.exact("top_levels_linear", linear, "exact linear theory: top levels (the prior's top "
                                 "eigen-directions), linear keys, linear decoder", ch))
@@ -572,7 +555,7 @@ def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, s
     B = budget
 
     def mc(strategy, n, **kw):
-        return mc_cost(tree=tree, depth=depth if tree else 0, dim=dim, budget=B, strategy=strategy, token_channel=token_channel,
+        return mc_cost(depth=depth if tree else None, dim=dim, budget=B, strategy=strategy, token_channel=token_channel,
                        samples=n, threads=threads, solve=False, **kw)[1]  # the solves: below
 
     if not tree:

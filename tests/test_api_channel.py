@@ -1,7 +1,8 @@
-"""One channel argument (issue 30 item 4): a function of fvnum or bridges where the caller chooses the channel
-takes it one way, ``channel=`` (a ``Channel``), or ``tau=`` (gaussian), or ``n_tokens=`` with ``s2`` (tokens);
-``tokens=`` is the old spelling of ``n_tokens=``. Functions that belong to one channel take its own pieces
-(``tau`` alone, or ``n_tokens`` with ``s2``, or a ``channel``)."""
+"""One channel argument (issue 59 item 1): a channel object, ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N, s2=...,
+keys=...)``, is the one way to give a channel in the Python API. A public function of fvnum or bridges that takes
+a channel takes it as ``channel`` and no ``tau``, ``n_tokens``, ``tokens`` or ``s2`` beside it; functions that
+belong to one channel take its own pieces (``tau`` alone, or ``n_tokens`` with ``s2``). The command line keeps its
+flags (``--tau``, ``--tokens``, ``--s2``) and builds the object."""
 from __future__ import annotations
 
 import ast
@@ -10,15 +11,11 @@ import math
 import pytest
 import sympy as sp
 
+import fvnum
 from fvsym.priors import TreePrior
 from tests._cli import public_modules
 
-SPELLINGS = {"channel", "tau", "n_tokens", "tokens"}
-ALL = {"channel", "tau", "n_tokens", "s2"}
-
-# functions that still take the channel another way, each with why (none left: the prices of Monte Carlo and of a
-# comparison table take ``token_channel``, a flag, since a price needs the channel's kind and no N)
-LEFT: dict = {}
+PIECES = {"tau", "n_tokens", "tokens", "s2"}
 
 
 def _signatures(pkg: str) -> dict[str, list[str]]:
@@ -39,20 +36,24 @@ def _signatures(pkg: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("pkg", ["fvnum", "bridges"])
-def test_a_function_that_lets_the_caller_choose_the_channel_takes_every_spelling(pkg):
-    mixed = {}
-    for name, params in _signatures(pkg).items():
-        spelled = SPELLINGS & set(params)
-        if name in LEFT:
-            continue
-        if "tokens" in spelled and "n_tokens" not in spelled:
-            mixed[name] = params  # the old spelling alone
-        elif len(spelled) > 1 and not ALL <= set(params):
-            mixed[name] = params  # some ways, not all
+def test_a_function_that_takes_a_channel_takes_it_whole(pkg):
+    mixed = {name: params for name, params in _signatures(pkg).items() if "channel" in params and PIECES & set(params)}
     assert mixed == {}, mixed
-    for name in LEFT:
-        if name.startswith(pkg + "."):
-            assert name in _signatures(pkg), name  # a stale entry: the function moved or was fixed
+    assert "tokens" not in {p for params in _signatures(pkg).values() for p in params}  # the old spelling: gone
+
+
+def test_the_channel_objects():
+    prior = TreePrior(4, "1/2")
+    g, t = fvnum.gaussian(0.3), fvnum.tokens(128, s2=0.02, keys="linear")
+    assert (g.kind, g.tau, g.keys) == ("gaussian", 0.3, None)
+    assert (t.kind, t.n_tokens, t.s2, t.keys, t.tau) == ("tokens", 128, 0.02, "linear", None)  # tau: the prior's
+    assert t.resolve(prior).tau == fvnum.tau_of_tokens(prior, 128, 0.02) == math.sqrt((15 / 8 + 0.02) / 128)
+    assert fvnum.tokens(16).keys == "weighted" and fvnum.tokens(16, keys="none").keys is None
+    for bad, words in ((lambda: fvnum.gaussian(-1), "tau must be >= 0"), (lambda: fvnum.tokens(0), "tokens N"),
+                       (lambda: fvnum.tokens(8, s2=-1), "s2"), (lambda: fvnum.tokens(8, keys="x"), "key family")):
+        with pytest.raises(ValueError, match=words) as info:
+            bad()
+        assert "\n" not in str(info.value)
 
 
 def test_plot_curve_takes_a_channel_as_loss_mc_does():
@@ -61,14 +62,13 @@ def test_plot_curve_takes_a_channel_as_loss_mc_does():
 
     prior = TreePrior(3, "1/2")
     kw = dict(prior=prior, samples=500, seed=2, threads=1)
-    by_n = plot.curve("path", "path", [1, 2], n_tokens=16, s2=0.01, **kw)
-    by_channel = plot.curve("path", "path", [1, 2], channel=make_channel(prior, n_tokens=16, s2=0.01), **kw)
-    by_old = plot.curve("path", "path", [1, 2], tokens=16, **kw)
-    assert by_n.values == by_channel.values == by_old.values and by_n.errors == by_channel.errors
-    by_tau = plot.curve("path", "path", [1, 2], tau=0.3, **kw)
-    assert by_tau.values == plot.curve("path", "path", [1, 2], channel=make_channel(prior, tau=0.3), **kw).values
-    with pytest.raises(ValueError, match="not both"):
-        plot.curve("path", "path", [1], channel=make_channel(prior, tau=0.3), tau=0.3, **kw)
+    by_object = plot.curve("path", "path", [1, 2], channel=fvnum.tokens(16, s2=0.01), **kw)
+    resolved = plot.curve("path", "path", [1, 2], channel=make_channel(prior, fvnum.tokens(16, s2=0.01)), **kw)
+    assert by_object.values == resolved.values and by_object.errors == resolved.errors
+    assert by_object.values == tuple(fvnum.loss_mc(prior, "path", b, fvnum.tokens(16), samples=500, seed=2).value
+                                     for b in (1, 2))
+    with pytest.raises(ValueError, match="channel must be a channel"):
+        plot.curve("path", "path", [1], channel=0.3, **kw)
 
 
 def test_effective_tau2_takes_a_prior_and_the_channels_keywords():
@@ -78,7 +78,7 @@ def test_effective_tau2_takes_a_prior_and_the_channels_keywords():
     exact = effective_tau2(prior, n_tokens=128, s2=sp.Rational(1, 100))
     # E||theta||^2 = sum_k a_k^2 = 1 + 1/2 + 1/4 + 1/8 = 15/8 (alpha 1/2, depth 4), exactly
     assert exact == (sp.Rational(15, 8) + sp.Rational(1, 100)) / 128
-    assert effective_tau2(15 / 8, n_tokens=128, s2=0.01) == make_channel(prior, n_tokens=128, s2=0.01).tau2
+    assert effective_tau2(15 / 8, n_tokens=128, s2=0.01) == make_channel(prior, fvnum.tokens(128, s2=0.01)).tau2
     assert math.isclose(float(exact), effective_tau2(15 / 8, n_tokens=128, s2=0.01), rel_tol=1e-15)
     with pytest.raises(TypeError):
         effective_tau2(15 / 8, 0.01, 128)  # the old order (s2 before N) is no call any more: keywords only
@@ -92,37 +92,36 @@ def test_fv_mc_without_a_channel_names_its_flags_in_one_line(capsys):
     assert len(err) == 1 and "--tau" in err[0] and "--tokens N" in err[0] and "Traceback" not in err[0]
 
 
-def test_the_third_place_is_the_channel_in_bounds_noisy_bellman_and_comparison_table():
-    """``f(prior, budget, x)``: ``x`` a ``Channel`` or the gaussian channel's tau, the same value either way,
-    in every function whose third parameter is the channel (``tau`` in ``bounds`` and ``noisy_bellman``,
-    ``channel`` in ``comparison_table``); a value of another kind is one line naming it."""
-    from fvnum import bounds, comparison_table, noisy_bellman
-    from fvnum.mc.channels import make_channel
+def test_the_fourth_place_is_the_channel_of_every_verb_and_a_number_there_is_one_line():
+    """``f(prior, strategy, budget, channel)`` (``f(prior, budget, channel)`` without a strategy): the channel object
+    or the channel resolved against the prior give the same value; a number in its place is one line naming the
+    two ways to build a channel."""
+    from fvnum import bounds, comparison_table, loss_mc, noisy_bellman
     from fvnum.errors import InputError
-    from fvsym.priors import TreePrior
+    from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")
-    ch = make_channel(prior, tau=0.3)
-    assert noisy_bellman(prior, 2, ch).value == noisy_bellman(prior, 2, 0.3).value
-    assert bounds(prior, 2, ch, samples=500).exact == bounds(prior, 2, 0.3, samples=500).exact
-    kw = dict(samples=500, search_samples=50, keyed=None, dense=False)
-    by_number = comparison_table(prior, 1, 0.3, **kw).to_dict()["rows"]
-    assert by_number == comparison_table(prior, 1, ch, **kw).to_dict()["rows"]
-    for bad in ("0.3", True):
-        with pytest.raises(InputError, match="channel must be a fvnum Channel"):
-            comparison_table(prior, 1, bad, **kw)
+    ch, resolved = fvnum.gaussian(0.3), make_channel(prior, fvnum.gaussian(0.3))
+    assert noisy_bellman(prior, 2, ch).value == noisy_bellman(prior, 2, resolved).value
+    assert bounds(prior, 2, ch, samples=500).exact == bounds(prior, 2, resolved, samples=500).exact
+    kw = dict(samples=500, search_samples=50, dense=False)
+    assert comparison_table(prior, 1, ch, **kw).to_dict()["rows"] == comparison_table(prior, 1, resolved, **kw).to_dict()["rows"]
+    for call in (lambda bad: comparison_table(prior, 1, bad, **kw), lambda bad: noisy_bellman(prior, 2, bad),
+                 lambda bad: bounds(prior, 2, bad), lambda bad: loss_mc(prior, "path", 2, bad, samples=10)):
+        for bad in (0.3, "0.3", True, None):
+            with pytest.raises(InputError, match=r"channel must be a channel, fvnum.gaussian\(tau\) or "
+                                                 r"fvnum.tokens\(N\), got ") as info:
+                call(bad)
+            assert "\n" not in str(info.value)
 
 
-def test_the_library_never_calls_itself_with_the_old_tokens_spelling():
-    """``tokens=N`` is accepted from users with a DeprecationWarning; the library's own calls spell ``n_tokens=``,
-    so a tokens-channel comparison table (the first table of ``fv reproduce`` and ``fv compare``) warns nothing."""
+def test_the_library_never_warns_on_its_own_calls():
+    """A tokens-channel comparison table (the first table of ``fv reproduce`` and ``fv compare``) warns nothing."""
     import warnings
 
     from fvnum import comparison_table
-    from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        comparison_table(prior, 2, make_channel(prior, n_tokens=16), samples=300, search_samples=50, keyed=None,
-                         dense=False)
+        comparison_table(prior, 2, fvnum.tokens(16, keys=None), samples=300, search_samples=50, dense=False)

@@ -3,6 +3,7 @@ takes a prior, real functions with real signatures (no callable modules), one me
 Python defaults equal to the command line's, typed results from bridges and no bridges name that repeats an
 fvnum name."""
 from __future__ import annotations
+import fvnum
 
 import argparse
 import importlib
@@ -60,7 +61,7 @@ def test_bounds_and_noisy_bellman_are_functions_with_real_signatures():
     for fn in (bounds, noisy_bellman, fvnum.bounds, fvnum.noisy_bellman):
         assert isinstance(fn, types.FunctionType)
         params = inspect.signature(fn).parameters
-        assert list(params)[:3] == ["prior", "budget", "tau"] and "kwargs" not in params
+        assert list(params)[:3] == ["prior", "budget", "channel"] and "kwargs" not in params
     importlib.import_module("fvnum.optimum.bracket")  # importing the modules leaves the names the functions
     importlib.import_module("fvnum.optimum.noisy_dp")
     assert fvnum.bounds is bounds and fvnum.noisy_bellman is noisy_bellman
@@ -89,16 +90,19 @@ def test_the_bare_optimal_nonadaptive_is_refused_everywhere_saying_the_class(cap
     from fvnum import loss_mc
 
     with pytest.raises(ValueError, match=SAY_THE_CLASS):
-        loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive", 2, tau=0.1, samples=100)
+        loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive", 2, fvnum.gaussian(0.1), samples=100)
     for argv in (["derive", "tree-loss", "--depth", "3", "--budget", "2", "--strategy", "optimal_nonadaptive"],
                  ["mc", "--depth", "3", "--budget", "2", "--strategy", "optimal_nonadaptive", "--samples", "100"]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and SAY_THE_CLASS in err[0] and "Traceback" not in err[0]
     # the class said, in the name or by the measurement, gives one meaning: the same numbers
-    kw = dict(tau=0.1, samples=500, seed=3, search_samples=200)
-    named = loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive_coordinate", 2, **kw)
-    said = loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive", 2, measurement="coordinate", **kw)
+    kw = dict(samples=500, seed=3)
+    ch = fvnum.gaussian(0.1)
+    named = loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive_coordinate", 2, ch,
+                    options=fvnum.StrategyOptions(search_samples=200), **kw)
+    said = loss_mc(TreePrior(3, "1/2"), "optimal_nonadaptive", 2, ch,
+                   options=fvnum.StrategyOptions(measurement="coordinate", search_samples=200), **kw)
     assert named == said
 
 
@@ -154,8 +158,9 @@ def test_comparison_tables_default_to_the_key_family_of_fv_compare():
 
     assert KEYED == "weighted"
     assert _subparsers()["compare"].get_default("keyed") == KEYED
-    for fn in (comparison_table, theory_table):
-        assert inspect.signature(fn).parameters["keyed"].default == KEYED
+    assert inspect.signature(theory_table).parameters["keyed"].default == KEYED
+    assert inspect.signature(fvnum.tokens).parameters["keys"].default == KEYED  # comparison_table's keyed rows
+    assert "keyed" not in inspect.signature(comparison_table).parameters
     from bridges.analysis.compare import BY_ATTENTION, keyed_for
     from bridges.runs.config import DataConfig, ModelConfig, RunConfig
 
@@ -167,11 +172,14 @@ def test_comparison_tables_default_to_the_key_family_of_fv_compare():
     assert ReproduceConfig().keyed == ScalingConfig().keyed == KEYED
 
 
-def test_a_key_family_under_the_gaussian_channel_is_refused_saying_keyed_none():
+def test_a_key_family_is_the_tokens_channels_and_the_gaussian_channel_has_none():
     from fvnum.theory import comparison_table
 
-    with pytest.raises(ValueError, match="give keyed=None"):
-        comparison_table(TreePrior(2, "1/2"), 1, tau=0.1, samples=100, search_samples=50)
+    from fvnum.defaults import KEYED
+
+    assert fvnum.tokens(16).keys == KEYED and fvnum.gaussian(0.1).keys is None
+    table = comparison_table(TreePrior(2, "1/2"), 1, fvnum.gaussian(0.1), samples=100, search_samples=50)
+    assert not any(r.name.endswith("_keyed") for r in table.rows)
 
 
 # --- typed results and one name per thing in bridges ----------------------------------------------------------

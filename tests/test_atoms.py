@@ -3,6 +3,7 @@ against a plain numpy reference written here (the posterior over the atoms, the 
 formula), brute force (quadrature, the partitions), or the tree prior's own numbers (the tree is the atoms
 prior on its leaves)."""
 from __future__ import annotations
+import fvnum
 
 import contextlib
 import io
@@ -116,7 +117,7 @@ def test_sampling_follows_the_weights():
 def test_posterior_means_equal_plain_numpy(tau):
     p = _prior()
     rng = np.random.default_rng(1)
-    ch = make_channel(p, tau=tau)
+    ch = make_channel(p, fvnum.gaussian(tau))
     n = 6
     leaves = rng.integers(0, p.n_atoms, n)
     nodes = np.array([[1, 3], [2, 2], [3, 0], [1, 2], [2, 1], [0, 3]])
@@ -143,7 +144,7 @@ def test_the_tree_is_the_atoms_prior_on_its_leaves():
 
     tree = TreePrior(3, "1/2")
     spec, atoms = numeric_prior(tree), AtomsPrior.of(tree)
-    ch = make_channel(spec, tau=TAU)
+    ch = make_channel(spec, fvnum.gaussian(TAU))
     rng = np.random.default_rng(2)
     leaves = rng.integers(0, 8, 20)
     nodes = np.array([1, 2, 5])
@@ -163,7 +164,7 @@ def test_loss_mc_of_a_fixed_coordinate_read_equals_quadrature():
     mu = lik @ p.atoms / lik.sum(1, keepdims=True)
     err = ((mu[:, None, :] - p.atoms[None]) ** 2).sum(2)
     exact = float(np.trapezoid((lik * err).sum(1), y))
-    est = loss_mc(p, "fixed", 1, design=[1], tau=TAU, samples=40_000, seed=0)
+    est = loss_mc(p, "fixed", 1, fvnum.gaussian(TAU), options=fvnum.StrategyOptions(design=[1]), samples=40_000, seed=0)
     assert abs(est.z(exact)) < 5
 
 
@@ -176,7 +177,7 @@ def test_loss_mc_of_fixed_designs_replays_in_numpy(design):
         W = design
     else:
         W = np.eye(3)[np.array(design) - 1]
-    est = loss_mc(p, "fixed", 2, design=design, tau=TAU, samples=400, seed=1, record=True)
+    est = loss_mc(p, "fixed", 2, fvnum.gaussian(TAU), options=fvnum.StrategyOptions(design=design), samples=400, seed=1, record=True)
     fv = est.function_vectors
     phi = fv.phi.reshape(400, 2)
     ref = [((ref_posterior_mean(p.atoms, p.weights, W, phi[i], TAU) - p.atoms[fv.leaves[i]]) ** 2).sum()
@@ -193,7 +194,7 @@ def test_greedy_policies_replay_in_numpy(strategy, tau):
     p = _prior(M=12, D=3)
     dense = strategy == "greedy_dense"
     n, B = 60, 3
-    est = loss_mc(p, strategy, B, tau=tau, samples=n, seed=2, record=True)
+    est = loss_mc(p, strategy, B, fvnum.gaussian(tau), samples=n, seed=2, record=True)
     fv = est.function_vectors
     for i in range(n):
         logw = np.log(p.weights)
@@ -214,9 +215,9 @@ def test_greedy_policies_replay_in_numpy(strategy, tau):
 
 def test_greedy_beats_a_fixed_design_and_dense_beats_coordinate():
     p = AtomsPrior.draw(32, 4, seed=0)
-    top = loss_mc(p, "top_levels", 3, tau=TAU, samples=3000, seed=0)
-    coord = loss_mc(p, "greedy_coordinate", 3, tau=TAU, samples=3000, seed=0)
-    dense = loss_mc(p, "greedy_dense", 3, tau=TAU, samples=3000, seed=0)
+    top = loss_mc(p, "top_levels", 3, fvnum.gaussian(TAU), samples=3000, seed=0)
+    coord = loss_mc(p, "greedy_coordinate", 3, fvnum.gaussian(TAU), samples=3000, seed=0)
+    dense = loss_mc(p, "greedy_dense", 3, fvnum.gaussian(TAU), samples=3000, seed=0)
     assert coord.value < top.value - 3 * math.hypot(coord.stderr, top.stderr)
     assert dense.value <= coord.value + 3 * math.hypot(coord.stderr, dense.stderr)
 
@@ -249,7 +250,7 @@ def test_noiseless_bellman_equals_brute_force_over_policies():
     full = np.arange(6)
     brute = min(sum(min(sum(U(c2) for c2 in cells(c, k)) for k in range(3)) for c in cells(full, j)) for j in range(3))
     assert math.isclose(noiseless_bellman(q, 2).value, brute / w.sum(), rel_tol=1e-12)
-    est = loss_mc(q, "optimal", 2, tau=0, samples=4000, seed=0)
+    est = loss_mc(q, "optimal", 2, fvnum.gaussian(0), samples=4000, seed=0)
     assert abs(est.z(brute / w.sum())) < 5
 
 
@@ -273,7 +274,7 @@ def test_ridge_loss_is_the_gaussian_formula_and_the_linear_decoders_mc():
 
 def test_dmmse_beats_ridge_on_few_atoms():
     p = AtomsPrior.draw(8, 8, seed=0)
-    est = loss_mc(p, "top_levels", 4, tau=TAU, samples=4000, seed=0)
+    est = loss_mc(p, "top_levels", 4, fvnum.gaussian(TAU), samples=4000, seed=0)
     assert est.value < p.ridge_loss([1, 2, 3, 4], TAU) - 5 * est.stderr
 
 
@@ -285,7 +286,7 @@ def test_mixture_is_the_union_of_atoms_and_decodes_like_numpy():
     a2, _ = atoms_of(t2)
     assert np.allclose(mix.atoms, np.concatenate([a1, a2])) and mix.n_atoms == 8
     assert np.allclose(mix.weights, np.r_[np.full(4, 0.3 / 4), np.full(4, 0.7 / 4)])
-    est = loss_mc(mix, "fixed", 2, design=[1, 2], tau=TAU, samples=300, seed=0, record=True)
+    est = loss_mc(mix, "fixed", 2, fvnum.gaussian(TAU), options=fvnum.StrategyOptions(design=[1, 2]), samples=300, seed=0, record=True)
     fv = est.function_vectors
     W = np.eye(3)[[0, 1]]
     ref = [((ref_posterior_mean(mix.atoms, mix.weights, W, fv.phi[i, 0], TAU) - mix.atoms[fv.leaves[i]]) ** 2).sum()
@@ -304,7 +305,7 @@ def test_mixture_with_a_rotated_tree_runs_greedy_like_numpy():
     tree = TreePrior(2, "1/2")
     Q = np.linalg.qr(np.random.default_rng(0).standard_normal((3, 3)))[0]
     mix = MixturePrior([tree, AtomsPrior.of(tree).rotated(Q)], [0.5, 0.5])
-    fv = loss_mc(mix, "greedy_coordinate", 2, tau=TAU, samples=40, seed=0, record=True).function_vectors
+    fv = loss_mc(mix, "greedy_coordinate", 2, fvnum.gaussian(TAU), samples=40, seed=0, record=True).function_vectors
     for i in range(40):
         logw = np.log(mix.weights)
         for l in range(2):
@@ -321,13 +322,13 @@ def test_a_mixture_of_one_tree_gives_the_trees_numbers():
     spec = numeric_prior(tree)
     for B in (1, 2, 3):
         assert math.isclose(noiseless_bellman(mix, B).value, float(bellman.solve(tree, B, 1).loss), abs_tol=1e-12)
-    ch = make_channel(spec, tau=TAU)
+    ch = make_channel(spec, fvnum.gaussian(TAU))
     rng = np.random.default_rng(0)
     leaves = rng.integers(0, 8, 50)
     phi = spec.values(leaves, np.tile([1, 2, 3], (50, 1))) + TAU * rng.standard_normal((50, 3))
     assert np.allclose(mix.posterior_means(ch, np.array([1, 2, 3]), phi), posterior_means(spec, ch, [1, 2, 3], phi))
-    a = loss_mc(mix, "top_levels", 3, tau=TAU, samples=20_000, seed=0)
-    b = loss_mc(tree, "top_levels", 3, tau=TAU, samples=20_000, seed=1)
+    a = loss_mc(mix, "top_levels", 3, fvnum.gaussian(TAU), samples=20_000, seed=0)
+    b = loss_mc(tree, "top_levels", 3, fvnum.gaussian(TAU), samples=20_000, seed=1)
     assert abs(a.value - b.value) < 5 * math.hypot(a.stderr, b.stderr)
 
 
@@ -349,11 +350,11 @@ def test_fv_mc_atoms_file_and_diversity(tmp_path):
                        "--tau", "0.4", "--samples", "500", "--seed", "1", "--format", "json")
     rec = json.loads(out)
     assert code == 0 and rec["n_atoms"] == 16 and rec["dim"] == 3 and rec["atoms"] == str(path)
-    assert rec["value"] == loss_mc(p, "greedy_coordinate", 2, tau=0.4, samples=500, seed=1).value
+    assert rec["value"] == loss_mc(p, "greedy_coordinate", 2, fvnum.gaussian(0.4), samples=500, seed=1).value
     code, out, _ = _fv("--prior", "atoms", "--diversity", "16", "--dim", "3", "--strategy", "top_levels", "--budget",
                        "2", "--tau", "0.4", "--samples", "500", "--seed", "7", "--format", "json")
     rec = json.loads(out)
-    assert code == 0 and rec["diversity"] == 16 and rec["value"] == loss_mc(p, "top_levels", 2, tau=0.4, samples=500,
+    assert code == 0 and rec["diversity"] == 16 and rec["value"] == loss_mc(p, "top_levels", 2, fvnum.gaussian(0.4), samples=500,
                                                                              seed=7).value
 
 
@@ -390,7 +391,7 @@ def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
     from fvnum import noisy_bellman
 
     tree = TreePrior(depth, "1/2")
-    ours, theirs = noisy_bellman(AtomsPrior.of(tree), budget, tau=tau), noisy_bellman(tree, budget, tau=tau)
+    ours, theirs = noisy_bellman(AtomsPrior.of(tree), budget, fvnum.gaussian(tau)), noisy_bellman(tree, budget, fvnum.gaussian(tau))
     assert abs(ours.value - theirs.value) <= 2 * (ours.error + theirs.error) + 1e-9
     assert ours.first_node == theirs.first_node
 
@@ -398,7 +399,7 @@ def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
 @pytest.mark.parametrize("budget", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: run by .ci/run
 def test_noisy_recursion_equals_adaptive_quadrature(budget):
     p = _prior(M=4, D=2, seed=11)
-    ours = p.noisy_bellman(budget, 0.6)
+    ours = p.noisy_bellman(budget, fvnum.gaussian(0.6))
     ref = ref_noisy_value(p.atoms, p.weights, 0.6, budget)
     assert abs(ours.value - ref) <= max(4 * ours.error, 1e-7) + 1e-6 * ref
     assert ours.error < 1e-3 * ref
@@ -408,9 +409,9 @@ def test_noisy_policy_mc_equals_its_value_and_beats_greedy():
     from fvnum import noisy_bellman
 
     p = AtomsPrior.draw(10, 3, seed=4)
-    solved = noisy_bellman(p, 2, tau=0.5)
-    est = loss_mc(p, "optimal", 2, tau=0.5, samples=6000, seed=2)
-    greedy = loss_mc(p, "greedy_coordinate", 2, tau=0.5, samples=6000, seed=2)
+    solved = noisy_bellman(p, 2, fvnum.gaussian(0.5))
+    est = loss_mc(p, "optimal", 2, fvnum.gaussian(0.5), samples=6000, seed=2)
+    greedy = loss_mc(p, "greedy_coordinate", 2, fvnum.gaussian(0.5), samples=6000, seed=2)
     assert abs(est.z(solved.value)) < 5
     assert solved.value <= greedy.value + 5 * greedy.stderr
     q = solved.q_values()
@@ -423,26 +424,26 @@ def test_noisy_recursion_refuses_in_one_line():
 
     p = AtomsPrior.draw(10, 3, seed=4)
     with pytest.raises(InputError, match="gaussian channel"):
-        noisy_bellman(p, 2, n_tokens=64)
+        noisy_bellman(p, 2, fvnum.tokens(64))
     with pytest.raises(InputError, match="budget must be <= 3, got 4"):
-        noisy_bellman(p, 4, tau=0.5)
+        noisy_bellman(p, 4, fvnum.gaussian(0.5))
     with pytest.raises(InputError, match="noiseless optimum"):
-        noisy_bellman(p, 2, tau=0)
+        noisy_bellman(p, 2, fvnum.gaussian(0))
     with pytest.raises(ResourceRefused, match="exact noisy recursion on 400 atoms"):
-        noisy_bellman(AtomsPrior.draw(400, 12, seed=0), 3, tau=0.05)
+        noisy_bellman(AtomsPrior.draw(400, 12, seed=0), 3, fvnum.gaussian(0.05))
     with pytest.raises(ValueError, match="solved exactly only for width 1 and budget <= 3"):
-        loss_mc(p, "optimal", 4, tau=0.5, samples=100)
+        loss_mc(p, "optimal", 4, fvnum.gaussian(0.5), samples=100)
 
 
 def test_bounds_on_atoms_bracket_the_solved_optimum():
     from fvnum import bounds
 
     p = AtomsPrior.draw(10, 3, seed=4)
-    b = bounds(p, 2, tau=0.5, samples=3000, seed=1)
+    b = bounds(p, 2, fvnum.gaussian(0.5), samples=3000, seed=1)
     assert b.collapsed and b.lower <= b.exact <= b.upper.value
     assert noiseless_bellman(p, 2).value <= b.lower
     assert b.candidates["greedy_coordinate"].value >= b.exact - 5 * b.candidates["greedy_coordinate"].stderr
-    b3 = bounds(p, 3, tau=0.5, samples=2000, seed=1, exact=False)
+    b3 = bounds(p, 3, fvnum.gaussian(0.5), samples=2000, seed=1, exact=False)
     assert b3.exact is None and b3.lower == noiseless_bellman(p, 3).value and b3.policy == "greedy_coordinate"
 
 
@@ -456,7 +457,7 @@ def test_fv_bounds_on_atoms_and_its_refusals(tmp_path):
     rec = json.loads(out)
     assert code == 0
     assert rec["collapsed"] and rec["n_atoms"] == 10 and rec["atoms"] == str(path)
-    assert abs(rec["exact"] - AtomsPrior(np.load(path)).noisy_bellman(2, 0.5).value) < 1e-12
+    assert abs(rec["exact"] - AtomsPrior(np.load(path)).noisy_bellman(2, fvnum.gaussian(0.5)).value) < 1e-12
     one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "2", "--tokens", "64")[::2],
              "bounds on the atoms prior are the gaussian channel's")
     one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "5", "--tau", "0.5")[::2],
@@ -469,7 +470,7 @@ def test_comparison_table_of_atoms_is_the_priors_own():
     from fvnum import comparison_table
 
     p = AtomsPrior.draw(12, 4, seed=1)
-    ours = comparison_table(p, 2, tau=0.3, samples=1000, search_samples=500)
-    own = p.comparison_table(2, make_channel(p, tau=0.3), samples=1000, search_samples=500)
+    ours = comparison_table(p, 2, fvnum.gaussian(0.3), samples=1000, search_samples=500)
+    own = p.comparison_table(2, make_channel(p, fvnum.gaussian(0.3)), samples=1000, search_samples=500)
     assert [r.name for r in ours.rows] == [r.name for r in own.rows] and "best_adaptive" in [r.name for r in ours.rows]
     assert [r.value for r in ours.rows] == [r.value for r in own.rows]

@@ -1,7 +1,8 @@
 """Issue 30, item 4's leftovers: a strategy given by name (or its registered object) to the policy builder, one
 line for a name the registry does not hold; the noisy optimum priced beside its recursion and read through its
-Strategy object like every other price; the channel's old spelling ``tokens=`` accepted with a
-DeprecationWarning that names ``n_tokens=``, the same way in every public function that takes a channel."""
+Strategy object like every other price; the channel's old spelling ``tokens=`` is gone (issue 59: a channel
+object is the one way to give a channel)."""
+import fvnum
 import warnings
 
 import pytest
@@ -14,12 +15,12 @@ from tests._cli import fv
 PRIOR = TreePrior(3, "1/2")
 
 
-def _spec_channel(prior=PRIOR, **channel):
+def _spec_channel(prior=PRIOR, *, tau):
     from fvnum.mc.channels import make_channel
     from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(prior)
-    return spec, make_channel(spec, **channel)
+    return spec, make_channel(spec, fvnum.gaussian(tau))
 
 
 # --- a strategy by name (or its registered object) -------------------------------------------------------
@@ -47,7 +48,7 @@ def test_the_registry_takes_a_registered_name_or_its_object_and_refuses_an_unreg
     stray = replace(STRATEGIES["path"], name="not_registered")
     with pytest.raises(InputError, match="strategy 'not_registered' is not registered.*registered: path, "):
         strategy_object(stray)
-    kw = dict(tau=0.2, samples=500, seed=3, threads=1)
+    kw = dict(channel=fvnum.gaussian(0.2), samples=500, seed=3, threads=1)
     assert loss_mc(PRIOR, STRATEGIES["path"], 2, **kw).value == loss_mc(PRIOR, "path", 2, **kw).value
 
 
@@ -66,11 +67,11 @@ def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_objec
         assert optimal.cost(spec, noisy, 2, samples, threads=threads) == want
     # noiseless: the engine's price of the coordinate kernels and the solve, as before
     _, noiseless = _spec_channel(TreePrior(4, "1/2"), tau=0.0)
-    want = mc_cost(tree=True, depth=4, dim=15, budget=3, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
+    want = mc_cost(depth=4, dim=15, budget=3, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
     assert optimal.cost(spec, noiseless, 3, 5000, threads=1) == want
     # a size the recursion does not solve (budget 4) is refused by the strategy, not by its price
     assert optimal.cost(spec, noisy, 4, 5000, threads=1) == mc_cost(
-        tree=True, depth=4, dim=15, budget=4, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
+        depth=4, dim=15, budget=4, strategy="optimal", token_channel=False, samples=5000, threads=1)[1]
 
 
 def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_adds_its_flag():
@@ -79,7 +80,7 @@ def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_add
 
     with time_limit(2):
         with pytest.raises(ResourceRefused) as caught:
-            loss_mc(TreePrior(4, "1/2"), "optimal", 2, tau=0.3, samples=10**8, seed=0)
+            loss_mc(TreePrior(4, "1/2"), "optimal", 2, fvnum.gaussian(0.3), samples=10**8, seed=0)
     line = str(caught.value)
     assert "strategy optimal (its own price) at depth 4, budget 2 with 100000000 samples" in line
     assert "samples fit" in line and "time_limit(S)" in line and "fv " not in line and "\n" not in line
@@ -89,45 +90,35 @@ def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_add
     assert "--max-seconds" in err and "samples fit" in err and "optimal" in err
 
 
-# --- tokens=: the old spelling of n_tokens= ------------------------------------------------------------------
+# --- tokens=: the old spelling is gone ---------------------------------------------------------------------------
 def _call(name: str, **channel):
     import numpy as np
 
-    import fvnum
     from fvnum import plot
-    from fvnum.mc.channels import make_channel
 
     kw = dict(samples=400, seed=1)
     calls = {
-        "make_channel": lambda: make_channel(PRIOR, **channel).tau,
         "loss_mc": lambda: fvnum.loss_mc(PRIOR, "path", 2, threads=1, **channel, **kw).value,
         "posterior_mean": lambda: fvnum.posterior_mean(PRIOR, np.array([1, 2]), np.array([[0.5, -0.2]]),
                                                        **channel).tolist(),
         "plot.curve": lambda: plot.curve("path", "path", [1, 2], prior=PRIOR, **channel, **kw).values,
-        "patching_table": lambda: fvnum.patching_table(PRIOR, 2, **channel, **kw).unpatched.value,
+        "patching_table": lambda: fvnum.patching_table(PRIOR, "path", 2, **channel, **kw).unpatched.value,
     }
     return calls[name]()
 
 
-@pytest.mark.parametrize("name", ["make_channel", "loss_mc", "posterior_mean", "plot.curve", "patching_table"])
-def test_tokens_is_accepted_with_a_deprecation_warning_at_the_callers_line(name):
-    with pytest.warns(DeprecationWarning, match=r"tokens=N is the old spelling of n_tokens=N.*pass n_tokens=16") as w:
-        old = _call(name, tokens=16)
-    assert {r.filename for r in w} == {__file__}  # shown at the caller's line, not inside the library
+@pytest.mark.parametrize("name", ["loss_mc", "posterior_mean", "plot.curve", "patching_table"])
+def test_the_channel_is_one_object_and_the_old_keywords_are_refused(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        assert _call(name, n_tokens=16) == old
+        value = _call(name, channel=fvnum.tokens(16))
+    for old in (dict(tokens=16), dict(n_tokens=16), dict(tau=0.3)):
+        with pytest.raises((TypeError, InputError)):  # an unknown keyword; plot.curve: no channel= given
+            _call(name, **old)
+    assert value == _call(name, channel=fvnum.tokens(16))
 
 
-def test_tokens_given_beside_another_n_is_one_line():
-    from fvnum.mc.channels import make_channel
-
-    with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="name the same N; got n_tokens=16, "
-                                                                           "tokens=32$"):
-        make_channel(PRIOR, n_tokens=16, tokens=32)
-
-
-def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
+def test_the_library_and_fv_mc_never_warn():
     from bridges.runs.config import DataConfig
     from bridges.training.data import data_channel
 
@@ -147,6 +138,6 @@ def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object(
                                     "--threads=1"])
     spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
     want = STRATEGIES["optimal"].cost(spec, noisy, 2, 100_000, threads=1)
-    engine = mc_cost(tree=True, depth=4, dim=15, budget=2, strategy="optimal", token_channel=False, samples=100_000,
+    engine = mc_cost(depth=4, dim=15, budget=2, strategy="optimal", token_channel=False, samples=100_000,
                      threads=1)[1]
     assert _mc_cell_seconds(args) == want and want > 2 * engine  # the recursion per sample, not the path kernel

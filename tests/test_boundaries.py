@@ -1,5 +1,6 @@
 """Layering (bridges -> fvnum -> fvsym; fvsym loads sympy only) and bad input at the command line:
 one line on stderr, exit code 2, never a traceback."""
+import fvnum
 import json
 import math
 import subprocess
@@ -121,21 +122,22 @@ def test_tau_below_the_noiseless_bound_is_computed_at_zero_and_recorded(strategy
     from fvnum import loss_mc
 
     prior = TreePrior(4, "1/2")
-    noiseless = loss_mc(prior, strategy, 3, tau=0, samples=2000, seed=1)
+    noiseless = loss_mc(prior, strategy, 3, fvnum.gaussian(0), samples=2000, seed=1)
     for tau in [float(t) for t in TINY_TAUS] + [1e-9 * 0.5**1.5]:  # up to 1e-9 a_K
-        est = loss_mc(prior, strategy, 3, tau=tau, samples=2000, seed=1)
+        est = loss_mc(prior, strategy, 3, fvnum.gaussian(tau), samples=2000, seed=1)
         assert (est.value, est.stderr) == (noiseless.value, noiseless.stderr), (strategy, tau)
 
 
 def test_tau_just_above_the_noiseless_bound_is_computed_with_noise_and_agrees():
-    from fvnum import loss_mc, make_channel
+    from fvnum import loss_mc
+    from fvnum.mc.channels import make_channel
 
     prior = TreePrior(4, "1/2")
     tau = 3e-9 * 0.5**1.5  # 3e-9 a_K: computed as given, and still noiseless within the noise
-    assert make_channel(prior, tau=tau).tau == tau
+    assert make_channel(prior, fvnum.gaussian(tau)).tau == tau
     for strategy in ("path", "greedy_coordinate"):
-        a = loss_mc(prior, strategy, 3, tau=tau, samples=2000, seed=2)
-        b = loss_mc(prior, strategy, 3, tau=0, samples=2000, seed=2)
+        a = loss_mc(prior, strategy, 3, fvnum.gaussian(tau), samples=2000, seed=2)
+        b = loss_mc(prior, strategy, 3, fvnum.gaussian(0), samples=2000, seed=2)
         assert abs(a.value - b.value) <= 5 * math.hypot(a.stderr, b.stderr) + 1e-15, (strategy, a, b)
 
 
@@ -168,9 +170,9 @@ def test_tau_between_the_float_range_and_the_noiseless_bound_is_refused_naming_b
 
     prior = TreePrior(4, "1e-20")  # scales 1 .. 1e-30: tau = 1e-29 is neither noiseless nor computable
     with pytest.raises(ValueError, match=r"tau = 1e-29 .* give tau >= 1e-14, or tau <= 1e-39 \(noiseless") as info:
-        loss_mc(prior, "path", 3, tau=1e-29, samples=100)
+        loss_mc(prior, "path", 3, fvnum.gaussian(1e-29), samples=100)
     assert "\n" not in str(info.value)
-    assert math.isfinite(loss_mc(prior, "path", 3, tau=1e-12, samples=100).value)
+    assert math.isfinite(loss_mc(prior, "path", 3, fvnum.gaussian(1e-12), samples=100).value)
 
 
 def test_huge_tau_gives_the_prior_loss_or_one_line(capsys):
@@ -179,10 +181,10 @@ def test_huge_tau_gives_the_prior_loss_or_one_line(capsys):
     prior = TreePrior(4, "1/2")
     m = sum(float(a) ** 2 for a in prior.scales)
     for strategy in ("path", "greedy_coordinate", "top_levels"):
-        est = loss_mc(prior, strategy, 3, tau=1e100, samples=500)
+        est = loss_mc(prior, strategy, 3, fvnum.gaussian(1e100), samples=500)
         assert est.value == pytest.approx(m, rel=1e-12) and est.stderr < 1e-12 * m  # every leaf has |theta|^2 = m
     gauss = GaussianPrior.isotropic(3, "1/2")
-    est = loss_mc(gauss, "optimal", 2, tau=1e100, samples=2000)  # water-filling keeps its budget at huge tau
+    est = loss_mc(gauss, "optimal", 2, fvnum.gaussian(1e100), samples=2000)  # water-filling keeps its budget at huge tau
     assert abs(est.z(1.5)) < 5
     code, _, err = cli(["mc", "--tau", "1.7976931348623157e308", "--samples", "100"], capsys)
     assert code == 2 and "--tau must be <= 1e+100, got 1.7976931348623157e308" in err
@@ -225,7 +227,8 @@ INTEGER_KINDS = [np.int64(2), np.int32(2), sp.Integer(2), Fraction(2), 2]
 
 @pytest.mark.parametrize("alpha", NUMBER_KINDS, ids=lambda v: type(v).__name__)
 def test_every_kind_of_number_is_a_number(alpha):
-    from fvnum import loss_mc, make_channel
+    from fvnum import loss_mc
+    from fvnum.mc.channels import make_channel
     from fvsym.tree import tree_loss
 
     prior = TreePrior(4, alpha)
@@ -235,10 +238,10 @@ def test_every_kind_of_number_is_a_number(alpha):
     assert same(prior.scales, TreePrior(4, "1/2").scales)
     assert same(TreePrior(3, scales=[1, alpha, alpha]).scales, (1, sp.Rational(1, 2), sp.Rational(1, 2)))
     assert same(GaussianPrior.isotropic(np.int64(3), alpha).cov, sp.eye(3) / 2)
-    assert make_channel(prior, tau=alpha).tau == 0.5
+    assert make_channel(prior, fvnum.gaussian(alpha)).tau == 0.5
     assert float(tree_loss(3, 2, "path")(alpha)) == 0.25
-    ref = loss_mc(prior, "path", 2, tau=0.5, samples=500, seed=3)
-    assert loss_mc(prior, "path", 2, tau=alpha, samples=500, seed=3) == ref
+    ref = loss_mc(prior, "path", 2, fvnum.gaussian(0.5), samples=500, seed=3)
+    assert loss_mc(prior, "path", 2, fvnum.gaussian(alpha), samples=500, seed=3) == ref
 
 
 @pytest.mark.parametrize("n", INTEGER_KINDS, ids=lambda v: type(v).__name__)
@@ -247,9 +250,9 @@ def test_every_kind_of_integer_is_an_integer(n):
 
     prior = TreePrior(n, "1/2")
     assert prior.depth == 2
-    ref = loss_mc(prior, "path", 2, tau=0.5, samples=1000, seed=2)
-    assert loss_mc(prior, "path", n, tau=0.5, samples=500 * n, seed=n) == ref
-    assert loss_mc(prior, "fixed", 1, design=[n], tau=0.5, samples=500, seed=2).n == 500
+    ref = loss_mc(prior, "path", 2, fvnum.gaussian(0.5), samples=1000, seed=2)
+    assert loss_mc(prior, "path", n, fvnum.gaussian(0.5), samples=500 * n, seed=n) == ref
+    assert loss_mc(prior, "fixed", 1, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=[n]), samples=500, seed=2).n == 500
 
 
 def test_numpy_arrays_are_numbers_too():
@@ -263,7 +266,7 @@ def test_huge_exact_numbers_are_refused_in_the_projects_words(value):
     from fvnum import loss_mc
 
     for call in (lambda: TreePrior(4, value), lambda: GaussianPrior([[value]]),
-                 lambda: loss_mc(TreePrior(3, "1/2"), "path", 2, tau=value, samples=100)):
+                 lambda: loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.gaussian(value), samples=100)):
         with pytest.raises(ValueError, match="digits") as info:
             call()
         assert "Exceeds the limit" not in str(info.value) and "\n" not in str(info.value)
@@ -276,7 +279,7 @@ def test_a_nan_loss_is_never_returned(monkeypatch):
 
     monkeypatch.setattr(simulate, "simulate", lambda *a, **k: Estimate(math.nan, math.nan, 100))
     with pytest.raises(ValueError, match="came out nan"):
-        loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.5, samples=100)
+        loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.gaussian(0.5), samples=100)
 
 
 def test_a_design_matrix_of_fractions_is_a_design_matrix():
@@ -284,20 +287,20 @@ def test_a_design_matrix_of_fractions_is_a_design_matrix():
 
     prior = TreePrior(3, "1/2")
     rows = [[Fraction(1), 0, 0, 0, 0, 0, 0], [0, sp.Integer(1), 0, 0, 0, 0, 0]]
-    assert loss_mc(prior, "fixed", 2, design=rows, tau=0.5, samples=200) == \
-        loss_mc(prior, "fixed", 2, design=np.eye(7)[:2], tau=0.5, samples=200)
+    assert loss_mc(prior, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=rows), samples=200) == \
+        loss_mc(prior, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=np.eye(7)[:2]), samples=200)
 
 
 def test_lookahead_policies_refuse_scales_they_cannot_resolve_and_work_up_to_there():
     from fvnum import loss_mc
 
     with pytest.raises(ValueError, match="cannot resolve the deepest level") as info:
-        loss_mc(TreePrior(4, "1e-6"), "greedy_coordinate", 3, tau=0, samples=100)  # it would tie the path strategy
+        loss_mc(TreePrior(4, "1e-6"), "greedy_coordinate", 3, fvnum.gaussian(0), samples=100)  # it would tie the path strategy
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="cannot resolve the deepest level"):
-        loss_mc(TreePrior(3, "1e-8"), "optimal", 2, tau=1e-11, samples=100)
+        loss_mc(TreePrior(3, "1e-8"), "optimal", 2, fvnum.gaussian(1e-11), samples=100)
     prior = TreePrior(4, "1e-4")  # a_K^2 / E||theta||^2 = 1e-12: still resolved, greedy is optimal here
-    greedy = loss_mc(prior, "greedy_coordinate", 3, tau=0, samples=2000, seed=4)
-    best = loss_mc(prior, "bellman_noiseless", 3, tau=0, samples=2000, seed=5)
-    path = loss_mc(prior, "path", 3, tau=0, samples=2000, seed=5)
+    greedy = loss_mc(prior, "greedy_coordinate", 3, fvnum.gaussian(0), samples=2000, seed=4)
+    best = loss_mc(prior, "bellman_noiseless", 3, fvnum.gaussian(0), samples=2000, seed=5)
+    path = loss_mc(prior, "path", 3, fvnum.gaussian(0), samples=2000, seed=5)
     assert abs(greedy.value - best.value) <= 5 * math.hypot(greedy.stderr, best.stderr) and greedy.value < path.value / 4

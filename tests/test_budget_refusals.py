@@ -1,5 +1,6 @@
 """A budget far too large is named as the problem (issue 56 item 6): ``fv mc``, ``fv bounds`` and ``loss_mc`` say that
 the budget, not the depth, does not fit, and say it within a second (the rollout's price is summed in closed form)."""
+import fvnum
 import time
 
 import pytest
@@ -25,7 +26,7 @@ def test_loss_mc_names_the_budget_too():
     from fvnum import loss_mc
 
     with pytest.raises(ValueError, match="budget 1000000000 .* the budget is the problem") as info:
-        loss_mc(TreePrior(4, "1/2"), "path", 10**9, tau=0.1)
+        loss_mc(TreePrior(4, "1/2"), "path", 10**9, fvnum.gaussian(0.1))
     assert "no depth fits" not in str(info.value)
 
 

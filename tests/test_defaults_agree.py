@@ -102,18 +102,12 @@ def test_the_label_noise_has_one_default_everywhere(capsys):
     from bridges.cli import main
     from bridges.runs.config import DataConfig
     from bridges.studies.scaling import ScalingConfig
-    from fvnum import plot
-    from fvnum.optimum.bracket import best_adaptive, bounds
-    from fvnum.mc.channels import make_channel, tau_of_tokens
-    from fvnum.optimum.noisy_dp import noisy_bellman
-    from fvnum.patching.keys import patched_loss, patching_table
-    from fvnum.policies.registry import loss_mc
-    from fvnum.theory import comparison_table
+    from fvnum.mc.channels import Channel, tau_of_tokens, tokens
 
-    s2 = inspect.signature(loss_mc).parameters["s2"].default
-    for fn in (bounds, best_adaptive, noisy_bellman, comparison_table, make_channel, tau_of_tokens, patching_table,
-               patched_loss, plot.curve, plot.loss_vs_budget):
+    s2 = inspect.signature(tokens).parameters["s2"].default  # the one way to give the tokens channel
+    for fn in (tau_of_tokens, Channel):
         assert inspect.signature(fn).parameters["s2"].default == s2, fn.__name__
+    assert tokens(8).s2 == s2
     assert DataConfig().s2 == ScalingConfig().s2 == s2
     for path in (("bounds",), ("train",), ("compare",), ("scaling",)):
         assert default_number(_parser_of(path).get_default("s2")) == default_number(s2), path

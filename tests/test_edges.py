@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+import fvnum
+
 from bridges.cli import main
 
 
@@ -48,11 +50,11 @@ def test_one_word_for_the_linear_key_family():
     assert "linear" in FAMILIES and check_family("none", optional=True) is None
     with pytest.raises(ValueError, match="none is no key family"):
         check_family("none")
-    kw = dict(n_tokens=32, samples=1000, search_samples=100, dense=False, seed=0)
-    none = comparison_table(TreePrior(3, "1/2"), 2, keyed="none", **kw)  # the command line's word, in Python
-    as_none = comparison_table(TreePrior(3, "1/2"), 2, keyed=None, **kw)
+    kw = dict(samples=1000, search_samples=100, dense=False, seed=0)
+    none = comparison_table(TreePrior(3, "1/2"), 2, fvnum.tokens(32, keys="none"), **kw)  # the command line's word
+    as_none = comparison_table(TreePrior(3, "1/2"), 2, fvnum.tokens(32, keys=None), **kw)
     assert none.to_dict() == as_none.to_dict() and not any(r.name.endswith("_keyed") for r in none.rows)
-    linear = comparison_table(TreePrior(3, "1/2"), 2, keyed="linear", **kw)  # Python's word, on the command line too
+    linear = comparison_table(TreePrior(3, "1/2"), 2, fvnum.tokens(32, keys="linear"), **kw)  # Python's word too
     assert {"best_adaptive_keyed", "best_nonadaptive_keyed"} <= {r.name for r in linear.rows}
     from bridges.cli import build_parser
 

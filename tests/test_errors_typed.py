@@ -3,6 +3,7 @@ existing callers keep working, raised where the docs say: the argument checks (f
 check_*), the guards (fvsym.guards.limits, re-exported by fvnum.guards.resources), run folders and checkpoints (bridges.runs.store,
 bridges.training.checkpoint). Library refusals name no command-line flag; ``fv`` adds it."""
 from __future__ import annotations
+import fvnum
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_fvnum_simulate_checks_raise_input_errors():
     from fvnum import loss_mc
 
     with pytest.raises(InputError, match="samples"):
-        loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.1, samples=1)
+        loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.gaussian(0.1), samples=1)
 
 
 def test_a_formula_outside_its_domain_is_a_domain_error_and_an_input_error():
@@ -84,7 +85,7 @@ def test_the_noisy_recursion_over_its_work_cap_is_a_resource_refusal():
     from fvnum import noisy_bellman
 
     with pytest.raises(ResourceRefused, match="use fvnum.bounds"):
-        noisy_bellman(TreePrior(8, "1/2"), 3, tau=0.3)
+        noisy_bellman(TreePrior(8, "1/2"), 3, fvnum.gaussian(0.3))
 
 
 def test_a_run_folder_of_another_kind_is_a_damaged_file(tmp_path):

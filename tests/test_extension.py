@@ -126,7 +126,7 @@ def test_the_page_counts_the_files_each_extension_takes():
 def test_a_prior_from_outside_samples_and_gets_a_loss_mc(outside):
     import numpy as np
 
-    from fvnum import loss_mc
+    from fvnum import gaussian, loss_mc
     from fvnum.priors.registry import PRIORS
 
     (name,) = outside(PRIOR)
@@ -139,14 +139,14 @@ def test_a_prior_from_outside_samples_and_gets_a_loss_mc(outside):
         assert thetas.shape == (1000, 3) and set(np.unique(np.abs(thetas))) == set(sides)
         # noiseless, reading a corner's coordinate reveals its sign there: the best B reads leave the smallest sides
         for budget in (1, 2):
-            est = loss_mc(prior, "greedy_coordinate", budget, tau=0.0, samples=300, seed=0)
+            est = loss_mc(prior, "greedy_coordinate", budget, gaussian(0.0), samples=300, seed=0)
             assert est.value == pytest.approx(float(np.sort(sides**2)[: 3 - budget].sum()), abs=1e-9)
     finally:
         PRIORS.pop("ext_corners", None)
 
 
 def test_a_strategy_from_outside_runs_in_loss_mc(outside):
-    from fvnum import loss_mc
+    from fvnum import gaussian, loss_mc
     from fvnum.policies.registry import STRATEGIES, unregister_strategy
     from fvsym import TreePrior
 
@@ -154,8 +154,8 @@ def test_a_strategy_from_outside_runs_in_loss_mc(outside):
     try:
         importlib.import_module(name)
         prior = TreePrior(3, "1/2")
-        mine = loss_mc(prior, "ext_first", 3, tau=0.3, samples=4000, seed=1)
-        top = loss_mc(prior, "top_levels", 3, tau=0.3, samples=4000, seed=1)  # the same reads, another kernel
+        mine = loss_mc(prior, "ext_first", 3, gaussian(0.3), samples=4000, seed=1)
+        top = loss_mc(prior, "top_levels", 3, gaussian(0.3), samples=4000, seed=1)  # same reads, another kernel
         assert "ext_first" in STRATEGIES and abs(mine.value - top.value) < 5 * (mine.stderr**2 + top.stderr**2) ** 0.5
     finally:
         unregister_strategy("ext_first")

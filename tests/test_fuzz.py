@@ -14,6 +14,7 @@ Example counts follow the hypothesis profile of ``tests/conftest.py``: the defau
 this file well under 30 s; ``HYPOTHESIS_PROFILE=thorough`` runs 20 times more, and the ``slow``-marked tests
 run the expensive strategies (searches, rollout, greedy over unit rows) on many more vectors.
 """
+import fvnum
 import contextlib
 import io
 import json
@@ -346,7 +347,7 @@ def test_tree_prior_scales_api_fuzz(scales):
 
     prior = refused_or_finite(lambda: TreePrior(len(scales), scales=scales))
     if prior is not None:
-        est = refused_or_finite(lambda: loss_mc(prior, "path", 1, tau=0.1, samples=50))
+        est = refused_or_finite(lambda: loss_mc(prior, "path", 1, fvnum.gaussian(0.1), samples=50))
         assert est is None or (math.isfinite(est.value) and math.isfinite(est.stderr))
 
 
@@ -358,7 +359,7 @@ def test_loss_mc_tau_api_fuzz(tau, alpha, strategy):
     from fvsym import TreePrior
 
     prior = TreePrior(3, alpha)
-    est = refused_or_finite(lambda: loss_mc(prior, strategy, 2, tau=tau, samples=100))
+    est = refused_or_finite(lambda: loss_mc(prior, strategy, 2, fvnum.gaussian(tau), samples=100))
     if est is not None:
         assert math.isfinite(est.value) and math.isfinite(est.stderr), (tau, est)
         # every leaf has norm^2 M = sum a_k^2 and the estimate is a mix of leaves: a loss of at most 4 M
@@ -371,7 +372,7 @@ def test_loss_mc_api_fuzz(design, budget):
     from fvnum import loss_mc
     from fvsym import TreePrior
 
-    refused_or_finite(lambda: loss_mc(TreePrior(3, "1/2"), "fixed", budget, design=design, tau=0.1, samples=100))
+    refused_or_finite(lambda: loss_mc(TreePrior(3, "1/2"), "fixed", budget, fvnum.gaussian(0.1), options=fvnum.StrategyOptions(design=design), samples=100))
 
 
 @examples(8)
@@ -382,18 +383,19 @@ def test_gaussian_prior_api_fuzz(variance, tau, dim):
 
     prior = refused_or_finite(lambda: GaussianPrior.isotropic(dim, variance))
     if prior is not None:
-        est = refused_or_finite(lambda: loss_mc(prior, "optimal", 1, tau=tau, samples=50))
+        est = refused_or_finite(lambda: loss_mc(prior, "optimal", 1, fvnum.gaussian(tau), samples=50))
         assert est is None or (math.isfinite(est.value) and math.isfinite(est.stderr))
 
 
 @examples(8)
 @given(tau=API_NUMBER, tokens=API_NUMBER, s2=API_NUMBER)
 def test_channel_api_fuzz(tau, tokens, s2):
-    from fvnum import make_channel, tau_of_tokens
+    from fvnum import tau_of_tokens
+    from fvnum.mc.channels import make_channel
     from fvsym import TreePrior
 
     prior = TreePrior(3, "1/2")
-    ch = refused_or_finite(lambda: make_channel(prior, tau=tau))
+    ch = refused_or_finite(lambda: make_channel(prior, fvnum.gaussian(tau)))
     assert ch is None or (ch.tau >= 0 and math.isfinite(ch.tau2))
     t = refused_or_finite(lambda: tau_of_tokens(prior, tokens, s2))
     assert t is None or (t > 0 and math.isfinite(t))

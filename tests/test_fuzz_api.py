@@ -3,6 +3,7 @@ strategy name, typed errors): each works or is refused in one line (a ``ValueErr
 and one stderr line from ``fv``), never a traceback. Example counts follow the hypothesis profiles of
 ``tests/conftest.py``; the file runs in seconds."""
 from __future__ import annotations
+import fvnum
 
 from fractions import Fraction
 
@@ -73,8 +74,7 @@ def test_loss_mc_bare_name_refused_unless_its_class_is_said(measurement):
 
     prior = TreePrior(2, "1/2")
     try:
-        est = loss_mc(prior, "optimal_nonadaptive", 1, tau=0.1, samples=50, search_samples=50,
-                      measurement=measurement)
+        est = loss_mc(prior, "optimal_nonadaptive", 1, fvnum.gaussian(0.1), samples=50, options=fvnum.StrategyOptions(search_samples=50, measurement=measurement))
     except ValueError as exc:
         assert "\n" not in str(exc)
         assert measurement not in ("unit", "coordinate")
@@ -106,13 +106,11 @@ def test_the_guards_refuse_in_one_line_naming_the_limit(seconds, need):
             assert seconds <= 1.0
 
 
-@pytest.mark.parametrize("keyed", ["weighted", "linear", "", 3, "softmax?"])  # "none" is None: no keyed rows
-def test_comparison_table_keyed_under_the_gaussian_channel_refused_in_one_line(keyed):
-    from fvnum.theory import comparison_table
-
+@pytest.mark.parametrize("keyed", ["", 3, "softmax?", "Weighted"])  # "none" is None: no keyed rows
+def test_a_bad_key_family_of_the_tokens_channel_is_refused_in_one_line(keyed):
     with pytest.raises(ValueError) as info:
-        comparison_table(TreePrior(2, "1/2"), 1, tau=0.1, samples=100, search_samples=50, keyed=keyed)
-    assert "\n" not in str(info.value)
+        fvnum.tokens(16, keys=keyed)
+    assert "\n" not in str(info.value) and "unknown key family" in str(info.value)
 
 
 # --- one channel argument -------------------------------------------------------------------------------------
@@ -121,22 +119,22 @@ NOISE = st.one_of(st.none(), st.integers(-2, 300), st.floats(allow_nan=True, all
 
 
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
-@given(tau=NOISE, n_tokens=NOISE, tokens=NOISE, s2=NOISE, as_channel=st.booleans())
-def test_every_spelling_of_the_channel_works_or_is_refused_in_one_line(tau, n_tokens, tokens, s2, as_channel):
-    """``make_channel`` is where every entry point builds its channel: any mix of ``channel``, ``tau``,
-    ``n_tokens``, ``tokens`` and ``s2`` gives a Channel or one line (a ValueError), never another error."""
+@given(tau=NOISE, n_tokens=NOISE, s2=NOISE, keys=NOISE)
+def test_every_channel_is_built_or_refused_in_one_line(tau, n_tokens, s2, keys):
+    """``fvnum.gaussian(tau)`` and ``fvnum.tokens(N, s2, keys)`` build the one channel argument, and
+    ``make_channel`` resolves it against the prior (where every entry point builds its channel): anything gives a
+    Channel or one line (a ValueError), never another error."""
     from fvnum.mc.channels import Channel, make_channel
 
     prior = TreePrior(2, "1/2")
-    channel = make_channel(prior, tau=0.2) if as_channel else None
-    try:
-        ch = make_channel(prior, tau=tau, tokens=tokens, s2=0.01 if s2 is None else s2, n_tokens=n_tokens,
-                          channel=channel)
-    except ValueError as exc:
-        assert str(exc) and "\n" not in str(exc)
-        return
-    assert isinstance(ch, Channel) and np.isfinite(ch.tau) and ch.tau >= 0
-    assert (channel is not None) + (tau is not None) + (n_tokens is not None or tokens is not None) == 1
+    for build in (lambda: fvnum.gaussian(tau), lambda: fvnum.tokens(n_tokens, 0.01 if s2 is None else s2),
+                  lambda: fvnum.tokens(8, keys=keys), lambda: tau):
+        try:
+            ch = make_channel(prior, build())
+        except ValueError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            continue
+        assert isinstance(ch, Channel) and np.isfinite(ch.tau) and ch.tau >= 0
 
 
 @pytest.mark.parametrize("channel", ["tokens", 0.3, {"tau": 0.3}, TreePrior(2, "1/2")])
@@ -145,7 +143,7 @@ def test_plot_curve_refuses_a_channel_that_is_no_channel_in_one_line(channel):
 
     with pytest.raises(ValueError) as info:
         plot.curve("path", "path", [1], prior=TreePrior(2, "1/2"), channel=channel, samples=50, threads=1)
-    assert "\n" not in str(info.value) and "channel must be a fvnum Channel" in str(info.value)
+    assert "\n" not in str(info.value) and "channel must be a channel, fvnum.gaussian(tau)" in str(info.value)
 
 
 @pytest.mark.parametrize("argv", [[], ["--s2", "0.5"], ["--tokens", "0"], ["--tau", "x"], ["--tau", "0.1", "--tokens", "8"]])

@@ -2,6 +2,7 @@
 negative weights, no atoms, a design of another dimension, sizes the guards must price and refuse. Each is one
 line (exit code 2 on the command line, a ValueError in Python), never a traceback or a silent answer."""
 from __future__ import annotations
+import fvnum
 
 import contextlib
 import io
@@ -117,7 +118,7 @@ def test_absurd_work_is_priced_and_refused():
     assert "would take about" in line
     p = AtomsPrior.draw(200_000, 8, seed=0)
     with pytest.raises(ValueError, match="would take about"):
-        loss_mc(p, "fixed", 2, design=[1, 2], tau=0.5, samples=10**9)
+        loss_mc(p, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=[1, 2]), samples=10**9)
 
 
 @pytest.mark.parametrize("atoms, weights, says", [
@@ -143,9 +144,9 @@ def test_bad_atoms_in_python_are_one_line(atoms, weights, says):
 def test_a_design_of_another_dimension_is_refused():
     p = AtomsPrior.draw(5, 3, seed=0)
     with pytest.raises(ValueError, match="design"):
-        loss_mc(p, "fixed", 2, design=np.eye(4)[:2], tau=0.5, samples=100)
+        loss_mc(p, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=np.eye(4)[:2]), samples=100)
     with pytest.raises(ValueError, match="design"):
-        loss_mc(p, "fixed", 2, design=[1, 4], tau=0.5, samples=100)
+        loss_mc(p, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=[1, 4]), samples=100)
     with pytest.raises(ValueError, match="coordinate"):
         p.ridge_loss([0, 1], 0.5)
     with pytest.raises(ValueError, match="unit rows"):

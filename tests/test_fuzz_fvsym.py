@@ -4,6 +4,7 @@ tensors, sympy and numpy floats), formulas evaluated or taken to a limit outside
 derive`` options. Every case ends in a result or one line (exit code 2 on the command line, a ValueError in
 Python), never a traceback, and never echoes a file's content."""
 from __future__ import annotations
+import fvnum
 
 import math
 import os
@@ -219,8 +220,8 @@ def test_loss_mc_takes_torch_scalars():
     from fvsym import TreePrior
 
     prior = TreePrior(torch.tensor(4), torch.tensor(0.5))
-    ref = loss_mc(prior, "path", 2, tau=0.5, samples=300, seed=1)
-    assert loss_mc(prior, "path", torch.tensor(2), tau=torch.tensor(0.5), samples=300, seed=1) == ref
+    ref = loss_mc(prior, "path", 2, fvnum.gaussian(0.5), samples=300, seed=1)
+    assert loss_mc(prior, "path", torch.tensor(2), fvnum.gaussian(torch.tensor(0.5)), samples=300, seed=1) == ref
 
 
 # --- formulas outside their domain ---------------------------------------------------------------------------

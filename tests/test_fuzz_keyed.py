@@ -1,6 +1,8 @@
 """Hostile inputs to the keyed theory rows (fvnum.keys.nonadaptive, fvnum.keys.adaptive, fvnum.theory.keyed_curves and
 the --keyed option of fv compare): each gets one clear line (a ValueError in the library, exit 2 from the
 CLI), refused before any search runs; the prices stay finite and positive on every size they accept."""
+from fvnum.options import KeyedSearch
+import fvnum
 import contextlib
 import io
 
@@ -21,7 +23,7 @@ from tests._cli import one_message
 
 TREE = TreePrior(2, "1/2")  # D = 3
 GAUSS = GaussianPrior.matched(TREE)
-TOKENS = make_channel(TREE, tokens=16)
+TOKENS = make_channel(TREE, fvnum.tokens(16))
 
 
 def fv(*argv):
@@ -61,7 +63,7 @@ def test_unknown_families_are_refused(family):
     (lambda: keyed_curves(TREE, [], TOKENS, "weighted", samples=50), "at least one budget"),
     (lambda: keyed_curves(TREE, "12", TOKENS, "weighted", samples=50), "budget"),
     (lambda: keyed_curves(TREE, 3, TOKENS, "weighted", samples=50), "budgets"),
-    (lambda: keyed_curves(TREE, [1], make_channel(TREE, tau=0.1), "weighted"), "tokens channel"),
+    (lambda: keyed_curves(TREE, [1], make_channel(TREE, fvnum.gaussian(0.1)), "weighted"), "tokens channel"),
     (lambda: keyed_curves(TREE, [1], "tokens", "weighted"), "Channel"),
     (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=1), "samples"),
     (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=50, seed=-1), "seed"),
@@ -72,9 +74,9 @@ def test_unknown_families_are_refused(family):
     (lambda: gaussian_keyed(TREE, 1), "Gaussian prior"),
     (lambda: adaptive_keyed_losses(GAUSS, 2), "tree prior"),
     (lambda: adaptive_keyed_losses(TREE, 4), "D = 3"),
-    (lambda: adaptive_keyed_losses(TREE, 2, first="a design"), "SearchResult"),
-    (lambda: adaptive_keyed_losses(TREE, 2, engine="gpu"), "engine"),
-    (lambda: adaptive_keyed_losses(TREE, 2, node_step=-1.0), "node_step"),
+    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(first="a design")), "SearchResult"),
+    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(engine="gpu")), "engine"),
+    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(node_step=-1.0)), "node_step"),
 ])
 def test_bad_arguments_get_one_line(call, fragment):
     with pytest.raises(ValueError) as e:

@@ -6,6 +6,7 @@ AttributeError from a torch dtype, never a traceback, never work started on a si
 
 Example counts follow the hypothesis profiles of ``tests/conftest.py`` (``dev``, ``ci``, ``thorough``).
 """
+import fvnum
 import math
 
 import pytest
@@ -55,7 +56,7 @@ def works_or_refused(call):
 @examples(30)
 @given(tau=torch_values(), samples=st.one_of(torch_values(), st.just(200)), budget=st.one_of(torch_values(), st.just(2)))
 def test_torch_scalars_in_loss_mc(tau, samples, budget):
-    est = works_or_refused(lambda: loss_mc(PRIOR, "path", budget, tau=tau, samples=samples, seed=0, threads=1))
+    est = works_or_refused(lambda: loss_mc(PRIOR, "path", budget, fvnum.gaussian(tau), samples=samples, seed=0, threads=1))
     if est is not None:
         assert math.isfinite(est.value) and math.isfinite(est.stderr)
 
@@ -63,23 +64,23 @@ def test_torch_scalars_in_loss_mc(tau, samples, budget):
 @examples(10)
 @given(tau=torch_values(), budget=st.one_of(torch_values(), st.just(2)))
 def test_torch_scalars_in_the_noisy_recursion(tau, budget):
-    solved = works_or_refused(lambda: noisy_bellman(PRIOR, budget, tau=tau, threads=1))
+    solved = works_or_refused(lambda: noisy_bellman(PRIOR, budget, fvnum.gaussian(tau), threads=1))
     if solved is not None:
         assert math.isfinite(solved.value) and (solved.error is None or solved.error >= 0)
 
 
 def test_torch_scalars_read_as_their_numbers():
     """A 0-d tensor gives the very numbers of the Python number it holds (same seed, same estimate)."""
-    plain = loss_mc(PRIOR, "path", 2, tau=0.5, samples=300, seed=3, threads=1)
-    t = loss_mc(PRIOR, "path", torch.tensor(2), tau=torch.tensor(0.5, dtype=torch.float64), samples=torch.tensor(300),
+    plain = loss_mc(PRIOR, "path", 2, fvnum.gaussian(0.5), samples=300, seed=3, threads=1)
+    t = loss_mc(PRIOR, "path", torch.tensor(2), fvnum.gaussian(torch.tensor(0.5, dtype=torch.float64)), samples=torch.tensor(300),
                 seed=torch.tensor(3), threads=torch.tensor(1))
     assert t == plain
-    b = bounds(PRIOR, torch.tensor(2), tau=torch.tensor(0.5, dtype=torch.float64), samples=torch.tensor(200),
+    b = bounds(PRIOR, torch.tensor(2), fvnum.gaussian(torch.tensor(0.5, dtype=torch.float64)), samples=torch.tensor(200),
                threads=torch.tensor(1), select_samples=torch.tensor(100))
-    assert b.exact == bounds(PRIOR, 2, tau=0.5, samples=200, threads=1, select_samples=100).exact
+    assert b.exact == bounds(PRIOR, 2, fvnum.gaussian(0.5), samples=200, threads=1, select_samples=100).exact
     for bad in (torch.tensor([0.3, 0.2]), torch.empty(0), torch.tensor(0.3, device="meta")):
         with pytest.raises(ValueError, match="tau must be a number"):
-            loss_mc(PRIOR, "path", 2, tau=bad, samples=10)
+            loss_mc(PRIOR, "path", 2, fvnum.gaussian(bad), samples=10)
 
 
 # --- sizes that do not fit: refused before work, in one line naming the largest size that fits ---------------

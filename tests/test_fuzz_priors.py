@@ -80,7 +80,7 @@ def test_capabilities_default_for_a_prior_without_the_base_class():
 @pytest.mark.parametrize("strategy", ["greedy_coordinate", "bellman_noiseless", "optimal", "rollout"])
 def test_a_strategy_of_the_tree_on_a_prior_without_its_nodes_is_refused_naming_the_prior(strategy):
     with pytest.raises(ValueError, match="duck prior") as info:
-        loss_mc(Duck(), strategy, 2, tau=0.3, samples=100)
+        loss_mc(Duck(), strategy, 2, fvnum.gaussian(0.3), samples=100)
     assert "\n" not in str(info.value)
 
 
@@ -90,9 +90,9 @@ def test_searches_of_another_structure_refuse_an_atoms_prior_in_one_line():
     prior = AtomsPrior.draw(5, 3, seed=2)
     for ask, says in ((lambda: best_nonadaptive_keyed(prior, 1, n_tokens=16), "not on the atoms prior"),
                       (lambda: gaussian_keyed(prior, 1, n_tokens=16), "for a Gaussian prior"),
-                      (lambda: fvnum.bounds(prior, 1, n_tokens=16, samples=100), "gaussian channel"),
-                      (lambda: fvnum.posterior_mean(prior, [1, 4], np.zeros((1, 2)), tau=0.5), "node 4"),
-                      (lambda: fvnum.posterior_mean(prior, [1, 2], np.array([[np.nan, 0.0]]), tau=0.5), "finite")):
+                      (lambda: fvnum.bounds(prior, 1, fvnum.tokens(16), samples=100), "gaussian channel"),
+                      (lambda: fvnum.posterior_mean(prior, [1, 4], np.zeros((1, 2)), fvnum.gaussian(0.5)), "node 4"),
+                      (lambda: fvnum.posterior_mean(prior, [1, 2], np.array([[np.nan, 0.0]]), fvnum.gaussian(0.5)), "finite")):
         with pytest.raises(ValueError, match=says) as info:
             ask()
         assert "\n" not in str(info.value)
@@ -109,7 +109,7 @@ def test_posterior_mean_of_a_prior_object_is_its_own_decoder(tau, seed):
     nodes = np.array([3, 1])
     w = np.exp(-((phi[:, :, None] - prior.atoms.T[nodes - 1][None]) ** 2).sum(1) / (2 * tau * tau))
     ref = (w / w.sum(1, keepdims=True)) @ prior.atoms
-    assert np.allclose(fvnum.posterior_mean(prior, nodes, phi, tau=tau), ref, atol=1e-12)
+    assert np.allclose(fvnum.posterior_mean(prior, nodes, phi, fvnum.gaussian(tau)), ref, atol=1e-12)
     rows = np.eye(3)[nodes - 1]
-    assert np.allclose(fvnum.posterior_mean(prior, rows, phi, tau=tau), ref, atol=1e-12)
+    assert np.allclose(fvnum.posterior_mean(prior, rows, phi, fvnum.gaussian(tau)), ref, atol=1e-12)
     assert isinstance(prior, Prior)

@@ -2,6 +2,7 @@
 run adaptive_softmax_losses_mc, best_adaptive_keyed under softmax keys, keyed_curves' greedy row, and the
 ``fv`` commands that price it): each gets one clear line (a ValueError naming the value, exit code 2 on the
 command line), refused before any search runs, never a traceback."""
+import fvnum
 import numpy as np
 import pytest
 from hypothesis import given
@@ -47,10 +48,13 @@ SEARCHES = (adaptive_softmax_losses, adaptive_softmax_losses_mc)
     (dict(first=SCORES), "one-key softmax design"),
 ])
 def test_bad_arguments_get_one_line(search, kwargs, fragment):
+    from fvnum.options import KeyedSearch
+
     kw = dict(max_budget=2, n_tokens=16, samples=10, first=SOFT)
     kw.update(kwargs)
+    knobs = {k: kw.pop(k) for k in ("first", "steps", "joint_steps", "grid", "chunk") if k in kw}
     with pytest.raises(ValueError) as e:
-        search(TREE, kw.pop("max_budget"), **kw)
+        search(TREE, kw.pop("max_budget"), search=KeyedSearch(**knobs), **kw)
     one_message(e, fragment)
 
 
@@ -78,7 +82,7 @@ def test_keyed_curves_greedy_is_for_softmax_keys_only():
     from fvnum.mc.channels import make_channel
     from fvnum.theory import keyed_curves
 
-    channel = make_channel(TREE, n_tokens=16, s2=0.01)
+    channel = make_channel(TREE, fvnum.tokens(16, s2=0.01))
     with pytest.raises(ValueError) as e:
         keyed_curves(TREE, [1, 2], channel, "weighted", samples=10, greedy=True)
     one_message(e, "greedy", "weighted")

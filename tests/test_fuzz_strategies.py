@@ -3,6 +3,7 @@ kind, registrations the registry cannot hold, and a strategy whose own price is 
 ``fv mc``. Each is one line (exit code 2 on the command line, a ValueError in Python), never a traceback or a
 silent answer."""
 from __future__ import annotations
+import fvnum
 
 import math
 
@@ -78,7 +79,7 @@ def test_a_price_that_is_no_number_of_seconds_is_refused_in_one_line(kind):
         else:
             assert "toy_priced" in line and "its price gave" in line
             with pytest.raises(ValueError, match="a price is a number >= 0"):
-                loss_mc(TreePrior(3, "1/2"), "toy_priced", 2, tau=0.5, samples=100)
+                loss_mc(TreePrior(3, "1/2"), "toy_priced", 2, fvnum.gaussian(0.5), samples=100)
     finally:
         unregister_strategy("toy_priced")
     assert "toy_priced" not in STRATEGIES

@@ -1,6 +1,7 @@
 """Hostile inputs to Model A started from A's prediction policy (the keyed teacher: fvnum.keys.adaptive's
 trace, bridges.training.distil, ``fv train --init-policy keyed``, studies/scaling/distil.py --teacher): each gets one
 clear line (a ValueError in the library, exit 2 from the command line), refused before the search runs."""
+from fvnum.options import KeyedSearch
 import importlib.util
 import math
 from pathlib import Path
@@ -74,7 +75,7 @@ BAD_READINGS = st.one_of(
 @given(readings=BAD_READINGS)
 def test_trace_refuses_bad_readings_before_searching(readings):
     with pytest.raises(ValueError, match="readings must be finite, shape") as excinfo:
-        adaptive_keyed_trace(TREE, 2, samples=4, readings=readings, first="not a design")
+        adaptive_keyed_trace(TREE, 2, samples=4, readings=readings, search=KeyedSearch(first="not a design"))
     assert "\n" not in str(excinfo.value)
 
 

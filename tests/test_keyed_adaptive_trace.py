@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 from fvnum.keys.adaptive import adaptive_keyed_losses, adaptive_keyed_trace
+from fvnum.options import KeyedSearch
 from fvnum.keys.families import WeightedKeys
 from fvsym.priors import TreePrior
 
 PRIOR = TreePrior(3, "3/5")
-KW = dict(n_tokens=16, samples=120, seed=3, steps=8)
+KW = dict(n_tokens=16, samples=120, seed=3, search=KeyedSearch(steps=8))
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Issue 13 (hardening): every input works or gets one clear line; resource guards refuse, before any
 work, what would not fit; the run store detects damaged cells; one lock per run folder."""
+import fvnum
 import contextlib
 import io
 import json
@@ -171,9 +172,9 @@ def test_priors_refuse_in_one_line(call, fragment):
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(strategy="fixed", design=["a", 1, 2]), "'a'"),
-    (dict(strategy="fixed", design=[2**70, 1, 2]), "outside the tree"),
-    (dict(strategy="path", design=[1, 2, 3]), "'fixed' only"),
+    (dict(strategy="fixed", options=fvnum.StrategyOptions(design=["a", 1, 2])), "'a'"),
+    (dict(strategy="fixed", options=fvnum.StrategyOptions(design=[2**70, 1, 2])), "outside the tree"),
+    (dict(strategy="path", options=fvnum.StrategyOptions(design=[1, 2, 3])), "'fixed' only"),
     (dict(strategy="path", threads=0), "threads"),
     (dict(strategy=3), "strategy"),
 ])
@@ -181,7 +182,7 @@ def test_loss_mc_refuses_in_one_line(kwargs, fragment):
     from fvnum import loss_mc
 
     with pytest.raises(ValueError) as info:
-        loss_mc(TreePrior(4, "1/2"), budget=3, tau=0.1, samples=100, **kwargs)
+        loss_mc(TreePrior(4, "1/2"), budget=3, channel=fvnum.gaussian(0.1), samples=100, **kwargs)
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
@@ -199,7 +200,7 @@ def test_posterior_mean_refuses_impossible_readings(design, phi, tau, fragment):
     from fvnum import posterior_mean
 
     with pytest.raises(ValueError) as info:
-        posterior_mean(TreePrior(3, "1/2"), design, phi, tau=tau)
+        posterior_mean(TreePrior(3, "1/2"), design, phi, fvnum.gaussian(tau))
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
@@ -214,7 +215,7 @@ def test_posterior_mean_accepts_every_possible_noiseless_reading():
     for design in ([1, 2, 3], [2, 5], [4, 5, 6, 7], [3]):
         nodes = np.broadcast_to(np.array(design), (8, len(design)))
         phi = spec.values(leaves, nodes)
-        mean = posterior_mean(TreePrior(3, "1/2"), design, phi, tau=0)
+        mean = posterior_mean(TreePrior(3, "1/2"), design, phi, fvnum.gaussian(0))
         assert np.isfinite(mean).all()
 
 

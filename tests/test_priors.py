@@ -1,6 +1,7 @@
 """The prior protocol and registry (issue 30 item 1, fvnum.priors.registry): every prior found by name, and a toy prior
 registered from outside the package (this file) that runs through ``loss_mc`` with no edit inside fvnum."""
 from __future__ import annotations
+import fvnum
 
 import math
 
@@ -93,19 +94,19 @@ def test_a_toy_prior_registered_outside_runs_through_loss_mc(toy):
     prior = PRIORS["toy_sign"].load()([1.0, 0.5])
     assert is_prior_object(prior) and numeric(prior) is prior
     tau = 0.7
-    est = loss_mc(prior, "fixed", 1, design=[1], tau=tau, samples=40_000, seed=0)
+    est = loss_mc(prior, "fixed", 1, fvnum.gaussian(tau), options=fvnum.StrategyOptions(design=[1]), samples=40_000, seed=0)
     # exact: E (tanh(y / tau^2) - s)^2 |v|^2 with y = s + tau xi (quadrature on a fine grid)
     y = np.linspace(1 - 12 * tau, 1 + 12 * tau, 40_001)
     dens = np.exp(-0.5 * ((y - 1) / tau) ** 2) / (math.sqrt(2 * math.pi) * tau)
     exact = float(np.trapezoid(dens * (np.tanh(y / tau**2) - 1) ** 2, y)) * 1.25
     assert abs(est.z(exact)) < 5
     rows = np.array([[0.6, 0.8]])
-    est = loss_mc(prior, "fixed", 1, design=rows, tau=tau, samples=2000, seed=0, record=True)
+    est = loss_mc(prior, "fixed", 1, fvnum.gaussian(tau), options=fvnum.StrategyOptions(design=rows), samples=2000, seed=0, record=True)
     fv = est.function_vectors
     u = 0.6 + 0.4
     assert np.allclose(fv.loss, (np.tanh(fv.phi[:, 0, 0] * u / tau**2) - fv.leaves) ** 2 * 1.25)
     with pytest.raises(ValueError, match="does not apply to the toy prior"):
-        loss_mc(prior, "path", 1, tau=tau, samples=100)
+        loss_mc(prior, "path", 1, fvnum.gaussian(tau), samples=100)
 
 
 def _toy_exact(tau: float) -> float:
@@ -121,7 +122,7 @@ def test_a_toy_prior_registered_outside_gets_a_comparison_table(toy):
     from fvnum.theory import comparison_table
 
     prior, tau = SignPrior([1.0, 0.5]), 0.7
-    table = comparison_table(prior, 1, tau=tau, keyed=None, samples=4000, search_samples=500, dense=False)
+    table = comparison_table(prior, 1, fvnum.gaussian(tau), samples=4000, search_samples=500, dense=False)
     assert table.prior == "toy_sign"
     rows = {r.name: r for r in table.rows}
     assert set(rows) == {"top_levels", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum"}

@@ -1,5 +1,6 @@
 """Readable objects (issue 20 item 4): reprs that say what a result is, to_dict everywhere, to_frame for
 tables (pandas optional), LaTeX for formulas and recursions, policies as decision trees."""
+import fvnum
 import re
 import sys
 
@@ -71,7 +72,7 @@ def test_fvnum_policies_print_their_decision_tree():
 def test_noisy_policy_prints_reading_intervals_and_labelled_q_values():
     import fvnum
 
-    s = fvnum.noisy_bellman(TreePrior(2, "1/2"), 2, tau=0.2)
+    s = fvnum.noisy_bellman(TreePrior(2, "1/2"), 2, fvnum.gaussian(0.2))
     assert repr(s.policy).startswith("<NoisyBellmanPolicy 'optimal': 2 layers of width 1 at tau 0.2")
     lines = str(s.policy).splitlines()
     assert lines[0] == "read node 1  [layer 1 of 2]"

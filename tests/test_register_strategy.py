@@ -3,6 +3,7 @@
 ``register_prior``) run through ``loss_mc``, ``patching_table`` and the exact noiseless Bellman solve, with no
 edit inside fvnum; each checked against an independent reference."""
 from __future__ import annotations
+import fvnum
 
 import itertools
 
@@ -63,8 +64,8 @@ def corners():
 def test_a_registered_strategy_runs_through_loss_mc_as_the_builtin_it_copies(toy_path):
     """Same seed, same draws: the hand-written path equals the built-in one sample for sample."""
     prior = TreePrior(2, "1/2")
-    mine = loss_mc(prior, toy_path, 2, tau=0.3, samples=4000, seed=3)
-    builtin = loss_mc(prior, "path", 2, tau=0.3, samples=4000, seed=3)
+    mine = loss_mc(prior, toy_path, 2, fvnum.gaussian(0.3), samples=4000, seed=3)
+    builtin = loss_mc(prior, "path", 2, fvnum.gaussian(0.3), samples=4000, seed=3)
     assert mine.value == builtin.value and mine.stderr == builtin.stderr
     assert toy_path in STRATEGIES
 
@@ -73,9 +74,9 @@ def test_a_registered_strategy_runs_through_patching(toy_path):
     from fvnum.patching.keys import patching_table
 
     prior = TreePrior(2, "1/2")
-    mine = patching_table(prior, 2, 0.2, strategy="policy", policy=_toy_path(prior, None, 2, layers=2, width=1,
-                                                                             seed=0).fn, samples=2000, seed=1)
-    builtin = patching_table(prior, 2, 0.2, strategy="path", samples=2000, seed=1)
+    mine = patching_table(prior, "policy", 2, fvnum.gaussian(0.2), options=fvnum.StrategyOptions(policy=_toy_path(prior, None, 2, layers=2, width=1,
+                                                                             seed=0).fn), samples=2000, seed=1)
+    builtin = patching_table(prior, "path", 2, fvnum.gaussian(0.2), samples=2000, seed=1)
     np.testing.assert_allclose(mine.loss, builtin.loss)
 
 
@@ -88,14 +89,14 @@ def test_register_strategy_refuses_what_it_cannot_hold(toy_path):
     with pytest.raises(ValueError, match="not added by register_strategy"):
         unregister_strategy("path")
     with pytest.raises(ValueError, match="toy_path reads two nodes"):
-        loss_mc(TreePrior(3, "1/2"), toy_path, 2, tau=0.3, samples=10)
+        loss_mc(TreePrior(3, "1/2"), toy_path, 2, fvnum.gaussian(0.3), samples=10)
 
 
 def test_a_strategy_whose_build_is_wrong_is_named():
     register_strategy("toy_wrong", "returns a function", lambda *a, **k: (lambda layer, phi: None))
     try:
         with pytest.raises(ValueError, match="not a fvnum.policies.policies.Policy"):
-            loss_mc(TreePrior(2, "1/2"), "toy_wrong", 2, tau=0.3, samples=10)
+            loss_mc(TreePrior(2, "1/2"), "toy_wrong", 2, fvnum.gaussian(0.3), samples=10)
     finally:
         unregister_strategy("toy_wrong")
 
@@ -109,11 +110,11 @@ def test_a_toy_prior_runs_loss_mc_and_the_exact_bellman_solve(corners, toy_path)
     for budget in (1, 2, 3):
         exact = float(np.sort(sides**2)[: sides.size - budget].sum())
         assert noiseless_bellman(prior, budget).value == pytest.approx(exact, abs=1e-12)
-        assert loss_mc(prior, "greedy_coordinate", budget, tau=0.0, samples=500, seed=0).value == pytest.approx(
+        assert loss_mc(prior, "greedy_coordinate", budget, fvnum.gaussian(0.0), samples=500, seed=0).value == pytest.approx(
             exact, abs=1e-9)
     # the toy prior refuses the toy strategy in the strategy's own words (it is not a depth-2 tree)
     with pytest.raises(ValueError, match="toy_path"):
-        loss_mc(prior, toy_path, 3, tau=0.1, samples=10)
+        loss_mc(prior, toy_path, 3, fvnum.gaussian(0.1), samples=10)
 
 
 def test_the_toy_prior_on_a_tree_s_leaves_is_the_tree():
@@ -186,8 +187,8 @@ def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_
     assert isinstance(STRATEGIES["toy_top"], Strategy) and STRATEGIES["toy_top"] is toy_top
     assert (toy_top.measurement, toy_top.adaptive) == ("coordinate", False) and str(toy_top) == toy_top.description
     prior = TreePrior(3, "1/2")
-    mine = loss_mc(prior, "toy_top", 2, tau=0.2, samples=3000, seed=5)
-    builtin = loss_mc(prior, "top_levels", 2, tau=0.2, samples=3000, seed=5)
+    mine = loss_mc(prior, "toy_top", 2, fvnum.gaussian(0.2), samples=3000, seed=5)
+    builtin = loss_mc(prior, "top_levels", 2, fvnum.gaussian(0.2), samples=3000, seed=5)
     assert mine.value == builtin.value and mine.stderr == builtin.stderr
     assert "toy_top" in _cli_names()
 
@@ -200,11 +201,11 @@ def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_t
     from tests._cli import fv
 
     spec = numeric_prior(TreePrior(3, "1/2"))
-    assert toy_top.cost(spec, make_channel(spec, 0.2, None, 0.01), 2, 1000) == pytest.approx(1.0)
+    assert toy_top.cost(spec, make_channel(spec, fvnum.gaussian(0.2)), 2, 1000) == pytest.approx(1.0)
     # the engine would price top levels at depth 3 with 100,000 samples far below a second: a refusal is its price
     with time_limit(5):
         with pytest.raises(ValueError, match="toy_top .its own price.*100000 samples") as caught:
-            loss_mc(TreePrior(3, "1/2"), "toy_top", 2, tau=0.2, samples=100_000, seed=0)
+            loss_mc(TreePrior(3, "1/2"), "toy_top", 2, fvnum.gaussian(0.2), samples=100_000, seed=0)
     assert "at most" in str(caught.value)
     code, out, err = fv("--max-seconds", 5, "mc", "--strategy", "toy_top", "--depth", 3, "--budget", 2, "--tau", 0.2,
                         "--samples", 100_000)
@@ -236,7 +237,7 @@ def test_a_strategy_object_with_a_role_is_a_candidate_of_its_search():
     s = register_strategy(_toy_path_strategy())
     try:
         assert adaptive_candidates()[-1] == s.name
-        found = best_adaptive(TreePrior(2, "1/2"), 2, tau=0.3, samples=2000, select_samples=500, seed=1)
+        found = best_adaptive(TreePrior(2, "1/2"), 2, fvnum.gaussian(0.3), samples=2000, select_samples=500, seed=1)
         # same common random numbers, same reads: the hand-written path scores as the built-in one
         assert found.candidates[s.name].value == found.candidates["path"].value
         assert adaptive_candidates()[:4] == ("path", "bellman_noiseless", "greedy_coordinate", "greedy_dense")
@@ -287,7 +288,7 @@ def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
     from fvnum.guards.limits import mc_cost
 
     tree, depth, dim, strategy, budget, tokens, dense, threads = case
-    got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
+    got = mc_cost(depth=depth if tree else None, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
                   threads=threads, dense_design=dense, search_samples=3000)
     assert got == pytest.approx(OLD_PRICES[case], rel=1e-12)
 
@@ -309,7 +310,7 @@ def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
     spec = numeric_prior(TreePrior(6, "1/2"))
     for name in ("path", "greedy_coordinate", "rollout", "bellman_noiseless"):
         for tau, tokens in ((0.2, None), (None, 64)):
-            channel = make_channel(spec, tau, tokens, 0.01)
-            want = mc_cost(tree=True, depth=6, dim=63, budget=3, strategy=name, token_channel=tokens is not None,
+            channel = make_channel(spec, fvnum.gaussian(tau) if tokens is None else fvnum.tokens(tokens, 0.01))
+            want = mc_cost(depth=6, dim=63, budget=3, strategy=name, token_channel=tokens is not None,
                            samples=4000, threads=2)[1]
             assert STRATEGIES[name].cost(spec, channel, 3, 4000, threads=2) == want

@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from fvnum import loss_mc
+from fvnum import StrategyOptions, gaussian, loss_mc
 from fvnum.guards.resources import time_limit
 from fvnum.mc.channels import make_channel
 from fvnum.mc.simulate import simulate
@@ -29,7 +29,7 @@ from tests._cli import fv
 
 PRIOR = TreePrior(3, "1/2")
 SECONDS_PER_SAMPLE = 1e-3  # the toy's own price: far above the engine's (top levels at depth 3: ~1e-7 s a sample)
-KW = dict(tau=0.2, samples=3000, seed=5, threads=1)
+KW = dict(channel=gaussian(0.2), samples=3000, seed=5, threads=1)
 
 
 class FirstNodes(Strategy):
@@ -58,7 +58,7 @@ def toy():
 
 def _channel(tau=0.2):
     spec = numeric_prior(PRIOR)
-    return spec, make_channel(spec, tau)
+    return spec, make_channel(spec, gaussian(tau))
 
 
 # --- a user strategy: the same path as the built-in ones ----------------------------------------------------------
@@ -91,7 +91,7 @@ def test_loss_mc_asks_the_object_for_its_policy_and_its_price_built_in_or_not(to
     loss_mc(PRIOR, "path", 2, **KW)
     assert asked == ["toy_first", "path"]
     with time_limit(5), pytest.raises(ValueError, match=r"toy_first \(its own price\).*100000 samples"):
-        loss_mc(PRIOR, "toy_first", 2, tau=0.2, samples=100_000, seed=0)
+        loss_mc(PRIOR, "toy_first", 2, gaussian(0.2), samples=100_000, seed=0)
 
 
 def test_a_user_strategy_is_a_choice_of_the_cli_and_runs_there(toy):
@@ -117,19 +117,21 @@ def test_a_strategy_that_builds_no_policy_is_refused_at_registration():
 
 
 # --- options on the object -------------------------------------------------------------------------------------
-def test_options_set_on_the_object_run_as_the_same_keyword_arguments():
+def test_options_set_on_the_object_run_as_the_same_strategy_options():
     fixed = STRATEGIES["fixed"].using(design=[1, 2, 5])
-    assert (loss_mc(PRIOR, fixed, 3, **KW).value == loss_mc(PRIOR, "fixed", 3, design=[1, 2, 5], **KW).value)
+    assert (loss_mc(PRIOR, fixed, 3, **KW).value
+            == loss_mc(PRIOR, "fixed", 3, options=StrategyOptions(design=[1, 2, 5]), **KW).value)
     assert STRATEGIES["fixed"].design is None  # the registered object is left as it was
     layered = STRATEGIES["bellman_noiseless"].using(layers=2, width=2)
     assert (loss_mc(PRIOR, layered, 4, **KW).value
-            == loss_mc(PRIOR, "bellman_noiseless", 4, layers=2, width=2, **KW).value)
+            == loss_mc(PRIOR, "bellman_noiseless", 4, options=StrategyOptions(layers=2, width=2), **KW).value)
 
     def rows(layer, phi):
         return np.full((phi.shape[0], 1), layer + 1, dtype=np.int64)
 
     mine = STRATEGIES["policy"].using(fn=rows, layers=2, width=1)
-    assert loss_mc(PRIOR, mine, 2, **KW).value == loss_mc(PRIOR, "policy", 2, policy=rows, layers=2, **KW).value
+    assert (loss_mc(PRIOR, mine, 2, **KW).value
+            == loss_mc(PRIOR, "policy", 2, options=StrategyOptions(policy=rows, layers=2), **KW).value)
     assert isinstance(mine.policy(PRIOR, 2, _channel()[1]), CallablePolicy)
     assert mine.describe().startswith("policy: ") and "fn=rows" in mine.describe() and "layers=2" in mine.describe()
 

@@ -62,11 +62,13 @@ def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: 
     predictions of A and B (default weighted; None or ``"none"``: the linear-key rows); ``keyed_rows``: those
     rows computed beforehand (:func:`keyed_cells` at this budget); ``real_samples``: A's and B's keyed rows also
     on that many contexts of real tokens (``comparison_table``'s ``real_samples``)."""
+    from fvnum.mc.channels import tokens
     from fvnum.theory import comparison_table
 
     own = has_own_table(data)  # the atoms prior: its own rows, no keyed rows (fvnum.theory.comparison_table)
-    return comparison_table(fv_prior(data), budget, data_channel(data), samples=samples, seed=seed,
-                            search_samples=search_samples, dense=dense, keyed=check_keyed(keyed),
+    channel = tokens(data.n_tokens, data.s2, keys=check_keyed(keyed))  # data_channel's, with the key family
+    return comparison_table(fv_prior(data), budget, channel, samples=samples, seed=seed,
+                            search_samples=search_samples, dense=dense,
                             keyed_rows_given=None if own else keyed_rows, real_samples=real_samples)
 
 

@@ -201,7 +201,7 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
     """``probe_layers`` (with the shuffled control) on the function vectors ``Phi_l`` of a theory strategy
     (``fvnum.loss_mc(..., record=True).function_vectors`` under the tokens channel of ``data_cfg``'s ``N`` and ``s2``).
     ``n``: the samples, ``layers``: L of the strategy."""
-    from fvnum import loss_mc
+    from fvnum import loss_mc, tokens
     from fvnum.priors.tree import numeric_prior
 
     from bridges.training.data import fv_prior
@@ -209,7 +209,7 @@ def theory_probes(data_cfg, budget: int, strategy: str = "path", *, samples: int
 
     check_tree_data(data_cfg)
     prior = fv_prior(data_cfg)
-    fv = loss_mc(prior, strategy, budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=samples, seed=seed,
+    fv = loss_mc(prior, strategy, budget, tokens(data_cfg.n_tokens, data_cfg.s2), samples=samples, seed=seed,
                  record=True).function_vectors
     L = fv.phi.shape[1]
     signs = numeric_prior(prior).signs(fv.leaves)

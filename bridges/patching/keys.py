@@ -262,11 +262,13 @@ def theory_patching_table(data_cfg: DataConfig, budget: int, *, samples: int = 2
                           strategy: str = "path", depths=None):
     """``fvnum.patching_table`` for the prior, ``N`` and ``s2`` of ``data_cfg`` (tokens channel), budget ``budget``:
     the same ``PatchingTable`` type as :func:`key_patching_table`."""
+    from fvnum.mc.channels import tokens
+    from fvnum.options import PatchSpec
     from fvnum.patching.keys import patching_table
 
     check_tree_data(data_cfg)
-    return patching_table(fv_prior(data_cfg), budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, strategy=strategy,
-                          samples=samples, seed=seed, depths=depths)
+    return patching_table(fv_prior(data_cfg), strategy, budget, tokens(data_cfg.n_tokens, data_cfg.s2),
+                          samples=samples, seed=seed, patch=PatchSpec(depths=depths))
 
 
 # --- the theory's decoder as a readout -------------------------------------------------------------

@@ -175,7 +175,7 @@ def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
     from fvnum.guards.limits import mc_cost
 
     tree = data.has_leaves
-    return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,
+    return mc_cost(depth=data.depth if tree else None, dim=data.dim, budget=budget, strategy=strategy,
                    token_channel=True, samples=samples, threads=1, solve=False, **kw)[1]  # the solves: _solve
 
 

@@ -200,7 +200,8 @@ def train_cell(run: dict) -> dict:
 def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict]:
     """Loss against budget for every strategy, both priors, noiseless (exact) and at the noise of N."""
     import fvnum
-    from fvnum.mc.channels import make_channel
+    from fvnum.mc.channels import gaussian, make_channel, tokens
+    from fvnum.options import StrategyOptions
     from fvnum.policies.strategies import STRATEGIES
     from fvnum.theory import gaussian_optimum
     from fvsym.tree import tree_loss
@@ -223,13 +224,14 @@ def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict
                         continue
                     jobs.append((dict(base, strategy=strategy, noise="none"), lambda s=strategy: _exact(
                         tree_loss(K, B, s, alpha=None if cfg.scales else repr(cfg.alpha), scales=cfg.scales))))
-                    kw = NOISY_OPTIONS.get(strategy, {})
+                    kw = NOISY_OPTIONS.get(strategy)
+                    kw = {} if kw is None else dict(options=StrategyOptions(**kw))
                     noisy = UNDER_NOISE.get(strategy, strategy)  # optimal is exact only when small
                     jobs.append((dict(base, strategy=noisy, noise=f"N={cfg.n_tokens}"), lambda s=noisy, kw=kw:
-                                 fvnum.loss_mc(prior, s, B, n_tokens=cfg.n_tokens, s2=cfg.s2,
+                                 fvnum.loss_mc(prior, s, B, tokens(cfg.n_tokens, cfg.s2),
                                                samples=cfg.samples, seed=cfg.seed, **kw).to_dict()))
             jobs.append((dict(base, strategy="gaussian_optimum", noise="none"),
-                         lambda: {"value": gaussian_optimum(prior, B, make_channel(prior, tau=0)), "stderr": 0.0,
+                         lambda: {"value": gaussian_optimum(prior, B, make_channel(prior, gaussian(0))), "stderr": 0.0,
                                   "how": "exact"}))
             jobs.append((dict(base, strategy="gaussian_optimum", noise=f"N={cfg.n_tokens}"),  # gaussian channel, same tau
                          lambda: {"value": gaussian_optimum(prior, B, data_channel(data)), "stderr": 0.0,
@@ -379,19 +381,21 @@ def patching_and_probes(cfg: ReproduceConfig, store: RunStore, log) -> dict:
 
 def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, n: int, run, deep) -> dict:
     """Transplant and injection tables (docs/theory.md section 9) of the theory's ``path`` and of the deep model."""
+    from fvnum.mc.channels import tokens
     from fvnum.patching.state import injection_table as theory_injection
     from fvnum.patching.state import state_patching_table as theory_transplant
 
     from bridges.patching.state import injection_table, state_patching_table
     from bridges.training.data import fv_prior
 
-    theory = dict(n_tokens=data.n_tokens, s2=data.s2, samples=cfg.samples, seed=cfg.seed)
+    theory = dict(samples=cfg.samples, seed=cfg.seed)
+    channel = tokens(data.n_tokens, data.s2)
     key = {"data": data.to_dict(), "budget": B, "samples": cfg.samples, "seed": cfg.seed}
     out = {}
     out["transplant_theory"], _ = store.cell("transplant_theory", key, lambda: theory_transplant(
-        fv_prior(data), "path", B, **theory).to_dict(), SHAPES["transplant_theory"])
+        fv_prior(data), "path", B, channel, **theory).to_dict(), SHAPES["transplant_theory"])
     out["injection_theory"], _ = store.cell("injection_theory", key, lambda: theory_injection(
-        fv_prior(data), "path", B, **theory).to_dict(), SHAPES["injection_theory"])
+        fv_prior(data), "path", B, channel, **theory).to_dict(), SHAPES["injection_theory"])
     if run is not None:
         at = {"run": run.cell_config(), "n": n, "seed": cfg.seed}
         out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: state_patching_table(

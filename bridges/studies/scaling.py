@@ -208,13 +208,14 @@ def _keyed_rows(cfg: ScalingConfig) -> dict:
 
 def _theory_rows(cfg: ScalingConfig, budget: int, keyed_rows: list | None) -> list[dict]:
     """The comparison rows at ``budget`` (``fvnum.theory.comparison_table``), the keyed rows among them."""
+    from fvnum.mc.channels import tokens
     from fvnum.theory import comparison_table
 
-    from bridges.training.data import data_channel, fv_prior
+    from bridges.training.data import fv_prior
 
-    table = comparison_table(fv_prior(cfg.data()), budget, data_channel(cfg.data()), samples=cfg.samples,
-                             seed=cfg.seed, search_samples=cfg.search_samples, keyed=cfg.keyed,
-                             keyed_rows_given=keyed_rows)
+    data = cfg.data()
+    table = comparison_table(fv_prior(data), budget, tokens(data.n_tokens, data.s2, keys=cfg.keyed), samples=cfg.samples,
+                             seed=cfg.seed, search_samples=cfg.search_samples, keyed_rows_given=keyed_rows)
     return table.to_dict()["rows"]
 
 

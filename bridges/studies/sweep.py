@@ -408,7 +408,7 @@ def _mc_cell_seconds(args) -> float:
     """``fv mc``'s checks before its Monte Carlo: the prior, the budget against the tree, the channel, the
     design, the resource guard (``fvnum.guards.limits``); and the estimated seconds."""
     from fvnum.mc.channels import make_channel
-    from fvnum.cli import check_mc_options, prior_of
+    from fvnum.cli import channel_of, check_mc_options, prior_of
     from fvnum.guards.limits import check_loss_mc_args, mc_cost
     from fvnum.mc.simulate import check_budget
     from fvnum.policies.strategies import strategy_of
@@ -422,9 +422,9 @@ def _mc_cell_seconds(args) -> float:
     tree = capability(spec, "heap_depth") is not None  # the tree's strategies and prices
     check_loss_mc_args(spec, args.strategy, args.budget, design=design, token_channel=args.tokens is not None,
                        samples=args.samples, threads=args.threads, search_samples=4000)
-    channel = make_channel(spec, float(parse_fraction(args.tau, "tau")) if args.tau is not None else None,
-                           s2=float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01,
-                           n_tokens=args.tokens)
+    channel = make_channel(spec, channel_of(float(parse_fraction(args.tau, "tau")) if args.tau is not None else None,
+                                            args.tokens,
+                                            float(parse_fraction(args.s2, "s2")) if args.s2 is not None else 0.01))
     own = strategy_of(args.strategy)
     if own is not None and own.quick:  # a policy that costs nothing to build: its checks
         own.using(design=design, layers=args.layers, width=args.width).policy(prior, args.budget, channel)
@@ -432,7 +432,7 @@ def _mc_cell_seconds(args) -> float:
         check_budget(args.budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
     if own is not None and own.prices_itself:  # its own price (optimal: the exact noisy policy under noise)
         return own.cost(spec, channel, args.budget, args.samples, threads=args.threads or 1)
-    return mc_cost(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budget=args.budget,
+    return mc_cost(depth=spec.depth if tree else None, dim=spec.dim, budget=args.budget,
                    strategy=args.strategy, token_channel=args.tokens is not None, samples=args.samples,
                    threads=args.threads or 1)[1]
 

@@ -144,9 +144,9 @@ def find_prior_files(cfg: DataConfig, folder) -> None:
 def data_channel(cfg: DataConfig):
     """The ``fvnum`` channel the models see: ``tokens`` with ``N = n_tokens`` and ``s2`` of ``cfg``; its
     ``tau`` is the decoder's effective noise (``fvnum.mc.channels.effective_tau2``, the one definition)."""
-    from fvnum.mc.channels import make_channel
+    from fvnum.mc.channels import make_channel, tokens
 
-    return make_channel(fv_prior(cfg), n_tokens=cfg.n_tokens, s2=cfg.s2)
+    return make_channel(fv_prior(cfg), tokens(cfg.n_tokens, cfg.s2))
 
 
 @functools.cache

@@ -20,6 +20,7 @@ comes out is a Model A whose routers imitate the policy as closely as its MLPs a
 the recipe: the loss before and after that fine-tuning is the answer (studies/scaling/distil.md).
 """
 from __future__ import annotations
+from fvnum.options import KeyedSearch
 
 import math
 import time
@@ -201,7 +202,7 @@ class KeyedTeacher:
 
         readings = spaces[-1] / self.scale.to(x.dtype)  # slots 1..B-1 (the last reading changes no row)
         again = adaptive_keyed_trace(fv_prior(self.data), self.budget, n_tokens=self.data.n_tokens, s2=self.data.s2,
-                                     samples=x.shape[0], seed=self.seed, first=self.trace.first,
+                                     samples=x.shape[0], seed=self.seed, search=KeyedSearch(first=self.trace.first),
                                      readings=readings.double().cpu().numpy(), canonical=True)
         rows = torch.as_tensor(again.rows, dtype=x.dtype, device=x.device)
         return [self.scale[l] * self._keys(x, rows[:, l]) for l in range(self.budget)]

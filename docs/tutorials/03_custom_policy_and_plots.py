@@ -53,7 +53,9 @@ def confident_path(scales, tau, confidence=0.9):
 
 scales = [float(a) for a in prior.scales]
 policy = confident_path(scales, TAU)
-est = fvnum.loss_mc(prior, "policy", 3, policy=policy, layers=3, width=1, tau=TAU, samples=SAMPLES, seed=0)
+channel = fvnum.gaussian(TAU)
+est = fvnum.loss_mc(prior, "policy", 3, channel, options=fvnum.StrategyOptions(policy=policy, layers=3, width=1),
+                    samples=SAMPLES, seed=0)
 est
 
 # %% [markdown]
@@ -73,15 +75,15 @@ print(CallablePolicy(policy, 3, 1, name="confident_path").describe(prior))
 
 # %%
 def custom(budget):
-    return fvnum.loss_mc(prior, "policy", budget, policy=confident_path(scales, TAU), layers=budget, width=1,
-                         tau=TAU, samples=SAMPLES, seed=0)
+    options = fvnum.StrategyOptions(policy=confident_path(scales, TAU), layers=budget, width=1)
+    return fvnum.loss_mc(prior, "policy", budget, channel, options=options, samples=SAMPLES, seed=0)
 
 
 fig = plot.loss_vs_budget(
     {"path": "path", "top levels": "top_levels", "confident path (custom)": custom,
      "path, noiseless (exact formula)": path_loss().subs(alpha="1/2", K=4)},
-    budgets=range(1, 5), prior=prior, tau=TAU, samples=SAMPLES, seed=0,
-    title=f"tree prior, depth 4, alpha 1/2, gaussian channel tau = {TAU}")
+    budgets=range(1, 5), prior=prior, channel=channel, samples=SAMPLES, seed=0,
+    look=plot.Look(title=f"tree prior, depth 4, alpha 1/2, gaussian channel tau = {TAU}"))
 fig
 
 # %% [markdown]
@@ -92,8 +94,8 @@ fig
 
 # %%
 B = 4
-a = fvnum.loss_mc(prior, "policy", B, policy=confident_path(scales, TAU), layers=B, width=1, tau=TAU,
-                 samples=SAMPLES, seed=1, record=True)
-b = fvnum.loss_mc(prior, "path", B, tau=TAU, samples=SAMPLES, seed=1, record=True)
+options = fvnum.StrategyOptions(policy=confident_path(scales, TAU), layers=B, width=1)
+a = fvnum.loss_mc(prior, "policy", B, channel, options=options, samples=SAMPLES, seed=1, record=True)
+b = fvnum.loss_mc(prior, "path", B, channel, samples=SAMPLES, seed=1, record=True)
 d = a.function_vectors.loss - b.function_vectors.loss
 print(f"confident_path - path at B = {B}: {d.mean():+.4f} +- {d.std(ddof=1) / math.sqrt(d.size):.4f} (paired)")

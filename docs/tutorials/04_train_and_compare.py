@@ -8,6 +8,7 @@
 # one core): the model is far from converged; `fv compare` with the recipe's defaults trains it out.
 
 # %%
+import fvnum
 import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm in a notebook without ipywidgets
@@ -54,11 +55,12 @@ audit(result)
 # ## The trained point on the theory's curves
 #
 # `fvnum.plot` draws trained results (anything with `to_dict()` carrying its budget) beside strategies
-# evaluated under the same channel (`n_tokens=128`, the models' context length).
+# evaluated under the same channel (`fvnum.tokens(128)`, the models' context length).
 
 # %%
 from fvsym import TreePrior
 
 fig = plot.loss_vs_budget({"path": "path", "top levels": "top_levels", "trained Model A (300 steps)": [result]},
-                          budgets=range(1, 3), prior=TreePrior(3, "1/2"), n_tokens=128, samples=2000, seed=0)
+                          budgets=range(1, 3), prior=TreePrior(3, "1/2"), channel=fvnum.tokens(128),
+                          samples=2000, seed=0)
 fig

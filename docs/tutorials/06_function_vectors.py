@@ -30,7 +30,7 @@ import fvnum
 from fvsym.priors import TreePrior
 
 prior = TreePrior(4, 0.6)
-table = fvnum.state_patching_table(prior, "path", 3, tau=0.2, samples=4000, seed=0)
+table = fvnum.state_patching_table(prior, "path", 3, fvnum.gaussian(0.2), samples=4000, seed=0)
 table
 
 # %%
@@ -43,7 +43,7 @@ print("zero where j > l, bit for bit:", all(table.effect[l - 1, j - 1] == 0 for 
 # The mean workspaces `Phi_bar_l(s_1..s_l)`, one row per prefix (bit 1 for a sign -1, first level first):
 
 # %%
-means = fvnum.mean_state(prior, "path", 3, tau=0.2, samples=8000, seed=1)
+means = fvnum.mean_state(prior, "path", 3, fvnum.gaussian(0.2), samples=8000, seed=1)
 print(means)
 print("Phi_bar_2 of the prefix (+, -):", means.of(2, [1, -1]))
 
@@ -67,7 +67,7 @@ trained = state_patching_table(model, data, n_contexts=1024, seed=0)
 trained
 
 # %%
-theory = fvnum.state_patching_table(prior, "path", 3, n_tokens=64, s2=data.s2, samples=4000, seed=0)
+theory = fvnum.state_patching_table(prior, "path", 3, fvnum.tokens(64, s2=data.s2), samples=4000, seed=0)
 print("effect, theory (path, tokens channel):")
 print(np.array2string(theory.effect, precision=2))
 print("effect, trained Model A:")
@@ -83,7 +83,7 @@ print(np.array2string(trained.effect, precision=2))
 # %%
 from bridges.patching import injection_table
 
-theory_inj = fvnum.injection_table(prior, "path", 3, n_tokens=64, s2=data.s2, samples=4000, seed=0)
+theory_inj = fvnum.injection_table(prior, "path", 3, fvnum.tokens(64, s2=data.s2), samples=4000, seed=0)
 model_inj = injection_table(model, data, n_contexts=1024, seed=0, mean_contexts=4096)
 print(theory_inj)
 print(model_inj)

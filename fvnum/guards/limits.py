@@ -42,14 +42,17 @@ TOKENS_OPS = 1.5  # per sample and coordinate of the tokens statistic (was 4: 3.
 COORDINATE_OPS = COORDINATE.tree_ops  # per sample, reading and level of a coordinate strategy
 
 
-def mc_cost(*, tree: bool, depth: int, dim: int, budget: int, strategy, token_channel: bool, samples: int,
+def mc_cost(*, depth: int | None, dim: int, budget: int, strategy, token_channel: bool, samples: int,
             threads: int, dense_design: bool = False, search_samples: int = 4000,
             solve: bool = True) -> tuple[float, float]:
     """``(bytes, seconds)`` of one ``loss_mc`` call (upper estimates) of ``strategy`` (a name or a
-    ``fvnum.policies.strategies.Strategy``), from its :class:`~fvnum.policies.strategies.Work`. ``solve``: include the
+    ``fvnum.policies.strategies.Strategy``) on the tree of ``depth`` (None: a prior that is no tree) and ``dim``
+    coordinates, from its :class:`~fvnum.policies.strategies.Work`. ``solve``: include the
     exact noiseless solve (``fvsym.bellman.solve``, priced by ``fvsym.guards.costs.tree_loss_cost``) that the policies
     ``bellman_noiseless`` and ``optimal`` (tree prior) build before sampling; False where the caller prices
     the solves itself."""
+    tree = depth is not None
+    depth = depth or 0
     w = strategy_work(strategy)
     if dense_design and w.rows_given:  # a given design of dense rows
         w = DENSE
@@ -98,7 +101,7 @@ def engine_seconds(strategy, prior, channel, budget: int, samples: int, *, threa
 
     depth = capability(prior, "heap_depth")
     tree = depth is not None
-    return mc_cost(tree=tree, depth=depth or 0, dim=prior.dim, budget=budget, strategy=strategy,
+    return mc_cost(depth=depth, dim=prior.dim, budget=budget, strategy=strategy,
                    token_channel=channel.kind == "tokens", samples=samples, threads=threads, dense_design=dense_design,
                    search_samples=search_samples, solve=solve)[1]
 
@@ -206,7 +209,7 @@ def check_mc(prior_spec, *, budget: int, strategy: str, token_channel: bool, sam
 
     def cost(depth_=depth, samples_=samples, budget_=budget):
         dim = 2**depth_ - 1 if tree else prior_spec.dim
-        return mc_cost(tree=tree, depth=depth_, dim=dim, budget=budget_, strategy=strategy, token_channel=token_channel,
+        return mc_cost(depth=depth_ if tree else None, dim=dim, budget=budget_, strategy=strategy, token_channel=token_channel,
                        samples=samples_, threads=threads, dense_design=dense, search_samples=search_samples)
 
     memory, seconds = cost()

@@ -32,6 +32,7 @@ from fvnum.keys.tree import SoftmaxGeometry, _torch, _Tree, first_rows, geometry
 from fvnum.keys.families import check_family
 from fvnum.keys.lookahead import (  # noqa: F401 (the one-step lookahead: its names importable from here too)
     _lookahead_state, _next_law, _next_rows, _next_rows_torch, _posterior_state, _starts)
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
 from fvnum.priors.tree import numeric_prior
 from fvsym.errors import InputError
@@ -59,8 +60,7 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
 
     torch = _torch()
     family = check_family(family)
-    spec, channel, samples, seed, max_budget = check_inputs(
-        prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
+    spec, channel, samples, seed, max_budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive keyed search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     N, s2 = channel.n_tokens, channel.s2
     if not 1 <= max_budget <= spec.dim:
@@ -122,15 +122,21 @@ def _layer_result(layer: int, keys, values) -> SearchResult:
     return SearchResult("best_adaptive_keyed", Estimate.of(values), how, keys=keys)
 
 
+def _settings(search, *names) -> dict:
+    """The fields ``names`` of a ``fvnum.KeyedSearch`` (None: its defaults), as keywords."""
+    from fvnum.options import KeyedSearch, check_options
+
+    search = check_options(search, KeyedSearch, "search")
+    return {name: getattr(search, name) for name in names}
+
+
 @one_thread()
 def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                          samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
-                          chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
-                          node_step: float | None = None) -> list:
+                          samples: int = 2000, seed: int = 0, search=None) -> list:
     """The greedy keyed policy (module docstring) run to ``max_budget`` layers on ``samples`` samples (stream
     ``EVAL``); returns one :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (the loss after
     that many layers, same samples; ``keys``: the layer-1 key, whose ``Q`` every layer uses; ``design``
-    None: the rows are chosen per sample). ``first``: the layer-1 design (default:
+    None: the rows are chosen per sample). ``search`` (``fvnum.KeyedSearch``): ``first``, the layer-1 design (default:
     :func:`fvnum.keys.nonadaptive.best_nonadaptive_keyed` at budget 1). Each later layer's row: ``steps`` Adam steps from each of
     three starts (``screen < steps``: all starts for ``screen`` steps, then only the best), the lookahead
     by quadrature on at most ``grid`` nodes, no farther apart than ``node_step`` standard deviations of the
@@ -142,8 +148,8 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
     out = []
     for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
-            prior, max_budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
-            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step)):
+            prior, max_budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+            **_settings(search, "steps", "chunk", "grid", "engine", "screen", "node_step", "first"))):
         out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
     return out
 
@@ -184,9 +190,8 @@ class KeyedTrace:
 
 @one_thread()
 def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                         samples: int = 2000, seed: int = 0, first: SearchResult | None = None, steps: int = 25,
-                         chunk: int = 200, grid: int = 128, engine: str = "numba", screen: int | None = None,
-                         node_step: float | None = None, readings=None, canonical: bool = False) -> KeyedTrace:
+                         samples: int = 2000, seed: int = 0, search=None, readings=None,
+                         canonical: bool = False) -> KeyedTrace:
     """The search of :func:`adaptive_keyed_losses` (same arguments, same samples, same losses) with its trace
     (:class:`KeyedTrace`): per sample and layer the rows chosen, the readings and the posterior mean.
     ``readings`` (samples, budget): the policy run on these readings instead of drawn ones (the rows it would
@@ -195,9 +200,9 @@ def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_toke
     policy up to the signs of its keys; the losses agree with the search's in law, not bit for bit)."""
     out, hats = [], []
     for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
-            prior, budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
-            chunk=chunk, grid=grid, engine=engine, screen=screen, node_step=node_step, readings=readings,
-            canonical=canonical)):
+            prior, budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, readings=readings,
+            canonical=canonical, **_settings(search, "steps", "chunk", "grid", "engine", "screen", "node_step",
+                                             "first"))):
         out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
         hats.append(theta_hat.numpy())
     return KeyedTrace(design.keys, lt.numpy(), th[lt].numpy(), rows.numpy(), phi.numpy(), np.stack(hats, axis=1), out,
@@ -332,8 +337,7 @@ def _softmax_layer(tree, geo, rows, mean, L, alpha, logw, q1, fixed, N, steps, j
 def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid):
     from fvsym._validate import check_int
 
-    spec, channel, samples, seed, max_budget = check_inputs(
-        prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=max_budget,
+    spec, channel, samples, seed, max_budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive softmax search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     if not 1 <= max_budget <= spec.dim:
         raise InputError(f"the adaptive softmax policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
@@ -406,15 +410,16 @@ SOFTMAX_HOW = ("one-step lookahead over the score row and a quadratic part per l
 
 @one_thread()
 def adaptive_softmax_losses(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 2000,
-                            seed: int = 0, first: SearchResult | None = None, steps: int = 25, joint_steps: int = 40,
-                            chunk: int = 200, grid: int = 128) -> list:
+                            seed: int = 0, search=None) -> list:
     """The search of the module docstring run to ``max_budget`` layers on ``samples`` samples (stream
     ``EVAL``, the same samples and reading noise as :func:`fvnum.keys.adaptive.adaptive_keyed_losses`); one
-    :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (``keys``: the layer-1 key). ``steps``:
+    :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (``keys``: the layer-1 key). ``search``
+    (``fvnum.KeyedSearch``): ``steps``,
     the greedy step's Adam steps from each of its three starts; ``joint_steps``: Adam's steps on ``(b, log q)``
     after it (0: the greedy policy itself, on this geometry). ``first``: the layer-1 design (default
     :func:`fvnum.keys.nonadaptive.best_nonadaptive_keyed` at budget 1)."""
     out = []
+    first, steps, joint_steps, chunk, grid = _settings(search, "first", "steps", "joint_steps", "chunk", "grid").values()
     _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
     first = _softmax_first(prior, first, n_tokens, s2, seed)
     for layer, (th, lt, rows, phi, hat, _, _) in enumerate(_softmax_policy(
@@ -434,13 +439,14 @@ def _softmax_first(prior, first, n_tokens, s2, seed):
 
 @one_thread()
 def adaptive_softmax_losses_mc(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 500,
-                               seed: int = 0, first: SearchResult | None = None, steps: int = 25,
-                               joint_steps: int = 40, chunk: int = 200, grid: int = 128) -> list:
+                               seed: int = 0, search=None) -> list:
     """The policy of :func:`adaptive_softmax_losses` run on real tokens: per sample a context of ``n_tokens``
     tokens ``x ~ N(0, I)``, ``y = theta.x + N(0, s2)`` (stream ``DONOR``), every layer's reading
     ``sum_i softmax_i(b.x_i - x_i^T diag(q) x_i) y_i`` over that one context (the rows chosen from the earlier
     real readings), decoded by the law's Bayes posterior. One :class:`~fvnum.estimate.Estimate` per budget: the
-    loss of a real reader, to hold against the law's (they differ by the law's finite-``N`` error only)."""
+    loss of a real reader, to hold against the law's (they differ by the law's finite-``N`` error only). ``search``:
+    as in :func:`adaptive_softmax_losses`."""
+    first, steps, joint_steps, chunk, grid = _settings(search, "first", "steps", "joint_steps", "chunk", "grid").values()
     _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
     from fvnum.guards.resources import check_memory
 

@@ -24,20 +24,7 @@ from fvnum.keys.readings import (  # noqa: F401 (the readings' law and its decod
     MAX_CHUNK, MAX_LOG_RATIO, ReadingLaw, _check_law_args, _check_scores, _check_thetas, _reduced_basis, finite_n_terms,
     law_from_key_values, law_from_scores, log_likelihoods, posterior_mean, posterior_weights, softmax_law)
 
-FAMILIES = ("linear", "weighted", "softmax")  # the key families the keyed searches (fvnum.keys.nonadaptive) run over
-
-
-def check_family(family, *, optional: bool = False) -> str | None:
-    """A key family of :data:`FAMILIES`; with ``optional``, also None or ``"none"`` (no key family: the
-    linear-key rows of the tokens channel), returned as None."""
-    if optional and (family is None or family == "none"):
-        return None
-    if family not in FAMILIES:
-        extra = (" (or none)" if optional else
-                 " (none is no key family: where a key family is optional, give None or 'none')" if family == "none"
-                 else "")
-        raise InputError(f"unknown key family {family!r}; choose one of {', '.join(FAMILIES)}{extra}")
-    return family
+from fvnum.defaults import FAMILIES, check_family  # noqa: E402,F401 (the key families: their names importable from here too)
 
 
 # --- key families ----------------------------------------------------------------------------------

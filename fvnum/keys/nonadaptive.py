@@ -41,6 +41,7 @@ from fvnum.keys.tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad
 from fvnum.keys.families import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
                    weighted_moments)
 from fvnum.priors.capabilities import capability
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
 from fvsym.errors import InputError
 
@@ -281,7 +282,7 @@ def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_to
     (quadrature); else Monte Carlo on ``samples`` fresh samples. ``start``: optional ``(rows, lq)`` (for
     example the previous budget's design with one more row). Gaussian prior: see :func:`gaussian_keyed`."""
     family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
                                                         budget=budget)
     N, s2 = channel.n_tokens, channel.s2
     if budget < 1:
@@ -441,7 +442,7 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     from fvnum.keys.families import LinearKeys, WeightedKeys
 
     family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
                                                         budget=budget)
     if family == "softmax":
         raise InputError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
@@ -490,7 +491,7 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     (``keys.readings``: ``(1/N) sum_i y_i f(x_i)``, or the softmax average for softmax keys), decoded by the
     Bayes decoder of the CLT law (a valid decoder, so the number is
     achievable; it checks the CLT at this ``N``)."""
-    spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+    spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
                                                    tree="tokens_loss_mc checks one-layer keyed designs on the tree prior")
     if result.design is None or result.keys is None:
         raise InputError(f"tokens_loss_mc checks one-layer keyed designs (best_nonadaptive_keyed), got {result.name}")

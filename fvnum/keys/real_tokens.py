@@ -28,6 +28,7 @@ import numpy as np
 
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.families import check_family
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
 from fvsym.errors import InputError
 
@@ -109,7 +110,7 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     from fvnum.patching.keyed import _Policy, decoded_losses, family_readings, target_values
 
     family = check_real(prior, family)
-    spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+    spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
                                                    budget=1)
     if samples < 2:
         raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")

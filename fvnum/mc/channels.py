@@ -38,11 +38,14 @@ Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from fvsym._validate import _short, check_int, check_real
 from fvsym.errors import InputError
+
+from fvnum.defaults import KEYED, check_family
+from fvnum.mc._scalars import plain_scalar
 
 CHANNELS = ("gaussian", "tokens")
 
@@ -50,31 +53,43 @@ CHANNELS = ("gaussian", "tokens")
 def effective_tau2(prior, *, n_tokens, s2=0.01):
     """``tau^2 = (E||theta||^2 + s2) / N``, the effective noise of an ``N``-token context (docs/theory.md
     section 2): the one definition of tau in the project. ``prior``: a prior (its ``second_moment``) or the
-    number ``E||theta||^2`` itself; the channel as everywhere, ``n_tokens=`` with ``s2``. Works on floats and
+    number ``E||theta||^2`` itself; the tokens channel's pieces, ``n_tokens=`` with ``s2``. Works on floats and
     on exact sympy numbers (``TreePrior``'s second moment is exact)."""
     return (getattr(prior, "second_moment", prior) + s2) / n_tokens
 
 
 @dataclass(frozen=True)
 class Channel:
-    """A channel: ``kind``, the decoder's noise ``tau`` and, for ``tokens``, ``n_tokens`` and ``s2``.
-    ``tau2`` is ``tau^2`` as computed (for ``tokens``: :func:`effective_tau2`, before the square root).
-    Build one with :func:`make_channel`."""
+    """A channel, the one way to give one to a function of ``fvnum``: build it with :func:`gaussian` (``tau``) or
+    :func:`tokens` (``N``, ``s2``, ``keys``). ``kind``; the decoder's noise ``tau``, ``None`` in a tokens channel
+    not yet resolved against a prior (its ``tau`` is :func:`effective_tau2` of the prior's second moment: every
+    function resolves the channel it is given, :meth:`resolve`); for ``tokens``, ``n_tokens`` and ``s2``, and
+    ``keys``, the key family of the keyed predictions (``fvnum.keys.families.FAMILIES``, or None): the readings
+    of a strategy's design are its linear keys ``W S`` whatever ``keys`` says. ``tau2`` is ``tau^2`` as computed
+    (for ``tokens``: :func:`effective_tau2`, before the square root)."""
 
     kind: str
-    tau: float
+    tau: float | None = None
     n_tokens: int | None = None
     s2: float = 0.01
     tau2: float | None = None
     tau_given: float | None = None  # the tau asked for, where it was noiseless in effect (computed as 0)
+    keys: str | None = field(default=None, compare=False)  # the keyed rows' family: not part of the readings
 
     def __post_init__(self):
         if self.kind not in CHANNELS:
             raise InputError(f"unknown channel {self.kind!r}; choose one of {', '.join(CHANNELS)}")
         if self.kind == "tokens" and self.n_tokens is None:
             raise InputError("the tokens channel needs n_tokens (N)")
-        if self.tau2 is None:
+        if self.kind == "gaussian" and self.tau is None:
+            raise InputError("the gaussian channel needs tau")
+        if self.tau2 is None and self.tau is not None:
             object.__setattr__(self, "tau2", float(self.tau) ** 2)
+
+    def resolve(self, prior) -> Channel:
+        """This channel against ``prior``: the tokens channel's ``tau`` of the prior's second moment, the
+        gaussian channel's ``tau`` checked against the prior's scales (:func:`make_channel`)."""
+        return make_channel(prior, self)
 
     def to_dict(self) -> dict:
         out = {"channel": self.kind, "tau": self.tau}
@@ -83,6 +98,29 @@ class Channel:
         if self.kind == "tokens":
             out.update(tokens=self.n_tokens, s2=self.s2)
         return out
+
+
+def gaussian(tau) -> Channel:
+    """The gaussian channel of noise ``tau >= 0`` (docs/theory.md section 2): ``phi_l = W_l theta + tau xi_l``."""
+    return Channel("gaussian", check_tau(plain_scalar(tau, "tau")))
+
+
+def tokens(n_tokens, s2=0.01, keys=KEYED) -> Channel:
+    """The tokens channel of ``N = n_tokens`` tokens with label noise ``s2`` (docs/theory.md section 2); its
+    effective ``tau = sqrt((E||theta||^2 + s2) / N)`` is the prior's, resolved where the channel is used.
+    ``keys``: the key family of the keyed predictions that read these tokens (the keyed rows of
+    ``fvnum.comparison_table``): ``"weighted"`` (default, as ``fv compare``), ``"linear"``, ``"softmax"`` or None
+    (``"none"``: no keyed rows)."""
+    N = _check_tokens(plain_scalar(n_tokens, "tokens N"))
+    return Channel("tokens", None, N, _check_s2(plain_scalar(s2, "s2")), keys=check_family(keys, optional=True))
+
+
+def check_channel(channel, name: str = "channel") -> Channel:
+    """``channel`` itself when it is a :class:`Channel`; anything else (a number, a string) one line naming it
+    and the two ways to build one."""
+    if not isinstance(channel, Channel):
+        raise InputError(f"{name} must be a channel, fvnum.gaussian(tau) or fvnum.tokens(N), got {_short(channel)}")
+    return channel
 
 
 EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
@@ -160,69 +198,27 @@ def _gaussian_channel(prior, tau: float) -> Channel:
 
 def tau_of_tokens(prior, n_tokens, s2=0.01) -> float:
     """Effective noise of an ``N``-token context: ``tau = sqrt((E||theta||^2 + s2) / N)`` (docs/theory.md §2)."""
-    return make_channel(prior, n_tokens=n_tokens, s2=s2).tau
+    return make_channel(prior, tokens(n_tokens, s2)).tau
 
 
-OLD_TOKENS = "tokens=N is the old spelling of n_tokens=N (the tokens channel's N): pass n_tokens={}"
-LIBRARY = ("fvsym", "fvnum", "bridges")  # a deprecation is shown at the first line outside these packages
-
-
-def _n_tokens_of(n_tokens, tokens):
-    """The tokens channel's ``N`` given as ``n_tokens=`` or under its old spelling ``tokens=``, which is accepted
-    with a ``DeprecationWarning`` naming ``n_tokens=`` (shown at the caller's line, outside the library). Both
-    given: they must name the same ``N`` (one line otherwise). Every function of ``fvnum`` that takes a channel
-    reads ``tokens=`` through here (:func:`make_channel`)."""
-    if tokens is None:
-        return n_tokens
-    _warn_at_caller(OLD_TOKENS.format(_short(tokens)), DeprecationWarning)
-    if n_tokens is None:
-        return tokens
-    if _check_tokens(tokens) != _check_tokens(n_tokens):  # checked first: N is an integer
-        raise InputError(f"n_tokens and tokens name the same N; got n_tokens={_short(n_tokens)}, "
-                         f"tokens={_short(tokens)}")
-    return n_tokens
-
-
-def _warn_at_caller(message: str, category) -> None:
-    """``warnings.warn`` at the first frame outside :data:`LIBRARY` (the user's line, however deep the call)."""
-    import sys
-    import warnings
-
-    frame, level = sys._getframe(0), 1
-    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in LIBRARY:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
-
-
-def make_channel(prior, tau=None, tokens=None, s2=0.01, *, n_tokens=None, channel=None) -> Channel:
-    """Exactly one of ``tau`` (gaussian channel), ``n_tokens`` = N (tokens channel, with label noise ``s2``;
-    ``tokens`` is its old spelling, accepted with a ``DeprecationWarning``: :func:`_n_tokens_of`) or ``channel``
-    (a ``Channel``: its kind and noise, or its ``N`` and ``s2``, with the effective ``tau`` of this prior). Every
-    function of ``fvnum`` that takes a channel takes these same keywords."""
-    tokens = _n_tokens_of(n_tokens, tokens)
-    if isinstance(tau, Channel) and channel is None:  # a Channel in tau's place (``bounds(prior, B, channel)``)
-        tau, channel = None, tau
-    if channel is not None:
-        if not isinstance(channel, Channel):
-            raise InputError(f"channel must be a fvnum Channel (make_channel), got {type(channel).__name__}")
-        if tau is not None or tokens is not None:
-            raise InputError("give channel or tau / n_tokens, not both")
-        if channel.kind == "gaussian":
-            return Channel("gaussian", check_tau(channel.tau))
-        tokens, s2 = channel.n_tokens, channel.s2
-    if (tau is None) == (tokens is None):
-        given = "both" if tau is not None else "neither"
-        raise InputError(f"give exactly one of tau (gaussian channel) or n_tokens (tokens channel); got {given}")
+def make_channel(prior, channel) -> Channel:
+    """``channel`` (:func:`gaussian` or :func:`tokens`) resolved against ``prior``: the gaussian channel's ``tau``
+    checked against the prior's scales (noiseless in effect: computed at ``tau = 0``; too small to compute:
+    refused), the tokens channel's effective ``tau`` of the prior's second moment. Every engine entry of
+    ``fvnum`` resolves its channel here (once resolved, again the same)."""
+    channel = check_channel(channel)
     from fvnum.guards.limits import check_spec
     from fvnum.priors.tree import numeric_prior
 
     check_spec(numeric_prior(prior))  # floats the kernels can square: every engine entry builds its channel here
-    if tau is not None:
-        return _gaussian_channel(prior, check_tau(tau))
-    N = _check_tokens(tokens)
-    s2 = _check_s2(s2)
+    if channel.kind == "gaussian":
+        if channel.tau_given is not None:  # resolved already: noiseless in effect
+            return channel
+        return replace(_gaussian_channel(prior, check_tau(channel.tau)), keys=channel.keys)
+    N = _check_tokens(channel.n_tokens)
+    s2 = _check_s2(channel.s2)
     tau2 = effective_tau2(_second_moment(prior), n_tokens=N, s2=s2)
-    return Channel("tokens", math.sqrt(tau2), N, s2, tau2)
+    return Channel("tokens", math.sqrt(tau2), N, s2, tau2, keys=channel.keys)
 
 
 def _chi(rng, df: int, n: int) -> np.ndarray:

@@ -20,6 +20,7 @@ from fvsym._validate import _short, integer_value
 from fvsym.errors import InputError
 
 from fvnum.mc import _chunks
+from fvnum.mc._scalars import plain_scalar, plain_scalars  # noqa: F401 (read by every entry point)
 from fvnum.mc.channels import Channel, decoder_of, make_channel, token_statistics
 from fvnum.estimate import Moments, pool
 from fvnum.priors.registry import capability, is_prior_object, numeric
@@ -66,29 +67,6 @@ def check_seed(seed) -> int:
 _UNCHECKED = object()  # an input the entry point does not take
 
 
-def plain_scalar(value, name: str):
-    """A torch scalar (a 0-d tensor, detached and moved to the CPU) as its Python number, so the checks
-    that follow read it like any number; a torch tensor of another shape is refused in one line. Anything
-    else is returned as it is (torch is never imported here)."""
-    if not (type(value).__module__ or "").startswith("torch") or not hasattr(value, "dim"):
-        return value
-    try:
-        dims = int(value.dim())
-    except Exception:  # noqa: BLE001 - a torch object that is no tensor: left to the checks
-        return value
-    if dims != 0:
-        raise InputError(f"{name} must be a number, got a torch tensor of shape {tuple(value.shape)}")
-    try:
-        return value.detach().cpu().item()
-    except Exception:  # noqa: BLE001 - e.g. a meta tensor: it holds no value
-        raise InputError(f"{name} must be a number, got a torch tensor without a value ({_short(value)})") from None
-
-
-def plain_scalars(**values) -> dict:
-    """:func:`plain_scalar` of every keyword (``name=value``), as a dict."""
-    return {name: plain_scalar(v, name) for name, v in values.items()}
-
-
 class Inputs(NamedTuple):
     """The checked inputs of an entry point of fvnum: ``spec`` (``TreeSpec`` or ``GaussSpec``), ``channel``,
     and the plain ints ``samples``, ``seed`` and ``budget`` (None where the entry point takes none)."""
@@ -100,18 +78,18 @@ class Inputs(NamedTuple):
     budget: int | None
 
 
-def check_inputs(prior, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None, *, samples=_UNCHECKED,
-                 seed=_UNCHECKED, budget=_UNCHECKED, max_budget=None, why: str = "", tree: str | None = None) -> Inputs:
+def check_inputs(prior, channel, *, samples=_UNCHECKED, seed=_UNCHECKED, budget=_UNCHECKED, max_budget=None,
+                 why: str = "", tree: str | None = None) -> Inputs:
     """The preamble every entry point of fvnum shares, in one order: the numeric prior
     (``fvnum.priors.tree.numeric_prior``; with ``tree``, anything but a tree prior is refused with that message),
-    the channel (``fvnum.mc.channels.make_channel`` of ``tau`` / ``tokens`` / ``n_tokens`` / ``channel``), then
-    ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why`` saying why), each where given."""
+    the channel (``fvnum.gaussian(tau)`` or ``fvnum.tokens(N)``, resolved against the prior:
+    ``fvnum.mc.channels.make_channel``), then ``samples``, ``seed`` and ``budget`` (at most ``max_budget``, ``why``
+    saying why), each where given."""
     spec = numeric(prior)  # a prior object itself, or the numeric view of a fvsym prior
     if tree is not None and capability(spec, "heap_depth") is None:
         raise InputError(tree)
-    tau, tokens, s2, n_tokens, samples, seed, budget = plain_scalars(
-        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, samples=samples, seed=seed, budget=budget).values()
-    channel = make_channel(spec, tau, tokens, s2, n_tokens=n_tokens, channel=channel)
+    samples, seed, budget = plain_scalars(samples=samples, seed=seed, budget=budget).values()
+    channel = make_channel(spec, channel)
     samples = None if samples is _UNCHECKED else check_samples(samples)
     seed = None if seed is _UNCHECKED else check_seed(seed)
     budget = None if budget is _UNCHECKED else check_budget(budget, max_budget, why)

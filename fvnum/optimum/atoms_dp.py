@@ -222,14 +222,19 @@ class FiniteNoisyBellman(SolvedOptimum):
                 "how": self.how}
 
 
-def noisy_bellman(prior, budget: int, tau: float, *, points=None, refine: bool = True) -> FiniteNoisyBellman:
+def noisy_bellman(prior, budget: int, channel, *, points=None, refine: bool = True) -> FiniteNoisyBellman:
     """The exact noisy Bellman optimum of a finite prior (``prior.atoms``, ``prior.log_weights``; coordinate class,
-    ``L = budget <= 3``, ``d = 1``) under the gaussian channel ``tau > 0``, with its error estimate (``refine``) and
-    its policy. Sized by :func:`work` (``MAX_WORK``) and priced under the time cap."""
+    ``L = budget <= 3``, ``d = 1``) under the gaussian channel ``fvnum.gaussian(tau)``, ``tau > 0``, with its error
+    estimate (``refine``) and its policy. Sized by :func:`work` (``MAX_WORK``) and priced under the time cap."""
     from fvsym._validate import check_int
 
     from fvnum.guards.resources import check_time
+    from fvnum.mc.channels import check_channel
 
+    if check_channel(channel).kind != "gaussian":
+        raise InputError(f"the exact noisy recursion on a finite prior is the gaussian channel's, not the "
+                         f"{channel.kind} channel's: give fvnum.gaussian(tau)")
+    tau = channel.tau
     budget = _check_budget(budget)
     atoms, log_w = np.asarray(prior.atoms, dtype=float), np.asarray(prior.log_weights, dtype=float)
     if not tau > 0:
@@ -280,10 +285,12 @@ def bounds(prior, budget: int, channel, noiseless, *, samples: int = 20_000, see
     from fvnum.estimate import Estimate
     from fvnum.policies.registry import loss_mc
     from fvnum.guards.resources import check_time, max_seconds
+    from fvnum.mc.channels import gaussian
 
     M, D = prior.atoms.shape
     if channel.kind != "gaussian":
-        raise InputError(f"bounds on the {prior.name} prior are the gaussian channel's (its exact decoder's); give tau")
+        raise InputError(f"bounds on the {prior.name} prior are the gaussian channel's (its exact decoder's); give "
+                         "fvnum.gaussian(tau)")
     if not 1 <= budget <= D:
         raise InputError(f"bounds need 1 <= budget <= D = {D}, got {budget}")
     tau, skipped = channel.tau, {}
@@ -311,10 +318,10 @@ def bounds(prior, budget: int, channel, noiseless, *, samples: int = 20_000, see
     if tau == 0 and lower_how.startswith("noiseless"):
         exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
     elif solve:
-        solved = noisy_bellman(prior, budget, tau)
+        solved = noisy_bellman(prior, budget, channel)
         exact_value, exact_how, exact_error = solved.value, solved.how, solved.error
-    kw = dict(tau=tau, samples=samples, seed=seed, threads=threads, progress=progress)
-    found = {name: loss_mc(prior, name, budget, **kw) for name in names}
+    kw = dict(samples=samples, seed=seed, threads=threads, progress=progress)
+    found = {name: loss_mc(prior, name, budget, gaussian(tau), **kw) for name in names}
     best = min(found, key=lambda k: found[k].value)
     upper = found[best]
     if exact_value is not None:  # solved: the bracket collapses

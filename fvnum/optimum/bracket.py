@@ -28,6 +28,7 @@ from fvsym.errors import InputError
 from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.priors.capabilities import capability
+from fvnum.mc.channels import check_channel, gaussian
 from fvnum.mc.simulate import check_inputs, check_samples, simulate
 from fvnum.priors.tree import TreeSpec
 
@@ -182,7 +183,7 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
         return noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
     if s is not None:
         return s.cost(spec, channel, budget, samples, threads=threads)  # bellman_noiseless: with its solve
-    return mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
+    return mc_cost(depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                    token_channel=channel.kind == "tokens", samples=samples, threads=threads)[1]  # bellman_noiseless: with its solve
 
 
@@ -255,7 +256,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
                 skipped[name] = why(seconds[name])
     from fvnum.guards.limits import mc_cost
 
-    chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
+    chunk = max(mc_cost(depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                         token_channel=channel.kind == "tokens", samples=samples, threads=threads)[0]
                 for name in ("path", "greedy_coordinate"))
     recorded = 8.0 * samples * (3 + 2 * budget) * max(1, len(sample))
@@ -320,10 +321,10 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
     return p
 
 
-def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
-           select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
+def bounds(prior, budget: int, channel, *, samples: int = 20_000, seed: int = 0, select_samples: int = 2000,
+           candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
-    under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N (a finite prior, ``fvnum.AtomsPrior``
+    under ``channel``, ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N)`` (a finite prior, ``fvnum.AtomsPrior``
     or ``fvnum.MixturePrior``, brackets its own: ``fvnum.optimum.atoms_dp.bounds``, gaussian channel). ``candidates``: the
     policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
@@ -337,7 +338,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     select_samples = check_int(select_samples, "select_samples", minimum=2, maximum=10**10)
     threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget)
+        prior, check_channel(channel), samples=samples, seed=seed, budget=budget)
     own = getattr(spec, "bounds", None)
     if callable(own):  # a prior that brackets its own (the atoms and mixture priors: fvnum.optimum.atoms_dp.bounds)
         return own(budget, channel, samples=samples, seed=seed, exact=exact, threads=threads, progress=progress)
@@ -355,7 +356,7 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     if channel.tau == 0:  # the noiseless optimum is exact and attained
         exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
     elif plan.solve:
-        solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads)
+        solved = noisy_dp.noisy_bellman(spec, budget, gaussian(channel.tau), threads=threads)
         exact_value, exact_error, exact_how = solved.value, solved.error, solved.how + (
             f" (gaussian channel at the tokens channel's effective tau {channel.tau:.4g})"
             if channel.kind == "tokens" else "")
@@ -395,9 +396,10 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
                   exact_error, found[best])
 
 
-def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, samples: int = 20_000, seed: int = 0,
-                  candidates=None, select_samples: int = 2000, threads=None) -> SearchResult:
-    """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under the given noise.
+def best_adaptive(prior, budget: int, channel, *, samples: int = 20_000, seed: int = 0, candidates=None,
+                  select_samples: int = 2000, threads=None) -> SearchResult:
+    """The best adaptive policy the engine finds (``L = B``, ``d = 1``) under ``channel`` (``fvnum.gaussian(tau)``
+    or ``fvnum.tokens(N)``).
     Candidates (tree prior; by default the strategies of role ``best_adaptive``): ``path`` (when ``B <= K``), ``bellman_noiseless`` (the noiseless Bellman
     policy of ``fvsym`` run under noise), ``greedy_coordinate`` and ``greedy_dense`` (add ``rollout``
     with ``candidates``). They are compared on ``min(samples, select_samples)`` common random numbers
@@ -406,8 +408,8 @@ def best_adaptive(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     Cost is dominated by ``greedy_dense`` (milliseconds a sample at depth 6); leave it out with
     ``candidates`` when that is too slow. Returns a ``SearchResult``: ``name`` (the winner), ``estimate``
     (its ``EVAL`` loss), ``policy``, and ``candidates`` (every candidate's ``SELECT`` Estimate)."""
-    spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
-                                                        seed=seed, budget=budget)
+    spec, channel, samples, seed, budget = check_inputs(prior, check_channel(channel), samples=samples, seed=seed,
+                                                        budget=budget)
     if capability(spec, "linear_posterior"):
         pol = STRATEGIES["optimal"].policy(prior, budget, channel)
         est = simulate(spec, channel, pol, budget, samples=samples, seed=seed, threads=threads)

@@ -393,10 +393,10 @@ class NoisyBellman(SolvedOptimum):
                 "how": self.how}
 
 
-def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None, points=None,
-                  threads=None, refine: bool = True) -> NoisyBellman:
+def noisy_bellman(prior, budget: int, channel, *, points=None, threads=None, refine: bool = True) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
-    gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``). A finite
+    gaussian channel ``fvnum.gaussian(tau)`` (or, for ``fvnum.tokens(N, s2)``, the gaussian channel at its
+    effective ``tau_of_tokens(prior, N, s2)``). A finite
     prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) solves its own (``fvnum.optimum.atoms_dp``, gaussian channel).
     ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``).
     ``refine`` (default): solve a second quadrature too and return the value with its ``error`` estimate
@@ -406,13 +406,15 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
     from fvnum.mc._chunks import default_threads
     from fvnum.mc.simulate import plain_scalar
 
-    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
+    from fvnum.mc.channels import check_channel
+
+    spec, channel, *_ = check_inputs(prior, check_channel(channel))
     own = getattr(spec, "noisy_bellman", None)
     if callable(own):  # a prior that solves its own (the atoms and mixture priors: fvnum.optimum.atoms_dp)
         if channel.kind != "gaussian":
             raise InputError(f"the exact noisy recursion on the {spec.name} prior is the gaussian channel's (its "
-                             "decoder's); give tau")
-        return own(plain_scalar(budget, "budget"), channel.tau, points=points, refine=refine)
+                             "decoder's); give fvnum.gaussian(tau)")
+        return own(plain_scalar(budget, "budget"), channel, points=points, refine=refine)
     if capability(spec, "heap_depth") is None:
         raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
                          "optimum is water-filling)")

@@ -25,7 +25,9 @@ from fvnum.mc import _chunks
 from fvnum.estimate import Estimate
 from fvnum.keys.families import check_family
 from fvnum.patching.keys import PatchingTable, donor_leaves
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
+from fvnum.options import KeyedSearch
 from fvsym.errors import InputError
 
 
@@ -93,7 +95,7 @@ class _Policy:
 
     def __init__(self, prior, family, first, n, n_tokens, s2, seed, steps):
         self.prior, self.family, self.first, self.n = prior, family, first, n
-        self.kw = dict(n_tokens=n_tokens, s2=s2, samples=n, seed=seed, first=first, steps=steps)
+        self.kw = dict(n_tokens=n_tokens, s2=s2, samples=n, seed=seed, search=KeyedSearch(first=first, steps=steps))
 
     def rows(self, readings: np.ndarray) -> np.ndarray:
         """(n, k + 1, D): the rows of layers ``1..k + 1`` after ``readings`` (n, k) of layers ``1..k``."""
@@ -133,8 +135,7 @@ def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_toke
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
     family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(
-        prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, budget=budget,
+    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=budget,
         tree="key patching of the keyed policy needs the tree prior (divergence depth of two leaves)")
     if samples < 2:
         raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")

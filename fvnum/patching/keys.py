@@ -184,16 +184,19 @@ def draw_pair(spec: TreeSpec, channel, n: int, budget: int, j: int, rng, fixed=N
     return target, donor
 
 
-def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
-                   strategy: str = "path", policy=None,
-                   layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
-                   depths=None, threads=None, progress=False) -> PatchingTable:
+def patching_table(prior, strategy: str, budget: int, channel, *, samples: int = 20_000, seed: int = 0,
+                   options=None, patch=None, threads=None, progress=False) -> PatchingTable:
     """The (patch layer ``l``, divergence depth ``j``) loss table of a strategy (tree prior only), with
     ``samples`` samples per divergence depth shared by every patch layer (common random numbers).
-    ``strategy``: ``path`` (default), ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
-    (``policy`` callable) or any non-adaptive one (patching then changes nothing)."""
-    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    ``strategy``: ``path``, ``optimal``, ``bellman_noiseless``, ``greedy_coordinate``, ``greedy_dense``, ``policy``
+    (``options.policy`` a callable) or any non-adaptive one (patching then changes nothing); ``options`` a
+    ``fvnum.StrategyOptions``. ``patch`` (``fvnum.PatchSpec``): ``depths`` the divergence depths (default 1..K),
+    ``informed`` decodes with the rows read."""
+    from fvnum.options import PatchSpec, check_options
+
+    patch = check_options(patch, PatchSpec, "patch")
+    depths, informed = patch.depths, patch.informed
+    spec, channel, pol, samples, seed = _setup(prior, strategy, budget, channel, options, samples, seed, threads)
     depths = tuple(range(1, spec.depth + 1)) if depths is None else tuple(int(j) for j in depths)
     for j in depths:
         if not 1 <= j <= spec.depth:
@@ -213,14 +216,18 @@ def patching_table(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_toke
     )
 
 
-def patched_loss(prior, budget: int, target, donor, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
-                 channel=None, strategy: str = "path",
-                 policy=None, layers=None, width=None, samples: int = 20_000, seed: int = 0, informed: bool = False,
-                 threads=None) -> tuple:
-    """Patching for one given pair of leaves (index or sign vector each): the losses over the channel
-    noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate."""
-    spec, channel, pol, samples, seed = _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width,
-                                               samples, seed, threads, n_tokens=n_tokens, channel=channel)
+def patched_loss(prior, strategy: str, budget: int, channel, pair, *, samples: int = 20_000, seed: int = 0,
+                 options=None, patch=None, threads=None) -> tuple:
+    """Patching for one given pair of leaves ``pair = (target, donor)`` (index or sign vector each): the losses
+    over the channel noise, ``(unpatched, [patched at layer 1, .., L])``, each an Estimate. ``options`` and
+    ``patch`` (its ``informed``) as in :func:`patching_table`."""
+    from fvnum.options import PatchSpec, check_options
+
+    informed = check_options(patch, PatchSpec, "patch").informed
+    if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+        raise InputError(f"pair must be (target, donor), two leaves, got {_short(pair)}")
+    target, donor = pair
+    spec, channel, pol, samples, seed = _setup(prior, strategy, budget, channel, options, samples, seed, threads)
     pair = tuple(_leaf_index(spec, x, name) for x, name in ((target, "target"), (donor, "donor")))
     if pair[0] == pair[1]:
         raise InputError(f"target and donor are the same leaf {pair[0]}; they must differ")
@@ -242,15 +249,19 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
     return int(leaf)
 
 
-def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
-           n_tokens=None, channel=None):
+def _setup(prior, strategy, budget, channel, options, samples, seed, threads):
     from fvnum.guards.limits import check_threads
+    from fvnum.mc.channels import check_channel
+    from fvnum.options import check_options
 
     check_threads(threads)
     spec, channel, samples, seed, budget = check_inputs(
-        prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
+        prior, check_channel(channel), samples=samples, seed=seed, budget=budget,
         tree="key patching needs a tree prior (divergence depth of two leaves)")
-    chosen = strategy_object(strategy).using(fn=policy, layers=layers, width=width)
+    options = check_options(options)
+    chosen = strategy_object(strategy).using(design=options.design, fn=options.policy, layers=options.layers,
+                                             width=options.width, measurement=options.measurement,
+                                             search_samples=options.search_samples)
     pol = chosen.policy(prior, budget, channel, seed=seed, threads=threads)
     return spec, channel, pol, samples, seed
 

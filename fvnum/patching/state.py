@@ -110,7 +110,7 @@ def _check_price(what: str, spec, channel, pol, budget: int, samples: int, repla
     from fvsym.guards.limits import check_time
 
     depth = capability(spec, "heap_depth")
-    _, seconds = mc_cost(tree=True, depth=depth, dim=spec.dim, budget=budget, strategy=pol.name if isinstance(
+    _, seconds = mc_cost(depth=depth, dim=spec.dim, budget=budget, strategy=pol.name if isinstance(
         pol.name, str) and pol.name in _strategy_names() else "greedy_dense", token_channel=channel.kind == "tokens",
         samples=samples, threads=default_threads() if threads is None else int(threads), solve=False)
     floor = REPLAY_S * budget * (1 + spec.dim / 16)  # the layer-by-layer engine itself, per sample and replay
@@ -176,23 +176,22 @@ def _transplant_column(spec, channel, pol, budget, j, layers, samples, seed, thr
     return [pool(p[i] for p in parts) for i in range(1 + 2 * len(layers))]
 
 
-def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01,
-                         tokens=None, channel=None, samples: int | None = None, seed: int = 0, layers=None,
-                         depths=None, width=None, policy=None, threads=None, progress=False) -> PatchingTable:
+def state_patching_table(prior, strategy: str, budget: int, channel, *, samples: int | None = None, seed: int = 0,
+                         options=None, patch=None, threads=None, progress=False) -> PatchingTable:
     """The (transplant layer ``l``, divergence depth ``j``) table of a strategy on the tree prior (module
     docstring): ``loss[l-1, j-1]`` with the target's ``Phi_l`` replaced by the donor's, ``effect`` the paired
     ``loss - unpatched``. ``strategy``: any registered strategy (``path``, ``optimal``, ``bellman_noiseless``,
-    ``greedy_coordinate``, ``greedy_dense``, ...; ``policy`` a callable with ``strategy="policy"``) or a keyed
-    prediction policy ``adaptive_keyed_linear`` | ``adaptive_keyed_weighted`` | ``adaptive_keyed_softmax`` (the
-    tokens channel: ``n_tokens``). ``samples`` per divergence depth (default 20,000; 500 for a keyed policy),
-    shared by every transplant layer; ``layers`` the transplant layers (default all), ``depths`` the divergence
-    depths (default 1..K)."""
+    ``greedy_coordinate``, ``greedy_dense``, ...; a callable in ``options.policy`` with ``strategy="policy"``) or a
+    keyed prediction policy ``adaptive_keyed_linear`` | ``adaptive_keyed_weighted`` | ``adaptive_keyed_softmax``
+    (the tokens channel). ``samples`` per divergence depth (default 20,000; 500 for a keyed policy), shared by every
+    transplant layer; ``patch`` (``fvnum.PatchSpec``): ``layers`` the transplant layers (default all), ``depths``
+    the divergence depths (default 1..K)."""
+    layers, depths = _patched(patch)
     if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
-        return _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers,
-                      depths).transplant()
+        return _keyed(prior, strategy, budget, channel, samples, seed, layers, depths).transplant()
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
-                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, strategy, _check_budget(budget), channel, options, samples,
+                                               seed, threads)
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
     _check_price("state_patching_table", spec, channel, pol, budget, samples, len(depths) * (2 + len(layers)), threads)
@@ -208,6 +207,14 @@ def state_patching_table(prior, strategy: str = "path", budget: int = 3, *, tau=
                          np.array([e.value for e in base]), np.array([e.stderr for e in base]), samples, pol.name,
                          layers, depths, effect=value(1), effect_stderr=error(1), decoder=decoder,
                          intervention="transplant", seed=seed)
+
+
+def _patched(patch) -> tuple:
+    """``(layers, depths)`` of a ``fvnum.PatchSpec`` (None: every layer, every depth)."""
+    from fvnum.options import PatchSpec, check_options
+
+    patch = check_options(patch, PatchSpec, "patch")
+    return patch.layers, patch.depths
 
 
 def _origin(spec, channel_words: str, name: str, budget: int) -> tuple:
@@ -249,18 +256,18 @@ def _means_of(leaves, phi, K, layers, n_mean, source, width, origin: tuple = ())
                          origin)
 
 
-def mean_state(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01, tokens=None,
-               channel=None, samples: int | None = None, seed: int = 0, layers=None, width=None, policy=None,
-               threads=None) -> MeanState:
+def mean_state(prior, strategy: str, budget: int, channel, *, samples: int | None = None, seed: int = 0,
+               options=None, layers=None, threads=None) -> MeanState:
     """``Phi_bar_l(s_1..s_l)`` of a strategy (or a keyed prediction policy) for each layer of ``layers`` (default
     all): the mean workspace over ``samples`` contexts (default 20,000; 500 keyed) grouped by their leaves'
-    prefix, drawn from their own stream (``seed``), independent of the targets of the other tables."""
+    prefix, drawn from their own stream (``seed``), independent of the targets of the other tables. ``options``:
+    a ``fvnum.StrategyOptions``."""
     if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
-        k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, None)
+        k = _keyed(prior, strategy, budget, channel, samples, seed, layers, None)
         return k.mean_state(k.samples)
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
-                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, strategy, _check_budget(budget), channel, options, samples,
+                                               seed, threads)
     layers = _check_layers(layers, pol.layers)
     _check_price("mean_state", spec, channel, pol, budget, samples, 1, threads)
     return _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads)
@@ -302,21 +309,21 @@ def _check_means(means: MeanState, layer: int, wanted: np.ndarray):
                          f"{layer} ({missing.size} such prefixes); draw more contexts (mean_samples)")
 
 
-def injection_table(prior, strategy: str = "path", budget: int = 3, *, tau=None, n_tokens=None, s2=0.01,
-                    tokens=None, channel=None, samples: int | None = None, mean_samples: int | None = None,
-                    seed: int = 0, layers=None, depths=None, width=None, policy=None, threads=None,
-                    means: MeanState | None = None) -> InjectionTable:
+def injection_table(prior, strategy: str, budget: int, channel, *, samples: int | None = None, seed: int = 0,
+                    options=None, patch=None, means: MeanState | None = None, threads=None) -> InjectionTable:
     """Mean-vector injection (module docstring) for a strategy or a keyed prediction policy: for each layer ``l``
-    of ``layers`` and divergence depth ``j <= min(l, K)`` of ``depths``, ``samples`` targets (default 20,000; 500
-    keyed), shared by every cell, get ``Phi_bar_l`` of their donor's prefix (means of ``mean_samples`` contexts,
-    default ``samples``, or ``means`` from :func:`mean_state`). A noisy channel only: a mean of noiseless readings
-    is not a reading the noiseless decoder can hold."""
+    of ``patch.layers`` and divergence depth ``j <= min(l, K)`` of ``patch.depths`` (``fvnum.PatchSpec``),
+    ``samples`` targets (default 20,000; 500 keyed), shared by every cell, get ``Phi_bar_l`` of their donor's
+    prefix (means of ``patch.mean_samples`` contexts, default ``samples``, or ``means`` from :func:`mean_state`). A
+    noisy channel only: a mean of noiseless readings is not a reading the noiseless decoder can hold."""
+    layers, depths = _patched(patch)
+    mean_samples = patch.mean_samples if patch is not None else None
     if isinstance(strategy, str) and strategy.startswith(KEYED_PREFIX):
-        k = _keyed(prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, depths)
+        k = _keyed(prior, strategy, budget, channel, samples, seed, layers, depths)
         return k.injection(mean_samples, means)
     samples = STRATEGY_SAMPLES if samples is None else samples
-    spec, channel, pol, samples, seed = _setup(prior, _check_budget(budget), tau, tokens, s2, strategy, policy, None,
-                                               width, samples, seed, threads, n_tokens=n_tokens, channel=channel)
+    spec, channel, pol, samples, seed = _setup(prior, strategy, _check_budget(budget), channel, options, samples,
+                                               seed, threads)
     if channel.kind == "gaussian" and channel.tau == 0:
         raise InputError("injection needs a noisy channel (tau > 0 or n_tokens): the mean of noiseless readings is "
                          "not a reading the noiseless decoder can hold")
@@ -413,17 +420,19 @@ class _keyed:
     """Transplant, mean state and injection of the keyed policy ``adaptive_keyed_<family>`` on drawn tokens
     (the contexts and donors of :func:`fvnum.patching.keyed.keyed_patching_table`)."""
 
-    def __init__(self, prior, strategy, budget, tau, n_tokens, s2, tokens, channel, samples, seed, layers, depths,
-                 first=None, steps: int = 25):
+    def __init__(self, prior, strategy, budget, channel, samples, seed, layers, depths, first=None, steps: int = 25):
         from fvnum.keys.families import check_family
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
         from fvnum.patching.keyed import _Policy
 
         family = check_family(strategy[len(KEYED_PREFIX):])
-        if tau is not None:
-            raise InputError(f"{strategy} reads drawn tokens: give n_tokens (the tokens channel), not tau")
+        from fvnum.mc.channels import check_channel
+
+        if check_channel(channel).kind != "tokens":
+            raise InputError(f"{strategy} reads drawn tokens: give the tokens channel, fvnum.tokens(N), not "
+                             f"the {channel.kind} channel")
         spec, channel, samples, seed, budget = check_inputs(
-            prior, None, tokens, s2, n_tokens, channel, samples=KEYED_SAMPLES if samples is None else samples,
+            prior, channel, samples=KEYED_SAMPLES if samples is None else samples,
             seed=seed, budget=budget, tree=f"{strategy} on state patching needs the tree prior (prefixes of leaves)")
         if samples < 2:
             raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")

@@ -131,6 +131,7 @@ class OptimalNonadaptive(Builtin):
         return self.runs_as is None
 
     def build_on(self, spec, budget, channel, *, seed, threads):
+        from fvnum.mc.channels import gaussian
         from fvnum.mc.simulate import check_budget
         from fvnum.policies.policies import FixedDesign
         from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
@@ -142,7 +143,7 @@ class OptimalNonadaptive(Builtin):
         measurement = self.measurement or "unit"
         check_budget(budget, *((None, "") if measurement == "unit" else _coordinate_max(spec)))
         search = optimal_nonadaptive_unit if measurement == "unit" else optimal_nonadaptive_coordinate
-        found = search(spec, budget, channel.tau, samples=self.search_samples, seed=seed, threads=threads)
+        found = search(spec, budget, gaussian(channel.tau), samples=self.search_samples, seed=seed, threads=threads)
         return FixedDesign(found.design, name)
 
 
@@ -189,6 +190,7 @@ def optimal_policy(spec, channel, budget: int, layers=None, width=None, threads=
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.noisy_bellman`` solves it, else a ValueError."""
     from fvnum.guards.limits import check_resolution
+    from fvnum.mc.channels import gaussian
     from fvnum.mc.simulate import check_budget
     from fvnum.optimum import noisy_dp
 
@@ -204,7 +206,7 @@ def optimal_policy(spec, channel, budget: int, layers=None, width=None, threads=
             f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
             f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
             f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
+    solved = noisy_dp.noisy_bellman(spec, budget, gaussian(channel.tau), threads=threads, refine=False)  # policy only
     return solved.policy
 
 

@@ -105,52 +105,54 @@ def resolve_strategy(strategy: str, measurement: str | None) -> tuple[str, str]:
 
 
 
-def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01, n_tokens=None, channel=None,
-            design=None, policy=None,
-            layers=None, width=None, samples: int = 100_000, seed: int = 0, record: bool = False,
-            measurement: str | None = None, search_samples: int = 4000, threads=None, progress=None):
+def loss_mc(prior, strategy: str, budget: int, channel, *, samples: int = 100_000, seed: int = 0, options=None,
+            record: bool = False, threads=None, progress=None):
     """Monte Carlo loss ``E||theta_hat - theta||^2`` of a strategy with the exact Bayes decoder.
 
     ``prior``: a fvsym ``TreePrior`` with numeric alpha/scales, a ``GaussianPrior``, or a prior object
     (``fvnum.priors.registry``: ``fvnum.priors.atoms.AtomsPrior``, ``fvnum.priors.mixture.MixturePrior``, or one registered by the user),
     which builds its own strategies and decodes with its own exact decoder.
-    ``strategy``: a name of ``STRATEGIES`` or its object (with its options, :meth:`Strategy.using`; the keyword
-    arguments win); the object builds the policy (``strategy.policy``). ``path`` (L = B, d = 1), ``top_levels``, ``fixed`` (``design`` =
-    node list or (B, D) unit rows), ``optimal`` (the optimum under the channel where it is known
+    ``strategy``: a name of ``STRATEGIES`` or its object (with its options, :meth:`Strategy.using`; those of
+    ``options`` win); the object builds the policy (``strategy.policy``). ``path`` (L = B, d = 1), ``top_levels``,
+    ``fixed`` (its design, node list or (B, D) unit rows, in ``options``), ``optimal`` (the optimum under the channel where it is known
     exactly: see the module docstring; refused elsewhere), ``bellman_noiseless`` (the noiseless Bellman
-    policy of ``fvsym`` for ``layers`` x ``width``, run under noise), ``optimal_nonadaptive_unit`` and
+    policy of ``fvsym`` for the layout of ``options``, run under noise), ``optimal_nonadaptive_unit`` and
     ``optimal_nonadaptive_coordinate`` (tree: the design found by :func:`fvnum.optimal_nonadaptive_unit` or
-    ``_coordinate``, searched on ``search_samples`` independent samples; Gaussian: water-filling; the old
-    spelling ``optimal_nonadaptive`` takes the class from ``measurement``, default ``unit``), ``policy`` (``policy`` = a callable, see ``fvnum.policies.policies``), and the adaptive
-    policies ``greedy_coordinate``, ``greedy_dense`` and ``rollout`` (tree prior).
-    Channel: exactly one of ``tau`` (gaussian), ``n_tokens`` = N (tokens channel with label noise ``s2``;
-    ``tokens=N`` is the same, the CLI's name) or ``channel`` (a ``fvnum.Channel``), as everywhere in fvnum
-    (``fvnum.mc.channels.make_channel``); which decoder each channel uses: docs/decoders.md.
+    ``_coordinate``, searched on ``options.search_samples`` independent samples; Gaussian: water-filling; the bare
+    ``optimal_nonadaptive`` takes the class from ``options.measurement``), ``policy`` (``options.policy`` a
+    callable, see ``fvnum.policies.policies``), and the adaptive policies ``greedy_coordinate``,
+    ``greedy_dense`` and ``rollout`` (tree prior).
+    ``channel``: ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N, s2=...)``, as everywhere in fvnum; which decoder
+    each channel uses: docs/decoders.md. ``options``: a ``fvnum.StrategyOptions`` (design, policy, layers, width,
+    measurement, search samples).
     Returns an ``Estimate``; with ``record`` its ``function_vectors`` (``FunctionVectors``) hold the
     readings of every sample.
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from fvnum.guards.limits import check_loss_mc_args, check_price
+    from fvnum.mc.channels import check_channel
+    from fvnum.options import check_options
     from fvnum.priors.registry import is_prior_object, numeric
     from fvnum.mc.simulate import check_inputs, check_samples, plain_scalars, simulate
 
-    # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
-    tau, tokens, s2, n_tokens, budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
-        tau=tau, tokens=tokens, s2=s2, n_tokens=n_tokens, budget=budget, samples=samples, seed=seed, layers=layers,
-        width=width, search_samples=search_samples, threads=threads).values()
-    if isinstance(strategy, Strategy):  # a registered object runs under its name, with its options (the arguments win)
+    options = check_options(options)
+    channel = check_channel(channel)
+    design, policy, layers, width = options.design, options.policy, options.layers, options.width
+    if isinstance(strategy, Strategy):  # a registered object runs under its name, with its options (options win)
         given, strategy = strategy, strategy_name(strategy)
         design, policy = (given.design if design is None else design), (given.fn if policy is None else policy)
         layers, width = (given.layers if layers is None else layers), (given.width if width is None else width)
-    strategy, measurement = resolve_strategy(strategy, measurement)
+    # torch scalars (0-d tensors) read as the numbers they hold; other tensors refused in one line
+    budget, samples, seed, layers, width, search_samples, threads = plain_scalars(
+        budget=budget, samples=samples, seed=seed, layers=layers, width=width,
+        search_samples=options.search_samples, threads=threads).values()
+    strategy, measurement = resolve_strategy(strategy, options.measurement)
     spec = numeric(prior)  # a prior object (fvnum.priors.registry), or the numeric view of a fvsym prior
-    named = tokens is not None or n_tokens is not None or (channel is not None and getattr(channel, "kind", "") == "tokens")
-    check_loss_mc_args(spec, strategy, budget, design=design, token_channel=named, samples=samples,
-                       threads=threads, search_samples=search_samples, measurement=measurement)
+    check_loss_mc_args(spec, strategy, budget, design=design, token_channel=channel.kind == "tokens",
+                       samples=samples, threads=threads, search_samples=search_samples, measurement=measurement)
     # budget: a plain int from here on (numpy, sympy or Fraction integers given)
-    spec, channel, samples, seed, budget = check_inputs(spec, tau, tokens, s2, n_tokens, channel, samples=samples,
-                                                        seed=seed, budget=budget)
+    spec, channel, samples, seed, budget = check_inputs(spec, channel, samples=samples, seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work

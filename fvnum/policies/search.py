@@ -25,6 +25,7 @@ from fvnum.guards.limits import count_classes  # noqa: F401 (the count lives bes
 from fvnum.priors.gaussian import design_loss as gaussian_design_loss
 from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
 from fvnum.priors.capabilities import capability
+from fvnum.mc.channels import check_channel
 from fvnum.mc.simulate import check_inputs, decode_losses, draw, read, simulate
 from fvnum.policies.policies import FixedDesign, Rows
 from fvnum.priors.tree import TreeSpec, numeric_prior
@@ -70,18 +71,17 @@ def _start_designs(spec, budget, restarts, rng):
     return [s / np.linalg.norm(s, axis=1, keepdims=True) for s in starts[: max(1, restarts)]]
 
 
-def optimal_nonadaptive_unit(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None, channel=None,
-                             samples: int = 4000,
-                             seed: int = 0, restarts: int = 4, maxiter: int = 200, threads=None) -> SearchResult:
+def optimal_nonadaptive_unit(prior, budget: int, channel, *, samples: int = 4000, seed: int = 0, restarts: int = 4,
+                             maxiter: int = 200, threads=None) -> SearchResult:
     """Best non-adaptive unit-class design (``L = 1``, ``d = B``) found by optimising the Monte Carlo loss
     with common random numbers. Returns a ``SearchResult``: ``design`` ``W`` (B, D) with unit rows and
-    ``estimate`` its loss on ``samples`` fresh samples (under the channel given: ``tau``, or ``tokens``
-    decoded at ``tau(N)``). Gaussian prior: the water-filling design (exactly optimal). Tree prior at
+    ``estimate`` its loss on ``samples`` fresh samples (under ``channel``: ``fvnum.gaussian(tau)``, or
+    ``fvnum.tokens(N)`` decoded at ``tau(N)``). Gaussian prior: the water-filling design (exactly optimal). Tree prior at
     ``tau = 0``: any generic row separates the ``2^K`` leaves, so a random design is optimal (loss 0)."""
     from scipy.optimize import minimize
 
-    spec, channel, samples, seed, budget = check_inputs(prior, tau, tokens, s2, n_tokens, channel, samples=samples,
-                                                        seed=seed, budget=budget)
+    spec, channel, samples, seed, budget = check_inputs(prior, check_channel(channel), samples=samples, seed=seed,
+                                                        budget=budget)
     if capability(spec, "linear_posterior"):
         W = gaussian_optimal_design(spec, budget, channel.tau)
         how = "water-filling (the unit class's exact optimum, adaptive or not: Theorem G1)"
@@ -166,9 +166,8 @@ def coordinate_classes(depth: int, budget: int) -> list:
     return [tuple(sorted(_expand(s, 1))) for s in _shapes(depth, budget)]
 
 
-def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
-                                   channel=None, samples: int = 4000,
-                                   seed: int = 0, allow_repeat: bool = False, max_exhaustive: int = 3000,
+def optimal_nonadaptive_coordinate(prior, budget: int, channel, *, samples: int = 4000, seed: int = 0,
+                                   allow_repeat: bool = False, max_exhaustive: int = 3000,
                                    screen_samples: int = 1000, keep: int = 8, threads=None) -> SearchResult:
     """Best non-adaptive coordinate design of ``budget`` distinct nodes under noise. Returns a
     ``SearchResult`` (``design``: the node numbers (B,), sorted). Exhaustive over symmetry classes when
@@ -178,7 +177,7 @@ def optimal_nonadaptive_coordinate(prior, budget: int, tau=None, *, tokens=None,
     once. Gaussian prior: the same searches on the exact loss of each design."""
     spec = numeric_prior(prior)
     spec, channel, samples, seed, budget = check_inputs(
-        spec, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget,
+        spec, check_channel(channel), samples=samples, seed=seed, budget=budget,
         max_budget=None if allow_repeat else spec.dim, why=f"at most D = {spec.dim} distinct nodes")
     if budget == 0:
         nodes, how = (), "nothing to read (budget 0)"

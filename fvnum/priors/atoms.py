@@ -176,17 +176,17 @@ class FinitePrior(Prior):
                                  f"recursion's work fits (M = {self.n_atoms}, D = {self.dim}, budget {budget} does "
                                  "not); greedy_coordinate is an upper bound, and the noiseless optimum (tau = 0) a "
                                  "lower one (fvnum.bounds brackets it)")
-            return self.noisy_bellman(budget, channel.tau, refine=False).policy
+            return self.noisy_bellman(budget, channel, refine=False).policy
         raise InputError(f"strategy {strategy!r} does not apply to the {self.name} prior; choose fixed, top_levels, "
                          "greedy_coordinate, greedy_dense, policy, or optimal (at tau = 0; under noise for width 1 "
                          "and budget <= 3 where its recursion fits)")
 
-    def noisy_bellman(self, budget: int, tau: float, *, points=None, refine: bool = True):
+    def noisy_bellman(self, budget: int, channel, *, points=None, refine: bool = True):
         """The exact noisy optimum on these atoms (``fvnum.optimum.atoms_dp.noisy_bellman``: coordinate class, width 1,
         budget <= 3 where its work fits); ``fvnum.noisy_bellman`` asks this method of a finite prior."""
         from fvnum.optimum import atoms_dp
 
-        return atoms_dp.noisy_bellman(self, budget, tau, points=points, refine=refine)
+        return atoms_dp.noisy_bellman(self, budget, channel, points=points, refine=refine)
 
     def bounds(self, budget: int, channel, *, samples: int = 20_000, seed: int = 0, exact=None, threads=None,
                progress=None):
@@ -324,23 +324,29 @@ class FinitePrior(Prior):
                              "and searches are the tree's and the Gaussian's; give keyed=None (fv compare: --keyed none)")
         B = check_int(budget, "budget", minimum=1, maximum=self.dim)
         tau = channel.tau
-        gauss = {"tau": tau, "threads": threads, "progress": False}
+        from fvnum.mc.channels import gaussian
+        from fvnum.options import StrategyOptions
+
+        gauss = {"threads": threads, "progress": False}
+        ch = gaussian(tau)
         here = f"dMMSE decoder, gaussian channel at the models' tau = {tau:.4g}"
-        rows = [TheoryRow.mc("top_levels", loss_mc(self, "top_levels", B, samples=samples, seed=seed, **gauss),
+        rows = [TheoryRow.mc("top_levels", loss_mc(self, "top_levels", B, ch, samples=samples, seed=seed, **gauss),
                              f"non-adaptive, coordinates 1..B, {here}", "gaussian")]
         found = []
         for strategy in ("greedy_coordinate", "greedy_dense")[: 2 if dense else 1]:
-            found.append((loss_mc(self, strategy, B, samples=search_samples, seed=seed, **gauss), strategy))
+            found.append((loss_mc(self, strategy, B, ch, samples=search_samples, seed=seed, **gauss), strategy))
         est, name = min(found, key=lambda f: f[0].value)
         rows.append(TheoryRow.mc("best_adaptive", est, f"best adaptive policy found on atoms: {name} (of "
                                  f"{', '.join(n for _, n in found)}), {here}", "gaussian", policy=name))
         designs = {"top eigen-directions of E[theta theta^T]": self.top_directions(B),
                    "top eigen-directions of the covariance": _top_eigen(self.covariance, B),
                    "coordinates 1..B": np.arange(1, B + 1, dtype=np.int64)}
-        scored = [(loss_mc(self, "fixed", B, design=d, samples=search_samples, seed=seed + 1, **gauss).value, what)
+        scored = [(loss_mc(self, "fixed", B, ch, options=StrategyOptions(design=d), samples=search_samples,
+                           seed=seed + 1, **gauss).value, what)
                   for what, d in designs.items()]
         what = min(scored)[1]
-        est = loss_mc(self, "fixed", B, design=designs[what], samples=samples, seed=seed, **gauss)
+        est = loss_mc(self, "fixed", B, ch, options=StrategyOptions(design=designs[what]), samples=samples,
+                      seed=seed, **gauss)
         rows.append(TheoryRow.mc("best_nonadaptive_unit", est, f"best non-adaptive design found: {what} (of "
                                  f"{len(designs)} fixed designs), {here}", "gaussian"))
         linear = self.linear_loss(self.top_directions(B), channel)
@@ -362,9 +368,9 @@ class FinitePrior(Prior):
     def comparison_seconds(self, budget: int, channel, *, samples: int = 20_000, search_samples: int = 2_000,
                            dense: bool = True, threads=None) -> float:
         """The price of :meth:`comparison_table` (its Monte Carlo runs, by :meth:`mc_seconds`)."""
-        from fvnum.mc.channels import make_channel
+        from fvnum.mc.channels import gaussian, make_channel
 
-        gauss = make_channel(self, tau=channel.tau)
+        gauss = make_channel(self, gaussian(channel.tau))
         mc = lambda strategy, n: self.mc_seconds(strategy, budget, gauss, n, threads)  # noqa: E731
         adaptive = mc("greedy_coordinate", search_samples) + (mc("greedy_dense", search_samples) if dense else 0.0)
         return adaptive + 2 * mc("top_levels", samples) + 3 * mc("top_levels", search_samples)

@@ -37,6 +37,7 @@ from fvsym.gd import STEPS, check_steps
 
 from fvnum.estimate import Estimate
 from fvnum.mc import _chunks
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
 from fvnum.priors.capabilities import capability
 
@@ -227,7 +228,7 @@ def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shar
     error is then the same polynomial in ``P S`` applied to ``P b``, so the steps are chosen the same way."""
     if n_tokens is None:
         raise InputError("gd_steps needs n_tokens (N): gradient descent reads the context's tokens")
-    spec, channel, samples, seed, _ = check_inputs(prior, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed)
+    spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed)
     layers = check_int(layers, "layers (L)", 1, MAX_LAYERS)
     N, s2, D = channel.n_tokens, channel.s2, spec.dim
     P = preconditioner_of(spec, preconditioner)

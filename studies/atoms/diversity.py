@@ -8,6 +8,7 @@ point, atomically) and studies/atoms/diversity.png. The atoms of every ``M`` are
 samples and standard error. About 10 minutes on one busy core (``--quick``: under a minute, fewer samples).
 """
 from __future__ import annotations
+import fvnum
 
 import itertools
 import json
@@ -68,8 +69,8 @@ def main() -> dict:
             continue
         t0 = time.time()
         prior = AtomsPrior.draw(M, D, seed=SEED)
-        fixed = loss_mc(prior, "fixed", B, design=FIXED, tau=TAU, samples=SAMPLES["fixed"], seed=SEED)
-        greedy = loss_mc(prior, "greedy_coordinate", B, tau=TAU, samples=SAMPLES["greedy_coordinate"], seed=SEED)
+        fixed = loss_mc(prior, "fixed", B, fvnum.gaussian(TAU), options=fvnum.StrategyOptions(design=FIXED), samples=SAMPLES["fixed"], seed=SEED)
+        greedy = loss_mc(prior, "greedy_coordinate", B, fvnum.gaussian(TAU), samples=SAMPLES["greedy_coordinate"], seed=SEED)
         best_value, best_design = ridge_best_coordinate(prior)
         point = {"M": M, "second_moment": prior.second_moment,
                  "dmmse_fixed": {**fixed.to_dict(), "seed": SEED}, "ridge_fixed": prior.ridge_loss(FIXED, TAU),

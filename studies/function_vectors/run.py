@@ -163,18 +163,20 @@ def cell(name: str, compute, log):
 
 
 def theory_tables(budget: int, log) -> dict:
+    from fvnum import PatchSpec, tokens
     from fvnum.patching.state import injection_table, state_patching_table
     from fvsym.priors import TreePrior
 
     prior = TreePrior(CELL["depth"], CELL["alpha"])
-    kw = dict(n_tokens=CELL["n_tokens"], s2=CELL["s2"], seed=SEED)
+    channel = tokens(CELL["n_tokens"], CELL["s2"])
+    kw = dict(seed=SEED)
     out = {"transplant": {}, "injection": {}}
     for source, strategy, samples, mean in (("path", "path", THEORY_SAMPLES, THEORY_SAMPLES),
                                             ("keyed", "adaptive_keyed_weighted", KEYED_SAMPLES, KEYED_MEAN)):
         out["transplant"][source] = cell(f"transplant-{source}-B{budget}", lambda: state_patching_table(
-            prior, strategy, budget, samples=samples, **kw).to_dict(), log)
+            prior, strategy, budget, channel, samples=samples, **kw).to_dict(), log)
         out["injection"][source] = cell(f"injection-{source}-B{budget}", lambda: injection_table(
-            prior, strategy, budget, samples=samples, mean_samples=mean, **kw).to_dict(), log)
+            prior, strategy, budget, channel, samples=samples, patch=PatchSpec(mean_samples=mean), **kw).to_dict(), log)
     return out
 
 

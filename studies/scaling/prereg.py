@@ -107,13 +107,12 @@ def seed_spread() -> dict:
 
 # --- theory curves ------------------------------------------------------------------------------------------
 def screen_cell(cell: dict) -> dict:
-    from fvnum import loss_mc
+    from fvnum import loss_mc, tokens
 
     prior = prior_of(cell)
     start = time.time()
-    kw = dict(n_tokens=cell["n_tokens"], s2=0.01, samples=SCREEN_SAMPLES, seed=0)
-    curves = {name: [loss_mc(prior, name, b, **kw).to_dict() for b in budgets_of(cell["depth"])]
-              for name in ("path", "top_levels")}
+    curves = {name: [loss_mc(prior, name, b, tokens(cell["n_tokens"], 0.01), samples=SCREEN_SAMPLES, seed=0).to_dict()
+                     for b in budgets_of(cell["depth"])] for name in ("path", "top_levels")}
     return {**cell, "budgets": budgets_of(cell["depth"]), "samples": SCREEN_SAMPLES, "curves": curves,
             "seconds": time.time() - start}
 
@@ -122,6 +121,7 @@ def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
     """The keyed rows of one cell, piece by piece into ``data['keyed'][key]`` (saved after each piece)."""
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.keys.adaptive import adaptive_keyed_losses
+    from fvnum.options import KeyedSearch
 
     k = key(cell)
     entry = data.setdefault("keyed", {}).setdefault(k, {**cell, "budgets": budgets_of(cell["depth"]),
@@ -132,7 +132,7 @@ def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
     if "best_adaptive_keyed" not in entry:
         start = time.time()
         first = best_nonadaptive_keyed(prior, 1, **kw)
-        found = adaptive_keyed_losses(prior, max(budgets), samples=KEYED_SAMPLES, first=first, **kw)
+        found = adaptive_keyed_losses(prior, max(budgets), samples=KEYED_SAMPLES, search=KeyedSearch(first=first), **kw)
         entry["best_adaptive_keyed"] = [r.estimate.to_dict() for r in found]
         entry["first"] = first.estimate.to_dict()
         entry["seconds"]["best_adaptive_keyed"] = time.time() - start

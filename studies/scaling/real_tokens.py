@@ -18,6 +18,7 @@ done), so an interrupted run loses at most the budget it was on. fv reproduce's 
 budget 2) is one more entry, its law and real rows from ``fvnum.theory.keyed_curves(..., real_samples=...)``, beside
 the trained numbers of docs/reproduce.md.
 """
+import fvnum
 import json
 import math
 import os
@@ -131,7 +132,7 @@ def reproduce_cell(samples: int) -> dict:
     c = REPRODUCE_CELL
     prior = prior_of(c["depth"], c["alpha"])
     t0 = time.time()
-    rows = keyed_curves(prior, [c["budget"]], make_channel(numeric_prior(prior), n_tokens=c["n_tokens"], s2=c["s2"]),
+    rows = keyed_curves(prior, [c["budget"]], make_channel(numeric_prior(prior), fvnum.tokens(c["n_tokens"], s2=c["s2"])),
                         "weighted", samples=2000, seed=0, real_samples=samples)[c["budget"]]
     found = {r.name: {"value": r.value, "stderr": r.stderr, "how": r.how} for r in rows}
     a_real, b_real = found["best_adaptive_keyed_real"], found["best_nonadaptive_keyed_real"]

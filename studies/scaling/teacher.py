@@ -35,6 +35,7 @@ is (``plain``: what the regression is asked), modulo sign (``sign``: ``min`` ove
 scale (``direction``: the best multiple ``c p`` per sample, ``c`` of either sign).
 """
 from __future__ import annotations
+from fvnum.options import KeyedSearch
 
 import os
 import pickle
@@ -243,7 +244,7 @@ def _nearby(trace, idx, eps: float) -> np.ndarray:
     step = np.random.default_rng([NEARBY_SEED, int(round(1e6 * eps))]).standard_normal(phi.shape)
     moved = phi + eps * trace.phi.std(0) * step
     return adaptive_keyed_trace(_prior(), BUDGET, n_tokens=N_TOKENS, s2=S2, samples=len(idx), seed=SEED,
-                                first=trace.first, readings=moved, canonical=True).rows
+                                search=KeyedSearch(first=trace.first), readings=moved, canonical=True).rows
 
 
 def _excess(before, after) -> dict:

@@ -16,6 +16,7 @@ Beside them trained softmax A (docs/softmax.md's table: seed means, 3 seeds at b
 Written to ``studies/softmax/search.json`` (atomically) with the CPU seconds of each part; ``--table`` prints the
 table of docs/softmax.md from it without computing anything.
 """
+from fvnum.options import KeyedSearch
 import json
 import os
 import sys
@@ -49,9 +50,9 @@ def compute(samples: int, seed: int) -> dict:
         return out
 
     first = timed("first", lambda: best_nonadaptive_keyed(prior, 1, "softmax", **kw))
-    old = timed("old", lambda: adaptive_keyed_losses(prior, B, "softmax", samples=samples, first=first, **kw))
-    new = timed("new", lambda: adaptive_softmax_losses(prior, B, samples=samples, first=first, **kw))
-    tokens = timed("tokens", lambda: adaptive_softmax_losses_mc(prior, B, samples=samples, first=first, **kw))
+    old = timed("old", lambda: adaptive_keyed_losses(prior, B, "softmax", samples=samples, search=KeyedSearch(first=first), **kw))
+    new = timed("new", lambda: adaptive_softmax_losses(prior, B, samples=samples, search=KeyedSearch(first=first), **kw))
+    tokens = timed("tokens", lambda: adaptive_softmax_losses_mc(prior, B, samples=samples, search=KeyedSearch(first=first), **kw))
     rows = []
     for b in CELL["budgets"]:
         o, n, t = old[b - 1].estimate, new[b - 1].estimate, tokens[b - 1]

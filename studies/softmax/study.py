@@ -30,6 +30,7 @@ prior). Results in ``studies/softmax/gaussian.json`` (the shape of study.json; r
 resumable. ``--table`` prints its table; ``--paired`` evaluates A and B of each budget on the same 8192 fresh
 contexts and prints (and stores) ``loss(A) - loss(B)`` with its paired standard error.
 """
+import fvnum
 import json
 import os
 import sys
@@ -143,7 +144,7 @@ def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
     from fvsym.priors import TreePrior
 
     prior = TreePrior(depth, str(CELL["alpha"]))
-    channel = make_channel(prior, n_tokens=CELL["tokens"], s2=CELL["s2"])
+    channel = make_channel(prior, fvnum.tokens(CELL["tokens"], s2=CELL["s2"]))
     for family in families:
         name = f"K{depth}-{family}"
         if name in load()["theory"]:

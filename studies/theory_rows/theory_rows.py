@@ -4,6 +4,7 @@ Command: ``PYTHONPATH=. python studies/theory_rows/theory_rows.py [--quick]``; w
 (atomically, after every row, so an interrupted run keeps what it finished). About an hour on one busy core.
 ``--table`` prints the tables of docs/theory.md from it without computing anything.
 """
+from fvnum.options import KeyedSearch
 import json
 import os
 import sys
@@ -80,7 +81,7 @@ def tree_study(depth, budgets, tag):
             continue
         t0 = time.time()
         first = best_nonadaptive_keyed(prior, 1, fam, n_tokens=N, s2=S2, seed=SEED)
-        for b, r in enumerate(adaptive_keyed_losses(prior, max(budgets), fam, n_tokens=N, s2=S2, seed=SEED, first=first,
+        for b, r in enumerate(adaptive_keyed_losses(prior, max(budgets), fam, n_tokens=N, s2=S2, seed=SEED, search=KeyedSearch(first=first),
                                                     **AD), start=1):
             record(f"{key} B{b}", r, t0)
 

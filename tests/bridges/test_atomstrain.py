@@ -2,6 +2,7 @@
 atoms, a run's key depends on them, a run folder keeps them, a run resumes, the theory rows name each model's
 prediction, the linear theory and the audit's posterior match plain numpy references."""
 from __future__ import annotations
+import fvnum
 
 import shutil
 
@@ -131,7 +132,7 @@ def test_the_theory_rows_name_each_models_prediction_on_atoms():
 def test_the_linear_theory_on_atoms_is_the_trees_on_its_leaves_and_matches_monte_carlo():
     tree = TreePrior(3, "1/2")
     leaves = AtomsPrior.of(tree)
-    channel = make_channel(leaves, tokens=16, s2=0.01)
+    channel = make_channel(leaves, fvnum.tokens(16, s2=0.01))
     from fvnum.theory import lmmse, top_levels_rows
 
     W = top_levels_rows(7, 3)
@@ -139,7 +140,7 @@ def test_the_linear_theory_on_atoms_is_the_trees_on_its_leaves_and_matches_monte
     # atoms with a mean: the readout without intercept, by Monte Carlo of the tokens (plain numpy)
     prior = AtomsPrior(np.random.default_rng(2).standard_normal((5, 3)) + 0.7)
     N, s2, n = 8, 0.01, 40_000
-    channel = make_channel(prior, tokens=N, s2=s2)
+    channel = make_channel(prior, fvnum.tokens(N, s2=s2))
     W = prior.top_directions(2)
     S = prior.second_moment_matrix
     G = (1 + 1 / N) * W @ S @ W.T + channel.tau2 * W @ W.T

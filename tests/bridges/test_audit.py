@@ -87,7 +87,7 @@ def test_path_model_audit_is_the_path_monte_carlo_under_tokens():
     ref, ref_se = _path_reference(DATA, 3, 20_000, seed=4)
     assert abs(a.bayes_on_readings.value - ref) < 5 * math.hypot(a.bayes_on_readings.stderr, ref_se)
     # and the path Monte Carlo of fvnum under tokens, with its exact CLT decoder
-    mc = fvnum.loss_mc(fv_prior(DATA), "path", 3, tokens=DATA.n_tokens, s2=DATA.s2, samples=20_000, seed=5)
+    mc = fvnum.loss_mc(fv_prior(DATA), "path", 3, fvnum.tokens(DATA.n_tokens, s2=DATA.s2), samples=20_000, seed=5)
     assert mc.decoder.startswith("exact")
     assert abs(a.bayes_on_readings.value - mc.value) < 5 * math.hypot(a.bayes_on_readings.stderr, mc.stderr)
     assert a.decoder_gap.value > -5 * a.decoder_gap.stderr  # the sign decoder is not better than Bayes

@@ -1,5 +1,6 @@
 """Trained models beside the theory (bridges.analysis.compare): a trained Model C against the exact linear
 theory, the theory rows, the learned routing of a hand-built model, and the prediction checks."""
+import fvnum
 import json
 import math
 from pathlib import Path
@@ -75,8 +76,8 @@ def test_theory_rows_are_the_fvnum_table_of_the_models_channel():
     table = theory_table(data, 2, samples=1000, seed=2, keyed=None)
     channel = data_channel(data)
     assert table.channel == channel and channel.kind == "tokens" and channel.n_tokens == 64
-    assert table.to_dict() == comparison_table(fv_prior(data), 2, channel, samples=1000, seed=2,
-                                                            keyed=None).to_dict()
+    assert table.to_dict() == comparison_table(fv_prior(data), 2, fvnum.tokens(64, keys=None), samples=1000,
+                                               seed=2).to_dict()
     assert theory_losses(data, 2, samples=1000, seed=2, keyed="none") == table.to_dict()["rows"]
 
 

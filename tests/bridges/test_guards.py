@@ -118,7 +118,7 @@ def test_memory_estimate_bounds_the_peak(argv):
     assert proc.returncode == 0, proc.stderr
     peak = int(proc.stderr.strip().splitlines()[-1])
     depth, tokens = int(argv[1]), "--tokens" in argv
-    estimate = mc_cost(tree=True, depth=depth, dim=2**depth - 1, budget=3, strategy="path", token_channel=tokens,
+    estimate = mc_cost(depth=depth, dim=2**depth - 1, budget=3, strategy="path", token_channel=tokens,
                        samples=int(argv[argv.index("--samples") + 1]), threads=2)[0]
     assert peak < estimate < 3 * peak, (peak, estimate)
 

@@ -1,4 +1,5 @@
 """Models A, B, C of THEORY.md section 7: shapes, the direct-sum workspace, taps, hand-built models."""
+import fvnum
 import math
 
 import pytest
@@ -219,7 +220,7 @@ def test_hand_built_path_model_with_bayes_readout_reaches_fvnum_path_loss():
     data = DataConfig(prior="tree", depth=4, alpha=0.5, n_tokens=32)  # small N: routing errors happen
     model = path_model(data, 3, readout=path_bayes_decoder(data))
     got = evaluate(model, ContextSampler(data), n_batches=24)
-    want = fvnum.loss_mc(fv_prior(data), "path", 3, tokens=32, s2=data.s2, samples=200_000, seed=1)
+    want = fvnum.loss_mc(fv_prior(data), "path", 3, fvnum.tokens(32, s2=data.s2), samples=200_000, seed=1)
     assert abs(got.value - want.value) < 5 * (got.stderr**2 + want.stderr**2) ** 0.5
     noiseless = 0.125
     assert want.value > noiseless + 10 * want.stderr  # the test sees the noise, not just the noiseless loss

@@ -1,4 +1,5 @@
 """fv reproduce end to end on tiny settings: outputs, resume from finished cells, bad folders."""
+from fvnum.options import KeyedSearch
 import json
 import time
 
@@ -234,7 +235,7 @@ def test_the_default_cell_gives_model_a_a_prediction_clearly_above_0(cell, near_
     channel = data_channel(data)
     kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=cfg.seed)
     first = best_nonadaptive_keyed(fv_prior(data), 1, cfg.keyed, **kw)
-    found = adaptive_keyed_losses(fv_prior(data), cfg.train_budget, cfg.keyed, samples=300, first=first, **kw)[-1]
+    found = adaptive_keyed_losses(fv_prior(data), cfg.train_budget, cfg.keyed, samples=300, search=KeyedSearch(first=first), **kw)[-1]
     assert prediction_row("A", [found.name, "best_nonadaptive_keyed"]) == found.name == "best_adaptive_keyed"
     value, se = found.estimate.value, found.estimate.stderr
     assert beside_prediction(value, 0.0, value, se)["near_zero"] is near_zero, (value, se)

@@ -4,6 +4,8 @@ import math
 import numpy as np
 import pytest
 import torch
+
+import fvnum
 from fvnum.patching.keys import PatchingTable
 from fvnum.patching.state import InjectionTable
 from fvnum.patching.state import injection_table as theory_injection
@@ -27,7 +29,7 @@ def test_bayes_path_model_transplant_matches_the_theory_table_within_five_standa
     data = DataConfig(depth=4, n_tokens=32)
     model = path_model(data, 3, path_bayes_decoder(data))
     m = state_patching_table(model, data, n_contexts=4096, seed=1)
-    th = theory_transplant(fv_prior(data), "path", 3, n_tokens=32, s2=data.s2, samples=20_000, seed=1)
+    th = theory_transplant(fv_prior(data), "path", 3, fvnum.tokens(32, s2=data.s2), samples=20_000, seed=1)
     assert type(m) is type(th) is PatchingTable and m.intervention == th.intervention == "transplant"
     assert m.loss.shape == th.loss.shape == (3, 4) and m.layers == th.layers and m.depths == th.depths
     z = (m.loss - th.loss) / np.sqrt(m.stderr**2 + th.stderr**2)
@@ -56,7 +58,7 @@ def test_a_path_model_follows_an_injected_prefix_like_the_theory():
     data = DataConfig(depth=3, n_tokens=1024)
     model = path_model(data, 3, path_bayes_decoder(data))
     m = injection_table(model, data, n_contexts=512, seed=0, mean_contexts=2048)
-    th = theory_injection(fv_prior(data), "path", 3, n_tokens=1024, s2=data.s2, samples=4000, seed=0)
+    th = theory_injection(fv_prior(data), "path", 3, fvnum.tokens(1024, s2=data.s2), samples=4000, seed=0)
     assert isinstance(m, InjectionTable) and m.strategy == "model"
     for a, l in enumerate(m.layers):
         for b, j in enumerate(m.depths):

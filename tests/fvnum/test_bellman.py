@@ -1,4 +1,5 @@
 """The exact noisy Bellman recursion (fvnum.noisy_bellman), the greedy kernel and the bounds on the optimum."""
+import fvnum
 import numpy as np
 import pytest
 from scipy import integrate
@@ -37,7 +38,7 @@ def _brute_one_layer(spec, tau):
 def test_one_layer_equals_independent_integration(tau):
     for depth in (1, 2):
         spec = numeric_prior(TreePrior(depth, "1/2"))
-        assert abs(noisy_bellman(spec, 1, tau).value - _brute_one_layer(spec, tau)) < 1e-4
+        assert abs(noisy_bellman(spec, 1, fvnum.gaussian(tau)).value - _brute_one_layer(spec, tau)) < 1e-4
 
 
 @pytest.mark.parametrize("tau", [0.3, 0.7])
@@ -45,24 +46,24 @@ def test_repeated_reading_of_one_node_is_one_reading_at_lower_noise(tau):
     """Depth 1: B readings of the root = one reading at noise tau / sqrt(B) (kinks and all)."""
     spec = numeric_prior(TreePrior(1, "1/2"))
     for B in (2, 3):
-        assert abs(noisy_bellman(spec, B, tau).value - noisy_bellman(spec, 1, tau / np.sqrt(B)).value) < 1e-4
+        assert abs(noisy_bellman(spec, B, fvnum.gaussian(tau)).value - noisy_bellman(spec, 1, fvnum.gaussian(tau / np.sqrt(B))).value) < 1e-4
 
 
 def test_tends_to_the_noiseless_optimum():
     exact = float(bellman.solve(PRIOR2, 2, 1).loss)
-    values = [noisy_bellman(PRIOR2, 2, tau).value for tau in (0.2, 0.1, 0.05)]
+    values = [noisy_bellman(PRIOR2, 2, fvnum.gaussian(tau)).value for tau in (0.2, 0.1, 0.05)]
     gaps = [v - exact for v in values]
     assert all(g >= -1e-6 for g in gaps) and gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-3
 
 
 def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
     tau = 0.5
-    solved = noisy_bellman(PRIOR2, 2, tau)
-    est = loss_mc(PRIOR2, "optimal", 2, tau=tau, samples=3000, seed=1, threads=1)
+    solved = noisy_bellman(PRIOR2, 2, fvnum.gaussian(tau))
+    est = loss_mc(PRIOR2, "optimal", 2, fvnum.gaussian(tau), samples=3000, seed=1, threads=1)
     assert abs(est.z(solved.value)) < 5
     q = solved.q_values([1], [0.3])
     assert q.shape == (3,) and solved.next_node([1], [0.3]) == int(np.argmin(q)) + 1
-    res = bounds(PRIOR2, 2, tau=tau, samples=3000, seed=2, threads=1)
+    res = bounds(PRIOR2, 2, fvnum.gaussian(tau), samples=3000, seed=2, threads=1)
     assert res.exact == pytest.approx(solved.value)
     assert res.lower <= res.exact <= res.upper.value + 5 * res.upper.stderr
     d = res.to_dict()
@@ -76,16 +77,16 @@ def test_the_solved_value_carries_its_error_from_refinement():
     from fvnum.optimum.noisy_dp import default_points, refined_points
 
     prior, tau = TreePrior(2, "1/2"), 0.3
-    solved = noisy_bellman(prior, 3, tau, threads=1)
-    default = noisy_bellman(prior, 3, tau, threads=1, refine=False)
-    fine = noisy_bellman(prior, 3, tau, threads=1, refine=False, points=refined_points(default_points(3)))
+    solved = noisy_bellman(prior, 3, fvnum.gaussian(tau), threads=1)
+    default = noisy_bellman(prior, 3, fvnum.gaussian(tau), threads=1, refine=False)
+    fine = noisy_bellman(prior, 3, fvnum.gaussian(tau), threads=1, refine=False, points=refined_points(default_points(3)))
     assert default.error is None and solved.checked_points == refined_points(solved.points)
     assert solved.value == fine.value and solved.error == abs(fine.value - default.value) > 0
-    finest = noisy_bellman(prior, 3, tau, threads=1, refine=False, points=tuple(3 * (p - 1) + 1 for p in solved.points))
+    finest = noisy_bellman(prior, 3, fvnum.gaussian(tau), threads=1, refine=False, points=tuple(3 * (p - 1) + 1 for p in solved.points))
     assert abs(finest.value - solved.value) <= solved.error
     assert abs(finest.value - solved.value) < abs(finest.value - default.value)
     assert solved.to_dict()["error"] == solved.error and "error" in solved.how
-    assert noisy_bellman(prior, 0, tau).error == 0
+    assert noisy_bellman(prior, 0, fvnum.gaussian(tau)).error == 0
 
 
 def test_a_solved_bracket_collapses_onto_the_value_and_its_error():
@@ -96,7 +97,7 @@ def test_a_solved_bracket_collapses_onto_the_value_and_its_error():
 
     from ..test_limits import fv
 
-    res = bounds(PRIOR2, 2, tau=0.5, samples=500, seed=2, threads=1)
+    res = bounds(PRIOR2, 2, fvnum.gaussian(0.5), samples=500, seed=2, threads=1)
     assert res.collapsed and res.exact_error is not None and res.exact_error > 0
     assert res.lower == pytest.approx(res.exact - res.exact_error) and res.upper.stderr == 0
     assert res.upper.value == pytest.approx(res.exact + res.exact_error)
@@ -107,14 +108,14 @@ def test_a_solved_bracket_collapses_onto_the_value_and_its_error():
     d = json.loads(out)
     assert code == 0 and d["collapsed"] and d["lower"]["value"] == pytest.approx(d["exact"] - d["exact_error"])
     assert d["upper"]["value"] == pytest.approx(d["exact"] + d["exact_error"]) and d["best"]["policy"] in d["candidates"]
-    tok = bounds(PRIOR2, 2, tokens=64, samples=300, seed=2, threads=1)
+    tok = bounds(PRIOR2, 2, fvnum.tokens(64), samples=300, seed=2, threads=1)
     assert not tok.collapsed and tok.upper is tok.best and tok.exact_error is not None
     assert tok.lower == pytest.approx(float(bellman.solve(PRIOR2, 2, 1).loss))
 
 
 def test_optimal_under_noise_is_refused_where_not_solved():
     with pytest.raises(ValueError, match="fv bounds"):
-        loss_mc(TreePrior(5, "1/2"), "optimal", 3, tau=0.3, samples=10)
+        loss_mc(TreePrior(5, "1/2"), "optimal", 3, fvnum.gaussian(0.3), samples=10)
 
 
 def test_dp_last_kernel_equals_numpy():
@@ -197,7 +198,7 @@ def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
     """Depth 2, budget 3: the exact optimum is solved, so the costly candidates (the exact policy of
     budget 3, the rollout) are not sampled and say why; the cheap ones are, above the exact value;
     named candidates are sampled; the JSON keeps its fields and adds ``skipped``."""
-    res = bounds(PRIOR2, 3, tau=0.5, samples=10_000, seed=0, threads=1)
+    res = bounds(PRIOR2, 3, fvnum.gaussian(0.5), samples=10_000, seed=0, threads=1)
     assert res.exact is not None and set(res.skipped) == {"rollout", "optimal"}
     assert all("not sampled" in why and "exact" in why for why in res.skipped.values())
     assert set(res.candidates) == {"greedy_coordinate", "bellman_noiseless"}
@@ -205,7 +206,7 @@ def test_bounds_skip_what_cannot_narrow_a_solved_bracket():
         assert est.value + 5 * est.stderr >= res.exact - 1e-4
     d = res.to_dict()
     assert set(d["upper"]) == {"value", "stderr", "n", "policy", "how"} and set(d["skipped"]) == {"rollout", "optimal"}
-    named = bounds(PRIOR2, 3, tau=0.5, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "rollout"))
+    named = bounds(PRIOR2, 3, fvnum.gaussian(0.5), samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "rollout"))
     assert set(named.candidates) == {"greedy_coordinate", "rollout"} and not named.skipped
 
 
@@ -216,12 +217,12 @@ def test_bounds_under_tokens_leave_out_a_costly_default_candidate_and_say_why():
     with its price, the cheap candidates are sampled, and a named one is always sampled."""
     from fvnum.optimum.bracket import TOKENS_SECONDS
 
-    res = bounds(PRIOR2, 3, tokens=64, samples=10_000, seed=0, threads=1)
+    res = bounds(PRIOR2, 3, fvnum.tokens(64), samples=10_000, seed=0, threads=1)
     assert "optimal" in res.skipped and "not sampled by default" in res.skipped["optimal"]
     assert f"over {TOKENS_SECONDS:g} s" in res.skipped["optimal"]
     assert "greedy_coordinate" in res.candidates and "optimal" not in res.candidates
     assert res.lower <= res.upper.value + 5 * res.upper.stderr
-    named = bounds(PRIOR2, 3, tokens=64, samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "optimal"))
+    named = bounds(PRIOR2, 3, fvnum.tokens(64), samples=300, seed=0, threads=1, candidates=("greedy_coordinate", "optimal"))
     assert set(named.candidates) == {"greedy_coordinate", "optimal"} and not named.skipped
 
 
@@ -239,7 +240,7 @@ def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
 
     cap = 4.0
     spec = numeric_prior(TreePrior(3, "1/2"))
-    channel = make_channel(spec, 0.5, None, 0.01)
+    channel = make_channel(spec, fvnum.gaussian(0.5))
     with time_limit(cap):
         n = _largest_accepted(lambda m: _fits(lambda: check_bounds_cost(spec, channel, 5, samples=m, threads=1)),
                               10**6)

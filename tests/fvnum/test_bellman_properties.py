@@ -7,6 +7,7 @@ The exact value comes from quadrature accurate to ``QUAD_TOL`` (issue 10, point 
 it allow that much on top of the Monte Carlo noise. Noise levels start at 0.3: below that the loss of
 the small trees is a rare event (probabilities under 1e-3), whose standard error 2,000 samples cannot
 estimate."""
+import fvnum
 import math
 
 import pytest
@@ -34,10 +35,10 @@ def _check_bracket(depth, budget, alpha, tau, seed, samples, max_samples=200_000
     scales = numeric_prior(prior).scales
     worst = (2 * sum(float(a) for a in scales)) ** 2
     root_flip = 0.5 * math.erfc(float(scales[0]) / (tau * math.sqrt(2.0)))
-    needed = math.ceil(max(50 * worst / noisy_bellman(prior, budget, tau, threads=1).value, 50 / root_flip))
+    needed = math.ceil(max(50 * worst / noisy_bellman(prior, budget, fvnum.gaussian(tau), threads=1).value, 50 / root_flip))
     assume(needed <= max_samples)
     samples = max(samples, needed)
-    b = bounds(prior, budget, tau, samples=samples, seed=seed, select_samples=500, threads=1,
+    b = bounds(prior, budget, fvnum.gaussian(tau), samples=samples, seed=seed, select_samples=500, threads=1,
                candidates=("path", "greedy_coordinate", "rollout", "optimal"))
     assert b.exact is not None
     assert b.lower <= b.exact + 1e-9, (b.lower, b.exact)
@@ -67,7 +68,7 @@ def test_lower_exact_upper_depth3_budget3(alpha, tau, seed):
 @given(depth=st.integers(1, 2), alpha=ALPHAS, tau=TAUS)
 def test_one_layer_equals_brute_force(depth, alpha, tau):
     spec = numeric_prior(TreePrior(depth, alpha))
-    assert abs(noisy_bellman(spec, 1, tau, threads=1).value - _brute_one_layer(spec, tau)) < QUAD_TOL
+    assert abs(noisy_bellman(spec, 1, fvnum.gaussian(tau), threads=1).value - _brute_one_layer(spec, tau)) < QUAD_TOL
 
 
 @settings(max_examples=4)
@@ -77,7 +78,7 @@ def test_noiseless_limit(depth, budget, alpha):
     prior = TreePrior(depth, alpha)
     spec = numeric_prior(prior)
     exact = noiseless_lower(prior, spec, budget)[0]
-    gaps = [noisy_bellman(prior, budget, tau, threads=1).value - exact for tau in (0.3, 0.1, 0.03)]
+    gaps = [noisy_bellman(prior, budget, fvnum.gaussian(tau), threads=1).value - exact for tau in (0.3, 0.1, 0.03)]
     assert all(g >= -QUAD_TOL for g in gaps), gaps
     assert gaps[0] > gaps[2] and gaps[2] < 1e-3 * max(1.0, gaps[0]), gaps
     assert gaps[1] >= gaps[2] - QUAD_TOL, gaps

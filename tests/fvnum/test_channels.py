@@ -1,4 +1,5 @@
 """Channels: tau(N), the exact-in-law tokens statistic, and the tokens channel against closed forms."""
+import fvnum
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ def test_tau_of_tokens_is_the_theory_formula():
     expected = (prior.second_moment + sp.Rational(1, 100)) / 128  # THEORY.md section 2
     assert prior.second_moment == sp.Rational(15, 8)
     assert abs(tau_of_tokens(prior, 128, 0.01) ** 2 - float(expected)) < 1e-15
-    assert make_channel(prior, tokens=128).tau == tau_of_tokens(prior, 128)
+    assert make_channel(prior, fvnum.tokens(128)).tau == tau_of_tokens(prior, 128)
 
 
 def _moment_z(samples, expected):
@@ -67,7 +68,7 @@ def _isotropic_tokens_loss(D, N, s2):
 @pytest.mark.parametrize("N", [8, 64])
 def test_tokens_channel_matches_its_closed_form(N):
     D, s2 = 3, 0.01
-    est = loss_mc(GaussianPrior.isotropic(D), "fixed", D, design=np.eye(D), tokens=N, s2=s2, samples=40_000, seed=2)
+    est = loss_mc(GaussianPrior.isotropic(D), "fixed", D, fvnum.tokens(N, s2=s2), options=fvnum.StrategyOptions(design=np.eye(D)), samples=40_000, seed=2)
     assert abs(est.z(_isotropic_tokens_loss(D, N, s2))) < 5
 
 
@@ -77,8 +78,8 @@ def test_tokens_channel_approaches_the_gaussian_channel_at_rate_one_over_N():
     Fitted log-log slopes against the exponent -1."""
     D, s2, Ns = 3, 0.01, np.array([64, 256, 1024, 4096])
     prior = GaussianPrior.isotropic(D)
-    tok = [loss_mc(prior, "fixed", D, design=np.eye(D), tokens=int(N), s2=s2, samples=200_000, seed=3) for N in Ns]
-    gau = [loss_mc(prior, "fixed", D, design=np.eye(D), tau=tau_of_tokens(prior, int(N), s2), samples=200_000,
+    tok = [loss_mc(prior, "fixed", D, fvnum.tokens(int(N), s2=s2), options=fvnum.StrategyOptions(design=np.eye(D)), samples=200_000, seed=3) for N in Ns]
+    gau = [loss_mc(prior, "fixed", D, fvnum.gaussian(tau_of_tokens(prior, int(N), s2)), options=fvnum.StrategyOptions(design=np.eye(D)), samples=200_000,
                    seed=3) for N in Ns]
     for series in ([e.value for e in tok], [e.value for e in gau], [t.value - g.value for t, g in zip(tok, gau)]):
         slope = np.polyfit(np.log(Ns), np.log(series), 1)[0]
@@ -86,7 +87,7 @@ def test_tokens_channel_approaches_the_gaussian_channel_at_rate_one_over_N():
     # and the tree prior's path strategy: the tokens loss tends to the noiseless loss like the gaussian one
     tree = TreePrior(4, "1/2")
     noiseless = 0.125
-    gaps = [loss_mc(tree, "path", 3, tokens=int(N), samples=100_000, seed=4).value - noiseless for N in (8, 16)]
+    gaps = [loss_mc(tree, "path", 3, fvnum.tokens(int(N)), samples=100_000, seed=4).value - noiseless for N in (8, 16)]
     assert gaps[1] < gaps[0]
 
 
@@ -96,11 +97,11 @@ def test_rereading_a_node_under_tokens_changes_nothing():
     equal sample by sample; with other seeds they agree within 3 standard errors. Likewise a unit row read
     twice, or a row in the span of the rows read."""
     prior = TreePrior(3, "1/2")
-    runs = [loss_mc(prior, "fixed", len(d), design=d, tokens=16, samples=20_000, seed=0, record=True)
+    runs = [loss_mc(prior, "fixed", len(d), fvnum.tokens(16), options=fvnum.StrategyOptions(design=d), samples=20_000, seed=0, record=True)
             for d in ([2], [2, 2], [2, 2, 2, 2])]
     for est in runs[1:]:
         np.testing.assert_allclose(est.function_vectors.loss, runs[0].function_vectors.loss, rtol=1e-12, atol=1e-15)
-    other = [loss_mc(prior, "fixed", len(d), design=d, tokens=16, samples=20_000, seed=s)
+    other = [loss_mc(prior, "fixed", len(d), fvnum.tokens(16), options=fvnum.StrategyOptions(design=d), samples=20_000, seed=s)
              for s, d in ((1, [2]), (2, [2, 2]), (3, [2, 2, 2, 2]))]
     for a in other:
         for b in other:
@@ -110,9 +111,9 @@ def test_rereading_a_node_under_tokens_changes_nothing():
     W = rng.standard_normal((2, 7))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     w3 = (W[0] - 2 * W[1]) / np.linalg.norm(W[0] - 2 * W[1])
-    base = loss_mc(prior, "fixed", 2, design=W, tokens=16, samples=4000, seed=4, record=True).function_vectors.loss
+    base = loss_mc(prior, "fixed", 2, fvnum.tokens(16), options=fvnum.StrategyOptions(design=W), samples=4000, seed=4, record=True).function_vectors.loss
     for design in (np.vstack([W, W[:1]]), np.vstack([W, w3])):
-        again = loss_mc(prior, "fixed", 3, design=design, tokens=16, samples=4000, seed=4,
+        again = loss_mc(prior, "fixed", 3, fvnum.tokens(16), options=fvnum.StrategyOptions(design=design), samples=4000, seed=4,
                         record=True).function_vectors.loss
         np.testing.assert_allclose(again, base, rtol=1e-9, atol=1e-12)
 
@@ -124,12 +125,12 @@ def test_reading_every_node_is_observing_the_statistic():
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)
     Q = np.linalg.qr(np.random.default_rng(1).standard_normal((7, 7)))[0]
-    coord = loss_mc(prior, "fixed", 7, design=list(range(1, 8)), tokens=8, samples=3000, seed=5,
+    coord = loss_mc(prior, "fixed", 7, fvnum.tokens(8), options=fvnum.StrategyOptions(design=list(range(1, 8))), samples=3000, seed=5,
                     record=True).function_vectors
-    unit = loss_mc(prior, "fixed", 7, design=Q, tokens=8, samples=3000, seed=5, record=True).function_vectors
+    unit = loss_mc(prior, "fixed", 7, fvnum.tokens(8), options=fvnum.StrategyOptions(design=Q), samples=3000, seed=5, record=True).function_vectors
     np.testing.assert_allclose(unit.loss, coord.loss, rtol=1e-8, atol=1e-10)
     S = coord.phi[:, 0, :]  # the readings of nodes 1..7 are S
-    ref = R.tokens_posterior_mean(np.eye(7)[None], S[:300], *tokens_law(spec, make_channel(spec, tokens=8)),
+    ref = R.tokens_posterior_mean(np.eye(7)[None], S[:300], *tokens_law(spec, make_channel(spec, fvnum.tokens(8))),
                                   spec.scales)
     np.testing.assert_allclose(coord.loss[:300], R.losses(ref, coord.leaves[:300], spec.scales), rtol=1e-10,
                                atol=1e-12)
@@ -169,25 +170,25 @@ def test_exact_decoder_is_the_posterior_mean_of_the_tokens(strategy, budget, des
 
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)
-    ch = make_channel(spec, tokens=4, s2=0.05)
+    ch = make_channel(spec, fvnum.tokens(4, s2=0.05))
     if design == "unit":
         design = np.random.default_rng(2).standard_normal((2, 7))
         design /= np.linalg.norm(design, axis=1, keepdims=True)
     pol = STRATEGIES[strategy].using(design=design).policy(prior, budget, ch)
     assert abs(_orthogonality_z(spec, ch, ch, pol, budget, 40_000, seed=6)) < 5
     if strategy == "fixed" and not isinstance(design, np.ndarray):
-        assert abs(_orthogonality_z(spec, ch, make_channel(spec, tau=ch.tau), pol, budget, 40_000, seed=6)) > 10
+        assert abs(_orthogonality_z(spec, ch, make_channel(spec, fvnum.gaussian(ch.tau)), pol, budget, 40_000, seed=6)) > 10
 
 
 def test_decoder_is_named_exact_or_approximate():
-    tree = loss_mc(TreePrior(3, "1/2"), "path", 2, tokens=16, samples=100)
-    gauss = loss_mc(GaussianPrior.isotropic(3), "top_levels", 2, tokens=16, samples=100)
-    plain = loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.3, samples=100)
-    noiseless_labels = loss_mc(TreePrior(3, "1/2"), "path", 2, tokens=16, s2=0, samples=100)
+    tree = loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.tokens(16), samples=100)
+    gauss = loss_mc(GaussianPrior.isotropic(3), "top_levels", 2, fvnum.tokens(16), samples=100)
+    plain = loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.gaussian(0.3), samples=100)
+    noiseless_labels = loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.tokens(16, s2=0), samples=100)
     assert tree.to_dict()["decoder"] == EXACT_TOKENS
     assert gauss.to_dict()["decoder"].startswith("approximate:")
     assert plain.to_dict()["decoder"].startswith("exact:")
     assert noiseless_labels.decoder.startswith("approximate:") and np.isfinite(noiseless_labels.value)
     from fvnum import patching_table
 
-    assert patching_table(TreePrior(3, "1/2"), 2, tokens=16, samples=100).to_dict()["decoder"] == tree.decoder
+    assert patching_table(TreePrior(3, "1/2"), "path", 2, fvnum.tokens(16), samples=100).to_dict()["decoder"] == tree.decoder

@@ -1,4 +1,5 @@
 """``fv mc``: mirrors the Python API, JSON output, one-line errors with exit code 2."""
+import fvnum
 import json
 
 import pytest
@@ -23,22 +24,24 @@ def test_json_equals_the_python_api(capsys):
     code, out, _ = run(capsys, *BASE, "--strategy", "path", "--tau", "0.3", "--format", "json")
     assert code == 0
     data = json.loads(out)
-    est = loss_mc(TreePrior(4, "0.5"), "path", 3, tau=0.3, samples=3000, seed=7)
+    est = loss_mc(TreePrior(4, "0.5"), "path", 3, fvnum.gaussian(0.3), samples=3000, seed=7)
     assert (data["value"], data["stderr"], data["n"]) == (est.value, est.stderr, est.n)
     assert data["strategy"] == "path" and data["tau"] == 0.3 and data["channel"] == "gaussian"
 
 
 @pytest.mark.parametrize("extra,kwargs", [
-    (["--strategy", "fixed", "--design", "1,2,5", "--tau", "3/10"], dict(strategy="fixed", design=[1, 2, 5], tau=0.3)),
-    (["--strategy", "top_levels", "--tokens", "64", "--s2", "0.02"], dict(strategy="top_levels", tokens=64, s2=0.02)),
+    (["--strategy", "fixed", "--design", "1,2,5", "--tau", "3/10"],
+     dict(strategy="fixed", channel=fvnum.gaussian(0.3), options=fvnum.StrategyOptions(design=[1, 2, 5]))),
+    (["--strategy", "top_levels", "--tokens", "64", "--s2", "0.02"],
+     dict(strategy="top_levels", channel=fvnum.tokens(64, s2=0.02))),
     (["--strategy", "optimal", "--layers", "1", "--width", "3", "--tau", "0"],
-     dict(strategy="optimal", layers=1, width=3, tau=0.0)),
+     dict(strategy="optimal", channel=fvnum.gaussian(0.0), options=fvnum.StrategyOptions(layers=1, width=3))),
 ])
 def test_strategies_and_channels(capsys, extra, kwargs):
     code, out, _ = run(capsys, *BASE, *extra, "--format", "json")
     assert code == 0
-    strategy = kwargs.pop("strategy")
-    est = loss_mc(TreePrior(4, "0.5"), strategy, 3, samples=3000, seed=7, **kwargs)
+    strategy, channel = kwargs.pop("strategy"), kwargs.pop("channel")
+    est = loss_mc(TreePrior(4, "0.5"), strategy, 3, channel, samples=3000, seed=7, **kwargs)
     assert json.loads(out)["value"] == est.value
 
 
@@ -46,7 +49,7 @@ def test_gaussian_prior_text_output(capsys):
     code, out, _ = run(capsys, "mc", "--prior", "gaussian", "--cov", "isotropic", "--dim", "5", "--budget", "2",
                        "--strategy", "top_levels", "--tau", "0.5", "--samples", "2000")
     assert code == 0 and out.startswith("loss = ")
-    est = loss_mc(GaussianPrior.isotropic(5), "top_levels", 2, tau=0.5, samples=2000, seed=0)
+    est = loss_mc(GaussianPrior.isotropic(5), "top_levels", 2, fvnum.gaussian(0.5), samples=2000, seed=0)
     assert f"{est.value:.6g}" in out
     assert abs(est.z(5 - 2 / 1.25)) < 5  # isotropic closed form, B <= D
 
@@ -91,7 +94,7 @@ def test_mc_and_bounds_take_scales_and_the_n_tokens_alias(capsys):
                        "--samples", "3000", "--seed", "7", "--format", "json")
     assert code == 0
     record = json.loads(out)
-    est = loss_mc(TreePrior(4, scales=scales), "path", 3, tau=0.3, samples=3000, seed=7)
+    est = loss_mc(TreePrior(4, scales=scales), "path", 3, fvnum.gaussian(0.3), samples=3000, seed=7)
     assert record["value"] == est.value and record["scales"] == scales and record["alpha"] is None
     a = json.loads(run(capsys, *BASE, "--tokens", "64", "--format", "json")[1])
     b = json.loads(run(capsys, *BASE, "--n-tokens", "64", "--format", "json")[1])
@@ -128,17 +131,15 @@ def test_one_channel_vocabulary_across_the_python_api():
 
     prior = TreePrior(3, "1/2")
     kw = dict(samples=1000, seed=0, threads=1)
-    a = fvnum.loss_mc(prior, "path", 2, n_tokens=64, **kw)
-    assert a == fvnum.loss_mc(prior, "path", 2, tokens=64, **kw)
-    assert a == fvnum.loss_mc(prior, "path", 2, channel=make_channel(prior, n_tokens=64), **kw)
-    assert fvnum.bounds(prior, 2, n_tokens=64, exact=False, **kw).upper == \
-        fvnum.bounds(prior, 2, channel=make_channel(prior, tokens=64), exact=False, **kw).upper
-    assert fvnum.patching_table(prior, 2, n_tokens=64, samples=300, seed=0).unpatched == \
-        fvnum.patching_table(prior, 2, tokens=64, samples=300, seed=0).unpatched
-    small = dict(samples=300, seed=0, search_samples=100, dense=False, keyed=None)  # keys read tokens: none here
-    by_kw = comparison_table(prior, 2, tau=0.2, **small)
-    assert by_kw.to_dict() == comparison_table(prior, 2, make_channel(prior, tau=0.2), **small).to_dict()
-    with pytest.raises(ValueError, match="n_tokens and tokens name the same N"):
-        fvnum.loss_mc(prior, "path", 2, n_tokens=64, tokens=32, samples=10)
-    with pytest.raises(ValueError, match="give channel or tau / n_tokens, not both"):
-        fvnum.loss_mc(prior, "path", 2, tau=0.1, channel=make_channel(prior, tau=0.2), samples=10)
+    a = fvnum.loss_mc(prior, "path", 2, fvnum.tokens(64), **kw)
+    assert a == fvnum.loss_mc(prior, "path", 2, make_channel(prior, fvnum.tokens(64)), **kw)  # resolved: the same
+    assert fvnum.bounds(prior, 2, fvnum.tokens(64), exact=False, **kw).upper == \
+        fvnum.bounds(prior, 2, make_channel(prior, fvnum.tokens(64)), exact=False, **kw).upper
+    assert fvnum.patching_table(prior, "path", 2, fvnum.tokens(64), samples=300, seed=0).unpatched == \
+        fvnum.patching_table(prior, "path", 2, fvnum.tokens(64), samples=300, seed=0).unpatched
+    small = dict(samples=300, seed=0, search_samples=100, dense=False)  # keys read tokens: none here
+    by_kw = comparison_table(prior, 2, fvnum.gaussian(0.2), **small)
+    assert by_kw.to_dict() == comparison_table(prior, 2, make_channel(prior, fvnum.gaussian(0.2)), **small).to_dict()
+    for old in (dict(tau=0.1), dict(n_tokens=64), dict(tokens=64)):  # the old keywords are no more
+        with pytest.raises(TypeError):
+            fvnum.loss_mc(prior, "path", 2, samples=10, **old)

@@ -1,5 +1,6 @@
 """Gaussian prior: Monte Carlo within 5 standard errors of the closed forms of fvsym at tau > 0,
 water-filling against fvsym, the decoder against its precision-form reference, Theorem G1."""
+import fvnum
 import numpy as np
 import pytest
 import sympy as sp
@@ -31,7 +32,7 @@ def test_fixed_design_matches_fvsym_design_loss():
     W = rng.standard_normal((3, 4))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     exact = fg.design_loss(prior, sp.Matrix(W), sp.Rational(3, 10))
-    est = loss_mc(prior, "fixed", 3, design=W, tau=0.3, samples=40_000, seed=1)
+    est = loss_mc(prior, "fixed", 3, fvnum.gaussian(0.3), options=fvnum.StrategyOptions(design=W), samples=40_000, seed=1)
     within5(est, exact)
     assert abs(G.design_loss(numeric_prior(prior), W, 0.3) - float(exact)) < 1e-9
 
@@ -74,9 +75,9 @@ def test_optimal_strategy_mc_matches_water_filling_and_G1():
     spec = numeric_prior(prior)
     tau = sp.Rational(3, 10)
     opt = fg.water_filling(spec.eigenvalues.tolist(), 3, float(tau)).loss
-    est = loss_mc(prior, "optimal", 3, tau=0.3, samples=40_000, seed=2)
+    est = loss_mc(prior, "optimal", 3, fvnum.gaussian(0.3), samples=40_000, seed=2)
     within5(est, opt)
-    path = loss_mc(prior, "path", 3, tau=0.3, samples=40_000, seed=2)
+    path = loss_mc(prior, "path", 3, fvnum.gaussian(0.3), samples=40_000, seed=2)
     W = sp.zeros(3, 15)
     for b, n in enumerate((1, 2, 4)):
         W[b, n - 1] = 1
@@ -87,7 +88,7 @@ def test_optimal_strategy_mc_matches_water_filling_and_G1():
 def test_noiseless_gaussian_optimum():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
     spec = numeric_prior(prior)
-    found = optimal_nonadaptive_unit(prior, 3, 0.0, samples=2000, seed=3)
+    found = optimal_nonadaptive_unit(prior, 3, fvnum.gaussian(0.0), samples=2000, seed=3)
     W, est = found.design, found.estimate
     within5(est, np.sort(spec.eigenvalues)[: spec.dim - 3].sum())  # the D - B smallest eigenvalues
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)

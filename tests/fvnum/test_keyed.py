@@ -1,4 +1,5 @@
 """Theory rows under key families (fvnum.keys.nonadaptive): exact laws and losses against plain references."""
+from fvnum.options import KeyedSearch
 import numpy as np
 import pytest
 import torch
@@ -73,7 +74,7 @@ def test_keyed_searches_at_budget_one_and_two():
         assert abs(r.estimate.value - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)) < 1e-9
     top = LinearKeys(np.eye(7)[:1]).law(TREE.thetas, n_tokens=N, s2=S2)
     assert lin.estimate.value < mixture_loss(top.mean[:, 0], top.cov[:, 0, 0], logp, TREE.thetas)
-    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=200, steps=5, first=wtd)
+    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=200, search=KeyedSearch(steps=5, first=wtd))
     assert [r.name for r in out] == ["best_adaptive_keyed"] * 2 and ["L = 1" in out[0].how, "L = 2" in out[1].how] == [True] * 2
     assert abs(out[0].estimate.value - wtd.estimate.value) <= 5 * out[0].estimate.stderr
     assert out[1].estimate.value < out[0].estimate.value

@@ -1,6 +1,7 @@
 """Key patching of the greedy keyed policy (fvnum.patching.keyed): its readings against the law the policy
 decodes with, its decoder against the search's own, one patched cell against a by-hand run of the public
 search, and layer 1 unchanged bit for bit."""
+from fvnum.options import KeyedSearch
 import functools
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_readings_follow_the_law_the_policy_decodes_with(family):
     spec = numeric_prior(PRIOR)
     tree = _Tree(spec)
     keys = first(family).keys
-    rows = adaptive_keyed_trace(PRIOR, 2, family, n_tokens=256, s2=S2, samples=4, seed=0, first=first(family)).rows[0]
+    rows = adaptive_keyed_trace(PRIOR, 2, family, n_tokens=256, s2=S2, samples=4, seed=0, search=KeyedSearch(first=first(family))).rows[0]
     mean, cov = tree_law(tree, geometry_of(tree, keys, S2), rows, 256)
     rng = np.random.default_rng(1)
     n = 2000
@@ -47,7 +48,7 @@ def test_readings_follow_the_law_the_policy_decodes_with(family):
 
 @pytest.mark.parametrize("family", ["weighted", "softmax"])
 def test_decoder_is_the_searchs_own(family):
-    trace = adaptive_keyed_trace(PRIOR, 2, family, n_tokens=N, s2=S2, samples=16, seed=0, first=first(family))
+    trace = adaptive_keyed_trace(PRIOR, 2, family, n_tokens=N, s2=S2, samples=16, seed=0, search=KeyedSearch(first=first(family)))
     mine = posterior_means(numeric_prior(PRIOR), trace.keys, trace.rows, trace.phi, N, S2)
     np.testing.assert_allclose(mine, trace.theta_hat[:, -1], rtol=0, atol=1e-12)
 
@@ -66,7 +67,7 @@ def test_a_patched_cell_by_hand_and_layer_one_unchanged():
     y_d = np.einsum("nid,nd->ni", X, theta_d) + eps
     keys = first(family).keys
     row1 = np.repeat(first(family).keys.B, n, 0)
-    kw = dict(n_tokens=N, s2=S2, samples=n, seed=0, first=first(family))
+    kw = dict(n_tokens=N, s2=S2, samples=n, seed=0, search=KeyedSearch(first=first(family)))
 
     def row2(phi1):
         return adaptive_keyed_trace(PRIOR, 2, family, readings=np.stack([phi1, 0 * phi1], 1), **kw).rows[:, 1]

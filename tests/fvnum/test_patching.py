@@ -1,4 +1,5 @@
 """Key patching on the theory strategies (THEORY.md section 8)."""
+import fvnum
 import numpy as np
 import pytest
 
@@ -23,7 +24,7 @@ def test_donor_has_the_requested_divergence_depth():
 
 @pytest.fixture(scope="module")
 def path_table():
-    return patching_table(PRIOR, 3, tau=0.3, samples=4000, seed=1)
+    return patching_table(PRIOR, "path", 3, fvnum.gaussian(0.3), samples=4000, seed=1)
 
 
 def test_patch_at_or_above_the_divergence_is_harmless_exactly(path_table):
@@ -45,39 +46,39 @@ def test_patch_below_the_divergence_is_costly_and_more_so_earlier(path_table):
 
 
 def test_informed_decoder_is_no_worse():
-    believed = patching_table(PRIOR, 3, tau=0.3, samples=3000, seed=2, depths=[1])
-    informed = patching_table(PRIOR, 3, tau=0.3, samples=3000, seed=2, depths=[1], informed=True)
+    believed = patching_table(PRIOR, "path", 3, fvnum.gaussian(0.3), samples=3000, seed=2, patch=fvnum.PatchSpec(depths=[1]))
+    informed = patching_table(PRIOR, "path", 3, fvnum.gaussian(0.3), samples=3000, seed=2, patch=fvnum.PatchSpec(depths=[1], informed=True))
     assert np.all(informed.loss <= believed.loss + 5 * (informed.stderr + believed.stderr))
     assert informed.loss[1, 0] < believed.loss[1, 0] - 5 * (informed.stderr[1, 0] + believed.stderr[1, 0])
 
 
 def test_tokens_channel_and_other_policies():
-    tok = patching_table(PRIOR, 3, tokens=64, samples=2000, seed=3)
+    tok = patching_table(PRIOR, "path", 3, fvnum.tokens(64), samples=2000, seed=3)
     assert tok.loss.shape == (3, 4) and np.all(np.isfinite(tok.loss))
-    opt = patching_table(PRIOR, 3, tau=0.0, strategy="optimal", samples=2000, seed=3)
+    opt = patching_table(PRIOR, "optimal", 3, fvnum.gaussian(0.0), samples=2000, seed=3)
     assert opt.loss.shape == (3, 4) and opt.strategy == "optimal"
-    fixed = patching_table(PRIOR, 3, tau=0.3, strategy="top_levels", samples=1000, seed=3)
+    fixed = patching_table(PRIOR, "top_levels", 3, fvnum.gaussian(0.3), samples=1000, seed=3)
     assert np.all(fixed.loss == fixed.unpatched_by_depth[None, :])  # a non-adaptive design ignores the donor
 
 
 def test_patching_needs_a_tree_prior():
     with pytest.raises(ValueError, match="tree prior"):
-        patching_table(GaussianPrior.isotropic(3), 2, tau=0.1, samples=10)
+        patching_table(GaussianPrior.isotropic(3), "path", 2, fvnum.gaussian(0.1), samples=10)
     with pytest.raises(ValueError, match="divergence depth 5"):
-        patching_table(PRIOR, 2, tau=0.1, samples=10, depths=[5])
+        patching_table(PRIOR, "path", 2, fvnum.gaussian(0.1), samples=10, patch=fvnum.PatchSpec(depths=[5]))
 
 
 def test_patched_loss_for_given_leaves():
     from fvnum import patched_loss
 
     target, donor = (1, 1, -1, 1), (1, -1, 1, 1)  # divergence depth 2
-    base, patched = patched_loss(PRIOR, 3, target, donor, tau=0.3, samples=3000, seed=4)
+    base, patched = patched_loss(PRIOR, "path", 3, fvnum.gaussian(0.3), (target, donor), samples=3000, seed=4)
     assert len(patched) == 3
     assert patched[0] == base and patched[1] == base  # layers 1, 2 <= j
     assert patched[2].value > base.value + 5 * (patched[2].stderr + base.stderr)
-    same = patched_loss(PRIOR, 3, 2, 4, tau=0.3, samples=3000, seed=4)  # indices of the same two leaves
+    same = patched_loss(PRIOR, "path", 3, fvnum.gaussian(0.3), (2, 4), samples=3000, seed=4)  # indices of the same two leaves
     assert same[0] == base
     with pytest.raises(ValueError, match="must differ"):
-        patched_loss(PRIOR, 3, 5, 5, tau=0.3, samples=10)
+        patched_loss(PRIOR, "path", 3, fvnum.gaussian(0.3), (5, 5), samples=10)
     with pytest.raises(ValueError, match="4 signs"):
-        patched_loss(PRIOR, 3, (1, 1), 5, tau=0.3, samples=10)
+        patched_loss(PRIOR, "path", 3, fvnum.gaussian(0.3), ((1, 1), 5), samples=10)

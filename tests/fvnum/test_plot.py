@@ -14,9 +14,9 @@ PRIOR = TreePrior(3, "1/2")
 
 
 def test_sources_become_curves_with_their_own_numbers():
-    mc = plot.curve("path", "path", range(1, 4), prior=PRIOR, tau=0.3, samples=2000, seed=4, threads=1)
+    mc = plot.curve("path", "path", range(1, 4), prior=PRIOR, samples=2000, seed=4, threads=1, channel=fvnum.gaussian(0.3))
     for b, v, e in zip(mc.budgets, mc.values, mc.errors):
-        est = fvnum.loss_mc(PRIOR, "path", b, tau=0.3, samples=2000, seed=4, threads=1)
+        est = fvnum.loss_mc(PRIOR, "path", b, fvnum.gaussian(0.3), samples=2000, seed=4, threads=1)
         assert (v, e) == (est.value, est.stderr)  # the same seed, the same numbers
     exact = plot.curve("noiseless", path_loss(), range(0, 4), values={"alpha": "1/2", "K": 3})
     assert exact.values == tuple(float(path_loss().exact(alpha="1/2", K=3, B=b)) for b in range(4))
@@ -36,7 +36,7 @@ class _Trained:  # the shape of bridges.training.train.TrainResult.to_dict(), wi
 def test_loss_vs_budget_returns_a_figure_with_error_bars():
     fig = plot.loss_vs_budget({"path (mc)": "path", "path (exact)": path_loss().subs(alpha="1/2", K=3),
                                "trained": [_Trained()]},
-                              budgets=range(1, 4), prior=PRIOR, tau=0.3, samples=2000, seed=0, threads=1)
+                              budgets=range(1, 4), prior=PRIOR, samples=2000, seed=0, threads=1, channel=fvnum.gaussian(0.3))
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and [t.get_text() for t in ax.get_legend().get_texts()] == [
@@ -57,7 +57,7 @@ def test_bad_sources_are_one_line_errors():
     with pytest.raises(ValueError, match="give budgets="):
         plot.curve("f", path_loss(), None, values={"alpha": "1/2", "K": 3})
     with pytest.raises(ValueError, match="curve 'p' at budget 4"):
-        plot.curve("p", "path", [4], prior=PRIOR, tau=0.3, samples=100)
+        plot.curve("p", "path", [4], prior=PRIOR, samples=100, channel=fvnum.gaussian(0.3))
     with pytest.raises(ValueError, match="cannot plot a object"):
         plot.curve("x", object())
 

@@ -3,6 +3,7 @@ fvnum.theory.comparison_table and keyed_curves): A's row is the unpatched loss o
 contexts, B's design is decoded by the family's exact posterior on its own readings, a run continued from its
 readings is the run in one go, the rows follow the law's rows within 5 standard errors where the CLT holds (large
 N), the same seed gives the same numbers, and bad input is refused in one line."""
+import fvnum
 import functools
 import math
 
@@ -80,7 +81,7 @@ def test_the_design_is_decoded_by_the_familys_exact_posterior_on_its_own_reading
 
 
 def _law_beside_real(prior, n_tokens, s2, budgets, samples):
-    rows = keyed_curves(prior, budgets, make_channel(numeric_prior(prior), n_tokens=n_tokens, s2=s2), "weighted",
+    rows = keyed_curves(prior, budgets, make_channel(numeric_prior(prior), fvnum.tokens(n_tokens, s2=s2)), "weighted",
                         samples=samples, seed=0, real_samples=samples)
     for b in budgets:
         found = {r.name: r for r in rows[b]}
@@ -117,7 +118,7 @@ def test_comparison_table_rows_and_glossary():
     predict none (A and B stay held to the law's rows), a head for the table cell and the whole for the glossary."""
     from bridges.analysis.compare import short_what
 
-    ch = make_channel(numeric_prior(PRIOR), n_tokens=N, s2=S2)
+    ch = make_channel(numeric_prior(PRIOR), fvnum.tokens(N, s2=S2))
     keyed = keyed_curves(PRIOR, [2], ch, "weighted", samples=100, seed=0, real_samples=40)[2]
     table = comparison_table(PRIOR, 2, ch, samples=300, search_samples=100, dense=False, keyed_rows_given=keyed,
                              real_samples=40)
@@ -141,7 +142,8 @@ def test_comparison_table_rows_and_glossary():
     (dict(real_samples=20, keyed_rows_given=[]), "keyed_rows_given must hold the real-token rows of 20 contexts"),
 ])
 def test_bad_input_is_refused_in_one_line(kw, words):
-    ch = make_channel(numeric_prior(PRIOR), n_tokens=N, s2=S2)
+    keys = {"keys": kw.pop("keyed")} if "keyed" in kw else {}  # the tokens channel's key family
+    ch = make_channel(numeric_prior(PRIOR), fvnum.tokens(N, s2=S2, **keys))
     with pytest.raises(InputError, match=None) as err:
         comparison_table(PRIOR, 2, ch, samples=300, search_samples=100, **kw)
     assert words in str(err.value) and "\n" not in str(err.value)
@@ -150,11 +152,11 @@ def test_bad_input_is_refused_in_one_line(kw, words):
 def test_other_priors_are_refused():
     gauss = GaussianPrior.matched(TreePrior(3, "1/2"))
     with pytest.raises(InputError, match="real-token rows are built on the tree prior"):
-        comparison_table(gauss, 2, n_tokens=N, samples=300, real_samples=20)
+        comparison_table(gauss, 2, fvnum.tokens(N), samples=300, real_samples=20)
     from fvnum.priors.atoms import AtomsPrior
 
     with pytest.raises(InputError, match="real-token rows are built on the tree prior"):
-        comparison_table(AtomsPrior.draw(12, 4, seed=1), 2, tau=0.3, samples=300, real_samples=20)
+        comparison_table(AtomsPrior.draw(12, 4, seed=1), 2, fvnum.gaussian(0.3), samples=300, real_samples=20)
     with pytest.raises(InputError, match="real-token rows are built on the tree prior"):
         real_keyed_losses(gauss, [1], samples=20)
 

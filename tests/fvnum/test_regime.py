@@ -1,4 +1,5 @@
 """The regime scan: law tests of theory curves, the separating cells, and the tail-geometric scales."""
+import fvnum
 from fractions import Fraction
 
 import numpy as np
@@ -17,7 +18,7 @@ def test_tail_geometric_scales_make_the_noiseless_path_loss_exactly_geometric():
     var = tail_geometric_variances(6, Fraction(1, 2))
     assert var == (1, Fraction(1, 2), Fraction(1, 4), Fraction(1, 8), Fraction(1, 16), Fraction(1, 16))
     prior = tree_prior(6, scales=var)
-    losses = [loss_mc(prior, "path", b, tau=0, samples=2000, seed=0) for b in range(1, 6)]
+    losses = [loss_mc(prior, "path", b, fvnum.gaussian(0), samples=2000, seed=0) for b in range(1, 6)]
     assert all(e.stderr == 0 for e in losses)
     ratios = [losses[i + 1].value / losses[i].value for i in range(4)]
     assert ratios == pytest.approx([0.5] * 4, rel=1e-12)
@@ -43,7 +44,7 @@ def test_a_cell_separates_when_adaptive_is_geometric_and_one_layer_a_power_law()
 def test_theory_curves_are_the_fvnum_rows():
     curves = theory_curves(4, 0.5, 64, range(1, 4), samples=500, seed=3)
     prior = tree_prior(4, 0.5)
-    assert curves["path"][1].value == loss_mc(prior, "path", 2, tokens=64, samples=500, seed=3).value
+    assert curves["path"][1].value == loss_mc(prior, "path", 2, fvnum.tokens(64), samples=500, seed=3).value
     assert set(curves) == {"path", "top_levels"}
 
 

@@ -1,6 +1,7 @@
 """The rollout policy (approximate noisy Bellman over the greedy policy, issue 10 point 2): its kernel
 agrees with the greedy kernel, and on common random numbers it is never worse than ``greedy_coordinate``
 or ``path`` beyond 5 standard errors of the paired difference, and strictly better where lookahead pays."""
+import fvnum
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ def _losses(depth, alpha, budget, tau, names, samples, seed=0):
     """Per-sample losses of each named policy on the same draws (common random numbers)."""
     prior = TreePrior(depth, alpha)
     spec = numeric_prior(prior)
-    channel = make_channel(spec, tau, None, 0.01)
+    channel = make_channel(spec, fvnum.gaussian(tau))
     out = {}
     for name in names:
         pol = STRATEGIES[name].policy(prior, budget, channel, seed=seed, threads=1)
@@ -50,7 +51,7 @@ def test_one_candidate_is_the_greedy_policy():
     """With ``n_cand = 1`` the rollout keeps the greedy node everywhere: the same losses, sample by sample."""
     prior = TreePrior(3, "1/2")
     spec = numeric_prior(prior)
-    channel = make_channel(spec, 0.4, None, 0.01)
+    channel = make_channel(spec, fvnum.gaussian(0.4))
     roll = RolloutPolicy(spec, 0.4, 3, n_cand=1, first_rollouts=64)
     greedy = GreedyCoordinate(spec, 0.4, 3)
     a = simulate(spec, channel, roll, 3, samples=300, seed=2, threads=1, record=True).function_vectors.loss
@@ -97,7 +98,7 @@ def test_tokens_channel_reads_no_node_twice():
     """Under the tokens channel a repeated reading is the same statistic: the rollout, like greedy, never repeats."""
     from fvnum import loss_mc
 
-    fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, tokens=40, samples=200, seed=1, record=True,
+    fv = loss_mc(TreePrior(3, "1/2"), "rollout", 4, fvnum.tokens(40), samples=200, seed=1, record=True,
                  threads=1).function_vectors
     nodes = fv.nodes[:, :, 0]
     assert all(len(set(row)) == len(row) for row in nodes.tolist())

@@ -1,6 +1,7 @@
 """Tables that say what they hold (issue 56, item 2): the one formatter of a standard error, the model's own line
 first, the rows grouped by what they are to that model."""
 from __future__ import annotations
+import fvnum
 
 import numpy as np
 import pytest
@@ -115,7 +116,7 @@ def test_a_comparison_table_opens_with_the_model_line():
     from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")
-    table = comparison_table(prior, 2, make_channel(prior, tau=0.5), samples=400, seed=0, search_samples=100, keyed=None)
+    table = comparison_table(prior, 2, make_channel(prior, fvnum.gaussian(0.5)), samples=400, seed=0, search_samples=100)
     md = table.to_markdown("C").splitlines()
     assert md[0].startswith("Model C: its prediction ") and "(top_levels_linear, exact)" in md[0]
     assert md[4] == "| *its prediction* | | | | | | | |" and md[5].startswith("| top_levels_linear |")

@@ -1,4 +1,5 @@
 """Design and policy searches under noise."""
+import fvnum
 import itertools
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_symmetry_classes_are_complete_and_distinct(depth, budget):
 
 def test_coordinate_search_finds_the_noiseless_optimum():
     loss, _ = bellman.optimal_nonadaptive(PRIOR, 3)
-    found = optimal_nonadaptive_coordinate(PRIOR, 3, 0.0, samples=4000, seed=1)
+    found = optimal_nonadaptive_coordinate(PRIOR, 3, fvnum.gaussian(0.0), samples=4000, seed=1)
     nodes, est = tuple(found.design.tolist()), found.estimate
     exact = float(ftree.coordinate_design_loss(PRIOR, nodes))
     assert exact <= float(loss) + 5 * est.stderr
@@ -63,31 +64,31 @@ def test_coordinate_search_finds_the_noiseless_optimum():
     assert found.design.dtype.kind == "i" and list(nodes) == sorted(nodes) and "exhaustive over the" in found.how
     assert found.to_dict()["design"] == list(nodes) and found.to_dict()["estimate"] == est.to_dict()
     assert "design: nodes " + ", ".join(map(str, nodes)) in repr(found)
-    assert loss_mc(PRIOR, "fixed", 3, design=nodes, tau=0.0, samples=4000, seed=1) == est  # its policy, re-run
+    assert loss_mc(PRIOR, "fixed", 3, fvnum.gaussian(0.0), options=fvnum.StrategyOptions(design=nodes), samples=4000, seed=1) == est  # its policy, re-run
 
 
 def test_coordinate_search_local_search_branch():
     """Forced off the exhaustive branch: greedy + swaps still reaches a good design at tau = 0."""
     loss, _ = bellman.optimal_nonadaptive(PRIOR, 2)
-    found = optimal_nonadaptive_coordinate(PRIOR, 2, 0.0, samples=4000, seed=2, max_exhaustive=0)
+    found = optimal_nonadaptive_coordinate(PRIOR, 2, fvnum.gaussian(0.0), samples=4000, seed=2, max_exhaustive=0)
     assert "greedy forward selection" in found.how
     assert float(ftree.coordinate_design_loss(PRIOR, found.design.tolist())) <= float(loss) + 5 * found.estimate.stderr
 
 
 def test_unit_design_beats_coordinate_designs_under_noise():
-    found = optimal_nonadaptive_unit(PRIOR, 3, 0.3, samples=3000, seed=3, restarts=2, maxiter=60)
+    found = optimal_nonadaptive_unit(PRIOR, 3, fvnum.gaussian(0.3), samples=3000, seed=3, restarts=2, maxiter=60)
     W, est = found.design, found.estimate
     assert W.shape == (3, 15) and found.policy.design is W and "L-BFGS" in found.how
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
-    top = loss_mc(PRIOR, "top_levels", 3, tau=0.3, samples=3000, seed=3)  # same samples (EVAL stream)
+    top = loss_mc(PRIOR, "top_levels", 3, fvnum.gaussian(0.3), samples=3000, seed=3)  # same samples (EVAL stream)
     assert est.value < top.value - 5 * (est.stderr + top.stderr)
-    again = loss_mc(PRIOR, "fixed", 3, design=W, tau=0.3, samples=3000, seed=3)
+    again = loss_mc(PRIOR, "fixed", 3, fvnum.gaussian(0.3), options=fvnum.StrategyOptions(design=W), samples=3000, seed=3)
     assert again == est
 
 
 def test_gaussian_unit_search_is_water_filling():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
-    W = optimal_nonadaptive_unit(prior, 2, 0.5, samples=3000, seed=4).design
+    W = optimal_nonadaptive_unit(prior, 2, fvnum.gaussian(0.5), samples=3000, seed=4).design
     from fvnum.priors import gaussian as G
     from fvnum.priors.tree import numeric_prior
 
@@ -100,7 +101,7 @@ def test_best_adaptive_dense_lookahead_beats_path():
     """THEORY.md section 7 (prototype): at the noise of N = 128 tokens, dense adaptive reads are far
     better than the path strategy on the depth-4 tree with budget 3."""
     tau = 0.12
-    found = best_adaptive(PRIOR, 3, tau, samples=600, seed=5)
+    found = best_adaptive(PRIOR, 3, fvnum.gaussian(tau), samples=600, seed=5)
     name, est, scores = found.name, found.estimate, found.candidates
     assert set(scores) == {"path", "bellman_noiseless", "greedy_coordinate", "greedy_dense"}
     assert name == min(scores, key=lambda k: scores[k].value) == found.policy.name
@@ -110,15 +111,15 @@ def test_best_adaptive_dense_lookahead_beats_path():
 
 
 def test_best_adaptive_gaussian_is_water_filling():
-    found = best_adaptive(GaussianPrior.isotropic(3), 2, 0.5, samples=2000, seed=6)
+    found = best_adaptive(GaussianPrior.isotropic(3), 2, fvnum.gaussian(0.5), samples=2000, seed=6)
     assert found.name == "optimal" and found.design.shape == (2, 3)
     assert abs(found.estimate.z(3 - 2 / (1 + 0.25))) < 5  # isotropic, B <= D: D - B / (1 + tau^2)
 
 
 def test_search_bad_input():
     with pytest.raises(ValueError, match="budget 16 is too large"):
-        optimal_nonadaptive_coordinate(PRIOR, 16, 0.1, samples=10)
+        optimal_nonadaptive_coordinate(PRIOR, 16, fvnum.gaussian(0.1), samples=10)
     with pytest.raises(ValueError, match="samples must be >= 2"):
-        optimal_nonadaptive_unit(PRIOR, 2, 0.1, samples=1)
-    with pytest.raises(ValueError, match="exactly one of tau"):
-        best_adaptive(PRIOR, 2, samples=10)
+        optimal_nonadaptive_unit(PRIOR, 2, fvnum.gaussian(0.1), samples=1)
+    with pytest.raises(ValueError, match=r"channel must be a channel, fvnum.gaussian\(tau\) or fvnum.tokens\(N\), got 0.1"):
+        best_adaptive(PRIOR, 2, 0.1, samples=10)

@@ -1,6 +1,8 @@
 """The law of softmax readings (THEORY.md section 2b; fvnum.keys.families.SoftmaxKeys, law_from_scores, softmax_law):
 its closed form against quadrature, against Monte Carlo of real tokens at N 16, 64 and 256, the exact Bayes
 decoder against brute force on a depth-2 tree, and a hand-built softmax channel whose loss is exact."""
+from fvnum.options import KeyedSearch
+import fvnum
 import math
 
 import numpy as np
@@ -254,7 +256,7 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
     se = losses.std(ddof=1) / math.sqrt(losses.size)
     assert abs(losses.mean() - first.estimate.value) <= 5 * se
     assert first.estimate.value < (thetas**2).sum(1).mean()
-    rows = adaptive_keyed_losses(prior, 2, "softmax", n_tokens=N, s2=S2, samples=300, first=first, steps=10)
+    rows = adaptive_keyed_losses(prior, 2, "softmax", n_tokens=N, s2=S2, samples=300, search=KeyedSearch(first=first, steps=10))
     assert abs(rows[0].estimate.value - first.estimate.value) <= 5 * rows[0].estimate.stderr + 1e-12
     assert rows[1].estimate.value < rows[0].estimate.value
 
@@ -310,7 +312,7 @@ def test_the_linear_readout_of_softmax_readings_has_the_loss_the_law_gives(N, be
     assert (math.exp(max(betas) ** 2) / N <= 0.03) == (rtol == 0)
     prior = TreePrior(2, "0.6")
     W = np.diag(betas) @ np.eye(3)[:2]  # scores beta_j x_j on the top two nodes
-    dec = softmax_lmmse(prior, W, make_channel(prior, n_tokens=N, s2=S2))
+    dec = softmax_lmmse(prior, W, make_channel(prior, fvnum.tokens(N, s2=S2)))
     losses = _softmax_linear_mc(prior, W, dec.U, N, 40_000, seed=N + int(100 * betas[1]))
     se = losses.std() / math.sqrt(losses.size)
     assert abs(losses.mean() - dec.loss) < 5 * se + rtol * dec.loss, (losses.mean(), dec.loss, se)
@@ -325,7 +327,7 @@ def test_model_c_softmax_row_is_the_best_top_levels_scales_and_refuses_in_one_li
     from fvsym.priors import TreePrior
 
     prior = TreePrior(3, "0.6")
-    ch = make_channel(prior, n_tokens=64, s2=S2)
+    ch = make_channel(prior, fvnum.tokens(64, s2=S2))
     for B in (1, 2, 4):
         dec, beta = top_levels_softmax(prior, B, ch)
         rows = top_levels_rows(7, B)
@@ -334,8 +336,8 @@ def test_model_c_softmax_row_is_the_best_top_levels_scales_and_refuses_in_one_li
         assert dec.loss <= min(grid) + 1e-9
         assert math.isclose(dec.loss, softmax_lmmse(prior, beta[:, None] * rows, ch).loss)
     with pytest.raises(InputError, match="tokens channel"):
-        top_levels_softmax(prior, 2, make_channel(prior, tau=0.1))
+        top_levels_softmax(prior, 2, make_channel(prior, fvnum.gaussian(0.1)))
     with pytest.raises(InputError, match="too few"):
-        top_levels_softmax(prior, 2, make_channel(prior, n_tokens=4, s2=S2))
+        top_levels_softmax(prior, 2, make_channel(prior, fvnum.tokens(4, s2=S2)))
     with pytest.raises(InputError, match=r"\(B, D\) with D = 7"):
         softmax_lmmse(prior, np.eye(3), ch)

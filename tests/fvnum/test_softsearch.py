@@ -2,6 +2,7 @@
 docs/softmax.md, "A stronger adaptive softmax search"): its law is the closed form's, it starts from the greedy
 step and never reads worse by its objective, it is not worse than the greedy search, its loss is a real reader's
 (real tokens at N 64) within 5 standard errors, and its price refuses absurd sizes in one line."""
+from fvnum.options import KeyedSearch
 import numpy as np
 import pytest
 
@@ -58,7 +59,7 @@ def test_every_layer_reads_no_worse_than_the_greedy_step_and_the_row_no_worse_th
                 gains.append(float((f_greedy - f_new).mean()))
     assert max(gains) > 0  # the joint step found better scores somewhere
     assert rows.shape == (120, 3, 14) and torch.all(rows[:, :, 7:] > 0)  # [b, q] per layer, q > 0
-    old = adaptive_keyed_losses(PRIOR, 3, "softmax", **KW, samples=120, first=first, steps=FAST["steps"])
+    old = adaptive_keyed_losses(PRIOR, 3, "softmax", **KW, samples=120, search=KeyedSearch(first=first, steps=FAST["steps"]))
     assert new[0].value == pytest.approx(old[0].estimate.value, rel=1e-9)
     for o, n in zip(old, new):
         assert n.value <= o.estimate.value + 2 * max(o.estimate.stderr, n.stderr)
@@ -69,8 +70,8 @@ def test_the_policy_on_real_tokens_has_the_law_loss_within_5_se(first):
     readings) against its law-drawn readings: the two Monte Carlo losses within 5 combined standard errors."""
     from fvnum.keys.adaptive import adaptive_softmax_losses, adaptive_softmax_losses_mc
 
-    law = adaptive_softmax_losses(PRIOR, 2, **KW, samples=200, first=first, **FAST)
-    real = adaptive_softmax_losses_mc(PRIOR, 2, **KW, samples=200, first=first, **FAST)
+    law = adaptive_softmax_losses(PRIOR, 2, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
+    real = adaptive_softmax_losses_mc(PRIOR, 2, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
     for a, b in zip(law, real):
         assert a.name == "best_adaptive_keyed" and a.keys is first.keys
         a = a.estimate

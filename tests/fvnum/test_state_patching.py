@@ -14,7 +14,7 @@ P = TreePrior(5, 0.6)
 
 
 def test_path_transplant_changes_nothing_bit_for_bit_below_the_divergence_and_costs_above():
-    t = state_patching_table(P, "path", 4, tau=0.2, samples=3000, seed=4)
+    t = state_patching_table(P, "path", 4, fvnum.gaussian(0.2), samples=3000, seed=4)
     assert isinstance(t, PatchingTable) and t.intervention == "transplant" and t.strategy == "path"
     assert t.layers == (1, 2, 3, 4) and t.depths == (1, 2, 3, 4, 5) and t.loss.shape == (4, 5)
     for a, l in enumerate(t.layers):
@@ -36,7 +36,7 @@ def test_the_whole_transplanted_state_decodes_the_donor():
     is ||theta_donor - theta_target||^2 = (2 a_j)^2 (the same node, the other sign) + 2 sum_{k > j} a_k^2 (below j
     the donor's nodes lie in the other subtree: a_k^2 each, twice)."""
     a = np.sqrt(0.6) ** np.arange(5)  # scales a_k = alpha^((k - 1) / 2)
-    t = state_patching_table(P, "path", 5, tau=1e-4, samples=2000, seed=0)
+    t = state_patching_table(P, "path", 5, fvnum.gaussian(1e-4), samples=2000, seed=0)
     for b, j in enumerate(t.depths):
         expect = 4 * a[j - 1] ** 2 + 2 * np.sum(a[j:] ** 2)
         assert abs(t.loss[-1, b] - expect) <= 5 * t.stderr[-1, b] + 1e-9, (j, t.loss[-1, b], expect)
@@ -46,7 +46,7 @@ def test_mean_state_of_path_matches_its_closed_form_within_five_standard_errors(
     """Phi_bar_1(s_1) = a_1 s_1; Phi_bar_2(s_1, s_2) second slot = a_2 s_2 P(the first reading has the sign s_1)
     (a wrong first sign reads the sibling, off the path: 0 on average); a_1 = 1, a_2 = sqrt(alpha)."""
     tau, n = 0.7, 40_000
-    m = mean_state(P, "path", 3, tau=tau, samples=n, seed=2)
+    m = mean_state(P, "path", 3, fvnum.gaussian(tau), samples=n, seed=2)
     assert isinstance(m, MeanState) and m.layers == (1, 2, 3) and m.means[2].shape == (4, 2)
     assert m.counts[2].sum() == n
     right = norm.cdf(1.0 / tau)
@@ -63,7 +63,7 @@ def test_mean_state_of_path_matches_its_closed_form_within_five_standard_errors(
 
 
 def test_path_follows_an_injected_prefix_and_the_loss_counts_the_wrong_subtree():
-    t = injection_table(P, "path", 4, tau=0.05, samples=4000, seed=1)
+    t = injection_table(P, "path", 4, fvnum.gaussian(0.05), samples=4000, seed=1)
     assert isinstance(t, InjectionTable) and t.intervention == "injection"
     for a, l in enumerate(t.layers):
         for b, j in enumerate(t.depths):
@@ -85,21 +85,21 @@ def test_path_follows_an_injected_prefix_and_the_loss_counts_the_wrong_subtree()
 
 
 def test_path_transplant_under_tokens_is_harmless_within_noise_below_the_divergence():
-    t = state_patching_table(P, "path", 3, n_tokens=256, samples=4000, seed=0, depths=(1, 4))
+    t = state_patching_table(P, "path", 3, fvnum.tokens(256), samples=4000, seed=0, patch=fvnum.PatchSpec(depths=(1, 4)))
     assert t.depths == (1, 4)
     assert np.all(np.abs(t.effect[:, 1]) <= 5 * t.effect_stderr[:, 1] + 1e-12)
     assert np.all(t.effect[:, 0] > 10 * t.effect_stderr[:, 0])
 
 
 def test_same_seed_same_numbers_other_seed_other_numbers():
-    a = state_patching_table(P, "greedy_coordinate", 3, tau=0.3, samples=300, seed=7, depths=(1, 2))
-    b = state_patching_table(P, "greedy_coordinate", 3, tau=0.3, samples=300, seed=7, depths=(1, 2))
-    c = state_patching_table(P, "greedy_coordinate", 3, tau=0.3, samples=300, seed=8, depths=(1, 2))
+    a = state_patching_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), samples=300, seed=7, patch=fvnum.PatchSpec(depths=(1, 2)))
+    b = state_patching_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), samples=300, seed=7, patch=fvnum.PatchSpec(depths=(1, 2)))
+    c = state_patching_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), samples=300, seed=8, patch=fvnum.PatchSpec(depths=(1, 2)))
     assert np.array_equal(a.loss, b.loss) and not np.array_equal(a.loss, c.loss)
-    kw = dict(tau=0.3, samples=200, mean_samples=400)
-    i1 = injection_table(P, "greedy_coordinate", 3, seed=3, **kw)
-    i2 = injection_table(P, "greedy_coordinate", 3, seed=3, **kw)
-    i3 = injection_table(P, "greedy_coordinate", 3, seed=4, **kw)
+    kw = dict(samples=200, patch=fvnum.PatchSpec(mean_samples=400))
+    i1 = injection_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), seed=3, **kw)
+    i2 = injection_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), seed=3, **kw)
+    i3 = injection_table(P, "greedy_coordinate", 3, fvnum.gaussian(0.3), seed=4, **kw)
     assert np.array_equal(i1.prefix_accuracy, i2.prefix_accuracy, equal_nan=True)
     assert np.array_equal(i1.loss, i2.loss, equal_nan=True) and not np.array_equal(i1.loss, i3.loss, equal_nan=True)
 
@@ -107,42 +107,42 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
 @pytest.mark.heavy
 def test_every_adaptive_strategy_of_the_tree_gets_a_table():
     for strategy in ("path", "optimal", "bellman_noiseless", "greedy_coordinate", "greedy_dense"):
-        t = state_patching_table(P, strategy, 2, tau=0.3, samples=300, seed=0, depths=(1,))
+        t = state_patching_table(P, strategy, 2, fvnum.gaussian(0.3), samples=300, seed=0, patch=fvnum.PatchSpec(depths=(1,)))
         assert t.loss.shape == (2, 1) and t.effect[:, 0].max() > 0, strategy
     assert fvnum.state_patching_table is state_patching_table and fvnum.mean_state is mean_state
 
 
 def test_bad_inputs_are_one_line_errors_naming_the_value():
     with pytest.raises(ValueError, match="divergence depth j must be"):
-        state_patching_table(P, "path", 3, tau=0.1, samples=100, depths=(6,))
+        state_patching_table(P, "path", 3, fvnum.gaussian(0.1), samples=100, patch=fvnum.PatchSpec(depths=(6,)))
     with pytest.raises(ValueError, match="layer l must be"):
-        state_patching_table(P, "path", 3, tau=0.1, samples=100, layers=(4,))
+        state_patching_table(P, "path", 3, fvnum.gaussian(0.1), samples=100, patch=fvnum.PatchSpec(layers=(4,)))
     with pytest.raises(ValueError, match="needs a tree prior"):
-        state_patching_table(GaussianPrior([[1.0, 0.0], [0.0, 0.25]]), "top_levels", 2, tau=0.1, samples=100)
+        state_patching_table(GaussianPrior([[1.0, 0.0], [0.0, 0.25]]), "top_levels", 2, fvnum.gaussian(0.1), samples=100)
     with pytest.raises(ValueError, match="injection needs a noisy channel"):
-        injection_table(P, "path", 3, tau=0.0, samples=100)
+        injection_table(P, "path", 3, fvnum.gaussian(0.0), samples=100)
     with pytest.raises(ValueError, match="tau"):
-        state_patching_table(P, "path", 3, tau=-1.0, samples=100)
-    with pytest.raises(ValueError, match="give n_tokens"):
-        state_patching_table(P, "adaptive_keyed_weighted", 2, tau=0.1)
+        state_patching_table(P, "path", 3, fvnum.gaussian(-1.0), samples=100)
+    with pytest.raises(ValueError, match="give the tokens channel, fvnum.tokens"):
+        state_patching_table(P, "adaptive_keyed_weighted", 2, fvnum.gaussian(0.1))
     with pytest.raises(ValueError, match="no context among the mean state"):
-        injection_table(P, "path", 3, tau=0.3, samples=200, mean_samples=3)
-    m = mean_state(P, "path", 2, tau=0.3, samples=500)
+        injection_table(P, "path", 3, fvnum.gaussian(0.3), samples=200, patch=fvnum.PatchSpec(mean_samples=3))
+    m = mean_state(P, "path", 2, fvnum.gaussian(0.3), samples=500)
     with pytest.raises(ValueError, match="the mean state was drawn under another budget: budget 2"):
-        injection_table(P, "path", 3, tau=0.3, samples=100, means=m)
-    m = mean_state(P, "path", 3, tau=0.3, samples=500, layers=(1, 2))
+        injection_table(P, "path", 3, fvnum.gaussian(0.3), samples=100, means=m)
+    m = mean_state(P, "path", 3, fvnum.gaussian(0.3), samples=500, layers=(1, 2))
     with pytest.raises(ValueError, match="the mean state holds layers 1, 2"):
-        injection_table(P, "path", 3, tau=0.3, samples=100, means=m)
+        injection_table(P, "path", 3, fvnum.gaussian(0.3), samples=100, means=m)
 
 
 @pytest.mark.slow
 def test_keyed_policy_transplant_and_injection():
     """A's prediction policy (the greedy keyed policy, weighted keys) on drawn tokens: the whole state of a donor
     diverging at the root costs, its injected root prefix is followed."""
-    t = state_patching_table(P, "adaptive_keyed_weighted", 2, n_tokens=64, samples=40, seed=0, depths=(1,))
+    t = state_patching_table(P, "adaptive_keyed_weighted", 2, fvnum.tokens(64), samples=40, seed=0, patch=fvnum.PatchSpec(depths=(1,)))
     assert t.strategy == "adaptive_keyed_weighted" and t.intervention == "transplant"
     assert t.effect[-1, 0] > 5 * t.effect_stderr[-1, 0]
-    i = injection_table(P, "adaptive_keyed_weighted", 2, n_tokens=64, samples=40, seed=0, depths=(1,))
+    i = injection_table(P, "adaptive_keyed_weighted", 2, fvnum.tokens(64), samples=40, seed=0, patch=fvnum.PatchSpec(depths=(1,)))
     assert i.prefix_accuracy[0, 0] >= 0.8
 
 
@@ -151,21 +151,21 @@ def test_absurd_sizes_are_priced_before_work():
     from fvsym.errors import ResourceRefused
 
     with pytest.raises(ResourceRefused, match=r"state_patching_table of path with 10000000000 samples would take about"):
-        state_patching_table(P, "path", 3, tau=0.1, samples=10**10)
+        state_patching_table(P, "path", 3, fvnum.gaussian(0.1), samples=10**10)
     with pytest.raises(ResourceRefused, match="injection_table of path"):
-        injection_table(P, "path", 3, tau=0.1, samples=10**9)
+        injection_table(P, "path", 3, fvnum.gaussian(0.1), samples=10**9)
     with pytest.raises(ResourceRefused, match="adaptive_keyed_weighted with 100000 contexts"):
-        state_patching_table(TreePrior(7, 0.6), "adaptive_keyed_weighted", 6, n_tokens=64, samples=100_000)
+        state_patching_table(TreePrior(7, 0.6), "adaptive_keyed_weighted", 6, fvnum.tokens(64), samples=100_000)
     with pytest.raises(ValueError, match="budget must be >= 1, got 0"):
-        mean_state(P, "path", 0, tau=0.1, samples=10)
+        mean_state(P, "path", 0, fvnum.gaussian(0.1), samples=10)
 
 
 def test_injection_stderr_covers_the_spread_of_the_mean_states_across_their_seeds():
     """The same targets, mean states of six seeds: the loss's sd across them is within the reported standard
     error's scale (the targets' stderr alone, the old report, is ten times smaller than that spread)."""
     P = TreePrior(3, "0.8")
-    kw = dict(tau=1.0, samples=2000, seed=0, layers=[3], depths=[1])
-    tables = [injection_table(P, "path", 3, means=mean_state(P, "path", 3, tau=1.0, samples=1000, seed=s, layers=[3]),
+    kw = dict(samples=2000, seed=0, patch=fvnum.PatchSpec(layers=[3], depths=[1]))
+    tables = [injection_table(P, "path", 3, fvnum.gaussian(1.0), means=mean_state(P, "path", 3, fvnum.gaussian(1.0), samples=1000, seed=s, layers=[3]),
                               **kw) for s in range(1, 7)]
     loss = np.array([t.loss[0, 0] for t in tables])
     stderr = np.median([t.stderr[0, 0] for t in tables])
@@ -176,10 +176,10 @@ def test_injection_stderr_covers_the_spread_of_the_mean_states_across_their_seed
 
 def test_theory_tables_carry_their_seed_sizes_and_what_they_patched():
     P = TreePrior(3, "0.8")
-    kw = dict(tau=0.5, samples=200, seed=7)
-    keys = fvnum.patching_table(P, 3, **kw)
-    transplant = state_patching_table(P, "path", 3, **kw)
-    inj = injection_table(P, "path", 3, mean_samples=300, **kw)
+    kw = dict(samples=200, seed=7)
+    keys = fvnum.patching_table(P, "path", 3, fvnum.gaussian(0.5), **kw)
+    transplant = state_patching_table(P, "path", 3, fvnum.gaussian(0.5), **kw)
+    inj = injection_table(P, "path", 3, fvnum.gaussian(0.5), patch=fvnum.PatchSpec(mean_samples=300), **kw)
     for t in (keys, transplant, inj):
         d = t.to_dict()
         assert d["seed"] == 7 and d["n"] == 200 and d["patched"] and d["how"]

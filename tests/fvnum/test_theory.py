@@ -1,5 +1,6 @@
 """The theory side of a comparison (fvnum.theory): the exact linear theory of both channels against Monte
 Carlo and closed forms, the best linear design, and the typed comparison table."""
+import fvnum
 import math
 
 import numpy as np
@@ -42,8 +43,8 @@ def _linear_mc(prior, W, channel, n, seed):
 def test_linear_loss_is_the_monte_carlo_loss_of_its_readout(prior, kind):
     """``lmmse`` under each channel against the loss of its readout on readings drawn from that channel
     (within 5 standard errors), at a small N where the tokens channel's (1 + 1/N) W C W^T term matters."""
-    tokens = make_channel(prior, tokens=3, s2=0.05)
-    channel = tokens if kind == "tokens" else make_channel(prior, tau=tokens.tau)
+    tokens = make_channel(prior, fvnum.tokens(3, s2=0.05))
+    channel = tokens if kind == "tokens" else make_channel(prior, fvnum.gaussian(tokens.tau))
     rng = np.random.default_rng(7)
     W = rng.standard_normal((2, 7))
     W /= np.linalg.norm(W, axis=1, keepdims=True)  # unit rows
@@ -51,7 +52,7 @@ def test_linear_loss_is_the_monte_carlo_loss_of_its_readout(prior, kind):
     mean, se = losses.mean(), losses.std(ddof=1) / math.sqrt(losses.size)
     exact = lmmse(prior, W, channel).loss
     assert abs(mean - exact) < 5 * se
-    other = lmmse(prior, W, make_channel(prior, tau=tokens.tau) if kind == "tokens" else tokens).loss
+    other = lmmse(prior, W, make_channel(prior, fvnum.gaussian(tokens.tau)) if kind == "tokens" else tokens).loss
     assert abs(mean - other) > 5 * se  # the two channels' linear theories are told apart
 
 
@@ -59,20 +60,20 @@ def test_tokens_linear_theory_has_the_one_plus_one_over_n_term():
     """Isotropic C = I_D, coordinate design of B rows: Cov(phi) = (1 + 1/N + tau^2) I_B, so the loss is
     D - B / (1 + 1/N + tau^2) exactly (tau^2 = (D + s2) / N), and the gaussian channel's D - B / (1 + tau^2)."""
     prior = GaussianPrior.isotropic(5)
-    ch = make_channel(prior, tokens=8, s2=0.25)
+    ch = make_channel(prior, fvnum.tokens(8, s2=0.25))
     tau2 = sp.Rational(5 * 4 + 1, 4 * 8)
     want = 5 - 3 / (1 + sp.Rational(1, 8) + tau2)
     assert ch.tau2 == float(tau2)
     assert lmmse(prior, top_levels_rows(5, 3), ch).loss == pytest.approx(float(want), rel=1e-14)
     assert best_linear_loss(prior, 3, ch) == float(want)  # exact in sympy, rounded once
-    gauss = make_channel(prior, tau=ch.tau)
+    gauss = make_channel(prior, fvnum.gaussian(ch.tau))
     assert gaussian_optimum(prior, 3, ch) == pytest.approx(float(5 - 3 / (1 + tau2)), rel=1e-14)
     assert lmmse(prior, top_levels_rows(5, 3), gauss).loss == pytest.approx(float(5 - 3 / (1 + tau2)), rel=1e-14)
 
 
 def test_best_linear_design_of_the_tokens_channel_beats_random_designs():
     prior = TreePrior(3, "3/10")
-    ch = make_channel(prior, tokens=16)
+    ch = make_channel(prior, fvnum.tokens(16))
     best = best_linear_loss(prior, 3, ch)
     assert lmmse(prior, top_levels_rows(7, 3), ch).loss == pytest.approx(best, rel=1e-12)  # top eigen-directions
     rng = np.random.default_rng(0)
@@ -86,7 +87,7 @@ def test_best_linear_design_of_the_tokens_channel_beats_random_designs():
 
 def test_best_linear_loss_of_the_gaussian_channel_is_water_filling():
     prior = TreePrior(3, "1/2")
-    ch = make_channel(prior, tau=0.3)
+    ch = make_channel(prior, fvnum.gaussian(0.3))
     gauss = GaussianPrior.matched(prior)
     assert best_linear_loss(prior, 5, ch) == float(water_filling(gauss.eigenvalues, 5, sp.Rational(3, 10)).loss)
 
@@ -95,7 +96,7 @@ def test_tau_has_one_definition_for_floats_and_exact_numbers():
     prior = TreePrior(4, "1/2")
     exact = effective_tau2(prior, n_tokens=128, s2=sp.Rational(1, 100))
     assert exact == (sp.Rational(15, 8) + sp.Rational(1, 100)) / 128
-    ch = make_channel(prior, tokens=128, s2=0.01)
+    ch = make_channel(prior, fvnum.tokens(128, s2=0.01))
     assert ch.tau2 == effective_tau2(15 / 8, n_tokens=128, s2=0.01) and ch.tau == math.sqrt(ch.tau2)
 
 
@@ -104,7 +105,7 @@ def test_bad_inputs_get_one_line_errors():
     with pytest.raises(ValueError, match="channel must be a fvnum Channel"):
         lmmse(prior, top_levels_rows(7, 2), "tokens")
     with pytest.raises(ValueError, match="design must be"):
-        lmmse(prior, np.ones((2, 5)), make_channel(prior, tau=0.1))
+        lmmse(prior, np.ones((2, 5)), make_channel(prior, fvnum.gaussian(0.1)))
     with pytest.raises(ValueError, match="budget must be an integer in 1..D=7"):
         top_levels_rows(7, 8)
     with pytest.raises(ValueError, match="unknown channel 'noisy'"):
@@ -115,8 +116,8 @@ def test_bad_inputs_get_one_line_errors():
 
 def test_comparison_table_rows_carry_their_channel_and_are_reproducible():
     prior = TreePrior(3, "1/2")
-    ch = make_channel(prior, tokens=64)
-    kw = dict(samples=2000, seed=3, search_samples=300, dense=False, keyed=None)
+    ch = make_channel(prior, fvnum.tokens(64, keys=None))
+    kw = dict(samples=2000, seed=3, search_samples=300, dense=False)
     table = comparison_table(prior, 2, ch, **kw)
     assert isinstance(table, ComparisonTable) and table.prior == "tree" and table.budget == 2
     d = table.to_dict()
@@ -136,7 +137,7 @@ def test_comparison_table_rows_carry_their_channel_and_are_reproducible():
 
 def test_comparison_table_of_a_gaussian_prior():
     prior = GaussianPrior.matched(TreePrior(3, "1/2"))
-    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=2000, seed=0, keyed=None)
+    table = comparison_table(prior, 2, make_channel(prior, fvnum.tokens(64, keys=None)), samples=2000, seed=0)
     assert table.names == ("water_filling_mc", "top_levels_linear", "best_linear_nonadaptive", "gaussian_optimum")
     assert table.optimum_bracket is None
     assert table.prediction("A").name == table.prediction("B").name == "water_filling_mc"
@@ -150,8 +151,8 @@ def test_rows_say_what_they_are_beside_the_models():
     one prediction row; the only bound proven for a trained model is the linear one for Model C, and the
     noiseless optimum bounds no model (the MLP keys of A and B are not linear keys)."""
     prior = TreePrior(3, "1/2")
-    table = comparison_table(prior, 2, make_channel(prior, tokens=64), samples=1000, seed=0, search_samples=200,
-                             keyed=None)
+    table = comparison_table(prior, 2, make_channel(prior, fvnum.tokens(64, keys=None)), samples=1000, seed=0,
+                             search_samples=200)
     for model in plain_models():  # T is held to a row by its shape's name (T-deep, T-wide), not listed in rows
         assert [r.name for r in table if r.role == "prediction" and model in r.models] == [table.prediction(model).name]
     assert (table.prediction("A").name, table.prediction("B").name, table.prediction("C").name) == (
@@ -215,9 +216,9 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
     monkeypatch.setitem(sys.modules, "fvnum.keys.nonadaptive", fake)
     monkeypatch.setitem(sys.modules, "fvnum.keys.adaptive", adaptive)
     prior = TreePrior(2, "1/2")
-    table = comparison_table(prior, 1, make_channel(prior, tokens=32), samples=500, search_samples=100,
-                             keyed="weighted")
+    table = comparison_table(prior, 1, make_channel(prior, fvnum.tokens(32, keys="weighted")), samples=500,
+                             search_samples=100)
     assert table.prediction("A").name == "best_adaptive_keyed" and table.prediction("B").name == "best_nonadaptive_keyed"
     assert table.prediction("B").keys == "weighted" and table.row("best_adaptive").role == "upper_bound"
-    with pytest.raises(ValueError, match="tokens channel"):
-        comparison_table(prior, 1, make_channel(prior, tau=0.1), samples=500, search_samples=100, keyed="weighted")
+    with pytest.raises(ValueError, match="unknown key family 'nope'"):
+        fvnum.tokens(32, keys="nope")

@@ -1,5 +1,6 @@
 """Tree prior: Monte Carlo against fvsym's exact noiseless values (within 5 standard errors from the same
 samples), exact averages over all 2^K leaves, and the Bayes decoder against the linear bound at tau > 0."""
+import fvnum
 import numpy as np
 import pytest
 import sympy as sp
@@ -30,13 +31,13 @@ def within5(est, exact):
 @pytest.mark.parametrize("depth,budget", [(4, 1), (4, 3), (5, 4), (3, 3)])
 def test_path_noiseless_matches_fvsym(depth, budget):
     prior = TreePrior(depth, ALPHA)
-    within5(loss_mc(prior, "path", budget, tau=0, samples=5000, seed=1), ftree.path_loss().exact(alpha=ALPHA, K=depth, B=budget))
+    within5(loss_mc(prior, "path", budget, fvnum.gaussian(0), samples=5000, seed=1), ftree.path_loss().exact(alpha=ALPHA, K=depth, B=budget))
 
 
 @pytest.mark.parametrize("depth,levels", [(4, 1), (4, 2), (5, 2), (4, 3)])
 def test_top_levels_noiseless_matches_fvsym(depth, levels):
     prior = TreePrior(depth, ALPHA)
-    est = loss_mc(prior, "top_levels", 2**levels - 1, tau=0, samples=5000, seed=2)
+    est = loss_mc(prior, "top_levels", 2**levels - 1, fvnum.gaussian(0), samples=5000, seed=2)
     within5(est, ftree.top_levels_loss().exact(alpha=ALPHA, K=depth, B=2**levels - 1))
 
 
@@ -54,14 +55,14 @@ def test_coordinate_designs_exact_over_all_leaves(nodes):
 @pytest.mark.parametrize("nodes", [(1, 2, 5), (2, 3), (4, 5, 6, 7), (1, 1, 9)])
 def test_fixed_design_mc_matches_fvsym(nodes):
     prior = TreePrior(4, ALPHA)
-    est = loss_mc(prior, "fixed", len(nodes), design=list(nodes), tau=0, samples=20_000, seed=3)
+    est = loss_mc(prior, "fixed", len(nodes), fvnum.gaussian(0), options=fvnum.StrategyOptions(design=list(nodes)), samples=20_000, seed=3)
     within5(est, ftree.coordinate_design_loss(prior, nodes))
 
 
 @pytest.mark.parametrize("layers,width", [(3, 1), (1, 3), (2, 2), (2, 1)])
 def test_bellman_policy_noiseless_matches_fvsym(layers, width):
     prior = TreePrior(4, ALPHA)
-    est = loss_mc(prior, "optimal", layers * width, layers=layers, width=width, tau=0, samples=20_000, seed=4)
+    est = loss_mc(prior, "optimal", layers * width, fvnum.gaussian(0), options=fvnum.StrategyOptions(layers=layers, width=width), samples=20_000, seed=4)
     within5(est, bellman.solve(prior, layers, width).loss)
 
 
@@ -70,7 +71,7 @@ def test_path_exact_over_all_leaves_general_scales():
     spec = numeric_prior(prior)
     leaves = np.arange(16, dtype=np.int64)
     for budget in range(5):
-        run = run_path(spec, make_channel(spec, tau=0.0), Draws(16, leaves=leaves, noise=np.zeros((16, budget))), budget)
+        run = run_path(spec, make_channel(spec, fvnum.gaussian(0.0)), Draws(16, leaves=leaves, noise=np.zeros((16, budget))), budget)
         assert abs(run.loss.mean() - float(sum(a**2 for a in prior.scales[budget:]))) < 1e-12
 
 
@@ -82,9 +83,9 @@ def test_bayes_decoder_beats_the_linear_decoder_under_noise(nodes):
     for b, n in enumerate(nodes):
         W[b, n - 1] = 1
     tau = sp.Rational(3, 10)
-    est = loss_mc(prior, "fixed", len(nodes), design=list(nodes), tau=0.3, samples=20_000, seed=5)
+    est = loss_mc(prior, "fixed", len(nodes), fvnum.gaussian(0.3), options=fvnum.StrategyOptions(design=list(nodes)), samples=20_000, seed=5)
     assert est.value <= float(lmmse_loss(prior, W, tau)) + 5 * est.stderr
-    dense = loss_mc(prior, "fixed", len(nodes), design=np.array(W, dtype=float), tau=0.3, samples=20_000, seed=5)
+    dense = loss_mc(prior, "fixed", len(nodes), fvnum.gaussian(0.3), options=fvnum.StrategyOptions(design=np.array(W, dtype=float)), samples=20_000, seed=5)
     assert dense.value == pytest.approx(est.value, rel=1e-12)  # the dense decoder on the same samples
 
 
@@ -92,13 +93,13 @@ def test_generic_unit_design_is_exact_without_noise():
     rng = np.random.default_rng(0)
     W = rng.standard_normal((1, 15))
     W /= np.linalg.norm(W)
-    est = loss_mc(TreePrior(4, ALPHA), "fixed", 1, design=W, tau=0, samples=5000, seed=6)
+    est = loss_mc(TreePrior(4, ALPHA), "fixed", 1, fvnum.gaussian(0), options=fvnum.StrategyOptions(design=W), samples=5000, seed=6)
     assert est.value == 0 and est.stderr == 0  # one generic projection separates the 16 leaves
 
 
 def test_noise_only_hurts_path():
     prior = TreePrior(4, ALPHA)
-    losses = [loss_mc(prior, "path", 3, tau=t, samples=20_000, seed=7) for t in (0.0, 0.2, 0.5)]
+    losses = [loss_mc(prior, "path", 3, fvnum.gaussian(t), samples=20_000, seed=7) for t in (0.0, 0.2, 0.5)]
     assert losses[0].value < losses[1].value - 5 * losses[1].stderr
     assert losses[1].value < losses[2].value - 5 * losses[2].stderr
 
@@ -110,17 +111,17 @@ def test_public_posterior_mean():
     rng = np.random.default_rng(8)
     nodes = rng.integers(1, 16, (20, 3))
     phi = rng.standard_normal((20, 3))
-    np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, tau=0.3),
+    np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, fvnum.gaussian(0.3)),
                                R.coord_posterior_mean(nodes, phi, 0.3, SCALES4), rtol=1e-12, atol=1e-12)
     W = rng.standard_normal((3, 15))
     W /= np.linalg.norm(W, axis=1, keepdims=True)
     t = tau_of_tokens(PRIOR4, 128)
     sigma2 = float(PRIOR4.second_moment) + 0.01  # the tokens channel: the exact law of the statistic
-    np.testing.assert_allclose(posterior_mean(PRIOR4, W, phi, tokens=128),
+    np.testing.assert_allclose(posterior_mean(PRIOR4, W, phi, fvnum.tokens(128)),
                                R.tokens_posterior_mean(W[None], phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, tokens=128),
+    np.testing.assert_allclose(posterior_mean(PRIOR4, nodes, phi, fvnum.tokens(128)),
                                R.tokens_posterior_mean(nodes, phi, 128, sigma2, SCALES4), rtol=1e-12, atol=1e-12)
-    gauss = posterior_mean(GaussianPrior.isotropic(3), np.eye(3), phi, tokens=128)  # approximate there
+    gauss = posterior_mean(GaussianPrior.isotropic(3), np.eye(3), phi, fvnum.tokens(128))  # approximate there
     np.testing.assert_allclose(gauss, phi / (1 + tau_of_tokens(GaussianPrior.isotropic(3), 128) ** 2), rtol=1e-12)
     with pytest.raises(ValueError, match="outside"):
-        posterior_mean(PRIOR4, np.array([16, 1, 1]), phi, tau=0.1)
+        posterior_mean(PRIOR4, np.array([16, 1, 1]), phi, fvnum.gaussian(0.1))

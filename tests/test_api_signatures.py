@@ -1,0 +1,111 @@
+"""Short signatures in one order (issue 59 item 3): no public function of fvsym, fvnum or bridges takes more than
+10 parameters (options that travel together are one frozen object: ``fvnum.StrategyOptions``, ``fvnum.PatchSpec``,
+``fvnum.KeyedSearch``, ``fvnum.plot.Look``), and every verb takes ``(prior, strategy, budget, channel, *, samples, seed, ...)``, or
+``(prior, budget, channel, *, samples, seed, ...)`` where it has no strategy."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pathlib
+
+import pytest
+
+MAX_PARAMETERS = 10
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _documented_modules() -> list[str]:
+    """The modules (or objects) the API reference pages document (``::: name`` lines of docs/reference)."""
+    names = []
+    for page in sorted((ROOT / "docs" / "reference").glob("*.md")):
+        names += [line.split()[1] for line in page.read_text().splitlines() if line.startswith("::: ")]
+    return names
+
+
+def _public(module) -> list[tuple[str, object]]:
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in vars(module) if not n.startswith("_")
+                 and getattr(vars(module)[n], "__module__", None) == module.__name__]
+    return [(n, getattr(module, n)) for n in names if hasattr(module, n)]
+
+
+def _callables(name: str, obj) -> list[tuple[str, object]]:
+    """The functions of a public name: itself, or a class's public methods (a dataclass's generated ``__init__``,
+    a record of fields, is not a function anyone calls with positional arguments in a row)."""
+    if inspect.isfunction(obj):
+        return [(name, obj)]
+    if not inspect.isclass(obj):
+        return []
+    out = []
+    for attr, member in vars(obj).items():
+        if attr.startswith("_") and attr != "__init__":
+            continue
+        if attr == "__init__" and dataclasses.is_dataclass(obj):
+            continue
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        if inspect.isfunction(member):
+            out.append((f"{name}.{attr}", member))
+    return out
+
+
+def _walk() -> dict[str, object]:
+    found = {}
+    for where in ["fvsym", "fvnum", "bridges", *_documented_modules()]:
+        try:
+            module = importlib.import_module(where)
+        except ImportError:  # an object documented on its own (``fvnum.posterior_mean``, ``fvsym.Formula``)
+            parent, _, attr = where.rpartition(".")
+            found.update(_callables(where, getattr(importlib.import_module(parent), attr)))
+            continue
+        for name, obj in _public(module):
+            found.update(_callables(f"{where}.{name}", obj))
+    return found
+
+
+def _count(fn) -> int:
+    return len([p for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")])
+
+
+def test_the_walk_sees_the_public_api():
+    found = _walk()
+    assert len(found) > 300 and "fvnum.loss_mc" in found and "fvnum.plot.loss_vs_budget" in found
+
+
+def test_no_public_function_takes_more_than_ten_parameters():
+    long = {name: _count(fn) for name, fn in _walk().items() if _count(fn) > MAX_PARAMETERS}
+    assert long == {}, long
+
+
+VERBS = ("loss_mc", "patching_table", "patched_loss", "state_patching_table", "injection_table", "mean_state")
+NO_STRATEGY = ("comparison_table", "bounds", "noisy_bellman", "best_adaptive", "optimal_nonadaptive_unit",
+               "optimal_nonadaptive_coordinate")
+
+
+@pytest.mark.parametrize("name", VERBS + NO_STRATEGY)
+def test_the_verbs_share_one_argument_order(name):
+    import fvnum
+
+    params = list(inspect.signature(getattr(fvnum, name)).parameters.values())
+    head = ["prior", "strategy", "budget", "channel"] if name in VERBS else ["prior", "budget", "channel"]
+    assert [p.name for p in params[:len(head)]] == head, name
+    assert all(p.default is inspect.Parameter.empty for p in params[:len(head)]), name  # said, never defaulted
+    rest = {p.name: p for p in params[len(head):]}
+    assert {"samples", "seed"} <= set(rest) or name == "noisy_bellman", name  # the exact recursion samples nothing
+    keyword_only = [p.name for p in params[len(head):] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert keyword_only == (["pair"] if name == "patched_loss" else []), name  # the rest by keyword
+    assert not {"tau", "n_tokens", "tokens", "s2"} & set(rest), name  # the channel is one object
+
+
+def test_the_duplicate_definitions_take_the_same_channel_argument():
+    """``noisy_bellman`` and ``bounds`` of a finite prior (``fvnum.optimum.atoms_dp``) and the atoms prior's own
+    table take the channel object where the tree's take it."""
+    from fvnum.optimum import atoms_dp
+    from fvnum.priors.atoms import FinitePrior
+
+    assert list(inspect.signature(atoms_dp.noisy_bellman).parameters)[:3] == ["prior", "budget", "channel"]
+    assert list(inspect.signature(atoms_dp.bounds).parameters)[:3] == ["prior", "budget", "channel"]
+    assert list(inspect.signature(FinitePrior.noisy_bellman).parameters)[:3] == ["self", "budget", "channel"]
+    assert list(inspect.signature(FinitePrior.comparison_table).parameters)[:3] == ["self", "budget", "channel"]
