@@ -79,3 +79,17 @@ def test_a_results_file_that_is_not_the_studys_is_refused_in_one_line(text, tmp_
 def test_bad_words_are_one_line_and_exit_status_2(capsys):
     assert _load().main(["bogus"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_finished_results_reads_only_finished_runs_of_the_configs_given(tmp_path):
+    from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bridges.training.train import finished_results, train
+
+    def cfg(seed):
+        return RunConfig(DataConfig(depth=3, n_tokens=8), ModelConfig(model="B", budget=1),
+                         TrainConfig(steps=4, batch=8, eval_every=4, eval_batches=1, seed=seed, threads=1,
+                                     out=str(tmp_path)))
+
+    done = train(cfg(0), progress=False)
+    found = list(finished_results([cfg(0), cfg(1)]))  # seed 1 never ran
+    assert [(c.key(), r.loss) for c, r in found] == [(cfg(0).key(), done.loss)]

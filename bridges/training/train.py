@@ -177,6 +177,17 @@ def run_dir(cfg: RunConfig) -> Path | None:
     return Path(cfg.train.out) / cfg.key() if cfg.train.out else None
 
 
+def finished_results(configs):
+    """``(cfg, TrainResult)`` for each of ``configs`` whose run folder holds a finished result (checked by
+    :func:`load_result`: its checksum and its key); a study's report reads its runs this way."""
+    for cfg in configs:
+        folder = run_dir(cfg)
+        if folder is not None and (folder / "result.json").is_file():
+            result = load_result(folder / "result.json", cfg)
+            if result.finished:
+                yield cfg, result
+
+
 MAX_RESULT_BYTES = 256 << 20  # a result.json is kilobytes (its history); a larger file is not one
 
 

@@ -74,14 +74,9 @@ def price() -> dict:
 
 
 def _finished():
-    from bridges.training.train import load_result
+    from bridges.training.train import finished_results
 
-    for cfg in all_configs():
-        path = TRAIN_DIR / cfg.key() / "result.json"
-        if path.is_file():
-            result = load_result(path, cfg)
-            if result.finished:
-                yield cfg, result
+    return finished_results(all_configs())
 
 
 def _compare(a: float, sa: float, b: float, sb: float) -> str:
