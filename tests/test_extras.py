@@ -86,7 +86,7 @@ def test_fvsym_and_fvnum_import_and_compute_without_torch_or_dask(bare):
         from fvsym import TreePrior
         from fvsym.tree import path_loss
         exact = str(path_loss().exact(alpha="1/2", K=4, B=2))
-        mc = fvnum.loss_mc(TreePrior(3, "1/2"), "path", 2, tau=0.3, samples=2000, seed=0).value
+        mc = fvnum.loss_mc(TreePrior(3, "1/2"), "path", 2, fvnum.gaussian(0.3), samples=2000, seed=0).value
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "dask", "distributed"))
         print(json.dumps({"n": len(names), "exact": exact, "mc": mc, "loaded": loaded}))
     ''')
