@@ -1,34 +1,5 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
-from fvsym import _moved
-# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
-_moved.install({
-    "fvnum.tree": "fvnum.priors.tree",
-    "fvnum.gaussian": "fvnum.priors.gaussian",
-    "fvnum.atoms": "fvnum.priors.atoms",
-    "fvnum.mixture": "fvnum.priors.mixture",
-    "fvnum.capabilities": "fvnum.priors.capabilities",
-    "fvnum.prior_checks": "fvnum.priors.checks",
-    "fvnum.keyed": "fvnum.keys.nonadaptive",
-    "fvnum.keyed_adaptive": "fvnum.keys.adaptive",
-    "fvnum.keyed_tree": "fvnum.keys.tree",
-    "fvnum.keyed_patching": "fvnum.patching.keyed",
-    "fvnum.strategy_objects": "fvnum.policies.objects",
-    "fvnum.strategies": "fvnum.policies.strategies",
-    "fvnum.registry": "fvnum.policies.registry",
-    "fvnum.search": "fvnum.policies.search",
-    "fvnum.noisy_dp": "fvnum.optimum.noisy_dp",
-    "fvnum.bracket": "fvnum.optimum.bracket",
-    "fvnum.atoms_dp": "fvnum.optimum.atoms_dp",
-    "fvnum.simulate": "fvnum.mc.simulate",
-    "fvnum.channels": "fvnum.mc.channels",
-    "fvnum._chunks": "fvnum.mc._chunks",
-    "fvnum._reference": "fvnum.mc._reference",
-    "fvnum._kernels": "fvnum.mc._kernels",
-    "fvnum.limits": "fvnum.guards.limits",
-    "fvnum.resources": "fvnum.guards.resources",
-})
-
 from importlib import import_module
 from fvsym.errors import InputError
 

@@ -9,7 +9,7 @@ import math, time, torch
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
 from bridges.training.data import ContextSampler
-from bridges.models import build_model
+from bridges.models.networks import build_model
 torch.set_num_threads(1)
 DATA = DataConfig(prior="tree", depth=7, alpha=0.6, n_tokens=64, s2=0.01)
 t0 = time.perf_counter()
