@@ -15,7 +15,7 @@ from fvsym._emit import add_format_argument, emit
 from fvsym.cli import int_arg
 from fvsym._validate import parse_int_list
 from fvnum.defaults import KEYED
-from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
+from fvsym.guards.limits import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import BUILT_IN, MODELS
@@ -180,7 +180,7 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from bridges.analysis.audit import audit, load_run
 
-    from bridges.runs.config import built_from_options
+    from bridges.runs.data_config import built_from_options
 
     run = load_run(args.run_dir)
     data = run.config.data
@@ -521,7 +521,7 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     too long) or number of ``steps`` (the config field) that fits."""
     import dataclasses
 
-    from fvnum.guards.resources import check_time, fits_time
+    from fvsym.guards.limits import check_time, fits_time
 
     seconds = price(cfg)
     if fits_time(seconds):

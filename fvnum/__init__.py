@@ -15,8 +15,8 @@ _EXPORTS = {
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
     "Bounds": "optimum.bracket", "bounds": "optimum.bracket", "NoisyBellman": "optimum.noisy_dp", "noisy_bellman": "optimum.noisy_dp",
     "make_channel": "mc.channels", "effective_tau2": "mc.channels",
-    "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
-    "best_linear_loss": "theory",
+    "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "linear_theory",
+    "best_linear_loss": "linear_theory",
     "best_nonadaptive_keyed": "keys.nonadaptive", "best_adaptive_keyed": "keys.adaptive",
     "AtomsPrior": "priors.atoms", "MixturePrior": "priors.mixture", "PRIORS": "priors.registry", "register_prior": "priors.registry",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",

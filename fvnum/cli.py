@@ -332,7 +332,7 @@ def _tree(args, default_depth: int):
 
 def _gaussian(args):
     """The Gaussian prior of ``--cov`` (matched, the default; isotropic; a file) or ``--eigenvalues``."""
-    from fvsym.cli import covariance_of
+    from fvsym.covfile import covariance_of
     from fvsym.priors import GaussianPrior
 
     if args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched"):

@@ -34,9 +34,7 @@ from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_setti
 from fvnum.model_rows import MODELS, model, plain_models
 from fvnum.priors.registry import prior_entry
 from fvnum.policies.objects import adaptive_class
-from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its names importable from here too)
-    SOFTMAX_LAW_RANGE, LinearDecoder, _check_channel, _exact_noise, _gaussian_of, _token_factor, best_linear_loss,
-    gaussian_optimum, lmmse, prior_covariance, softmax_lmmse, top_levels_rows, top_levels_softmax)
+from fvnum.linear_theory import _check_channel, best_linear_loss, gaussian_optimum, lmmse, top_levels_rows
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
@@ -382,12 +380,13 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     ``best_nonadaptive_keyed_real``, :mod:`fvnum.keys.real_tokens`; tree prior, linear and weighted keys)."""
     from dataclasses import replace
 
-    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
+    from fvnum.keys.families import check_family
     from fvnum.keys.adaptive import adaptive_keyed_losses, has_adaptive_search
     from fvnum.keys.real_tokens import REAL_ROWS, check_real, real_keyed_losses, real_what
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_memory
+    from fvsym.guards.limits import check_memory
     from fvnum.priors.tree import numeric_prior
 
     channel = _check_keyed_channel(channel)
@@ -594,7 +593,6 @@ def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, s
 
 
 __all__ = [
-    "CLASSES", "ComparisonTable", "LinearDecoder", "MODELS", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "comparison_table_seconds", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
-    "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
+    "CLASSES", "ComparisonTable", "ROLES", "TheoryRow", "comparison_table", "comparison_table_seconds",
+    "describe_rows", "keyed_curves", "prediction_checks", "prediction_row", "predicted_law", "row_kind",
 ]

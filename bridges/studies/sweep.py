@@ -364,7 +364,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
             raise reworded(exc, _blame(str(exc), spec, point, options, tables)) from None
         cells.append(Cell.keyed(spec.command, config, run_command, payload, SHAPES[spec.command]))
         points.append(point)
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
 
     check_time(f"fv sweep of {len(cells)} cells {priced_on(workers)}", seconds / _parallel(workers),
                "; fewer cells or smaller sizes fit")

@@ -15,10 +15,7 @@ from functools import lru_cache
 
 from fvsym._validate import _short, check_int
 from fvsym.errors import InputError
-from fvnum.priors.checks import (  # noqa: F401 (the float checks of the priors, named here as before)
-    RESOLUTION, SCALE_RANGE, VARIANCE_RANGE, check_level_resolution, check_scales, check_tree_readings, check_variance,
-)
-from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+from fvsym.guards.limits import check_memory, check_time, fits_memory, fits_time, largest_fitting
 from fvnum.policies.objects import COORDINATE, DENSE, Strategy, Work, classed_by_measurement, load, strategy_of
 
 RATE = 2e7  # elementary operations per second and thread (a slow, shared core)
@@ -327,7 +324,7 @@ def keyed_cost(*, tree: bool, depth: int, dim: int, budgets, samples: int) -> fl
 
 
 def seconds_cap() -> float:
-    from fvnum.guards.resources import max_seconds
+    from fvsym.guards.limits import max_seconds
 
     return max_seconds()
 

@@ -104,7 +104,7 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     ``B (B - 1) / 2`` layers of the policy's search on ``samples`` samples (:func:`real_keyed_cost`)."""
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_memory, check_time
+    from fvsym.guards.limits import check_memory, check_time
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.patching.keyed import _Policy, decoded_losses, family_readings, target_values
 

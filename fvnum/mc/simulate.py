@@ -23,7 +23,9 @@ from fvnum.mc import _chunks
 from fvnum.mc.channels import Channel, decoder_of, make_channel, token_statistics
 from fvnum.estimate import Moments, pool
 from fvnum.priors.registry import capability, is_prior_object, numeric
-from fvnum.policies.strategies import PathPolicy, Policy, Rows, Run, check_rows
+from fvnum.policies.strategies import PathPolicy
+from fvnum.policies.protocol import Policy, Rows, Run
+from fvnum.policies.protocol import check_rows
 
 MAX_SAMPLES = 10**10
 

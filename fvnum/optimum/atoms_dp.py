@@ -25,8 +25,10 @@ import numpy as np
 
 from fvsym.errors import InputError, ResourceRefused
 
-from fvnum.optimum.noisy_dp import SPAN, SolvedOptimum, default_points, refined_points
-from fvnum.policies.strategies import Policy
+from fvnum.optimum.noisy_dp import SolvedOptimum
+from fvnum.optimum.noisy_work import default_points, refined_points
+from fvnum.optimum.noisy_work import SPAN
+from fvnum.policies.protocol import Policy
 
 MAX_BUDGET = 3
 MAX_WORK = 3e9  # largest work (``work``) solved exactly
@@ -228,7 +230,7 @@ def noisy_bellman(prior, budget: int, tau: float, *, points=None, refine: bool =
     its policy. Sized by :func:`work` (``MAX_WORK``) and priced under the time cap."""
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
 
     budget = _check_budget(budget)
     atoms, log_w = np.asarray(prior.atoms, dtype=float), np.asarray(prior.log_weights, dtype=float)
@@ -279,7 +281,7 @@ def bounds(prior, budget: int, channel, noiseless, *, samples: int = 20_000, see
     from fvnum.optimum.bracket import Bounds
     from fvnum.estimate import Estimate
     from fvnum.policies.registry import loss_mc
-    from fvnum.guards.resources import check_time, max_seconds
+    from fvsym.guards.limits import check_time, max_seconds
 
     M, D = prior.atoms.shape
     if channel.kind != "gaussian":

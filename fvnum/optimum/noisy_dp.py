@@ -34,11 +34,10 @@ from fvsym.errors import InputError, ResourceRefused
 from fvnum.mc import _kernels
 from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs
-from fvnum.policies.strategies import Policy
+from fvnum.policies.protocol import Policy
 from fvnum.priors.tree import TreeSpec
-from fvnum.optimum.noisy_work import (  # noqa: F401 (the recursion's lattice, size and price, importable from here too)
-    EXACT_OVERHEAD, EXACT_RATE, LAST_OPS, MAX_WORK, POINTS, SPAN, check_points, coarser_points, default_points,
-    exact_feasible, lattice, lattice_size, mc_seconds, policy_seconds, refined_points, solve_seconds, work)
+from fvnum.optimum.noisy_work import (
+    MAX_WORK, check_points, default_points, exact_feasible, lattice, refined_points, work)
 
 CHUNK_FLOATS = 2**22
 

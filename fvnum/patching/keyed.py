@@ -48,7 +48,7 @@ def family_readings(keys, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.
 def posterior_means(spec, keys, rows: np.ndarray, phi: np.ndarray, n_tokens: int, s2: float) -> np.ndarray:
     """(n, D) the policy's decoder: the exact posterior mean of the tree's leaves given readings ``phi`` (n, k)
     of ``rows`` (n, k, D) under the family's CLT law (:func:`fvnum.keys.tree.tree_law`)."""
-    from fvnum.keys.adaptive import _posterior_state
+    from fvnum.keys.lookahead import _posterior_state
     from fvnum.keys.tree import _torch, _Tree, geometry_of
 
     torch = _torch()

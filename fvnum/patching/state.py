@@ -44,8 +44,8 @@ from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode
 from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
-from fvnum.patching.state_tables import InjectionTable, MeanState, injection_from_dict  # noqa: F401 (its tables)
-from fvnum.policies.strategies import check_rows
+from fvnum.patching.state_tables import InjectionTable, MeanState
+from fvnum.policies.protocol import check_rows
 from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
@@ -539,5 +539,7 @@ class _keyed:
         return self._decode(phi, read, theta)
 
 
-__all__ = ["InjectionTable", "MeanState", "injection_from_dict", "injection_table", "mean_state", "nearest_leaves", "replay",
-           "state_patching_table"]
+__all__ = [
+    "InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
+    "state_patching_table",
+]

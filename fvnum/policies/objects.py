@@ -198,7 +198,7 @@ BUILTIN = (
              work=replace(COORDINATE, rows_given=True)),
     Strategy("optimal", "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at "
              "tau = 0, water-filling (Gaussian prior); elsewhere refused (see fv bounds)", "coordinate", True,
-             work=replace(COORDINATE, solve=True), price="fvnum.optimum.noisy_dp:mc_seconds",  # noisy: the exact policy
+             work=replace(COORDINATE, solve=True), price="fvnum.optimum.noisy_work:mc_seconds",  # noisy: the exact policy
              roles=(("bracket", 4), ("figure", 1)), max_budget="dim", solved_only=True,
              label="Bellman optimum (adaptive, coordinate class; exact only noiseless)", colour="C2"),
     Strategy("bellman_noiseless", "the noiseless Bellman policy of fvsym, run under the channel", "coordinate", True,

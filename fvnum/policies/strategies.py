@@ -15,7 +15,7 @@ from fvsym import heap
 from fvsym._validate import _short
 
 from fvnum.mc import _kernels
-from fvnum.policies.protocol import Policy, Rows, Run, check_rows  # noqa: F401 (the protocol, importable from here too)
+from fvnum.policies.protocol import Policy, Rows, Run
 from fvnum.priors.tree import TreeSpec, tokens_law
 from fvsym.errors import InputError
 

@@ -25,10 +25,8 @@ import numpy as np
 
 from fvsym._validate import _short, check_int
 
-from fvnum.priors.registry import Prior, atoms_of  # noqa: F401 (atoms_of: its public name here too)
-from fvnum.priors.atoms_arrays import (  # noqa: F401 (the atoms as arrays: their names importable from here too)
-    _BY_DIGEST, MAX_ATOMS, MAX_DIM, VALUE_RANGE, atoms_by_digest, atoms_digest, check_atoms, check_weights, read_atoms,
-    read_atoms_file, remember_atoms)
+from fvnum.priors.registry import Prior, atoms_of
+from fvnum.priors.atoms_arrays import MAX_ATOMS, MAX_DIM, check_atoms, check_weights, read_atoms
 from fvnum.policies.strategies import GREEDY_DIRECTIONS
 from fvsym.errors import InputError, reworded
 
@@ -208,7 +206,7 @@ class FinitePrior(Prior):
         the decoder ``DECODE_OPS M (B + D)`` a sample; the greedy lookahead, per layer, its candidates times
         ``M (D + 1)`` times the grid (at most ``GRID_MAX`` points; the distinct readings without noise)."""
         from fvnum.mc._chunks import default_threads
-        from fvnum.guards.resources import check_memory, check_time
+        from fvsym.guards.limits import check_memory, check_time
 
         self._check_channel(channel)
         threads = default_threads() if threads is None else int(threads)
@@ -399,7 +397,7 @@ class AtomsPrior(FinitePrior):
         """``n_atoms`` atoms drawn once from ``N(0, I_dim)`` by ``seed`` (the task diversity ``M`` of Raventós et
         al.); the stream ``SeedSequence(seed, spawn_key=(61,))`` is not one a Monte Carlo run of the same seed
         draws from."""
-        from fvnum.guards.resources import check_memory
+        from fvsym.guards.limits import check_memory
         from fvnum.mc.simulate import check_seed
 
         M = check_int(n_atoms, "diversity M", minimum=1, maximum=MAX_ATOMS)
@@ -504,7 +502,7 @@ def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
     at most ``BELLMAN_MAX_ATOMS`` atoms, and priced (cells times designs) under the time cap."""
     from math import comb
 
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
 
     atoms, log_w = atoms_of(prior)
     M, D = atoms.shape

@@ -17,7 +17,9 @@ import numpy as np
 
 from fvsym._validate import _short
 
-from fvnum.priors.atoms import FinitePrior, atoms_of, check_weights
+from fvnum.priors.atoms import FinitePrior
+from fvnum.priors.registry import atoms_of
+from fvnum.priors.atoms_arrays import check_weights
 from fvsym.errors import InputError
 
 

@@ -30,7 +30,7 @@ import shutil
 import sys
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
-from bridges.studies.scaling import CONVERGED, convergence
+from bridges.studies.scaling_report import CONVERGED, convergence
 from bridges.runs.options import script_options
 from bridges.runs.store import write_atomic
 from bridges.training.train import train

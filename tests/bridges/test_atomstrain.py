@@ -109,7 +109,7 @@ def test_a_stopped_run_resumes_and_its_audit_finds_the_atoms_in_its_folder(tmp_p
     from bridges.training import data as data_module
 
     data_module._atoms_prior.cache_clear()
-    import fvnum.priors.atoms as atoms_module
+    import fvnum.priors.atoms_arrays as atoms_module
 
     atoms_module._BY_DIGEST.clear()
     run = load_run(tmp_path / "runs" / cfg.key())
@@ -132,7 +132,7 @@ def test_the_linear_theory_on_atoms_is_the_trees_on_its_leaves_and_matches_monte
     tree = TreePrior(3, "1/2")
     leaves = AtomsPrior.of(tree)
     channel = make_channel(leaves, tokens=16, s2=0.01)
-    from fvnum.theory import lmmse, top_levels_rows
+    from fvnum.linear_theory import lmmse, top_levels_rows
 
     W = top_levels_rows(7, 3)
     assert leaves.linear_loss(W, channel) == pytest.approx(lmmse(tree, W, channel).loss, rel=1e-12)
@@ -171,7 +171,7 @@ def test_the_audits_posterior_over_the_atoms_is_the_brute_force_one(tmp_path):
     with torch.no_grad(), record(model, ["layers.1.phi"]) as rec:
         model(c.x, c.y, c.x_q)
     phi = rec["layers.1.phi"].double().numpy()  # (n, B)
-    from fvnum.keys.families import posterior_mean
+    from fvnum.keys.readings import posterior_mean
 
     law = _reading_law("linear", X, F, thetas, n_tokens=N, s2=s2)
     engine = posterior_mean(thetas, log_prior, law, phi)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from fvnum.patching.keys import PatchingTable
-from fvnum.patching.state import InjectionTable
+from fvnum.patching.state_tables import InjectionTable
 from fvnum.patching.state import injection_table as theory_injection
 from fvnum.patching.state import state_patching_table as theory_transplant
 

@@ -180,7 +180,7 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     import time
 
     from fvnum.guards.limits import check_mc
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     from ..test_limits import fv, one_line_error
 
