@@ -485,7 +485,7 @@ def _grid_models() -> str:
 
 def _own_table_seconds(cfg, args) -> float | None:
     """The price of the theory rows of a prior that computes its own (the atoms prior:
-    ``fvnum.priors.atoms.FinitePrior.comparison_table``), or None for the others; an explicit ``--keyed`` family is
+    ``fvnum.finite_theory.finite_comparison_table``), or None for the others; an explicit ``--keyed`` family is
     refused there in one line (keyed rows are built on the tree and Gaussian priors only)."""
     from bridges.analysis.compare import has_own_table
 
@@ -497,9 +497,12 @@ def _own_table_seconds(cfg, args) -> float | None:
     if given(args, "keyed") and args.keyed != "none":
         raise InputError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
                          "held to its dMMSE rows); leave --keyed out or give --keyed none")
+    from fvnum.priors.analyses import analysis
+
     from bridges.training.data import data_channel, fv_prior
 
-    return fv_prior(cfg.data).comparison_seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
+    seconds = analysis(fv_prior(cfg.data), "comparison_seconds")  # the price of its own rows, by its class
+    return seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
 
 
 def _grid_options(args) -> None:

@@ -444,8 +444,8 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
     ``top_levels`` (Bayes decoder), the best non-adaptive coordinate and unit designs (searched under the
     noise). Gaussian prior: the water-filling design's Monte Carlo loss (``water_filling_mc``; the gaussian
-    channel's optimum, not the tokens channel's). A prior object with its own ``comparison_table`` (the atoms
-    and mixture priors: ``fvnum.priors.atoms.FinitePrior.comparison_table``) gives its own rows; the default key
+    channel's optimum, not the tokens channel's). A prior with its own rows (the atoms and mixture priors:
+    ``fvnum.finite_theory.finite_comparison_table``, found by the prior's class) gives them; the default key
     family reads as none there (keyed rows are built on the tree and Gaussian priors only). Tree and Gaussian: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
@@ -463,6 +463,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
     from fvnum.policies.registry import loss_mc
     from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from fvnum.keys.families import check_family
+    from fvnum.priors.analyses import analysis
     from fvnum.priors.tree import numeric_prior
 
     keyed = check_family(keyed, optional=True)  # "none" is None, as fv's --keyed none
@@ -475,18 +476,18 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
         channel = make_channel(numeric_prior(prior), tau, tokens, s2, n_tokens=n_tokens, channel=channel)
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
-    own = getattr(spec, "comparison_table", None)
+    own = analysis(spec, "comparison_table")  # by the prior's class: a finite prior's (fvnum.finite_theory)
     if keyed_rows_given is not None:
         keyed_rows_given = [TheoryRow.from_dict(r) if isinstance(r, dict) else r for r in keyed_rows_given]
     if real_samples is not None:
         from fvnum.keys.real_tokens import check_real
 
-        check_real(spec, None if callable(own) else keyed, real_samples)
+        check_real(spec, None if own is not None else keyed, real_samples)
         real = [r.name for r in keyed_rows_given or () if r.name.endswith("_keyed_real") and r.how == f"mc n={real_samples}"]
         if keyed_rows_given is not None and len(real) != 2:
             raise InputError(f"real_samples={real_samples}: keyed_rows_given must hold the real-token rows of "
                              f"{real_samples} contexts (keyed_curves(..., real_samples={real_samples}))")
-    if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.priors.atoms.FinitePrior.comparison_table)
+    if own is not None:  # a prior with its own rows (a finite prior: fvnum.finite_theory.finite_comparison_table)
         if keyed_rows_given is not None:
             raise InputError(f"keyed_rows_given: the {getattr(spec, 'name', 'given')} prior computes its own rows "
                              "(no keyed rows); give keyed_rows_given=None")

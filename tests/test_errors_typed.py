@@ -36,7 +36,8 @@ def test_the_argument_checks_raise_input_errors(call):
 
 
 def test_fvnum_simulate_checks_raise_input_errors():
-    from fvnum.mc.simulate import check_budget, check_samples, check_seed
+    from fvnum.mc.simulate import check_budget, check_samples
+    from fvsym._validate import check_seed
 
     for call in (lambda: check_samples(1), lambda: check_seed(-1), lambda: check_budget(-2), lambda: check_samples(2.5)):
         with pytest.raises(InputError):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.priors.atoms import FinitePrior, noiseless_bellman
+from fvnum.optimum.atoms_dp import noiseless_bellman
+from fvnum.priors.atoms import FinitePrior
 from fvnum.priors.registry import PRIORS, register_prior
 from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
 from fvnum.policies.strategies import CallablePolicy

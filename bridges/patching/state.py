@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
-from fvnum.mc.simulate import check_seed
+from fvsym._validate import check_seed
 from fvnum.patching.keys import PatchingTable  # noqa: F401  (the transplant's table type)
 from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means

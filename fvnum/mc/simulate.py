@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fvsym._validate import _short, integer_value
+from fvsym._validate import _short, check_seed, integer_value
 from fvsym.errors import InputError
 
 from fvnum.mc import _chunks
@@ -56,13 +56,6 @@ def check_budget(budget, maximum=None, why="") -> int:
     if maximum is not None and budget > maximum:
         raise InputError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
-
-
-def check_seed(seed) -> int:
-    n = integer_value(seed)
-    if n is None or n < 0:
-        raise InputError(f"seed must be an integer >= 0, got {_short(seed)}")
-    return n
 
 
 _UNCHECKED = object()  # an input the entry point does not take

@@ -325,12 +325,13 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
            select_samples: int = 2000, candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
     under the gaussian channel ``tau`` or the tokens channel of ``tokens`` = N (a finite prior, ``fvnum.AtomsPrior``
-    or ``fvnum.MixturePrior``, brackets its own: ``fvnum.optimum.atoms_dp.bounds``, gaussian channel). ``candidates``: the
-    policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
+    or ``fvnum.MixturePrior``, has its own bracket: ``fvnum.optimum.finite.finite_bounds``, gaussian channel).
+    ``candidates``: the policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
     exact recursion (default: where ``fvnum.optimum.noisy_work.exact_feasible`` and within the time cap)."""
     from fvnum.optimum import noisy_dp
     from fvnum.mc.simulate import plain_scalars
+    from fvnum.priors.analyses import analysis
 
     from fvsym._validate import check_int
 
@@ -339,8 +340,8 @@ def bounds(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_tokens=None,
     threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
         prior, tau, tokens, s2, n_tokens, channel, samples=samples, seed=seed, budget=budget)
-    own = getattr(spec, "bounds", None)
-    if callable(own):  # a prior that brackets its own (the atoms and mixture priors: fvnum.optimum.atoms_dp.bounds)
+    own = analysis(spec, "bounds")  # by the prior's class: a finite prior's (fvnum.optimum.finite.finite_bounds)
+    if own is not None:
         return own(budget, channel, samples=samples, seed=seed, exact=exact, threads=threads, progress=progress)
     if capability(spec, "heap_depth") is None:
         raise InputError("bounds need a tree prior or a finite prior (a Gaussian prior's optimum is exact: "

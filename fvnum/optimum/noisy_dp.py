@@ -396,29 +396,34 @@ def noisy_bellman(prior, budget: int, tau=None, *, tokens=None, s2=0.01, n_token
                   threads=None, refine: bool = True) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
     gaussian channel ``tau`` (or the tokens channel's effective ``tau_of_tokens(prior, tokens, s2)``). A finite
-    prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) solves its own (``fvnum.optimum.atoms_dp``, gaussian channel).
+    prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) has its own (``fvnum.optimum.atoms_dp.atoms_noisy_bellman``,
+    gaussian channel): one verb, dispatched by the prior's class (``fvnum.priors.analyses``).
     ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``).
     ``refine`` (default): solve a second quadrature too and return the value with its ``error`` estimate
     (see :class:`NoisyBellman`); False: one solve, ``error`` None (the policy alone, half the work or less)."""
+    from fvnum.mc.simulate import plain_scalar
+    from fvnum.priors.analyses import analysis
+
+    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
+    solve = analysis(spec, "noisy_bellman")  # by the prior's class: the tree's recursion (tree_noisy_bellman), a
+    # finite prior's (fvnum.optimum.atoms_dp.atoms_noisy_bellman, gaussian channel)
+    if solve is None:
+        raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
+                         "optimum is water-filling)")
+    return solve(plain_scalar(budget, "budget"), channel, points=points, threads=threads, refine=refine)
+
+
+def tree_noisy_bellman(spec, budget: int, channel, *, points=None, threads=None, refine: bool = True) -> NoisyBellman:
+    """The exact noisy recursion on the tree prior's numeric view ``spec`` (``TreeSpec``) under ``channel``: what
+    :func:`noisy_bellman` answers for a tree (registered for ``TreeSpec``, ``fvnum.priors.analyses``)."""
     from fvsym._validate import check_int
 
+    from fvnum.guards.limits import check_resolution
     from fvnum.mc._chunks import default_threads
     from fvnum.mc.simulate import plain_scalar
 
-    spec, channel, *_ = check_inputs(prior, tau, tokens, s2, n_tokens, channel)
-    own = getattr(spec, "noisy_bellman", None)
-    if callable(own):  # a prior that solves its own (the atoms and mixture priors: fvnum.optimum.atoms_dp)
-        if channel.kind != "gaussian":
-            raise InputError(f"the exact noisy recursion on the {spec.name} prior is the gaussian channel's (its "
-                             "decoder's); give tau")
-        return own(plain_scalar(budget, "budget"), channel.tau, points=points, refine=refine)
-    if capability(spec, "heap_depth") is None:
-        raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
-                         "optimum is water-filling)")
-
-    budget = check_int(plain_scalar(budget, "budget"), "budget", 0, 3)
+    budget = check_int(budget, "budget", 0, 3)
     threads = plain_scalar(threads, "threads")
-    from fvnum.guards.limits import check_resolution
 
     check_resolution(spec, "the noisy Bellman recursion")
     if points is None:

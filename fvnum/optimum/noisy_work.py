@@ -142,10 +142,12 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     the recursion does not solve is refused by the strategy itself, not by its price."""
     from fvnum.guards.limits import engine_seconds
     from fvnum.policies.objects import strategy_of
+    from fvnum.priors.analyses import analysis
 
     tau = channel.tau
-    if callable(getattr(prior, "noisy_bellman", None)):  # a finite prior prices its own (fvnum.optimum.atoms_dp)
-        return prior.mc_seconds("optimal", budget, channel, samples, threads)
+    own = analysis(prior, "mc_seconds")  # a prior that prices its own (a finite prior: fvnum.optimum.finite)
+    if own is not None:
+        return own("optimal", budget, channel, samples, threads)
     if tau > 0 and 1 <= budget <= 3 and exact_feasible(prior, budget, tau=tau):
         return solve_seconds(prior, budget, tau, threads, refine=False) + policy_seconds(prior, budget, samples, tau,
                                                                                           threads)

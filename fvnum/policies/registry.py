@@ -161,6 +161,7 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 
     from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
     from fvnum.guards.limits import check_resolution
+    from fvnum.priors.analyses import analysis
     from fvnum.priors.registry import capability, is_prior_object
     from fvnum.mc.simulate import check_budget, check_design
     from fvnum.policies.strategies import (
@@ -171,9 +172,10 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
     if STRATEGIES[strategy].build is not None:  # registered from outside: its builder decides where it applies
         check_budget(budget)
         return _registered(strategy, prior, channel, budget, layers, width, seed)
-    if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
-        pol = spec.policy(strategy, channel, budget, layers=layers, width=width, measurement=measurement,
-                          samples=samples, seed=seed, threads=threads)
+    own = analysis(spec, "policy") if is_prior_object(spec) else None  # by the prior's class (fvnum.priors.analyses)
+    if own is not None:  # a prior object builds its own strategies (None: a shared one, built below)
+        pol = own(strategy, channel, budget, layers=layers, width=width, measurement=measurement,
+                  samples=samples, seed=seed, threads=threads)
         if pol is not None:
             return pol
     if strategy == "path":
@@ -234,9 +236,12 @@ def build_policy(prior, spec, channel, strategy: str, budget: int, *, design=Non
 def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, threads=None):
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.noisy_bellman`` solves it, else a ValueError."""
-    from fvnum.optimum import noisy_dp
+    from fvsym.errors import ResourceRefused
+
     from fvnum.guards.limits import check_resolution
+    from fvnum.mc.channels import make_channel
     from fvnum.mc.simulate import check_budget
+    from fvnum.priors.analyses import analysis
 
     if channel.tau == 0:
         check_budget(budget, spec.dim, f"a coordinate design reads at most D = {spec.dim} distinct nodes")
@@ -245,12 +250,19 @@ def optimal_policy(prior, spec, channel, budget: int, layers=None, width=None, t
     check_budget(budget)
     _layout(budget, layers, width)
     check_resolution(spec, "strategy 'optimal' under noise")
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
-        raise InputError(
-            f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
-            f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
-            f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_dp.noisy_bellman(spec, budget, channel.tau, threads=threads, refine=False)  # the policy only
+    refused = InputError(
+        f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
+        f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
+        f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
+    if (layers not in (None, budget)) or (width not in (None, 1)) or budget > 3:
+        raise refused
+    solve = analysis(spec, "noisy_bellman")  # the tree's exact recursion (fvnum.optimum.noisy_dp), by its class
+    try:  # the policy only; a size whose work the recursion refuses is refused as above
+        solved = solve(budget, make_channel(spec, tau=channel.tau), threads=threads, refine=False)
+    except ResourceRefused as exc:
+        if getattr(exc, "limit", None) != "work":
+            raise
+        raise refused from None
     return solved.policy
 
 
@@ -294,6 +306,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
     from fvnum.guards.limits import check_loss_mc_args, check_price
+    from fvnum.priors.analyses import analysis
     from fvnum.priors.registry import is_prior_object, numeric
     from fvnum.mc.simulate import check_inputs, check_samples, plain_scalars, simulate
 
@@ -313,8 +326,9 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
                                                         seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
-        spec.check_cost(strategy, budget, channel, samples, threads)
+    own_price = analysis(spec, "check_cost") if is_prior_object(spec) else None
+    if own_price is not None:  # the prior prices its own work (by its class: fvnum.priors.analyses)
+        own_price(strategy, budget, channel, samples, threads)
     if STRATEGIES[strategy].price is not None:  # a strategy that prices itself (optimal: the exact noisy policy)
         check_price(STRATEGIES[strategy], spec, channel, budget, samples, threads)
     pol = build_policy(prior, spec, channel, strategy, budget, design=design, policy=policy, layers=layers,

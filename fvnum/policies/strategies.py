@@ -16,6 +16,7 @@ from fvsym._validate import _short
 
 from fvnum.mc import _kernels
 from fvnum.policies.protocol import Policy, Rows, Run
+from fvnum.priors.atoms import GREEDY_DIRECTIONS
 from fvnum.priors.tree import TreeSpec, tokens_law
 from fvsym.errors import InputError
 
@@ -399,7 +400,6 @@ def per_sample(fn):
     return vectorised
 
 
-GREEDY_DIRECTIONS = 2  # greedy_dense on a finite prior: the principal directions tried beside the coordinates
 
 
 class FiniteGreedy(Policy):
@@ -464,7 +464,7 @@ class FiniteGreedy(Policy):
 
 
 class FiniteBellmanPolicy(Policy):
-    """The noiseless optimal policy of a finite prior (``fvnum.priors.atoms.noiseless_bellman``): each sample's belief is
+    """The noiseless optimal policy of a finite prior (``fvnum.optimum.atoms_dp.noiseless_bellman``): each sample's belief is
     the cell of atoms its readings left alive; each layer reads the cell's optimal coordinates. Noiseless only."""
 
     def __init__(self, solution, name: str = "optimal"):

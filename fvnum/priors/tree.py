@@ -21,6 +21,7 @@ import numpy as np
 from fvsym.heap import leaf_bit, path_node
 
 from fvnum.mc import _kernels
+from fvnum.priors.analyses import register_analysis
 from fvnum.priors.capabilities import Capabilities
 from fvsym.errors import InputError
 
@@ -311,3 +312,7 @@ def posterior_means(spec: TreeSpec, channel, design, phi) -> np.ndarray:
 def posterior_losses(spec: TreeSpec, channel, design, phi, leaves) -> np.ndarray:
     """(n,) ``||E[theta | phi] - theta_leaf||^2`` under the channel's exact decoder (see :func:`posterior_means`)."""
     return _decode(spec, channel, design, phi, leaves, False)
+
+
+# the analyses of the tree found by its class (fvnum.priors.analyses; loaded on first use): its noisy optimum
+register_analysis(TreeSpec, "noisy_bellman", "fvnum.optimum.noisy_dp:tree_noisy_bellman")
