@@ -52,7 +52,7 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
 
     from fvnum.optimum import noisy_work
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.policies.registry import resolve_strategy
     from fvnum.priors.tree import TreeSpec, numeric_prior
 

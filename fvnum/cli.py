@@ -413,7 +413,7 @@ def _alpha_shown(args):
 def _mc(args) -> int:
     from fvnum import loss_mc
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.limits import check_mc
+    from fvnum.policies.prices import check_mc
     from fvnum.priors.tree import numeric_prior
 
     check_mc_options(args)

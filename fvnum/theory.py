@@ -30,7 +30,8 @@ from fvsym.errors import InputError
 from fvnum.mc.channels import Channel
 from fvnum.defaults import KEYED
 from fvnum.estimate import Estimate
-from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
+from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+from fvnum.policies.prices import mc_cost
 from fvnum.model_rows import MODELS, model, plain_models
 from fvnum.priors.registry import prior_entry
 from fvnum.policies.objects import adaptive_class
@@ -559,7 +560,7 @@ def comparison_table(prior, budget: int, channel: Channel | None = None, *, tau=
 def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, samples: int, search_samples: int,
                              token_channel: bool = True, threads: int = 1) -> float:
     """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.guards.limits.keyed_cost`` prices those),
-    beside it and from the prices of the strategies it runs (``fvnum.guards.limits.mc_cost``, each strategy's factors
+    beside it and from the prices of the strategies it runs (``fvnum.policies.prices.mc_cost``, each strategy's factors
     from its object): the path row, the default candidates of ``best_adaptive`` (role ``best_adaptive``, each on
     the selection samples, the winner again on ``min(samples, 4 search_samples)``) and of the bracket (role
     ``bracket``, less the exact noisy policy, sampled twice), the three exact noiseless solves (the bracket's

@@ -55,7 +55,7 @@ def test_the_policy_builder_takes_a_registered_name_or_its_object_and_refuses_an
 # --- the noisy optimum's price, on its Strategy object --------------------------------------------------------
 def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_object():
     from fvnum.optimum import noisy_work
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.policies.objects import STRATEGIES
 
     optimal = STRATEGIES["optimal"]
@@ -141,7 +141,7 @@ def test_the_library_and_fv_mc_never_call_the_old_spelling_themselves():
 
 def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object():
     from bridges.studies.sweep import _mc_cell_seconds, _mc_parser
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.policies.objects import STRATEGIES
 
     args = _mc_parser().parse_args(["--strategy=optimal", "--depth=4", "--budget=2", "--tau=0.3", "--samples=100000",

@@ -262,7 +262,7 @@ def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
     assert "toy_bad" not in STRATEGIES
 
 
-# --- the prices read from the objects equal the prices before them (fvnum.guards.limits.mc_cost, bridges.prices.cost) --------
+# --- the prices read from the objects equal the prices before them (fvnum.policies.prices.mc_cost, bridges.prices.cost) --------
 OLD_PRICES = {  # (tree, depth, dim, strategy, budget, tokens, dense_design, threads): (bytes, seconds) before
     (True, 6, 63, "path", 4, True, False, 1): (301359808.0, 0.025425),
     (True, 6, 63, "rollout", 4, False, False, 2): (300913280.0, 2.459131136),  # a greedy step's 1.2 us (below)
@@ -285,7 +285,7 @@ OLD_TABLE_SECONDS = {("tree", 3, 3): 9.553932624, ("tree", 6, 5): 113.63087652, 
 
 @pytest.mark.parametrize("case", sorted(OLD_PRICES, key=str))
 def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     tree, depth, dim, strategy, budget, tokens, dense, threads = case
     got = mc_cost(tree=tree, depth=depth, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
@@ -304,7 +304,7 @@ def test_the_comparison_table_price_equals_the_price_before_it():
 
 def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(6, "1/2"))

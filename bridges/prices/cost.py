@@ -20,7 +20,7 @@ their gradients and Adam's moments, and the interpreter (``bridges.prices.memory
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
-``fvnum.guards.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.guards.costs.tree_loss_cost``,
+``fvnum.policies.prices.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.guards.costs.tree_loss_cost``,
 the keyed rows by ``fvnum.guards.limits.keyed_cost``).
 Runs whose folder already holds a finished result cost nothing.
 """
@@ -171,7 +171,7 @@ def runs_seconds(runs, workers: int | None) -> float:
 
 # --- theory ------------------------------------------------------------------------------------------
 def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     tree = data.has_leaves
     return mc_cost(tree=tree, depth=data.depth if tree else 0, dim=data.dim, budget=budget, strategy=strategy,

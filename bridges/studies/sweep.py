@@ -406,7 +406,7 @@ def _mc_cell_seconds(args) -> float:
     design, the resource guard (``fvnum.guards.limits``); and the estimated seconds."""
     from fvnum.mc.channels import make_channel
     from fvnum.cli import check_mc_options, prior_of
-    from fvnum.guards.limits import check_loss_mc_args, mc_cost
+    from fvnum.policies.prices import check_loss_mc_args, mc_cost
     from fvnum.policies.registry import build_policy
     from fvnum.mc.simulate import check_budget
     from fvnum.policies.objects import strategy_of

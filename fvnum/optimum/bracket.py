@@ -176,7 +176,7 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
     """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples: the exact noisy policy's
     (``solved_only``) by ``fvnum.optimum.noisy_dp``, every other the strategy's own (``Strategy.cost``)."""
     from fvnum.optimum import noisy_work
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     s = strategy_of(name)
     if s is not None and s.solved_only:
@@ -254,7 +254,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
             if name != cheapest and seconds[name] > limit:
                 sample.remove(name)
                 skipped[name] = why(seconds[name])
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     chunk = max(mc_cost(tree=True, depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                         token_channel=channel.kind == "tokens", samples=samples, threads=threads)[0]
@@ -298,7 +298,7 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
         return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,
                            exact=exact, threads=threads)
 
-    from fvnum.guards.limits import check_mc
+    from fvnum.policies.prices import check_mc
 
     for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
         check_mc(spec, budget=budget, strategy=name, token_channel=channel.kind == "tokens", samples=samples,

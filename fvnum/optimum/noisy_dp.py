@@ -32,7 +32,6 @@ import numpy as np
 from fvsym.errors import InputError, ResourceRefused
 
 from fvnum.mc import _kernels
-from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs
 from fvnum.policies.protocol import Policy
 from fvnum.priors.tree import TreeSpec

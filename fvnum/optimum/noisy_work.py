@@ -138,9 +138,9 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     numeric ``prior`` under ``channel`` (a ``fvnum.Channel``). Under noise, where the exact recursion is solved
     (:func:`exact_feasible`), its solve (one quadrature: the policy alone) and the samples of
     :class:`NoisyBellmanPolicy`; elsewhere (``tau = 0``: the noiseless Bellman policy with its solve; a Gaussian
-    prior: water-filling) the engine's price of its coordinate kernels (``fvnum.guards.limits.engine_seconds``). A size
+    prior: water-filling) the engine's price of its coordinate kernels (``fvnum.policies.prices.engine_seconds``). A size
     the recursion does not solve is refused by the strategy itself, not by its price."""
-    from fvnum.guards.limits import engine_seconds
+    from fvnum.policies.prices import engine_seconds
     from fvnum.policies.objects import strategy_of
     from fvnum.priors.analyses import analysis
 

@@ -244,7 +244,7 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
 
 def _setup(prior, budget, tau, tokens, s2, strategy, policy, layers, width, samples, seed, threads, *,
            n_tokens=None, channel=None):
-    from fvnum.guards.limits import check_threads
+    from fvnum.mc._chunks import check_threads
 
     check_threads(threads)
     spec, channel, samples, seed, _ = check_inputs(

@@ -102,9 +102,9 @@ def nearest_leaves(spec, estimates: np.ndarray) -> np.ndarray:
 def _check_price(what: str, spec, channel, pol, budget: int, samples: int, replays: int, threads) -> None:
     """Refuse in one line (the time cap, ``fvsym.guards.limits.check_time``) a table of ``replays`` runs of the
     strategy on ``samples`` samples each: three times the engine's price of the strategy
-    (``fvnum.guards.limits.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
+    (``fvnum.policies.prices.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
     layer-by-layer engine's own cost, ``REPLAY_S`` a sample, layer and ``1 + D / 16``."""
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.mc._chunks import default_threads
     from fvnum.priors.capabilities import capability
     from fvsym.guards.limits import check_time

@@ -7,7 +7,7 @@ Standard library only, and ``fvsym.errors`` (``fv`` lists the names without load
 objects point to (a builder, a price) is a callable or a ``"module:function"`` reference loaded when first asked.
 
 A strategy's price has two forms. ``work`` (a :class:`Work`) is the factors of the engine's own price,
-``fvnum.guards.limits.mc_cost``: what one Monte Carlo sample of it costs the sampler, in memory and operations. ``price``
+``fvnum.policies.prices.mc_cost``: what one Monte Carlo sample of it costs the sampler, in memory and operations. ``price``
 is a price of its own, ``price(prior, channel, budget, samples, *, threads) -> seconds`` (the numeric prior and
 a ``fvnum.Channel``), checked against the time cap by ``loss_mc`` and ``fv mc`` (the memory stays the engine's).
 :meth:`Strategy.cost` answers either way. A strategy registered without either is priced like a user policy
@@ -27,12 +27,12 @@ ROLES = ("best_adaptive", "bracket", "figure")  # where a strategy takes part, e
 # bracket: fvnum.optimum.bracket.bounds's policies for the upper end of the noisy optimum's bracket (and
 # fvnum.theory.comparison_table's, which names all of them); figure: the order of its curve in the report's
 # loss-against-budget figure (a strategy with a label and no figure rank comes after the ranked ones)
-ENGINE_PRICE = "fvnum.guards.limits:engine_seconds"  # the engine's price of a strategy without one of its own
+ENGINE_PRICE = "fvnum.policies.prices:engine_seconds"  # the engine's price of a strategy without one of its own
 
 
 @dataclass(frozen=True)
 class Work:
-    """The factors of ``fvnum.guards.limits.mc_cost`` for one strategy (see that module's docstring for the measurements).
+    """The factors of ``fvnum.policies.prices.mc_cost`` for one strategy (see that module's docstring for the measurements).
 
     Operations a sample on the tree prior: ``tree_ops`` per reading, times the depth ``K`` where ``per_level``,
     times the ``2^K`` leaves where ``per_leaf``; on a Gaussian prior ``GAUSS_OPS`` per reading and coordinate,
@@ -167,7 +167,7 @@ class Strategy:
     def cost(self, prior, channel, budget: int, samples: int, *, threads: int = 1, search_samples: int = 4000,
              dense_design: bool = False, solve: bool = True) -> float:
         """Upper seconds of ``samples`` Monte Carlo samples of it on the numeric ``prior`` under ``channel``:
-        its own ``price`` where it has one, else the engine's (``fvnum.guards.limits.mc_cost`` with its ``work``)."""
+        its own ``price`` where it has one, else the engine's (``fvnum.policies.prices.mc_cost`` with its ``work``)."""
         if self.price is None:
             return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
                                             search_samples=search_samples, dense_design=dense_design, solve=solve))
@@ -212,7 +212,7 @@ BUILTIN = (
              label="best fixed design, coordinate class (one layer)", colour="C3"),
     Strategy("optimal_nonadaptive", "old spelling: optimal_nonadaptive_unit (the default measurement='unit') or "
              "optimal_nonadaptive_coordinate; say the class", None, False,
-             work=Work(search=1.0, tree_seconds="fvnum.guards.limits:nonadaptive_search_seconds"), roles=(("figure", 4),),
+             work=Work(search=1.0, tree_seconds="fvnum.policies.prices:nonadaptive_search_seconds"), roles=(("figure", 4),),
              label="best fixed design, coordinate class (one layer)", colour="C3"),
     Strategy("policy", "a user policy (callable, see fvnum.policies.strategies)", None, None, work=DENSE, cli=False),
     Strategy("greedy_coordinate", "adaptive: greedy one-step lookahead over coordinates", "coordinate", True,
@@ -224,7 +224,7 @@ BUILTIN = (
              roles=(("best_adaptive", 3),)),
     Strategy("rollout", "adaptive: one-step rollout over the greedy policy (approximate noisy Bellman)", "coordinate",
              True, work=replace(_TREE_LOOKAHEAD, tree_ops=36.0 * 4 * 32, quadratic=True, search=2.0,
-                                tree_seconds="fvnum.guards.limits:rollout_tree_seconds"),
+                                tree_seconds="fvnum.policies.prices:rollout_tree_seconds"),
              roles=(("bracket", 2),), needs_noise=True, min_budget=2),
 )
 STRATEGIES: dict = {s.name: s for s in BUILTIN}

@@ -305,7 +305,7 @@ def loss_mc(prior, strategy: str, budget: int, *, tau=None, tokens=None, s2=0.01
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
-    from fvnum.guards.limits import check_loss_mc_args, check_price
+    from fvnum.policies.prices import check_loss_mc_args, check_price
     from fvnum.priors.analyses import analysis
     from fvnum.priors.registry import is_prior_object, numeric
     from fvnum.mc.simulate import check_inputs, check_samples, plain_scalars, simulate

@@ -111,7 +111,7 @@ _PEAK = ("import re, sys; from bridges.cli import main; code = main(sys.argv[1:]
                  marks=pytest.mark.slow),
 ], ids=["path-tau", "path-tokens"])
 def test_memory_estimate_bounds_the_peak(argv):
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     proc = subprocess.run([sys.executable, "-c", _PEAK, "mc", *argv, "--format", "json"], capture_output=True,
                           text=True, cwd=ROOT, timeout=600)

@@ -179,7 +179,7 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     budget 8 runs in less CPU time than the cap (one thread), and a size 1.5 times larger is refused."""
     import time
 
-    from fvnum.guards.limits import check_mc
+    from fvnum.policies.prices import check_mc
     from fvsym.guards.limits import time_limit
 
     from ..test_limits import fv, one_line_error
