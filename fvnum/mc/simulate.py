@@ -23,9 +23,8 @@ from fvnum.mc import _chunks
 from fvnum.mc.channels import Channel, decoder_of, make_channel, token_statistics
 from fvnum.estimate import Moments, pool
 from fvnum.priors.registry import capability, is_prior_object, numeric
-from fvnum.policies.strategies import PathPolicy
-from fvnum.policies.protocol import Policy, Rows, Run
-from fvnum.policies.protocol import check_rows
+from fvnum.mc.protocol import Policy, Rows, Run
+from fvnum.mc.protocol import check_rows
 
 MAX_SAMPLES = 10**10
 
@@ -261,13 +260,6 @@ def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | No
         actual.append(act)
     loss = decode_losses(spec, channel, draws, actual if informed else chosen, phi.reshape(n, L * d))
     return Run(loss, phi, chosen, actual)
-
-
-def run_path(spec, channel: Channel, draws: Draws, budget: int, *, donor: Draws | None = None,
-             patch_layer: int = 0, informed: bool = False) -> Run:
-    """The path strategy through its fused kernel (same numbers as ``run_policy`` with ``PathPolicy``)."""
-    return PathPolicy(budget).run(spec, channel, draws, budget, donor=donor, patch_layer=patch_layer,
-                                  informed=informed)
 
 
 # --- the public estimator -------------------------------------------------------------------------

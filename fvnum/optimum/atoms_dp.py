@@ -31,7 +31,7 @@ from fvsym.errors import InputError, ResourceRefused
 from fvnum.optimum.noisy_dp import SolvedOptimum
 from fvnum.optimum.noisy_work import default_points, refined_points
 from fvnum.optimum.noisy_work import SPAN
-from fvnum.policies.protocol import Policy
+from fvnum.mc.protocol import Policy
 
 MAX_BUDGET = 3
 MAX_WORK = 3e9  # largest work (``work``) solved exactly

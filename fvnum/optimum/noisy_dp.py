@@ -33,7 +33,7 @@ from fvsym.errors import InputError, ResourceRefused
 
 from fvnum.mc import _kernels
 from fvnum.mc.simulate import check_inputs
-from fvnum.policies.protocol import Policy
+from fvnum.mc.protocol import Policy
 from fvnum.priors.tree import TreeSpec
 from fvnum.optimum.noisy_work import (
     MAX_WORK, check_points, default_points, exact_feasible, lattice, refined_points, work)

@@ -45,7 +45,7 @@ from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
 from fvnum.patching.state_tables import InjectionTable, MeanState
-from fvnum.policies.protocol import check_rows
+from fvnum.mc.protocol import check_rows
 from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>

@@ -92,7 +92,7 @@ def unregister_strategy(name: str) -> None:
 
 
 def _registered(name, prior, channel, budget, layers, width, seed):
-    from fvnum.policies.protocol import Policy
+    from fvnum.mc.protocol import Policy
 
     pol = load(STRATEGIES[name].build)(prior, channel, budget, layers=layers, width=width, seed=seed)
     if not isinstance(pol, Policy):

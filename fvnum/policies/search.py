@@ -27,7 +27,7 @@ from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
 from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs, decode_losses, draw, read, simulate
 from fvnum.policies.strategies import FixedDesign
-from fvnum.policies.protocol import Rows
+from fvnum.mc.protocol import Rows
 from fvnum.priors.tree import TreeSpec, numeric_prior
 
 GRAD_CHUNK = 2048

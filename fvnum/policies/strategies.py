@@ -1,7 +1,7 @@
 """Strategies as policies (docs/theory.md section 2): what each layer measures, given the readings so far.
 
 The protocol every policy follows (the user's ``fn(layer, phi)``, the built-in policies' ``start``, ``rows``,
-``update``, ``work_floats`` and ``run``) is :mod:`fvnum.policies.protocol`: ``Run``, ``Rows``, ``check_rows`` and
+``update``, ``work_floats`` and ``run``) is :mod:`fvnum.mc.protocol`: ``Run``, ``Rows``, ``check_rows`` and
 the base class ``Policy``, importable from here too. Here: the built-in policies (``FixedDesign``, ``PathPolicy``,
 ``TablePolicy``, ``GreedyCoordinate``, ``RolloutPolicy``, ``GreedyDense``, ``CallablePolicy`` with
 :func:`per_sample`, and a finite prior's ``FiniteGreedy`` and ``FiniteBellmanPolicy``).
@@ -15,7 +15,7 @@ from fvsym import heap
 from fvsym._validate import _short
 
 from fvnum.mc import _kernels
-from fvnum.policies.protocol import Policy, Rows, Run
+from fvnum.mc.protocol import Policy, Rows, Run
 from fvnum.priors.atoms import GREEDY_DIRECTIONS
 from fvnum.priors.tree import TreeSpec, tokens_law
 from fvsym.errors import InputError
