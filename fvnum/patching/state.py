@@ -417,7 +417,7 @@ class _keyed:
                  first=None, steps: int = 25):
         from fvnum.keys.families import check_family
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
-        from fvnum.patching.keyed import _Policy
+        from fvnum.keys.contexts import _Policy
 
         family = check_family(strategy[len(KEYED_PREFIX):])
         if tau is not None:
@@ -447,7 +447,7 @@ class _keyed:
         check_time(f"{what} of {self.name} with {samples} contexts", runs * per)
 
     def _contexts(self, n, purpose):
-        from fvnum.patching.keyed import contexts
+        from fvnum.keys.contexts import contexts
 
         if purpose == _chunks.DONOR:
             return contexts(self.spec, n, self.N, self.s2, self.seed)
@@ -460,7 +460,7 @@ class _keyed:
         return np.einsum("nid,nd->ni", X, self.spec.thetas(leaves)) + eps
 
     def _decode(self, phi, rows, theta):
-        from fvnum.patching.keyed import posterior_means
+        from fvnum.keys.contexts import posterior_means
 
         mean = posterior_means(self.spec, self.first.keys, rows, phi, self.N, self.s2)
         return ((mean - theta) ** 2).sum(-1), nearest_leaves(self.spec, mean)

@@ -14,7 +14,8 @@ from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.real_tokens import REAL_ROWS, design_losses, real_keyed_losses
 from fvnum.keys.tree import _Tree
 from fvnum.mc.channels import make_channel
-from fvnum.patching.keyed import keyed_patching_table, target_values
+from fvnum.patching.keyed import keyed_patching_table
+from fvnum.keys.contexts import target_values
 from fvnum.priors.tree import numeric_prior
 from fvnum.theory import comparison_table, keyed_curves
 from fvsym.errors import InputError
