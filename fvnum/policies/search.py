@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from fvnum.mc import _chunks
-from fvnum.mc import _kernels
+from fvnum.priors import _kernels
 from fvnum.estimate import SearchResult
 from fvnum.guards.limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
 from fvnum.priors.gaussian import design_loss as gaussian_design_loss

@@ -15,6 +15,7 @@ from fvsym import heap
 from fvsym._validate import _short
 
 from fvnum.mc import _kernels
+from fvnum.priors._kernels.common import TAU0_FALLBACK
 from fvnum.mc.protocol import Policy, Rows, Run
 from fvnum.priors.atoms import GREEDY_DIRECTIONS
 from fvnum.priors.tree import TreeSpec, tokens_law
@@ -108,7 +109,7 @@ class TablePolicy(Policy):
     def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
         self.layers, self.width, self.name = layers, width, name
         self.tau = tau
-        self.tau_eff = tau if tau > 0 else _kernels.TAU0_FALLBACK * spec.scales[-1]
+        self.tau_eff = tau if tau > 0 else TAU0_FALLBACK * spec.scales[-1]
         K = spec.depth
         table, index = [root], {id(root): 0}
         rows, outcomes = [], []
