@@ -139,3 +139,17 @@ def test_the_verbs_are_defined_once():
     assert where["comparison_table"] == ["fvnum/theory.py"]
     for cls in (FinitePrior, AtomsPrior, MixturePrior):
         assert not set(vars(cls)) & set(VERB_NAMES), cls
+
+
+def test_every_built_in_registration_names_a_function_that_exists():
+    """The built-in analyses are registered by ``"module:attribute"`` (loaded on first use, so a low room names an
+    analysis of a room above it without importing it): each one loads."""
+    from fvnum.priors import analyses
+    from fvnum.priors.tree import TreeSpec
+
+    table = {(verb, klass): impl for verb, by in analyses._ANALYSES.items() for klass, impl in by.items()}
+    assert {verb for verb, klass in table if klass is FinitePrior} == set(VERBS)
+    assert table[("noisy_bellman", TreeSpec)] == "fvnum.optimum.noisy_dp:tree_noisy_bellman"
+    for (verb, klass), impl in table.items():
+        if isinstance(impl, str):
+            assert callable(analyses._load(impl)), (verb, klass, impl)
