@@ -51,9 +51,9 @@ class Case:
 def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, tokens=None, prior=None):
     from fvsym.priors import TreePrior
 
-    from fvnum.optimum import noisy_dp
+    from fvnum.optimum import noisy_work
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.policies.registry import resolve_strategy
     from fvnum.priors.tree import TreeSpec, numeric_prior
 
@@ -66,8 +66,8 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
                               dense_design=name == "optimal_nonadaptive" and klass == "unit")
     if name == "optimal" and tree and tau:  # fvnum.policies.registry._check_noisy_optimal_cost: the exact noisy policy
         channel = make_channel(spec, fvnum.gaussian(tau))
-        seconds = (noisy_dp.solve_seconds(spec, budget, channel.tau, 1, refine=False)
-                   + noisy_dp.policy_seconds(spec, budget, samples, channel.tau, 1))
+        seconds = (noisy_work.solve_seconds(spec, budget, channel.tau, 1, refine=False)
+                   + noisy_work.policy_seconds(spec, budget, samples, channel.tau, 1))
     return memory, seconds
 
 
@@ -100,7 +100,8 @@ def unroll_price(depth, layers, width):
 
 def train_price(out, **options):
     from bridges.runs.config import RunConfig
-    from bridges.prices.cost import train_bytes, train_seconds
+    from bridges.prices.cost import train_seconds
+    from bridges.prices.memory import train_bytes
 
     cfg = RunConfig.from_options({**options, "out": out})
     return train_bytes(cfg), train_seconds(cfg)

@@ -5,34 +5,6 @@ theory of ``fvnum`` and ``fvsym``: it trains, measures and lays tables out; the 
 Public names (``__all__``) load their module on first use (PEP 562), so ``import bridges`` (done by the
 ``fv`` dispatcher) loads neither torch nor numba.
 """
-from fvsym import _moved
-# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
-_moved.install({
-    "bridges.model_registry": "bridges.models.registry",
-    "bridges.taps": "bridges.models.taps",
-    "bridges.precision": "bridges.models.precision",
-    "bridges.train": "bridges.training.train",
-    "bridges.checkpoint": "bridges.training.checkpoint",
-    "bridges.data": "bridges.training.data",
-    "bridges._malloc": "bridges.training._malloc",
-    "bridges.distil": "bridges.training.distil",
-    "bridges.config": "bridges.runs.config",
-    "bridges.options": "bridges.runs.options",
-    "bridges.store": "bridges.runs.store",
-    "bridges.engine": "bridges.runs.engine",
-    "bridges.results": "bridges.runs.results",
-    "bridges.compare": "bridges.analysis.compare",
-    "bridges.audit": "bridges.analysis.audit",
-    "bridges.probes": "bridges.analysis.probes",
-    "bridges.reproduce": "bridges.studies.reproduce",
-    "bridges.scaling": "bridges.studies.scaling",
-    "bridges.sweep": "bridges.studies.sweep",
-    "bridges.figures": "bridges.studies.figures",
-    "bridges.cost": "bridges.prices.cost",
-    "bridges.train_memory": "bridges.prices.memory",
-    "bridges.flops": "bridges.prices.flops",
-})
-
 from importlib import import_module
 
 _EXPORTS = {

@@ -13,7 +13,8 @@ import sys
 
 from bridges.errors import InputError, missing_extra
 from fvnum.cli import strict_options
-from fvnum.guards.resources import time_limit, watchdog
+from fvnum.guards.resources import watchdog
+from fvsym.guards.limits import time_limit
 from fvsym.cli import cli_words, number_arg
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)

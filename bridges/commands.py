@@ -15,7 +15,7 @@ from fvsym._emit import add_format_argument, emit
 from fvsym.cli import int_arg
 from fvsym._validate import parse_int_list
 from fvnum.defaults import KEYED
-from fvnum.guards.resources import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
+from fvsym.guards.limits import DEFAULT_LONG_SECONDS, check_memory, fits_memory, format_bytes, largest_fitting
 
 from bridges.runs.config import DEFAULT_SAMPLES, MAX_THREADS, RENAMED_OPTIONS, RUN_OPTIONS, RunConfig
 from bridges.models.registry import BUILT_IN, MODELS
@@ -166,7 +166,7 @@ def _register_audit(subparsers) -> None:
 def audit_command(args: argparse.Namespace) -> int:
     from bridges.analysis.audit import audit, load_run
 
-    from bridges.runs.config import built_from_options
+    from bridges.runs.data_config import built_from_options
 
     run = load_run(args.run_dir)
     data = run.config.data
@@ -478,7 +478,7 @@ def _grid_models() -> str:
 
 def _own_table_seconds(cfg, args) -> float | None:
     """The price of the theory rows of a prior that computes its own (the atoms prior:
-    ``fvnum.priors.atoms.FinitePrior.comparison_table``), or None for the others; an explicit ``--keyed`` family is
+    ``fvnum.finite_theory.finite_comparison_table``), or None for the others; an explicit ``--keyed`` family is
     refused there in one line (keyed rows are built on the tree and Gaussian priors only)."""
     from bridges.analysis.compare import has_own_table
 
@@ -490,9 +490,12 @@ def _own_table_seconds(cfg, args) -> float | None:
     if given(args, "keyed") and args.keyed != "none":
         raise InputError(f"--keyed {args.keyed}: keyed rows are not built on the {cfg.data.prior} prior (A and B are "
                          "held to its dMMSE rows); leave --keyed out or give --keyed none")
+    from fvnum.priors.analyses import analysis
+
     from bridges.training.data import data_channel, fv_prior
 
-    return fv_prior(cfg.data).comparison_seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
+    seconds = analysis(fv_prior(cfg.data), "comparison_seconds")  # the price of its own rows, by its class
+    return seconds(cfg.model.budget, data_channel(cfg.data), samples=args.samples)
 
 
 def _grid_options(args) -> None:
@@ -514,7 +517,7 @@ def _check_study(what: str, price, cfg, steps: str = "steps", depth: bool = True
     too long) or number of ``steps`` (the config field) that fits."""
     import dataclasses
 
-    from fvnum.guards.resources import check_time, fits_time
+    from fvsym.guards.limits import check_time, fits_time
 
     seconds = price(cfg)
     if fits_time(seconds):

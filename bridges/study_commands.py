@@ -13,7 +13,7 @@ from fvsym._emit import add_format_argument, emit
 from fvsym._validate import parse_int_list
 from fvsym.cli import int_arg, number_arg
 from fvsym.errors import InputError
-from fvnum.guards.resources import DEFAULT_LONG_SECONDS
+from fvsym.guards.limits import DEFAULT_LONG_SECONDS
 
 from bridges.commands import _add_engine_arguments, _add_keyed_argument, _arg_type, _check_study, check_workers
 from bridges.runs.config import MAX_THREADS, ROUTERS, RUN_OPTIONS
@@ -248,7 +248,7 @@ def resumable_scaling(cfg, log=print):
     are trained: no call of that cap could compute it."""
     from pathlib import Path
 
-    from fvnum.guards.resources import check_time, format_seconds, max_seconds, seconds_left, time_limit, time_over
+    from fvsym.guards.limits import check_time, format_seconds, max_seconds, seconds_left, time_limit, time_over
     from fvsym.errors import ResourceRefused
 
     from bridges.prices.cost import audit_seconds, scaling_seconds

@@ -80,7 +80,7 @@ class Config:
 
 def build(name: str, cfg: Config):
     """The model ``name`` (``path`` or ``trained``) and a line describing it."""
-    from bridges.models import path_model
+    from bridges.models.networks import path_model
     from bridges.patching import path_bayes_decoder
 
     data = cfg.data_config()

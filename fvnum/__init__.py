@@ -1,33 +1,5 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
-from fvsym import _moved
-# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
-_moved.install({
-    "fvnum.tree": "fvnum.priors.tree",
-    "fvnum.atoms": "fvnum.priors.atoms",
-    "fvnum.mixture": "fvnum.priors.mixture",
-    "fvnum.capabilities": "fvnum.priors.capabilities",
-    "fvnum.prior_checks": "fvnum.priors.checks",
-    "fvnum.keyed": "fvnum.keys.nonadaptive",
-    "fvnum.keyed_adaptive": "fvnum.keys.adaptive",
-    "fvnum.keyed_tree": "fvnum.keys.tree",
-    "fvnum.keyed_patching": "fvnum.patching.keyed",
-    "fvnum.strategy_objects": "fvnum.policies.strategies",
-    "fvnum.strategies": "fvnum.policies.policies",
-    "fvnum.registry": "fvnum.policies.registry",
-    "fvnum.search": "fvnum.policies.search",
-    "fvnum.noisy_dp": "fvnum.optimum.noisy_dp",
-    "fvnum.bracket": "fvnum.optimum.bracket",
-    "fvnum.atoms_dp": "fvnum.optimum.atoms_dp",
-    "fvnum.simulate": "fvnum.mc.simulate",
-    "fvnum.channels": "fvnum.mc.channels",
-    "fvnum._chunks": "fvnum.mc._chunks",
-    "fvnum._reference": "fvnum.mc._reference",
-    "fvnum._kernels": "fvnum.mc._kernels",
-    "fvnum.limits": "fvnum.guards.limits",
-    "fvnum.resources": "fvnum.guards.resources",
-})
-
 from importlib import import_module
 from fvsym.errors import InputError
 
@@ -44,8 +16,8 @@ _EXPORTS = {
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
     "Bounds": "optimum.bracket", "bounds": "optimum.bracket", "NoisyBellman": "optimum.noisy_dp", "noisy_bellman": "optimum.noisy_dp",
     "effective_tau2": "mc.channels",
-    "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "theory",
-    "best_linear_loss": "theory",
+    "ComparisonTable": "theory", "TheoryRow": "theory", "comparison_table": "theory", "lmmse": "linear_theory",
+    "best_linear_loss": "linear_theory",
     "best_nonadaptive_keyed": "keys.nonadaptive", "best_adaptive_keyed": "keys.adaptive",
     "AtomsPrior": "priors.atoms", "MixturePrior": "priors.mixture", "PRIORS": "priors.registry", "register_prior": "priors.registry",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",

@@ -351,7 +351,7 @@ def _tree(args, default_depth: int):
 
 def _gaussian(args):
     """The Gaussian prior of ``--cov`` (matched, the default; isotropic; a file) or ``--eigenvalues``."""
-    from fvsym.cli import covariance_of
+    from fvsym.covfile import covariance_of
     from fvsym.priors import GaussianPrior
 
     if args.eigenvalues is not None or args.cov not in (None, "isotropic", "matched"):
@@ -433,7 +433,7 @@ def _mc(args) -> int:
     from fvnum import loss_mc
     from fvnum.mc.channels import make_channel
     from fvnum.options import StrategyOptions
-    from fvnum.guards.limits import check_mc
+    from fvnum.policies.prices import check_mc
     from fvnum.priors.tree import numeric_prior
 
     check_mc_options(args)

@@ -190,3 +190,60 @@ def gaussian_optimum(prior, budget: int, channel: Channel) -> float:
 
 __all__ = ["LinearDecoder", "SOFTMAX_LAW_RANGE", "best_linear_loss", "gaussian_optimum", "lmmse", "prior_covariance",
            "softmax_lmmse", "top_levels_rows", "top_levels_softmax"]
+
+
+# --- the ridge baseline and the linear readout without intercept of a prior with atoms (fvnum.priors.atoms) -------
+def ridge_loss(prior, design, tau: float) -> float:
+    """Exact loss of the ridge (LMMSE) decoder on ``prior`` (a finite prior) for a fixed ``design`` (node numbers or
+    unit rows): ``tr P`` of docs/theory.md section 5 with the atoms' covariance (``fvnum.priors.gaussian.design_loss``);
+    the loss of a linear decoder depends on the prior through its first two moments only."""
+    from fvnum.priors.gaussian import GaussSpec, design_loss
+
+    return design_loss(GaussSpec.from_cov(prior.covariance), _unit_rows(design, prior.dim), float(tau))
+
+
+def ridge_optimum(prior, budget: int, tau: float) -> float:
+    """The ridge decoder's best loss on ``prior`` with ``budget`` unit rows (water-filling on its covariance; by
+    Theorem G1 no adaptive design of a linear-Gaussian decoder does better)."""
+    from fvnum.priors.gaussian import GaussSpec, design_loss, optimal_design
+
+    spec = GaussSpec.from_cov(prior.covariance)
+    return design_loss(spec, optimal_design(spec, int(budget), float(tau)), float(tau))
+
+
+def linear_loss(prior, design, channel) -> float:
+    """Exact loss of the best linear readout WITHOUT intercept, ``theta_hat = U phi``, of a fixed ``design``
+    (node numbers or unit rows (B, D)) with linear keys, on a finite ``prior``: Model C's readout ``x_q^T U p``
+    (docs/theory.md sections 3, 7). It depends on the prior through ``S = E[theta theta^T]`` only, exactly, for any
+    ``N``: under ``tokens`` ``E[phi phi^T] = (1 + 1/N) W S W^T + tau^2 W W^T`` (``E[y^2 x x^T | theta] =
+    (||theta||^2 + s2) I + 2 theta theta^T``), under ``gaussian`` ``W S W^T + tau^2 I``; loss
+    ``tr S - tr(S W^T E[phi phi^T]^-1 W S)``."""
+    S, W = prior.second_moment_matrix, _unit_rows(design, prior.dim)
+    if channel.kind == "tokens":
+        G = (1 + 1 / channel.n_tokens) * W @ S @ W.T + channel.tau2 * W @ W.T
+    else:
+        G = W @ S @ W.T + channel.tau2 * np.eye(W.shape[0])
+    SW = S @ W.T  # (D, B)
+    return float(np.trace(S) - np.trace(SW @ np.linalg.pinv(G, hermitian=True) @ SW.T))
+
+
+def top_directions(prior, budget: int) -> np.ndarray:
+    """The ``budget`` leading eigen-directions of ``S = E[theta theta^T]`` of a finite ``prior`` as unit rows (B, D):
+    the best linear design without intercept under either channel (``E[phi phi^T]`` commutes with ``S``; Ky Fan)."""
+    _, V = np.linalg.eigh(prior.second_moment_matrix)
+    return np.ascontiguousarray(V[:, ::-1][:, : int(budget)].T)
+
+
+def _unit_rows(design, dim: int) -> np.ndarray:
+    """A design as unit rows (B, D): node numbers (coordinates 1..D) become ``e_n``."""
+    arr = np.asarray(design)
+    if arr.ndim == 1:
+        if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 1 or arr.max() > dim):
+            raise InputError(f"a coordinate design holds coordinates 1..{dim}, got {_short(design)}")
+        W = np.zeros((arr.size, dim))
+        W[np.arange(arr.size), arr.astype(np.int64) - 1] = 1.0
+        return W
+    W = arr.astype(float)
+    if W.ndim != 2 or W.shape[1] != dim:
+        raise InputError(f"a design of unit rows has shape (B, {dim}), got {W.shape}")
+    return W

@@ -1,10 +1,10 @@
 """The trained models as the theory sees them: one registry, ``MODELS`` (name -> model object, in the order they
-were registered), shared with ``bridges`` (``bridges.models.networks.MODELS`` is this dict).
+were registered), shared with ``bridges`` (``bridges.models.MODELS`` is this dict).
 
 Models A, B, C of docs/theory.md section 7 are declared here, once, by what the theory says of them
 (:class:`ModelTheory`); ``bridges`` attaches the torch side to each (its network, recipe, figure marker and
 price: ``bridges.models.registry.ModelSpec``, which carries the same fields) and registers models of its own with
-``bridges.models.networks.register_model``. fvnum reads only the theory's side of a model object, by name
+``bridges.models.register_model``. fvnum reads only the theory's side of a model object, by name
 (``fvnum.theory``, ``fvnum.regime``):
 
 - ``name``: its letter; ``description``: one line;

@@ -31,13 +31,12 @@ from fvsym.errors import InputError
 from fvnum.mc.channels import Channel
 from fvnum.defaults import KEYED
 from fvnum.estimate import Estimate
-from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings, mc_cost
+from fvnum.guards.limits import DESIGN_SAMPLES_PER_SAMPLE, gaussian_design_settings
+from fvnum.policies.prices import mc_cost
 from fvnum.model_rows import MODELS, model, plain_models
 from fvnum.priors.registry import prior_entry
 from fvnum.policies.strategies import adaptive_class
-from fvnum.linear_theory import (  # noqa: F401 (the exact linear theory: its names importable from here too)
-    SOFTMAX_LAW_RANGE, LinearDecoder, _check_channel, _exact_noise, _gaussian_of, _token_factor, best_linear_loss,
-    gaussian_optimum, lmmse, prior_covariance, softmax_lmmse, top_levels_rows, top_levels_softmax)
+from fvnum.linear_theory import _check_channel, best_linear_loss, gaussian_optimum, lmmse, top_levels_rows
 
 ROW_CHANNELS = ("tokens", "gaussian", "noiseless")
 ROLES = ("prediction", "lower_bound", "upper_bound", "reference")
@@ -377,12 +376,13 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     ``best_nonadaptive_keyed_real``, :mod:`fvnum.keys.real_tokens`; tree prior, linear and weighted keys)."""
     from dataclasses import replace
 
-    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, check_family, gaussian_keyed, keyed_memory
+    from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
+    from fvnum.keys.families import check_family
     from fvnum.keys.adaptive import adaptive_keyed_losses, has_adaptive_search
     from fvnum.keys.real_tokens import REAL_ROWS, check_real, real_keyed_losses, real_what
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_memory
+    from fvsym.guards.limits import check_memory
     from fvnum.priors.tree import numeric_prior
 
     channel = _check_keyed_channel(channel)
@@ -438,8 +438,8 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     (``optimum_lower`` (noiseless), ``optimum_upper``, and ``optimum_exact`` where solved; ``fvnum.bounds``),
     ``top_levels`` (Bayes decoder), the best non-adaptive coordinate and unit designs (searched under the
     noise). Gaussian prior: the water-filling design's Monte Carlo loss (``water_filling_mc``; the gaussian
-    channel's optimum, not the tokens channel's). A prior object with its own ``comparison_table`` (the atoms
-    and mixture priors: ``fvnum.priors.atoms.FinitePrior.comparison_table``) gives its own rows; the default key
+    channel's optimum, not the tokens channel's). A prior with its own rows (the atoms and mixture priors:
+    ``fvnum.finite_theory.finite_comparison_table``, found by the prior's class) gives them; the default key
     family reads as none there (keyed rows are built on the tree and Gaussian priors only). Tree and Gaussian: ``top_levels``
     with the exact linear decoder (``top_levels_linear``), the best linear non-adaptive loss
     (``best_linear_nonadaptive``) and the Gaussian optimum under the gaussian channel at the same ``tau``
@@ -457,24 +457,25 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
     from fvnum.policies.registry import loss_mc
     from fvnum.policies.search import optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
     from fvnum.mc.channels import check_channel, make_channel
+    from fvnum.priors.analyses import analysis
     from fvnum.priors.tree import numeric_prior
 
     channel = make_channel(numeric_prior(prior), check_channel(channel))
     keyed = channel.keys if channel.kind == "tokens" else None
     channel = _check_channel(channel)
     spec = numeric_prior(prior)
-    own = getattr(spec, "comparison_table", None)
+    own = analysis(spec, "comparison_table")  # by the prior's class: a finite prior's (fvnum.finite_theory)
     if keyed_rows_given is not None:
         keyed_rows_given = [TheoryRow.from_dict(r) if isinstance(r, dict) else r for r in keyed_rows_given]
     if real_samples is not None:
         from fvnum.keys.real_tokens import check_real
 
-        check_real(spec, None if callable(own) else keyed, real_samples)
+        check_real(spec, None if own is not None else keyed, real_samples)
         real = [r.name for r in keyed_rows_given or () if r.name.endswith("_keyed_real") and r.how == f"mc n={real_samples}"]
         if keyed_rows_given is not None and len(real) != 2:
             raise InputError(f"real_samples={real_samples}: keyed_rows_given must hold the real-token rows of "
                              f"{real_samples} contexts (keyed_curves(..., real_samples={real_samples}))")
-    if callable(own):  # a prior object with its own rows (the atoms prior: fvnum.priors.atoms.FinitePrior.comparison_table)
+    if own is not None:  # a prior with its own rows (a finite prior: fvnum.finite_theory.finite_comparison_table)
         if keyed_rows_given is not None:
             raise InputError(f"keyed_rows_given: the {getattr(spec, 'name', 'given')} prior computes its own rows "
                              "(no keyed rows); give keyed_rows_given=None")
@@ -542,7 +543,7 @@ def comparison_table(prior, budget: int, channel: Channel, *, samples: int = 20_
 def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, samples: int, search_samples: int,
                              token_channel: bool = True, threads: int = 1) -> float:
     """Upper seconds of :func:`comparison_table` without its keyed rows (``fvnum.guards.limits.keyed_cost`` prices those),
-    beside it and from the prices of the strategies it runs (``fvnum.guards.limits.mc_cost``, each strategy's factors
+    beside it and from the prices of the strategies it runs (``fvnum.policies.prices.mc_cost``, each strategy's factors
     from its object): the path row, the default candidates of ``best_adaptive`` (role ``best_adaptive``, each on
     the selection samples, the winner again on ``min(samples, 4 search_samples)``) and of the bracket (role
     ``bracket``, less the exact noisy policy, sampled twice), the three exact noiseless solves (the bracket's
@@ -577,7 +578,6 @@ def comparison_table_seconds(*, tree: bool, depth: int, dim: int, budget: int, s
 
 
 __all__ = [
-    "CLASSES", "ComparisonTable", "LinearDecoder", "MODELS", "ROLES", "TheoryRow", "best_linear_loss",
-    "comparison_table", "comparison_table_seconds", "describe_rows", "gaussian_optimum", "keyed_curves", "lmmse", "prediction_checks",
-    "prediction_row", "predicted_law", "prior_covariance", "row_kind", "top_levels_rows",
+    "CLASSES", "ComparisonTable", "ROLES", "TheoryRow", "comparison_table", "comparison_table_seconds",
+    "describe_rows", "keyed_curves", "prediction_checks", "prediction_row", "predicted_law", "row_kind",
 ]

@@ -1,11 +1,5 @@
 """fvsym: the symbolic core. Derives the Bellman recursions and the Gaussian and tree loss formulas
 of docs/theory.md with sympy. Imports nothing heavier than sympy."""
-from fvsym import _moved
-# Modules moved into rooms (docs/architecture.md): the old paths import the new modules, with a DeprecationWarning.
-_moved.install({
-    "fvsym.costs": "fvsym.guards.costs",
-})
-
 from fvsym import _symbols as symbols
 from fvsym._formula import Formula
 from fvsym.priors import GaussianPrior, TreePrior

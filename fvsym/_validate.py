@@ -370,6 +370,14 @@ def check_int(value, name: str, minimum: int = 0, maximum: int | None = None) ->
     return value
 
 
+def check_seed(seed) -> int:
+    """A seed of every stochastic entry point: an integer >= 0 (of any integer type), else a one-line InputError."""
+    n = integer_value(seed)
+    if n is None or n < 0:
+        raise InputError(f"seed must be an integer >= 0, got {_short(seed)}")
+    return n
+
+
 def integer_value(value):
     """``int(value)`` for an integer of any kind (int, numpy or sympy integer, an integral Fraction), else
     None (bools, floats, strings, arrays: each caller decides about those)."""

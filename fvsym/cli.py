@@ -33,7 +33,7 @@ from fvsym.guards.limits import TIME_CAP_NOTE, check_memory, check_time, fits_me
 from fvsym.priors import MAX_DEPTH
 from fvsym.strategy_names import BARE, CLASS_NAMED, bare_refusal
 from fvsym.strategy_names import DERIVE as STRATEGIES
-from fvsym.covfile import MAX_COV_LINE, covariance_of, load_covariance  # noqa: F401 (the --cov file; names kept here)
+from fvsym.covfile import covariance_of
 from fvsym.errors import InputError
 FORMATS = ("text", "latex", "json")
 _ALPHA = dict(exact=True, low=0, high=1, open_low=True, open_high=True)

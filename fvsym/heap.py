@@ -8,7 +8,7 @@ counting as +1, so the same rule routes by signs and by readings: ``[x < 0]``.
 
 Pure arithmetic (comparisons, ``+``, ``*``, shifts): every function works on Python ints, numpy arrays and
 torch tensors alike (elementwise, broadcasting), and the Numba kernels compile these very functions
-(``fvnum.mc._kernels.common``), so the rule has one text everywhere.
+(``fvnum.priors._kernels.common``), so the rule has one text everywhere.
 """
 from __future__ import annotations
 

@@ -230,10 +230,10 @@ def test_no_bridges_function_repeats_an_fvnum_name():
     for name in ("keyed_curves", "prediction_checks"):
         assert hasattr(fvnum.theory, name) and not hasattr(bridges.analysis.compare, name)
     assert callable(bridges.analysis.compare.keyed_cells) and callable(bridges.analysis.compare.grid_checks)
-    # the torch twins of fvnum.theory.lmmse and fvsym.tree.top_levels_design are named for what they return
+    # the torch twins of fvnum.linear_theory.lmmse and fvsym.tree.top_levels_design are named for what they return
     assert not hasattr(bridges.models.networks, "lmmse") and not hasattr(bridges.models.networks, "top_levels_design")
     assert callable(bridges.models.networks.linear_readout) and callable(bridges.models.networks.top_levels_keys)
-    assert not hasattr(bridges.analysis.audit, "softmax_law")  # fvnum.keys.families.softmax_law is the law; the audit calls it
+    assert not hasattr(bridges.analysis.audit, "softmax_law")  # fvnum.keys.readings.softmax_law is the law; the audit calls it
     below = {**_public_definitions("fvsym"), **_public_definitions("fvnum")}
     repeats = {name: (module, below[name]) for name, module in _public_definitions("bridges").items()
                if name in below and MIRRORED.get(name) != module}

@@ -99,13 +99,13 @@ def test_the_verbs_share_one_argument_order(name):
     assert not {"tau", "n_tokens", "tokens", "s2"} & set(rest), name  # the channel is one object
 
 
-def test_the_duplicate_definitions_take_the_same_channel_argument():
-    """``noisy_bellman`` and ``bounds`` of a finite prior (``fvnum.optimum.atoms_dp``) and the atoms prior's own
-    table take the channel object where the tree's take it."""
-    from fvnum.optimum import atoms_dp
-    from fvnum.priors.atoms import FinitePrior
+def test_the_finite_prior_s_analyses_take_the_same_channel_argument():
+    """A finite prior's ``noisy_bellman``, ``bounds`` and theory table (found by its class through
+    ``fvnum.priors.analyses``: ``fvnum.optimum.atoms_dp``, ``fvnum.optimum.finite``, ``fvnum.finite_theory``) take
+    the channel object where the tree's take it."""
+    from fvnum.finite_theory import finite_comparison_table
+    from fvnum.optimum.atoms_dp import atoms_noisy_bellman
+    from fvnum.optimum.finite import finite_bounds
 
-    assert list(inspect.signature(atoms_dp.noisy_bellman).parameters)[:3] == ["prior", "budget", "channel"]
-    assert list(inspect.signature(atoms_dp.bounds).parameters)[:3] == ["prior", "budget", "channel"]
-    assert list(inspect.signature(FinitePrior.noisy_bellman).parameters)[:3] == ["self", "budget", "channel"]
-    assert list(inspect.signature(FinitePrior.comparison_table).parameters)[:3] == ["self", "budget", "channel"]
+    for fn in (atoms_noisy_bellman, finite_bounds, finite_comparison_table):
+        assert list(inspect.signature(fn).parameters)[:3] == ["prior", "budget", "channel"]

@@ -13,8 +13,13 @@ import math
 import numpy as np
 import pytest
 
+import fvnum
 from fvnum import loss_mc
-from fvnum.priors.atoms import AtomsPrior, atoms_of, noiseless_bellman
+from fvnum.finite_theory import finite_comparison_table
+from fvnum.linear_theory import ridge_loss, ridge_optimum
+from fvnum.optimum.atoms_dp import noiseless_bellman
+from fvnum.priors.atoms import AtomsPrior
+from fvnum.priors.registry import atoms_of
 from fvnum.mc.channels import make_channel
 from fvnum.priors.mixture import MixturePrior
 from fvsym import TreePrior, bellman
@@ -259,7 +264,7 @@ def test_ridge_loss_is_the_gaussian_formula_and_the_linear_decoders_mc():
     p = _prior(M=10, D=3)
     C = np.cov(p.atoms.T, aweights=p.weights, bias=True)
     W = np.eye(3)[[0, 2]]
-    assert math.isclose(p.ridge_loss([1, 3], TAU), ref_ridge_loss(C, W, TAU), rel_tol=1e-10)
+    assert math.isclose(ridge_loss(p, [1, 3], TAU), ref_ridge_loss(C, W, TAU), rel_tol=1e-10)
     rng = np.random.default_rng(0)
     n = 50_000
     theta = p.atoms[p.sample(n, rng)]
@@ -267,15 +272,15 @@ def test_ridge_loss_is_the_gaussian_formula_and_the_linear_decoders_mc():
     gain = C @ W.T @ np.linalg.inv(W @ C @ W.T + TAU**2 * np.eye(2))
     est = p.mean + (phi - p.mean @ W.T) @ gain.T  # the linear (ridge) decoder with the atoms' mean
     err = ((est - theta) ** 2).sum(1)
-    assert abs(err.mean() - p.ridge_loss([1, 3], TAU)) < 5 * err.std() / math.sqrt(n)
-    assert np.allclose(np.array(p.ridge().cov.evalf(), dtype=float), C, atol=1e-12)
-    assert p.ridge_optimum(2, TAU) <= p.ridge_loss([1, 3], TAU) + 1e-12
+    assert abs(err.mean() - ridge_loss(p, [1, 3], TAU)) < 5 * err.std() / math.sqrt(n)
+    assert np.allclose(np.array(p.matched_gaussian().cov.evalf(), dtype=float), C, atol=1e-12)
+    assert ridge_optimum(p, 2, TAU) <= ridge_loss(p, [1, 3], TAU) + 1e-12
 
 
 def test_dmmse_beats_ridge_on_few_atoms():
     p = AtomsPrior.draw(8, 8, seed=0)
     est = loss_mc(p, "top_levels", 4, fvnum.gaussian(TAU), samples=4000, seed=0)
-    assert est.value < p.ridge_loss([1, 2, 3, 4], TAU) - 5 * est.stderr
+    assert est.value < ridge_loss(p, [1, 2, 3, 4], TAU) - 5 * est.stderr
 
 
 # --- the mixture ---------------------------------------------------------------------------------------------
@@ -399,7 +404,7 @@ def test_noisy_recursion_on_the_leaves_equals_the_trees(depth, budget, tau):
 @pytest.mark.parametrize("budget", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: run by .ci/run
 def test_noisy_recursion_equals_adaptive_quadrature(budget):
     p = _prior(M=4, D=2, seed=11)
-    ours = p.noisy_bellman(budget, fvnum.gaussian(0.6))
+    ours = fvnum.noisy_bellman(p, budget, fvnum.gaussian(0.6))
     ref = ref_noisy_value(p.atoms, p.weights, 0.6, budget)
     assert abs(ours.value - ref) <= max(4 * ours.error, 1e-7) + 1e-6 * ref
     assert ours.error < 1e-3 * ref
@@ -457,7 +462,7 @@ def test_fv_bounds_on_atoms_and_its_refusals(tmp_path):
     rec = json.loads(out)
     assert code == 0
     assert rec["collapsed"] and rec["n_atoms"] == 10 and rec["atoms"] == str(path)
-    assert abs(rec["exact"] - AtomsPrior(np.load(path)).noisy_bellman(2, fvnum.gaussian(0.5)).value) < 1e-12
+    assert abs(rec["exact"] - fvnum.noisy_bellman(AtomsPrior(np.load(path)), 2, fvnum.gaussian(0.5)).value) < 1e-12
     one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "2", "--tokens", "64")[::2],
              "bounds on the atoms prior are the gaussian channel's")
     one_line(*fv("bounds", "--prior", "atoms", "--atoms", str(path), "--budget", "5", "--tau", "0.5")[::2],
@@ -471,6 +476,6 @@ def test_comparison_table_of_atoms_is_the_priors_own():
 
     p = AtomsPrior.draw(12, 4, seed=1)
     ours = comparison_table(p, 2, fvnum.gaussian(0.3), samples=1000, search_samples=500)
-    own = p.comparison_table(2, make_channel(p, fvnum.gaussian(0.3)), samples=1000, search_samples=500)
+    own = finite_comparison_table(p, 2, make_channel(p, fvnum.gaussian(0.3)), samples=1000, search_samples=500)
     assert [r.name for r in ours.rows] == [r.name for r in own.rows] and "best_adaptive" in [r.name for r in ours.rows]
     assert [r.value for r in ours.rows] == [r.value for r in own.rows]

@@ -54,16 +54,16 @@ def test_the_registry_takes_a_registered_name_or_its_object_and_refuses_an_unreg
 
 # --- the noisy optimum's price, on its Strategy object --------------------------------------------------------
 def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_object():
-    from fvnum.optimum import noisy_dp
-    from fvnum.guards.limits import mc_cost
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.optimum import noisy_work
+    from fvnum.policies.prices import mc_cost
+    from fvnum.policies.strategies import STRATEGIES
 
     optimal = STRATEGIES["optimal"]
-    assert optimal.price == "fvnum.optimum.noisy_dp:mc_seconds"
+    assert optimal.price == "fvnum.optimum.noisy_work:mc_seconds"
     spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
     for samples, threads in ((1000, 1), (10**6, 2)):
-        want = (noisy_dp.solve_seconds(spec, 2, 0.3, threads, refine=False)
-                + noisy_dp.policy_seconds(spec, 2, samples, 0.3, threads))
+        want = (noisy_work.solve_seconds(spec, 2, 0.3, threads, refine=False)
+                + noisy_work.policy_seconds(spec, 2, samples, 0.3, threads))
         assert optimal.cost(spec, noisy, 2, samples, threads=threads) == want
     # noiseless: the engine's price of the coordinate kernels and the solve, as before
     _, noiseless = _spec_channel(TreePrior(4, "1/2"), tau=0.0)
@@ -76,7 +76,7 @@ def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_objec
 
 def test_a_too_dear_noisy_optimum_is_refused_in_the_librarys_words_and_fv_mc_adds_its_flag():
     from fvnum import loss_mc
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     with time_limit(2):
         with pytest.raises(ResourceRefused) as caught:
@@ -131,8 +131,8 @@ def test_the_library_and_fv_mc_never_warn():
 
 def test_a_sweep_of_fv_mc_cells_prices_the_noisy_optimum_by_its_strategy_object():
     from bridges.studies.sweep import _mc_cell_seconds, _mc_parser
-    from fvnum.guards.limits import mc_cost
-    from fvnum.policies.registry import STRATEGIES
+    from fvnum.policies.prices import mc_cost
+    from fvnum.policies.strategies import STRATEGIES
 
     args = _mc_parser().parse_args(["--strategy=optimal", "--depth=4", "--budget=2", "--tau=0.3", "--samples=100000",
                                     "--threads=1"])

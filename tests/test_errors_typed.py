@@ -37,7 +37,8 @@ def test_the_argument_checks_raise_input_errors(call):
 
 
 def test_fvnum_simulate_checks_raise_input_errors():
-    from fvnum.mc.simulate import check_budget, check_samples, check_seed
+    from fvnum.mc.simulate import check_budget, check_samples
+    from fvsym._validate import check_seed
 
     for call in (lambda: check_samples(1), lambda: check_seed(-1), lambda: check_budget(-2), lambda: check_samples(2.5)):
         with pytest.raises(InputError):
@@ -57,7 +58,7 @@ def test_a_formula_outside_its_domain_is_a_domain_error_and_an_input_error():
 
 
 def test_the_guards_refuse_with_resource_refused_in_the_librarys_words():
-    from fvnum.guards.resources import check_memory as reexported
+    from fvsym.guards.limits import check_memory as reexported
     from fvsym.guards.limits import TIME_CAP_NOTE, check_memory, check_time, time_limit
 
     assert reexported is check_memory
@@ -151,7 +152,7 @@ def test_damaged_files_of_every_reader_are_damaged_files(tmp_path):
 
     from bridges.runs.config import RunConfig
     from bridges.training.train import DamagedResult, TrainResult
-    from fvnum.priors.atoms import read_atoms_file
+    from fvnum.priors.atoms_arrays import read_atoms_file
     from fvsym.npyfile import read_matrix
 
     assert issubclass(DamagedResult, DamagedFile)

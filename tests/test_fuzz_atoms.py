@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 
 from bridges.cli import main
 from fvnum import loss_mc
-from fvnum.priors.atoms import AtomsPrior, noiseless_bellman, read_atoms
+from fvnum.linear_theory import ridge_loss
+from fvnum.optimum.atoms_dp import noiseless_bellman
+from fvnum.priors.atoms import AtomsPrior
+from fvnum.priors.atoms_arrays import read_atoms
 from fvnum.priors.mixture import MixturePrior
 from fvsym import GaussianPrior, TreePrior
 from tests._cli import one_line
@@ -148,9 +151,9 @@ def test_a_design_of_another_dimension_is_refused():
     with pytest.raises(ValueError, match="design"):
         loss_mc(p, "fixed", 2, fvnum.gaussian(0.5), options=fvnum.StrategyOptions(design=[1, 4]), samples=100)
     with pytest.raises(ValueError, match="coordinate"):
-        p.ridge_loss([0, 1], 0.5)
+        ridge_loss(p, [0, 1], 0.5)
     with pytest.raises(ValueError, match="unit rows"):
-        p.ridge_loss(np.eye(4)[:2], 0.5)
+        ridge_loss(p, np.eye(4)[:2], 0.5)
 
 
 def test_bad_mixtures_and_solves_are_one_line():

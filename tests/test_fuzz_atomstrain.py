@@ -109,7 +109,7 @@ def test_audit_of_a_run_whose_atoms_are_gone(tmp_path):
     one_line(code, err, "uses its atoms exactly")
     np.save(f"{folder}/atoms.npy", np.zeros((5, 3)))  # the folder's copy replaced by other atoms
     from bridges.training import data as data_module
-    import fvnum.priors.atoms as atoms_module
+    import fvnum.priors.atoms_arrays as atoms_module
 
     data_module._atoms_prior.cache_clear()
     atoms_module._BY_DIGEST.clear()
@@ -130,7 +130,7 @@ def test_drawn_atoms_fields_are_accepted_or_refused_in_one_line(M, D, seed):
 
 
 def test_the_configurations_limits_are_the_priors():
-    import fvnum.priors.atoms as atoms_module
+    import fvnum.priors.atoms_arrays as atoms_module
     from bridges.runs import config
 
     assert (config.ATOMS_MAX, config.ATOMS_MAX_DIM) == (atoms_module.MAX_ATOMS, atoms_module.MAX_DIM)

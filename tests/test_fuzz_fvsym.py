@@ -148,7 +148,7 @@ def test_any_bytes_as_an_npy_file(data):
         path = os.path.join(tmp, "c.npy")
         with open(path, "wb") as fh:
             fh.write(b"\x93NUMPY" + data if data[:1] == b"\x01" else data)
-        from fvsym.cli import load_covariance
+        from fvsym.covfile import load_covariance
 
         try:
             rows = load_covariance(path)

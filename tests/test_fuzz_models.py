@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from bridges.runs.config import ModelConfig, RunConfig
-from bridges.models.networks import MODELS
+from bridges.models.registry import MODELS
 from tests._cli import examples, fv
 
 

@@ -109,7 +109,7 @@ def test_the_audit_price_refuses_or_accepts_in_one_line(samples, token_sample, h
     """``bridges.analysis.audit.check_audit_cost`` at any sizes: accepted, or one line naming a size that fits (the
     sizes it names are accepted)."""
     from bridges.analysis.audit import check_audit_cost
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     sizes = dict(tree=tree, depth=4, dim=15, layers=3, width=1, budget=3, mlp_width=width, hidden_layers=hidden,
                  samples=samples, token_sample=token_sample)

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 import fvnum
 from fvnum import loss_mc
-from fvnum.priors.atoms import AtomsPrior, atoms_of, noiseless_bellman
+from fvnum.optimum.atoms_dp import noiseless_bellman
+from fvnum.priors.atoms import AtomsPrior
+from fvnum.priors.registry import atoms_of
 from fvnum.priors.capabilities import Capabilities, capability
 from fvnum.priors.registry import Prior
 

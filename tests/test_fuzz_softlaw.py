@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
-from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, finite_n_terms, law_from_scores
+from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family
+from fvnum.keys.readings import law_from_scores
+from fvnum.keys.readings import finite_n_terms
 from fvsym.priors import GaussianPrior, TreePrior
 from tests._cli import one_message
 

@@ -81,7 +81,7 @@ def test_the_time_price_counts_the_softmax(tmp_path):
     """A cap between the price of a linear run and that of its softmax twin refuses the softmax run only (the
     (batch, N, d) exp of every layer is priced: ``bridges.prices.cost.NS_SOFTMAX``)."""
     from bridges.prices.cost import check_train_time, train_seconds
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     argv = ["--model", "C", "--depth", "3", "--budget", "7", "--tokens", "4096", "--steps", "20000"]
     lin = RunConfig(DataConfig(depth=3, n_tokens=4096), ModelConfig("C", 7), TrainConfig(steps=20000))

@@ -218,7 +218,7 @@ def test_the_sweep_price_says_what_it_assumes_of_workers(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "_cpu_count", lambda: 2)
     spec = {"command": "train", "base": {"model": "A", "depth": 2, "budget": 1, "steps": 200},
             "grid": {"seed": list(range(8))}}
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     with time_limit(30), pytest.raises(ValueError) as info:  # each cell fits, the eight of them do not
         sweep.plan(spec, tmp_path / "out", workers=8)

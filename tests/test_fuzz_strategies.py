@@ -101,7 +101,7 @@ def test_registrations_the_registry_cannot_hold_are_refused():
     assert code == 2 and "toy_twice" in _one_line(err)  # unregistered: no longer a choice
 
 
-@pytest.mark.parametrize("ref", ["fvnum.no_such_module:f", "fvnum.guards.limits:no_such_price", "fvnum.guards.limits:RATE"])
+@pytest.mark.parametrize("ref", ["fvnum.no_such_module:f", "fvnum.guards.limits:no_such_price", "fvnum.policies.prices:RATE"])
 def test_a_price_named_by_a_reference_that_loads_nothing_is_refused_in_one_line(ref):
     register_strategy(Strategy("toy_ref", "the first B nodes, priced by a reference", "coordinate", False,
                                build=_first_nodes, price=ref))

@@ -281,7 +281,8 @@ def test_the_watchdog_ends_a_block_past_its_cap_in_one_line(monkeypatch):
     cap and how to raise it, then exits with code 2; a block that ends in time, an inactive watchdog and one
     outside a time limit never fire."""
     from fvnum.guards import resources
-    from fvnum.guards.resources import time_limit, watch_grace, watchdog
+    from fvnum.guards.resources import watch_grace, watchdog
+    from fvsym.guards.limits import time_limit
 
     assert watch_grace(10) == 2.0 and watch_grace(3600) == 180.0  # within 10% or a few seconds of the cap
     monkeypatch.setattr(resources, "WATCH_GRACE_S", 0.05)

@@ -152,7 +152,7 @@ def test_a_toy_finite_prior_registered_outside_gets_a_bellman_solve():
     coordinate is the one the two atoms differ on most, checked against brute force over every design."""
     from itertools import combinations
 
-    from fvnum.priors.atoms import noiseless_bellman
+    from fvnum.optimum.atoms_dp import noiseless_bellman
 
     prior = FiniteSignPrior([0.0, 0.3, 2.0])
     none = noiseless_bellman(prior, 0)

@@ -125,7 +125,7 @@ def test_to_frame_without_pandas_is_one_clear_import_error(monkeypatch):
 
 def test_every_public_result_has_to_dict():
     from bridges.analysis.probes import ProbeScore
-    from fvnum.theory import LinearDecoder
+    from fvnum.linear_theory import LinearDecoder
     from fvsym.gaussian import water_filling
 
     wf = water_filling([sp.Integer(2), sp.Integer(1)], 1, sp.Rational(1, 2))

@@ -1,6 +1,6 @@
 """The model registry used from outside the package (issue 30, item 1): a toy Model D, declared in this file as
 one ``ModelSpec`` (its own small network, recipe, price and marker; held to the exact linear theory like C) and
-registered with ``bridges.models.networks.register_model``, is trained by ``fv train --model D``, accepted by
+registered with ``bridges.models.register_model``, is trained by ``fv train --model D``, accepted by
 ``ModelConfig``, priced, drawn and held to its theory row, with no edit inside the package; unregistering it
 restores the registry. The models of THEORY.md section 7 keep their declarations and run keys."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bridges.models.networks import MODELS, register_model
+from bridges.models.registry import MODELS, register_model
 from bridges.models.registry import BUILT_IN, ModelSpec, Recipe, check_theory, unregister_model
 from tests._cli import fv
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from fvnum import loss_mc
-from fvnum.priors.atoms import FinitePrior, noiseless_bellman
+from fvnum.optimum.atoms_dp import noiseless_bellman
+from fvnum.priors.atoms import FinitePrior
 from fvnum.priors.registry import PRIORS, register_prior
 from fvnum.policies.registry import STRATEGIES, register_strategy, unregister_strategy
 from fvnum.policies.policies import CallablePolicy
@@ -195,7 +196,7 @@ def test_a_strategy_object_registered_from_outside_runs_and_says_what_it_is(toy_
 
 def test_a_strategy_object_is_priced_by_its_own_price_in_loss_mc_and_fv_mc(toy_top):
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
     from fvnum.priors.tree import numeric_prior
 
     from tests._cli import fv
@@ -262,7 +263,7 @@ def test_register_strategy_refuses_a_strategy_object_it_cannot_hold():
     assert "toy_bad" not in STRATEGIES
 
 
-# --- the prices read from the objects equal the prices before them (fvnum.guards.limits.mc_cost, bridges.prices.cost) --------
+# --- the prices read from the objects equal the prices before them (fvnum.policies.prices.mc_cost, bridges.prices.cost) --------
 OLD_PRICES = {  # (tree, depth, dim, strategy, budget, tokens, dense_design, threads): (bytes, seconds) before
     (True, 6, 63, "path", 4, True, False, 1): (301359808.0, 0.025425),
     (True, 6, 63, "rollout", 4, False, False, 2): (300913280.0, 2.459131136),  # a greedy step's 1.2 us (below)
@@ -285,7 +286,7 @@ OLD_TABLE_SECONDS = {("tree", 3, 3): 9.553932624, ("tree", 6, 5): 113.63087652, 
 
 @pytest.mark.parametrize("case", sorted(OLD_PRICES, key=str))
 def test_mc_cost_from_the_objects_equals_the_price_before_them(case):
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     tree, depth, dim, strategy, budget, tokens, dense, threads = case
     got = mc_cost(depth=depth if tree else None, dim=dim, budget=budget, strategy=strategy, token_channel=tokens, samples=5000,
@@ -304,7 +305,7 @@ def test_the_comparison_table_price_equals_the_price_before_it():
 
 def test_a_strategy_s_cost_is_the_engine_s_price_without_one_of_its_own():
     from fvnum.mc.channels import make_channel
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.priors.tree import numeric_prior
 
     spec = numeric_prior(TreePrior(6, "1/2"))

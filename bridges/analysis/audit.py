@@ -8,11 +8,11 @@
 2. the keys of every layer are evaluated on one FIXED token sample ``X`` (``token_sample`` x D, drawn from
    ``seed``) at the sample's own workspace (the one that layer saw) and stacked: ``F`` (n_x, B);
 3. the law of the stacked readings given each latent is the CLT law of ``phi = (1/N) sum_i y_i f(x_i)`` with
-   those keys (``fvnum.keys.families.law_from_key_values``: mean ``E[(theta.x) f]`` (Stein), covariance
+   those keys (``fvnum.keys.readings.law_from_key_values``: mean ``E[(theta.x) f]`` (Stein), covariance
    ``(E[((theta.x)^2 + s2) f f^T] - mean mean^T) / N``). For an adaptive model the keys of layer ``l`` depend
    on the readings before it; the joint Gaussian of the keys evaluated at the realised workspace has the
    layer conditionals ``p(phi_l | phi_<l, theta)`` as its factors, so its density is their product;
-4. the Bayes posterior mean of theta on those readings (``fvnum.keys.families.posterior_mean``) and its loss:
+4. the Bayes posterior mean of theta on those readings (``fvnum.keys.readings.posterior_mean``) and its loss:
    ``bayes_on_readings`` (the loss the model's measurements allow), ``decoder_gap`` = model - Bayes on the
    same contexts (a paired estimate: how much the model's readout leaves on the table).
 
@@ -29,7 +29,7 @@ norm and the share of its energy on the nodes of each tree depth, averaged over 
 
 Softmax attention (docs/theory.md section 2): ``F`` holds the layers' scores ``S`` where it holds the keys, the
 Stein rows are ``E[x w] / E[w]`` (``w = exp(s)``) and the one call that turns ``(X, S)`` into a law is
-``_reading_law`` (``fvnum.keys.families.law_from_scores``).
+``_reading_law`` (``fvnum.keys.readings.law_from_scores``).
 
 Model T (``audit_measured``): its readings are its heads' outputs at the summary token, ``blocks.{l}.attn.hook_z`` at
 token 0, and its context tokens attend to each other, so a reading is no average of a function of one token. The law
@@ -215,7 +215,7 @@ def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, bud
     k = B
     M = (2**depth if atoms is None else atoms) if tree else n_latents
     b = min(batch, samples)
-    from fvnum.keys.families import MAX_CHUNK
+    from fvnum.keys.readings import MAX_CHUNK
 
     memory = (AUDIT_BASE_BYTES + 8.0 * b * n_x * B + 4.0 * layers * W * n_x + 12.0 * n_x * D
               + 12.0 * max(_KEY_ENTRIES, n_x * max(W, D)) + 8.0 * MAX_CHUNK * (3 + k)
@@ -231,7 +231,7 @@ def audit_cost(*, tree: bool, depth: int, dim: int, layers: int, width: int, bud
 def check_audit_cost(what: str = "fv audit", **sizes) -> None:
     """Refuse (one-line ValueError) an audit priced over the memory available or the time cap, naming the
     largest ``token_sample`` (memory) or ``samples`` (time) that fits. ``sizes``: :func:`audit_cost`'s."""
-    from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+    from fvsym.guards.limits import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
     memory, seconds = audit_cost(**sizes)
     n, n_x = sizes["samples"], sizes["token_sample"]
@@ -303,7 +303,7 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
     over the linearised one (both over the k readings only, so the weights stay tame). Softmax attention: ``F``
     are the scores; the proposal linearises with the keys ``w / E[w]`` (``w = exp(s)``, the same Stein rows and,
     to first order, the same noise, docs/theory.md section 2), the likelihood is the softmax law (``_reading_law``)."""
-    from fvnum.keys.families import posterior_mean
+    from fvnum.keys.readings import posterior_mean
 
     scores = F
     if attention == "softmax":
@@ -328,10 +328,10 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
 
 def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_tokens: int, s2: float):
     """The CLT law of the readings of keys ``F`` (n_x, k) on the token sample ``X`` (n_x, D) given each latent of
-    ``thetas`` (``fvnum.keys.families.ReadingLaw``): ``fvnum.keys.families.law_from_key_values`` for linear attention; for softmax
+    ``thetas`` (``fvnum.keys.readings.ReadingLaw``): ``fvnum.keys.readings.law_from_key_values`` for linear attention; for softmax
     attention ``F`` holds the scores ``S`` and the law is the self-normalised one of docs/theory.md section 2,
-    ``fvnum.keys.families.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
-    from fvnum.keys.families import law_from_key_values, law_from_scores
+    ``fvnum.keys.readings.law_from_scores(X, S, thetas, n_tokens=, s2=)``."""
+    from fvnum.keys.readings import law_from_key_values, law_from_scores
 
     if attention == "linear":
         return law_from_key_values(X, F, thetas, n_tokens=n_tokens, s2=s2)
@@ -358,7 +358,8 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 n_latents: int = 512, seed: int = 0, batch: int = 256, key: str | None = None,
                 name: str | None = None) -> Audit:
     """Audit ``model`` on contexts of ``data`` (module docstring); ``key`` and ``name`` only label it."""
-    from fvnum.keys.families import ReadingLaw, posterior_mean
+    from fvnum.keys.readings import ReadingLaw
+    from fvnum.keys.readings import posterior_mean
 
     if not isinstance(model, WorkspaceModel):
         why = (" (Model T's readings are its heads' outputs at the summary token: audit() measures their law, "
@@ -506,7 +507,7 @@ def audit_measured(model, data: DataConfig, *, samples: int = 1000, law_samples:
                    batch: int = 256, key: str | None = None, name: str | None = None) -> Audit:
     """Audit Model T (or any model with ``blocks.{l}.attn.hook_z`` taps) on contexts of ``data``: module docstring.
     Same ``seed``, same numbers."""
-    from fvnum.keys.families import ReadingLaw, posterior_mean
+    from fvnum.keys.readings import ReadingLaw, posterior_mean
 
     if not hasattr(model, "blocks"):
         raise InputError(f"the measured audit needs a model with blocks (Model T), got {type(model).__name__}")

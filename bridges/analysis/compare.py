@@ -73,9 +73,11 @@ def theory_table(data: DataConfig, budget: int, *, samples: int = 20_000, seed: 
 
 
 def has_own_table(data: DataConfig) -> bool:
-    """Whether the prior of ``data`` computes its own theory rows (a prior object with ``comparison_table``: the
-    atoms prior), rather than ``fvnum.theory.comparison_table``."""
-    return callable(getattr(fv_prior(data), "comparison_table", None))
+    """Whether the prior of ``data`` has its own theory rows (a finite prior, the atoms prior: found by its class,
+    ``fvnum.priors.analyses``), rather than the tree's and Gaussian's of ``fvnum.theory.comparison_table``."""
+    from fvnum.priors.analyses import analysis
+
+    return analysis(fv_prior(data), "comparison_table") is not None
 
 
 def theory_losses(data: DataConfig, budget: int, *, samples: int = 20_000, seed: int = 0,

@@ -231,7 +231,7 @@ def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int =
     to patch: this is the probe half of the causal tables only. Priced before it runs
     (``fvnum.keys.adaptive.adaptive_keyed_trace_cost``; a time cap refuses it in one line)."""
     from fvnum.keys.adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
     from fvnum.priors.tree import numeric_prior
 
     from bridges.training.data import fv_prior

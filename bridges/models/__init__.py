@@ -1,17 +1,9 @@
-"""The trained models: networks, the model registry, taps, precision."""
-from importlib import import_module
+"""The trained models: networks (``bridges.models.networks``, torch), the model registry, taps, precision.
 
-from fvsym._moved import room_getattr
+The room's public names are the model registry's (``bridges.models.registry``), which needs no torch:
+``from bridges.models import register_model`` works without it."""
+from bridges.models.registry import (BUILT_IN, DEFAULT_MODEL, MODEL_NAMES, MODELS, ModelNames, ModelSpec, Recipe,
+                                     adaptive_names, check_theory, register_model, unregister_model)
 
-# bridges.models was one module, now bridges.models.networks: its names stay importable from here, loaded on first use
-_networks = room_getattr(__name__, "bridges.models.networks", ('networks', 'precision', 'registry', 'shapes', 'taps',
-                                                               'transformer'))
-# the registry needs no torch: ``from bridges.models import register_model`` works without it
-_REGISTRY = frozenset(["BUILT_IN", "DEFAULT_MODEL", "MODELS", "MODEL_NAMES", "ModelNames", "ModelSpec", "Recipe",
-                       "adaptive_names", "check_theory", "register_model", "unregister_model"])
-
-
-def __getattr__(name):
-    if name in _REGISTRY:
-        return getattr(import_module("bridges.models.registry"), name)
-    return _networks(name)
+__all__ = ["BUILT_IN", "DEFAULT_MODEL", "MODELS", "MODEL_NAMES", "ModelNames", "ModelSpec", "Recipe",
+           "adaptive_names", "check_theory", "register_model", "unregister_model"]

@@ -36,7 +36,6 @@ from fvsym.heap import child, sign
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig
 from bridges.training.data import ContextSampler, data_channel, fv_prior, path_nodes
-from bridges.models.registry import MODELS, ModelSpec, Recipe, register_model, unregister_model  # noqa: F401 (the public import)
 from bridges.models.taps import Tap
 from fvsym.errors import InputError
 
@@ -494,9 +493,9 @@ def _sign_decoder(data: DataConfig) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def linear_readout(data: DataConfig, W) -> tuple[torch.Tensor, float]:
     """The linear MMSE readout of a fixed design ``W`` (B, D) under the ``tokens`` channel of ``data``, exactly
-    (``fvnum.theory.lmmse``: ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T``). Returns
+    (``fvnum.linear_theory.lmmse``: ``Cov(phi) = (1 + 1/N) W C W^T + tau^2 W W^T``). Returns
     ``(U (D, B) float64, loss)``."""
-    from fvnum.theory import lmmse as exact_lmmse
+    from fvnum.linear_theory import lmmse as exact_lmmse
 
     W = torch.as_tensor(W, dtype=torch.float64).numpy()  # (B, D)
     dec = exact_lmmse(fv_prior(data), W, data_channel(data))
@@ -517,8 +516,8 @@ def linear_model(data: DataConfig, W) -> WorkspaceModel:
 
 def top_levels_keys(data: DataConfig, budget: int) -> torch.Tensor:
     """Model C's keys for the ``top_levels`` design: rows ``e_1 .. e_B`` (the first ``B`` nodes in heap order), (B, D)
-    float64 (``fvnum.theory.top_levels_rows`` as a tensor)."""
-    from fvnum.theory import top_levels_rows
+    float64 (``fvnum.linear_theory.top_levels_rows`` as a tensor)."""
+    from fvnum.linear_theory import top_levels_rows
 
     return torch.from_numpy(top_levels_rows(data.dim, budget))
 

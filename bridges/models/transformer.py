@@ -32,7 +32,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from bridges.models.networks import Output
-from bridges.prices.transformer import parameter_count  # noqa: F401 (counted without torch; re-exported here)
 from bridges.models.taps import Tap
 from bridges.runs.config import DataConfig, ModelConfig
 from fvsym.errors import InputError

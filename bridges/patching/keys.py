@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from fvnum.estimate import Estimate
 from fvnum.patching.keys import RANDOM_FIELDS, PatchingTable
-from fvnum.mc.simulate import check_seed  # the one seed check (bridges.analysis.probes takes it from here)
+from fvsym._validate import check_seed  # the one seed check (bridges.analysis.probes takes it from here)
 
 from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler, Contexts, data_channel, fv_prior

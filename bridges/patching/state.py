@@ -28,11 +28,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
-from fvnum.mc.simulate import check_seed
+from fvsym._validate import check_seed
 from fvnum.patching.keys import PatchingTable  # noqa: F401  (the transplant's table type)
 from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
-from fvnum.patching.state import InjectionTable, MeanState, _cells, _injection_of, nearest_leaves
+from fvnum.patching.state import _cells, _injection_of, nearest_leaves
+from fvnum.patching.state_tables import InjectionTable, MeanState
 
 from bridges.models.taps import patch, record
 from bridges.patching.keys import (CHUNK, _check_depth, _check_layer, _donors, _losses, _sizes, _targets,

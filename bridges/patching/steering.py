@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 from fvnum.estimate import Estimate
-from fvnum.mc.simulate import check_seed
+from fvsym._validate import check_seed
 from fvnum.patching import _jackknife as jk
 from fvnum.patching.state_tables import MeanState, SteeringTable
 

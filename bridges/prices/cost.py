@@ -20,7 +20,7 @@ their gradients and Adam's moments, and the interpreter (``bridges.prices.memory
 
 Studies (``reproduce_seconds``, ``scaling_seconds``, ``compare_grid_seconds``): the sum of the training
 runs (divided among the local worker processes, at most one per core) and of the theory, priced by
-``fvnum.guards.limits.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.guards.costs.tree_loss_cost``,
+``fvnum.policies.prices.mc_cost`` for every Monte Carlo estimate (the Bellman solves by ``fvsym.guards.costs.tree_loss_cost``,
 the keyed rows by ``fvnum.guards.limits.keyed_cost``).
 Runs whose folder already holds a finished result cost nothing.
 """
@@ -29,10 +29,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fvnum.guards.resources import check_time, fits_time, max_seconds
+from fvsym.guards.limits import check_time, fits_time, max_seconds
 
 # the memory price of a run lives in a leaf module (bridges.runs.config prices its runs with it); re-exported here
-from bridges.prices.memory import activation_bytes, check_train_memory, n_parameters, train_bytes  # noqa: F401
 from fvsym.errors import InputError
 
 SAFETY = 2.0
@@ -172,7 +171,7 @@ def runs_seconds(runs, workers: int | None) -> float:
 
 # --- theory ------------------------------------------------------------------------------------------
 def _mc(data, budget: int, strategy: str, samples: int, **kw) -> float:
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     tree = data.has_leaves
     return mc_cost(depth=data.depth if tree else None, dim=data.dim, budget=budget, strategy=strategy,
@@ -195,7 +194,7 @@ def keyed_seconds(data, budgets, samples: int, keyed, real_samples: int | None =
     from fvnum.keys.nonadaptive import keyed_memory
     from fvnum.keys.families import check_family
     from fvnum.guards.limits import keyed_cost
-    from fvnum.guards.resources import check_memory, fits_memory, largest_fitting
+    from fvsym.guards.limits import check_memory, fits_memory, largest_fitting
 
     tree = data.has_leaves
     if real_samples is not None:  # refused before any work where they are not built (no key family included)
@@ -398,6 +397,9 @@ def check_seconds(what: str, seconds: float, hint: str = "") -> None:
     check_time(what, seconds, hint)
 
 
-__all__ = ["audit_seconds", "check_seconds", "forward_seconds", "intervention_seconds", "check_train_memory", "check_train_time", "n_parameters", "train_bytes", "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds",
-           "step_seconds", "theory_table_seconds", "train_seconds"]
+__all__ = [
+    "audit_seconds", "check_seconds", "forward_seconds", "intervention_seconds", "check_train_time",
+    "compare_grid_seconds", "keyed_seconds", "reproduce_seconds", "scaling_seconds", "step_seconds",
+    "theory_table_seconds", "train_seconds",
+]
 

@@ -71,7 +71,7 @@ def check_train_memory(cfg, what: str | None = None) -> None:
     largest size that fits: ``--tokens-from N0`` or ``--batch-late NB`` when only the schedule's largest batch
     does not fit, ``--tokens N`` when the weights fit and the activations do not, else the largest
     ``--mlp-width`` (or ``--hidden-layers``) at which the weights fit."""
-    from fvnum.guards.resources import check_memory, fits_memory, largest_fitting
+    from fvsym.guards.limits import check_memory, fits_memory, largest_fitting
 
     need = train_bytes(cfg)
     if fits_memory(need):

@@ -28,9 +28,8 @@ from fvsym._validate import plain_error
 
 from bridges.models.registry import DEFAULT_MODEL, MODEL_NAMES, MODELS
 from bridges.models.registry import adaptive_names as _adaptive
-from bridges.runs.data_config import (  # noqa: F401 (the data section: its names importable from here too)
-    ATOMS_FIELDS, ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set,
-    _tree_scales, built_from_options, study_tree, tree_label)
+from bridges.runs.data_config import (
+    ATOMS_MAX, ATOMS_MAX_DIM, COVARIANCES, MAX_DEPTH, PRIORS, DataConfig, _choice, _float, _int, _set)
 from bridges.models.shapes import D_MODEL, HEAD_DIM, MAX_SIZE, SHAPES, VALUES, check_shape
 from bridges.models.shapes import gd_budget as check_gd_budget
 from bridges.runs.devices import check_device_name

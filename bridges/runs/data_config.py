@@ -175,7 +175,7 @@ class DataConfig:
                 raise InputError("atoms_sha256 is the digest of an atoms file; drawn atoms (diversity) have none")
             if self.atoms_seed is not None:
                 _int(self.atoms_seed, "atoms_seed", 0, 2**63 - 1)
-            from fvnum.guards.resources import check_memory  # before any run folder: the atoms are drawn when training starts
+            from fvsym.guards.limits import check_memory  # before any run folder: the atoms are drawn when training starts
 
             check_memory(f"{self.diversity} atoms of dimension {self.atoms_dim}", 16.0 * self.diversity * self.atoms_dim)
             return
@@ -188,7 +188,7 @@ class DataConfig:
                                                   and re.fullmatch(r"[0-9a-f]{64}", self.atoms_sha256)):
             raise InputError(f"atoms_sha256 must be 64 hex digits (a SHA-256), got {self.atoms_sha256!r:.80}")
         if self.atoms_sha256 is None or self.atoms_dim is None:
-            from fvnum.priors.atoms import read_atoms_file  # numpy: loaded only for a run on atoms
+            from fvnum.priors.atoms_arrays import read_atoms_file  # numpy: loaded only for a run on atoms
 
             arr, digest = read_atoms_file(self.atoms, self.atoms_sha256)
             if self.atoms_dim is not None and arr.shape[1] != self.atoms_dim:

@@ -108,7 +108,7 @@ def _call(fn: Callable, kwargs: dict, deadline: float | None = None) -> dict:
     long it ran; or ``{"error": ...}``, the one-line error the cell raised (:func:`_raise_reported` raises it
     again in the caller). ``deadline`` (``time.time()`` seconds): the command's time cap, which training
     inside the cell watches."""
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     from bridges.runs.store import _normal
 
@@ -289,7 +289,7 @@ def run_cells(cells: Sequence[Cell], store: RunStore | None = None, *, scheduler
             order.append(cell.key)
         elif (seen.fn, seen.kwargs) != (cell.fn, cell.kwargs):
             raise InputError(f"two different cells share the key {cell.key}")
-    from fvnum.guards.resources import seconds_left, time_over
+    from fvsym.guards.limits import seconds_left, time_over
 
     deadline = time.time() + seconds_left() if time_over() is not None else None  # the command's time cap
     results, todo = {}, []

@@ -581,7 +581,7 @@ class RunStore:
         found = self.get(key, shape=shape)
         if found is not None:
             return found["result"], True
-        from fvnum.guards.resources import check_deadline
+        from fvsym.guards.limits import check_deadline
 
         check_deadline(f"fv {self.kind} stopped before cell {key}")  # past fv --max-seconds: stop between cells
         result = compute()

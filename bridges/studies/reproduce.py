@@ -15,7 +15,8 @@ from fvnum.defaults import KEYED
 from fvnum.model_rows import BUILT_IN, MODELS
 from fvnum.priors.registry import prior_entry
 
-from bridges.runs.config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from bridges.runs.config import RECIPE_EVAL_EVERY, DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.runs.data_config import study_tree, tree_label
 from bridges.runs.store import (AUDIT, ESTIMATE, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, with_checksum, write_atomic,
                     write_json)
 from bridges.errors import require
@@ -203,7 +204,7 @@ def reproduction_curves(cfg: ReproduceConfig, store: RunStore, log) -> list[dict
     from fvnum.mc.channels import gaussian, make_channel, tokens
     from fvnum.options import StrategyOptions
     from fvnum.policies.strategies import STRATEGIES
-    from fvnum.theory import gaussian_optimum
+    from fvnum.linear_theory import gaussian_optimum
     from fvsym.tree import tree_loss
 
     from bridges.training.data import data_channel, fv_prior
@@ -471,7 +472,7 @@ def report_markdown(cfg, curves, tables, extra, to_markdown) -> str:
             lines += [f"Trained Model {deep}:", "", table_from_dict(extra[f"patching_{deep}"]).to_markdown(), "",
                       *unpatched_note(deep, tables, cfg, extra[f"patching_{deep}"], "key-patching")]
     if extra.get("transplant_theory"):
-        from fvnum.patching.state import injection_from_dict
+        from fvnum.patching.state_tables import injection_from_dict
 
         deep = patched_model(cfg.models)
         lines += ["## Function vectors: transplant and injection (docs/theory.md section 9)", "",

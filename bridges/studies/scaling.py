@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from fvnum.defaults import KEYED
 from fvnum.laws import DEFAULT_CUT
 
-from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, study_tree, tree_label
+from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bridges.runs.data_config import study_tree, tree_label
 from bridges.models.registry import BUILT_IN, DEFAULT_MODEL, MODELS, adaptive_names
 from bridges.runs.store import AUDIT, KEYED_ROWS, THEORY_ROWS, RunStore, csv_text, fields, write_atomic, write_json
 from bridges.errors import require
@@ -34,7 +35,7 @@ from bridges.runs.devices import check_device_name
 from fvsym.errors import InputError
 
 from bridges.runs.results import DictLayout, frame_of
-from bridges.studies.scaling_report import CONVERGED, _count, _steps_words, convergence, report_markdown  # noqa: F401
+from bridges.studies.scaling_report import _count, _steps_words, report_markdown
 
 STUDY_DEPTH, STUDY_ALPHA = 7, 0.6  # the regime chosen by the theory (studies/scaling/regime.md), with N 64
 

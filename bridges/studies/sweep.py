@@ -367,7 +367,7 @@ def plan(spec, out, *, workers: int | None = None) -> tuple[Spec, list[Cell], li
             raise reworded(exc, _blame(str(exc), spec, point, options, tables)) from None
         cells.append(Cell.keyed(spec.command, config, run_command, payload, SHAPES[spec.command]))
         points.append(point)
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
 
     check_time(f"fv sweep of {len(cells)} cells {priced_on(workers)}", seconds / _parallel(workers),
                "; fewer cells or smaller sizes fit")
@@ -409,7 +409,7 @@ def _mc_cell_seconds(args) -> float:
     design, the resource guard (``fvnum.guards.limits``); and the estimated seconds."""
     from fvnum.mc.channels import make_channel
     from fvnum.cli import channel_of, check_mc_options, prior_of
-    from fvnum.guards.limits import check_loss_mc_args, mc_cost
+    from fvnum.policies.prices import check_loss_mc_args, mc_cost
     from fvnum.mc.simulate import check_budget
     from fvnum.policies.strategies import strategy_of
     from fvnum.priors.capabilities import capability

@@ -58,7 +58,8 @@ ATOMS_FILE = "atoms.npy"  # a run on the atoms prior keeps its atoms in its fold
 
 @functools.cache
 def _atoms_prior(path, digest, diversity, dim, seed):
-    from fvnum.priors.atoms import AtomsPrior, atoms_by_digest, read_atoms_file
+    from fvnum.priors.atoms import AtomsPrior
+    from fvnum.priors.atoms_arrays import atoms_by_digest, read_atoms_file
 
     if diversity is not None:
         return AtomsPrior.draw(diversity, dim, seed)
@@ -112,7 +113,7 @@ def keep_prior_files(cfg: DataConfig, folder) -> None:
     latents = finite_latents(cfg)
     if latents is None:
         return
-    from fvnum.priors.atoms import atoms_digest, read_atoms_file
+    from fvnum.priors.atoms_arrays import atoms_digest, read_atoms_file
 
     path = Path(folder) / ATOMS_FILE
     atoms = latents[0]
@@ -135,7 +136,7 @@ def find_prior_files(cfg: DataConfig, folder) -> None:
 
     path = Path(folder) / ATOMS_FILE
     if cfg.atoms_sha256 is not None and path.is_file():
-        from fvnum.priors.atoms import read_atoms_file
+        from fvnum.priors.atoms_arrays import read_atoms_file
 
         read_atoms_file(path, cfg.atoms_sha256)
 

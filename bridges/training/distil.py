@@ -213,7 +213,7 @@ def check_keyed_teacher(data: DataConfig, budget: int, samples: int = TRACE_SAMP
     held-out contexts, ``fvnum.keys.adaptive.adaptive_keyed_trace_cost``): seconds, or a one-line ValueError
     over the time cap."""
     from fvnum.keys.adaptive import adaptive_keyed_trace_cost
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
 
     seconds = adaptive_keyed_trace_cost(data.depth, data.dim, budget, samples + HELD_OUT_CONTEXTS)
     check_time(f"the keyed teacher's search at depth {data.depth}, budget {budget} on "

@@ -374,7 +374,7 @@ def _train(cfg: RunConfig, device, progress, resume, stop_at) -> TrainResult:
             checkpoint()  # the distilled start is kept: a resumed run does not distil again
     bar = _progress(cfg, step, progress)
     running = None
-    from fvnum.guards.resources import time_over
+    from fvsym.guards.limits import time_over
 
     over = time_over()  # () -> seconds past the command's time cap, or None (no cap: the Python API)
     try:

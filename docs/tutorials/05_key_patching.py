@@ -16,7 +16,7 @@ import numpy as np
 
 from bridges.runs.config import DataConfig
 from bridges.studies.figures import patching_png
-from bridges.models import path_model
+from bridges.models.networks import path_model
 from bridges.patching import key_patching_table, path_bayes_decoder, theory_patching_table
 
 data = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=128)

@@ -1,5 +1,5 @@
 """Resource guards of the ``fv`` commands and the Python API: the guards themselves live in :mod:`fvsym.guards.limits`
-(the bottom layer, so ``fv derive`` uses them without an arrow up); this module re-exports them and adds the
+(the bottom layer, so ``fv derive`` uses them without an arrow up; import them from there); this module adds the
 command line's :class:`watchdog`, which ends a command past its cap in one line.
 
 Standard library only, so every layer, the command line included, can use it without loading numba.
@@ -11,12 +11,7 @@ import sys
 import threading
 import time
 
-from fvsym.guards.limits import (  # noqa: F401 - re-exported: the guards' one home is fvsym.guards.limits
-    DEFAULT_LONG_SECONDS, DEFAULT_MAX_SECONDS, TIME_CAP_NOTE, available_memory, check_deadline, check_memory,
-    check_time, fits_memory, fits_time, format_bytes, format_seconds, largest_fitting, max_seconds, seconds_left,
-    seconds_used, time_limit, time_over,
-)
-from fvsym.guards.limits import _max_seconds
+from fvsym.guards.limits import _max_seconds, format_seconds
 
 WATCH_GRACE_S = 2.0  # the watchdog fires this long past the cap, or WATCH_GRACE_SHARE of the cap if longer
 WATCH_GRACE_SHARE = 0.05

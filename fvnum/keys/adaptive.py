@@ -30,8 +30,7 @@ from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.tree import SoftmaxGeometry, _torch, _Tree, first_rows, geometry_of, mixture_loss, one_thread, tree_law
 from fvnum.keys.families import check_family
-from fvnum.keys.lookahead import (  # noqa: F401 (the one-step lookahead: its names importable from here too)
-    _lookahead_state, _next_law, _next_rows, _next_rows_torch, _posterior_state, _starts)
+from fvnum.keys.lookahead import _next_law, _next_rows, _next_rows_torch, _posterior_state, _starts
 from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
 from fvnum.priors.tree import numeric_prior
@@ -224,7 +223,7 @@ def adaptive_keyed_trace_cost(depth: int, dim: int, budget: int, samples: int) -
 # read the root, whose coordinate later layers already know. Here each later layer, per sample, searches its
 # whole score: the row b and its own diagonal Q = diag(q), one value per coordinate (q = exp(lq) > 0), by the
 # same one-step lookahead under the exact conditional law (docs/theory.md section 10.6: the pair terms take each
-# channel's own Q, fvnum.keys.families.softmax_law). Each layer first runs the greedy step (b with the layer-1 Q, Adam from
+# channel's own Q, fvnum.keys.readings.softmax_law). Each layer first runs the greedy step (b with the layer-1 Q, Adam from
 # the three starts of _starts), then Adam on (b, lq) from that choice; per sample the better of the two by the
 # lookahead objective is read, so no layer's objective is above the greedy step's from the same state. The
 # result is an achievable loss of the family (an upper bound on its adaptive optimum), a bound on no trained
@@ -242,7 +241,7 @@ SOFTMAX_ROW_S = 1.5e-3
 class RowQGeometry(SoftmaxGeometry):
     """Softmax rows that carry their own quadratic part (torch tensors): a row is ``[b, q]`` (2D,), scored
     ``b.x - x^T diag(q) x`` (``q > 0``); the mean and second moment ``N Cov + mean mean^T`` of any rows on every
-    leaf, with the pair terms of :func:`fvnum.keys.families.softmax_law` (``Sigma_cc' = (I + 2 Q_c + 2 Q_c')^-1``;
+    leaf, with the pair terms of :func:`fvnum.keys.readings.softmax_law` (``Sigma_cc' = (I + 2 Q_c + 2 Q_c')^-1``;
     ``log R`` clipped at :data:`MAX_LOG_RATIO`, as the one-layer search clips it)."""
 
     def __init__(self, tree: _Tree, s2, xp):
@@ -448,7 +447,7 @@ def adaptive_softmax_losses_mc(prior, max_budget: int, *, n_tokens: int = 128, s
     as in :func:`adaptive_softmax_losses`."""
     first, steps, joint_steps, chunk, grid = _settings(search, "first", "steps", "joint_steps", "chunk", "grid").values()
     _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
-    from fvnum.guards.resources import check_memory
+    from fvsym.guards.limits import check_memory
 
     check_memory(f"real tokens for {samples} samples of {n_tokens} tokens", 8.0 * 4 * samples * n_tokens *
                  (numeric_prior(prior).dim + 1))
@@ -489,8 +488,8 @@ def adaptive_softmax_cost(depth: int, dim: int, budget: int, samples: int, *, st
 
 
 def _check_time_softmax(spec, budget: int, samples: int, steps: int, joint_steps: int) -> None:
-    """Refuse in one line (:func:`fvnum.guards.resources.check_time`) a search priced over the time cap."""
-    from fvnum.guards.resources import check_time
+    """Refuse in one line (:func:`fvsym.guards.limits.check_time`) a search priced over the time cap."""
+    from fvsym.guards.limits import check_time
 
     check_time(f"the adaptive softmax search (tree depth {spec.depth}, budget {budget}, {samples} samples)",
                adaptive_softmax_cost(spec.depth, spec.dim, budget, samples, steps=steps, joint_steps=joint_steps))

@@ -20,9 +20,8 @@ import numpy as np
 from fvsym._validate import check_int, check_real
 from fvsym.errors import InputError
 
-from fvnum.keys.readings import (  # noqa: F401 (the readings' law and its decoder: their names importable from here too)
-    MAX_CHUNK, MAX_LOG_RATIO, ReadingLaw, _check_law_args, _check_scores, _check_thetas, _reduced_basis, finite_n_terms,
-    law_from_key_values, law_from_scores, log_likelihoods, posterior_mean, posterior_weights, softmax_law)
+from fvnum.keys.readings import (
+    MAX_LOG_RATIO, ReadingLaw, _check_law_args, _check_scores, _check_thetas, law_from_key_values, law_from_scores, softmax_law)
 
 from fvnum.defaults import FAMILIES, check_family  # noqa: E402,F401 (the key families: their names importable from here too)
 
@@ -380,6 +379,7 @@ class SoftmaxKeys(KeyFamily):
                 f"q max={self.Q.max():.4g})")
 
 
-__all__ = ["FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "ReadingLaw", "SoftmaxKeys", "WeightedKeys",
-           "check_family", "finite_n_terms", "law_from_key_values", "law_from_scores", "log_likelihoods",
-           "posterior_mean", "posterior_weights", "quadrature_nodes", "softmax_law", "weighted_law", "weighted_moments"]
+__all__ = [
+    "FAMILIES", "KeyFamily", "LearnedKeys", "LinearKeys", "SoftmaxKeys", "WeightedKeys", "check_family",
+    "quadrature_nodes", "weighted_law", "weighted_moments",
+]

@@ -6,7 +6,7 @@ common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 
 no scale invariance here, so ``beta`` (the norm of the score row) is searched too; tree prior only).
 
 Readings are decoded by the exact Bayes posterior under the family's CLT law
-(:func:`fvnum.keys.families.posterior_mean`), and every number is the loss of that decoder. Every search returns a
+(:func:`fvnum.keys.readings.posterior_mean`), and every number is the loss of that decoder. Every search returns a
 :class:`~fvnum.estimate.SearchResult` (``name``, ``estimate``, ``how``, ``design`` the rows (B, D) of a
 one-layer design, ``keys`` the key family object found):
 
@@ -38,8 +38,8 @@ from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
                          one_thread, tree_law, tree_law_grad)
-from fvnum.keys.families import (FAMILIES, SoftmaxKeys, check_family, posterior_mean, quadrature_nodes, weighted_law,
-                   weighted_moments)
+from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, quadrature_nodes, weighted_law, weighted_moments
+from fvnum.keys.readings import posterior_mean
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.mc.simulate import check_inputs
@@ -197,9 +197,9 @@ def _softmax_search(tree, budget, N, s2, samples, seed, restarts, maxiter):
     ``q_k = exp(lq_k)`` per tree depth, shared by the rows; ``x``: the score rows ``b_j`` (their norm is
     ``beta_j``), then ``lq``): at ``B = 1`` the exact quadrature loss, else the Monte Carlo loss on common
     random numbers (stream ``SEARCH``; restarts picked on ``SELECT``), both by torch autograd on the closed
-    form :func:`fvnum.keys.families.softmax_law`. Starts: random directions with ``beta = 1`` (the signal-to-noise
+    form :func:`fvnum.keys.readings.softmax_law`. Starts: random directions with ``beta = 1`` (the signal-to-noise
     optimum of one score row at ``Q = 0``, ``beta^2 e^(-beta^2)``) and ``q = 0.02``. Returns ``(B, lq)``."""
-    from fvnum.keys.families import softmax_law
+    from fvnum.keys.readings import softmax_law
 
     torch = _torch()
     spec, D, M = tree.spec, tree.spec.dim, tree.spec.n_leaves

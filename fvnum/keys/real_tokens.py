@@ -6,15 +6,15 @@ policy of :mod:`fvnum.keys.adaptive`; ``best_nonadaptive_keyed``: B's, the one-l
 :func:`fvnum.keys.nonadaptive.best_nonadaptive_keyed`) draw every reading from the family's CLT law given the leaf.
 Here the same policy and the same designs read real tokens: every context draws its leaf, ``N`` tokens ``x_i ~
 N(0, I_D)`` and labels ``y_i = <theta, x_i> + eps_i`` (the target contexts of
-:func:`fvnum.patching.keyed.keyed_patching_table`, :func:`fvnum.patching.keyed.target_values`: the same samples and
+:func:`fvnum.patching.keyed.keyed_patching_table`, :func:`fvnum.keys.contexts.target_values`: the same samples and
 seed give the same contexts), each key reads ``phi = (1/N) sum_i y_i f(x_i)`` of those tokens exactly
-(:func:`fvnum.patching.keyed.family_readings`), and the readings are decoded as in the law rows, by the exact
-posterior mean under the family's CLT law (:func:`fvnum.patching.keyed.posterior_means`). That decoder does not
+(:func:`fvnum.keys.contexts.family_readings`), and the readings are decoded as in the law rows, by the exact
+posterior mean under the family's CLT law (:func:`fvnum.keys.contexts.posterior_means`). That decoder does not
 know the readings are real, so each row is an achievable loss (``||theta_hat - theta||^2``, its standard error
 over the contexts); its gap to the law's row is what the CLT misses at this ``N``.
 
 A's row: layer 1 reads the best single key (``first``), layer ``k`` the row the policy chooses from the real
-readings of layers ``1..k-1`` (:class:`fvnum.patching.keyed._Policy`, unpatched): at budget ``B`` it is the
+readings of layers ``1..k-1`` (:class:`fvnum.keys.contexts._Policy`, unpatched): at budget ``B`` it is the
 unpatched loss of ``keyed_patching_table`` at ``B`` with the same samples and seed, and the policy is greedy, so
 one run to the largest budget gives every smaller one. B's row: the design found at each budget (its own ``Q``),
 read on the same contexts, so A and B are paired. The softmax family is refused: its A row is a search of its own
@@ -105,9 +105,9 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     ``B (B - 1) / 2`` layers of the policy's search on ``samples`` samples (:func:`real_keyed_cost`)."""
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_memory, check_time
+    from fvsym.guards.limits import check_memory, check_time
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
-    from fvnum.patching.keyed import _Policy, decoded_losses, family_readings, target_values
+    from fvnum.keys.contexts import _Policy, decoded_losses, family_readings, target_values
 
     family = check_real(prior, family)
     spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
@@ -161,7 +161,7 @@ def design_losses(spec, design: SearchResult, X: np.ndarray, y: np.ndarray, thet
                   s2: float) -> np.ndarray:
     """(n,) losses of the one-layer design ``design`` (its rows and keys) on contexts ``X`` (n, N, D), ``y`` (n, N)
     with latents ``theta`` (n, D): every row read exactly, decoded as A's policy is."""
-    from fvnum.patching.keyed import decoded_losses, family_readings
+    from fvnum.keys.contexts import decoded_losses, family_readings
 
     W = np.asarray(design.design, dtype=float)
     rows = np.repeat(W[None], X.shape[0], axis=0)  # (n, b, D): every context reads the same rows

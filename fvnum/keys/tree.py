@@ -13,7 +13,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from fvnum.keys.families import LinearKeys, SoftmaxKeys, WeightedKeys, quadrature_nodes, softmax_law, weighted_moments
+from fvnum.keys.families import LinearKeys, SoftmaxKeys, WeightedKeys, quadrature_nodes, weighted_moments
+from fvnum.keys.readings import softmax_law
 from fvnum.priors.tree import TreeSpec
 
 GRID = 256  # reading nodes of the 1-D quadrature of a mixture loss
@@ -76,7 +77,7 @@ def _geometry(tree: _Tree, lq, s2, xp, step=STEP):
 
 
 class SoftmaxGeometry:
-    """Softmax keys on the tree (docs/theory.md section 2, :func:`fvnum.keys.families.softmax_law`): rows ``w`` scored
+    """Softmax keys on the tree (docs/theory.md section 2, :func:`fvnum.keys.readings.softmax_law`): rows ``w`` scored
     ``s = beta w.x - x^T diag(q) x``, ``beta`` and ``q`` (D,) shared by every row (the adaptive search takes
     ``beta = 1`` and the rows as the score rows, :func:`rows_of`); :func:`tree_law` and the
     adaptive search's conditional laws ask it for the mean and the second moment ``N Cov + mean mean^T`` of

@@ -36,6 +36,15 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def check_threads(threads) -> int | None:
+    """``threads`` (None: all cores) if it is an integer in 1 .. max(8, 4 x the cores); else a one-line InputError."""
+    from fvsym._validate import check_int
+
+    if threads is None:
+        return None
+    return check_int(threads, "threads", minimum=1, maximum=max(8, 4 * default_threads()))
+
+
 def _pow2(x: int) -> int:
     return 1 << (max(1, int(x)).bit_length() - 1)
 

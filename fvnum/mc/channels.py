@@ -28,7 +28,7 @@ Decoders (docs/decoders.md; :func:`decoder_of` names the one a result used):
 - ``tokens`` on the tree prior: the Bayes posterior under the law of the stacked readings given each
   leaf, one statistic ``S`` shared by all layers (a repeated row carries nothing new). Not only the CLT
   law ``N(W theta, ((|theta|^2 + s2) W W^T + W theta theta^T W^T) / N)``: the exact law of ``S``, a
-  Gaussian scale mixture with those moments (``fvnum.mc._kernels.tokens``); at small ``N`` the CLT decoder
+  Gaussian scale mixture with those moments (``fvnum.priors._kernels.tokens``); at small ``N`` the CLT decoder
   loses to the exact one, and even to the gaussian channel's (docs/decoders.md). Its two constants are
   ``fvnum.priors.tree.tokens_law``.
 - ``tokens`` on a Gaussian prior: the CLT posterior is not closed form; the decoder is the gaussian

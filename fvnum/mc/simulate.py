@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fvsym._validate import _short, integer_value
+from fvsym._validate import _short, check_seed, integer_value
 from fvsym.errors import InputError
 
 from fvnum.mc import _chunks
@@ -24,7 +24,8 @@ from fvnum.mc._scalars import plain_scalar, plain_scalars  # noqa: F401 (read by
 from fvnum.mc.channels import Channel, decoder_of, make_channel, token_statistics
 from fvnum.estimate import Moments, pool
 from fvnum.priors.registry import capability, is_prior_object, numeric
-from fvnum.policies.policies import PathPolicy, Policy, Rows, Run, check_rows
+from fvnum.mc.protocol import Policy, Rows, Run
+from fvnum.mc.protocol import check_rows
 
 MAX_SAMPLES = 10**10
 
@@ -55,13 +56,6 @@ def check_budget(budget, maximum=None, why="") -> int:
     if maximum is not None and budget > maximum:
         raise InputError(f"budget {_short(budget)} is too large: {why}")
     return int(budget)
-
-
-def check_seed(seed) -> int:
-    n = integer_value(seed)
-    if n is None or n < 0:
-        raise InputError(f"seed must be an integer >= 0, got {_short(seed)}")
-    return n
 
 
 _UNCHECKED = object()  # an input the entry point does not take
@@ -244,13 +238,6 @@ def run_policy(spec, channel, policy: Policy, draws: Draws, *, donor: Draws | No
         actual.append(act)
     loss = decode_losses(spec, channel, draws, actual if informed else chosen, phi.reshape(n, L * d))
     return Run(loss, phi, chosen, actual)
-
-
-def run_path(spec, channel: Channel, draws: Draws, budget: int, *, donor: Draws | None = None,
-             patch_layer: int = 0, informed: bool = False) -> Run:
-    """The path strategy through its fused kernel (same numbers as ``run_policy`` with ``PathPolicy``)."""
-    return PathPolicy(budget).run(spec, channel, draws, budget, donor=donor, patch_layer=patch_layer,
-                                  informed=informed)
 
 
 # --- the public estimator -------------------------------------------------------------------------

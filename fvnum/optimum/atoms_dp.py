@@ -1,4 +1,5 @@
-"""The exact noisy Bellman optimum of small finite priors (docs/theory.md sections 3 and 6).
+"""The exact Bellman optima of small finite priors (docs/theory.md sections 3 and 6): noisy (below) and noiseless
+(:func:`noiseless_bellman`, the recursion over the partitions of the atoms that coordinate readings induce).
 
 Coordinate class, layers of width 1, any coordinate readable at every layer (repeats allowed), gaussian channel of
 noise ``tau``: the finite prior's counterpart of ``fvnum.optimum.noisy_dp`` (which uses the tree's three reading classes per
@@ -13,20 +14,24 @@ kept within ``SPAN`` standard deviations of one of the coordinate's values (the 
 so every atom's rule shares the lattice's child beliefs): ``E f = sum_j h dens(phi_j) f(phi_j)`` with
 ``dens = sum_m p_m N(phi; theta_mn, tau^2)``. ``V`` is homogeneous of degree one in unnormalised weights, which the
 rule uses: ``sum_j (h p . lik_j) V(post_j)``. The minimum over coordinates puts kinks in the integrand, so the rule's
-error falls like ``h^2``; :func:`noisy_bellman` solves a second, refined quadrature and reports the difference.
+error falls like ``h^2``; :func:`atoms_noisy_bellman` solves a second, refined quadrature and reports the difference.
 The policy runs the same recursion from each sample's posterior (:class:`FiniteNoisyPolicy`), so its Monte Carlo
 loss estimates the value.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
 from fvsym.errors import InputError, ResourceRefused
 
-from fvnum.optimum.noisy_dp import SPAN, SolvedOptimum, default_points, refined_points
-from fvnum.policies.policies import Policy
+from fvnum.optimum.noisy_dp import SolvedOptimum
+from fvnum.optimum.noisy_work import default_points, refined_points
+from fvnum.optimum.noisy_work import SPAN
+from fvnum.mc.protocol import Policy
 
 MAX_BUDGET = 3
 MAX_WORK = 3e9  # largest work (``work``) solved exactly
@@ -34,6 +39,8 @@ RATE = 8e7  # work per second priced: measured 1.1e8 to 2.6e8 on one thread at l
 # depth 2 and 3 as atoms, budgets 1 to 3, tau 0.4 to 0.7; solve and refined solve): below the slowest
 OVERHEAD = 2e-3  # seconds of Python per array operation group (a coordinate of a belief chunk)
 CHUNK_FLOATS = 2**21  # floats of one chunk of child beliefs
+BELLMAN_MAX_ATOMS = 64  # the noiseless recursion over partitions: at most this many atoms
+BELLMAN_OP_SECONDS = 2e-5  # per cell and design of the noiseless recursion (numpy on a few atoms)
 
 
 def _check_budget(budget) -> int:
@@ -147,7 +154,7 @@ def work(atoms: np.ndarray, tau: float, budget: int, points=None, beliefs: float
 
 
 def solve_seconds(atoms: np.ndarray, tau: float, budget: int, points=None, refine: bool = True) -> float:
-    """Upper price of :func:`noisy_bellman`: ``work / RATE`` (and the refined solve's with ``refine``)."""
+    """Upper price of :func:`atoms_noisy_bellman`: ``work / RATE`` (and the refined solve's with ``refine``)."""
     points = default_points(budget) if points is None else tuple(points)
     total = work(atoms, tau, budget, points)
     if refine and budget:
@@ -222,24 +229,27 @@ class FiniteNoisyBellman(SolvedOptimum):
                 "how": self.how}
 
 
-def noisy_bellman(prior, budget: int, channel, *, points=None, refine: bool = True) -> FiniteNoisyBellman:
+def atoms_noisy_bellman(prior, budget: int, channel, *, points=None, threads=None,
+                        refine: bool = True) -> FiniteNoisyBellman:
     """The exact noisy Bellman optimum of a finite prior (``prior.atoms``, ``prior.log_weights``; coordinate class,
     ``L = budget <= 3``, ``d = 1``) under the gaussian channel ``fvnum.gaussian(tau)``, ``tau > 0``, with its error
-    estimate (``refine``) and its policy. Sized by :func:`work` (``MAX_WORK``) and priced under the time cap."""
+    estimate (``refine``) and its policy: what ``fvnum.noisy_bellman`` answers for a finite prior (registered for its
+    class, ``fvnum.priors.analyses``; ``threads``: one, numpy's). Sized by :func:`work` (``MAX_WORK``) and priced under
+    the time cap."""
     from fvsym._validate import check_int
 
-    from fvnum.guards.resources import check_time
+    from fvsym.guards.limits import check_time
     from fvnum.mc.channels import check_channel
 
     if check_channel(channel).kind != "gaussian":
-        raise InputError(f"the exact noisy recursion on a finite prior is the gaussian channel's, not the "
-                         f"{channel.kind} channel's: give fvnum.gaussian(tau)")
+        raise InputError(f"the exact noisy recursion on the {prior.name} prior is the gaussian channel's (its "
+                         "decoder's); give fvnum.gaussian(tau)")
     tau = channel.tau
     budget = _check_budget(budget)
     atoms, log_w = np.asarray(prior.atoms, dtype=float), np.asarray(prior.log_weights, dtype=float)
     if not tau > 0:
         raise InputError(f"tau = {tau} has no readings to integrate: the noiseless optimum is "
-                         "fvnum.priors.atoms.noiseless_bellman")
+                         "fvnum.optimum.atoms_dp.noiseless_bellman")
     points = default_points(budget) if points is None else tuple(
         check_int(p, "points", 3, 10_000) for p in np.atleast_1d(points).tolist())
     if len(points) < budget:
@@ -273,64 +283,95 @@ def noisy_bellman(prior, budget: int, channel, *, points=None, refine: bool = Tr
     return FiniteNoisyBellman(value, budget, float(tau), first, used, how, quad, policy, error, fine)
 
 
-def bounds(prior, budget: int, channel, noiseless, *, samples: int = 20_000, seed: int = 0, exact=None,
-           threads=None, progress=None):
-    """Bracket the noisy adaptive optimum of a finite prior (coordinate class, ``L = budget``, ``d = 1``, gaussian
-    channel), as ``fvnum.optimum.bracket.bounds`` does the tree's (a ``fvnum.optimum.bracket.Bounds``): ``lower`` the noiseless
-    optimum (``noiseless(budget)``: its value, or None where it is not solved, then the trivial 0), ``upper`` the
-    better Monte Carlo loss of ``greedy_coordinate`` and, where the recursion is solved, the exact policy;
-    ``exact`` the solved optimum (:func:`noisy_bellman`, where its work fits and its price is under half the
-    time cap; ``exact``: force it on or off), onto which the bracket collapses with its error estimate."""
-    from fvnum.optimum.bracket import Bounds
-    from fvnum.estimate import Estimate
-    from fvnum.policies.registry import loss_mc
-    from fvnum.guards.resources import check_time, max_seconds
-    from fvnum.mc.channels import gaussian
+# --- the noiseless Bellman recursion over partitions (docs/theory.md sections 3, 6) -------------------------
+@dataclass(frozen=True)
+class FiniteBellman:
+    """The noiseless optimum of a finite prior in the coordinate class (docs/theory.md section 3): ``value`` (the
+    loss), ``layers`` x ``width``, ``design`` (the first layer's coordinates, 1-based), ``n_states`` (cells
+    solved); ``best(cell, layers_left)`` the coordinates to read on a cell (a sorted tuple of atom indices)."""
 
-    M, D = prior.atoms.shape
-    if channel.kind != "gaussian":
-        raise InputError(f"bounds on the {prior.name} prior are the gaussian channel's (its exact decoder's); give "
-                         "fvnum.gaussian(tau)")
-    if not 1 <= budget <= D:
-        raise InputError(f"bounds need 1 <= budget <= D = {D}, got {budget}")
-    tau, skipped = channel.tau, {}
-    solve = tau > 0 and int(budget) <= MAX_BUDGET and feasible(prior.atoms, tau, budget)
-    if solve and exact is None and solve_seconds(prior.atoms, tau, budget) > max_seconds() / 2:
-        solve = False
-        skipped["exact"] = (f"not solved: the exact recursion would take about "
-                            f"{solve_seconds(prior.atoms, tau, budget):.3g} s, over half the time cap")
-    elif tau > 0 and not solve and exact is None:
-        skipped["exact"] = (f"not solved: the exact recursion is solved for budget <= {MAX_BUDGET} where its work "
-                            f"fits (M = {M}, D = {D}, budget {budget}: {work(prior.atoms, tau, budget):.2g} > "
-                            f"{MAX_WORK:.0g})")
-    if exact is not None:
-        solve = bool(exact) and tau > 0
-    names = ["greedy_coordinate"] + (["optimal"] if solve else [])
-    price = sum(prior.mc_seconds(n, budget, channel, samples, threads) for n in names)
-    check_time(f"bounds on the {prior.name} prior (M = {M}, D = {D}, budget {budget}, {samples} samples)",
-               price + (solve_seconds(prior.atoms, tau, budget) if solve else 0.0))
-    lower = noiseless(budget)
-    if lower is not None:
-        lower_how = "noiseless Bellman optimum over the atoms' partitions, a lower bound under any noise (Blackwell)"
-    else:
-        lower, lower_how = 0.0, "the trivial bound 0 (the noiseless recursion is not solved on this many atoms)"
-    exact_value = exact_how = exact_error = None
-    if tau == 0 and lower_how.startswith("noiseless"):
-        exact_value, exact_how, exact_error = lower, "noiseless Bellman optimum", 0.0
-    elif solve:
-        solved = noisy_bellman(prior, budget, channel)
-        exact_value, exact_how, exact_error = solved.value, solved.how, solved.error
-    kw = dict(samples=samples, seed=seed, threads=threads, progress=progress)
-    found = {name: loss_mc(prior, name, budget, gaussian(tau), **kw) for name in names}
-    best = min(found, key=lambda k: found[k].value)
-    upper = found[best]
-    if exact_value is not None:  # solved: the bracket collapses
-        err = float(exact_error or 0.0)
-        if exact_value - err > lower:
-            lower, lower_how = exact_value - err, "the solved optimum less its error estimate (refined quadrature)"
-        upper = Estimate(exact_value + err, 0.0, upper.n, "exact" if tau == 0 else
-                         "the solved optimum plus its error estimate")
-    inputs = {"prior": prior.name, "n_atoms": M, "dim": D, "budget": int(budget), "channel": "gaussian", "tau": tau,
-              "measurement": "coordinate", "layers": int(budget), "width": 1, "samples": samples, "seed": seed}
-    return Bounds(lower, lower_how, upper, best, exact_value, exact_how, found, {}, inputs, skipped, exact_error,
-                  found[best])
+    value: float
+    layers: int
+    width: int
+    design: tuple
+    n_states: int
+    solver: object
+
+    def best(self, cell: tuple, layers_left: int) -> tuple:
+        return self.solver.best(cell, layers_left)
+
+    def to_dict(self) -> dict:
+        return {"loss": self.value, "layers": self.layers, "width": self.width, "design": list(self.design),
+                "n_states": self.n_states, "how": "exact: noiseless Bellman recursion over partitions of the atoms"}
+
+
+class _Partitions:
+    """``V(S, l) = min over designs W of sum over the cells C of S that W's readings induce of V(C, l - 1)``,
+    ``V(S, 0) = sum_{m in S} w_m ||theta_m - mu_S||^2``, memoised on (cell, l)."""
+
+    def __init__(self, atoms, weights, width):
+        self.atoms, self.weights, self.width = atoms, weights, width
+        self.designs = list(combinations(range(atoms.shape[1]), width))
+        self.memo = {}
+
+    def terminal(self, cell) -> float:
+        if len(cell) == 1:  # one atom left: known exactly (no rounding residue)
+            return 0.0
+        idx = list(cell)
+        w, A = self.weights[idx], self.atoms[idx]
+        mu = w @ A / w.sum()
+        return float(w @ ((A - mu) ** 2).sum(axis=1))
+
+    def cells(self, cell, design):
+        idx = np.array(cell)
+        keys = self.atoms[np.ix_(idx, design)]
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        return [tuple(idx[inverse.ravel() == k].tolist()) for k in range(inverse.max() + 1)]
+
+    def value(self, cell, layers) -> float:
+        return self._solve(cell, layers)[0]
+
+    def best(self, cell, layers) -> tuple:
+        return self._solve(cell, layers)[1]
+
+    def _solve(self, cell, layers):
+        if layers == 0 or len(cell) == 1:
+            return self.terminal(cell), ()
+        key = (cell, layers)
+        if key not in self.memo:
+            best = (math.inf, ())
+            for design in self.designs:
+                v = sum(self._solve(c, layers - 1)[0] for c in self.cells(cell, list(design)))
+                if not best[1] or v < best[0] - 1e-12 * abs(best[0]):  # ties: the first design
+                    best = (v, tuple(d + 1 for d in design))
+            self.memo[key] = best
+        return self.memo[key]
+
+
+def noiseless_bellman(prior, layers, width=1) -> FiniteBellman:
+    """The exact noiseless optimum of a finite prior (``prior.atoms``, or a tree's leaves) with ``layers`` layers
+    of ``width`` coordinates: the recursion over the partitions of the atoms (docs/theory.md sections 3, 6). Sized:
+    at most ``BELLMAN_MAX_ATOMS`` atoms, and priced (cells times designs) under the time cap."""
+    from math import comb
+
+    from fvsym._validate import check_int
+    from fvsym.guards.limits import check_time
+
+    from fvnum.priors.registry import atoms_of
+
+    atoms, log_w = atoms_of(prior)
+    M, D = atoms.shape
+    L = check_int(layers, "layers", minimum=0, maximum=64)
+    d = check_int(width, "width", minimum=1, maximum=D)
+    if M > BELLMAN_MAX_ATOMS:
+        raise InputError(f"the noiseless Bellman recursion over partitions takes at most {BELLMAN_MAX_ATOMS} atoms, "
+                         f"got M = {M}")
+    n_designs = comb(D, d)
+    cells = sum(min(M, n_designs**k) for k in range(L + 1))  # cells met at each depth, at most M apart
+    check_time(f"the noiseless Bellman recursion on {M} atoms (D = {D}, {L} layers of width {d})",
+               BELLMAN_OP_SECONDS * cells * n_designs * max(1, min(L, M)))
+    weights = np.exp(log_w)
+    solver = _Partitions(atoms, weights, d)
+    full = tuple(range(M))
+    value = solver.value(full, L) / float(weights.sum())
+    return FiniteBellman(value, L, d, solver.best(full, L), len(solver.memo), solver)

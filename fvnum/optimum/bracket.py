@@ -175,12 +175,12 @@ class BoundsPlan:
 def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: int, threads: int) -> float:
     """Upper price of sampling one candidate of :func:`bounds` on ``samples`` samples: the exact noisy policy's
     (``solved_only``) by ``fvnum.optimum.noisy_dp``, every other the strategy's own (``Strategy.cost``)."""
-    from fvnum.optimum import noisy_dp
-    from fvnum.guards.limits import mc_cost
+    from fvnum.optimum import noisy_work
+    from fvnum.policies.prices import mc_cost
 
     s = strategy_of(name)
     if s is not None and s.solved_only:
-        return noisy_dp.policy_seconds(spec, budget, samples, channel.tau, threads)
+        return noisy_work.policy_seconds(spec, budget, samples, channel.tau, threads)
     if s is not None:
         return s.cost(spec, channel, budget, samples, threads=threads)  # bellman_noiseless: with its solve
     return mc_cost(depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
@@ -190,12 +190,12 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
 def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_samples: int = 2000,
                 candidates=None, exact=None, threads=None) -> BoundsPlan:
     """The plan of :func:`bounds` (see :class:`BoundsPlan`). The exact recursion is solved where
-    ``fvnum.optimum.noisy_dp.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
+    ``fvnum.optimum.noisy_work.exact_feasible`` and its price fits the time cap (``exact``: force it on or off).
     Once the optimum is known exactly (solved, or ``tau = 0``), default candidates priced above
     ``CHEAP_SECONDS`` are skipped (the cheapest one is always sampled); named ``candidates`` are sampled."""
-    from fvnum.guards.resources import max_seconds
+    from fvsym.guards.limits import max_seconds
 
-    from fvnum.optimum import noisy_dp
+    from fvnum.optimum import noisy_dp, noisy_work
     from fvnum.mc._chunks import default_threads
 
     threads = default_threads() if threads is None else max(1, int(threads))
@@ -214,7 +214,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
             skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
                                 f"large (work {noisy_dp.work(spec, budget, tau=tau):.2g} > {noisy_dp.MAX_WORK:.0g})")
     if solve:
-        seconds["exact"] = noisy_dp.solve_seconds(spec, budget, tau, threads)
+        seconds["exact"] = noisy_work.solve_seconds(spec, budget, tau, threads)
         if exact is None and seconds["exact"] > max_seconds() / 2:
             solve = False
             skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "
@@ -254,7 +254,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
             if name != cheapest and seconds[name] > limit:
                 sample.remove(name)
                 skipped[name] = why(seconds[name])
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     chunk = max(mc_cost(depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
                         token_channel=channel.kind == "tokens", samples=samples, threads=threads)[0]
@@ -267,7 +267,7 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
 def check_noiseless_cost(spec: TreeSpec, budget: int, what: str) -> None:
     """Refuse (one line, naming the largest depth that fits at this budget) a bracket whose lower bound, the
     exact noiseless solve (:func:`noiseless_cost`), would not fit in memory or in the time cap."""
-    from fvnum.guards.resources import check_memory, check_time, fits_memory, fits_time, largest_fitting
+    from fvsym.guards.limits import check_memory, check_time, fits_memory, fits_time, largest_fitting
 
     need, seconds = noiseless_cost(spec, budget)
     depths = range(max(1, (budget + 1).bit_length() - 1), spec.depth + 1)
@@ -292,13 +292,13 @@ def check_bounds_cost(spec: TreeSpec, channel, budget: int, *, samples: int, sel
                       candidates=None, exact=None, threads=None) -> BoundsPlan:
     """Refuse (one-line ValueError) a :func:`bounds` whose plan is priced over the memory or the time cap,
     naming the largest ``samples`` that fits; returns the plan otherwise."""
-    from fvnum.guards.resources import check_memory, check_time, fits_time, format_seconds
+    from fvsym.guards.limits import check_memory, check_time, fits_time, format_seconds
 
     def plan(n):
         return bounds_plan(spec, channel, budget, samples=n, select_samples=select_samples, candidates=candidates,
                            exact=exact, threads=threads)
 
-    from fvnum.guards.limits import check_mc
+    from fvnum.policies.prices import check_mc
 
     for name in ("path", "greedy_coordinate"):  # the engine's own guard names the largest depth that fits
         check_mc(spec, budget=budget, strategy=name, token_channel=channel.kind == "tokens", samples=samples,
@@ -325,12 +325,13 @@ def bounds(prior, budget: int, channel, *, samples: int = 20_000, seed: int = 0,
            candidates=None, exact=None, threads=None, progress=None) -> Bounds:
     """Bracket the noisy adaptive optimum of the tree prior (coordinate class, ``L = budget``, ``d = 1``)
     under ``channel``, ``fvnum.gaussian(tau)`` or ``fvnum.tokens(N)`` (a finite prior, ``fvnum.AtomsPrior``
-    or ``fvnum.MixturePrior``, brackets its own: ``fvnum.optimum.atoms_dp.bounds``, gaussian channel). ``candidates``: the
-    policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
+    or ``fvnum.MixturePrior``, has its own bracket: ``fvnum.optimum.finite.finite_bounds``, gaussian channel).
+    ``candidates``: the policies tried for the upper bound (default :func:`bound_candidates`, each where it applies, less those
     not worth sampling once the optimum is known exactly: see :func:`bounds_plan`); ``exact``: solve the
-    exact recursion (default: where ``fvnum.optimum.noisy_dp.exact_feasible`` and within the time cap)."""
+    exact recursion (default: where ``fvnum.optimum.noisy_work.exact_feasible`` and within the time cap)."""
     from fvnum.optimum import noisy_dp
     from fvnum.mc.simulate import plain_scalars
+    from fvnum.priors.analyses import analysis
 
     from fvsym._validate import check_int
 
@@ -339,8 +340,8 @@ def bounds(prior, budget: int, channel, *, samples: int = 20_000, seed: int = 0,
     threads = None if threads is None else check_int(threads, "threads", minimum=1, maximum=1024)
     spec, channel, samples, seed, budget = check_inputs(
         prior, check_channel(channel), samples=samples, seed=seed, budget=budget)
-    own = getattr(spec, "bounds", None)
-    if callable(own):  # a prior that brackets its own (the atoms and mixture priors: fvnum.optimum.atoms_dp.bounds)
+    own = analysis(spec, "bounds")  # by the prior's class: a finite prior's (fvnum.optimum.finite.finite_bounds)
+    if own is not None:
         return own(budget, channel, samples=samples, seed=seed, exact=exact, threads=threads, progress=progress)
     if capability(spec, "heap_depth") is None:
         raise InputError("bounds need a tree prior or a finite prior (a Gaussian prior's optimum is exact: "

@@ -32,13 +32,11 @@ import numpy as np
 from fvsym.errors import InputError, ResourceRefused
 
 from fvnum.mc import _kernels
-from fvnum.priors.capabilities import capability
 from fvnum.mc.simulate import check_inputs
-from fvnum.policies.policies import Policy
+from fvnum.mc.protocol import Policy
 from fvnum.priors.tree import TreeSpec
-from fvnum.optimum.noisy_work import (  # noqa: F401 (the recursion's lattice, size and price, importable from here too)
-    EXACT_OVERHEAD, EXACT_RATE, LAST_OPS, MAX_WORK, POINTS, SPAN, check_points, coarser_points, default_points,
-    exact_feasible, lattice, lattice_size, mc_seconds, policy_seconds, refined_points, solve_seconds, work)
+from fvnum.optimum.noisy_work import (
+    MAX_WORK, check_points, default_points, exact_feasible, lattice, refined_points, work)
 
 CHUNK_FLOATS = 2**22
 
@@ -396,32 +394,36 @@ class NoisyBellman(SolvedOptimum):
 def noisy_bellman(prior, budget: int, channel, *, points=None, threads=None, refine: bool = True) -> NoisyBellman:
     """Exact noisy Bellman optimum (tree prior, coordinate class, ``L = budget <= 3``, ``d = 1``) under the
     gaussian channel ``fvnum.gaussian(tau)`` (or, for ``fvnum.tokens(N, s2)``, the gaussian channel at its
-    effective ``tau_of_tokens(prior, N, s2)``). A finite
-    prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) solves its own (``fvnum.optimum.atoms_dp``, gaussian channel).
+    effective ``tau_of_tokens(prior, N, s2)``). A finite prior (``fvnum.AtomsPrior``, ``fvnum.MixturePrior``) has its
+    own (``fvnum.optimum.atoms_dp.atoms_noisy_bellman``, gaussian channel): one verb, dispatched by the prior's class
+    (``fvnum.priors.analyses``).
     ``points``: quadrature points per reading class when 1, 2, .. layers remain (default ``POINTS``).
     ``refine`` (default): solve a second quadrature too and return the value with its ``error`` estimate
     (see :class:`NoisyBellman`); False: one solve, ``error`` None (the policy alone, half the work or less)."""
+    from fvnum.mc.channels import check_channel
+    from fvnum.mc.simulate import plain_scalar
+    from fvnum.priors.analyses import analysis
+
+    spec, channel, *_ = check_inputs(prior, check_channel(channel))
+    solve = analysis(spec, "noisy_bellman")  # by the prior's class: the tree's recursion (tree_noisy_bellman), a
+    # finite prior's (fvnum.optimum.atoms_dp.atoms_noisy_bellman, gaussian channel)
+    if solve is None:
+        raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
+                         "optimum is water-filling)")
+    return solve(plain_scalar(budget, "budget"), channel, points=points, threads=threads, refine=refine)
+
+
+def tree_noisy_bellman(spec, budget: int, channel, *, points=None, threads=None, refine: bool = True) -> NoisyBellman:
+    """The exact noisy recursion on the tree prior's numeric view ``spec`` (``TreeSpec``) under ``channel``: what
+    :func:`noisy_bellman` answers for a tree (registered for ``TreeSpec``, ``fvnum.priors.analyses``)."""
     from fvsym._validate import check_int
 
+    from fvnum.guards.limits import check_resolution
     from fvnum.mc._chunks import default_threads
     from fvnum.mc.simulate import plain_scalar
 
-    from fvnum.mc.channels import check_channel
-
-    spec, channel, *_ = check_inputs(prior, check_channel(channel))
-    own = getattr(spec, "noisy_bellman", None)
-    if callable(own):  # a prior that solves its own (the atoms and mixture priors: fvnum.optimum.atoms_dp)
-        if channel.kind != "gaussian":
-            raise InputError(f"the exact noisy recursion on the {spec.name} prior is the gaussian channel's (its "
-                             "decoder's); give fvnum.gaussian(tau)")
-        return own(plain_scalar(budget, "budget"), channel, points=points, refine=refine)
-    if capability(spec, "heap_depth") is None:
-        raise InputError("the noisy Bellman recursion needs a tree prior or a finite prior (a Gaussian prior's "
-                         "optimum is water-filling)")
-
     budget = check_int(plain_scalar(budget, "budget"), "budget", 0, 3)
     threads = plain_scalar(threads, "threads")
-    from fvnum.guards.limits import check_resolution
 
     check_resolution(spec, "the noisy Bellman recursion")
     if points is None:

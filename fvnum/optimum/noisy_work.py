@@ -138,14 +138,16 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     numeric ``prior`` under ``channel`` (a ``fvnum.Channel``). Under noise, where the exact recursion is solved
     (:func:`exact_feasible`), its solve (one quadrature: the policy alone) and the samples of
     :class:`NoisyBellmanPolicy`; elsewhere (``tau = 0``: the noiseless Bellman policy with its solve; a Gaussian
-    prior: water-filling) the engine's price of its coordinate kernels (``fvnum.guards.limits.engine_seconds``). A size
+    prior: water-filling) the engine's price of its coordinate kernels (``fvnum.policies.prices.engine_seconds``). A size
     the recursion does not solve is refused by the strategy itself, not by its price."""
-    from fvnum.guards.limits import engine_seconds
+    from fvnum.policies.prices import engine_seconds
     from fvnum.policies.strategies import strategy_of
+    from fvnum.priors.analyses import analysis
 
     tau = channel.tau
-    if callable(getattr(prior, "noisy_bellman", None)):  # a finite prior prices its own (fvnum.optimum.atoms_dp)
-        return prior.mc_seconds("optimal", budget, channel, samples, threads)
+    own = analysis(prior, "mc_seconds")  # a prior that prices its own (a finite prior: fvnum.optimum.finite)
+    if own is not None:
+        return own("optimal", budget, channel, samples, threads)
     if tau > 0 and 1 <= budget <= 3 and exact_feasible(prior, budget, tau=tau):
         return solve_seconds(prior, budget, tau, threads, refine=False) + policy_seconds(prior, budget, samples, tau,
                                                                                           threads)

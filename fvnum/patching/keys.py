@@ -250,7 +250,7 @@ def _leaf_index(spec: TreeSpec, leaf, name: str) -> int:
 
 
 def _setup(prior, strategy, budget, channel, options, samples, seed, threads):
-    from fvnum.guards.limits import check_threads
+    from fvnum.mc._chunks import check_threads
     from fvnum.mc.channels import check_channel
     from fvnum.options import check_options
 

@@ -44,8 +44,8 @@ from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode
 from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
-from fvnum.patching.state_tables import InjectionTable, MeanState, injection_from_dict  # noqa: F401 (its tables)
-from fvnum.policies.policies import check_rows
+from fvnum.patching.state_tables import InjectionTable, MeanState
+from fvnum.mc.protocol import check_rows
 from fvsym.errors import InputError
 
 KEYED_PREFIX = "adaptive_keyed_"  # strategy names of the keyed prediction policies: adaptive_keyed_<family>
@@ -102,9 +102,9 @@ def nearest_leaves(spec, estimates: np.ndarray) -> np.ndarray:
 def _check_price(what: str, spec, channel, pol, budget: int, samples: int, replays: int, threads) -> None:
     """Refuse in one line (the time cap, ``fvsym.guards.limits.check_time``) a table of ``replays`` runs of the
     strategy on ``samples`` samples each: three times the engine's price of the strategy
-    (``fvnum.guards.limits.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
+    (``fvnum.policies.prices.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
     layer-by-layer engine's own cost, ``REPLAY_S`` a sample, layer and ``1 + D / 16``."""
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
     from fvnum.mc._chunks import default_threads
     from fvnum.priors.capabilities import capability
     from fvsym.guards.limits import check_time
@@ -423,7 +423,7 @@ class _keyed:
     def __init__(self, prior, strategy, budget, channel, samples, seed, layers, depths, first=None, steps: int = 25):
         from fvnum.keys.families import check_family
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
-        from fvnum.patching.keyed import _Policy
+        from fvnum.keys.contexts import _Policy
 
         family = check_family(strategy[len(KEYED_PREFIX):])
         from fvnum.mc.channels import check_channel
@@ -456,7 +456,7 @@ class _keyed:
         check_time(f"{what} of {self.name} with {samples} contexts", runs * per)
 
     def _contexts(self, n, purpose):
-        from fvnum.patching.keyed import contexts
+        from fvnum.keys.contexts import contexts
 
         if purpose == _chunks.DONOR:
             return contexts(self.spec, n, self.N, self.s2, self.seed)
@@ -469,7 +469,7 @@ class _keyed:
         return np.einsum("nid,nd->ni", X, self.spec.thetas(leaves)) + eps
 
     def _decode(self, phi, rows, theta):
-        from fvnum.patching.keyed import posterior_means
+        from fvnum.keys.contexts import posterior_means
 
         mean = posterior_means(self.spec, self.first.keys, rows, phi, self.N, self.s2)
         return ((mean - theta) ** 2).sum(-1), nearest_leaves(self.spec, mean)
@@ -548,5 +548,7 @@ class _keyed:
         return self._decode(phi, read, theta)
 
 
-__all__ = ["InjectionTable", "MeanState", "injection_from_dict", "injection_table", "mean_state", "nearest_leaves", "replay",
-           "state_patching_table"]
+__all__ = [
+    "InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
+    "state_patching_table",
+]

@@ -28,13 +28,15 @@ class Builtin(Strategy):
     takes = frozenset()
 
     def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
+        from fvnum.priors.analyses import analysis
         from fvnum.priors.registry import is_prior_object, numeric
 
         spec = numeric(prior)  # a prior object, or the numeric view of a fvsym prior
-        if is_prior_object(spec):  # a prior object builds its own strategies (None: a shared one, built below)
-            pol = spec.policy(self.runs_as or self.name, channel, budget, layers=self.layers, width=self.width,
-                              measurement=(self.measurement or "unit") if self.classed else "unit",
-                              samples=self.search_samples, seed=seed, threads=threads)
+        own = analysis(spec, "policy") if is_prior_object(spec) else None  # by the prior's class (fvnum.priors.analyses)
+        if own is not None:  # a prior object builds its own strategies (None: a shared one, built below)
+            pol = own(self.runs_as or self.name, channel, budget, layers=self.layers, width=self.width,
+                      measurement=(self.measurement or "unit") if self.classed else "unit",
+                      samples=self.search_samples, seed=seed, threads=threads)
             if pol is not None:
                 return pol
         return self.build_on(spec, budget, channel, seed=seed, threads=threads)
@@ -189,10 +191,12 @@ class Rollout(Lookahead):
 def optimal_policy(spec, channel, budget: int, layers=None, width=None, threads=None):
     """``optimal`` on a tree prior: the noiseless Bellman policy at ``tau = 0`` (any layout), the exact
     noisy Bellman policy under noise where ``fvnum.noisy_bellman`` solves it, else a ValueError."""
+    from fvsym.errors import ResourceRefused
+
     from fvnum.guards.limits import check_resolution
     from fvnum.mc.channels import gaussian
     from fvnum.mc.simulate import check_budget
-    from fvnum.optimum import noisy_dp
+    from fvnum.priors.analyses import analysis
 
     if channel.tau == 0:
         check_budget(budget, *_coordinate_max(spec))
@@ -201,12 +205,19 @@ def optimal_policy(spec, channel, budget: int, layers=None, width=None, threads=
     check_budget(budget)
     _layout(budget, layers, width)
     check_resolution(spec, "strategy 'optimal' under noise")
-    if (layers not in (None, budget)) or (width not in (None, 1)) or not noisy_dp.exact_feasible(spec, budget, tau=channel.tau):
-        raise InputError(
-            f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
-            f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
-            f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
-    solved = noisy_dp.noisy_bellman(spec, budget, gaussian(channel.tau), threads=threads, refine=False)  # policy only
+    refused = InputError(
+        f"strategy 'optimal' under noise (tau = {channel.tau:.4g}) is solved exactly only for width 1 and "
+        f"budget <= 3 on small trees (depth {spec.depth}, budget {budget} is not); the noisy optimum is "
+        f"bracketed by `fv bounds` (fvnum.bounds), its noiseless policy is 'bellman_noiseless'")
+    if (layers not in (None, budget)) or (width not in (None, 1)) or budget > 3:
+        raise refused
+    solve = analysis(spec, "noisy_bellman")  # the tree's exact recursion (fvnum.optimum.noisy_dp), by its class
+    try:  # the policy only; a size whose work the recursion refuses is refused as above
+        solved = solve(budget, gaussian(channel.tau), threads=threads, refine=False)
+    except ResourceRefused as exc:
+        if getattr(exc, "limit", None) != "work":
+            raise
+        raise refused from None
     return solved.policy
 
 
@@ -313,7 +324,7 @@ BUILTIN = (
           work=replace(COORDINATE, rows_given=True)),
     Optimal("optimal", "the optimum under the channel: exact noisy Bellman (small trees), noiseless Bellman at "
             "tau = 0, water-filling (Gaussian prior); elsewhere refused (see fv bounds)", "coordinate", True,
-            work=replace(COORDINATE, solve=True), price="fvnum.optimum.noisy_dp:mc_seconds",  # noisy: the exact policy
+            work=replace(COORDINATE, solve=True), price="fvnum.optimum.noisy_work:mc_seconds",  # noisy: the exact policy
             roles=(("bracket", 4), ("figure", 1)), max_budget="dim", solved_only=True,
             label="Bellman optimum (adaptive, coordinate class; exact only noiseless)", colour="C2"),
     BellmanNoiseless("bellman_noiseless", "the noiseless Bellman policy of fvsym, run under the channel", "coordinate",
@@ -327,7 +338,7 @@ BUILTIN = (
                        label="best fixed design, coordinate class (one layer)", colour="C3"),
     OptimalNonadaptive("optimal_nonadaptive", "old spelling: optimal_nonadaptive_unit (the default "
                        "measurement='unit') or optimal_nonadaptive_coordinate; say the class", None, False,
-                       work=Work(search=1.0, tree_seconds="fvnum.guards.limits:nonadaptive_search_seconds"),
+                       work=Work(search=1.0, tree_seconds="fvnum.policies.prices:nonadaptive_search_seconds"),
                        roles=(("figure", 4),), label="best fixed design, coordinate class (one layer)", colour="C3"),
     UserPolicy("policy", "a user policy (callable, see fvnum.policies.policies)", None, None, work=DENSE, cli=False),
     GreedyCoordinate("greedy_coordinate", "adaptive: greedy one-step lookahead over coordinates", "coordinate", True,
@@ -340,7 +351,7 @@ BUILTIN = (
                 roles=(("best_adaptive", 3),)),
     Rollout("rollout", "adaptive: one-step rollout over the greedy policy (approximate noisy Bellman)", "coordinate",
             True, work=replace(_TREE_LOOKAHEAD, tree_ops=36.0 * 4 * 32, quadratic=True, search=2.0,
-                               tree_seconds="fvnum.guards.limits:rollout_tree_seconds"),
+                               tree_seconds="fvnum.policies.prices:rollout_tree_seconds"),
             roles=(("bracket", 2),), needs_noise=True, min_budget=2),
 )
 STRATEGIES.update((s.name, s) for s in BUILTIN)  # registered when fvnum.policies loads (its __init__)

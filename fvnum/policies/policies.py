@@ -1,7 +1,7 @@
 """Strategies as policies (docs/theory.md section 2): what each layer measures, given the readings so far.
 
 The protocol every policy follows (the user's ``fn(layer, phi)``, the built-in policies' ``start``, ``rows``,
-``update``, ``work_floats`` and ``run``) is :mod:`fvnum.policies.protocol`: ``Run``, ``Rows``, ``check_rows`` and
+``update``, ``work_floats`` and ``run``) is :mod:`fvnum.mc.protocol`: ``Run``, ``Rows``, ``check_rows`` and
 the base class ``Policy``, importable from here too. Here: the built-in policies (``FixedDesign``, ``PathPolicy``,
 ``TablePolicy``, ``GreedyCoordinate``, ``RolloutPolicy``, ``GreedyDense``, ``CallablePolicy`` with
 :func:`per_sample`, and a finite prior's ``FiniteGreedy`` and ``FiniteBellmanPolicy``).
@@ -15,7 +15,9 @@ from fvsym import heap
 from fvsym._validate import _short
 
 from fvnum.mc import _kernels
-from fvnum.policies.protocol import Policy, Rows, Run, check_rows  # noqa: F401 (the protocol, importable from here too)
+from fvnum.priors._kernels.common import TAU0_FALLBACK
+from fvnum.mc.protocol import Policy, Rows, Run
+from fvnum.priors.atoms import GREEDY_DIRECTIONS
 from fvnum.priors.tree import TreeSpec, tokens_law
 from fvsym.errors import InputError
 
@@ -107,7 +109,7 @@ class TablePolicy(Policy):
     def __init__(self, root, spec: TreeSpec, tau: float, layers: int, width: int, name: str = "bellman_noiseless"):
         self.layers, self.width, self.name = layers, width, name
         self.tau = tau
-        self.tau_eff = tau if tau > 0 else _kernels.TAU0_FALLBACK * spec.scales[-1]
+        self.tau_eff = tau if tau > 0 else TAU0_FALLBACK * spec.scales[-1]
         K = spec.depth
         table, index = [root], {id(root): 0}
         rows, outcomes = [], []
@@ -399,9 +401,6 @@ def per_sample(fn):
     return vectorised
 
 
-GREEDY_DIRECTIONS = 2  # greedy_dense on a finite prior: the principal directions tried beside the coordinates
-
-
 class FiniteGreedy(Policy):
     """Greedy one-step lookahead on a finite prior (``fvnum.priors.atoms``; ``L = B``, ``d = 1``): each layer reads the
     candidate that maximises the expected squared norm of the next posterior mean (equivalently, minimises the
@@ -464,7 +463,7 @@ class FiniteGreedy(Policy):
 
 
 class FiniteBellmanPolicy(Policy):
-    """The noiseless optimal policy of a finite prior (``fvnum.priors.atoms.noiseless_bellman``): each sample's belief is
+    """The noiseless optimal policy of a finite prior (``fvnum.optimum.atoms_dp.noiseless_bellman``): each sample's belief is
     the cell of atoms its readings left alive; each layer reads the cell's optimal coordinates. Noiseless only."""
 
     def __init__(self, solution, name: str = "optimal"):

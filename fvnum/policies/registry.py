@@ -130,9 +130,10 @@ def loss_mc(prior, strategy: str, budget: int, channel, *, samples: int = 100_00
     Same ``seed``, same numbers, whatever ``threads`` (default: all cores; env ``FVNUM_THREADS``).
     ``progress``: a bar on stderr (None: only when stderr is a terminal).
     """
-    from fvnum.guards.limits import check_loss_mc_args, check_price
+    from fvnum.policies.prices import check_loss_mc_args, check_price
     from fvnum.mc.channels import check_channel
     from fvnum.options import check_options
+    from fvnum.priors.analyses import analysis
     from fvnum.priors.registry import is_prior_object, numeric
     from fvnum.mc.simulate import check_inputs, check_samples, plain_scalars, simulate
 
@@ -155,8 +156,9 @@ def loss_mc(prior, strategy: str, budget: int, channel, *, samples: int = 100_00
     spec, channel, samples, seed, budget = check_inputs(spec, channel, samples=samples, seed=seed, budget=budget)
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if is_prior_object(spec) and hasattr(spec, "check_cost"):  # the prior prices its own work
-        spec.check_cost(strategy, budget, channel, samples, threads)
+    own_price = analysis(spec, "check_cost") if is_prior_object(spec) else None
+    if own_price is not None:  # the prior prices its own work (by its class: fvnum.priors.analyses)
+        own_price(strategy, budget, channel, samples, threads)
     chosen = STRATEGIES[strategy].using(design=design, fn=policy, layers=layers, width=width,
                                         measurement=measurement, search_samples=check_samples(search_samples))
     if chosen.prices_itself:  # a strategy that prices itself (optimal: the exact noisy policy)

@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from fvnum.mc import _chunks
-from fvnum.mc import _kernels
+from fvnum.priors import _kernels
 from fvnum.estimate import SearchResult
 from fvnum.guards.limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
 from fvnum.priors.gaussian import design_loss as gaussian_design_loss
@@ -27,7 +27,8 @@ from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import check_channel
 from fvnum.mc.simulate import check_inputs, decode_losses, draw, read, simulate
-from fvnum.policies.policies import FixedDesign, Rows
+from fvnum.policies.policies import FixedDesign
+from fvnum.mc.protocol import Rows
 from fvnum.priors.tree import TreeSpec, numeric_prior
 
 GRAD_CHUNK = 2048

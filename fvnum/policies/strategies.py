@@ -1,6 +1,6 @@
 """What a strategy is, in one object (docs/theory.md sections 2, 3, 5, 6): a :class:`Strategy` builds, prices and
 describes its own policy. ``strategy.policy(prior, budget, channel, *, seed, threads)`` returns the
-:class:`fvnum.policies.protocol.Policy` that ``loss_mc``, the tables and the searches sample;
+:class:`fvnum.mc.protocol.Policy` that ``loss_mc``, the tables and the searches sample;
 ``strategy.cost(prior, channel, budget, samples, *, threads)`` its price in seconds; ``strategy.describe()`` one line
 saying what it is and the options it carries. Its options live on the object (``design``, ``fn``, ``layers``,
 ``width``, ``measurement``, ``search_samples``; :meth:`Strategy.using` returns a copy with some set), beside what it
@@ -17,7 +17,7 @@ Standard library only, and ``fvsym.errors`` (``fv`` lists the names without load
 objects point to (a builder, a price) is a callable or a ``"module:function"`` reference loaded when first asked.
 
 A strategy's price has two forms. ``work`` (a :class:`Work`) is the factors of the engine's own price,
-``fvnum.guards.limits.mc_cost``: what one Monte Carlo sample of it costs the sampler, in memory and operations. ``price``
+``fvnum.policies.prices.mc_cost``: what one Monte Carlo sample of it costs the sampler, in memory and operations. ``price``
 is a price of its own, ``price(prior, channel, budget, samples, *, threads) -> seconds`` (the numeric prior and
 a ``fvnum.Channel``), checked against the time cap by ``loss_mc`` and ``fv mc`` (the memory stays the engine's); a
 subclass may instead define :meth:`Strategy.cost` itself. :meth:`Strategy.cost` answers either way. A strategy
@@ -37,12 +37,12 @@ ROLES = ("best_adaptive", "bracket", "figure")  # where a strategy takes part, e
 # bracket: fvnum.optimum.bracket.bounds's policies for the upper end of the noisy optimum's bracket (and
 # fvnum.theory.comparison_table's, which names all of them); figure: the order of its curve in the report's
 # loss-against-budget figure (a strategy with a label and no figure rank comes after the ranked ones)
-ENGINE_PRICE = "fvnum.guards.limits:engine_seconds"  # the engine's price of a strategy without one of its own
+ENGINE_PRICE = "fvnum.policies.prices:engine_seconds"  # the engine's price of a strategy without one of its own
 
 
 @dataclass(frozen=True)
 class Work:
-    """The factors of ``fvnum.guards.limits.mc_cost`` for one strategy (see that module's docstring for the measurements).
+    """The factors of ``fvnum.policies.prices.mc_cost`` for one strategy (see that module's docstring for the measurements).
 
     Operations a sample on the tree prior: ``tree_ops`` per reading, times the depth ``K`` where ``per_level``,
     times the ``2^K`` leaves where ``per_leaf``; on a Gaussian prior ``GAUSS_OPS`` per reading and coordinate,
@@ -194,11 +194,11 @@ class Strategy:
         return replace(self, **given) if given else self
 
     def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
-        """The :class:`fvnum.policies.protocol.Policy` of this strategy for ``budget`` readings of ``prior`` (the
+        """The :class:`fvnum.mc.protocol.Policy` of this strategy for ``budget`` readings of ``prior`` (the
         object the caller gave) under ``channel`` (a ``fvnum.Channel``). Here: the policy of ``build`` (a
         strategy given as a function), checked; a subclass defines its own. The callers check the budget (``loss_mc``
         and the tables, with the channel) before they ask."""
-        from fvnum.policies.protocol import Policy
+        from fvnum.mc.protocol import Policy
 
         if self.build is None:
             raise InputError(f"strategy {self.name!r} builds no policy: give it build= or define its policy()")
@@ -247,7 +247,7 @@ class Strategy:
     def cost(self, prior, channel, budget: int, samples: int, *, threads: int = 1, search_samples: int = 4000,
              dense_design: bool = False, solve: bool = True) -> float:
         """Upper seconds of ``samples`` Monte Carlo samples of it on the numeric ``prior`` under ``channel``:
-        its own ``price`` where it has one, else the engine's (``fvnum.guards.limits.mc_cost`` with its ``work``)."""
+        its own ``price`` where it has one, else the engine's (``fvnum.policies.prices.mc_cost`` with its ``work``)."""
         if self.price is None:
             return float(load(ENGINE_PRICE)(self, prior, channel, budget, samples, threads=threads,
                                             search_samples=search_samples, dense_design=dense_design, solve=solve))

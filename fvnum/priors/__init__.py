@@ -1,5 +1,7 @@
-"""Priors: the protocol and registry, the tree, Gaussian, finite-atom and mixture priors, their checks."""
-from fvsym._moved import room_getattr
+"""Priors: the protocol and registry, the tree, Gaussian, finite-atom and mixture priors, their checks.
 
-# fvnum.priors was one module, now fvnum.priors.registry: its names stay importable from here, loaded on first use
-__getattr__ = room_getattr(__name__, "fvnum.priors.registry", ('atoms', 'atoms_arrays', 'capabilities', 'checks', 'gaussian', 'mixture', 'registry', 'tree'))
+The room's public names are the registry's (``fvnum.priors.registry``: light, no numpy at import); each prior
+is imported from its module (``fvnum.priors.atoms.AtomsPrior``, ``fvnum.priors.mixture.MixturePrior``)."""
+from fvnum.priors.registry import PRIORS, Prior, PriorOption, cli_priors, register_prior
+
+__all__ = ["PRIORS", "Prior", "PriorOption", "cli_priors", "register_prior"]

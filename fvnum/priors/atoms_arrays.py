@@ -91,7 +91,7 @@ def read_atoms(path) -> np.ndarray:
         if shape[0] > MAX_ATOMS or shape[1] > MAX_DIM:
             raise InputError(f"atoms file {shown}: shape {shape} is over the limits (M <= {MAX_ATOMS}, "
                              f"D <= {MAX_DIM})")
-        from fvnum.guards.resources import check_memory
+        from fvsym.guards.limits import check_memory
 
         check_memory(f"atoms file {shown} of shape {shape}", 3.0 * nbytes)
 

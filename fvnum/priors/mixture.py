@@ -8,8 +8,9 @@ components' atoms, component ``c``'s atom ``m`` weighted ``pi_c w_{c,m}``. For e
     MixturePrior([tree, TreePrior(3, "1/4")])           # equal weights
     MixturePrior([tree, AtomsPrior.of(tree).rotated(Q)], [0.7, 0.3])
 
-Everything else (sampling, the exact decoder, greedy policies, the noiseless Bellman recursion, the ridge
-baseline, the price) is the finite prior's.
+Everything else is the finite prior's: its sampling and exact decoder, and the analyses registered for its class
+(``fvnum.priors.analyses``: greedy policies, the noiseless and noisy Bellman recursions, the bracket, the price,
+the theory rows).
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import numpy as np
 
 from fvsym._validate import _short
 
-from fvnum.priors.atoms import FinitePrior, atoms_of, check_weights
+from fvnum.priors.atoms import FinitePrior
+from fvnum.priors.registry import atoms_of
+from fvnum.priors.atoms_arrays import check_weights
 from fvsym.errors import InputError
 
 

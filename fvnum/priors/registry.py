@@ -19,6 +19,10 @@ asks of it, so ``loss_mc``, ``fv mc`` and the decoders ask the object, never its
 - ``check_cost(strategy, budget, channel, samples, threads)``: its price (and the channels it decodes), refused in
   one line over the guards.
 
+What is computed about a prior beyond these (the policies of its own strategies, their price, its noisy optimum,
+its bracket, its theory rows) lives in the room that owns it and is found by the prior's class
+(``fvnum.priors.analyses``): a prior's own method of that name, or the implementation registered for its class.
+
 ``register_prior(name, entry_point, ...)`` is the extension point (gymnasium's ``register``): the entry point
 is the class, or a ``"module:attribute"`` string loaded on first use, so this module stays light (``fv --help``
 reads the names and options without loading numpy). A prior's command-line options are :class:`PriorOption`

@@ -20,7 +20,8 @@ import numpy as np
 
 from fvsym.heap import leaf_bit, path_node
 
-from fvnum.mc import _kernels
+from fvnum.priors import _kernels
+from fvnum.priors.analyses import register_analysis
 from fvnum.priors.capabilities import Capabilities
 from fvsym.errors import InputError
 
@@ -204,7 +205,7 @@ S2_FLOOR = 1e-9  # the tokens decoder's smallest s2, in units of |theta|^2 (see 
 def tokens_law(spec, channel) -> tuple[float, float]:
     """``(n_tok, sigma2)`` of the tokens channel's law on the tree prior, ``sigma2 = |theta|^2 + s2`` (the
     same for every leaf): ``S | theta, r ~ N(theta r, (sigma2 r / N) (I - theta theta^T / sigma2))`` with
-    ``r ~ chi2_N / N`` (``fvnum.mc._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
+    ``r ~ chi2_N / N`` (``fvnum.priors._kernels.tokens``). ``s2`` is floored at ``S2_FLOOR |theta|^2`` (at
     ``s2 = 0`` the law is singular along a fully read latent; ``fvnum.mc.channels.decoder_of`` then says approximate).
     ``(0, 0)`` for the gaussian channel (``n_tok = 0`` tells the kernels to use the gaussian likelihood)."""
     if channel.kind == "gaussian":
@@ -311,3 +312,7 @@ def posterior_means(spec: TreeSpec, channel, design, phi) -> np.ndarray:
 def posterior_losses(spec: TreeSpec, channel, design, phi, leaves) -> np.ndarray:
     """(n,) ``||E[theta | phi] - theta_leaf||^2`` under the channel's exact decoder (see :func:`posterior_means`)."""
     return _decode(spec, channel, design, phi, leaves, False)
+
+
+# the analyses of the tree found by its class (fvnum.priors.analyses; loaded on first use): its noisy optimum
+register_analysis(TreeSpec, "noisy_bellman", "fvnum.optimum.noisy_dp:tree_noisy_bellman")

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from fvnum import loss_mc
+from fvnum.linear_theory import ridge_loss, ridge_optimum
 from fvnum.priors.atoms import AtomsPrior
 
 QUICK = "--quick" in sys.argv
@@ -35,7 +36,7 @@ FIXED = list(range(1, B + 1))  # the first B coordinates
 def ridge_best_coordinate(prior) -> tuple[float, list]:
     """The ridge decoder's best coordinate design of B reads (repeats allowed), exhaustively: its loss does not
     depend on the readings, so no adaptive design does better (Theorem G1)."""
-    best = min((prior.ridge_loss(list(d), TAU), list(d))
+    best = min((ridge_loss(prior, list(d), TAU), list(d))
                for d in itertools.combinations_with_replacement(range(1, D + 1), B))
     return best
 
@@ -58,7 +59,7 @@ def crossover(points, key_dmmse, key_ridge, within=0.05):
 def main() -> dict:
     doc = {"D": D, "budget": B, "tokens_N": N, "s2": S2, "tau": TAU, "atoms_seed": SEED, "fixed_design": FIXED,
            "how": "dMMSE: loss_mc (exact posterior over the atoms, gaussian channel at tau(N)); ridge: the exact "
-                  "Gaussian formula tr P with the atoms' covariance (fvnum.priors.atoms.FinitePrior.ridge_loss)",
+                  "Gaussian formula tr P with the atoms' covariance (fvnum.linear_theory.ridge_loss)",
            "points": []}
     done = {}
     if not QUICK and os.path.exists(OUT_JSON):  # a run cut short goes on where it stopped
@@ -73,10 +74,10 @@ def main() -> dict:
         greedy = loss_mc(prior, "greedy_coordinate", B, fvnum.gaussian(TAU), samples=SAMPLES["greedy_coordinate"], seed=SEED)
         best_value, best_design = ridge_best_coordinate(prior)
         point = {"M": M, "second_moment": prior.second_moment,
-                 "dmmse_fixed": {**fixed.to_dict(), "seed": SEED}, "ridge_fixed": prior.ridge_loss(FIXED, TAU),
+                 "dmmse_fixed": {**fixed.to_dict(), "seed": SEED}, "ridge_fixed": ridge_loss(prior, FIXED, TAU),
                  "dmmse_greedy_coordinate": {**greedy.to_dict(), "seed": SEED},
                  "ridge_best_coordinate": best_value, "ridge_best_coordinate_design": best_design,
-                 "ridge_water_filling": prior.ridge_optimum(B, TAU), "seconds": round(time.time() - t0, 1)}
+                 "ridge_water_filling": ridge_optimum(prior, B, TAU), "seconds": round(time.time() - t0, 1)}
         doc["points"].append(point)
         print(f"M={M:5d} fixed: dMMSE {fixed.value:.4f} +- {fixed.stderr:.4f} ridge {point['ridge_fixed']:.4f} | "
               f"adaptive: dMMSE {greedy.value:.4f} +- {greedy.stderr:.4f} ridge {best_value:.4f} "

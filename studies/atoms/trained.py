@@ -5,7 +5,7 @@
 Atoms ``--diversity M --dim 8`` drawn by seed 0 (``fvnum.priors.atoms.AtomsPrior.draw``), budget 4, N = 64 tokens, training
 seed 0, one thread, the six runs one at a time (each a ``RunConfig`` trained by ``bridges.training.train.train``,
 recorded with its typed result and the ``fv train`` command that re-runs it). Beside each
-trained loss: the model's prediction row on atoms (``fvnum.priors.atoms.FinitePrior.comparison_table``: A the best adaptive
+trained loss: the model's prediction row on atoms (``fvnum.finite_theory.finite_comparison_table``: A the best adaptive
 policy found with the dMMSE decoder, B the best fixed design found with the dMMSE decoder, C the exact linear
 theory), and the dMMSE and ridge baselines. Results: ``studies/atoms/trained.json`` (written atomically after each run
 or theory table, so an interrupted script resumes); run folders under ``studies/atoms/train/`` (not committed). Bad

@@ -9,7 +9,7 @@ import math, sys, time, torch
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.distil import DistilConfig, KeyedTeacher, _relative_errors, _student_keys, DISTIL_STREAM, HELD_OUT_STREAM
 from bridges.training.data import ContextSampler
-from bridges.models import build_model
+from bridges.models.networks import build_model
 from bridges.runs.options import script_options
 script_options(sys.argv[1:], set())  # no options: a stray word is refused in one line
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ at seed 0, each against the study's recipe (5000 x budget steps, MLP width 64, n
 - ``deeper``: budget 4 with three hidden layers in those MLPs instead of two (20000 steps); ``deeper-slow``:
   the same at a peak learning rate of 0.002 instead of the recipe's 0.005;
 - ``curriculum``: budgets 4, 5, 6, each started from the finished run one budget below
-  (``TrainConfig.init_from``, ``bridges.models.grow``), 10000 steps each; the chain starts from the study's
+  (``TrainConfig.init_from``, ``bridges.models.networks.grow``), 10000 steps each; the chain starts from the study's
   own budget-3 run (copied from studies/scaling/study/train when it is there, else trained again: same key);
 - ``lr-high``, ``lr-low``: budget 4 at peak learning rates 0.01 and 0.0025 around the recipe's 0.005 (20000
   steps; a learning-rate scan, issue 29 item 2);
@@ -30,7 +30,7 @@ import shutil
 import sys
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
-from bridges.studies.scaling import CONVERGED, convergence
+from bridges.studies.scaling_report import CONVERGED, convergence
 from bridges.runs.options import script_options
 from bridges.runs.store import write_atomic
 from bridges.training.train import train

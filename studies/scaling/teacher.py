@@ -73,7 +73,7 @@ def canonical(rows: np.ndarray) -> np.ndarray:
 
 
 def _state(first, spec, rows, phi, n_tokens, s2):
-    from fvnum.keys.adaptive import _posterior_state
+    from fvnum.keys.lookahead import _posterior_state
     from fvnum.keys.tree import _torch, _Tree, geometry_of
 
     torch = _torch()
@@ -91,7 +91,8 @@ def search_rows(first, spec, rows, phi, *, n_tokens: int, s2: float, fixed=None,
     :func:`canonical`). Its starts are ``starts`` (n, S, D) if given, else the search's three
     (:func:`fvnum.keys.lookahead._starts`) built on the direction ``fixed`` (D,) (default: the search's own);
     ``steps``, ``screen``, ``node_step`` and ``grid`` as in :func:`fvnum.keys.adaptive.adaptive_keyed_losses`."""
-    from fvnum.keys.adaptive import NODE_STEP, _lookahead_state
+    from fvnum.keys.adaptive import NODE_STEP
+    from fvnum.keys.lookahead import _lookahead_state
     from fvnum.mc._kernels import keyed as KK
 
     (tree, geo, rows_t, mean, L, alpha, logw), torch = _state(first, spec, rows, phi, n_tokens, s2)

@@ -14,7 +14,7 @@ scaling study's): every model A, B, C at every budget and seed is trained twice 
 once with linear attention (the theory's aggregation) and once with ``--attention softmax``; beside them the
 keyed prediction rows of both families (``fvnum.theory.keyed_curves``: the greedy adaptive policy for A, the best
 one-layer design for B, under ``weighted`` keys and under ``softmax`` scores) and C's exact linear theory, and
-under softmax C's linear readout of the top levels' softmax readings (``fvnum.theory.top_levels_softmax``).
+under softmax C's linear readout of the top levels' softmax readings (``fvnum.linear_theory.top_levels_softmax``).
 
 Runs live in ``studies/softmax/train/<key>/`` (git-ignored) and resume after interruption; every finished run and
 every theory row is added to ``studies/softmax/study.json`` at once (atomically). ``--table`` prints the table of
@@ -140,7 +140,8 @@ def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
     """The keyed rows of ``families`` (both by default) on ``samples`` samples and C's exact linear theory at
     every budget (seed 0); a family's rows record their sample count (``samples``)."""
     from fvnum.mc.channels import make_channel
-    from fvnum.theory import keyed_curves, lmmse, top_levels_rows
+    from fvnum.theory import keyed_curves
+    from fvnum.linear_theory import lmmse, top_levels_rows
     from fvsym.priors import TreePrior
 
     prior = TreePrior(depth, str(CELL["alpha"]))
@@ -155,7 +156,7 @@ def theory(depth: int, budgets: list[int], samples: int = THEORY_SAMPLES,
         print(f"theory {name} done", flush=True)
     name = f"K{depth}-softmax-linear"  # Model C's row under softmax: its linear readout of softmax readings
     if name not in load()["theory"]:
-        from fvnum.theory import top_levels_softmax
+        from fvnum.linear_theory import top_levels_softmax
 
         rows = {}
         for b in budgets:

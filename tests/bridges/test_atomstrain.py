@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from fvnum.linear_theory import linear_loss, top_directions
+
 from bridges.analysis.audit import AUDIT_STREAM, _latents, _reading_law, audit, load_run
 from bridges.analysis.compare import theory_table
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -110,7 +112,7 @@ def test_a_stopped_run_resumes_and_its_audit_finds_the_atoms_in_its_folder(tmp_p
     from bridges.training import data as data_module
 
     data_module._atoms_prior.cache_clear()
-    import fvnum.priors.atoms as atoms_module
+    import fvnum.priors.atoms_arrays as atoms_module
 
     atoms_module._BY_DIGEST.clear()
     run = load_run(tmp_path / "runs" / cfg.key())
@@ -133,15 +135,15 @@ def test_the_linear_theory_on_atoms_is_the_trees_on_its_leaves_and_matches_monte
     tree = TreePrior(3, "1/2")
     leaves = AtomsPrior.of(tree)
     channel = make_channel(leaves, fvnum.tokens(16, s2=0.01))
-    from fvnum.theory import lmmse, top_levels_rows
+    from fvnum.linear_theory import lmmse, top_levels_rows
 
     W = top_levels_rows(7, 3)
-    assert leaves.linear_loss(W, channel) == pytest.approx(lmmse(tree, W, channel).loss, rel=1e-12)
+    assert linear_loss(leaves, W, channel) == pytest.approx(lmmse(tree, W, channel).loss, rel=1e-12)
     # atoms with a mean: the readout without intercept, by Monte Carlo of the tokens (plain numpy)
     prior = AtomsPrior(np.random.default_rng(2).standard_normal((5, 3)) + 0.7)
     N, s2, n = 8, 0.01, 40_000
     channel = make_channel(prior, fvnum.tokens(N, s2=s2))
-    W = prior.top_directions(2)
+    W = top_directions(prior, 2)
     S = prior.second_moment_matrix
     G = (1 + 1 / N) * W @ S @ W.T + channel.tau2 * W @ W.T
     U = S @ W.T @ np.linalg.inv(G)  # (D, B) the best readout without intercept
@@ -151,7 +153,7 @@ def test_the_linear_theory_on_atoms_is_the_trees_on_its_leaves_and_matches_monte
     y = np.einsum("ntd,nd->nt", x, theta) + np.sqrt(s2) * rng.standard_normal((n, N))
     phi = np.einsum("nt,ntd,bd->nb", y, x, W) / N
     err = ((phi @ U.T - theta) ** 2).sum(1)
-    assert abs(err.mean() - prior.linear_loss(W, channel)) < 5 * err.std() / np.sqrt(n)
+    assert abs(err.mean() - linear_loss(prior, W, channel)) < 5 * err.std() / np.sqrt(n)
 
 
 def test_the_audits_posterior_over_the_atoms_is_the_brute_force_one(tmp_path):
@@ -172,7 +174,7 @@ def test_the_audits_posterior_over_the_atoms_is_the_brute_force_one(tmp_path):
     with torch.no_grad(), record(model, ["layers.1.phi"]) as rec:
         model(c.x, c.y, c.x_q)
     phi = rec["layers.1.phi"].double().numpy()  # (n, B)
-    from fvnum.keys.families import posterior_mean
+    from fvnum.keys.readings import posterior_mean
 
     law = _reading_law("linear", X, F, thetas, n_tokens=N, s2=s2)
     engine = posterior_mean(thetas, log_prior, law, phi)

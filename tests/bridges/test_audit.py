@@ -15,7 +15,9 @@ from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler, fv_prior
 from bridges.models.networks import linear_model, linear_readout, path_model
 from fvnum.mc.channels import token_statistics
-from fvnum.keys.families import LinearKeys, ReadingLaw, posterior_mean
+from fvnum.keys.families import LinearKeys
+from fvnum.keys.readings import ReadingLaw
+from fvnum.keys.readings import posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=16)
@@ -173,7 +175,7 @@ def test_fv_audit_is_priced_before_work(run_folder, capsys):
     one line naming the largest token sample that fits, and a size over the time cap names the contexts that
     fit; the size it names is accepted by the same price."""
     from bridges.analysis.audit import audit_cost, check_audit_cost
-    from fvnum.guards.resources import available_memory, time_limit
+    from fvsym.guards.limits import available_memory, time_limit
 
     code = main(["--max-seconds", "1", "audit", str(run_folder), "--samples", "10000000", "--token-sample", "10000000"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -1,7 +1,7 @@
 import pytest
 
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig, recipe_steps
-from bridges.models.networks import MODELS
+from bridges.models.registry import MODELS
 
 # the recipe of docs/training.md, by model (steps per budget, batch, lr): every stored run's key was made with it
 RECIPES = {"A": (5000, 128, 5e-3), "B": (2500, 256, 3e-3), "C": (2500, 256, 1e-2)}

@@ -115,7 +115,7 @@ def sleeps(i: int, seconds: float) -> dict:
 
 @pytest.mark.heavy
 def test_a_cell_stopped_by_the_cap_ends_the_run_once_the_others_are_stored(tmp_path):
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     from bridges.runs.engine import Cell, TimeCapStop, run_cells
 

@@ -16,8 +16,8 @@ torch.set_num_threads(1)
 
 
 def gaussian_optimum(data: DataConfig, budget: int) -> float:
-    """``fvnum.theory.gaussian_optimum`` of the prior of ``data`` at the effective noise of its tokens."""
-    from fvnum.theory import gaussian_optimum as optimum
+    """``fvnum.linear_theory.gaussian_optimum`` of the prior of ``data`` at the effective noise of its tokens."""
+    from fvnum.linear_theory import gaussian_optimum as optimum
 
     return optimum(fv_prior(data), budget, data_channel(data))
 

@@ -111,7 +111,7 @@ _PEAK = ("import re, sys; from bridges.cli import main; code = main(sys.argv[1:]
                  marks=pytest.mark.slow),
 ], ids=["path-tau", "path-tokens"])
 def test_memory_estimate_bounds_the_peak(argv):
-    from fvnum.guards.limits import mc_cost
+    from fvnum.policies.prices import mc_cost
 
     proc = subprocess.run([sys.executable, "-c", _PEAK, "mc", *argv, "--format", "json"], capture_output=True,
                           text=True, cwd=ROOT, timeout=600)
@@ -267,7 +267,7 @@ def test_the_keyed_rows_are_priced_once_per_data_configuration():
                                   dict(model="B", hidden_layers=1, mlp_width=7, readout="decode")])
 def test_n_parameters_counts_the_model_built(opts):
     from bridges.runs.config import RunConfig
-    from bridges.prices.cost import n_parameters, train_bytes
+    from bridges.prices.memory import n_parameters, train_bytes
     from bridges.models.networks import build_model
 
     cfg = RunConfig.from_options(opts)
@@ -279,8 +279,8 @@ def test_weights_that_do_not_fit_are_refused_naming_the_width_that_fits():
     """``fv train --mlp-width 30000`` (3.6e9 parameters: 58 GB with gradients and Adam's moments) is refused
     before torch allocates anything, naming the largest --mlp-width whose training fits."""
     from bridges.runs.config import RunConfig
-    from bridges.prices.cost import train_bytes
-    from fvnum.guards.resources import fits_memory
+    from bridges.prices.memory import train_bytes
+    from fvsym.guards.limits import fits_memory
 
     code, _, err, seconds = fv("train", "--model", "A", "--mlp-width", "30000", "--tokens", "32", "--out", "")
     line = refused(code, err, "parameters", "largest --mlp-width that fits is")

@@ -18,7 +18,7 @@ def test_q_equal_w_with_the_weighted_key_is_the_keyed_policy_exactly():
     wrote) and whose token keys are the policy's weighted keys reads, layer by layer, the weighted key's reading of
     the policy's row (to float64 rounding), so it is the policy."""
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
-    from fvnum.patching.keyed import _Policy, contexts, family_readings
+    from fvnum.keys.contexts import _Policy, contexts, family_readings
     from fvnum.priors.tree import numeric_prior
 
     prior, budget, n, N, s2 = TreePrior(3, "1/2"), 3, 24, 32, 0.01

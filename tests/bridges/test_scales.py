@@ -71,7 +71,7 @@ def test_scales_equal_to_the_powers_of_alpha_give_the_same_data(prior, cov):
     ca, cb = a.sample(64, a.generator(3, 0, 7)), b.sample(64, b.generator(3, 0, 7))
     for name in ("x", "y", "x_q", "theta", "noise"):
         assert torch.equal(getattr(ca, name), getattr(cb, name)), name
-    from fvnum.theory import gaussian_optimum  # the theory side reads the same prior
+    from fvnum.linear_theory import gaussian_optimum  # the theory side reads the same prior
 
     assert gaussian_optimum(fv_prior(by_scales), 2, data_channel(by_scales)) == \
         gaussian_optimum(fv_prior(by_alpha), 2, data_channel(by_alpha))

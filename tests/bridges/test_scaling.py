@@ -97,7 +97,7 @@ def test_steps_rule_is_stated_and_applied():
 
 def test_a_flop_matched_model_trains_for_its_reference_flops_and_the_report_says_so():
     from bridges.prices.flops import flop_matched_steps, step_flops
-    from bridges.studies.scaling import _steps_words
+    from bridges.studies.scaling_report import _steps_words
 
     cfg = ScalingConfig(depth=3, budgets=(1, 3), models="AB", seeds=1, steps_per_budget=100, flop_match=("A", "B"))
     runs = {(r.model.model, r.model.budget): r for r in cfg.runs("x")}
@@ -113,7 +113,7 @@ def test_a_flop_matched_model_trains_for_its_reference_flops_and_the_report_says
 
 
 def test_convergence_reads_the_last_fifth_of_each_held_out_curve():
-    from bridges.studies.scaling import convergence
+    from bridges.studies.scaling_report import convergence
 
     flat = {"model": "A", "budget": 6, "seed": 0, "steps": 1000, "loss": 0.099,
             "history": [[0, 5.0], [600, 0.2], [800, 0.1], [1000, 0.099]]}
@@ -140,7 +140,7 @@ def test_keyed_prediction_rows_join_the_study(tmp_path):
 
 
 def test_report_states_the_seed_spread_only_where_there_is_one():
-    from bridges.studies.scaling import report_markdown
+    from bridges.studies.scaling_report import report_markdown
 
     def rows(seeds):
         return [{"model": "A", "budget": b, "seed": s, "loss": 0.5 / b + 0.01 * s, "wall_seconds": 60.0}
@@ -156,7 +156,7 @@ def test_report_states_the_seed_spread_only_where_there_is_one():
 
 
 def test_report_divides_each_model_by_the_theory_it_is_held_against():
-    from bridges.studies.scaling import report_markdown
+    from bridges.studies.scaling_report import report_markdown
 
     rows = [{"model": m, "budget": b, "seed": 0, "loss": loss, "wall_seconds": 1.0}
             for m, b, loss in [("A", 1, 0.3), ("A", 2, 0.1), ("C", 1, 0.9), ("C", 2, 0.8)]]

@@ -17,7 +17,8 @@ from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.data import ContextSampler
 from bridges.models.networks import build_model, key_rows
 from bridges.models.taps import patch, record, tap_names
-from fvnum.keys.families import SoftmaxKeys, posterior_mean
+from fvnum.keys.families import SoftmaxKeys
+from fvnum.keys.readings import posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)
@@ -205,7 +206,8 @@ def test_bad_attention_is_refused():
 
 # --- the price -------------------------------------------------------------------------------------------
 def test_softmax_is_priced_above_its_linear_twin():
-    from bridges.prices.cost import step_seconds, train_bytes
+    from bridges.prices.cost import step_seconds
+    from bridges.prices.memory import train_bytes
 
     for model in "ABC":
         lin = RunConfig(DataConfig(depth=6, n_tokens=256), ModelConfig(model, 8), TrainConfig(batch=512))
@@ -323,7 +325,7 @@ def _softmax_design_reference(data, B, n, seed):
 
 def test_the_softmax_audit_of_model_c_is_the_bayes_loss_of_its_scores():
     """Hand-built softmax Model C (score rows B): Bayes on its own readings (the audit, law from its scores on a
-    token sample, ``fvnum.keys.families.law_from_scores``) is the Bayes loss of the same scores under the closed-form law
+    token sample, ``fvnum.keys.readings.law_from_scores``) is the Bayes loss of the same scores under the closed-form law
     of ``SoftmaxKeys(B)`` on real tokens, within 5 standard errors."""
     from bridges.analysis.audit import audit_model
 

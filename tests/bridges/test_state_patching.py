@@ -7,7 +7,7 @@ import torch
 
 import fvnum
 from fvnum.patching.keys import PatchingTable
-from fvnum.patching.state import InjectionTable
+from fvnum.patching.state_tables import InjectionTable
 from fvnum.patching.state import injection_table as theory_injection
 from fvnum.patching.state import state_patching_table as theory_transplant
 

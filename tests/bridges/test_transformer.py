@@ -8,7 +8,8 @@ import torch
 from bridges.analysis.probes import workspace_probes
 from bridges.models.networks import build_model
 from bridges.models.taps import patch, record, tap_names
-from bridges.models.transformer import TransformerModel, parameter_count
+from bridges.models.transformer import TransformerModel
+from bridges.prices.transformer import parameter_count
 from bridges.patching.keys import key_patching_table
 from bridges.patching.state import injection_table, state_patching_table
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig

@@ -74,7 +74,7 @@ def test_policy_mc_agrees_with_the_value_and_bounds_bracket_it():
 def test_the_solved_value_carries_its_error_from_refinement():
     """Issue 32 item 7: the solved value is the refined quadrature's, ``error`` = |refined - default|, and a
     much finer solve (three times the points) lies within that error of it; budget 0 and ``refine=False``."""
-    from fvnum.optimum.noisy_dp import default_points, refined_points
+    from fvnum.optimum.noisy_work import default_points, refined_points
 
     prior, tau = TreePrior(2, "1/2"), 0.3
     solved = noisy_bellman(prior, 3, fvnum.gaussian(tau), threads=1)
@@ -159,7 +159,7 @@ def test_lattice_is_a_trapezoid_rule_per_class(a, tau):
     variance of the reading exact up to the truncation at ``SPAN`` = 6.5 standard deviations (a density
     of ``phi(6.5) ~ 2e-10``; the trapezoid rule of a gaussian is exact far beyond that), and the
     likelihood ratios are those of the three class means."""
-    from fvnum.optimum.noisy_dp import lattice
+    from fvnum.optimum.noisy_work import lattice
 
     x, w, lik, adjacent = lattice(a, tau, 33)
     means = np.array([a, -a, 0.0])
@@ -233,7 +233,7 @@ def test_bounds_size_accepted_under_a_cap_runs_and_a_larger_one_is_refused():
     the price is near the time taken is checked by benchmarks/bench_prices.py, not by a timed test: issue 32.)"""
     from fvnum.mc.channels import make_channel
     from fvnum.optimum.bracket import check_bounds_cost
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
 
     from ..test_limits import fv, one_line_error
     from .test_rollout import _fits, _largest_accepted

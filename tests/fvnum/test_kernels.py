@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fvnum.mc import _kernels as K
+from fvnum.priors import _kernels as KP
 from fvnum.mc import _reference as R
 from fvnum.mc._kernels.greedy_dense import GRID_PER_TAU, GRID_TAIL
 from fvnum.policies.policies import GH_POINTS
@@ -33,7 +34,7 @@ def _coordinate_case(tau, n=40, B=5, seed=0, scales=SCALES):
 def test_coordinate_decoder_equals_enumeration(tau):
     leaves, nodes, readings = _coordinate_case(tau)
     loss, mean = np.zeros(len(leaves)), np.zeros((len(leaves), D))
-    K._tree_coord_decode(nodes, readings, tau, SCALES, leaves, loss, mean)
+    KP._tree_coord_decode(nodes, readings, tau, SCALES, leaves, loss, mean)
     ref = R.coord_posterior_mean(nodes, readings, tau, SCALES)
     _close(mean, ref)
     _close(loss, R.losses(ref, leaves, SCALES))
@@ -49,7 +50,7 @@ def test_coordinate_decoder_property(depth, ratios, tau, seed):
     scales = np.cumprod([1.0] + ratios)[:depth]  # any non-increasing positive scales
     leaves, nodes, readings = _coordinate_case(tau, n=6, B=4, seed=seed, scales=scales)
     mean = np.zeros((6, 2**depth - 1))
-    K._tree_coord_decode(nodes, readings, tau, scales, leaves, np.zeros(0), mean)
+    KP._tree_coord_decode(nodes, readings, tau, scales, leaves, np.zeros(0), mean)
     _close(mean, R.coord_posterior_mean(nodes, readings, tau, scales))
 
 
@@ -57,15 +58,15 @@ def test_coordinate_decoder_general_scales_and_impossible_readings():
     scales = np.array([1.0, 0.9, 0.9, 0.3])  # non-increasing, with a tie
     leaves, nodes, readings = _coordinate_case(0.2, scales=scales, seed=3)
     mean = np.zeros((len(leaves), D))
-    K._tree_coord_decode(nodes, readings, 0.2, scales, leaves, np.zeros(0), mean)
+    KP._tree_coord_decode(nodes, readings, 0.2, scales, leaves, np.zeros(0), mean)
     _close(mean, R.coord_posterior_mean(nodes, readings, 0.2, scales))
     # tau = 0 readings that no leaf explains: both fall back to the tau -> 0 limit
     nodes = np.array([[1, 2, 3], [1, 1, 0], [4, 2, 1]], dtype=np.int64)
     readings = np.array([[1.0, 0.9, 0.9], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])
     mean = np.zeros((3, D))
-    K._tree_coord_decode(nodes, readings, 0.0, scales, np.zeros(0, np.int64), np.zeros(0), mean)
+    KP._tree_coord_decode(nodes, readings, 0.0, scales, np.zeros(0, np.int64), np.zeros(0), mean)
     # the limit is computed at tau = 1e-2 a_K, where log-likelihoods reach ~1/tau^2 ~ 1e5: rounding 1e-16 * 1e5
-    log_scale = 1 / (K.TAU0_FALLBACK * scales[-1]) ** 2
+    log_scale = 1 / (KP.TAU0_FALLBACK * scales[-1]) ** 2
     np.testing.assert_allclose(mean, R.coord_posterior_mean(nodes, readings, 0.0, scales), rtol=0, atol=TOL * log_scale)
 
 
@@ -83,7 +84,7 @@ def test_dense_decoder_equals_enumeration(tau, per_sample):
     if tau == 0:
         phi[0] += 0.5  # an observation no leaf explains
     loss, mean = np.zeros(n), np.zeros((n, D))
-    K._tree_dense_decode(W, phi, tau, 1e-9, SCALES, leaves, loss, mean)
+    KP._tree_dense_decode(W, phi, tau, 1e-9, SCALES, leaves, loss, mean)
     ref = R.dense_posterior_mean(W, phi, tau, SCALES)
     _close(mean, ref)
     _close(loss, R.losses(ref, leaves, SCALES))
@@ -137,7 +138,7 @@ def test_generalised_inverse_gaussian_integral_equals_bessel():
         lam, a, b = rng.uniform(-10, 60), 10 ** rng.uniform(-3, 4), 10 ** rng.uniform(-3, 4)
         y = np.sqrt(a * b)
         ref = np.log(2.0) + 0.5 * lam * np.log(b / a) + np.log(kve(lam, y)) - y
-        assert abs(K._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
+        assert abs(KP._log_gig(lam, a, b) - ref) <= 1e-12 * max(1.0, abs(ref))
 
 
 @pytest.mark.parametrize("lam", [-3.5, 0.0, 0.25, 0.5, 1.5, 6.0, 62.0, 200.0])
@@ -148,24 +149,24 @@ def test_bessel_table_equals_bessel(lam):
     from scipy.special import kve
 
     x = 10 ** np.random.default_rng(8).uniform(-14, 6, 400)
-    x = np.concatenate([x, [2.0**K.TAB_E_LO * (1 - 1e-16), 2.0**K.TAB_E_LO, 3e-13]])
-    tab = K.gig_table()
-    got = np.array([K._gig_t(lam, v, tab) for v in x])
-    again = np.array([K._gig_t(lam, v, tab) for v in x])  # from the cells built by the first pass
+    x = np.concatenate([x, [2.0**KP.TAB_E_LO * (1 - 1e-16), 2.0**KP.TAB_E_LO, 3e-13]])
+    tab = KP.gig_table()
+    got = np.array([KP._gig_t(lam, v, tab) for v in x])
+    again = np.array([KP._gig_t(lam, v, tab) for v in x])  # from the cells built by the first pass
     with np.errstate(over="ignore", divide="ignore"):
         ref = np.log(2.0 * kve(lam, x)) + lam * np.log(x)
     for i in np.flatnonzero(~np.isfinite(ref)):  # kve overflows for large lam at small x
         ref[i] = float(mpmath.log(2 * mpmath.besselk(lam, x[i])) + lam * mpmath.log(x[i]) + x[i])
     np.testing.assert_array_less(np.abs(got - ref), 1e-12 * np.maximum(1.0, np.abs(ref)))
     np.testing.assert_array_equal(got, again)
-    top = 2.0**K.TAB_E_HI * 0.999  # the last cell (kve fails there; the trapezoid rule keeps about 8 digits)
-    assert abs(K._gig_t(lam, top, tab) - K._gig_t_exact(lam, top)) <= 1e-8 * max(1.0, abs(K._gig_t_exact(lam, top)))
-    assert 0 < (tab[:, 1] > 0).sum() < K.TAB_CELLS
+    top = 2.0**KP.TAB_E_HI * 0.999  # the last cell (kve fails there; the trapezoid rule keeps about 8 digits)
+    assert abs(KP._gig_t(lam, top, tab) - KP._gig_t_exact(lam, top)) <= 1e-8 * max(1.0, abs(KP._gig_t_exact(lam, top)))
+    assert 0 < (tab[:, 1] > 0).sum() < KP.TAB_CELLS
 
 
 def test_exp_weights_equal_exp():
     """The SIMD exponential of the leaf weights is libm's within 2 ulp, and 0 below ``exp(EXP_FLOOR)``."""
-    from fvnum.mc._kernels.tokens import EXP_FLOOR, _exp_weights
+    from fvnum.priors._kernels.tokens import EXP_FLOOR, _exp_weights
 
     d = np.concatenate([-np.random.default_rng(9).uniform(0, 760, 3000), [0.0, -1e-300, -0.3465, EXP_FLOOR + 1e-9,
                                                                          EXP_FLOOR, -746.0]])
@@ -200,7 +201,7 @@ def test_tokens_coordinate_decoder_equals_enumeration(N):
     phi = np.where(nodes > 0, np.take_along_axis(S, np.maximum(nodes, 1) - 1, axis=1), 0.0)
     for readings in (phi, phi + 0.2 * rng.standard_normal(phi.shape) * (nodes > 0)):
         loss, mean = np.zeros(40), np.zeros((40, D))
-        K._tokens_coord_decode(nodes, readings, c, nc, SCALES, leaves, loss, mean)
+        KP._tokens_coord_decode(nodes, readings, c, nc, SCALES, leaves, loss, mean)
         ref = R.tokens_posterior_mean(nodes, readings, c, nc, SCALES)
         _close(mean, ref)
         _close(loss, R.losses(ref, leaves, SCALES))
@@ -214,7 +215,7 @@ def test_tokens_coordinate_decoder_property(depth, ratios, N, s2, seed):
     nodes = rng.integers(0, 2**depth, (5, 4)).astype(np.int64)
     phi = np.where(nodes > 0, np.take_along_axis(S, np.maximum(nodes, 1) - 1, axis=1), 0.0)
     mean = np.zeros((5, 2**depth - 1))
-    K._tokens_coord_decode(nodes, phi, c, nc, scales, leaves, np.zeros(0), mean)
+    KP._tokens_coord_decode(nodes, phi, c, nc, scales, leaves, np.zeros(0), mean)
     _close(mean, R.tokens_posterior_mean(nodes, phi, c, nc, scales))
 
 
@@ -245,7 +246,7 @@ def _tokens_dense(V, z, n_tok, sigma2, scales, leaves, loss, mean, tables=True):
     if tables:
         tokens_dense_decode(V, z, n_tok, sigma2, scales, leaves, loss, mean)
     else:
-        K._tokens_dense_decode(V, z, n_tok, sigma2, scales, np.zeros((0, K.TAB_CELLS, K.TAB_ROW)),
+        KP._tokens_dense_decode(V, z, n_tok, sigma2, scales, np.zeros((0, KP.TAB_CELLS, KP.TAB_ROW)),
                                np.full(V.shape[1] + 1, -1), leaves, loss, mean)
 
 
@@ -288,7 +289,7 @@ def test_tokens_dense_decoder_more_rows_than_dimensions():
     _tokens_dense(V, z, c, nc, scales, leaves, np.zeros(0), mean)
     _close(mean, R.tokens_posterior_mean(W, phi, c, nc, scales))
     coord = np.zeros((20, 3))  # reading every node observes the same S
-    K._tokens_coord_decode(np.tile(np.arange(1, 4), (20, 1)), S, c, nc, scales, leaves, np.zeros(0), coord)
+    KP._tokens_coord_decode(np.tile(np.arange(1, 4), (20, 1)), S, c, nc, scales, leaves, np.zeros(0), coord)
     _close(mean, coord)
 
 
@@ -299,7 +300,7 @@ def test_design_value_and_gradient():
     W = rng.standard_normal((B, 2**Kd - 1))
     leaves, noise = rng.integers(0, 2**Kd, n), rng.standard_normal((n, B))
     grad = np.zeros_like(W)
-    value = K._tree_dense_value_grad(W, noise, leaves, tau, scales, grad)
+    value = KP._tree_dense_value_grad(W, noise, leaves, tau, scales, grad)
     assert abs(value - R.dense_design_loss(W, noise, leaves, tau, scales)) <= TOL * max(1.0, value)
     h, fd = 1e-6, np.zeros_like(W)
     for idx in np.ndindex(W.shape):
@@ -368,14 +369,16 @@ def test_dense_lookahead_lattice_rule_is_accurate(tau):
 
 
 def test_kernels_are_split_by_class_and_short():
-    """One module per measurement class, no kernel over 80 lines (its docstring included)."""
+    """One module per measurement class, no kernel over 80 lines (its docstring included); the decoders' kernels
+    beside the priors, the strategies' beside the engine."""
     import ast
     from pathlib import Path
 
-    folder = Path(K.__file__).parent
-    assert {p.stem for p in folder.glob("*.py")} >= {"common", "coord", "path", "dense", "greedy_coord",
-                                                     "greedy_dense", "rollout", "bellman", "tokens"}
-    long = [f"{p.name}:{f.name} ({f.end_lineno - f.lineno + 1} lines)" for p in folder.glob("*.py")
+    engine, decoders = Path(K.__file__).parent, Path(KP.__file__).parent
+    assert {p.stem for p in engine.glob("*.py")} >= {"path", "greedy_coord", "greedy_dense", "rollout", "bellman"}
+    assert {p.stem for p in decoders.glob("*.py")} >= {"common", "coord", "dense", "tokens", "gig"}
+    files = [*engine.glob("*.py"), *decoders.glob("*.py")]
+    long = [f"{p.name}:{f.name} ({f.end_lineno - f.lineno + 1} lines)" for p in files
             for f in ast.walk(ast.parse(p.read_text())) if isinstance(f, ast.FunctionDef)
             and f.end_lineno - f.lineno + 1 > 80]
     assert long == []

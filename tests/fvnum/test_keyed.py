@@ -5,10 +5,13 @@ import pytest
 import torch
 
 from fvnum.keys.adaptive import adaptive_keyed_losses
-from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, mixture_loss, tree_law
-from fvnum.keys.adaptive import _next_law, _posterior_state
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed
+from fvnum.keys.tree import mixture_loss, tree_law
+from fvnum.keys.lookahead import _next_law, _posterior_state
 from fvnum.keys.tree import _geometry, _Tree
-from fvnum.keys.families import LinearKeys, ReadingLaw, WeightedKeys, posterior_mean, posterior_weights
+from fvnum.keys.families import LinearKeys, WeightedKeys
+from fvnum.keys.readings import ReadingLaw
+from fvnum.keys.readings import posterior_mean, posterior_weights
 from fvnum.priors.tree import TreeSpec
 from fvsym.priors import GaussianPrior, TreePrior
 

@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from fvnum.mc._kernels import keyed as KK
-from fvnum.keys.nonadaptive import best_nonadaptive_keyed, mixture_loss
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+from fvnum.keys.tree import mixture_loss
 from fvnum.keys.adaptive import NODE_STEP, adaptive_keyed_losses
-from fvnum.keys.adaptive import _lookahead_state, _next_law, _posterior_state
+from fvnum.keys.lookahead import _next_law, _posterior_state
+from fvnum.keys.lookahead import _lookahead_state
 from fvnum.keys.tree import _geometry, _Tree
 from fvnum.priors.tree import TreeSpec
 from fvsym.priors import TreePrior

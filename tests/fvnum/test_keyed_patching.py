@@ -9,7 +9,8 @@ import pytest
 
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.adaptive import adaptive_keyed_trace
-from fvnum.patching.keyed import contexts, donors, family_readings, keyed_patching_table, posterior_means
+from fvnum.patching.keyed import donors, keyed_patching_table
+from fvnum.keys.contexts import contexts, family_readings, posterior_means
 from fvnum.keys.tree import _Tree, geometry_of, tree_law
 from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior

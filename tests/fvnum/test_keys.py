@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from fvnum.keys.families import LinearKeys, ReadingLaw, law_from_key_values, posterior_mean
+from fvnum.keys.families import LinearKeys
+from fvnum.keys.readings import ReadingLaw, law_from_key_values
+from fvnum.keys.readings import posterior_mean
 from fvnum.priors.tree import TreeSpec
 
 N, S2 = 16, 0.01

@@ -10,12 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from fvnum.keys.families import posterior_mean
+from fvnum.keys.readings import posterior_mean
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.real_tokens import REAL_ROWS, design_losses, real_keyed_losses
 from fvnum.keys.tree import _Tree
 from fvnum.mc.channels import make_channel
-from fvnum.patching.keyed import keyed_patching_table, target_values
+from fvnum.patching.keyed import keyed_patching_table
+from fvnum.keys.contexts import target_values
 from fvnum.priors.tree import numeric_prior
 from fvnum.theory import comparison_table, keyed_curves
 from fvsym.errors import InputError
@@ -65,7 +66,7 @@ def test_a_run_continued_from_its_readings_is_the_run_in_one_go():
 @pytest.mark.parametrize("family", ["weighted", "linear"])
 def test_the_design_is_decoded_by_the_familys_exact_posterior_on_its_own_readings(family):
     """B's real row: each row of its design read exactly on the contexts (``keys.readings``: the family object's own
-    reading of the tokens), decoded by the exact posterior mean under the keys' CLT law (``families.posterior_mean``,
+    reading of the tokens), decoded by the exact posterior mean under the keys' CLT law (``readings.posterior_mean``,
     as the law's row decodes): per context to 1e-10."""
     spec = numeric_prior(PRIOR)
     found = design(2, family)
@@ -164,7 +165,7 @@ def test_other_priors_are_refused():
 def test_a_run_priced_over_the_cap_or_the_memory_is_refused_before_work():
     """Depth 7 to budget 6: 30000 contexts are priced at 1.3 h, over the library's hour; under a cap of a year,
     300000 contexts need about 130 GB. Both refused in one line before any search."""
-    from fvnum.guards.resources import time_limit
+    from fvsym.guards.limits import time_limit
     from fvsym.errors import ResourceRefused
 
     tree = TreePrior(7, "0.6")

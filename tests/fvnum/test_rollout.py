@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fvnum.mc import _kernels
+from fvnum.priors._kernels.coord import _coord_scratch
 from fvnum.mc.channels import make_channel
 from fvnum.policies.registry import STRATEGIES
 from fvnum.mc.simulate import simulate
@@ -41,7 +42,7 @@ def test_greedy_next_equals_the_greedy_kernel():
         readings = rng.normal(0.0, 0.8, size=(30, length))
         want = np.zeros(30, dtype=np.int64)
         _kernels._greedy_coord_rows(nodes, readings, 0.4, spec.scales, g.gh_x, g.gh_w, True, want)
-        cs, gs = _kernels._coord_scratch(spec.depth, 4), _kernels._greedy_scratch(spec.depth, 4)
+        cs, gs = _coord_scratch(spec.depth, 4), _kernels._greedy_scratch(spec.depth, 4)
         got = [_kernels._greedy_next(nodes[s], readings[s], 0.4, spec.scales, g.gh_x, g.gh_w, True, cs, gs)
                for s in range(30)]
         assert np.array_equal(got, want)
@@ -138,7 +139,7 @@ def test_top_candidates_by_branch_and_bound_are_the_best_scores():
     T = np.zeros((6, 3, g.gh_x.size, 3))
     _ratio_table(tau, spec.scales, g.gh_x, T)
     rng = np.random.default_rng(4)
-    cs, gs = _kernels._coord_scratch(6, 5), _kernels._greedy_scratch(6, 5)
+    cs, gs = _coord_scratch(6, 5), _kernels._greedy_scratch(6, 5)
     cand, score, leaf = np.zeros(4, np.int64), np.zeros(gs[4].shape[0]), np.zeros(8, np.int64)
     U = rng.random((8, 6))
     for length in (0, 1, 2, 3):
@@ -180,8 +181,8 @@ def test_rollout_size_accepted_under_a_cap_finishes_within_it():
     budget 8 runs in less CPU time than the cap (one thread), and a size 1.5 times larger is refused."""
     import time
 
-    from fvnum.guards.limits import check_mc
-    from fvnum.guards.resources import time_limit
+    from fvnum.policies.prices import check_mc
+    from fvsym.guards.limits import time_limit
 
     from ..test_limits import fv, one_line_error
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fvnum import best_adaptive, loss_mc, optimal_nonadaptive_coordinate, optimal_nonadaptive_unit
-from fvnum.policies.search import coordinate_classes, count_classes
+from fvnum.policies.search import coordinate_classes
+from fvnum.guards.limits import count_classes
 from fvsym import bellman
 from fvsym import gaussian as fg
 from fvsym import tree as ftree

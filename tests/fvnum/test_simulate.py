@@ -6,7 +6,7 @@ import pytest
 
 from fvnum import loss_mc, per_sample
 from fvnum.mc.channels import make_channel
-from fvnum.mc.simulate import blocks, draw, run_path, run_policy, work_floats
+from fvnum.mc.simulate import blocks, draw, run_policy, work_floats
 from fvnum.policies.policies import FixedDesign, PathPolicy, TablePolicy
 from fvnum.priors.tree import numeric_prior
 from fvsym.bellman import PolicyNode
@@ -38,7 +38,7 @@ def test_fused_path_kernel_equals_generic_engine():
     spec = numeric_prior(PRIOR)
     for channel in (make_channel(spec, fvnum.gaussian(0.4)), make_channel(spec, fvnum.tokens(32))):
         draws = draw(spec, channel, 500, 3, np.random.default_rng(0))
-        fused = run_path(spec, channel, draws, 3)
+        fused = PathPolicy(3).run(spec, channel, draws, 3)
         generic = run_policy(spec, channel, PathPolicy(3), draws)
         np.testing.assert_allclose(fused.loss, generic.loss, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(fused.phi, generic.phi)
@@ -77,7 +77,7 @@ def test_table_policy_runs_a_decision_tree(tau):
     channel = make_channel(spec, fvnum.gaussian(tau))
     draws = draw(spec, channel, 2000, 3, np.random.default_rng(1))
     a = run_policy(spec, channel, TablePolicy(table, spec, tau, 3, 1), draws)
-    b = run_path(spec, channel, draws, 3)
+    b = PathPolicy(3).run(spec, channel, draws, 3)
     np.testing.assert_array_equal(a.phi, b.phi)
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-12, atol=1e-15)  # the path kernel decodes on its chain
 

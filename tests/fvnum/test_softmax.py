@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from fvnum.keys.families import SoftmaxKeys, law_from_scores, posterior_mean, softmax_law
+from fvnum.keys.families import SoftmaxKeys
+from fvnum.keys.readings import law_from_scores, softmax_law
+from fvnum.keys.readings import posterior_mean
 from fvnum.priors.tree import TreeSpec
 
 S2 = 0.01
@@ -136,13 +138,13 @@ def test_law_matches_monte_carlo_of_real_tokens(N, n):
     """Mean and covariance of exact softmax readings (n contexts of N real tokens) against the law within 5
     standard errors estimated from the same contexts. The law is a large-N law: the ratio of means has an
     O(1/N) bias of its mean, ``-E[w^2 (y - mu)] / (N E[w]^2)`` (SoftmaxKeys.bias, closed form), and an
-    O(1/N^2) correction of its covariance (fvnum.keys.families.finite_n_terms, second-order delta method, from a token
+    O(1/N^2) correction of its covariance (fvnum.keys.readings.finite_n_terms, second-order delta method, from a token
     sample), both added to the prediction here. Measured with these scores: at N 16 the bias is 6-8
     standard errors of 40000 contexts and the covariance correction -4.5% (variance) to +12% (the small
     cross term), 9-15 standard errors of 2e5 contexts; at N 64 about 1% (2-3 standard errors of 1e5
     contexts); the N^2-scaled correction measured at N 16 and 64, (-1.45, 0.99, -0.60) and (-1.2, 0.97,
     -0.54), against (-1.36, 1.06, -0.64) predicted. The last assertion shows the law alone fails at N 16."""
-    from fvnum.keys.families import finite_n_terms
+    from fvnum.keys.readings import finite_n_terms
 
     rng = np.random.default_rng(N)
     phi = _exact_readings(FAM_MC, THETA_MC, N, n, rng)
@@ -280,11 +282,11 @@ def test_tree_geometry_of_softmax_keys_is_their_law():
         np.testing.assert_allclose(np.asarray(cov), law.cov, rtol=1e-11, atol=1e-15)
 
 
-# --- Model C's linear readout of softmax readings (fvnum.theory.softmax_lmmse, top_levels_softmax) -----------
+# --- Model C's linear readout of softmax readings (fvnum.linear_theory.softmax_lmmse, top_levels_softmax) -----------
 def _softmax_linear_mc(prior, W, U, N, n, seed):
     """Per-context losses ``||U phi - theta||^2`` of exact softmax readings of ``n`` real contexts of ``N``
     tokens, plain numpy: a leaf, tokens, labels, ``phi_j = sum_i softmax_i(W_j . x_i) y_i``."""
-    from fvnum.priors.atoms import atoms_of
+    from fvnum.priors.registry import atoms_of
 
     atoms, _ = atoms_of(prior)
     rng = np.random.default_rng(seed)
@@ -306,7 +308,7 @@ def test_the_linear_readout_of_softmax_readings_has_the_loss_the_law_gives(N, be
     3% (``R = exp(beta^2)``, the largest of the rows); the CLT law's own error shows at ``R / N`` near 5-7%
     (measured: law 2.3% above real tokens at N 64, beta 1.05; 1.8% below at N 16, beta 0.3), held there to 3%."""
     from fvnum.mc.channels import make_channel
-    from fvnum.theory import softmax_lmmse
+    from fvnum.linear_theory import softmax_lmmse
     from fvsym.priors import TreePrior
 
     assert (math.exp(max(betas) ** 2) / N <= 0.03) == (rtol == 0)
@@ -322,7 +324,8 @@ def test_the_linear_readout_of_softmax_readings_has_the_loss_the_law_gives(N, be
 
 def test_model_c_softmax_row_is_the_best_top_levels_scales_and_refuses_in_one_line():
     from fvnum.mc.channels import make_channel
-    from fvnum.theory import SOFTMAX_LAW_RANGE, softmax_lmmse, top_levels_rows, top_levels_softmax
+    from fvnum.linear_theory import top_levels_rows
+    from fvnum.linear_theory import SOFTMAX_LAW_RANGE, softmax_lmmse, top_levels_softmax
     from fvsym.errors import InputError
     from fvsym.priors import TreePrior
 

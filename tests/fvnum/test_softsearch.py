@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fvnum.estimate import Estimate
-from fvnum.keys.families import softmax_law
+from fvnum.keys.readings import softmax_law
 from fvnum.priors.tree import TreeSpec
 from fvsym.errors import ResourceRefused
 from fvsym.priors import TreePrior
@@ -27,7 +27,7 @@ def first():
 
 
 def test_rows_with_their_own_q_have_the_closed_form_law():
-    """RowQGeometry through tree_law equals fvnum.keys.families.softmax_law with one q per channel, on every leaf."""
+    """RowQGeometry through tree_law equals fvnum.keys.readings.softmax_law with one q per channel, on every leaf."""
     from fvnum.keys.adaptive import RowQGeometry
     from fvnum.keys.tree import _Tree, tree_law
 

@@ -7,7 +7,8 @@ from scipy.stats import norm
 
 import fvnum
 from fvnum.patching.keys import PatchingTable
-from fvnum.patching.state import InjectionTable, MeanState, injection_table, mean_state, state_patching_table
+from fvnum.patching.state import injection_table, mean_state, state_patching_table
+from fvnum.patching.state_tables import InjectionTable, MeanState
 from fvsym.priors import GaussianPrior, TreePrior
 
 P = TreePrior(5, 0.6)
@@ -78,7 +79,7 @@ def test_path_follows_an_injected_prefix_and_the_loss_counts_the_wrong_subtree()
     assert len(t.to_frame()) == sum(min(l, 5) for l in t.layers)
     assert "prefix accuracy" in t.to_markdown() and "own" in repr(t)
     assert t.to_dict()["prefix_accuracy"][0][1] is None  # NaN cells are null in JSON
-    from fvnum.patching.state import injection_from_dict
+    from fvnum.patching.state_tables import injection_from_dict
 
     again = injection_from_dict(t.to_dict())
     assert again.to_markdown() == t.to_markdown() and "own prefix injected" in t.to_markdown()

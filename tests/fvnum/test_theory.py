@@ -9,10 +9,10 @@ import sympy as sp
 
 from fvnum.mc.channels import Channel, effective_tau2, make_channel, token_statistics
 from fvnum.model_rows import plain_models
-from fvnum.theory import (
-    MODELS, ComparisonTable, TheoryRow, best_linear_loss, comparison_table, describe_rows, gaussian_optimum, lmmse,
-    prediction_row, prior_covariance, top_levels_rows,
-)
+from fvnum.theory import ComparisonTable, TheoryRow, comparison_table, describe_rows, prediction_row
+from fvnum.model_rows import MODELS
+from fvnum.linear_theory import best_linear_loss, gaussian_optimum, lmmse, top_levels_rows
+from fvnum.linear_theory import prior_covariance
 from fvsym.gaussian import water_filling
 from fvsym.priors import GaussianPrior, TreePrior
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fvnum.mc import _reference as R
-from fvnum.mc._kernels.tokens import _log_pass, _row_span_qr
+from fvnum.priors._kernels.tokens import _log_pass, _row_span_qr
 from fvnum.mc.channels import token_statistics
 from fvnum.priors.tree import _row_span_svd, row_span, tokens_dense_decode
 

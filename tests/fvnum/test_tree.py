@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from fvnum import loss_mc
 from fvnum.mc.channels import make_channel
-from fvnum.mc.simulate import Draws, run_path
+from fvnum.mc.simulate import Draws
+from fvnum.policies.policies import PathPolicy
 from fvnum.priors.tree import coordinate_losses, numeric_prior
 from fvsym import bellman
 from fvsym import tree as ftree
@@ -71,7 +72,8 @@ def test_path_exact_over_all_leaves_general_scales():
     spec = numeric_prior(prior)
     leaves = np.arange(16, dtype=np.int64)
     for budget in range(5):
-        run = run_path(spec, make_channel(spec, fvnum.gaussian(0.0)), Draws(16, leaves=leaves, noise=np.zeros((16, budget))), budget)
+        run = PathPolicy(budget).run(spec, make_channel(spec, fvnum.gaussian(0.0)),
+                                     Draws(16, leaves=leaves, noise=np.zeros((16, budget))), budget)
         assert abs(run.loss.mean() - float(sum(a**2 for a in prior.scales[budget:]))) < 1e-12
 
 

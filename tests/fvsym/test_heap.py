@@ -65,7 +65,7 @@ def test_torch_tensors_give_the_int_answers_elementwise():
 
 
 def test_the_kernels_compile_the_same_functions():
-    from fvnum.mc import _kernels
+    from fvnum.priors import _kernels
 
     K, leaves, nodes, readings = _cases()
     assert _kernels._child.py_func is heap.child and _kernels._path_node.py_func is heap.path_node

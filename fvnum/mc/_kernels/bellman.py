@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import _bitlen, _subtree_masses
+from fvnum.priors._kernels.common import _bitlen, _subtree_masses
 
 
 # --- the noisy Bellman recursion over leaf weights (THEORY.md section 3, under noise) ---------------

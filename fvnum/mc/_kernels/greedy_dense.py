@@ -16,8 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import NEG_INF, TAU0_FALLBACK, _path_node, _signed_scale
-from fvnum.mc._kernels.dense import _leaf_posterior, _leaf_projections
+from fvnum.priors._kernels.common import NEG_INF, TAU0_FALLBACK, _path_node, _signed_scale
+from fvnum.priors._kernels.dense import _leaf_posterior, _leaf_projections
 
 GRID_PER_TAU = 2.0  # lattice points per tau for the integral over the next reading (see _dense_objective)
 GRID_TAIL = 6.0  # each leaf's reading density is integrated over +-GRID_TAIL tau (mass outside: 2e-9)

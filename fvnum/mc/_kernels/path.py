@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import _child, _theta_at
-from fvnum.mc._kernels.coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
-from fvnum.mc._kernels.tokens import _chain_loss, _tokens_posterior
+from fvnum.priors._kernels.common import _child, _theta_at
+from fvnum.priors._kernels.coord import _coord_done, _coord_loss, _coord_posterior, _coord_scratch
+from fvnum.priors._kernels.tokens import _chain_loss, _tokens_posterior
 
 
 @njit(cache=True, nogil=True)

@@ -15,8 +15,8 @@ import math
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import NEG_INF, _bitlen, _theta_at
-from fvnum.mc._kernels.coord import _coord_done, _coord_posterior, _coord_scratch, _posterior_norm2, _sample_leaf
+from fvnum.priors._kernels.common import NEG_INF, _bitlen, _theta_at
+from fvnum.priors._kernels.coord import _coord_done, _coord_posterior, _coord_scratch, _posterior_norm2, _sample_leaf
 from fvnum.mc._kernels.greedy_coord import _cand_gram, _closure_sums, _greedy_candidates, _greedy_scratch, _greedy_step
 
 MARGIN = 2.0  # standard errors by which a candidate must beat the greedy node over the rollouts

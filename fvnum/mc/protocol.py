@@ -1,5 +1,5 @@
-"""The policy protocol (docs/theory.md section 2): what a policy answers at each layer, given the readings so far, and the
-base class of the built-in policies (:mod:`fvnum.policies.policies`, which these names are importable from too).
+"""The policy protocol (docs/theory.md section 2): what the engine (:mod:`fvnum.mc.simulate`) asks of a policy at each
+layer, given the readings so far, and the base class of the built-in policies (:mod:`fvnum.policies.policies`).
 
 User policies (``loss_mc(..., strategy="policy", policy=fn, layers=L, width=d)``) follow one protocol,
 vectorised over the ``n`` samples of a batch::

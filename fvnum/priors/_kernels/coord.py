@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import LOG2, NEG_INF, TAU0_FALLBACK, _bitlen, _lae, _path_node, _theta_at
+from fvnum.priors._kernels.common import LOG2, NEG_INF, TAU0_FALLBACK, _bitlen, _lae, _path_node, _theta_at
 
 
 @njit(cache=True, nogil=True)

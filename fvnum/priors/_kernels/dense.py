@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import NEG_INF, TAU0_FALLBACK, _bitlen, _path_node, _signed_scale, _subtree_masses
+from fvnum.priors._kernels.common import NEG_INF, TAU0_FALLBACK, _bitlen, _path_node, _signed_scale, _subtree_masses
 
 
 @njit(cache=True, nogil=True)

@@ -36,9 +36,9 @@ import math
 import numpy as np
 from numba import njit
 
-from fvnum.mc._kernels.common import LOG2, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses
-from fvnum.mc._kernels.coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
-from fvnum.mc._kernels.gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
+from fvnum.priors._kernels.common import LOG2, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses
+from fvnum.priors._kernels.coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
+from fvnum.priors._kernels.gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
 
 EXP_FLOOR = -708.0  # leaf weights below exp(EXP_FLOOR) of the largest are set to 0 (they add < 1e-307)
 ONE_PASS_COND = 8.0  # row spans: one Gram-Schmidt pass up to this condition bound, two above

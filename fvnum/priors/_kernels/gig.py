@@ -1,4 +1,4 @@
-"""The generalised inverse Gaussian integral of the tokens channel's law (``fvnum.mc._kernels.tokens``):
+"""The generalised inverse Gaussian integral of the tokens channel's law (``fvnum.priors._kernels.tokens``):
 
     J(lam, alpha, beta) = int_0^inf r^(lam - 1) exp(-(alpha r + beta / r) / 2) dr = 2 (beta/alpha)^(lam/2) K_lam(x),
 
