@@ -217,6 +217,19 @@ def noisy_last_q(P, cand, cls, lik, w, nj, scales) -> np.ndarray:
     return out
 
 
+def _log_kv(nu: float, y: float) -> float:
+    """``log K_nu(y)``: scipy's scaled Bessel function where it is finite and positive in doubles, else mpmath's
+    (large ``nu`` at small ``y`` overflows ``kve``, and large ``y`` underflows it)."""
+    from scipy.special import kve
+
+    k = kve(nu, y)
+    if np.isfinite(k) and k > 0:
+        return float(np.log(k) - y)
+    import mpmath
+
+    return float(mpmath.log(mpmath.besselk(nu, y)))
+
+
 def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray:
     """Exact tokens-channel posterior mean by enumeration (oracle of ``_kernels.tokens``). Given leaf ``m``
     and ``r ~ chi2_N / N``, the readings ``phi = W S`` are ``N(v_m r, r C_m)`` with ``v_m = W theta_m`` and
@@ -224,8 +237,6 @@ def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray
     log-density on the row span, by the pseudo-inverse and pseudo-determinant of ``C_m``, is quadratic
     in ``r`` and ``1/r``, so the mixture over ``r`` is a Bessel function (``scipy.special.kve``).
     ``W`` (m, B, D), ``m`` in {1, n}, or node numbers (n, B) (0: idle)."""
-    from scipy.special import kve
-
     thetas = leaf_thetas(scales)
     phi = np.asarray(phi, dtype=float)
     W = np.asarray(W)
@@ -249,7 +260,7 @@ def tokens_posterior_mean(W, phi, n_tok, sigma2, scales, tol=1e-9) -> np.ndarray
             a0, a1, a2 = (x * x / lam).sum(), (x * u / lam).sum(), (u * u / lam).sum()
             nu, alpha, beta = (N - rk) / 2, a2 + N, max(a0, 1e-300)  # with the chi2_N / N density of r
             y = np.sqrt(alpha * beta)
-            log_j = np.log(2.0) + 0.5 * nu * np.log(beta / alpha) + np.log(kve(nu, y)) - y
+            log_j = np.log(2.0) + 0.5 * nu * np.log(beta / alpha) + _log_kv(nu, y)
             loglik[s, i] = log_j + a1 - 0.5 * np.log(lam).sum()
     return _posterior_mean(loglik, thetas)
 
