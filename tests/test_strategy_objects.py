@@ -185,8 +185,6 @@ def test_no_library_module_compares_a_strategy_name_to_choose_what_to_do():
     for package in ("fvnum", "bridges"):
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            if rel.startswith("fvnum/priors/") or rel == "fvnum/optimum/finite.py":  # a finite prior's own policies
-                continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Compare) and any(isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
                                                          for o in node.ops):
