@@ -5,7 +5,8 @@ sampling (atom indices), moments, and the exact Bayes decoder over the atoms und
 "dMMSE" of task-diversity studies: the posterior weights ``w_m exp(-||phi - W theta_m||^2 / (2 tau^2))``). A
 distribution samples and scores: what is computed about it lives in the rooms that own it, registered for its class
 (``fvnum.priors.analyses``, at the end of this module): the policies of its own strategies (``greedy_coordinate``,
-``greedy_dense``, ``optimal``) and their price (``fvnum.optimum.finite``), its noiseless and noisy Bellman optima
+``greedy_dense``, ``optimal``) and their price (``fvnum.optimum.finite``, by the pair of the prior's class and the
+strategy's), its noiseless and noisy Bellman optima
 (``fvnum.optimum.atoms_dp``), the bracket of its noisy optimum (``fvnum.bounds``), its theory rows beside trained
 models (``fvnum.finite_theory``) and its ridge baseline (``fvnum.linear_theory.ridge_loss``).
 :class:`AtomsPrior` is the user's: ``AtomsPrior(atoms, weights=None)``, or ``AtomsPrior.draw(M, D, seed)`` (the
