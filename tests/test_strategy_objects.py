@@ -233,7 +233,9 @@ def test_a_policy_and_a_price_registered_for_the_finite_prior_and_a_user_strateg
 
 def test_the_atoms_prior_finds_each_built_in_strategy_s_policy_by_its_class():
     from fvnum.optimum import finite
-    from fvnum.priors.analyses import analysis
+    from fvnum.policies.builtin import GreedyCoordinate
+    from fvnum.priors.analyses import analysis, register_analysis
+    from fvnum.priors.atoms import FinitePrior
 
     prior = _atoms()
     expected = {"greedy_coordinate": finite.greedy_coordinate_policy, "greedy_dense": finite.greedy_dense_policy,
@@ -241,13 +243,13 @@ def test_the_atoms_prior_finds_each_built_in_strategy_s_policy_by_its_class():
                 "top_levels": finite.shared_policy, "policy": finite.shared_policy}
     for s in BUILTIN:
         assert analysis(prior, "policy", s).func is expected.get(s.name, finite.refused_policy), s.name
-    for bad, says in ((("bounds", len), "registered for a prior class alone"), (("policy", len, 3), "strategy class")):
-        from fvnum.priors.analyses import register_analysis
-        from fvnum.priors.atoms import FinitePrior
-
+    for args, kw, says in (((FinitePrior, "bounds", len), {"strategy": Strategy}, "registered for a prior class alone"),
+                           ((FinitePrior, "policy", len), {"strategy": 3}, "a strategy class or 'module:Class'"),
+                           ((FinitePrior, "policy", len), {"strategy": GreedyCoordinate}, "registered already")):
         with pytest.raises(InputError, match=says) as info:
-            register_analysis(FinitePrior, *bad[:2], strategy=bad[2] if len(bad) > 2 else Strategy)
+            register_analysis(*args, **kw)
         assert "\n" not in str(info.value)
+    assert analysis(prior, "policy", STRATEGIES["greedy_coordinate"]).func is finite.greedy_coordinate_policy
 
 
 # --- no dispatch on names --------------------------------------------------------------------------------------

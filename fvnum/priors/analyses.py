@@ -62,6 +62,8 @@ def register_analysis(prior_type, verb: str, implementation=None, *, strategy=No
         raise InputError(f"an analysis is a callable or 'module:attribute', got {implementation!r}")
     table, key = (_ANALYSES, prior_type) if strategy is None else (_PAIRS, (prior_type, strategy))
     table = table.setdefault(verb, {})  # a "module:Class" strategy stays a string until first looked up
+    if isinstance(strategy, type):  # a class given: the pairs named by string are loaded to compare with it
+        _resolve(table)
     if key in table and not replace:
         pair = "" if strategy is None else f" with {getattr(strategy, '__name__', strategy)}"
         raise InputError(f"analysis {verb!r} of {prior_type.__name__}{pair} is registered already (give replace=True "
