@@ -288,13 +288,8 @@ def _tree_formula(name: str, expr, source: str, simplify: bool = True) -> Formul
     return Formula(name, expr, params, source)
 
 
-def _layers_width(strategy: str, budget: int, layers, width) -> tuple[int, int]:
-    if strategy == "optimal_nonadaptive":
-        if layers is not None and check_int(layers, "layers", minimum=0) != 1:
-            raise InputError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
-        if width is not None and check_int(width, "width", minimum=0) != budget:
-            raise InputError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
-        return 1, budget
+def _layers_width(budget: int, layers, width) -> tuple[int, int]:
+    """``(layers, width)`` of an adaptive Bellman policy: ``L = B``, ``d = 1`` unless given."""
     if layers is None and width is None:
         return budget, 1
     if layers is not None:
@@ -361,34 +356,61 @@ def tree_loss(prior=None, budget=None, strategy=None, alpha=None, layers=None, w
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     if budget > prior.n_nodes:
         raise InputError(f"budget must be <= D = 2^K - 1 = {prior.n_nodes} at depth {depth}, got {budget}")
+    return FORMULAS[strategy](prior, depth, budget, strategy, layers, width)
+
+
+# --- one formula builder a strategy: (prior, depth, budget, strategy, layers, width) -> its Formula -------------
+def _path_formula(prior: TreePrior, depth: int, budget: int, strategy: str, layers, width) -> Formula:
+    """``path``: the levels past the budget unknown, ``sum_{k > B} a_k^2`` (closed form in alpha)."""
+    if budget > depth:
+        raise InputError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
+    if prior.alpha is not None:
+        expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
+    else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
+        expr = sum(squared_scales(prior)[budget:], sp.Integer(0))
+    return _tree_formula(f"tree_loss_{strategy}", sp.simplify(expr), SOURCE + " (path strategy)")
+
+
+def _top_levels_formula(prior: TreePrior, depth: int, budget: int, strategy: str, layers, width) -> Formula:
+    """``top_levels``: the first ``B`` heap nodes, a closed sum over the depths (already in its simplest form)."""
+    return _tree_formula(f"tree_loss_{strategy}", top_levels_any_loss(prior, budget), SOURCE + " (top-levels design)",
+                         simplify=False)
+
+
+def _optimal_formula(prior: TreePrior, depth: int, budget: int, strategy: str, layers, width) -> Formula:
+    """``optimal``: the Bellman optimum with ``layers`` x ``width`` (default ``L = B``, ``d = 1``)."""
+    L, d = _layers_width(budget, layers, width)
+    return _bellman_formula(prior, strategy, L, d, lambda: bellman.solve_alpha(depth, L, d),
+                            lambda: bellman.solve(prior, L, d).loss)
+
+
+def _optimal_nonadaptive_formula(prior: TreePrior, depth: int, budget: int, strategy: str, layers, width) -> Formula:
+    """``optimal_nonadaptive`` (the coordinate class): the best fixed design, one layer (``L = 1``, ``d = B``)."""
+    if layers is not None and check_int(layers, "layers", minimum=0) != 1:
+        raise InputError(f"optimal_nonadaptive has layers = 1, got layers={layers}")
+    if width is not None and check_int(width, "width", minimum=0) != budget:
+        raise InputError(f"optimal_nonadaptive has width = budget = {budget}, got width={width}")
+    return _bellman_formula(prior, strategy, 1, budget, lambda: bellman.optimal_nonadaptive_alpha(depth, budget),
+                            lambda: bellman.optimal_nonadaptive(prior, budget)[0])
+
+
+def _bellman_formula(prior: TreePrior, strategy: str, L: int, d: int, exact_in_alpha, numeric) -> Formula:
+    """A Bellman optimum: ``exact_in_alpha()`` (its certified pieces) for a symbolic alpha, else ``numeric()``."""
     name = f"tree_loss_{strategy}"
-    if strategy == "path":
-        if budget > depth:
-            raise InputError(f"budget must be <= depth K = {depth} for strategy path, got {budget}")
-        if prior.alpha is not None:
-            expr = path_loss().expr.subs({_K: depth, _B: budget, _alpha: prior.alpha})
-        else:  # general scales: the same derivation, sum of the unknown levels' a_k^2
-            expr = sum(squared_scales(prior)[budget:], sp.Integer(0))
-        return _tree_formula(name, sp.simplify(expr), SOURCE + " (path strategy)")
-    if strategy == "top_levels":
-        return _tree_formula(name, top_levels_any_loss(prior, budget), SOURCE + " (top-levels design)",
-                             simplify=False)  # already in its simplest form: a closed sum over the depths
-    L, d = _layers_width(strategy, budget, layers, width)
     if prior.alpha is None and not prior.is_numeric:  # general scales with a symbol among them
         raise InputError(f"strategy {strategy} needs numeric scales (or a symbolic alpha), got {prior!r}")
     if prior.alpha is not None and not prior.alpha.is_number:
-        if strategy == "optimal_nonadaptive":
-            optimum = bellman.optimal_nonadaptive_alpha(depth, budget)
-        else:
-            optimum = bellman.solve_alpha(depth, L, d)
+        optimum = exact_in_alpha()
         source = f"docs/theory.md §3 (Bellman, noiseless coordinate class, L={L}, d={d}; exact in alpha, " \
                  f"{len(optimum.pieces)} certified piece{'s' if len(optimum.pieces) > 1 else ''})"
         return Formula(name, optimum.loss, (_alpha,), source, pieces=optimum.pieces)
-    if strategy == "optimal_nonadaptive":
-        loss, _ = bellman.optimal_nonadaptive(prior, budget)
-    else:
-        loss = bellman.solve(prior, L, d).loss
-    return _tree_formula(name, loss, f"docs/theory.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
+    return _tree_formula(name, numeric(), f"docs/theory.md §3 (Bellman, noiseless coordinate class, L={L}, d={d})")
+
+
+# the formula of each strategy of tree_loss (its class-named spellings map onto these names): adding a strategy's
+# formula is adding a builder here
+FORMULAS = {"path": _path_formula, "top_levels": _top_levels_formula, "optimal": _optimal_formula,
+            "optimal_nonadaptive": _optimal_nonadaptive_formula}
 
 
 __all__ = [

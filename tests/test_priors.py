@@ -52,9 +52,9 @@ class SignPrior(Prior):
         return ((mean_s - np.asarray(latents)) ** 2) * (self.v @ self.v)
 
     def policy(self, strategy, channel, budget, **options):
-        if strategy in ("fixed", "top_levels", "policy"):
+        if strategy.name in ("fixed", "top_levels", "policy"):
             return None
-        raise ValueError(f"strategy {strategy!r} does not apply to the toy prior")
+        raise ValueError(f"strategy {strategy.name!r} does not apply to the toy prior")
 
 
 @pytest.fixture

@@ -149,6 +149,109 @@ def test_the_measurement_class_and_search_samples_are_options_of_the_design_sear
         STRATEGIES["path"].using(samples=3)
 
 
+# --- a finite prior's policies: by the pair of classes (prior, strategy), as register_kl -------------------------
+ATOMS_KW = dict(channel=gaussian(0.3), samples=2000, seed=4, threads=1)
+
+
+def _atoms():
+    from fvnum.priors.atoms import AtomsPrior
+
+    return AtomsPrior.draw(12, 4, seed=2)
+
+
+def test_a_user_subclass_of_a_built_in_strategy_finds_its_policy_and_price_on_the_atoms_prior():
+    """The atoms prior's greedy policy and its price are registered for (FinitePrior, GreedyCoordinate): a user's
+    subclass, under its own name, finds them through its class's bases, on the built-in's path (same numbers)."""
+    from fvnum.optimum.finite import finite_mc_seconds
+    from fvnum.policies.builtin import GreedyCoordinate
+    from fvnum.priors.analyses import analysis
+
+    class Patient(GreedyCoordinate):
+        pass
+
+    prior, channel = _atoms(), make_channel(_atoms(), gaussian(0.3))
+    mine = register_strategy(Patient("toy_patient", "greedy over coordinates, a user's subclass", "coordinate", True))
+    try:
+        assert analysis(prior, "policy", mine).func is analysis(prior, "policy", STRATEGIES["greedy_coordinate"]).func
+        ours, builtin = loss_mc(prior, "toy_patient", 3, **ATOMS_KW), loss_mc(prior, "greedy_coordinate", 3, **ATOMS_KW)
+        assert (ours.value, ours.stderr) == (builtin.value, builtin.stderr)
+        assert finite_mc_seconds(prior, mine, 3, channel, 5000, 2) == finite_mc_seconds(prior, "greedy_coordinate", 3,
+                                                                                        channel, 5000, 2)
+        with pytest.raises(InputError, match="strategy 'toy_patient' has layers = budget and width = 1") as info:
+            mine.using(layers=1, width=3).policy(prior, 3, channel)
+        assert "\n" not in str(info.value)
+    finally:
+        unregister_strategy("toy_patient")
+
+
+def test_a_policy_and_a_price_registered_for_the_finite_prior_and_a_user_strategy_class_are_found():
+    """A user's Strategy subclass builds its own policy on the atoms prior (no pair: the prior builds none); a policy
+    registered for (FinitePrior, its class) is then found for it and its subclasses, given the object itself, and
+    so is a price, checked by loss_mc's guard."""
+    from fvnum.priors.analyses import analysis, register_analysis, unregister_analysis
+    from fvnum.priors.atoms import FinitePrior
+
+    class Ordered(Strategy):
+        """Coordinates 1..B in order (as top_levels), by its build."""
+
+    class Later(Ordered):
+        pass
+
+    def ordered(prior, channel, budget, *, layers, width, seed):
+        return FixedDesign(np.arange(1, budget + 1, dtype=np.int64), "toy_ordered")
+
+    asked = []
+
+    def backwards(prior, strategy, channel, budget, **options):
+        asked.append(strategy)
+        return FixedDesign(np.arange(budget, 0, -1, dtype=np.int64), strategy.name)
+
+    prior = _atoms()
+    mine = register_strategy(Ordered("toy_ordered", "coordinates 1..B in order", "coordinate", False, build=ordered))
+    try:
+        assert analysis(prior, "policy", mine)(mine, None, 3) is None  # the protocol's own method: it builds none
+        own, twin = loss_mc(prior, "toy_ordered", 3, **ATOMS_KW), loss_mc(prior, "top_levels", 3, **ATOMS_KW)
+        assert (own.value, own.stderr) == (twin.value, twin.stderr)
+        register_analysis(FinitePrior, "policy", backwards, strategy=Ordered)
+        register_analysis(FinitePrior, "mc_seconds", lambda prior, strategy, budget, channel, samples, threads:
+                          samples * 1e-3, strategy=Ordered)  # a millisecond a sample
+        assert analysis(prior, "policy", Later("toy_later", "a subclass", "coordinate", False)).func is backwards
+        got = loss_mc(prior, "toy_ordered", 2, channel=gaussian(0.3), samples=2000, seed=4, threads=1)
+        assert asked == [mine]  # the object itself
+        fixed = loss_mc(prior, "fixed", 2, options=StrategyOptions(design=[2, 1]), **ATOMS_KW)
+        assert (got.value, got.stderr) == (fixed.value, fixed.stderr)
+        with time_limit(5), pytest.raises(ValueError, match=r"Monte Carlo of 'toy_ordered' on the atoms prior") as info:
+            loss_mc(prior, "toy_ordered", 2, gaussian(0.3), samples=10_000, seed=4, threads=1)
+        assert "\n" not in str(info.value)
+        assert loss_mc(PRIOR, "toy_ordered", 2, **KW).value == loss_mc(PRIOR, "top_levels", 2, **KW).value  # a tree
+    finally:
+        unregister_analysis(FinitePrior, "policy", strategy=Ordered)
+        unregister_analysis(FinitePrior, "mc_seconds", strategy=Ordered)
+        unregister_strategy("toy_ordered")
+    assert analysis(prior, "policy", mine)(mine, None, 3) is None
+
+
+def test_the_atoms_prior_finds_each_built_in_strategy_s_policy_by_its_class():
+    from fvnum.optimum import finite
+    from fvnum.policies.builtin import GreedyCoordinate
+    from fvnum.priors.analyses import analysis, register_analysis
+    from fvnum.priors.atoms import FinitePrior
+
+    prior = _atoms()
+    expected = {"greedy_coordinate": finite.greedy_coordinate_policy, "greedy_dense": finite.greedy_dense_policy,
+                "optimal": finite.finite_optimal_policy, "fixed": finite.shared_policy,
+                "top_levels": finite.shared_policy, "policy": finite.shared_policy}
+    for s in BUILTIN:
+        assert analysis(prior, "policy", s).func is expected.get(s.name, finite.refused_policy), s.name
+    for args, kw, says in (((FinitePrior, "bounds", len), {"strategy": Strategy}, "registered for a prior class alone"),
+                           ((FinitePrior, "policy", len), {"strategy": 3}, "a strategy class or 'module:Class'"),
+                           ((FinitePrior, "policy", len), {"strategy": GreedyCoordinate}, "registered already")):
+        with pytest.raises(InputError, match=says) as info:
+            register_analysis(*args, **kw)
+        assert "\n" not in str(info.value)
+    assert analysis(prior, "policy", STRATEGIES["greedy_coordinate"]).func is finite.greedy_coordinate_policy
+
+
 # --- no dispatch on names --------------------------------------------------------------------------------------
 def test_every_built_in_strategy_builds_its_policy_by_its_own_method_and_the_old_builder_is_gone():
     for s in BUILTIN:
@@ -177,20 +280,18 @@ def _names(node) -> set:
 
 def test_no_library_module_compares_a_strategy_name_to_choose_what_to_do():
     """A complement of the tests above: no ``==``, ``!=``, ``in`` against a built-in strategy's name in fvnum or
-    bridges. A prior object's own policies (``fvnum/priors``, a finite prior's in ``fvnum/optimum/finite.py``, keyed
-    by the name in the prior protocol's ``policy(name, ...)``) are the prior registry's, outside this scan."""
+    bridges, the prior objects included (a finite prior's policies and prices are found by the pair of classes,
+    ``fvnum.priors.analyses``), nor in ``fvsym/tree.py`` (``tree_loss``'s formulas are a table keyed by name)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     names = {s.name for s in BUILTIN}
     found = []
-    for package in ("fvnum", "bridges"):
-        for path in sorted((root / package).rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            if rel.startswith("fvnum/priors/") or rel == "fvnum/optimum/finite.py":  # a finite prior's own policies
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Compare) and any(isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
-                                                         for o in node.ops):
-                    if set().union(*(_names(x) for x in (node.left, *node.comparators))) & names:
-                        if (rel, ast.unparse(node)) not in NOT_DISPATCH:
-                            found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    paths = [*sorted((root / "fvnum").rglob("*.py")), *sorted((root / "bridges").rglob("*.py")), root / "fvsym/tree.py"]
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                     for o in node.ops):
+                if set().union(*(_names(x) for x in (node.left, *node.comparators))) & names:
+                    if (rel, ast.unparse(node)) not in NOT_DISPATCH:
+                        found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     assert found == []

@@ -99,30 +99,28 @@ def nearest_leaves(spec, estimates: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_price(what: str, spec, channel, pol, budget: int, samples: int, replays: int, threads) -> None:
-    """Refuse in one line (the time cap, ``fvsym.guards.limits.check_time``) a table of ``replays`` runs of the
-    strategy on ``samples`` samples each: three times the engine's price of the strategy
-    (``fvnum.policies.prices.mc_cost``: its routing, through :func:`replay` rather than a fused kernel) plus the
-    layer-by-layer engine's own cost, ``REPLAY_S`` a sample, layer and ``1 + D / 16``."""
+def _check_price(what: str, spec, channel, strategy, pol, budget: int, samples: int, replays: int, threads) -> None:
+    """Refuse in one line (the time cap, ``fvsym.guards.limits.check_time``) a table of ``replays`` runs of
+    ``strategy`` (its name or object; a class-named spelling priced as the strategy it runs as) on ``samples``
+    samples each: three times the engine's price of the strategy (``fvnum.policies.prices.mc_cost`` with its
+    ``work``: its routing, through :func:`replay` rather than a fused kernel) plus the layer-by-layer engine's own
+    cost, ``REPLAY_S`` a sample, layer and ``1 + D / 16``."""
     from fvnum.policies.prices import mc_cost
+    from fvnum.policies.strategies import strategy_object
     from fvnum.mc._chunks import default_threads
     from fvnum.priors.capabilities import capability
     from fvsym.guards.limits import check_time
 
+    priced = strategy_object(strategy)
+    priced = strategy_object(priced.runs_as) if priced.runs_as is not None else priced
     depth = capability(spec, "heap_depth")
-    _, seconds = mc_cost(depth=depth, dim=spec.dim, budget=budget, strategy=pol.name if isinstance(
-        pol.name, str) and pol.name in _strategy_names() else "greedy_dense", token_channel=channel.kind == "tokens",
-        samples=samples, threads=default_threads() if threads is None else int(threads), solve=False)
+    _, seconds = mc_cost(depth=depth, dim=spec.dim, budget=budget, strategy=priced,
+                         token_channel=channel.kind == "tokens", samples=samples,
+                         threads=default_threads() if threads is None else int(threads), solve=False)
     floor = REPLAY_S * budget * (1 + spec.dim / 16)  # the layer-by-layer engine itself, per sample and replay
     per = replays * (3 * seconds / max(samples, 1) + floor)
     check_time(f"{what} of {pol.name} with {samples} samples", per * samples,
                f"; at most about {int(max(2, 0.9 * _cap() / per))} samples fit" if per > 0 else "")
-
-
-def _strategy_names():
-    from fvnum.policies.strategies import STRATEGIES
-
-    return STRATEGIES
 
 
 def _cap() -> float:
@@ -194,7 +192,8 @@ def state_patching_table(prior, strategy: str, budget: int, channel, *, samples:
                                                seed, threads)
     layers = _check_layers(layers, pol.layers)
     depths = _check_depths(depths, spec.depth)
-    _check_price("state_patching_table", spec, channel, pol, budget, samples, len(depths) * (2 + len(layers)), threads)
+    _check_price("state_patching_table", spec, channel, strategy, pol, budget, samples,
+                 len(depths) * (2 + len(layers)), threads)
     cols = [_transplant_column(spec, channel, pol, budget, j, layers, samples, seed, threads, progress)
             for j in depths]
     est = [[[cols[b][1 + 2 * a + e].estimate() for b in range(len(depths))] for a in range(len(layers))]
@@ -269,7 +268,7 @@ def mean_state(prior, strategy: str, budget: int, channel, *, samples: int | Non
     spec, channel, pol, samples, seed = _setup(prior, strategy, _check_budget(budget), channel, options, samples,
                                                seed, threads)
     layers = _check_layers(layers, pol.layers)
-    _check_price("mean_state", spec, channel, pol, budget, samples, 1, threads)
+    _check_price("mean_state", spec, channel, strategy, pol, budget, samples, 1, threads)
     return _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads)
 
 
@@ -332,10 +331,10 @@ def injection_table(prior, strategy: str, budget: int, channel, *, samples: int 
     depths = _check_depths(depths, spec.depth)
     cells_n = sum(min(l, spec.depth) for l in layers) + 2 * len(layers)
     cells_n += len(_cells(layers, depths, spec.depth)) * jk.MEAN_GROUPS * min(1.0, jk.JACKKNIFE_TARGETS / samples)
-    _check_price("injection_table", spec, channel, pol, budget, samples, 1 + cells_n, threads)
+    _check_price("injection_table", spec, channel, strategy, pol, budget, samples, 1 + cells_n, threads)
     if means is None:
         n_mean = samples if mean_samples is None else check_int(mean_samples, "mean_samples", minimum=1)
-        _check_price("mean_state", spec, channel, pol, budget, n_mean, 1, threads)
+        _check_price("mean_state", spec, channel, strategy, pol, budget, n_mean, 1, threads)
         means = _strategy_means(spec, channel, pol, budget, layers, n_mean, seed, threads)
     _check_mean_layers(means, layers, pol.width)
     K = spec.depth

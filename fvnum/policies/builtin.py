@@ -9,7 +9,8 @@ G1) and refused elsewhere with a pointer to ``fv bounds``; ``bellman_noiseless``
 under the given noise.
 
 A prior object (``fvnum.priors.registry``) builds its own policies of the built-in strategies first (its
-``policy(name, channel, budget, ...)``; None: the shared one, built here). Standard library only at import, as
+``policy(strategy, channel, budget, ...)``, given the strategy object, by the pair of their classes:
+``Strategy.prior_policy``; None: the shared one, built here). Standard library only at import, as
 :mod:`fvnum.policies.strategies`: the engine loads when a policy is built.
 """
 from __future__ import annotations
@@ -28,18 +29,12 @@ class Builtin(Strategy):
     takes = frozenset()
 
     def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
-        from fvnum.priors.analyses import analysis
-        from fvnum.priors.registry import is_prior_object, numeric
+        from fvnum.priors.registry import numeric
 
-        spec = numeric(prior)  # a prior object, or the numeric view of a fvsym prior
-        own = analysis(spec, "policy") if is_prior_object(spec) else None  # by the prior's class (fvnum.priors.analyses)
-        if own is not None:  # a prior object builds its own strategies (None: a shared one, built below)
-            pol = own(self.runs_as or self.name, channel, budget, layers=self.layers, width=self.width,
-                      measurement=(self.measurement or "unit") if self.classed else "unit",
-                      samples=self.search_samples, seed=seed, threads=threads)
-            if pol is not None:
-                return pol
-        return self.build_on(spec, budget, channel, seed=seed, threads=threads)
+        own = self.prior_policy(prior, budget, channel, seed=seed, threads=threads)  # by the pair of classes
+        if own is not None:  # a prior object builds its own policy of this strategy (None: built below)
+            return own
+        return self.build_on(numeric(prior), budget, channel, seed=seed, threads=threads)
 
     def build_on(self, spec, budget: int, channel, *, seed: int, threads):
         """Its policy on the numeric prior ``spec`` (each built-in strategy defines it)."""

@@ -41,10 +41,6 @@ class _CliStrategies(Sequence):
 CLI_STRATEGIES = _CliStrategies()
 
 
-def _builtin_names() -> frozenset:
-    return frozenset(s.name for s in BUILTIN)
-
-
 def register_strategy(name, description: str | None = None, build=None) -> Strategy:
     """Add a strategy from outside the package: :func:`loss_mc`, ``patching_table``, the prices, the searches whose
     candidate it is (``Strategy.roles``) and the figures (``Strategy.label``) then know it, and so does ``fv mc
@@ -83,7 +79,8 @@ def register_strategy(name, description: str | None = None, build=None) -> Strat
 
 def unregister_strategy(name: str) -> None:
     """Remove a strategy added by :func:`register_strategy` (built-in ones stay)."""
-    if not isinstance(name, str) or name not in STRATEGIES or name in _builtin_names():
+    found = STRATEGIES.get(name) if isinstance(name, str) else None
+    if found is None or any(found is s for s in BUILTIN):
         raise InputError(f"strategy {name!r} was not added by register_strategy")
     STRATEGIES.pop(name)
 
@@ -157,8 +154,8 @@ def loss_mc(prior, strategy: str, budget: int, channel, *, samples: int = 100_00
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     own_price = analysis(spec, "check_cost") if is_prior_object(spec) else None
-    if own_price is not None:  # the prior prices its own work (by its class: fvnum.priors.analyses)
-        own_price(strategy, budget, channel, samples, threads)
+    if own_price is not None:  # the prior prices its own work (by its class: fvnum.priors.analyses), given the object
+        own_price(STRATEGIES[strategy], budget, channel, samples, threads)
     chosen = STRATEGIES[strategy].using(design=design, fn=policy, layers=layers, width=width,
                                         measurement=measurement, search_samples=check_samples(search_samples))
     if chosen.prices_itself:  # a strategy that prices itself (optimal: the exact noisy policy)

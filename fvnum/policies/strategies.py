@@ -195,11 +195,14 @@ class Strategy:
 
     def policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
         """The :class:`fvnum.mc.protocol.Policy` of this strategy for ``budget`` readings of ``prior`` (the
-        object the caller gave) under ``channel`` (a ``fvnum.Channel``). Here: the policy of ``build`` (a
-        strategy given as a function), checked; a subclass defines its own. The callers check the budget (``loss_mc``
-        and the tables, with the channel) before they ask."""
+        object the caller gave) under ``channel`` (a ``fvnum.Channel``). Here: the prior's own policy of it
+        (:meth:`prior_policy`), else the policy of ``build`` (a strategy given as a function), checked; a subclass
+        defines its own. The callers check the budget (``loss_mc`` and the tables, with the channel) before they ask."""
         from fvnum.mc.protocol import Policy
 
+        own = self.prior_policy(prior, budget, channel, seed=seed, threads=threads)
+        if own is not None:
+            return own
         if self.build is None:
             raise InputError(f"strategy {self.name!r} builds no policy: give it build= or define its policy()")
         pol = load(self.build)(prior, channel, budget, layers=self.layers, width=self.width, seed=seed)
@@ -210,6 +213,21 @@ class Strategy:
             raise InputError(f"strategy {self.name!r}: its policy has layers x width = {pol.layers} x {pol.width}, "
                              f"not the budget {budget}")
         return pol
+
+    def prior_policy(self, prior, budget: int, channel, *, seed: int = 0, threads=None):
+        """The policy that a prior object builds itself for this strategy, or None (the strategy builds its own): the
+        prior's ``policy(strategy, channel, budget, **options)``, its own method or the one registered for the pair
+        of their classes (``fvnum.priors.analyses``, as ``register_kl``: a subclass finds its base's), given this
+        object. The same path for the built-in strategies and a user's."""
+        from fvnum.priors.analyses import analysis
+        from fvnum.priors.registry import is_prior_object
+
+        own = analysis(prior, "policy", self) if is_prior_object(prior) else None  # a fvsym prior builds none
+        if own is None:
+            return None
+        return own(self, channel, budget, layers=self.layers, width=self.width,
+                   measurement=(self.measurement or "unit") if self.classed else "unit", samples=self.search_samples,
+                   seed=seed, threads=threads)
 
     @property
     def builds(self) -> bool:

@@ -5,7 +5,8 @@ sampling (atom indices), moments, and the exact Bayes decoder over the atoms und
 "dMMSE" of task-diversity studies: the posterior weights ``w_m exp(-||phi - W theta_m||^2 / (2 tau^2))``). A
 distribution samples and scores: what is computed about it lives in the rooms that own it, registered for its class
 (``fvnum.priors.analyses``, at the end of this module): the policies of its own strategies (``greedy_coordinate``,
-``greedy_dense``, ``optimal``) and their price (``fvnum.optimum.finite``), its noiseless and noisy Bellman optima
+``greedy_dense``, ``optimal``) and their price (``fvnum.optimum.finite``, by the pair of the prior's class and the
+strategy's), its noiseless and noisy Bellman optima
 (``fvnum.optimum.atoms_dp``), the bracket of its noisy optimum (``fvnum.bounds``), its theory rows beside trained
 models (``fvnum.finite_theory``) and its ridge baseline (``fvnum.linear_theory.ridge_loss``).
 :class:`AtomsPrior` is the user's: ``AtomsPrior(atoms, weights=None)``, or ``AtomsPrior.draw(M, D, seed)`` (the
@@ -217,7 +218,18 @@ def atoms_from_options(args) -> AtomsPrior:
 
 
 # --- the analyses of a finite prior, in the rooms that own them (fvnum.priors.analyses; loaded on first use) ---------
-register_analysis(FinitePrior, "policy", "fvnum.optimum.finite:finite_policy")
+# the policy of a strategy and its price, by the pair of classes (the strategy's as "module:Class": the strategies sit
+# above the priors); the other built-in strategies are refused, a user's builds its own (or registers its pair)
+_BUILTIN, _OWN = "fvnum.policies.builtin:", "fvnum.optimum.finite:"
+for _shared in ("Fixed", "TopLevels", "UserPolicy"):  # built by the strategy itself, as on every prior
+    register_analysis(FinitePrior, "policy", _OWN + "shared_policy", strategy=_BUILTIN + _shared)
+register_analysis(FinitePrior, "policy", _OWN + "refused_policy", strategy=_BUILTIN + "Builtin")
+register_analysis(FinitePrior, "policy", _OWN + "greedy_coordinate_policy", strategy=_BUILTIN + "GreedyCoordinate")
+register_analysis(FinitePrior, "mc_seconds", _OWN + "greedy_coordinate_seconds", strategy=_BUILTIN + "GreedyCoordinate")
+register_analysis(FinitePrior, "policy", _OWN + "greedy_dense_policy", strategy=_BUILTIN + "GreedyDense")
+register_analysis(FinitePrior, "mc_seconds", _OWN + "greedy_dense_seconds", strategy=_BUILTIN + "GreedyDense")
+register_analysis(FinitePrior, "policy", _OWN + "finite_optimal_policy", strategy=_BUILTIN + "Optimal")
+register_analysis(FinitePrior, "mc_seconds", _OWN + "finite_optimal_seconds", strategy=_BUILTIN + "Optimal")
 register_analysis(FinitePrior, "check_cost", "fvnum.optimum.finite:check_finite_cost")
 register_analysis(FinitePrior, "mc_seconds", "fvnum.optimum.finite:finite_mc_seconds")
 register_analysis(FinitePrior, "noisy_bellman", "fvnum.optimum.atoms_dp:atoms_noisy_bellman")

@@ -13,11 +13,13 @@ asks of it, so ``loss_mc``, ``fv mc`` and the decoders ask the object, never its
 - ``posterior_means(channel, design, phi)`` and ``posterior_losses(channel, design, phi, latents)``: the exact
   Bayes decoder given readings ``phi`` (n, B) of ``design`` (node numbers (n, B), 0 idle, or unit rows
   (m, B, D), m = 1 or n), as ``fvnum.priors.tree.posterior_losses`` for the tree;
-- ``policy(strategy, channel, budget, **options)``: the Policy of a strategy this prior builds itself, or
-  None for the strategies every prior shares (``fixed``, ``top_levels``, ``policy``); a ValueError for one
-  that does not apply to it;
-- ``check_cost(strategy, budget, channel, samples, threads)``: its price (and the channels it decodes), refused in
-  one line over the guards.
+- ``policy(strategy, channel, budget, **options)``: the Policy of a strategy (the
+  ``fvnum.policies.strategies.Strategy`` object) this prior builds itself, or None where the strategy builds its own
+  (the strategies every prior shares: ``fixed``, ``top_levels``, ``policy``, and a user's); a ValueError for one
+  that does not apply to it. Choose by the strategy's class, not its name: a prior class registers its policies
+  for pairs of classes (``fvnum.priors.analyses``, as the finite prior does);
+- ``check_cost(strategy, budget, channel, samples, threads)``: its price (and the channels it decodes) of the
+  strategy object, refused in one line over the guards.
 
 What is computed about a prior beyond these (the policies of its own strategies, their price, its noisy optimum,
 its bracket, its theory rows) lives in the room that owns it and is found by the prior's class
@@ -194,11 +196,11 @@ class Prior(Capabilities):
 
         return np.sort(np.maximum(np.linalg.eigvalsh(np.asarray(self.covariance, dtype=float)), 0.0))[::-1]
 
-    def policy(self, strategy: str, channel, budget: int, **options):
-        """The Policy of ``strategy`` built by this prior, or None for the shared strategies."""
+    def policy(self, strategy, channel, budget: int, **options):
+        """The Policy of ``strategy`` (its object) built by this prior, or None: the strategy builds its own."""
         return None
 
-    def check_cost(self, strategy: str, budget: int, channel, samples: int, threads=None) -> None:
+    def check_cost(self, strategy, budget: int, channel, samples: int, threads=None) -> None:
         """Refuse (one-line ValueError) a Monte Carlo run over the guards; none by default."""
         return None
 

@@ -149,8 +149,13 @@ def test_every_built_in_registration_names_a_function_that_exists():
     from fvnum.priors.tree import TreeSpec
 
     table = {(verb, klass): impl for verb, by in analyses._ANALYSES.items() for klass, impl in by.items()}
-    assert {verb for verb, klass in table if klass is FinitePrior} == set(VERBS)
+    pairs = {(verb, key): impl for verb, by in analyses._PAIRS.items() for key, impl in by.items()}
+    alone = {verb for verb, klass in table if klass is FinitePrior}
+    assert alone | {verb for verb, (klass, _) in pairs if klass is FinitePrior} == set(VERBS)
+    assert "policy" not in alone  # a finite prior's policies are registered by the pair of classes only
     assert table[("noisy_bellman", TreeSpec)] == "fvnum.optimum.noisy_dp:tree_noisy_bellman"
-    for (verb, klass), impl in table.items():
+    for (verb, klass), impl in (*table.items(), *pairs.items()):
         if isinstance(impl, str):
             assert callable(analyses._load(impl)), (verb, klass, impl)
+    for verb, (klass, kind) in pairs:  # the strategy classes named as "module:Class" load too
+        assert isinstance(analyses._load(kind), type), (verb, klass, kind)

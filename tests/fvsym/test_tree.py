@@ -464,3 +464,15 @@ def test_top_levels_closed_form_by_hand():
     half = sp.Rational(1, 2)
     expected = sum(half**(k - 1) for k in range(3, 31)) - sp.Rational(2, 4) * half**2
     assert tree.tree_loss(30, 5, "top_levels", alpha="1/2").expr == expected
+
+
+def test_every_strategy_of_tree_loss_has_one_formula_builder():
+    """``tree_loss`` chooses its formula from a table keyed by name (no if-chain): each name it takes, its
+    class-named spellings mapped, has one builder, and the table holds no other."""
+    from fvsym.strategy_names import CLASS_NAMED, TREE_LOSS
+    from fvsym.tree import FORMULAS, tree_loss
+
+    assert set(FORMULAS) == {CLASS_NAMED.get(name, name) for name in TREE_LOSS}
+    prior = TreePrior(3, "1/2")
+    for name in TREE_LOSS:
+        assert tree_loss(prior, budget=2, strategy=name).name == f"tree_loss_{CLASS_NAMED.get(name, name)}"
