@@ -18,26 +18,58 @@ _OPTIMAL_PER_D2 = {0: 2e-8, 1: 2e-8, 2: 3.3e-7, 3: 5.3e-6, 4: 7.3e-5, 5: 3.2e-4,
 
 def tree_loss_cost(depth: int, budget: int, strategy: str, symbolic: bool, layers=None, width=None):
     """``(bytes, seconds)`` estimated for ``fv derive tree-loss`` (numeric alpha; symbolic alpha has
-    its own depth limit in ``bellman``)."""
+    its own depth limit in ``bellman``): the price of ``strategy``'s derivation (:data:`TREE_LOSS_COSTS`, one
+    entry a formula of ``fvsym.tree.FORMULAS`` and the fixed design)."""
+    from fvsym.strategy_names import CLASS_NAMED
+
+    strategy = CLASS_NAMED.get(strategy, strategy)
+    if strategy not in TREE_LOSS_COSTS:
+        from fvsym.errors import InputError
+
+        raise InputError(f"fv derive tree-loss has no price for strategy {strategy!r}; choose one of "
+                         f"{', '.join(TREE_LOSS_COSTS)}")
+    return TREE_LOSS_COSTS[strategy](depth, budget, layers, width)
+
+
+_BASE_BYTES = 60e6
+
+
+def _closed_form_cost(depth, budget, layers, width):
+    """``path`` and ``top_levels``: a sum over the K depths (0.4-1.2 s measured at depth 30 with parsing and
+    printing, symbolic alpha the slower)."""
+    return _BASE_BYTES, 0.5
+
+
+def _fixed_cost(depth, budget, layers, width):
+    """A fixed design: one bottom-up pass over the tree, O(D K) Fractions."""
     D = 2**depth - 1
-    base = 60e6
-    if strategy in ("path", "top_levels"):  # closed forms: a sum over the K depths (0.4-1.2 s measured at
-        return base, 0.5                       # depth 30 with parsing and printing, symbolic alpha the slower)
-    if strategy == "fixed":  # a fixed design: one bottom-up pass over the tree, O(D K) Fractions
-        return base + 200.0 * D * depth, 2e-5 * D * depth
-    if strategy == "optimal_nonadaptive":
-        seconds = 0.3 + 0.08 * 3.0 ** (depth - 10) * 2.6 ** (budget - 3) + 2e-6 * D
-        return base + 12e6 * seconds + 200.0 * D * depth, seconds
+    return _BASE_BYTES + 200.0 * D * depth, 2e-5 * D * depth
+
+
+def _nonadaptive_cost(depth, budget, layers, width):
+    """``optimal_nonadaptive``: the one-layer table."""
+    D = 2**depth - 1
+    seconds = 0.3 + 0.08 * 3.0 ** (depth - 10) * 2.6 ** (budget - 3) + 2e-6 * D
+    return _BASE_BYTES + 12e6 * seconds + 200.0 * D * depth, seconds
+
+
+def _optimal_cost(depth, budget, layers, width):
+    """``optimal``: the adaptive Bellman optimum."""
+    D = 2**depth - 1
     if layers is not None and width is not None and width > 1:  # several nodes a layer (less measured)
         b = layers * width
         seconds = 0.13 * (D / 255) ** 2 * (D / 25) ** max(b - 3, 0)
-        return base + 1e8 * seconds, seconds
+        return _BASE_BYTES + 1e8 * seconds, seconds
     b = budget if layers is None else layers
     if b >= depth:  # the first path found resolves every leaf: the search stops there
-        return base, 0.3 + 1e-6 * D * depth
+        return _BASE_BYTES, 0.3 + 1e-6 * D * depth
     per = _OPTIMAL_PER_D2[b] if b in _OPTIMAL_PER_D2 else _OPTIMAL_PER_D2[6] * 5.0 ** (b - 6)
     seconds = 0.3 + per * D * D
-    return base + 15e6 * seconds, seconds
+    return _BASE_BYTES + 15e6 * seconds, seconds
+
+
+TREE_LOSS_COSTS = {"path": _closed_form_cost, "top_levels": _closed_form_cost, "fixed": _fixed_cost,
+                   "optimal_nonadaptive": _nonadaptive_cost, "optimal": _optimal_cost}
 
 
 # ``fv derive bellman --unroll`` (``bellman.unroll_cost``), measured twice over 21 cases on a shared 2-core
