@@ -47,23 +47,33 @@ from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.adaptive import adaptive_keyed_losses
 from fvsym.priors import TreePrior
 a = json.loads(sys.argv[1])
-kw = dict(n_tokens=128, s2=0.01, seed=0)
+from inspect import signature
+NEW = "n_tokens" not in signature(best_nonadaptive_keyed).parameters  # the channel as one object (issue 59)
+if NEW:
+    from fvnum import tokens
+family = (tokens(128, 0.01, keys="weighted"),) if NEW else ("weighted",)
+kw = dict(seed=0) if NEW else dict(n_tokens=128, s2=0.01, seed=0)
+def given_first(first):  # the layer-1 design: in a fvnum.KeyedSearch where the search takes one
+    if "search" in signature(adaptive_keyed_losses).parameters:
+        from fvnum.options import KeyedSearch
+        return dict(search=KeyedSearch(first=first))
+    return dict(first=first)
 def run(row, n):
     if row == "nonadaptive":
-        return [best_nonadaptive_keyed(TreePrior(6, "1/2"), 4, "weighted", samples=n, **kw)]
+        return [best_nonadaptive_keyed(TreePrior(6, "1/2"), 4, *family, samples=n, **kw)]
     if row == "adaptive":
         prior = TreePrior(6, "1/2")
-        first = best_nonadaptive_keyed(prior, 1, "weighted", restarts=1, maxiter=30, **kw)
+        first = best_nonadaptive_keyed(prior, 1, *family, restarts=1, maxiter=30, **kw)
         t0 = time.process_time()
-        out = adaptive_keyed_losses(prior, 4, "weighted", samples=n, first=first, **kw)
+        out = adaptive_keyed_losses(prior, 4, *family, samples=n, **given_first(first), **kw)
         run.spent = time.process_time() - t0
         return out
     if row == "cell6":
         prior = TreePrior(6, "1/2")
-        return adaptive_keyed_losses(prior, 4, "weighted", samples=n, **kw)[-1:] + [
-            best_nonadaptive_keyed(prior, 4, "weighted", samples=n, **kw)]
+        return adaptive_keyed_losses(prior, 4, *family, samples=n, **kw)[-1:] + [
+            best_nonadaptive_keyed(prior, 4, *family, samples=n, **kw)]
     if row == "adaptive7":
-        return adaptive_keyed_losses(TreePrior(7, "1/2"), 6, "weighted", samples=n, **kw)
+        return adaptive_keyed_losses(TreePrior(7, "1/2"), 6, *family, samples=n, **kw)
 run("adaptive", 4)  # warm up: compile (or load) the kernels
 run.spent = None
 t0 = time.process_time()
@@ -76,9 +86,8 @@ print(json.dumps({"seconds": spent, "values": [r.estimate.value for r in out],
 PRICE_CHILD = r"""
 import json, resource, sys, time
 import torch
-from fvnum.mc.channels import make_channel
+from fvnum.mc.channels import tokens as tokens_channel
 from fvnum.theory import keyed_curves
-from fvnum.priors.tree import numeric_prior
 from fvsym.priors import GaussianPrior, TreePrior
 a = json.loads(sys.argv[1])
 def prior_of(kind, depth):
@@ -89,7 +98,7 @@ def prior_of(kind, depth):
     return GaussianPrior.isotropic(2**depth - 1)
 def run(kind, depth, budgets, samples, tokens):
     prior = prior_of(kind, depth)
-    ch = make_channel(numeric_prior(prior), None, tokens, 0.01)
+    ch = tokens_channel(tokens, 0.01)
     return keyed_curves(prior, budgets, ch, "weighted", samples=samples, seed=0)
 if a.get("warm", True):
     run(a["kind"], 2, [2], 50, a["tokens"])  # compile (or load) the kernels

@@ -99,12 +99,14 @@ if kind == "loss_mc":
 elif kind == "noisy_bellman":
     call = lambda: fvnum.noisy_bellman(prior, p["budget"], fvnum.gaussian(0.3) if NEW else 0.3, threads=1,
                                        refine=p.get("refine", True)).value
-elif kind == "nonadaptive_keyed":
-    call = lambda: fvnum.best_nonadaptive_keyed(prior, p["budget"], "weighted", n_tokens=128,
-                                                samples=p["samples"], seed=0).estimate.value
-elif kind == "adaptive_keyed":
-    call = lambda: fvnum.best_adaptive_keyed(prior, p["budget"], "weighted", n_tokens=128, samples=p["samples"],
-                                             seed=0).estimate.value
+elif kind in ("nonadaptive_keyed", "adaptive_keyed"):
+    import inspect
+    search = fvnum.best_nonadaptive_keyed if kind == "nonadaptive_keyed" else fvnum.best_adaptive_keyed
+    if "n_tokens" in inspect.signature(search).parameters:  # the old family and keywords
+        keyed, given = "weighted", {"n_tokens": 128}
+    else:  # the channel as one object (issue 59)
+        keyed, given = fvnum.tokens(128, keys="weighted"), {}
+    call = lambda: search(prior, p["budget"], keyed, samples=p["samples"], seed=0, **given).estimate.value
 t0 = time.perf_counter()
 value = call()
 first = time.perf_counter() - t0

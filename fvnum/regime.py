@@ -130,15 +130,15 @@ def theory_curves(depth: int, alpha, n_tokens: int, budgets, *, scales=None, key
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
         from fvnum.keys.adaptive import adaptive_keyed_losses
 
-        first = best_nonadaptive_keyed(prior, 1, n_tokens=n_tokens, s2=s2, seed=seed)
-        found = adaptive_keyed_losses(prior, max(budgets), n_tokens=n_tokens, s2=s2, samples=keyed_samples,
-                                      seed=seed, search=KeyedSearch(first=first))
+        weighted = tokens(n_tokens, s2, keys="weighted")
+        first = best_nonadaptive_keyed(prior, 1, weighted, seed=seed)
+        found = adaptive_keyed_losses(prior, max(budgets), weighted, samples=keyed_samples, seed=seed,
+                                      search=KeyedSearch(first=first))
         curves["best_adaptive_keyed"] = [found[b - 1].estimate for b in budgets]
         one = [first if b == 1 else None for b in budgets]
         for i, b in enumerate(budgets):
             if one[i] is None:
-                one[i] = best_nonadaptive_keyed(prior, b, n_tokens=n_tokens, s2=s2, samples=2 * keyed_samples,
-                                                seed=seed)
+                one[i] = best_nonadaptive_keyed(prior, b, weighted, samples=2 * keyed_samples, seed=seed)
         curves["best_nonadaptive_keyed"] = [r.estimate for r in one]
     return curves
 

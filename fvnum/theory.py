@@ -397,26 +397,29 @@ def keyed_curves(prior, budgets, channel: Channel, family: str = KEYED, *, sampl
     budgets = sorted({check_int(b, "budget", minimum=1, maximum=spec.dim) for b in budgets})
     if not budgets:
         raise InputError("keyed rows need at least one budget, got none")
-    kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=seed)
+    keyed = replace(channel, keys=family)  # the channel of the searches: its keys the family
     tree = has_adaptive_search(prior)
     check_memory(f"the {family} keyed rows at budgets {', '.join(map(str, budgets))}",
                  keyed_memory(tree=tree, depth=spec.depth if tree else 0, dim=spec.dim, budgets=budgets,
                               samples=samples, family=family))
-    one = {1: best_nonadaptive_keyed(prior, 1, family, **kw)} if tree else {}  # layer 1 of the adaptive policy
+    one = {1: best_nonadaptive_keyed(prior, 1, keyed, seed=seed)} if tree else {}  # layer 1 of the adaptive policy
     for b in budgets:
         if b not in one:
-            one[b] = (best_nonadaptive_keyed(prior, b, family, samples=design_samples, **kw) if tree
-                      else gaussian_keyed(prior, b, family, **gaussian_design_settings(b, samples), **kw))
+            one[b] = (best_nonadaptive_keyed(prior, b, keyed, samples=design_samples, seed=seed) if tree
+                      else gaussian_keyed(prior, b, keyed, **gaussian_design_settings(b, samples), seed=seed))
     adaptive, old = None, None
     if tree and family == "softmax":
         from fvnum.keys.adaptive import adaptive_softmax_losses
 
-        adaptive = adaptive_softmax_losses(prior, budgets[-1], samples=samples, search=KeyedSearch(first=one[1]), **kw)
+        adaptive = adaptive_softmax_losses(prior, budgets[-1], keyed, samples=samples, seed=seed,
+                                           search=KeyedSearch(first=one[1]))
         if greedy:
             old = [replace(r, name="greedy_adaptive_keyed")
-                   for r in adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, search=KeyedSearch(first=one[1]), **kw)]
+                   for r in adaptive_keyed_losses(prior, budgets[-1], keyed, samples=samples, seed=seed,
+                                                  search=KeyedSearch(first=one[1]))]
     elif tree:
-        adaptive = adaptive_keyed_losses(prior, budgets[-1], family, samples=samples, search=KeyedSearch(first=one[1]), **kw)
+        adaptive = adaptive_keyed_losses(prior, budgets[-1], keyed, samples=samples, seed=seed,
+                                         search=KeyedSearch(first=one[1]))
     real = {}
     if real_samples is not None:  # the same policy and designs on real tokens, paired contexts
         found = real_keyed_losses(prior, budgets, family, n_tokens=channel.n_tokens, s2=channel.s2,

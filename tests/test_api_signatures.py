@@ -81,7 +81,7 @@ def test_no_public_function_takes_more_than_ten_parameters():
 
 VERBS = ("loss_mc", "patching_table", "patched_loss", "state_patching_table", "injection_table", "mean_state")
 NO_STRATEGY = ("comparison_table", "bounds", "noisy_bellman", "best_adaptive", "optimal_nonadaptive_unit",
-               "optimal_nonadaptive_coordinate")
+               "optimal_nonadaptive_coordinate", "best_nonadaptive_keyed", "best_adaptive_keyed", "keyed_patching_table")
 
 
 @pytest.mark.parametrize("name", VERBS + NO_STRATEGY)
@@ -97,6 +97,37 @@ def test_the_verbs_share_one_argument_order(name):
     keyword_only = [p.name for p in params[len(head):] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
     assert keyword_only == (["pair"] if name == "patched_loss" else []), name  # the rest by keyword
     assert not {"tau", "n_tokens", "tokens", "s2"} & set(rest), name  # the channel is one object
+
+
+# the keyed searches, their patching and gradient descent in context (their second argument: a budget, the largest
+# budget of a greedy search's losses, or gradient descent's layers): the tokens channel, one object
+KEYED = {"fvnum.best_nonadaptive_keyed": "budget", "fvnum.best_adaptive_keyed": "budget",
+         "fvnum.keyed_patching_table": "budget", "fvnum.gd_steps": "layers",
+         "fvnum.keys.nonadaptive.gaussian_keyed": "budget", "fvnum.keys.adaptive.adaptive_keyed_losses": "max_budget",
+         "fvnum.keys.adaptive.adaptive_keyed_trace": "budget",
+         "fvnum.keys.adaptive.adaptive_softmax_losses": "max_budget",
+         "fvnum.keys.adaptive.adaptive_softmax_losses_mc": "max_budget"}
+
+
+@pytest.mark.parametrize("name", sorted(KEYED))
+def test_the_keyed_verbs_and_gd_take_the_channel_third(name):
+    module, _, attr = name.rpartition(".")
+    params = list(inspect.signature(getattr(importlib.import_module(module), attr)).parameters.values())
+    head = ["prior", KEYED[name], "channel"]
+    assert [p.name for p in params[:3]] == head, name
+    assert all(p.default is inspect.Parameter.empty for p in params[:3]), name  # said, never defaulted
+    rest = {p.name: p for p in params[3:]}
+    assert {"samples", "seed"} <= set(rest), name
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[3:]), name
+    assert not {"tau", "n_tokens", "tokens", "s2", "family"} & set(rest), name  # the channel is one object
+    assert len(params) <= MAX_PARAMETERS, name
+
+
+def test_a_keyed_design_s_check_on_real_tokens_takes_the_channel_after_the_design():
+    from fvnum.keys.nonadaptive import tokens_loss_mc
+
+    params = list(inspect.signature(tokens_loss_mc).parameters)
+    assert params[:3] == ["prior", "result", "channel"] and not {"n_tokens", "s2", "family"} & set(params)
 
 
 def test_the_finite_prior_s_analyses_take_the_same_channel_argument():

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from bridges.cli import main
 from fvnum.mc.channels import make_channel
-from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, keyed_memory
-from fvnum.keys.adaptive import adaptive_keyed_losses
+from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, keyed_memory, tokens_loss_mc
+from fvnum.keys.adaptive import adaptive_keyed_losses, best_adaptive_keyed
 from fvnum.guards.limits import keyed_cost
 from fvnum.theory import keyed_curves
 from fvsym.priors import GaussianPrior, TreePrior
@@ -48,7 +48,7 @@ def test_keyed_curves_refuse_a_bad_budget_in_one_line(budget):
 @given(NOT_A_BUDGET)
 def test_one_layer_search_refuses_a_bad_budget_in_one_line(budget):
     with pytest.raises(ValueError) as e:
-        best_nonadaptive_keyed(TREE, budget, "weighted", n_tokens=16, samples=50)
+        best_nonadaptive_keyed(TREE, budget, fvnum.tokens(16, keys="weighted"), samples=50)
     one_message(e, "budget")
 
 
@@ -67,16 +67,25 @@ def test_unknown_families_are_refused(family):
     (lambda: keyed_curves(TREE, [1], "tokens", "weighted"), "Channel"),
     (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=1), "samples"),
     (lambda: keyed_curves(TREE, [1], TOKENS, "weighted", samples=50, seed=-1), "seed"),
-    (lambda: best_nonadaptive_keyed(TREE, 1, s2=float("nan")), "s2"),
-    (lambda: best_nonadaptive_keyed(TREE, 1, n_tokens=0), "N"),
-    (lambda: best_nonadaptive_keyed("tree", 1), "prior"),
-    (lambda: gaussian_keyed(GAUSS, 4, "linear"), "at most D = 3"),
-    (lambda: gaussian_keyed(TREE, 1), "Gaussian prior"),
-    (lambda: adaptive_keyed_losses(GAUSS, 2), "tree prior"),
-    (lambda: adaptive_keyed_losses(TREE, 4), "D = 3"),
-    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(first="a design")), "SearchResult"),
-    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(engine="gpu")), "engine"),
-    (lambda: adaptive_keyed_losses(TREE, 2, search=KeyedSearch(node_step=-1.0)), "node_step"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, fvnum.tokens(128, s2=float("nan"))), "s2"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, fvnum.tokens(0)), "N"),
+    (lambda: best_nonadaptive_keyed("tree", 1, fvnum.tokens(128)), "prior"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, 128), "channel must be a channel"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, "weighted"), "channel must be a channel"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, fvnum.gaussian(0.1)), "not the gaussian channel (tau = 0.1)"),
+    (lambda: best_nonadaptive_keyed(TREE, 1, fvnum.tokens(16, keys=None)), "keys of a family"),
+    (lambda: best_adaptive_keyed(TREE, 2, fvnum.gaussian(0.1)), "reads tokens"),
+    (lambda: best_adaptive_keyed(TREE, 2, fvnum.tokens(16, keys="none")), "keys of a family"),
+    (lambda: gaussian_keyed(GAUSS, 4, fvnum.tokens(128, keys="linear")), "at most D = 3"),
+    (lambda: gaussian_keyed(TREE, 1, fvnum.tokens(128)), "Gaussian prior"),
+    (lambda: gaussian_keyed(GAUSS, 1, fvnum.gaussian(0.1)), "reads tokens"),
+    (lambda: tokens_loss_mc(TREE, None, fvnum.gaussian(0.1)), "reads tokens"),
+    (lambda: adaptive_keyed_losses(GAUSS, 2, fvnum.tokens(128)), "tree prior"),
+    (lambda: adaptive_keyed_losses(TREE, 4, fvnum.tokens(128)), "D = 3"),
+    (lambda: adaptive_keyed_losses(TREE, 2, fvnum.gaussian(0.1)), "reads tokens"),
+    (lambda: adaptive_keyed_losses(TREE, 2, fvnum.tokens(128), search=KeyedSearch(first="a design")), "SearchResult"),
+    (lambda: adaptive_keyed_losses(TREE, 2, fvnum.tokens(128), search=KeyedSearch(engine="gpu")), "engine"),
+    (lambda: adaptive_keyed_losses(TREE, 2, fvnum.tokens(128), search=KeyedSearch(node_step=-1.0)), "node_step"),
 ])
 def test_bad_arguments_get_one_line(call, fragment):
     with pytest.raises(ValueError) as e:
@@ -85,7 +94,7 @@ def test_bad_arguments_get_one_line(call, fragment):
 
 
 def test_sympy_and_numpy_scalars_are_numbers():
-    found = best_nonadaptive_keyed(TREE, np.int64(1), "weighted", n_tokens=sp.Integer(16), s2=sp.Rational(1, 100),
+    found = best_nonadaptive_keyed(TREE, np.int64(1), fvnum.tokens(sp.Integer(16), s2=sp.Rational(1, 100)),
                                    maxiter=3, restarts=1)
     assert np.isfinite(found.estimate.value) and found.estimate.value >= 0
 

@@ -90,8 +90,8 @@ def test_searches_of_another_structure_refuse_an_atoms_prior_in_one_line():
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed
 
     prior = AtomsPrior.draw(5, 3, seed=2)
-    for ask, says in ((lambda: best_nonadaptive_keyed(prior, 1, n_tokens=16), "not on the atoms prior"),
-                      (lambda: gaussian_keyed(prior, 1, n_tokens=16), "for a Gaussian prior"),
+    for ask, says in ((lambda: best_nonadaptive_keyed(prior, 1, fvnum.tokens(16)), "not on the atoms prior"),
+                      (lambda: gaussian_keyed(prior, 1, fvnum.tokens(16)), "for a Gaussian prior"),
                       (lambda: fvnum.bounds(prior, 1, fvnum.tokens(16), samples=100), "gaussian channel"),
                       (lambda: fvnum.posterior_mean(prior, [1, 4], np.zeros((1, 2)), fvnum.gaussian(0.5)), "node 4"),
                       (lambda: fvnum.posterior_mean(prior, [1, 2], np.array([[np.nan, 0.0]]), fvnum.gaussian(0.5)), "finite")):

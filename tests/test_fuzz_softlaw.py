@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fvnum import tokens
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family
 from fvnum.keys.readings import law_from_scores
@@ -81,7 +82,7 @@ def test_a_score_function_that_overflows_is_refused_in_one_line():
     (lambda: SoftmaxKeys.of_scores(np.sin, 3).stein_rows(), "stein_rows"),
     (lambda: law_from_scores(X, X[:10, :1], THETAS, n_tokens=16, s2=0.01), "same T"),
     (lambda: law_from_scores(X, X[:, :1], THETAS, n_tokens=16, s2=-1.0), "s2"),
-    (lambda: best_nonadaptive_keyed(GaussianPrior.matched(TREE), 1, "softmax", n_tokens=16), "tree prior only"),
+    (lambda: best_nonadaptive_keyed(GaussianPrior.matched(TREE), 1, tokens(16, keys="softmax")), "tree prior only"),
     (lambda: check_family("Softmax"), "key family"),
 ])
 def test_bad_arguments_get_one_line(call, fragment):

@@ -50,21 +50,22 @@ SEARCHES = (adaptive_softmax_losses, adaptive_softmax_losses_mc)
 def test_bad_arguments_get_one_line(search, kwargs, fragment):
     from fvnum.options import KeyedSearch
 
-    kw = dict(max_budget=2, n_tokens=16, samples=10, first=SOFT)
+    kw = dict(max_budget=2, n_tokens=16, s2=0.01, samples=10, first=SOFT)
     kw.update(kwargs)
     knobs = {k: kw.pop(k) for k in ("first", "steps", "joint_steps", "grid", "chunk") if k in kw}
     with pytest.raises(ValueError) as e:
-        search(TREE, kw.pop("max_budget"), search=KeyedSearch(**knobs), **kw)
+        channel = fvnum.tokens(kw.pop("n_tokens"), kw.pop("s2"), keys="softmax")
+        search(TREE, kw.pop("max_budget"), channel, search=KeyedSearch(**knobs), **kw)
     one_message(e, fragment)
 
 
 @pytest.mark.parametrize("search", SEARCHES)
 def test_a_gaussian_prior_is_refused_in_one_line(search):
     with pytest.raises(ValueError) as e:
-        search(GaussianPrior.matched(TREE), 2, n_tokens=16, samples=10)
+        search(GaussianPrior.matched(TREE), 2, fvnum.tokens(16, keys="softmax"), samples=10)
     one_message(e, "tree prior")
     with pytest.raises(ValueError) as e:
-        best_adaptive_keyed(GaussianPrior.matched(TREE), 2, "softmax", n_tokens=16, samples=10)
+        best_adaptive_keyed(GaussianPrior.matched(TREE), 2, fvnum.tokens(16, keys="softmax"), samples=10)
     one_message(e, "tree prior")
 
 
@@ -74,7 +75,7 @@ def test_absurd_sizes_are_priced_and_refused_in_one_line(depth, samples):
     assert adaptive_softmax_cost(depth, 2**depth - 1, 5, samples) > 3600
     for search in SEARCHES:
         with pytest.raises(ResourceRefused) as e:
-            search(TreePrior(depth, "0.6"), 5, n_tokens=64, samples=samples)
+            search(TreePrior(depth, "0.6"), 5, fvnum.tokens(64, keys="softmax"), samples=samples)
         one_message(e, "adaptive softmax search", "over the limit")
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bridges.training.distil import DistilConfig
 from fvnum.keys.adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
+from fvnum.mc.channels import tokens
 from fvsym.priors import TreePrior
 from tests._cli import fv
 
@@ -75,7 +76,7 @@ BAD_READINGS = st.one_of(
 @given(readings=BAD_READINGS)
 def test_trace_refuses_bad_readings_before_searching(readings):
     with pytest.raises(ValueError, match="readings must be finite, shape") as excinfo:
-        adaptive_keyed_trace(TREE, 2, samples=4, readings=readings, search=KeyedSearch(first="not a design"))
+        adaptive_keyed_trace(TREE, 2, tokens(128), samples=4, readings=readings, search=KeyedSearch(first="not a design"))
     assert "\n" not in str(excinfo.value)
 
 

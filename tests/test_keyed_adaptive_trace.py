@@ -3,22 +3,24 @@ posterior means behind adaptive_keyed_losses' numbers."""
 import numpy as np
 import pytest
 
+from fvnum import tokens
 from fvnum.keys.adaptive import adaptive_keyed_losses, adaptive_keyed_trace
 from fvnum.options import KeyedSearch
 from fvnum.keys.families import WeightedKeys
 from fvsym.priors import TreePrior
 
 PRIOR = TreePrior(3, "3/5")
-KW = dict(n_tokens=16, samples=120, seed=3, search=KeyedSearch(steps=8))
+N = 16
+KW = dict(samples=120, seed=3, search=KeyedSearch(steps=8))
 
 
 @pytest.fixture(scope="module")
 def trace():
-    return adaptive_keyed_trace(PRIOR, 3, **KW)
+    return adaptive_keyed_trace(PRIOR, 3, tokens(N), **KW)
 
 
 def test_trace_has_the_losses_of_the_search(trace):
-    losses = adaptive_keyed_losses(PRIOR, 3, **KW)
+    losses = adaptive_keyed_losses(PRIOR, 3, tokens(N), **KW)
     assert [r.estimate.value for r in trace.losses] == [r.estimate.value for r in losses]  # same seed: identical
     assert [r.estimate.stderr for r in trace.losses] == [r.estimate.stderr for r in losses]
     for layer, r in enumerate(trace.losses):  # every loss is the squared error of the trace's posterior means
@@ -36,11 +38,11 @@ def test_trace_shapes_and_rows(trace):
 
 
 def test_the_policy_replayed_on_its_own_readings_chooses_the_same_rows(trace):
-    again = adaptive_keyed_trace(PRIOR, 3, **KW, readings=trace.phi)
+    again = adaptive_keyed_trace(PRIOR, 3, tokens(N), **KW, readings=trace.phi)
     np.testing.assert_array_equal(again.rows, trace.rows)
     other = trace.phi.copy()
     other[:, 0] *= -1  # other readings: other rows at layer 2
-    moved = adaptive_keyed_trace(PRIOR, 3, **KW, readings=other)
+    moved = adaptive_keyed_trace(PRIOR, 3, tokens(N), **KW, readings=other)
     assert np.abs(moved.rows[:, 1] - trace.rows[:, 1]).max() > 0.1
     np.testing.assert_array_equal(moved.phi, other)
 
@@ -55,22 +57,22 @@ def test_key_values_are_the_weighted_keys_of_the_rows(trace):
 
 def test_layer_one_readings_follow_their_law(trace):
     """Layer 1's readings given the leaf: Gaussian with the key's CLT law (standardised mean within 5 SE)."""
-    law = trace.keys.law(trace.thetas, n_tokens=KW["n_tokens"], s2=0.01)
+    law = trace.keys.law(trace.thetas, n_tokens=N, s2=0.01)
     z = (trace.phi[:, 0] - law.mean[:, 0]) / np.sqrt(law.cov[:, 0, 0])
     assert abs(z.mean()) < 5 / np.sqrt(len(z)) and 0.6 < z.var() < 1.5
 
 
 def test_bad_readings_are_refused():
     with pytest.raises(ValueError, match="readings must be finite, shape"):
-        adaptive_keyed_trace(PRIOR, 2, **KW, readings=np.zeros((KW["samples"], 3)))
+        adaptive_keyed_trace(PRIOR, 2, tokens(N), **KW, readings=np.zeros((KW["samples"], 3)))
     with pytest.raises(ValueError, match="readings must be finite"):
-        adaptive_keyed_trace(PRIOR, 2, **KW, readings=np.full((KW["samples"], 2), np.nan))
+        adaptive_keyed_trace(PRIOR, 2, tokens(N), **KW, readings=np.full((KW["samples"], 2), np.nan))
 
 
 def test_canonical_signs_read_the_same(trace):
     """Canonical rows (largest entry positive) are the search's rows up to sign, with their readings flipped
     alike: the same posterior, so the same losses (up to rounding in the later layers' searches)."""
-    canon = adaptive_keyed_trace(PRIOR, 3, **KW, canonical=True)
+    canon = adaptive_keyed_trace(PRIOR, 3, tokens(N), **KW, canonical=True)
     rows = canon.rows[:, 1:]
     big = np.take_along_axis(rows, np.abs(rows).argmax(-1)[..., None], -1)[..., 0]
     assert np.all(big > 0)

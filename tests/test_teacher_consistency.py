@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fvnum import tokens
 from fvnum.keys.adaptive import adaptive_keyed_trace
 from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
@@ -22,7 +23,7 @@ KW = dict(n_tokens=16, s2=0.01)
 
 @pytest.fixture(scope="module")
 def trace():
-    return adaptive_keyed_trace(PRIOR, 3, **KW, samples=90, seed=2, canonical=True)
+    return adaptive_keyed_trace(PRIOR, 3, tokens(KW["n_tokens"], KW["s2"]), samples=90, seed=2, canonical=True)
 
 
 @pytest.mark.parametrize("layer", [1, 2])

@@ -42,12 +42,13 @@ class GDRow:
 
 @functools.lru_cache(maxsize=256)
 def _row(data, layers: int, steps: str, samples: int, select_samples: int, seed: int) -> GDRow:
+    from fvnum.mc.channels import tokens
     from fvnum.values.gd import gd_steps
     from fvsym.gd import gd_steps_limit
 
     from bridges.training.data import fv_prior
 
-    est = gd_steps(fv_prior(data), layers, data.n_tokens, s2=data.s2, steps=steps, samples=samples,
+    est = gd_steps(fv_prior(data), layers, tokens(data.n_tokens, data.s2), steps=steps, samples=samples,
                    select_samples=select_samples, seed=seed)
     limit = float(gd_steps_limit(steps)(a=data.n_tokens / data.dim, L=layers))
     return GDRow(data.prior, data.dim, data.n_tokens, layers, steps, float(est.value), float(est.stderr),

@@ -232,6 +232,7 @@ def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int =
     (``fvnum.keys.adaptive.adaptive_keyed_trace_cost``; a time cap refuses it in one line)."""
     from fvnum.keys.adaptive import adaptive_keyed_trace, adaptive_keyed_trace_cost
     from fvsym.guards.limits import check_time
+    from fvnum.mc.channels import tokens
     from fvnum.priors.tree import numeric_prior
 
     from bridges.training.data import fv_prior
@@ -246,7 +247,8 @@ def prediction_probes(data_cfg, budget: int, *, samples: int = 4096, seed: int =
     check_time(f"the prediction policy's search at depth {data_cfg.depth}, budget {budget} on {n} samples",
                adaptive_keyed_trace_cost(data_cfg.depth, data_cfg.dim, budget, n))
     prior = fv_prior(data_cfg)
-    trace = adaptive_keyed_trace(prior, budget, n_tokens=data_cfg.n_tokens, s2=data_cfg.s2, samples=n, seed=seed)
+    trace = adaptive_keyed_trace(prior, budget, tokens(data_cfg.n_tokens, data_cfg.s2, keys="weighted"), samples=n,
+                                 seed=seed)
     signs = numeric_prior(prior).signs(trace.leaves)
     states = ([trace.phi[:, :l] for l in range(1, budget + 1)] if state == "readings"
               else [trace.theta_hat[:, l] for l in range(budget)])

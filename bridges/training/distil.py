@@ -150,12 +150,14 @@ class KeyedTeacher:
 
     def __init__(self, data: DataConfig, budget: int, cfg: "DistilConfig", device="cpu"):
         from fvnum.keys.adaptive import adaptive_keyed_trace
+        from fvnum.mc.channels import tokens
 
         n = cfg.trace_samples
         check_keyed_teacher(data, budget, n)
         self.data, self.budget, self.seed, self.device = data, budget, cfg.seed, torch.device(device)
-        self.trace = adaptive_keyed_trace(fv_prior(data), budget, n_tokens=data.n_tokens, s2=data.s2,
-                                          samples=n, seed=cfg.seed, canonical=True)
+        self.channel = tokens(data.n_tokens, data.s2, keys="weighted")
+        self.trace = adaptive_keyed_trace(fv_prior(data), budget, self.channel, samples=n, seed=cfg.seed,
+                                          canonical=True)
         keys = self.trace.keys
         Q = torch.as_tensor(keys.Q, dtype=torch.float32, device=self.device)
         self._Q = torch.diag(Q) if Q.ndim == 1 else Q  # (D, D)
@@ -201,8 +203,8 @@ class KeyedTeacher:
         from fvnum.keys.adaptive import adaptive_keyed_trace
 
         readings = spaces[-1] / self.scale.to(x.dtype)  # slots 1..B-1 (the last reading changes no row)
-        again = adaptive_keyed_trace(fv_prior(self.data), self.budget, n_tokens=self.data.n_tokens, s2=self.data.s2,
-                                     samples=x.shape[0], seed=self.seed, search=KeyedSearch(first=self.trace.first),
+        again = adaptive_keyed_trace(fv_prior(self.data), self.budget, self.channel, samples=x.shape[0],
+                                     seed=self.seed, search=KeyedSearch(first=self.trace.first),
                                      readings=readings.double().cpu().numpy(), canonical=True)
         rows = torch.as_tensor(again.rows, dtype=x.dtype, device=x.device)
         return [self.scale[l] * self._keys(x, rows[:, l]) for l in range(self.budget)]

@@ -119,21 +119,22 @@ except ValueError as err:
 # %% [markdown]
 # ## Beside the finite-`N` Monte Carlo
 #
-# `fvnum.gd_steps(prior, L, n_tokens, steps=..., samples=..., seed=...)` runs `L` steps on sampled contexts of `N`
-# tokens, on any prior. The steps are chosen on one stream of contexts and the loss is measured on an independent
-# one, so the estimate is unbiased for the chosen steps. Its `relative` view divides by `E||theta||^2`, the scale of
-# the limit. On the isotropic Gaussian the gap to the limit shrinks like `1 / D` (at `L = 1` and a fixed step it is
-# exactly `1 - 2 gamma + gamma^2 (1 + (D + 1 + s2) / N)`). Here `s2 = 0.01`, the default.
+# `fvnum.gd_steps(prior, L, fvnum.tokens(N, s2=...), steps=..., samples=..., seed=...)` runs `L` steps on sampled
+# contexts of `N` tokens (the tokens channel, one object), on any prior. The steps are chosen on one stream of
+# contexts and the loss is measured on an independent one, so the estimate is unbiased for the chosen steps. Its
+# `relative` view divides by `E||theta||^2`, the scale of the limit. On the isotropic Gaussian the gap to the limit
+# shrinks like `1 / D` (at `L = 1` and a fixed step it is exactly `1 - 2 gamma + gamma^2 (1 + (D + 1 + s2) / N)`).
+# Here `s2 = 0.01`, the default.
 
 # %%
-from fvnum import gd_steps
+from fvnum import gd_steps, tokens
 
 rows = []
 for ratio in (0.5, 1, 2):
     for L in (1, 2, 4):
         for steps in ("shared", "per_layer"):
             limit = float(gd.gd_steps_limit(steps)(a=ratio, L=L))
-            cells = [gd_steps(GaussianPrior.isotropic(D), L, int(ratio * D), steps=steps, samples=2000,
+            cells = [gd_steps(GaussianPrior.isotropic(D), L, tokens(int(ratio * D)), steps=steps, samples=2000,
                               select_samples=1000, seed=0).relative for D in (16, 64)]
             rows.append({"a": ratio, "L": L, "steps": steps, "limit": round(limit, 4),
                          **{f"D = {D}": f"{c.value:.4f} ± {c.stderr:.4f}" for D, c in zip((16, 64), cells)}})
@@ -158,7 +159,8 @@ from bridges.training.train import train
 cfg = RunConfig(DataConfig(prior="gaussian", cov="isotropic", depth=3, n_tokens=14), ModelConfig(model="G", layers=2),
                 TrainConfig(steps=800, eval_every=800, out=None, seed=0))
 trained = train(cfg, progress=False)
-row = gd_steps(GaussianPrior.isotropic(7), 2, 14, steps="per_layer", samples=4000, select_samples=2000, seed=0)
+row = gd_steps(GaussianPrior.isotropic(7), 2, tokens(14), steps="per_layer", samples=4000, select_samples=2000,
+               seed=0)
 limit = float(gd.gd_steps_limit("per_layer")(a=2, L=2))
 Markdown(f"| | loss | relative to the prior's |\n|---|---|---|\n"
          f"| trained G (800 steps) | {trained.loss:.4f} ± {trained.stderr:.4f} | {trained.loss / 7:.4f} |\n"

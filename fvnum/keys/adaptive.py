@@ -29,9 +29,8 @@ import numpy as np
 from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.tree import SoftmaxGeometry, _torch, _Tree, first_rows, geometry_of, mixture_loss, one_thread, tree_law
-from fvnum.keys.families import check_family
 from fvnum.keys.lookahead import _next_law, _next_rows, _next_rows_torch, _posterior_state, _starts
-from fvnum.mc.channels import tokens as tokens_channel
+from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
 from fvnum.priors.tree import numeric_prior
 from fvsym.errors import InputError
@@ -39,8 +38,8 @@ from fvsym.errors import InputError
 NODE_STEP = 0.5  # quadrature nodes at most this many narrowest standard deviations apart
 
 
-def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, first, steps, chunk, grid, engine,
-                   screen, node_step, readings=None, canonical=False):
+def _policy_layers(prior, max_budget, channel, *, samples, seed, first, steps, chunk, grid, engine, screen, node_step,
+                   readings=None, canonical=False):
     """The greedy keyed policy layer by layer (the search loop shared by :func:`adaptive_keyed_losses` and
     :func:`adaptive_keyed_trace`): checks the arguments, then yields ``(first, thetas, leaves, rows, phi,
     theta_hat)`` (``first`` the layer-1 design) after every layer ``1..max_budget`` (torch tensors: ``rows`` (n, l,
@@ -58,8 +57,8 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
         raise InputError(f"node_step must be >= 0 (0: always grid nodes), got {node_step!r}")
 
     torch = _torch()
-    family = check_family(family)
-    spec, channel, samples, seed, max_budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=max_budget,
+    family = tokens_of(channel, "the adaptive keyed search", keys=True).keys
+    spec, channel, samples, seed, max_budget = check_inputs(prior, channel, samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive keyed search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     N, s2 = channel.n_tokens, channel.s2
     if not 1 <= max_budget <= spec.dim:
@@ -76,7 +75,7 @@ def _policy_layers(prior, max_budget, family, *, n_tokens, s2, samples, seed, fi
     if first is None:
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
-        first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
+        first = best_nonadaptive_keyed(spec, 1, channel, seed=seed)
     if first.design is None or np.shape(first.design)[0] != 1 or first.keys is None or first.keys.name != family:
         raise InputError(f"first must be a one-key {family} design (best_nonadaptive_keyed at budget 1), got {first!r}")
     tree = _Tree(spec)
@@ -130,9 +129,9 @@ def _settings(search, *names) -> dict:
 
 
 @one_thread()
-def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                          samples: int = 2000, seed: int = 0, search=None) -> list:
-    """The greedy keyed policy (module docstring) run to ``max_budget`` layers on ``samples`` samples (stream
+def adaptive_keyed_losses(prior, max_budget: int, channel, *, samples: int = 2000, seed: int = 0, search=None) -> list:
+    """The greedy keyed policy (module docstring) of the key family ``channel.keys`` (``channel``:
+    ``fvnum.tokens(N, s2=..., keys=...)``) run to ``max_budget`` layers on ``samples`` samples (stream
     ``EVAL``); returns one :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (the loss after
     that many layers, same samples; ``keys``: the layer-1 key, whose ``Q`` every layer uses; ``design``
     None: the rows are chosen per sample). ``search`` (``fvnum.KeyedSearch``): ``first``, the layer-1 design (default:
@@ -147,7 +146,7 @@ def adaptive_keyed_losses(prior, max_budget: int, family: str = "weighted", *, n
     autograd reference, :func:`_next_rows_torch`, minutes where the other takes seconds)."""
     out = []
     for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
-            prior, max_budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed,
+            prior, max_budget, channel, samples=samples, seed=seed,
             **_settings(search, "steps", "chunk", "grid", "engine", "screen", "node_step", "first"))):
         out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
     return out
@@ -188,8 +187,7 @@ class KeyedTrace:
 
 
 @one_thread()
-def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                         samples: int = 2000, seed: int = 0, search=None, readings=None,
+def adaptive_keyed_trace(prior, budget: int, channel, *, samples: int = 2000, seed: int = 0, search=None, readings=None,
                          canonical: bool = False) -> KeyedTrace:
     """The search of :func:`adaptive_keyed_losses` (same arguments, same samples, same losses) with its trace
     (:class:`KeyedTrace`): per sample and layer the rows chosen, the readings and the posterior mean.
@@ -199,7 +197,7 @@ def adaptive_keyed_trace(prior, budget: int, family: str = "weighted", *, n_toke
     policy up to the signs of its keys; the losses agree with the search's in law, not bit for bit)."""
     out, hats = [], []
     for layer, (design, th, lt, rows, phi, theta_hat) in enumerate(_policy_layers(
-            prior, budget, family, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, readings=readings,
+            prior, budget, channel, samples=samples, seed=seed, readings=readings,
             canonical=canonical, **_settings(search, "steps", "chunk", "grid", "engine", "screen", "node_step",
                                              "first"))):
         out.append(_layer_result(layer, design.keys, ((theta_hat - th[lt]) ** 2).sum(-1).numpy()))
@@ -333,10 +331,14 @@ def _softmax_layer(tree, geo, rows, mean, L, alpha, logw, q1, fixed, N, steps, j
     return out_w, f_greedy, f_new, cm_out, cv_out
 
 
-def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid):
+def _check_search(prior, max_budget, channel, samples, seed, first, steps, joint_steps, chunk, grid):
     from fvsym._validate import check_int
 
-    spec, channel, samples, seed, max_budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=max_budget,
+    family = tokens_of(channel, "the adaptive softmax search", keys=True).keys
+    if family != "softmax":
+        raise InputError(f"the adaptive softmax search reads softmax keys: give fvnum.tokens(N, s2=..., "
+                         f"keys='softmax'), got keys={family!r}")
+    spec, channel, samples, seed, max_budget = check_inputs(prior, channel, samples=samples, seed=seed, budget=max_budget,
         tree="the adaptive softmax search is for the tree prior; on a Gaussian prior use best_nonadaptive_keyed")
     if not 1 <= max_budget <= spec.dim:
         raise InputError(f"the adaptive softmax policy reads 1 to D = {spec.dim} keys, got budget {max_budget}")
@@ -352,20 +354,20 @@ def _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, 
     return spec, channel, samples, seed, max_budget, steps, joint_steps, chunk, grid
 
 
-def _softmax_policy(prior, max_budget, *, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid,
+def _softmax_policy(prior, max_budget, channel, *, samples, seed, first, steps, joint_steps, chunk, grid,
                     reader=None):
     """The search layer by layer: yields ``(thetas, leaves, rows, phi, theta_hat, f_greedy, f_new)`` after every
     layer (``rows`` (n, l, 2D): ``[b, q]`` per layer; ``f_*`` the layer's lookahead objectives, None at layer 1).
     ``reader``: a function of the samples' latents (n, D) that returns ``read(rows (n, 2D)) -> (n,)``, the
     readings of real tokens instead of draws from the law (the same ``read`` for every layer: one context)."""
     spec, channel, samples, seed, max_budget, steps, joint_steps, chunk, grid = _check_search(
-        prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
+        prior, max_budget, channel, samples, seed, first, steps, joint_steps, chunk, grid)
     N, s2 = channel.n_tokens, channel.s2
     torch = _torch()
     if first is None:
         from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
-        first = best_nonadaptive_keyed(spec, 1, "softmax", n_tokens=N, s2=s2, seed=seed)
+        first = best_nonadaptive_keyed(spec, 1, channel, seed=seed)
     tree, D = _Tree(spec), spec.dim
     geo = RowQGeometry(tree, s2, torch)
     q1 = torch.as_tensor(first.keys.Q, dtype=torch.float64)
@@ -408,10 +410,10 @@ SOFTMAX_HOW = ("one-step lookahead over the score row and a quadratic part per l
 
 
 @one_thread()
-def adaptive_softmax_losses(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 2000,
-                            seed: int = 0, search=None) -> list:
-    """The search of the module docstring run to ``max_budget`` layers on ``samples`` samples (stream
-    ``EVAL``, the same samples and reading noise as :func:`fvnum.keys.adaptive.adaptive_keyed_losses`); one
+def adaptive_softmax_losses(prior, max_budget: int, channel, *, samples: int = 2000, seed: int = 0,
+                            search=None) -> list:
+    """The search of the module docstring under ``channel`` (``fvnum.tokens(N, s2=..., keys="softmax")``) run to
+    ``max_budget`` layers on ``samples`` samples (stream ``EVAL``, the same samples and reading noise as :func:`fvnum.keys.adaptive.adaptive_keyed_losses`); one
     :class:`~fvnum.estimate.SearchResult` per budget ``1..max_budget`` (``keys``: the layer-1 key). ``search``
     (``fvnum.KeyedSearch``): ``steps``,
     the greedy step's Adam steps from each of its three starts; ``joint_steps``: Adam's steps on ``(b, log q)``
@@ -419,39 +421,41 @@ def adaptive_softmax_losses(prior, max_budget: int, *, n_tokens: int = 128, s2: 
     :func:`fvnum.keys.nonadaptive.best_nonadaptive_keyed` at budget 1)."""
     out = []
     first, steps, joint_steps, chunk, grid = _settings(search, "first", "steps", "joint_steps", "chunk", "grid").values()
-    _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
-    first = _softmax_first(prior, first, n_tokens, s2, seed)
+    _check_search(prior, max_budget, channel, samples, seed, first, steps, joint_steps, chunk, grid)
+    first = _softmax_first(prior, first, channel, seed)
     for layer, (th, lt, rows, phi, hat, _, _) in enumerate(_softmax_policy(
-            prior, max_budget, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            prior, max_budget, channel, samples=samples, seed=seed, first=first, steps=steps,
             joint_steps=joint_steps, chunk=chunk, grid=grid)):
         out.append(_softmax_result(layer, first.keys, ((hat - th[lt]) ** 2).sum(-1).numpy(), SOFTMAX_HOW))
     return out
 
 
-def _softmax_first(prior, first, n_tokens, s2, seed):
+def _softmax_first(prior, first, channel, seed):
     if first is not None:
         return first
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
-    return best_nonadaptive_keyed(prior, 1, "softmax", n_tokens=n_tokens, s2=s2, seed=seed)
+    return best_nonadaptive_keyed(prior, 1, channel, seed=seed)
 
 
 @one_thread()
-def adaptive_softmax_losses_mc(prior, max_budget: int, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 500,
-                               seed: int = 0, search=None) -> list:
-    """The policy of :func:`adaptive_softmax_losses` run on real tokens: per sample a context of ``n_tokens``
+def adaptive_softmax_losses_mc(prior, max_budget: int, channel, *, samples: int = 500, seed: int = 0,
+                               search=None) -> list:
+    """The policy of :func:`adaptive_softmax_losses` run on real tokens (``channel``: ``fvnum.tokens(N, s2=...,
+    keys="softmax")``): per sample a context of ``N``
     tokens ``x ~ N(0, I)``, ``y = theta.x + N(0, s2)`` (stream ``DONOR``), every layer's reading
     ``sum_i softmax_i(b.x_i - x_i^T diag(q) x_i) y_i`` over that one context (the rows chosen from the earlier
     real readings), decoded by the law's Bayes posterior. One :class:`~fvnum.estimate.Estimate` per budget: the
     loss of a real reader, to hold against the law's (they differ by the law's finite-``N`` error only). ``search``:
     as in :func:`adaptive_softmax_losses`."""
     first, steps, joint_steps, chunk, grid = _settings(search, "first", "steps", "joint_steps", "chunk", "grid").values()
-    _check_search(prior, max_budget, n_tokens, s2, samples, seed, first, steps, joint_steps, chunk, grid)
+    spec, channel, *_ = _check_search(prior, max_budget, channel, samples, seed, first, steps, joint_steps, chunk, grid)
+    n_tokens, s2 = channel.n_tokens, channel.s2
     from fvsym.guards.limits import check_memory
 
     check_memory(f"real tokens for {samples} samples of {n_tokens} tokens", 8.0 * 4 * samples * n_tokens *
                  (numeric_prior(prior).dim + 1))
-    first = _softmax_first(prior, first, n_tokens, s2, seed)
+    first = _softmax_first(prior, first, channel, seed)
 
     def reader(thetas):
         n, D = thetas.shape
@@ -468,7 +472,7 @@ def adaptive_softmax_losses_mc(prior, max_budget: int, *, n_tokens: int = 128, s
 
     out = []
     for th, lt, rows, phi, hat, _, _ in _softmax_policy(
-            prior, max_budget, n_tokens=n_tokens, s2=s2, samples=samples, seed=seed, first=first, steps=steps,
+            prior, max_budget, channel, samples=samples, seed=seed, first=first, steps=steps,
             joint_steps=joint_steps, chunk=chunk, grid=grid, reader=reader):
         out.append(Estimate.of(((hat - th[lt]) ** 2).sum(-1).numpy()))
     return out
@@ -502,9 +506,13 @@ def has_adaptive_search(prior) -> bool:
     return capability(numeric_prior(prior), "heap_depth") is not None
 
 
-def best_adaptive_keyed(prior, budget: int, family: str = "weighted", **kw) -> SearchResult:
-    """The best adaptive keyed policy found (``d = 1``, ``L = B``) at ``budget`` layers: under softmax keys
-    :func:`adaptive_softmax_losses` (a quadratic part per layer), else :func:`adaptive_keyed_losses`."""
-    if check_family(family) == "softmax":
-        return adaptive_softmax_losses(prior, budget, **kw)[-1]
-    return adaptive_keyed_losses(prior, budget, family, **kw)[-1]
+def best_adaptive_keyed(prior, budget: int, channel, *, samples: int = 2000, seed: int = 0,
+                        search=None) -> SearchResult:
+    """The best adaptive keyed policy found (``d = 1``, ``L = B``) at ``budget`` layers under ``channel``
+    (``fvnum.tokens(N, s2=..., keys=...)``, ``keys`` the family): under softmax keys
+    :func:`adaptive_softmax_losses` (a quadratic part per layer), else :func:`adaptive_keyed_losses`; ``search``
+    a ``fvnum.KeyedSearch``."""
+    kw = dict(samples=samples, seed=seed, search=search)
+    if tokens_of(channel, "best_adaptive_keyed", keys=True).keys == "softmax":
+        return adaptive_softmax_losses(prior, budget, channel, **kw)[-1]
+    return adaptive_keyed_losses(prior, budget, channel, **kw)[-1]

@@ -71,11 +71,18 @@ def decoded_losses(spec, keys, rows: np.ndarray, phi: np.ndarray, theta: np.ndar
 class _Policy:
     """The keyed policy of ``first`` on ``n`` contexts: the rows it reads after given readings."""
 
-    def __init__(self, prior, family, first, n, n_tokens, s2, seed, steps):
-        self.prior, self.family, self.first, self.n = prior, family, first, n
+    def __init__(self, prior, family, first, n, n_tokens, s2, seed, steps, search=None):
+        """``search``: the policy's ``fvnum.KeyedSearch`` (its ``first`` replaced by ``first``; default one of
+        ``steps`` Adam steps)."""
+        from dataclasses import replace
+
+        from fvnum.mc.channels import tokens
         from fvnum.options import KeyedSearch
 
-        self.kw = dict(n_tokens=n_tokens, s2=s2, samples=n, seed=seed, search=KeyedSearch(first=first, steps=steps))
+        self.prior, self.family, self.first, self.n = prior, family, first, n
+        self.channel = tokens(n_tokens, s2, keys=family)
+        search = KeyedSearch(first=first, steps=steps) if search is None else replace(search, first=first)
+        self.kw = dict(samples=n, seed=seed, search=search)
 
     def rows(self, readings: np.ndarray) -> np.ndarray:
         """(n, k + 1, D): the rows of layers ``1..k + 1`` after ``readings`` (n, k) of layers ``1..k``."""
@@ -83,7 +90,7 @@ class _Policy:
 
         k = readings.shape[1]
         pad = np.concatenate([readings, np.zeros((self.n, 1))], axis=1)
-        return adaptive_keyed_trace(self.prior, k + 1, self.family, readings=pad, **self.kw).rows
+        return adaptive_keyed_trace(self.prior, k + 1, self.channel, readings=pad, **self.kw).rows
 
     def run(self, X, y, budget, patch=None, prefix=None):
         """Readings (n, budget) and the rows read (n, budget, D) of the policy on values ``y``; ``patch = (l,

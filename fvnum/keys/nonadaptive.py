@@ -41,7 +41,7 @@ from fvnum.keys.tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad
 from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, quadrature_nodes, weighted_law, weighted_moments
 from fvnum.keys.readings import posterior_mean
 from fvnum.priors.capabilities import capability
-from fvnum.mc.channels import tokens as tokens_channel
+from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
 from fvsym.errors import InputError
 
@@ -274,23 +274,22 @@ def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, see
     return Estimate.of(((est - truth) ** 2).sum(1))
 
 
-def best_nonadaptive_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                           samples: int = 4000, seed: int = 0, restarts: int = 2, maxiter: int = 200,
-                           start=None) -> SearchResult:
-    """Best one-layer design of ``budget`` keys of ``family`` found (unit class, ``L = 1``, ``d = B``), decoded
-    by the exact Bayes posterior under the family's law. Tree prior: at ``B = 1`` the loss is exact
-    (quadrature); else Monte Carlo on ``samples`` fresh samples. ``start``: optional ``(rows, lq)`` (for
-    example the previous budget's design with one more row). Gaussian prior: see :func:`gaussian_keyed`."""
-    family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
-                                                        budget=budget)
+def best_nonadaptive_keyed(prior, budget: int, channel, *, samples: int = 4000, seed: int = 0, restarts: int = 2,
+                           maxiter: int = 200, start=None) -> SearchResult:
+    """Best one-layer design of ``budget`` keys found (unit class, ``L = 1``, ``d = B``) under ``channel``, the
+    tokens channel ``fvnum.tokens(N, s2=..., keys=...)`` whose ``keys`` is the family searched, decoded by the
+    exact Bayes posterior under the family's law. Tree prior: at ``B = 1`` the loss is exact (quadrature); else
+    Monte Carlo on ``samples`` fresh samples. ``start``: optional ``(rows, lq)`` (for example the previous
+    budget's design with one more row). Gaussian prior: see :func:`gaussian_keyed`."""
+    family = tokens_of(channel, "best_nonadaptive_keyed", keys=True).keys
+    spec, channel, samples, seed, budget = check_inputs(prior, channel, samples=samples, seed=seed, budget=budget)
     N, s2 = channel.n_tokens, channel.s2
     if budget < 1:
         raise InputError(f"a keyed design needs budget >= 1, got {budget}")
     if budget > spec.dim:
         raise InputError(f"a keyed design reads at most D = {spec.dim} directions, got budget {budget}")
     if capability(spec, "linear_posterior"):
-        return gaussian_keyed(spec, budget, family, n_tokens=N, s2=s2, samples=samples, seed=seed)
+        return gaussian_keyed(spec, budget, channel, samples=samples, seed=seed)
     if capability(spec, "heap_depth") is None:
         raise InputError(f"keyed designs are searched on the tree prior and Gaussian priors, not on the {getattr(spec, 'name', None) or type(spec).__name__} prior")
     tree = _Tree(spec)
@@ -428,9 +427,10 @@ def keyed_memory(*, tree: bool, depth: int, dim: int, budgets, samples: int, fam
     return 8.0 * worst + WORKING_SET
 
 
-def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: int = 128, s2: float = 0.01,
-                   samples: int = 4000, seed: int = 0, maxiter: int = 60, nodes: int = 11) -> SearchResult:
-    """One layer of ``budget`` keys on a Gaussian prior ``N(0, C)``: the keys read the top ``B``
+def gaussian_keyed(prior, budget: int, channel, *, samples: int = 4000, seed: int = 0, maxiter: int = 60,
+                   nodes: int = 11) -> SearchResult:
+    """One layer of ``budget`` keys of the family ``channel.keys`` (``channel``: ``fvnum.tokens(N, s2=...,
+    keys=...)``) on a Gaussian prior ``N(0, C)``: the keys read the top ``B``
     eigen-directions of ``C`` (the optimal rows of the gaussian channel, section 5); weighted keys have
     ``Q`` diagonal in the eigenbasis with one value per distinct eigenvalue, ``c = 1``, chosen by Powell's
     method on the Monte Carlo loss (common random numbers, stream ``SEARCH``). Decoder: the posterior mean
@@ -441,9 +441,8 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
 
     from fvnum.keys.families import LinearKeys, WeightedKeys
 
-    family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
-                                                        budget=budget)
+    family = tokens_of(channel, "gaussian_keyed", keys=True).keys
+    spec, channel, samples, seed, budget = check_inputs(prior, channel, samples=samples, seed=seed, budget=budget)
     if family == "softmax":
         raise InputError("softmax keyed rows are searched on the tree prior only (no Gaussian-prior decoder for "
                          "softmax keys yet)")
@@ -484,14 +483,16 @@ def gaussian_keyed(prior, budget: int, family: str = "weighted", *, n_tokens: in
     return SearchResult("best_nonadaptive_keyed", est, how, rows, keys=keys)
 
 
-def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: float = 0.01, samples: int = 20_000,
-                   seed: int = 0, chunk: int = 1000) -> Estimate:
-    """Loss of a one-layer keyed design (``result.keys``, found for ``n_tokens`` and ``s2``) under the real
+def tokens_loss_mc(prior, result: SearchResult, channel, *, samples: int = 20_000, seed: int = 0,
+                   chunk: int = 1000) -> Estimate:
+    """Loss of a one-layer keyed design (``result.keys``, found under ``channel``, ``fvnum.tokens(N, s2=...)``;
+    the family is the design's own) under the real
     tokens channel (tree prior): ``N`` tokens and labels drawn per context, the readings computed exactly
     (``keys.readings``: ``(1/N) sum_i y_i f(x_i)``, or the softmax average for softmax keys), decoded by the
     Bayes decoder of the CLT law (a valid decoder, so the number is
     achievable; it checks the CLT at this ``N``)."""
-    spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed,
+    spec, channel, samples, seed, _ = check_inputs(prior, tokens_of(channel, "tokens_loss_mc"), samples=samples,
+                                                   seed=seed,
                                                    tree="tokens_loss_mc checks one-layer keyed designs on the tree prior")
     if result.design is None or result.keys is None:
         raise InputError(f"tokens_loss_mc checks one-layer keyed designs (best_nonadaptive_keyed), got {result.name}")

@@ -122,13 +122,14 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     designs = dict(designs or {})
     design_samples = check_int(design_samples, "design_samples", minimum=0)
     N, s2 = channel.n_tokens, channel.s2
+    keyed = tokens_channel(N, s2, family)  # the channel of the keyed searches: its keys the family
     what = f"the real-token rows on {samples} contexts of {N} tokens"
     check_time(f"{what} to budget {budgets[-1]}", real_keyed_cost(spec.depth, spec.dim, budgets, samples),
                "; give fewer samples or a larger cap")
     check_memory(what, real_keyed_memory(depth=spec.depth, dim=spec.dim, budgets=budgets, samples=samples,
                                          n_tokens=N))
     if first is None:
-        first = designs[1] if 1 in designs else best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
+        first = designs[1] if 1 in designs else best_nonadaptive_keyed(spec, 1, keyed, seed=seed)
     for b, found in {**designs, 0: first}.items():
         if not isinstance(found, SearchResult) or found.design is None or found.keys is None \
                 or found.keys.name != family or np.shape(found.design)[0] != max(b, 1):
@@ -151,7 +152,7 @@ def real_keyed_losses(prior, budgets, family: str = "weighted", *, n_tokens: int
     for b in budgets:
         found = first if b == 1 else designs.get(b)
         if found is None and design_samples:
-            found = best_nonadaptive_keyed(spec, b, family, n_tokens=N, s2=s2, seed=seed, samples=design_samples)
+            found = best_nonadaptive_keyed(spec, b, keyed, seed=seed, samples=design_samples)
         if found is not None:
             nonadaptive[b] = design_losses(spec, found, X, y, theta, N, s2)
     return RealKeyedLosses(family, samples, seed, adaptive, nonadaptive, phi)

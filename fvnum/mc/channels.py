@@ -123,6 +123,19 @@ def check_channel(channel, name: str = "channel") -> Channel:
     return channel
 
 
+def tokens_of(channel, verb: str, *, keys: bool = False) -> Channel:
+    """``channel`` itself when it is a tokens channel (with a key family, where ``keys``): ``verb`` reads tokens.
+    The gaussian channel, or a channel without the key family ``verb`` searches, one line naming it."""
+    channel = check_channel(channel)
+    if channel.kind != "tokens":
+        raise InputError(f"{verb} reads tokens: give fvnum.tokens(N, s2=...), not the gaussian channel "
+                         f"(tau = {channel.tau:g})")
+    if keys and channel.keys is None:
+        raise InputError(f"{verb} searches keys of a family: give fvnum.tokens(N, s2=..., keys='weighted', "
+                         f"'linear' or 'softmax'), got keys=None")
+    return channel
+
+
 EXACT_TOKENS = "exact: law of the tokens' one statistic, shared by all layers (finite N, not only the CLT)"
 EXACT_GAUSSIAN = "exact: Bayes posterior of the gaussian channel"
 APPROX_TOKENS = ("approximate: the gaussian channel's posterior at tau(N), readings treated as independent "

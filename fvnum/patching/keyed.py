@@ -22,11 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from fvnum.mc import _chunks
-from fvnum.estimate import Estimate
+from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.contexts import _Policy, decoded_losses, target_values
-from fvnum.keys.families import check_family
 from fvnum.patching.keys import PatchingTable, donor_leaves
-from fvnum.mc.channels import tokens as tokens_channel
+from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
 from fvsym.errors import InputError
 
@@ -36,34 +35,52 @@ def donors(spec, leaves: np.ndarray, j: int, seed: int) -> np.ndarray:
     return donor_leaves(leaves, spec.depth, j, np.random.default_rng(_chunks.seed_sequence(seed, _chunks.DONOR + 16 * j)))
 
 
-def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_tokens: int = 64, s2: float = 0.01,
-                         samples: int = 500, seed: int = 0, depths=None, first=None, steps: int = 25) -> PatchingTable:
-    """The (patch layer ``l``, divergence depth ``j``) loss table of the greedy keyed policy of ``family`` at
-    ``budget`` layers (module docstring), on ``samples`` target contexts shared by every cell (``N = n_tokens``
-    tokens, label noise ``s2``); ``first``: its layer-1 design (default ``best_nonadaptive_keyed`` at budget 1,
-    as :func:`fvnum.keys.adaptive.adaptive_keyed_losses` takes it); ``steps``: its Adam steps per layer. The
-    losses are ``||theta_hat - theta||^2`` of the policy's decoder; ``effect`` is paired. About ``budget (budget -
-    1) / 2 (1 + 2 len(depths))`` layers of the policy's search on ``samples`` samples (the softmax family
-    runs its torch engine: tens of seconds per layer on 300 samples)."""
+def keyed_patching_table(prior, budget: int, channel, *, samples: int = 500, seed: int = 0, patch=None,
+                         search=None) -> PatchingTable:
+    """The (patch layer ``l``, divergence depth ``j``) loss table of the greedy keyed policy at ``budget`` layers
+    (module docstring) under ``channel``, ``fvnum.tokens(N, s2=..., keys=...)`` (``keys`` the family: ``linear``,
+    ``weighted`` or ``softmax``), on ``samples`` target contexts shared by every cell. ``patch``
+    (``fvnum.PatchSpec``): ``layers`` the patched layers (default 1..budget), ``depths`` the donors' divergence
+    depths (default 1..K). ``search`` (``fvnum.KeyedSearch``): the policy's search, as
+    :func:`fvnum.keys.adaptive.adaptive_keyed_losses` takes it (``first`` its layer-1 design, default
+    ``best_nonadaptive_keyed`` at budget 1; ``steps`` its Adam steps per layer). The losses are ``||theta_hat -
+    theta||^2`` of the policy's decoder; ``effect`` is paired. About ``budget (budget - 1) / 2 (1 + 2
+    len(depths))`` layers of the policy's search on ``samples`` samples (the softmax family runs its torch engine:
+    tens of seconds per layer on 300 samples)."""
     from fvsym._validate import check_int
 
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.options import KeyedSearch, PatchSpec, check_options
 
-    family = check_family(family)
-    spec, channel, samples, seed, budget = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed, budget=budget,
+    family = tokens_of(channel, "keyed_patching_table", keys=True).keys
+    patch = check_options(patch, PatchSpec, "patch")
+    search = check_options(search, KeyedSearch, "search")
+    if patch.informed or patch.mean_samples is not None:
+        raise InputError("keyed_patching_table decodes with the policy's own decoder and draws no mean state: give "
+                         "fvnum.PatchSpec(layers=..., depths=...) only")
+    spec, channel, samples, seed, budget = check_inputs(prior, channel, samples=samples, seed=seed, budget=budget,
         tree="key patching of the keyed policy needs the tree prior (divergence depth of two leaves)")
     if samples < 2:
         raise InputError(f"samples must be >= 2 (a standard error needs two), got {samples}")
     check_int(budget, "budget", minimum=1, maximum=spec.dim)
     N, s2 = channel.n_tokens, channel.s2
     K, D = spec.depth, spec.dim
-    depths = tuple(range(1, K + 1)) if depths is None else tuple(check_int(j, "divergence depth j", minimum=1,
-                                                                           maximum=K) for j in depths)
+    depths = tuple(range(1, K + 1)) if patch.depths is None else tuple(
+        check_int(j, "divergence depth j", minimum=1, maximum=K) for j in np.atleast_1d(patch.depths).tolist())
     if not depths:
         raise InputError("depths must name at least one divergence depth")
+    layers = tuple(range(1, budget + 1)) if patch.layers is None else tuple(
+        check_int(l, "patch layer l", minimum=1, maximum=budget) for l in np.atleast_1d(patch.layers).tolist())
+    if not layers:
+        raise InputError(f"layers must name at least one patch layer in 1..{budget}")
+    first = search.first
     if first is None:
-        first = best_nonadaptive_keyed(spec, 1, family, n_tokens=N, s2=s2, seed=seed)
-    policy = _Policy(prior, family, first, samples, N, s2, seed, steps)
+        first = best_nonadaptive_keyed(spec, 1, channel, seed=seed)
+    if not isinstance(first, SearchResult) or getattr(first.keys, "name", None) != family or first.design is None \
+            or np.shape(first.design)[0] != 1:
+        raise InputError(f"search.first must be a one-key {family} design (a SearchResult of best_nonadaptive_keyed "
+                         f"at budget 1), got {type(first).__name__}")
+    policy = _Policy(prior, family, first, samples, N, s2, seed, search.steps, search)
     leaves, theta, X, eps, y = target_values(spec, samples, N, s2, seed)
 
     def loss(phi, believed):
@@ -71,7 +88,6 @@ def keyed_patching_table(prior, budget: int, family: str = "weighted", *, n_toke
 
     phi0, rows0 = policy.run(X, y, budget)
     base = loss(phi0, rows0)
-    layers = tuple(range(1, budget + 1))
     cells = {}
     for j in depths:
         donor_theta = spec.thetas(donors(spec, leaves, j, seed))

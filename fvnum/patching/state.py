@@ -441,7 +441,7 @@ class _keyed:
         self.name = f"{KEYED_PREFIX}{family}"
         self.layers = _check_layers(layers, budget)
         self.depths = _check_depths(depths, spec.depth)
-        self.first = best_nonadaptive_keyed(spec, 1, family, n_tokens=self.N, s2=self.s2, seed=seed) \
+        self.first = best_nonadaptive_keyed(spec, 1, replace(channel, keys=family), seed=seed) \
             if first is None else first
         self.make = lambda n: _Policy(prior, family, self.first, n, self.N, self.s2, seed, steps)  # noqa: E731
 

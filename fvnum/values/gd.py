@@ -37,7 +37,7 @@ from fvsym.gd import STEPS, check_steps
 
 from fvnum.estimate import Estimate
 from fvnum.mc import _chunks
-from fvnum.mc.channels import tokens as tokens_channel
+from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
 from fvnum.priors.capabilities import capability
 
@@ -213,11 +213,12 @@ def preconditioner_of(spec, preconditioner) -> np.ndarray | None:
     return P
 
 
-def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shared", preconditioner=None,
-             samples: int = 10_000, select_samples: int = SELECT_SAMPLES, seed: int = 0) -> GDEstimate:
+def gd_steps(prior, layers: int, channel, *, steps="shared", preconditioner=None, samples: int = 10_000,
+             select_samples: int = SELECT_SAMPLES, seed: int = 0) -> GDEstimate:
     """Loss ``E||theta_hat_L - theta||^2`` of ``layers`` steps of preconditioned gradient descent in context (L
-    layers of ``d = D`` channels reading residual values, docs/theory.md section 13), on ``n_tokens`` = N tokens
-    ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i``, ``eps_i ~ N(0, s2)`` (the tokens channel's own pieces), for any
+    layers of ``d = D`` channels reading residual values, docs/theory.md section 13) under ``channel``, the tokens
+    channel ``fvnum.tokens(N, s2=...)``: ``N`` tokens ``x_i ~ N(0, I_D)``, ``y_i = <theta, x_i> + eps_i``,
+    ``eps_i ~ N(0, s2)`` (gradient descent reads the values, so the channel's key family plays no part), for any
     prior that samples ``theta`` (tree, Gaussian, atoms, mixtures, registered priors).
 
     ``steps``: ``"shared"`` (``Gamma_l = (gamma / L) I``), ``"per_layer"`` (``gamma_l I``), both chosen on
@@ -226,9 +227,7 @@ def gd_steps(prior, layers: int, n_tokens: int, *, s2: float = 0.01, steps="shar
     ``E||theta||^2``, what the limit ``fvsym.gd.gd_steps_limit`` gives as ``N, D -> oo``). Same ``seed``, same
     numbers. ``preconditioner`` (:func:`preconditioner_of`): ``Gamma_l = gamma_l P`` instead of ``gamma_l I``; the
     error is then the same polynomial in ``P S`` applied to ``P b``, so the steps are chosen the same way."""
-    if n_tokens is None:
-        raise InputError("gd_steps needs n_tokens (N): gradient descent reads the context's tokens")
-    spec, channel, samples, seed, _ = check_inputs(prior, tokens_channel(n_tokens, s2, None), samples=samples, seed=seed)
+    spec, channel, samples, seed, _ = check_inputs(prior, tokens_of(channel, "gd_steps"), samples=samples, seed=seed)
     layers = check_int(layers, "layers (L)", 1, MAX_LAYERS)
     N, s2, D = channel.n_tokens, channel.s2, spec.dim
     P = preconditioner_of(spec, preconditioner)

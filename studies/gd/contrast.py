@@ -88,6 +88,7 @@ def _compare(a: float, sa: float, b: float, sb: float) -> str:
 def tree_theory() -> list[dict]:
     """Per L: gd_steps plain and preconditioned by the prior (fvnum.gd_steps), path and A's and B's predictions at
     budget L (the scaling study's committed theory tables at this cell)."""
+    from fvnum.mc.channels import tokens
     from fvnum.values.gd import gd_steps
     from fvsym import TreePrior
 
@@ -98,7 +99,7 @@ def tree_theory() -> list[dict]:
         at = {r["name"]: r for r in theory[str(L)]}
         row = {"L": L}
         for name, pre in (("gd_steps", None), ("gd_steps_prior", "prior")):
-            est = gd_steps(prior, L, TREE["n_tokens"], s2=0.01, steps="per_layer", preconditioner=pre,
+            est = gd_steps(prior, L, tokens(TREE["n_tokens"], 0.01), steps="per_layer", preconditioner=pre,
                            samples=GD_SAMPLES, select_samples=GD_SELECT, seed=0)
             row[name] = {"loss": est.value, "stderr": est.stderr, "steps": list(est.steps), "how": est.how}
         for name, key in (("path", "path"), ("prediction_A", "best_adaptive_keyed"), ("prediction_B", "best_nonadaptive_keyed")):
@@ -116,7 +117,7 @@ def ab_theory() -> list[dict]:
     out = []
     for N in GAUSS_TOKENS:
         for b in A_BUDGETS:
-            r = fvnum.best_nonadaptive_keyed(prior, b, n_tokens=N, samples=1000, seed=0)
+            r = fvnum.best_nonadaptive_keyed(prior, b, fvnum.tokens(N, keys="weighted"), samples=1000, seed=0)
             out.append({"N": N, "budget": b, "loss": r.estimate.value, "stderr": r.estimate.stderr})
     return out
 

@@ -128,7 +128,7 @@ def prediction_piece(budget: int, samples: int) -> None:
 def keyed_piece(budget: int, samples: int) -> None:
     """The full key-patching table of A's prediction policy (every layer and divergence depth) on ``samples``
     contexts, added to its entry."""
-    from fvnum import keyed_patching_table
+    from fvnum import keyed_patching_table, tokens
     from fvsym.priors import TreePrior
 
     name = "theory:best_adaptive_keyed"
@@ -136,7 +136,7 @@ def keyed_piece(budget: int, samples: int) -> None:
     if "patching" in entry:
         return
     prior = TreePrior(DATA.depth, str(DATA.alpha))
-    table = keyed_patching_table(prior, budget, "weighted", n_tokens=DATA.n_tokens, s2=DATA.s2, samples=samples,
+    table = keyed_patching_table(prior, budget, tokens(DATA.n_tokens, DATA.s2, keys="weighted"), samples=samples,
                                  seed=0)
     save(name, {**load().get(name, {}), "patching": table.to_dict(), "patching_samples": samples})
     print(f"theory best_adaptive_keyed: unpatched {table.unpatched.value:.4f} on {samples} contexts", flush=True)

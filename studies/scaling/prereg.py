@@ -121,18 +121,21 @@ def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
     """The keyed rows of one cell, piece by piece into ``data['keyed'][key]`` (saved after each piece)."""
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.keys.adaptive import adaptive_keyed_losses
+    from fvnum.mc.channels import tokens
     from fvnum.options import KeyedSearch
 
     k = key(cell)
     entry = data.setdefault("keyed", {}).setdefault(k, {**cell, "budgets": budgets_of(cell["depth"]),
                                                          "samples": KEYED_SAMPLES, "seconds": {}})
     prior = prior_of(cell)
-    kw = dict(n_tokens=cell["n_tokens"], s2=0.01, seed=0)
+    channel = tokens(cell["n_tokens"], 0.01, keys="weighted")
+    kw = dict(seed=0)
     budgets = budgets_of(cell["depth"])
     if "best_adaptive_keyed" not in entry:
         start = time.time()
-        first = best_nonadaptive_keyed(prior, 1, **kw)
-        found = adaptive_keyed_losses(prior, max(budgets), samples=KEYED_SAMPLES, search=KeyedSearch(first=first), **kw)
+        first = best_nonadaptive_keyed(prior, 1, channel, **kw)
+        found = adaptive_keyed_losses(prior, max(budgets), channel, samples=KEYED_SAMPLES, search=KeyedSearch(first=first),
+                                      **kw)
         entry["best_adaptive_keyed"] = [r.estimate.to_dict() for r in found]
         entry["first"] = first.estimate.to_dict()
         entry["seconds"]["best_adaptive_keyed"] = time.time() - start
@@ -146,7 +149,7 @@ def keyed_cell(cell: dict, data: dict, one_layer: bool) -> None:
         if str(b) in rows:
             continue
         start = time.time()
-        rows[str(b)] = best_nonadaptive_keyed(prior, b, samples=ONE_LAYER_SAMPLES, **kw).estimate.to_dict()
+        rows[str(b)] = best_nonadaptive_keyed(prior, b, channel, samples=ONE_LAYER_SAMPLES, **kw).estimate.to_dict()
         entry["one_layer_samples"] = ONE_LAYER_SAMPLES
         entry["seconds"][f"best_nonadaptive_keyed {b}"] = time.time() - start
         print(k, "best_nonadaptive_keyed", b, rows[str(b)]["value"], f"{time.time() - start:.0f} s", flush=True)

@@ -100,10 +100,11 @@ def study_budget(budget: int, samples: int, first, state) -> tuple:
     """Both real rows at ``budget`` of the study's cell, A's policy going on from the readings ``state``."""
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.keys.real_tokens import real_keyed_losses
+    from fvnum.mc.channels import tokens
 
     prior, N, s2 = prior_of(CFG["depth"], CFG["alpha"]), CFG["n_tokens"], CFG["s2"]
     t0 = time.time()
-    design = first if budget == 1 else best_nonadaptive_keyed(prior, budget, CFG["keyed"], n_tokens=N, s2=s2,
+    design = first if budget == 1 else best_nonadaptive_keyed(prior, budget, tokens(N, s2, keys=CFG["keyed"]),
                                                               seed=CFG["seed"], samples=4 * CFG["search_samples"])
     t1 = time.time()
     found = real_keyed_losses(prior, [budget], CFG["keyed"], n_tokens=N, s2=s2, samples=samples, seed=CFG["seed"],
@@ -152,6 +153,7 @@ def config(samples: int) -> dict:
 
 def run(budgets: list[int], samples: int) -> None:
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from fvnum.mc.channels import tokens
     from fvnum.keys.tree import one_thread
 
     data = read_json(OUT, {})
@@ -163,7 +165,7 @@ def run(budgets: list[int], samples: int) -> None:
     with one_thread():
         if todo:
             prior = prior_of(CFG["depth"], CFG["alpha"])
-            first = best_nonadaptive_keyed(prior, 1, CFG["keyed"], n_tokens=CFG["n_tokens"], s2=CFG["s2"],
+            first = best_nonadaptive_keyed(prior, 1, tokens(CFG["n_tokens"], CFG["s2"], keys=CFG["keyed"]),
                                            seed=CFG["seed"])
         for b in todo:
             state = read_json(OUT, {}).get("state")

@@ -221,7 +221,14 @@ def teacher_trace(out: str):
     from fvnum.keys.adaptive import adaptive_keyed_trace
 
     return _cached(os.path.join(out, f"trace-B{BUDGET}-s{SEED}-n{TRACE_SAMPLES}.pkl"), lambda: adaptive_keyed_trace(
-        _prior(), BUDGET, n_tokens=N_TOKENS, s2=S2, samples=TRACE_SAMPLES, seed=SEED, canonical=True))
+        _prior(), BUDGET, _channel(), samples=TRACE_SAMPLES, seed=SEED, canonical=True))
+
+
+def _channel():
+    """The cell's tokens channel, weighted keys (the teacher's family)."""
+    from fvnum.mc.channels import tokens
+
+    return tokens(N_TOKENS, S2, keys="weighted")
 
 
 def _rerun(trace, spec, idx, layer, how: dict) -> np.ndarray:
@@ -244,7 +251,7 @@ def _nearby(trace, idx, eps: float) -> np.ndarray:
     phi = trace.phi[idx]
     step = np.random.default_rng([NEARBY_SEED, int(round(1e6 * eps))]).standard_normal(phi.shape)
     moved = phi + eps * trace.phi.std(0) * step
-    return adaptive_keyed_trace(_prior(), BUDGET, n_tokens=N_TOKENS, s2=S2, samples=len(idx), seed=SEED,
+    return adaptive_keyed_trace(_prior(), BUDGET, _channel(), samples=len(idx), seed=SEED,
                                 search=KeyedSearch(first=trace.first), readings=moved, canonical=True).rows
 
 

@@ -115,6 +115,7 @@ def model_piece(model: str, attention: str, budget: int, train_dir: str, context
 def theory_piece(strategy: str, budget: int, samples: int, keyed_samples: int) -> None:
     from bridges.training.data import fv_prior
     from bridges.patching import theory_patching_table
+    from fvnum.mc.channels import tokens
     from fvnum.patching.keyed import keyed_patching_table
 
     name = f"theory:{strategy}-B{budget}"
@@ -126,7 +127,7 @@ def theory_piece(strategy: str, budget: int, samples: int, keyed_samples: int) -
         n = samples
     else:
         family = strategy.removeprefix("adaptive_keyed_")
-        table = keyed_patching_table(fv_prior(data), budget, family, n_tokens=data.n_tokens, s2=data.s2,
+        table = keyed_patching_table(fv_prior(data), budget, tokens(data.n_tokens, data.s2, keys=family),
                                      samples=keyed_samples, seed=SEED)
         n = keyed_samples
     save(name, {"strategy": strategy, "budget": budget, "samples": n, "patching": table.to_dict()})

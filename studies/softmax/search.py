@@ -38,7 +38,10 @@ def compute(samples: int, seed: int) -> dict:
     from fvsym.priors import TreePrior
 
     prior = TreePrior(CELL["depth"], CELL["alpha"])
-    kw = dict(n_tokens=CELL["n_tokens"], s2=CELL["s2"], seed=seed)
+    from fvnum.mc.channels import tokens as tokens_channel
+
+    channel = tokens_channel(CELL["n_tokens"], CELL["s2"], keys="softmax")
+    kw = dict(seed=seed)
     B = max(CELL["budgets"])
     seconds = {}
 
@@ -49,10 +52,10 @@ def compute(samples: int, seed: int) -> dict:
         print(f"{name}: {seconds[name]} CPU s", flush=True)
         return out
 
-    first = timed("first", lambda: best_nonadaptive_keyed(prior, 1, "softmax", **kw))
-    old = timed("old", lambda: adaptive_keyed_losses(prior, B, "softmax", samples=samples, search=KeyedSearch(first=first), **kw))
-    new = timed("new", lambda: adaptive_softmax_losses(prior, B, samples=samples, search=KeyedSearch(first=first), **kw))
-    tokens = timed("tokens", lambda: adaptive_softmax_losses_mc(prior, B, samples=samples, search=KeyedSearch(first=first), **kw))
+    first = timed("first", lambda: best_nonadaptive_keyed(prior, 1, channel, **kw))
+    old = timed("old", lambda: adaptive_keyed_losses(prior, B, channel, samples=samples, search=KeyedSearch(first=first), **kw))
+    new = timed("new", lambda: adaptive_softmax_losses(prior, B, channel, samples=samples, search=KeyedSearch(first=first), **kw))
+    tokens = timed("tokens", lambda: adaptive_softmax_losses_mc(prior, B, channel, samples=samples, search=KeyedSearch(first=first), **kw))
     rows = []
     for b in CELL["budgets"]:
         o, n, t = old[b - 1].estimate, new[b - 1].estimate, tokens[b - 1]

@@ -20,6 +20,7 @@ import torch
 
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed, tokens_loss_mc
 from fvnum.keys.adaptive import adaptive_keyed_losses
+from fvnum.mc.channels import tokens
 from fvsym.priors import GaussianPrior, TreePrior
 
 QUICK = "--quick" in sys.argv
@@ -67,11 +68,11 @@ def tree_study(depth, budgets, tag):
             # budget 1 is cheap (exact quadrature): more starts; larger budgets: the chained start and
             # random ones (tree depth 4: eight in all; depth 6: three)
             restarts = 4 if B == 1 else (8 if depth <= 4 else 3)
-            r = best_nonadaptive_keyed(prior, B, fam, n_tokens=N, s2=S2, seed=SEED, start=start,
+            r = best_nonadaptive_keyed(prior, B, tokens(N, S2, keys=fam), seed=SEED, start=start,
                                        restarts=restarts, **NA)
             extra = {}
             if B == 1:
-                extra["tokens_check"] = tokens_loss_mc(prior, r, n_tokens=N, s2=S2, samples=2000 if QUICK else 20000,
+                extra["tokens_check"] = tokens_loss_mc(prior, r, tokens(N, S2), samples=2000 if QUICK else 20000,
                                                        seed=SEED).to_dict()
             rows[key + " design"] = {"rows": r.design.tolist()}
             record(key, r, t0, **extra)
@@ -80,9 +81,10 @@ def tree_study(depth, budgets, tag):
         if f"{key} B{max(budgets)}" in rows:
             continue
         t0 = time.time()
-        first = best_nonadaptive_keyed(prior, 1, fam, n_tokens=N, s2=S2, seed=SEED)
-        for b, r in enumerate(adaptive_keyed_losses(prior, max(budgets), fam, n_tokens=N, s2=S2, seed=SEED, search=KeyedSearch(first=first),
-                                                    **AD), start=1):
+        first = best_nonadaptive_keyed(prior, 1, tokens(N, S2, keys=fam), seed=SEED)
+        for b, r in enumerate(adaptive_keyed_losses(prior, max(budgets), tokens(N, S2, keys=fam), seed=SEED,
+                                                    samples=AD["samples"],
+                                                    search=KeyedSearch(first=first, steps=AD["steps"])), start=1):
             record(f"{key} B{b}", r, t0)
 
 
@@ -93,7 +95,7 @@ def gaussian_cell(depth, B, tag, **kw):
         if key in rows:
             continue
         t0 = time.time()
-        record(key, gaussian_keyed(prior, B, fam, n_tokens=N, s2=S2, seed=SEED, **kw), t0)
+        record(key, gaussian_keyed(prior, B, tokens(N, S2, keys=fam), seed=SEED, **kw), t0)
 
 
 def table():

@@ -124,6 +124,7 @@ def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
     seed), its first reading resolves ``s_1`` (the root is the first thing every adaptive policy reads), and the
     shuffled control stays at chance."""
     from fvnum.keys.adaptive import adaptive_keyed_trace
+    from fvnum.mc.channels import tokens
     from fvnum.priors.tree import numeric_prior
 
     from bridges.training.data import fv_prior
@@ -131,7 +132,7 @@ def test_prediction_policy_probes_are_the_probes_of_its_trace_readings():
 
     data = DataConfig(prior="tree", depth=3, alpha=0.6, n_tokens=64, s2=0.01)
     table = prediction_probes(data, 2, samples=400, seed=1)
-    trace = adaptive_keyed_trace(fv_prior(data), 2, n_tokens=64, s2=0.01, samples=400, seed=1)
+    trace = adaptive_keyed_trace(fv_prior(data), 2, tokens(64, 0.01, keys="weighted"), samples=400, seed=1)
     signs = numeric_prior(fv_prior(data)).signs(trace.leaves)
     direct = probe_layers([trace.phi[:, :1], trace.phi[:, :2]], signs, seed=1, control=True)
     assert table.to_dict() == direct.to_dict()

@@ -19,11 +19,12 @@ def test_q_equal_w_with_the_weighted_key_is_the_keyed_policy_exactly():
     the policy's row (to float64 rounding), so it is the policy."""
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
     from fvnum.keys.contexts import _Policy, contexts, family_readings
+    from fvnum.mc.channels import tokens
     from fvnum.priors.tree import numeric_prior
 
     prior, budget, n, N, s2 = TreePrior(3, "1/2"), 3, 24, 32, 0.01
     spec = numeric_prior(prior)
-    first = best_nonadaptive_keyed(spec, 1, "weighted", n_tokens=N, s2=s2, seed=0)
+    first = best_nonadaptive_keyed(spec, 1, tokens(N, s2, keys="weighted"), seed=0)
     policy = _Policy(prior, "weighted", first, n, N, s2, 0, 25)
     leaves, X, eps = contexts(spec, n, N, s2, seed=0)
     y = np.einsum("nid,nd->ni", X, spec.thetas(leaves)) + eps

@@ -227,15 +227,18 @@ def test_the_default_cell_gives_model_a_a_prediction_clearly_above_0(cell, near_
     from bridges.analysis.compare import beside_prediction
     from bridges.training.data import data_channel, fv_prior
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
+    from dataclasses import replace
+
     from fvnum.keys.adaptive import adaptive_keyed_losses
     from fvnum.theory import prediction_row
 
     cfg = ReproduceConfig(**cell)
     data = cfg.data("tree")
     channel = data_channel(data)
-    kw = dict(n_tokens=channel.n_tokens, s2=channel.s2, seed=cfg.seed)
-    first = best_nonadaptive_keyed(fv_prior(data), 1, cfg.keyed, **kw)
-    found = adaptive_keyed_losses(fv_prior(data), cfg.train_budget, cfg.keyed, samples=300, search=KeyedSearch(first=first), **kw)[-1]
+    keyed = replace(channel, keys=cfg.keyed)
+    first = best_nonadaptive_keyed(fv_prior(data), 1, keyed, seed=cfg.seed)
+    found = adaptive_keyed_losses(fv_prior(data), cfg.train_budget, keyed, samples=300, search=KeyedSearch(first=first),
+                                  seed=cfg.seed)[-1]
     assert prediction_row("A", [found.name, "best_nonadaptive_keyed"]) == found.name == "best_adaptive_keyed"
     value, se = found.estimate.value, found.estimate.stderr
     assert beside_prediction(value, 0.0, value, se)["near_zero"] is near_zero, (value, se)

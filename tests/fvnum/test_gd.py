@@ -56,12 +56,13 @@ def test_the_preconditioned_gram_form_equals_preconditioned_descent_run_literall
 def test_the_prior_preconditioner_is_the_identity_on_an_isotropic_prior_and_helps_on_the_tree():
     iso = GaussianPrior.isotropic(8)
     tree = TreePrior(4, "0.5")
-    kw = dict(s2=0.01, steps="per_layer", samples=2000, select_samples=500, seed=3)
-    assert gd_steps(iso, 2, 12, preconditioner="prior", **kw).value == gd_steps(iso, 2, 12, **kw).value
-    plain, pre = gd_steps(tree, 2, 12, **kw), gd_steps(tree, 2, 12, preconditioner="prior", **kw)
+    kw = dict(steps="per_layer", samples=2000, select_samples=500, seed=3)
+    N12 = fvnum.tokens(12, s2=0.01)
+    assert gd_steps(iso, 2, N12, preconditioner="prior", **kw).value == gd_steps(iso, 2, N12, **kw).value
+    plain, pre = gd_steps(tree, 2, N12, **kw), gd_steps(tree, 2, N12, preconditioner="prior", **kw)
     assert pre.value + 5 * math.hypot(pre.stderr, plain.stderr) < plain.value  # levels of variance alpha^k: it helps
     assert "preconditioned (prior)" in pre.how
-    same = gd_steps(tree, 2, 12, preconditioner=preconditioner_of(fvnum_spec(tree), "prior"), **kw)
+    same = gd_steps(tree, 2, N12, preconditioner=preconditioner_of(fvnum_spec(tree), "prior"), **kw)
     assert same.value == pre.value  # the matrix given is the same row
 
 
@@ -73,7 +74,7 @@ def fvnum_spec(prior):
 @pytest.mark.parametrize("bad", ["diagonal", np.ones((3, 3)), -np.eye(15), np.full((15, 15), np.nan)])
 def test_a_bad_preconditioner_is_refused_in_one_line(bad):
     with pytest.raises(InputError, match="preconditioner"):
-        gd_steps(TreePrior(4, "0.5"), 1, 8, preconditioner=bad, samples=10, select_samples=10)
+        gd_steps(TreePrior(4, "0.5"), 1, fvnum.tokens(8), preconditioner=bad, samples=10, select_samples=10)
 
 
 def test_a_layer_of_residual_readings_is_a_gradient_step():
@@ -115,7 +116,7 @@ def test_one_layer_at_finite_n_is_exact_for_any_prior(prior):
     """``E||theta - theta_hat||^2 = E||theta||^2 (1 - 2 gamma + gamma^2 (1 + (D + 1)/N)) + s2 gamma^2 D / N`` for one
     step ``gamma`` (``E tr S^2 / D = 1 + (D + 1)/N``): the prior enters through ``E||theta||^2`` only."""
     N, s2, gamma = 10, 0.3, 0.45
-    est = gd_steps(prior, 1, N, s2=s2, steps=(gamma,), samples=20_000, seed=4)
+    est = gd_steps(prior, 1, fvnum.tokens(N, s2=s2), steps=(gamma,), samples=20_000, seed=4)
     D, m2 = _dim(prior), est.second_moment
     exact = m2 * (1 - 2 * gamma + gamma**2 * (1 + (D + 1) / N)) + s2 * gamma**2 * D / N
     assert abs(est.z(exact)) < 5, (est, exact)
@@ -135,7 +136,7 @@ def test_finite_n_approaches_the_limit_as_d_grows(steps):
     lim = float(limit.gd_steps_limit(steps)(a=1, L=2))
     gaps, ses = [], []
     for D, n in ((8, 16_000), (32, 4000), (128, 1000)):
-        est = gd_steps(GaussianPrior.isotropic(D), 2, D, s2=0.0, steps=steps, samples=n, select_samples=1000,
+        est = gd_steps(GaussianPrior.isotropic(D), 2, fvnum.tokens(D, s2=0.0), steps=steps, samples=n, select_samples=1000,
                        seed=5).relative
         gaps.append(est.value - lim)
         ses.append(est.stderr)
@@ -147,7 +148,7 @@ def test_finite_n_approaches_the_limit_as_d_grows(steps):
 
 def test_one_more_layer_never_hurts_and_per_layer_steps_beat_a_shared_one():
     prior, N = GaussianPrior.isotropic(16), 16
-    rows = {kind: [gd_steps(prior, L, N, steps=kind, samples=2000, select_samples=1000, seed=6) for L in (1, 2, 3, 4)]
+    rows = {kind: [gd_steps(prior, L, fvnum.tokens(N), steps=kind, samples=2000, select_samples=1000, seed=6) for L in (1, 2, 3, 4)]
             for kind in ("shared", "per_layer")}
     for kind, row in rows.items():
         for shallow, deep in zip(row, row[1:]):
@@ -161,7 +162,7 @@ def test_depths_advantage_vanishes_as_a_grows():
     D = 16
     gain = []
     for a in (1, 4, 16):
-        one, four = (gd_steps(GaussianPrior.isotropic(D), L, a * D, steps="per_layer", samples=1000,
+        one, four = (gd_steps(GaussianPrior.isotropic(D), L, fvnum.tokens(a * D), steps="per_layer", samples=1000,
                               select_samples=500, seed=7).relative for L in (1, 4))
         gain.append((one.value - four.value, math.hypot(one.stderr, four.stderr)))
     for (g0, s0), (g1, s1) in zip(gain, gain[1:]):
@@ -173,20 +174,23 @@ def test_depths_advantage_vanishes_as_a_grows():
 
 def test_same_seed_same_numbers_and_the_steps_are_reported():
     prior = TreePrior(3, "1/2")
-    one = gd_steps(prior, 2, 20, steps="per_layer", samples=500, seed=8)
-    assert one == gd_steps(prior, 2, 20, steps="per_layer", samples=500, seed=8)
+    one = gd_steps(prior, 2, fvnum.tokens(20), steps="per_layer", samples=500, seed=8)
+    assert one == gd_steps(prior, 2, fvnum.tokens(20), steps="per_layer", samples=500, seed=8)
+    assert one == gd_steps(prior, 2, fvnum.tokens(20, keys=None), steps="per_layer", samples=500, seed=8)  # keys: no part
     assert len(one.steps) == 2 and "SELECT" in one.how and one.to_dict()["steps"] == list(one.steps)
     assert isinstance(one, fvnum.Estimate) and fvnum.gd_steps is gd_steps
 
 
 @pytest.mark.parametrize("call, words", [
-    (lambda: gd_steps(TreePrior(3, "1/2"), 0, 10), r"layers \(L\) must be >= 1"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, steps="tied"), "unknown steps 'tied'"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, steps=(0.1,)), "one number a layer, 2, got 1"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, None), "gd_steps needs n_tokens"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 0), "tokens N must be >= 1"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, samples=1), "samples must be >= 2"),
-    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10, seed=-1), "seed must be an integer >= 0"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 0, fvnum.tokens(10)), r"layers \(L\) must be >= 1"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.tokens(10), steps="tied"), "unknown steps 'tied'"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.tokens(10), steps=(0.1,)), "one number a layer, 2, got 1"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, None), "channel must be a channel"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, 10), "channel must be a channel, .* got 10"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.gaussian(0.3)), "gd_steps reads tokens: .* not the gaussian"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.tokens(0)), "tokens N must be >= 1"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.tokens(10), samples=1), "samples must be >= 2"),
+    (lambda: gd_steps(TreePrior(3, "1/2"), 2, fvnum.tokens(10), seed=-1), "seed must be an integer >= 0"),
     (lambda: fvnum.value_family("token"), "unknown values 'token'; choose one of label, residual"),
 ])
 def test_refusals_are_one_line_and_name_the_value(call, words):
@@ -218,7 +222,7 @@ def test_the_gap_to_the_limit_falls_like_one_over_d(steps):
     dims = np.array([8, 16, 32, 64, 128])
     gaps, ses = [], []
     for D in dims:
-        est = gd_steps(GaussianPrior.isotropic(int(D)), 2, int(D), s2=0.0, steps=steps, samples=30_000,
+        est = gd_steps(GaussianPrior.isotropic(int(D)), 2, fvnum.tokens(int(D), s2=0.0), steps=steps, samples=30_000,
                        select_samples=4000, seed=10).relative
         gaps.append(est.value - lim)
         ses.append(est.stderr)

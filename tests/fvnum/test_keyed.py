@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from fvnum import tokens
 from fvnum.keys.adaptive import adaptive_keyed_losses
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed, gaussian_keyed
 from fvnum.keys.tree import mixture_loss, tree_law
@@ -69,15 +70,15 @@ def test_adaptive_conditioning_is_the_joint_law():
 
 def test_keyed_searches_at_budget_one_and_two():
     prior = TreePrior(3, "1/2")
-    lin = best_nonadaptive_keyed(prior, 1, "linear", n_tokens=N, restarts=1, maxiter=30)
-    wtd = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=30)
+    lin = best_nonadaptive_keyed(prior, 1, tokens(N, keys="linear"), restarts=1, maxiter=30)
+    wtd = best_nonadaptive_keyed(prior, 1, tokens(N, keys="weighted"), restarts=1, maxiter=30)
     logp = np.full(8, -np.log(8))
     for r in (lin, wtd):  # the reported loss is the exact loss of the design found
         law = r.keys.law(TREE.thetas, n_tokens=N, s2=S2)
         assert abs(r.estimate.value - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas)) < 1e-9
     top = LinearKeys(np.eye(7)[:1]).law(TREE.thetas, n_tokens=N, s2=S2)
     assert lin.estimate.value < mixture_loss(top.mean[:, 0], top.cov[:, 0, 0], logp, TREE.thetas)
-    out = adaptive_keyed_losses(prior, 2, "weighted", n_tokens=N, samples=200, search=KeyedSearch(steps=5, first=wtd))
+    out = adaptive_keyed_losses(prior, 2, tokens(N, keys="weighted"), samples=200, search=KeyedSearch(steps=5, first=wtd))
     assert [r.name for r in out] == ["best_adaptive_keyed"] * 2 and ["L = 1" in out[0].how, "L = 2" in out[1].how] == [True] * 2
     assert abs(out[0].estimate.value - wtd.estimate.value) <= 5 * out[0].estimate.stderr
     assert out[1].estimate.value < out[0].estimate.value
@@ -86,15 +87,15 @@ def test_keyed_searches_at_budget_one_and_two():
 
 def test_gaussian_cell_and_bad_inputs():
     prior = GaussianPrior.matched(TreePrior(2, "1/2"))
-    r = gaussian_keyed(prior, 1, "linear", n_tokens=N, samples=400)
+    r = gaussian_keyed(prior, 1, tokens(N, keys="linear"), samples=400)
     unread = 0.5  # the two unread coordinates, variance 1/4 each
     assert unread < r.estimate.value < 1.5
     with pytest.raises(ValueError, match="unknown key family"):
-        best_nonadaptive_keyed(TreePrior(3, "1/2"), 1, "mlp")
+        best_nonadaptive_keyed(TreePrior(3, "1/2"), 1, tokens(128, keys="mlp"))
     with pytest.raises(ValueError, match="tree prior"):
-        adaptive_keyed_losses(prior, 2, "linear")
+        adaptive_keyed_losses(prior, 2, tokens(128, keys="linear"))
     with pytest.raises(ValueError, match="at most D = 3"):
-        gaussian_keyed(prior, 4, "linear")
+        gaussian_keyed(prior, 4, tokens(128, keys="linear"))
 
 
 def test_importance_sampled_decoder_agrees_with_the_grid(monkeypatch):

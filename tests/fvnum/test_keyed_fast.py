@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fvnum.mc._kernels import keyed as KK
+from fvnum import tokens
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.tree import mixture_loss
 from fvnum.keys.adaptive import NODE_STEP, adaptive_keyed_losses
@@ -80,10 +81,10 @@ def test_adaptive_nodes_agree_with_a_fine_grid():
 def test_fast_search_equals_the_reference_run():
     """Same starts, steps and nodes: the kernel's policy is the torch reference's, loss for loss."""
     prior = TreePrior(3, "1/2")
-    first = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=30)
-    kw = dict(n_tokens=N, samples=60)
-    fast = adaptive_keyed_losses(prior, 3, "weighted", search=KeyedSearch(node_step=0, steps=6, first=first), **kw)
-    ref = adaptive_keyed_losses(prior, 3, "weighted", search=KeyedSearch(engine="torch", steps=6, first=first), **kw)
+    first = best_nonadaptive_keyed(prior, 1, tokens(N, keys="weighted"), restarts=1, maxiter=30)
+    kw = dict(samples=60)
+    fast = adaptive_keyed_losses(prior, 3, tokens(N), search=KeyedSearch(node_step=0, steps=6, first=first), **kw)
+    ref = adaptive_keyed_losses(prior, 3, tokens(N), search=KeyedSearch(engine="torch", steps=6, first=first), **kw)
     for a, b in zip(fast, ref):
         assert abs(a.estimate.value - b.estimate.value) <= 1e-7 * max(1.0, b.estimate.value)
 
@@ -92,9 +93,9 @@ def test_fast_search_equals_the_reference_run():
 def test_fast_defaults_agree_with_the_reference_within_noise():
     """The defaults (25 steps, adaptive nodes) against the reference's 40 steps on 128 nodes, depth 4."""
     prior = TreePrior(4, "1/2")
-    first = best_nonadaptive_keyed(prior, 1, "weighted", n_tokens=N, restarts=1, maxiter=30)
-    fast = adaptive_keyed_losses(prior, 3, "weighted", n_tokens=N, samples=150, search=KeyedSearch(first=first))
-    ref = adaptive_keyed_losses(prior, 3, "weighted", n_tokens=N, samples=150, search=KeyedSearch(first=first, steps=40, engine="torch"))
+    first = best_nonadaptive_keyed(prior, 1, tokens(N, keys="weighted"), restarts=1, maxiter=30)
+    fast = adaptive_keyed_losses(prior, 3, tokens(N), samples=150, search=KeyedSearch(first=first))
+    ref = adaptive_keyed_losses(prior, 3, tokens(N), samples=150, search=KeyedSearch(first=first, steps=40, engine="torch"))
     for a, b in zip(fast, ref):
         assert abs(a.estimate.value - b.estimate.value) <= 5 * np.hypot(a.estimate.stderr, b.estimate.stderr)
 
@@ -102,11 +103,11 @@ def test_fast_defaults_agree_with_the_reference_within_noise():
 def test_bad_engine_and_nodes():
     prior = TreePrior(3, "1/2")
     with pytest.raises(ValueError, match="engine must be"):
-        adaptive_keyed_losses(prior, 2, "weighted", search=KeyedSearch(engine="jax"))
+        adaptive_keyed_losses(prior, 2, tokens(128), search=KeyedSearch(engine="jax"))
     with pytest.raises(ValueError, match="torch reference"):
-        adaptive_keyed_losses(prior, 2, "weighted", search=KeyedSearch(engine="torch", node_step=0.75))
+        adaptive_keyed_losses(prior, 2, tokens(128), search=KeyedSearch(engine="torch", node_step=0.75))
     with pytest.raises(ValueError, match="node_step must be"):
-        adaptive_keyed_losses(prior, 2, "weighted", search=KeyedSearch(node_step=-1))
+        adaptive_keyed_losses(prior, 2, tokens(128), search=KeyedSearch(node_step=-1))
 
 
 def test_one_layer_kernel_equals_its_numpy_twin():

@@ -28,12 +28,12 @@ N, S2 = 32, 0.01
 
 @functools.cache
 def first(family="weighted"):
-    return best_nonadaptive_keyed(PRIOR, 1, family, n_tokens=N, s2=S2, seed=0)
+    return best_nonadaptive_keyed(PRIOR, 1, fvnum.tokens(N, S2, keys=family), seed=0)
 
 
 @functools.cache
 def design(budget, family="weighted"):
-    return best_nonadaptive_keyed(PRIOR, budget, family, n_tokens=N, s2=S2, seed=0, samples=400)
+    return best_nonadaptive_keyed(PRIOR, budget, fvnum.tokens(N, S2, keys=family), seed=0, samples=400)
 
 
 @pytest.mark.parametrize("family", ["weighted", "linear"])
@@ -43,8 +43,8 @@ def test_the_adaptive_row_is_keyed_patchings_unpatched_loss(family):
     found = real_keyed_losses(PRIOR, [1, 2], family, n_tokens=N, s2=S2, samples=40, seed=5, first=first(family),
                               designs={}, design_samples=0)
     for budget in (1, 2):
-        table = keyed_patching_table(PRIOR, budget, family, n_tokens=N, s2=S2, samples=40, seed=5,
-                                     first=first(family), depths=(1,))
+        table = keyed_patching_table(PRIOR, budget, fvnum.tokens(N, S2, keys=family), samples=40, seed=5,
+                                     search=fvnum.KeyedSearch(first=first(family)), patch=fvnum.PatchSpec(depths=(1,)))
         mine = found.estimate(REAL_ROWS[0], budget)
         assert mine.value == pytest.approx(table.unpatched.value, rel=1e-12, abs=1e-15)
         assert mine.stderr == pytest.approx(table.unpatched.stderr, rel=1e-9, abs=1e-15) and mine.n == 40

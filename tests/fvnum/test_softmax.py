@@ -247,7 +247,7 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
 
     prior, N = TreePrior(2, "1/2"), 32
     thetas = _tree_thetas(2)
-    first = best_nonadaptive_keyed(prior, 1, "softmax", n_tokens=N, s2=S2, restarts=1, maxiter=40)
+    first = best_nonadaptive_keyed(prior, 1, fvnum.tokens(N, S2, keys="softmax"), restarts=1, maxiter=40)
     assert first.keys.name == "softmax" and first.estimate.how.startswith("exact")
     law = first.keys.law(thetas, n_tokens=N, s2=S2)
     rng = np.random.default_rng(12)
@@ -258,7 +258,8 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
     se = losses.std(ddof=1) / math.sqrt(losses.size)
     assert abs(losses.mean() - first.estimate.value) <= 5 * se
     assert first.estimate.value < (thetas**2).sum(1).mean()
-    rows = adaptive_keyed_losses(prior, 2, "softmax", n_tokens=N, s2=S2, samples=300, search=KeyedSearch(first=first, steps=10))
+    rows = adaptive_keyed_losses(prior, 2, fvnum.tokens(N, S2, keys="softmax"), samples=300,
+                                 search=KeyedSearch(first=first, steps=10))
     assert abs(rows[0].estimate.value - first.estimate.value) <= 5 * rows[0].estimate.stderr + 1e-12
     assert rows[1].estimate.value < rows[0].estimate.value
 

@@ -6,6 +6,7 @@ from fvnum.options import KeyedSearch
 import numpy as np
 import pytest
 
+from fvnum import tokens
 from fvnum.estimate import Estimate
 from fvnum.keys.readings import softmax_law
 from fvnum.priors.tree import TreeSpec
@@ -15,7 +16,8 @@ from tests._cli import one_message
 
 torch = pytest.importorskip("torch")
 PRIOR = TreePrior(3, "0.6")  # D = 7, 8 leaves
-KW = dict(n_tokens=64, s2=0.01, seed=0)
+KW = dict(seed=0)
+SOFTMAX = tokens(64, 0.01, keys="softmax")
 FAST = dict(steps=8, joint_steps=12)
 
 
@@ -23,7 +25,7 @@ FAST = dict(steps=8, joint_steps=12)
 def first():
     from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 
-    return best_nonadaptive_keyed(PRIOR, 1, "softmax", **KW, restarts=1, maxiter=40)
+    return best_nonadaptive_keyed(PRIOR, 1, SOFTMAX, **KW, restarts=1, maxiter=40)
 
 
 def test_rows_with_their_own_q_have_the_closed_form_law():
@@ -51,7 +53,7 @@ def test_every_layer_reads_no_worse_than_the_greedy_step_and_the_row_no_worse_th
 
     gains, new = [], []
     with one_thread():
-        for th, lt, rows, phi, hat, f_greedy, f_new in _softmax_policy(PRIOR, 3, **KW, samples=120, first=first,
+        for th, lt, rows, phi, hat, f_greedy, f_new in _softmax_policy(PRIOR, 3, SOFTMAX, **KW, samples=120, first=first,
                                                                        chunk=200, grid=128, **FAST):
             new.append(Estimate.of(((hat - th[lt]) ** 2).sum(-1).numpy()))
             if f_greedy is not None:
@@ -59,7 +61,8 @@ def test_every_layer_reads_no_worse_than_the_greedy_step_and_the_row_no_worse_th
                 gains.append(float((f_greedy - f_new).mean()))
     assert max(gains) > 0  # the joint step found better scores somewhere
     assert rows.shape == (120, 3, 14) and torch.all(rows[:, :, 7:] > 0)  # [b, q] per layer, q > 0
-    old = adaptive_keyed_losses(PRIOR, 3, "softmax", **KW, samples=120, search=KeyedSearch(first=first, steps=FAST["steps"]))
+    old = adaptive_keyed_losses(PRIOR, 3, SOFTMAX, **KW, samples=120,
+                                search=KeyedSearch(first=first, steps=FAST["steps"]))
     assert new[0].value == pytest.approx(old[0].estimate.value, rel=1e-9)
     for o, n in zip(old, new):
         assert n.value <= o.estimate.value + 2 * max(o.estimate.stderr, n.stderr)
@@ -70,8 +73,8 @@ def test_the_policy_on_real_tokens_has_the_law_loss_within_5_se(first):
     readings) against its law-drawn readings: the two Monte Carlo losses within 5 combined standard errors."""
     from fvnum.keys.adaptive import adaptive_softmax_losses, adaptive_softmax_losses_mc
 
-    law = adaptive_softmax_losses(PRIOR, 2, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
-    real = adaptive_softmax_losses_mc(PRIOR, 2, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
+    law = adaptive_softmax_losses(PRIOR, 2, SOFTMAX, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
+    real = adaptive_softmax_losses_mc(PRIOR, 2, SOFTMAX, **KW, samples=200, search=KeyedSearch(first=first, **FAST))
     for a, b in zip(law, real):
         assert a.name == "best_adaptive_keyed" and a.keys is first.keys
         a = a.estimate
@@ -89,5 +92,9 @@ def test_the_price_refuses_absurd_sizes_in_one_line():
     big = TreePrior(10, "0.6")
     for call in (adaptive_softmax_losses, adaptive_softmax_losses_mc):
         with pytest.raises(ResourceRefused) as e:
-            call(big, 8, n_tokens=64, samples=10**6)
+            call(big, 8, SOFTMAX, samples=10**6)
         one_message(e, "adaptive softmax search", "over the limit")
+    for call in (adaptive_softmax_losses, adaptive_softmax_losses_mc):  # the search reads softmax keys
+        with pytest.raises(ValueError, match="reads softmax keys: .* got keys='weighted'") as e:
+            call(PRIOR, 2, tokens(64), samples=10)
+        assert "\n" not in str(e.value)

@@ -209,10 +209,11 @@ def test_keyed_rows_join_the_table_as_the_predictions_of_a_and_b(monkeypatch):
     fake = types.ModuleType("fvnum.keys.nonadaptive")
     fake.check_family, fake.gaussian_keyed = (lambda f: f), None
     fake.keyed_memory = lambda **size: 0.0
-    fake.best_nonadaptive_keyed = lambda prior, budget, family, **kw: found("best_nonadaptive_keyed", 0.3, family)
+    fake.best_nonadaptive_keyed = lambda prior, budget, channel, **kw: found("best_nonadaptive_keyed", 0.3, channel.keys)
     adaptive = types.ModuleType("fvnum.keys.adaptive")
     adaptive.has_adaptive_search = lambda prior: True
-    adaptive.adaptive_keyed_losses = lambda prior, budget, family, **kw: [found("best_adaptive_keyed", 0.2, family)] * budget
+    adaptive.adaptive_keyed_losses = lambda prior, budget, channel, **kw: [found("best_adaptive_keyed", 0.2,
+                                                                                  channel.keys)] * budget
     monkeypatch.setitem(sys.modules, "fvnum.keys.nonadaptive", fake)
     monkeypatch.setitem(sys.modules, "fvnum.keys.adaptive", adaptive)
     prior = TreePrior(2, "1/2")
