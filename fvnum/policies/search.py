@@ -22,8 +22,8 @@ from fvnum.mc import _chunks
 from fvnum.priors import _kernels
 from fvnum.estimate import SearchResult
 from fvnum.guards.limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
-from fvnum.priors.gaussian import design_loss as gaussian_design_loss
-from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
+from fvnum.priors.gaussian import numeric_design_loss as gaussian_design_loss
+from fvnum.priors.gaussian import numeric_optimal_design as gaussian_optimal_design
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import check_channel
 from fvnum.mc.simulate import check_inputs, decode_losses, draw, read, simulate

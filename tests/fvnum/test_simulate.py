@@ -46,11 +46,11 @@ def test_fused_path_kernel_equals_generic_engine():
 
 def test_fused_greedy_kernel_equals_generic_engine_under_tokens():
     """The fused greedy kernel decodes its loss with the exact tokens decoder, as the layer-by-layer engine does."""
-    from fvnum.policies.policies import GreedyCoordinate
+    from fvnum.policies.policies import GreedyCoordinatePolicy
 
     spec = numeric_prior(TreePrior(3, "1/2"))
     channel = make_channel(spec, fvnum.tokens(16))
-    pol = GreedyCoordinate(spec, channel.tau, 3, allow_repeat=False)
+    pol = GreedyCoordinatePolicy(spec, channel.tau, 3, allow_repeat=False)
     draws = draw(spec, channel, 300, 3, np.random.default_rng(2))
     fused = pol.run(spec, channel, draws, 3)
     generic = run_policy(spec, channel, pol, draws)
