@@ -386,7 +386,7 @@ def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, 
     from fvnum.patching.state import injection_table as theory_injection
     from fvnum.patching.state import state_patching_table as theory_transplant
 
-    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.patching.state import model_injection_table, model_state_patching_table
     from bridges.training.data import fv_prior
 
     theory = dict(samples=cfg.samples, seed=cfg.seed)
@@ -399,9 +399,9 @@ def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, 
         fv_prior(data), "path", B, channel, **theory).to_dict(), SHAPES["injection_theory"])
     if run is not None:
         at = {"run": run.cell_config(), "n": n, "seed": cfg.seed}
-        out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: state_patching_table(
+        out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: model_state_patching_table(
             _load_model(run), data, n_contexts=n, seed=cfg.seed).to_dict(), SHAPES["transplant_theory"])
-        out[f"injection_{deep}"], _ = store.cell("injection_model", at, lambda: injection_table(
+        out[f"injection_{deep}"], _ = store.cell("injection_model", at, lambda: model_injection_table(
             _load_model(run), data, n_contexts=n, seed=cfg.seed, mean_contexts=4 * n).to_dict(), SHAPES["injection_theory"])
     return out
 
