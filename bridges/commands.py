@@ -28,8 +28,8 @@ WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured:
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
 
 
-def register(subparsers) -> None:
-    """Add the bridges subcommands to the ``fv`` dispatcher."""
+def add_run_commands(subparsers) -> None:
+    """Add the commands of one run (``fv train``, ``compare``, ``audit``, ``intervene``) to the ``fv`` dispatcher."""
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_audit(subparsers)

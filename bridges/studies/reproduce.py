@@ -407,7 +407,7 @@ def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, 
 
 
 # --- outputs ---------------------------------------------------------------------------------------
-def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
+def _write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
     from bridges.studies import figures
     from bridges.analysis.compare import to_markdown
 
@@ -586,12 +586,12 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> Reproducti
     tables = training(cfg, store, log)
     extra = patching_and_probes(cfg, store, log)
     if cfg.full:
-        from bridges.studies.scaling import ScalingConfig, run as scaling_study
+        from bridges.studies.scaling import ScalingConfig, scaling_study
 
         study = scaling_study(ScalingConfig(out=str(store.folder / "scaling"), alpha=cfg.alpha, n_tokens=cfg.n_tokens,
                                             s2=cfg.s2, steps_per_budget=cfg.scaling_steps_per_budget, seed=cfg.seed,
                                             workers=cfg.workers, scheduler=cfg.scheduler, samples=cfg.samples, progress=cfg.progress), log=log)
         extra["scaling_fits"] = study["fits"]
-    written = write_outputs(cfg, store.folder, curves, tables, extra)
+    written = _write_outputs(cfg, store.folder, curves, tables, extra)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return Reproduction(str(store.folder), tuple(str(p) for p in written), curves, tables, extra)
