@@ -1,6 +1,6 @@
 """The ``fv`` command line. Each package contributes its subcommands through a function of ``subparsers`` in its
-own ``cli.py`` (:data:`COMMANDS`, entry points ``module:function``); handlers import their heavy dependencies lazily, so ``fv derive`` never loads
-numba or torch.
+own ``cli.py`` (:data:`COMMANDS`, entry points ``module:function``); handlers import their heavy dependencies
+lazily, so ``fv derive`` never loads numba or torch.
 
 Errors in the user's input (``ValueError``, a missing file, a scheduler that does not answer) print one line and exit with code 2.
 """
@@ -11,11 +11,12 @@ import importlib
 import os
 import sys
 
-from bridges.errors import InputError, missing_extra
+from bridges.errors import missing_extra
 from fvnum.cli import strict_options
 from fvnum.guards.resources import watchdog
 from fvsym.guards.limits import time_limit
 from fvsym.cli import cli_words, number_arg
+from fvsym.errors import InputError
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
 # The functions that add subcommands (each takes ``subparsers``), as entry points ``module:function``, in help order.
