@@ -9,7 +9,7 @@ _EXPORTS = {
     "StrategyOptions": "options", "PatchSpec": "options", "KeyedSearch": "options", "Estimate": "estimate", "SearchResult": "estimate",
     "PatchingTable": "patching.keys", "patching_table": "patching.keys", "patched_loss": "patching.keys",
     "state_patching_table": "patching.state", "mean_state": "patching.state", "injection_table": "patching.state",
-    "MeanState": "patching.state", "InjectionTable": "patching.state", "keyed_patching_table": "patching.keyed",
+    "MeanState": "patching.state_tables", "InjectionTable": "patching.state_tables", "keyed_patching_table": "patching.keyed",
     "best_adaptive": "optimum.bracket", "optimal_nonadaptive_coordinate": "policies.search", "optimal_nonadaptive_unit": "policies.search",
     "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.policies", "STRATEGIES": "policies.strategies",
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)

@@ -133,3 +133,15 @@ def test_each_public_name_is_defined_once():
     twice = {name: sorted(f"{m}.{q}" for m, q in objects)
              for name, objects in _definitions().items() if len(objects) > 1}
     assert twice == {}, "defined more than once:\n" + "\n".join(f"{n}: {', '.join(o)}" for n, o in twice.items())
+
+
+def test_every_name_a_module_lists_exists():
+    """``__all__`` names only what the module holds (the walk skips a name that is not there, so a stale one after a
+    rename would hide the new name from the tests above)."""
+    for where in ["fvsym", "fvnum", "bridges", *_documented_modules()]:
+        try:
+            module = importlib.import_module(where)
+        except ImportError:
+            continue
+        missing = [n for n in getattr(module, "__all__", ()) if not hasattr(module, n)]
+        assert missing == [], (where, missing)

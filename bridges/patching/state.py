@@ -203,7 +203,7 @@ def model_mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, see
                      layers=None) -> MeanState:
     """``Phi_bar_l(s_1..s_l)`` of ``model`` for each layer of ``layers`` (default all): the mean of
     ``workspace.{l}``'s first ``l d`` slots over ``n_contexts`` fresh contexts (their own stream) grouped by
-    the prefix of their leaves (``fvnum.patching.state.MeanState``, rows by prefix index)."""
+    the prefix of their leaves (``fvnum.patching.state_tables.MeanState``, rows by prefix index)."""
     _check(model, data_cfg, "a mean state")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers = _layers(layers, model)

@@ -44,10 +44,7 @@ from bridges.runs.engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run
 from bridges.runs.store import RunStore, abridge, csv_text, fields, short_repr, with_checksum, write_atomic, write_json
 from fvsym.errors import InputError, reworded
 
-__all__ = [
-    "COMMANDS", "CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "plan", "run",
-    "run_cells", "run_command",
-]
+__all__ = ["COMMANDS", "Spec", "SweepResult", "load_spec", "plan", "run_command", "run_sweep"]
 
 KIND = "sweep"
 RESULTS_FORMAT = "fv-sweep-1"

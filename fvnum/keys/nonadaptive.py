@@ -511,6 +511,4 @@ def tokens_loss_mc(prior, result: SearchResult, *, n_tokens: int = 128, s2: floa
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "SOFTMAX_COST_FACTOR", "STEP",
-           "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
-           "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]
+__all__ = ["SOFTMAX_COST_FACTOR", "best_nonadaptive_keyed", "gaussian_keyed", "keyed_memory", "tokens_loss_mc"]

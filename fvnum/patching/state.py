@@ -27,8 +27,7 @@ it is given, as a router that is a function of the workspace would see them. The
 (``adaptive_keyed_<family>``, the adaptive row of Model A, :mod:`fvnum.patching.keyed`) are intervened on
 drawn tokens the same way.
 
-The tables (:class:`MeanState`, :class:`InjectionTable`, :func:`injection_from_dict`) are
-:mod:`fvnum.patching.state_tables`, importable from here too.
+The tables (``MeanState``, ``InjectionTable``, ``injection_from_dict``) are :mod:`fvnum.patching.state_tables`.
 """
 from __future__ import annotations
 
@@ -549,6 +548,5 @@ class _keyed:
 
 
 __all__ = [
-    "InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
-    "state_patching_table",
+    "injection_table", "mean_state", "nearest_leaves", "replay", "state_patching_table",
 ]
