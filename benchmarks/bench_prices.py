@@ -66,8 +66,8 @@ def mc_price(depth=None, budget=3, strategy="path", samples=100_000, tau=0.3, to
                               dense_design=name == "optimal_nonadaptive" and klass == "unit")
     if name == "optimal" and tree and tau:  # fvnum.policies.registry._check_noisy_optimal_cost: the exact noisy policy
         channel = make_channel(spec, fvnum.gaussian(tau))
-        seconds = (noisy_work.solve_seconds(spec, budget, channel.tau, 1, refine=False)
-                   + noisy_work.policy_seconds(spec, budget, samples, channel.tau, 1))
+        seconds = (noisy_work.tree_solve_seconds(spec, budget, channel.tau, 1, refine=False)
+                   + noisy_work.tree_policy_seconds(spec, budget, samples, channel.tau, 1))
     return memory, seconds
 
 

@@ -46,7 +46,7 @@ run = lambda n: loss_mc(prior, a["strategy"], a["budget"], fvnum.tokens(a["token
                         options=fvnum.StrategyOptions(design=design), samples=n, seed=0, threads=1)
 if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings of unit rows, drawn once
     from fvnum.mc.channels import make_channel
-    from fvnum.mc.simulate import decode_losses, draw, read
+    from fvnum.mc.simulate import decode_losses, draw_samples, read
     from fvnum.policies.policies import Rows
     from fvnum.priors.tree import numeric_prior
     spec = numeric_prior(prior)
@@ -56,7 +56,7 @@ if a["strategy"].startswith("decoder"):  # the decoder alone: losses of readings
         design = np.random.default_rng(0).standard_normal(((a["budget"],) if shared else (n, a["budget"])) + (spec.dim,))
         design /= np.linalg.norm(design, axis=-1, keepdims=True)
         rows = Rows(array=design, coordinate=False, shared=shared)
-        draws = draw(spec, channel, n, a["budget"], np.random.default_rng(0))
+        draws = draw_samples(spec, channel, n, a["budget"], np.random.default_rng(0))
         phi = read(spec, channel, draws, rows, 0)
         run.spent, start = np.inf, time.perf_counter()
         while time.perf_counter() - start < a["min_time"] or run.spent == np.inf:

@@ -1,6 +1,6 @@
-"""The ``fv`` command line. Each package contributes its subcommands through ``register(subparsers)``
-in its own ``cli.py``; handlers import their heavy dependencies lazily, so ``fv derive`` never loads
-numba or torch.
+"""The ``fv`` command line. Each package contributes its subcommands through a function of ``subparsers`` in its
+own ``cli.py`` (:data:`COMMANDS`, entry points ``module:function``); handlers import their heavy dependencies
+lazily, so ``fv derive`` never loads numba or torch.
 
 Errors in the user's input (``ValueError``, a missing file, a scheduler that does not answer) print one line and exit with code 2.
 """
@@ -11,32 +11,37 @@ import importlib
 import os
 import sys
 
-from bridges.errors import InputError, missing_extra
+from bridges.errors import missing_extra
 from fvnum.cli import strict_options
 from fvnum.guards.resources import watchdog
 from fvsym.guards.limits import time_limit
 from fvsym.cli import cli_words, number_arg
+from fvsym.errors import InputError
 
 GIVEN = "_given"  # the namespace attribute holding the dests of the options given (``bridges.commands.given``)
-# Modules that contribute subcommands, in help order. Each has ``register(subparsers)``.
-COMMAND_MODULES = ("fvsym.cli", "fvnum.cli", "bridges.commands", "bridges.study_commands")
-_ADDED: list[str] = []  # command modules added from outside (register_commands), after the built-in ones
+# The functions that add subcommands (each takes ``subparsers``), as entry points ``module:function``, in help order.
+COMMANDS = ("fvsym.cli:add_derive_commands", "fvnum.cli:add_numeric_commands", "bridges.commands:add_run_commands",
+            "bridges.study_commands:add_study_commands")
+_ADDED: list[str] = []  # entry points added from outside (register_commands), after the built-in ones
 
 
-def register_commands(module: str) -> None:
-    """Add the subcommands of ``module`` (an importable name; its ``register(subparsers)`` adds them, as each
-    package's own ``cli.py`` does) to ``fv``, after the built-in ones: the extension point of a new command."""
-    if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
-        raise InputError(f"a command module is a dotted module name, got {module!r:.60}")
-    if module not in COMMAND_MODULES and module not in _ADDED:
-        _ADDED.append(module)
+def register_commands(entry_point: str) -> None:
+    """Add the subcommands that ``entry_point`` adds (``"module:function"``: an importable module and its function
+    of ``subparsers``, as each package's own ``cli.py`` has) to ``fv``, after the built-in ones: the extension point
+    of a new command."""
+    module, _, function = entry_point.partition(":") if isinstance(entry_point, str) else ("", "", "")
+    if not (all(part.isidentifier() for part in module.split(".")) and function.isidentifier()):
+        raise InputError(f"a command is 'module:function' (a dotted module name and its function), "
+                         f"got {entry_point!r:.60}")
+    if entry_point not in COMMANDS and entry_point not in _ADDED:
+        _ADDED.append(entry_point)
 
 
-def unregister_commands(module: str) -> None:
-    """Remove a command module added by :func:`register_commands` (the built-in ones stay)."""
-    if module not in _ADDED:
-        raise InputError(f"command module {module!r:.60} was not added by register_commands")
-    _ADDED.remove(module)
+def unregister_commands(entry_point: str) -> None:
+    """Remove an entry point added by :func:`register_commands` (the built-in ones stay)."""
+    if entry_point not in _ADDED:
+        raise InputError(f"command {entry_point!r:.60} was not added by register_commands")
+    _ADDED.remove(entry_point)
 
 
 WRITES = ("train", "compare", "reproduce", "scaling", "sweep")  # the commands that write files as they go
@@ -115,14 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "else 3600; 86400 for the commands that train)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in (*COMMAND_MODULES, *_ADDED):
+    for entry_point in (*COMMANDS, *_ADDED):
+        name, _, function = entry_point.partition(":")
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name and name in COMMAND_MODULES:
+            if exc.name == name and entry_point in COMMANDS:
                 continue
             raise
-        module.register(sub)
+        getattr(module, function)(sub)
     return parser
 
 

@@ -28,8 +28,8 @@ WORKER_BYTES = 600e6  # one training process: torch, a model, a batch (measured:
 _UNIT = dict(low=0, high=1, open_low=True, open_high=True)
 
 
-def register(subparsers) -> None:
-    """Add the bridges subcommands to the ``fv`` dispatcher."""
+def add_run_commands(subparsers) -> None:
+    """Add the commands of one run (``fv train``, ``compare``, ``audit``, ``intervene``) to the ``fv`` dispatcher."""
     _register_train(subparsers)
     _register_compare(subparsers)
     _register_audit(subparsers)
@@ -329,7 +329,7 @@ def intervene_command(args: argparse.Namespace) -> int:
 def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -> None:
     """The tables of ``fv intervene`` (the model's, and the theory's beside them), into ``out`` and ``lines``."""
     from bridges.patching.keys import key_patching_table
-    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.patching.state import model_injection_table, model_state_patching_table
     from bridges.patching.steering import SCALES, steering_table
     from fvnum.patching.keys import patching_table as theory_keys
 
@@ -361,10 +361,10 @@ def _intervene_tables(args, run, cfg, want, theory, theory_tables, out, lines) -
 
     donor = {"depths": depths, "baselines": args.baselines}
     for kind, of_model, of_theory, model_kw in (
-            ("transplant", state_patching_table, theory_tables.state_patching_table, {**donor, "slot": args.slot}),
-            ("attention", state_patching_table, None, {**donor, "site": "attention"}),
+            ("transplant", model_state_patching_table, theory_tables.state_patching_table, {**donor, "slot": args.slot}),
+            ("attention", model_state_patching_table, None, {**donor, "site": "attention"}),
             ("keys", keys_table, theory_key_table, donor),
-            ("injection", injection_table, theory_tables.injection_table,
+            ("injection", model_injection_table, theory_tables.injection_table,
              {"mean_contexts": args.mean_contexts, "depths": args.depths}),
             ("steering", steering_table, None, {"mean_contexts": args.mean_contexts, "scales": args.scales or SCALES,
                                                 "depth": args.depths[0] if args.depths and len(args.depths) == 1 else 1})):

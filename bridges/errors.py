@@ -1,8 +1,7 @@
-"""The project's typed errors (defined once in :mod:`fvsym.errors`, the bottom layer; re-exported here so a
-caller finds them beside the functions that raise them). All are ``ValueError``s."""
-from fvsym.errors import DamagedFile, DomainError, InputError, ResourceRefused
-
-__all__ = ["DamagedFile", "DomainError", "InputError", "ResourceRefused", "missing_extra", "require"]
+"""The optional dependencies of ``bridges`` (torch, Dask): the one line that names a missing one and its extra
+(:func:`missing_extra`), and a room's refusal to import without it (:func:`require`). The typed errors themselves
+are :mod:`fvsym.errors`."""
+__all__ = ["missing_extra", "require"]
 
 # the optional dependencies (pyproject.toml's extras) by the module a missing one leaves unimportable
 EXTRAS = {"torch": "torch", "dask": "dask", "distributed": "dask"}

@@ -22,7 +22,7 @@ from bridges.runs.devices import check_device, check_device_name
 CALL_AGAIN = 75  # exit code of ``fv scaling --resumable`` stopped at its cap with work left (sysexits' EX_TEMPFAIL)
 
 
-def register(subparsers) -> None:
+def add_study_commands(subparsers) -> None:
     """Add the study subcommands to the ``fv`` dispatcher (after those of one run, :mod:`bridges.commands`)."""
     _register_reproduce(subparsers)
     _register_scaling(subparsers)
@@ -193,7 +193,7 @@ def scaling_config(args: argparse.Namespace):
 
 
 def scaling_command(args: argparse.Namespace) -> int:
-    from bridges.studies.scaling import run
+    from bridges.studies.scaling import scaling_study
 
     check_workers(args.workers, args.scheduler)
     cfg = scaling_config(args)
@@ -214,7 +214,7 @@ def scaling_command(args: argparse.Namespace) -> int:
     else:
         price = (lambda c: scaling_seconds(c, train=False)) if args.report_only else scaling_seconds
         _check_study(f"fv scaling of {len(cfg.runs(''))} runs", price, cfg, steps="steps_per_budget", depth=False)
-        result = run(cfg, log=log, train=not args.report_only)
+        result = scaling_study(cfg, log=log, train=not args.report_only)
     lines = []
     for model, entry in result.fits["models"].items():
         t = entry.get("test")
@@ -242,7 +242,7 @@ def resumable_scaling(cfg, log=print):
     finishes its cell within the cap; a cell with too little time left for its audit stops too
     (``bridges.runs.engine.TimeCapStop``) and is done by a later call. A cap that cannot hold a reserve and an audit
     after the start (:data:`CALL_START_S`) is refused before any work. Once every run is trained, the theory and
-    the outputs (``run(cfg, train=False)``: the outputs of a whole ``fv scaling``) start in a call whose time left
+    the outputs (``scaling_study(cfg, train=False)``: the outputs of a whole ``fv scaling``) start in a call whose time left
     covers their price (``bridges.prices.cost.scaling_seconds(cfg, train=False)``; past the cap no further theory
     cell starts: the next call goes on); a theory priced over the whole cap is refused (one line) once the runs
     are trained: no call of that cap could compute it."""
@@ -254,7 +254,7 @@ def resumable_scaling(cfg, log=print):
     from bridges.prices.cost import audit_seconds, scaling_seconds
     from bridges.runs.engine import TimeCapStop
     from bridges.runs.store import RunStore
-    from bridges.studies.scaling import KIND, train_runs, run
+    from bridges.studies.scaling import KIND, scaling_study, train_runs
 
     reserve = max(audit_seconds(r) for r in cfg.runs("")) + CELL_END_S
     check_time(f"a call of fv scaling --resumable (its start and twice {format_seconds(reserve)}: the reserve "
@@ -281,7 +281,7 @@ def resumable_scaling(cfg, log=print):
     if seconds_left() < theory:
         return None, f"every run is trained; the theory starts in a call with {format_seconds(theory)} left"
     try:
-        return run(cfg, log=log, train=False), None
+        return scaling_study(cfg, log=log, train=False), None
     except ResourceRefused as exc:  # the cap passed between two theory cells (the store stops there)
         over = time_over()
         if exc.limit != "time" or over is None or over() is None:
@@ -313,14 +313,14 @@ def _register_sweep(subparsers) -> None:
 def sweep_command(args) -> int:
     import sys
 
-    from bridges.studies.sweep import COMMANDS, run
+    from bridges.studies.sweep import COMMANDS, run_sweep
 
     check_workers(args.workers, args.scheduler)
     quiet = args.quiet or args.format == "json"
     log = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
     try:
-        result = run(args.spec, out=args.out, scheduler=args.scheduler, workers=args.workers,
-                     progress=not args.quiet, log=log)
+        result = run_sweep(args.spec, out=args.out, scheduler=args.scheduler, workers=args.workers,
+                           progress=not args.quiet, log=log)
     except RuntimeError as exc:  # a cell whose worker kept dying: one line, finished cells kept
         print(f"fv sweep: error: {exc}", file=sys.stderr)
         return 1

@@ -62,7 +62,7 @@ def trees():
 def gaussian_depth(ex, seed: int):
     prior = GaussianPrior(sp.diag(*[sp.Rational(c.numerator, c.denominator) for c in ex["eigenvalues"]]))
     tau = sp.Rational(ex["tau"].numerator, ex["tau"].denominator)
-    result = fvnum_gaussian.deep_shallow_gap(prior, ex["budget"], tau, seed=seed)
+    result = fvnum_gaussian.numeric_deep_shallow_gap(prior, ex["budget"], tau, seed=seed)
     shallow = float(result.shallow)
     holds = abs(result.deep - shallow) <= G1_RELATIVE_TOLERANCE * (1 + shallow)
     return holds, {"deep": result.deep, "shallow": str(result.shallow), "shallow_float": shallow}

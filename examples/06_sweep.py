@@ -69,8 +69,8 @@ def main(cfg: Config) -> dict:
     clock = _cli.Clock()
     folder = _cli.prepare(cfg)
     spec = cfg.spec()
-    result = sweep.run(spec, out=Path(folder) / "sweep", scheduler=cfg.scheduler, workers=cfg.workers,
-                       progress=cfg.progress)
+    result = sweep.run_sweep(spec, out=Path(folder) / "sweep", scheduler=cfg.scheduler, workers=cfg.workers,
+                             progress=cfg.progress)
     exact = {(s, b): tree_loss(cfg.depth, b, s, alpha=cfg.alpha).expr for s in cfg.strategies for b in cfg.budgets}
     rows = [{**r, "exact_noiseless": str(exact[r["strategy"], r["budget"]])} for r in result.rows]
     print(f"\n{'strategy':>10} {'budget':>6} {'seed':>4} {'loss':>9} {'stderr':>8} {'noiseless':>10}")

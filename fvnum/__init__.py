@@ -1,7 +1,6 @@
 """fvnum: numbers for the theory. Numba-accelerated Monte Carlo with Bayes posteriors (exact but for the
 tokens channel on a Gaussian prior: docs/decoders.md)."""
 from importlib import import_module
-from fvsym.errors import InputError
 
 # Public names load their module on first use (PEP 562), so ``import fvnum.cli`` (done by the ``fv``
 # dispatcher for every command) does not import numba.
@@ -10,7 +9,7 @@ _EXPORTS = {
     "StrategyOptions": "options", "PatchSpec": "options", "KeyedSearch": "options", "Estimate": "estimate", "SearchResult": "estimate",
     "PatchingTable": "patching.keys", "patching_table": "patching.keys", "patched_loss": "patching.keys",
     "state_patching_table": "patching.state", "mean_state": "patching.state", "injection_table": "patching.state",
-    "MeanState": "patching.state", "InjectionTable": "patching.state", "keyed_patching_table": "patching.keyed",
+    "MeanState": "patching.state_tables", "InjectionTable": "patching.state_tables", "keyed_patching_table": "patching.keyed",
     "best_adaptive": "optimum.bracket", "optimal_nonadaptive_coordinate": "policies.search", "optimal_nonadaptive_unit": "policies.search",
     "FunctionVectors": "mc.simulate", "loss_mc": "policies.registry", "per_sample": "policies.policies", "STRATEGIES": "policies.strategies",
     # the noisy optimum: real functions (their modules are named for what they hold: the bracket, the recursion)
@@ -21,7 +20,6 @@ _EXPORTS = {
     "best_nonadaptive_keyed": "keys.nonadaptive", "best_adaptive_keyed": "keys.adaptive",
     "AtomsPrior": "priors.atoms", "MixturePrior": "priors.mixture", "PRIORS": "priors.registry", "register_prior": "priors.registry",
     "LawFit": "laws", "LawTest": "laws", "fit_law": "laws", "law_test": "laws", "local_decay": "laws",
-    "InputError": "errors", "DomainError": "errors", "ResourceRefused": "errors", "DamagedFile": "errors",
     # docs/theory.md section 13: value families (label, residual) and the gradient-descent row
     "gd_steps": "values.gd", "GDEstimate": "values.gd", "VALUES": "values.families", "value_family": "values.families",
 }
@@ -48,6 +46,7 @@ def posterior_mean(prior, design, phi, channel):
     ``tau_of_tokens(prior, N, s2)``, an approximation (docs/decoders.md)."""
     import numpy as np
 
+    from fvsym.errors import InputError
     from fvnum.guards.limits import check_posterior_args
     from fvnum.priors.capabilities import capability
     from fvnum.mc.channels import check_channel
@@ -73,7 +72,7 @@ def posterior_mean(prior, design, phi, channel):
 
 
 __all__ = [
-    "Bounds", "Channel", "KeyedSearch", "PatchSpec", "StrategyOptions", "gaussian", "tokens", "DamagedFile", "DomainError", "GDEstimate", "InputError", "VALUES", "gd_steps", "value_family", "ResourceRefused", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
+    "Bounds", "Channel", "KeyedSearch", "PatchSpec", "StrategyOptions", "gaussian", "tokens", "GDEstimate", "VALUES", "gd_steps", "value_family", "LawFit", "LawTest", "best_adaptive_keyed", "best_nonadaptive_keyed",
     "ComparisonTable", "Estimate", "FunctionVectors", "InjectionTable", "MeanState", "NoisyBellman", "PatchingTable",
     "STRATEGIES", "SearchResult", "TheoryRow", "best_adaptive", "best_linear_loss", "bounds", "comparison_table",
     "effective_tau2", "fit_law", "law_test", "lmmse", "local_decay", "loss_mc", "noisy_bellman",

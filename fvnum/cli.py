@@ -81,7 +81,8 @@ def _brief(text) -> str:
     return text if len(text) <= 40 else f"{text[:25]}...{text[-10:]} ({len(text)} characters)"
 
 
-def register(subparsers) -> None:
+def add_numeric_commands(subparsers) -> None:
+    """Add ``fv mc`` and ``fv bounds`` to the ``fv`` dispatcher (``bridges.cli.COMMANDS``)."""
     p = subparsers.add_parser(
         "mc", help="Monte Carlo loss of a strategy under a noisy channel (Bayes decoder; see the decoder field)",
         description="Monte Carlo loss E||theta_hat - theta||^2 of a strategy decoded by the posterior mean, "

@@ -195,20 +195,21 @@ __all__ = ["LinearDecoder", "SOFTMAX_LAW_RANGE", "best_linear_loss", "gaussian_o
 # --- the ridge baseline and the linear readout without intercept of a prior with atoms (fvnum.priors.atoms) -------
 def ridge_loss(prior, design, tau: float) -> float:
     """Exact loss of the ridge (LMMSE) decoder on ``prior`` (a finite prior) for a fixed ``design`` (node numbers or
-    unit rows): ``tr P`` of docs/theory.md section 5 with the atoms' covariance (``fvnum.priors.gaussian.design_loss``);
-    the loss of a linear decoder depends on the prior through its first two moments only."""
-    from fvnum.priors.gaussian import GaussSpec, design_loss
+    unit rows): ``tr P`` of docs/theory.md section 5 with the atoms' covariance
+    (``fvnum.priors.gaussian.numeric_design_loss``); the loss of a linear decoder depends on the prior through its first
+    two moments only."""
+    from fvnum.priors.gaussian import GaussSpec, numeric_design_loss
 
-    return design_loss(GaussSpec.from_cov(prior.covariance), _unit_rows(design, prior.dim), float(tau))
+    return numeric_design_loss(GaussSpec.from_cov(prior.covariance), _unit_rows(design, prior.dim), float(tau))
 
 
 def ridge_optimum(prior, budget: int, tau: float) -> float:
     """The ridge decoder's best loss on ``prior`` with ``budget`` unit rows (water-filling on its covariance; by
     Theorem G1 no adaptive design of a linear-Gaussian decoder does better)."""
-    from fvnum.priors.gaussian import GaussSpec, design_loss, optimal_design
+    from fvnum.priors.gaussian import GaussSpec, numeric_design_loss, numeric_optimal_design
 
     spec = GaussSpec.from_cov(prior.covariance)
-    return design_loss(spec, optimal_design(spec, int(budget), float(tau)), float(tau))
+    return numeric_design_loss(spec, numeric_optimal_design(spec, int(budget), float(tau)), float(tau))
 
 
 def linear_loss(prior, design, channel) -> float:

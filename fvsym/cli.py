@@ -119,7 +119,8 @@ def tree_prior_of(depth, alpha, scales):
     return TreePrior(len(values), scales=values)
 
 
-def register(subparsers) -> None:
+def add_derive_commands(subparsers) -> None:
+    """Add ``fv derive`` and its quantities to the ``fv`` dispatcher (``bridges.cli.COMMANDS``)."""
     derive = subparsers.add_parser(
         "derive", help="derive an exact loss (fvsym)", description="Derive an exact loss of docs/theory.md."
     )
@@ -503,7 +504,7 @@ def derive_price(argv) -> dict:
 
     parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--max-seconds", default=None)
-    register(parser.add_subparsers(dest="command"))
+    add_derive_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(list(argv))
     if args.quantity == "tree-loss":
         strategy = CLASS_NAMED.get(args.strategy, args.strategy)

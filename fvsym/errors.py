@@ -1,5 +1,5 @@
 """The project's typed errors, one module for the three packages (``fvsym`` is the bottom layer, so ``fvnum``
-and ``bridges`` raise the same classes; ``fvnum.errors`` and ``bridges.errors`` re-export them).
+and ``bridges`` raise the same classes, imported from here: ``from fvsym.errors import InputError``).
 
 Every class is a :class:`ValueError`, so callers that catch ``ValueError`` (and tests that expect it) keep
 working; a caller that must tell them apart catches the class:

@@ -3,7 +3,7 @@ water-filling, the optimal unit-class design, and Theorem G1 (no advantage of de
 
 Everything is exact for exact inputs (integers, Rationals, strings such as ``"1/2"``) and symbolic
 where a Symbol is passed; this module loads sympy only (the numeric check of Theorem G1 by BFGS is
-:func:`fvnum.priors.gaussian.deep_shallow_gap`).
+:func:`fvnum.priors.gaussian.numeric_deep_shallow_gap`).
 
 Water-filling, derived. With weight ``s_i`` on the eigen-direction of ``c_i`` the loss is
 ``sum_i c_i / (1 + s_i c_i / tau^2)``. Each term is convex in ``s_i``, and the reduction
@@ -65,7 +65,7 @@ class DepthComparison:
 
     ``shallow`` is the exact water-filling optimum. ``deep`` comes from the route named in ``route``:
     ``"numeric"``: a float, numerical optimisation (BFGS) of the sequential (Bellman) problem
-    (:func:`fvnum.priors.gaussian.deep_shallow_gap`);
+    (:func:`fvnum.priors.gaussian.numeric_deep_shallow_gap`);
     ``"symbolic"``: exact (sympy), from the identity "deep sequential posterior = shallow stacked
     posterior" checked to simplify to zero (``identity_checked``) and the trace of the sequential
     posterior of an optimal design. ``gap = deep - shallow`` (zero by Theorem G1).
@@ -435,7 +435,7 @@ def deep_shallow_gap(prior, budget, tau) -> DepthComparison:
     """Theorem G1, exactly: the deep optimum (``L = B`` layers of width 1) equals the shallow one
     (``L = 1``); the result's ``gap`` is ``deep - shallow`` (route ``"symbolic"``, see :func:`g1_identity`
     and :class:`DepthComparison`). Symbolic ``tau`` or covariance allowed. The independent numeric check
-    (BFGS over the sequence of rows) is :func:`fvnum.priors.gaussian.deep_shallow_gap`."""
+    (BFGS over the sequence of rows) is :func:`fvnum.priors.gaussian.numeric_deep_shallow_gap`."""
     gauss = _as_gaussian(prior)
     B = check_int(budget, "budget", minimum=0)
     return _deep_shallow_symbolic(gauss, B, check_tau(tau))

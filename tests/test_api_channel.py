@@ -97,7 +97,7 @@ def test_the_fourth_place_is_the_channel_of_every_verb_and_a_number_there_is_one
     or the channel resolved against the prior give the same value; a number in its place is one line naming the
     two ways to build a channel."""
     from fvnum import bounds, comparison_table, loss_mc, noisy_bellman
-    from fvnum.errors import InputError
+    from fvsym.errors import InputError
     from fvnum.mc.channels import make_channel
 
     prior = TreePrior(3, "1/2")

@@ -140,3 +140,39 @@ def test_the_finite_prior_s_analyses_take_the_same_channel_argument():
 
     for fn in (atoms_noisy_bellman, finite_bounds, finite_comparison_table):
         assert list(inspect.signature(fn).parameters)[:3] == ["prior", "budget", "channel"]
+
+
+def _definitions() -> dict[str, set[tuple[str, str]]]:
+    """Every public function and class the walk sees, by its short name: the distinct objects (``__module__``,
+    ``__qualname__``) behind it, wherever it is imported from."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for where in ["fvsym", "fvnum", "bridges", *_documented_modules()]:
+        try:
+            pairs = _public(importlib.import_module(where))
+        except ImportError:  # an object documented on its own
+            parent, _, attr = where.rpartition(".")
+            pairs = [(attr, getattr(importlib.import_module(parent), attr))]
+        for name, obj in pairs:
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                found.setdefault(name, set()).add((obj.__module__, obj.__qualname__))
+    return found
+
+
+def test_each_public_name_is_defined_once():
+    """Issue 59 item 3: a short name means one thing. The user-facing verb keeps its name at one path; any other
+    definition says what it is in its name, or is private to its module."""
+    twice = {name: sorted(f"{m}.{q}" for m, q in objects)
+             for name, objects in _definitions().items() if len(objects) > 1}
+    assert twice == {}, "defined more than once:\n" + "\n".join(f"{n}: {', '.join(o)}" for n, o in twice.items())
+
+
+def test_every_name_a_module_lists_exists():
+    """``__all__`` names only what the module holds (the walk skips a name that is not there, so a stale one after a
+    rename would hide the new name from the tests above)."""
+    for where in ["fvsym", "fvnum", "bridges", *_documented_modules()]:
+        try:
+            module = importlib.import_module(where)
+        except ImportError:
+            continue
+        missing = [n for n in getattr(module, "__all__", ()) if not hasattr(module, n)]
+        assert missing == [], (where, missing)

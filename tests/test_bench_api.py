@@ -62,8 +62,8 @@ def test_the_noisy_optimum_is_priced_by_its_recursion_through_its_strategy_objec
     assert optimal.price == "fvnum.optimum.noisy_work:mc_seconds"
     spec, noisy = _spec_channel(TreePrior(4, "1/2"), tau=0.3)
     for samples, threads in ((1000, 1), (10**6, 2)):
-        want = (noisy_work.solve_seconds(spec, 2, 0.3, threads, refine=False)
-                + noisy_work.policy_seconds(spec, 2, samples, 0.3, threads))
+        want = (noisy_work.tree_solve_seconds(spec, 2, 0.3, threads, refine=False)
+                + noisy_work.tree_policy_seconds(spec, 2, samples, 0.3, threads))
         assert optimal.cost(spec, noisy, 2, samples, threads=threads) == want
     # noiseless: the engine's price of the coordinate kernels and the solve, as before
     _, noiseless = _spec_channel(TreePrior(4, "1/2"), tau=0.0)

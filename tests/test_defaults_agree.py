@@ -26,7 +26,7 @@ FUNCTIONS = {
     ("derive", "tree-loss"): ("fvsym.tree", "tree_loss", {}),
     ("derive", "gaussian-loss"): ("fvsym.gaussian", "gaussian_loss", {}),
     ("derive", "bellman"): ("fvsym.bellman", "recursion", {}),
-    ("sweep",): ("bridges.studies.sweep", "run", {"quiet": "progress"}),
+    ("sweep",): ("bridges.studies.sweep", "run_sweep", {"quiet": "progress"}),
 }
 NEGATED = {(("sweep",), "quiet")}  # a flag that is the negation of its parameter: --quiet False is progress=True
 

@@ -7,23 +7,30 @@ import fvnum
 
 import pytest
 
-import bridges.errors
-import fvnum.errors
 from fvsym import errors
 from fvsym.errors import DamagedFile, DomainError, InputError, ResourceRefused
 from fvsym.priors import TreePrior
 
 
-def test_every_class_is_a_value_error_and_one_object_in_every_package():
+def test_every_class_is_a_value_error_with_one_public_path():
+    """Issue 59 item 4: the classes live in ``fvsym.errors`` (the bottom layer) and are imported from there only;
+    ``fvnum.errors`` no longer exists, ``bridges.errors`` holds the optional-dependency lines only."""
+    import pathlib
+
+    import bridges
+    import bridges.errors
+
     for cls in (InputError, DomainError, ResourceRefused, DamagedFile):
-        assert issubclass(cls, ValueError)
-        assert getattr(fvnum.errors, cls.__name__) is cls and getattr(bridges.errors, cls.__name__) is cls
+        assert issubclass(cls, ValueError) and cls.__module__ == "fvsym.errors"
+        assert not hasattr(bridges.errors, cls.__name__) and cls.__name__ not in fvnum.__all__
+        assert cls.__name__ not in bridges.__all__
+    assert not (pathlib.Path(fvnum.__file__).parent / "errors.py").exists()  # no module fvnum.errors
+    assert bridges.errors.__all__ == ["missing_extra", "require"]
     assert issubclass(DomainError, InputError) and not issubclass(ResourceRefused, InputError)
     assert not issubclass(DamagedFile, InputError) and not issubclass(DamagedFile, ResourceRefused)
-    from fvnum import InputError as exported
     from fvsym._formula import DomainError as formula_domain
 
-    assert exported is InputError and formula_domain is DomainError
+    assert formula_domain is DomainError
     assert set(errors.__all__) == {"InputError", "DomainError", "ResourceRefused", "DamagedFile"}
 
 

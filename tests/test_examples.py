@@ -246,8 +246,8 @@ def test_06_sweep_on_a_local_cluster_matches_exact_values_and_the_in_process_run
             assert exact == float(tree.coordinate_design_loss(prior, range(1, row["budget"] + 1)))
             assert abs(row["value"] - exact) <= 5 * row["stderr"] + 1e-12 and row["n"] == 2000
     # the same cells in this process give the same numbers; the spec file reruns from the shell unchanged
-    here = sweep.run(cfg.spec(), out=tmp_path / "here", scheduler="synchronous", progress=False, log=lambda *a: None)
+    here = sweep.run_sweep(cfg.spec(), out=tmp_path / "here", scheduler="synchronous", progress=False, log=lambda *a: None)
     assert [(h["value"], h["stderr"], h["key"]) for h in here.rows] == [(x["value"], x["stderr"], x["key"])
                                                                         for x in r["rows"]]
-    again = sweep.run(tmp_path / "spec.toml", out=tmp_path / "sweep", progress=False, log=lambda *a: None)
+    again = sweep.run_sweep(tmp_path / "spec.toml", out=tmp_path / "sweep", progress=False, log=lambda *a: None)
     assert (again.n_computed, again.n_cached) == (0, 4)

@@ -78,7 +78,7 @@ COMMAND = {"ext_command.py": '''
     """A command written outside the package: ``fv ext-hello --name NAME``."""
 
 
-    def register(subparsers):
+    def add_hello_command(subparsers):
         p = subparsers.add_parser("ext-hello", help="say hello (a command written outside the package)")
         p.add_argument("--name", required=True)
         p.set_defaults(func=hello)
@@ -183,18 +183,19 @@ def test_a_command_from_outside_runs_through_the_cli(outside):
     from bridges.cli import main, register_commands, unregister_commands
 
     (name,) = outside(COMMAND)
-    register_commands(name)
+    register_commands(f"{name}:add_hello_command")
     try:
         with contextlib.redirect_stdout(io.StringIO()) as out:
             assert main(["ext-hello", "--name", "map"]) == 0
         assert out.getvalue() == "hello, map\n"
     finally:
-        unregister_commands(name)
+        unregister_commands(f"{name}:add_hello_command")
     with contextlib.redirect_stderr(io.StringIO()) as err:
         assert main(["ext-hello", "--name", "map"]) == 2  # gone again
     assert "invalid choice: 'ext-hello'" in err.getvalue()
-    with pytest.raises(ValueError, match="dotted module name"):
-        register_commands("not a module")
+    for bad in ("not a module", name, f"{name}:", "a.b:not a function", 3):
+        with pytest.raises(ValueError, match="module:function"):
+            register_commands(bad)
 
 
 def _rooms() -> dict[tuple[str, str], str]:

@@ -12,7 +12,7 @@
    ``(E[((theta.x)^2 + s2) f f^T] - mean mean^T) / N``). For an adaptive model the keys of layer ``l`` depend
    on the readings before it; the joint Gaussian of the keys evaluated at the realised workspace has the
    layer conditionals ``p(phi_l | phi_<l, theta)`` as its factors, so its density is their product;
-4. the Bayes posterior mean of theta on those readings (``fvnum.keys.readings.posterior_mean``) and its loss:
+4. the Bayes posterior mean of theta on those readings (``fvnum.keys.readings.law_posterior_mean``) and its loss:
    ``bayes_on_readings`` (the loss the model's measurements allow), ``decoder_gap`` = model - Bayes on the
    same contexts (a paired estimate: how much the model's readout leaves on the table).
 
@@ -303,7 +303,7 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
     over the linearised one (both over the k readings only, so the weights stay tame). Softmax attention: ``F``
     are the scores; the proposal linearises with the keys ``w / E[w]`` (``w = exp(s)``, the same Stein rows and,
     to first order, the same noise, docs/theory.md section 2), the likelihood is the softmax law (``_reading_law``)."""
-    from fvnum.keys.readings import posterior_mean
+    from fvnum.keys.readings import law_posterior_mean
 
     scores = F
     if attention == "softmax":
@@ -322,8 +322,8 @@ def _gaussian_posterior_mean(X, F, phi, C, n_latents: int, n_tokens: int, s2: fl
     resid = phi - thetas @ A.T  # (M, k)
     lin = -0.5 * np.einsum("mk,mk->m", resid @ np.linalg.inv(noise), resid)  # linearised log-likelihood
     law = _reading_law(attention, X, scores, thetas, n_tokens=n_tokens, s2=s2)
-    # posterior_mean adds the CLT log-likelihood; prior / proposal = (linearised likelihood)^-1 up to a constant
-    return posterior_mean(thetas, -lin, law, phi)
+    # law_posterior_mean adds the CLT log-likelihood; prior / proposal = (linearised likelihood)^-1 up to a constant
+    return law_posterior_mean(thetas, -lin, law, phi)
 
 
 def _reading_law(attention: str, X: np.ndarray, F: np.ndarray, thetas, *, n_tokens: int, s2: float):
@@ -359,7 +359,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 name: str | None = None) -> Audit:
     """Audit ``model`` on contexts of ``data`` (module docstring); ``key`` and ``name`` only label it."""
     from fvnum.keys.readings import ReadingLaw
-    from fvnum.keys.readings import posterior_mean
+    from fvnum.keys.readings import law_posterior_mean
 
     if not isinstance(model, WorkspaceModel):
         why = (" (Model T's readings are its heads' outputs at the summary token: audit() measures their law, "
@@ -422,7 +422,7 @@ def audit_model(model: WorkspaceModel, data: DataConfig, *, samples: int = 1000,
                 else:
                     laws = [_reading_law(attention, X64, F[j], thetas, n_tokens=N, s2=s2) for j in range(b)]
                     law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
-                theta_b = posterior_mean(thetas, log_prior, law, phi)  # (b, D)
+                theta_b = law_posterior_mean(thetas, log_prior, law, phi)  # (b, D)
             theta = c.theta.double().cpu().numpy()
             if model.decodes:
                 own.append(((out.theta_hat.double().cpu().numpy() - theta) ** 2).sum(1))
@@ -507,7 +507,7 @@ def audit_measured(model, data: DataConfig, *, samples: int = 1000, law_samples:
                    batch: int = 256, key: str | None = None, name: str | None = None) -> Audit:
     """Audit Model T (or any model with ``blocks.{l}.attn.hook_z`` taps) on contexts of ``data``: module docstring.
     Same ``seed``, same numbers."""
-    from fvnum.keys.readings import ReadingLaw, posterior_mean
+    from fvnum.keys.readings import ReadingLaw, law_posterior_mean
 
     if not hasattr(model, "blocks"):
         raise InputError(f"the measured audit needs a model with blocks (Model T), got {type(model).__name__}")
@@ -538,7 +538,7 @@ def audit_measured(model, data: DataConfig, *, samples: int = 1000, law_samples:
             phi, out = readings_of(model, c.x, c.y, c.x_q)
             theta = c.theta.double().numpy()
             own.append(((out.theta_hat.double().numpy() - theta) ** 2).sum(1))
-            bayes.append(((posterior_mean(thetas, log_prior, law, phi.double().numpy()) - theta) ** 2).sum(1))
+            bayes.append(((law_posterior_mean(thetas, log_prior, law, phi.double().numpy()) - theta) ** 2).sum(1))
     finally:
         model.train(was_training)
     own, bayes = np.concatenate(own), np.concatenate(bayes)

@@ -7,10 +7,10 @@ require(__name__)  # this room needs torch: without it, one line naming the extr
 
 from bridges.patching.keys import (key_patching_table, paired_table, path_bayes_decoder, patched_losses,  # noqa: E402
                                    table_from_dict, theory_patching_table, unpatched_losses)
-from bridges.patching.state import (injection_table, mean_state, state_patching_table,  # noqa: E402
+from bridges.patching.state import (model_injection_table, model_mean_state, model_state_patching_table,  # noqa: E402
                                     transplanted_losses)
 from bridges.patching.steering import steering_table  # noqa: E402
 
-__all__ = ["injection_table", "key_patching_table", "mean_state", "paired_table", "path_bayes_decoder",
-           "patched_losses", "state_patching_table", "steering_table", "table_from_dict", "theory_patching_table",
-           "transplanted_losses", "unpatched_losses"]
+__all__ = ["key_patching_table", "model_injection_table", "model_mean_state", "model_state_patching_table",
+           "paired_table", "path_bayes_decoder", "patched_losses", "steering_table", "table_from_dict",
+           "theory_patching_table", "transplanted_losses", "unpatched_losses"]

@@ -10,7 +10,7 @@ wrote its slots, ``bridges.models.taps``), with ``patch``, which refuses a patch
 - **Transplant at layer l**: the donor runs unpatched and its ``workspace.{l}`` is recorded (slots ``1..l d``;
   the later slots are still empty); the target runs with its ``workspace.{l}`` replaced by it, so layers
   ``l+1..L`` read the target's tokens from the donor's state and the readout decodes the final state.
-- **Mean workspace** :func:`mean_state`: ``Phi_bar_l(s_1..s_l)``, the mean of ``workspace.{l}`` over
+- **Mean workspace** :func:`model_mean_state`: ``Phi_bar_l(s_1..s_l)``, the mean of ``workspace.{l}`` over
   ``mean_contexts`` fresh contexts (their own stream) grouped by the prefix of their leaves.
 - **Injection**: the target's ``workspace.{l}`` is replaced by the mean workspace of its donor's prefix
   (the target's prefix with ``s_j`` flipped, the signs below ``j`` uniform; ``j <= min(l, K)``); measured, the
@@ -40,7 +40,7 @@ from bridges.patching.keys import (CHUNK, _check_depth, _check_layer, _donors, _
                                    check_count, check_model_data, check_tree_data, donor_signs, model_device,
                                    paired_table)
 from bridges.runs.config import DataConfig
-from bridges.training.data import ContextSampler, fv_prior
+from bridges.training.data import ContextSampler, fv_prior, leaf_index
 from fvsym.errors import InputError
 
 MEAN_STREAM, INJECT_STREAM = 8, 9  # data streams: mean-workspace contexts, injected prefixes (patching uses 2)
@@ -68,11 +68,9 @@ def _check(model, data_cfg, what):
     check_model_data(model, data_cfg)
 
 
-def leaf_index(signs: torch.Tensor) -> np.ndarray:
-    """(n,) leaf indices of signs (n, K) in {+1, -1}: bit ``K - k`` is ``[s_k < 0]`` (``fvnum``'s numbering)."""
-    bits = (signs.to(torch.int64) < 0).cpu().numpy().astype(np.int64)
-    K = bits.shape[1]
-    return bits @ (1 << np.arange(K - 1, -1, -1, dtype=np.int64))
+def _leaves(signs: torch.Tensor) -> np.ndarray:
+    """(n,) leaf indices of signs (n, K) as numpy (:func:`bridges.training.data.leaf_index`, ``fvnum``'s numbering)."""
+    return leaf_index(signs).cpu().numpy()
 
 
 class _Eval:
@@ -123,7 +121,7 @@ def transplanted_losses(model, data_cfg: DataConfig, layer: int, j: int, *, n_co
                         seed: int = 0, site: str = "workspace") -> np.ndarray:
     """Per-context losses (n_contexts,) float64 with the target's ``Phi_l`` (``workspace.{layer}``) replaced by
     its donor's of divergence depth ``j`` (``0``: the donor is the target, the no-op control): the cell
-    ``(layer, j)`` of :func:`state_patching_table`."""
+    ``(layer, j)`` of :func:`model_state_patching_table`."""
     _check(model, data_cfg, "a state transplant")
     layer, j = _check_layer(layer, model), _check_depth(j, data_cfg.depth, control=True)
     return _transplants(model, data_cfg, check_count(n_contexts), check_seed(seed), (j,), (layer,),
@@ -173,9 +171,9 @@ def _check_slot(slot, model, layers, site) -> int | None:
     return int(slot)
 
 
-def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
-                         layers=None, site: str = "workspace", baselines: bool = False,
-                         slot: int | None = None) -> PatchingTable:
+def model_state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
+                               layers=None, site: str = "workspace", baselines: bool = False,
+                               slot: int | None = None) -> PatchingTable:
     """Loss of ``model`` with its workspace ``Phi_l`` transplanted from a donor of divergence depth ``j``, for the
     layers ``layers`` (default ``1..L``) and ``depths`` (default ``1..K``; ``0`` is the no-op control, donor =
     target, whose effects are exactly 0), on ``n_contexts`` target contexts shared by every cell (those of
@@ -201,10 +199,11 @@ def state_patching_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048,
 
 
 # --- mean workspaces and injection ---------------------------------------------------------------------
-def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int = 0, layers=None) -> MeanState:
+def model_mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int = 0,
+                     layers=None) -> MeanState:
     """``Phi_bar_l(s_1..s_l)`` of ``model`` for each layer of ``layers`` (default all): the mean of
     ``workspace.{l}``'s first ``l d`` slots over ``n_contexts`` fresh contexts (their own stream) grouped by
-    the prefix of their leaves (``fvnum.patching.state.MeanState``, rows by prefix index)."""
+    the prefix of their leaves (``fvnum.patching.state_tables.MeanState``, rows by prefix index)."""
     _check(model, data_cfg, "a mean state")
     n, seed = check_count(n_contexts), check_seed(seed)
     layers = _layers(layers, model)
@@ -216,7 +215,7 @@ def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int
             ctx = sampler.sample(size, sampler.generator(seed, MEAN_STREAM, c))
             with record(model, names.values()) as state:
                 model(ctx.x, ctx.y, ctx.x_q)
-            leaves.append(leaf_index(ctx.signs))
+            leaves.append(_leaves(ctx.signs))
             for l in layers:
                 states[l].append(state[names[l]][:, : model.state_width(l)].double().cpu().numpy())
     leaves = np.concatenate(leaves)
@@ -224,11 +223,11 @@ def mean_state(model, data_cfg: DataConfig, *, n_contexts: int = 4096, seed: int
                          f"model {getattr(model, 'name', type(model).__name__)}", model.width)
 
 
-def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
-                    layers=None, mean_contexts: int = 4096, means: MeanState | None = None) -> InjectionTable:
+def model_injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed: int = 0, depths=None,
+                          layers=None, mean_contexts: int = 4096, means: MeanState | None = None) -> InjectionTable:
     """Mean-workspace injection into ``model`` (module docstring): for each layer ``l`` of ``layers`` and
     divergence depth ``j <= min(l, K)`` of ``depths``, the prefix accuracy and the loss of ``n_contexts`` targets
-    whose ``workspace.{l}`` holds the mean workspace of their donor's prefix (``means`` from :func:`mean_state`,
+    whose ``workspace.{l}`` holds the mean workspace of their donor's prefix (``means`` from :func:`model_mean_state`,
     or one computed here on ``mean_contexts``). Prefix accuracy needs ``theta_hat``: for a generic readout it is
     NaN and the loss is the query error."""
     _check(model, data_cfg, "a mean-state injection")
@@ -246,7 +245,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
     with _Eval(model):
         for ch, size in _sizes(n):
             target = _targets(sampler, seed, ch, size)
-            leaves = leaf_index(target.signs)
+            leaves = _leaves(target.signs)
             b_loss, b_leaf = _decoded(model, target, spec)
             base.append(b_loss)
             for l in layers:
@@ -254,7 +253,7 @@ def injection_table(model, data_cfg: DataConfig, *, n_contexts: int = 2048, seed
                 own[l].append(np.full(size, np.nan) if b_leaf is None else ((b_leaf >> shift) == (leaves >> shift)) * 1.0)
             g = sampler.generator(seed, INJECT_STREAM, ch)
             for c, (_, l, _, j) in enumerate(cells):
-                own_leaves = leaves if j == 0 else leaf_index(donor_signs(target.signs, j, g))
+                own_leaves = leaves if j == 0 else _leaves(donor_signs(target.signs, j, g))
                 prefix = own_leaves >> (K - min(l, K))
                 missing = np.unique(prefix[means.counts[l][prefix] == 0])
                 if missing.size:
@@ -294,11 +293,11 @@ def _injected(model, target, spec, means: np.ndarray, prefix: np.ndarray, l: int
 
 def model_means(model, data_cfg, means, layers, mean_contexts: int, seed: int) -> MeanState:
     """The mean states an injection or a steering uses: ``means`` checked (this model's, holding ``layers``), or
-    :func:`mean_state` drawn on ``mean_contexts`` contexts."""
+    :func:`model_mean_state` drawn on ``mean_contexts`` contexts."""
     if means is None:
-        return mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
+        return model_mean_state(model, data_cfg, n_contexts=mean_contexts, seed=seed, layers=layers)
     if not isinstance(means, MeanState) or means.width != model.width or any(l not in means.means for l in layers):
-        raise InputError("means must be the MeanState of this model (bridges.patching.mean_state) holding layers "
+        raise InputError("means must be the MeanState of this model (bridges.patching.model_mean_state) holding layers "
                          + ", ".join(map(str, layers)))
     return means
 
@@ -325,5 +324,5 @@ def _decoded(model, c, spec) -> tuple[np.ndarray, np.ndarray | None]:
     return loss, nearest_leaves(spec, theta_hat.cpu().numpy())
 
 
-__all__ = ["INJECT_STREAM", "MEAN_STREAM", "SITES", "injection_table", "leaf_index", "mean_state", "state_patching_table",
-           "transplanted_losses", "CHUNK"]
+__all__ = ["INJECT_STREAM", "MEAN_STREAM", "SITES", "model_injection_table", "model_mean_state",
+           "model_state_patching_table", "transplanted_losses", "CHUNK"]

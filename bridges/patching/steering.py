@@ -24,8 +24,8 @@ from fvnum.patching.state_tables import MeanState, SteeringTable
 
 from bridges.models.taps import patch
 from bridges.patching.keys import CHUNK, _check_depth, _sizes, _targets, check_count, donor_signs, model_device
-from bridges.patching.state import (INJECT_STREAM, JACKKNIFE_CONTEXTS, _check, _decoded, _Eval, _layers, _of, _spec,
-                                    leaf_index, model_means, workspace_words)
+from bridges.patching.state import (INJECT_STREAM, JACKKNIFE_CONTEXTS, _check, _decoded, _Eval, _layers, _leaves, _of,
+                                    _spec, model_means, workspace_words)
 from bridges.runs.config import DataConfig
 from bridges.training.data import ContextSampler
 from fvsym.errors import InputError
@@ -53,7 +53,7 @@ def steering_table(model, data_cfg: DataConfig, *, layers=None, scales=SCALES, d
     """Additive steering of ``model`` (module docstring): for each layer of ``layers`` (default ``1..L``) and scale of
     ``scales``, ``n_contexts`` targets (those of the injection with the same ``seed``) with
     ``scale * (Phi_bar_l(donor's prefix) - Phi_bar_l(own prefix))`` added to ``workspace.{l}``, donors of divergence
-    depth ``depth``; the mean workspaces ``means`` (:func:`bridges.patching.state.mean_state`) or drawn here on
+    depth ``depth``; the mean workspaces ``means`` (:func:`bridges.patching.state.model_mean_state`) or drawn here on
     ``mean_contexts``."""
     _check(model, data_cfg, "steering")
     n, seed = check_count(n_contexts), check_seed(seed)
@@ -69,8 +69,8 @@ def steering_table(model, data_cfg: DataConfig, *, layers=None, scales=SCALES, d
     with _Eval(model):
         for ch, size in _sizes(n):
             target = _targets(sampler, seed, ch, size)
-            leaves = leaf_index(target.signs)
-            donors = leaf_index(donor_signs(target.signs, j, sampler.generator(seed, INJECT_STREAM, ch)))
+            leaves = _leaves(target.signs)
+            donors = _leaves(donor_signs(target.signs, j, sampler.generator(seed, INJECT_STREAM, ch)))
             b_loss, b_leaf = _decoded(model, target, spec)
             base.append(b_loss)
             for l in layers:

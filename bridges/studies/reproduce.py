@@ -386,7 +386,7 @@ def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, 
     from fvnum.patching.state import injection_table as theory_injection
     from fvnum.patching.state import state_patching_table as theory_transplant
 
-    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.patching.state import model_injection_table, model_state_patching_table
     from bridges.training.data import fv_prior
 
     theory = dict(samples=cfg.samples, seed=cfg.seed)
@@ -399,15 +399,15 @@ def function_vector_tables(cfg: ReproduceConfig, store: RunStore, data, B: int, 
         fv_prior(data), "path", B, channel, **theory).to_dict(), SHAPES["injection_theory"])
     if run is not None:
         at = {"run": run.cell_config(), "n": n, "seed": cfg.seed}
-        out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: state_patching_table(
+        out[f"transplant_{deep}"], _ = store.cell("transplant_model", at, lambda: model_state_patching_table(
             _load_model(run), data, n_contexts=n, seed=cfg.seed).to_dict(), SHAPES["transplant_theory"])
-        out[f"injection_{deep}"], _ = store.cell("injection_model", at, lambda: injection_table(
+        out[f"injection_{deep}"], _ = store.cell("injection_model", at, lambda: model_injection_table(
             _load_model(run), data, n_contexts=n, seed=cfg.seed, mean_contexts=4 * n).to_dict(), SHAPES["injection_theory"])
     return out
 
 
 # --- outputs ---------------------------------------------------------------------------------------
-def write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
+def _write_outputs(cfg: ReproduceConfig, folder: Path, curves, tables, extra) -> list[Path]:
     from bridges.studies import figures
     from bridges.analysis.compare import to_markdown
 
@@ -586,12 +586,12 @@ def reproduce(cfg: ReproduceConfig = ReproduceConfig(), log=print) -> Reproducti
     tables = training(cfg, store, log)
     extra = patching_and_probes(cfg, store, log)
     if cfg.full:
-        from bridges.studies.scaling import ScalingConfig, run as scaling_study
+        from bridges.studies.scaling import ScalingConfig, scaling_study
 
         study = scaling_study(ScalingConfig(out=str(store.folder / "scaling"), alpha=cfg.alpha, n_tokens=cfg.n_tokens,
                                             s2=cfg.s2, steps_per_budget=cfg.scaling_steps_per_budget, seed=cfg.seed,
                                             workers=cfg.workers, scheduler=cfg.scheduler, samples=cfg.samples, progress=cfg.progress), log=log)
         extra["scaling_fits"] = study["fits"]
-    written = write_outputs(cfg, store.folder, curves, tables, extra)
+    written = _write_outputs(cfg, store.folder, curves, tables, extra)
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return Reproduction(str(store.folder), tuple(str(p) for p in written), curves, tables, extra)

@@ -15,7 +15,7 @@ reproduces it, its held-out curve and its audit, the theory rows, the fits), ``s
 that can say ``can't tell``), the local decay per budget, whether each run is trained out, the audit of every
 trained model's readings (``fv audit``) and the CPU time. Runs, audits and theory rows are cells of a
 ``RunStore`` (``out/cells``, training folders in ``out/train``): an interrupted study resumes where it stopped,
-and ``run(cfg, train=False)`` (``fv scaling --report-only``) writes the report of the runs finished so far.
+and ``scaling_study(cfg, train=False)`` (``fv scaling --report-only``) writes the report of the runs finished so far.
 """
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ class ScalingStudy(DictLayout):
         return frame_of({"runs": self.runs, "theory": theory}, which, "a ScalingStudy")
 
 
-def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> ScalingStudy:
+def scaling_study(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) -> ScalingStudy:
     """The whole study: train (skipping finished runs), theory per budget, fits, outputs. ``train=False``:
     no training, the outputs cover the runs finished so far (the report says how many of how many)."""
     start = time.time()
@@ -322,7 +322,7 @@ def run(cfg: ScalingConfig = ScalingConfig(), log=print, *, train: bool = True) 
             cfg, b, given), SHAPES["theory"])
         log(f"theory at budget {b} done" + (" (cached)" if cached else ""))
     fits = fit_study(rows, theory, cfg.cut)
-    written = write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))
+    written = _write_outputs(cfg, store.folder, rows, theory, fits, planned=len(cfg.runs("")))
     log(f"report: {store.folder / 'report.md'}  ({time.time() - start:.0f} s)")
     return ScalingStudy(str(store.folder), rows, theory, fits, tuple(str(p) for p in written))
 
@@ -406,7 +406,7 @@ CSV_COLUMNS = ("model", "budget", "seed", "loss", "stderr", "n", "steps", "wall_
                "steps_per_s", "precision", "key", "command")
 
 
-def write_outputs(cfg: ScalingConfig, folder, rows, theory, fits, planned: int | None = None) -> list:
+def _write_outputs(cfg: ScalingConfig, folder, rows, theory, fits, planned: int | None = None) -> list:
     from bridges.studies import figures
 
     config = {k: v for k, v in asdict(cfg).items() if k != "progress"  # progress: display only

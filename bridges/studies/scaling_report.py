@@ -1,4 +1,4 @@
-"""The scaling study's report (``report.md``, written by :func:`bridges.studies.scaling.write_outputs`): the tables
+"""The scaling study's report (``report.md``, written by :func:`bridges.studies.scaling.scaling_study`): the tables
 of loss against budget, trained against theory, the audit, the decided tests (``fits.tests``, studies/scaling/regime.md),
 the law test as a diagnostic, convergence and time."""
 from __future__ import annotations

@@ -15,7 +15,7 @@ A cell of ``train`` or ``compare`` is a ``RunConfig`` built from the options by 
 those commands' options (``bridges.runs.config.RUN_OPTIONS``; ``compare`` also takes ``samples``); a cell of
 ``mc`` is parsed by ``fv mc``'s own parser (``fvnum.cli``), so a new or renamed option works here unchanged.
 Every cell is checked and keyed by a hash of its full configuration (defaults included) before any work
-starts. ``run(spec, out=DIR)`` computes the missing cells and writes ``DIR/results.csv`` and
+starts. ``run_sweep(spec, out=DIR)`` computes the missing cells and writes ``DIR/results.csv`` and
 ``DIR/results.json`` (one row per cell: the grid values, ``loss`` (train, compare) or ``value`` (mc),
 ``stderr``, ``n`` and the cell ``key``). Finished cells are kept in ``DIR/cells/`` (the run store of
 ``bridges.runs.store``), so a re-run computes only what is missing. Training checkpoints go to ``DIR/train``.
@@ -44,10 +44,7 @@ from bridges.runs.engine import CONNECT_TIMEOUT, SYNCHRONOUS, Cell, cluster, run
 from bridges.runs.store import RunStore, abridge, csv_text, fields, short_repr, with_checksum, write_atomic, write_json
 from fvsym.errors import InputError, reworded
 
-__all__ = [
-    "COMMANDS", "CONNECT_TIMEOUT", "SYNCHRONOUS", "Cell", "Spec", "SweepResult", "cluster", "load_spec", "plan", "run",
-    "run_cells", "run_command",
-]
+__all__ = ["COMMANDS", "Spec", "SweepResult", "load_spec", "plan", "run_command", "run_sweep"]
 
 KIND = "sweep"
 RESULTS_FORMAT = "fv-sweep-1"
@@ -134,11 +131,11 @@ class _Refusing(argparse.ArgumentParser):
 
 
 def _mc_parser() -> argparse.ArgumentParser:
-    """``fv mc``'s own parser (``fvnum.cli.register``), raising ValueError instead of exiting."""
-    from fvnum.cli import register
+    """``fv mc``'s own parser (``fvnum.cli.add_numeric_commands``), raising ValueError instead of exiting."""
+    from fvnum.cli import add_numeric_commands
 
     sub = _Refusing(add_help=False).add_subparsers(parser_class=_Refusing)
-    register(sub)
+    add_numeric_commands(sub)
     return sub.choices["mc"]
 
 
@@ -488,7 +485,7 @@ class SweepResult:
                 "seconds": self.seconds, "files": list(self.files)}
 
 
-def run(spec, *, out, scheduler=None, workers: int | None = None, progress: bool = True, log=print) -> SweepResult:
+def run_sweep(spec, *, out, scheduler=None, workers: int | None = None, progress: bool = True, log=print) -> SweepResult:
     """Run a sweep (a TOML path, a dict or a ``Spec``) into the folder ``out``; see the module docstring."""
     start = time.perf_counter()
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):

@@ -85,7 +85,7 @@ gaps = []
 @given(spectra, st.integers(1, 2), noise)
 def g1(values, budget, tau):
     prior = GaussianPrior(sp.diag(*[sp.Rational(v.numerator, v.denominator) for v in values]))
-    result = fvnum_gaussian.deep_shallow_gap(prior, budget, sp.Rational(tau.numerator, tau.denominator), seed=0)
+    result = fvnum_gaussian.numeric_deep_shallow_gap(prior, budget, sp.Rational(tau.numerator, tau.denominator), seed=0)
     assert abs(result.gap) <= 1e-6 * (1 + float(result.shallow)), result.to_dict()  # deep is a float optimum
     gaps.append(result.gap)
 

@@ -55,7 +55,7 @@ print("Phi_bar_2 of the prefix (+, -):", means.of(2, [1, -1]))
 # reached). The table has the theory's type, so the two lay out side by side.
 
 # %%
-from bridges.patching import state_patching_table
+from bridges.patching import model_state_patching_table
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bridges.training.train import train
 
@@ -63,7 +63,7 @@ data = DataConfig(prior="tree", depth=4, alpha=0.6, n_tokens=64)
 cfg = RunConfig(data, ModelConfig("A", 3, mlp_width=32),
                 TrainConfig(steps=600, batch=128, lr=5e-3, warmup=50, eval_every=200, eval_batches=4, seed=0))
 model = train(cfg, progress=False).model
-trained = state_patching_table(model, data, n_contexts=1024, seed=0)
+trained = model_state_patching_table(model, data, n_contexts=1024, seed=0)
 trained
 
 # %%
@@ -81,10 +81,10 @@ print(np.array2string(trained.effect, precision=2))
 # Chance is `2^-l`.
 
 # %%
-from bridges.patching import injection_table
+from bridges.patching import model_injection_table
 
 theory_inj = fvnum.injection_table(prior, "path", 3, fvnum.tokens(64, s2=data.s2), samples=4000, seed=0)
-model_inj = injection_table(model, data, n_contexts=1024, seed=0, mean_contexts=4096)
+model_inj = model_injection_table(model, data, n_contexts=1024, seed=0, mean_contexts=4096)
 print(theory_inj)
 print(model_inj)
 

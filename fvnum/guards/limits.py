@@ -79,8 +79,8 @@ def gaussian_design_settings(budget: int, samples: int) -> dict:
     """The settings of ``fvnum.keys.nonadaptive.gaussian_keyed`` in a comparison: its decoder costs ``nodes^B`` per
     sample and Powell evaluation on a product grid, so at budget 4 it runs on 9 nodes a coordinate, 25
     evaluations and half the samples (depth 6, budget 4: minutes, where the defaults would take an hour);
-    from budget 5 on (where ``9^B`` nodes would not fit: ``fvnum.keys.nonadaptive.GRID_POINTS``) the decoder's nodes are
-    importance-sampled (``fvnum.keys.nonadaptive.IS_POINTS``), on a quarter of the samples and 15 evaluations."""
+    from budget 5 on (where ``9^B`` nodes would not fit: :data:`GRID_POINTS`) the decoder's nodes are
+    importance-sampled (:data:`IS_POINTS`), on a quarter of the samples and 15 evaluations."""
     if budget <= 3:
         return dict(samples=samples, nodes=11, maxiter=60)
     if budget == 4:

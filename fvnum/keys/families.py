@@ -2,7 +2,7 @@
 ``phi = (1/N) sum_i y_i f(x_i)`` of a key function ``f`` given each latent, and the Bayes decoder on it.
 
 The law at the CLT level of any keys' readings (:class:`ReadingLaw`) and the exact Bayes decoder on it
-(:func:`posterior_mean`) are :mod:`fvnum.keys.readings`; its names are importable from here too.
+(:func:`law_posterior_mean`) are :mod:`fvnum.keys.readings`; its names are importable from here too.
 
 Key families (each a :class:`KeyFamily` with ``law(thetas, n_tokens=, s2=)``):
 

@@ -6,7 +6,7 @@ common scale, by ``(Q, c) -> (s Q, s c)``, so ``c = 1`` loses nothing for ``c > 
 no scale invariance here, so ``beta`` (the norm of the score row) is searched too; tree prior only).
 
 Readings are decoded by the exact Bayes posterior under the family's CLT law
-(:func:`fvnum.keys.readings.posterior_mean`), and every number is the loss of that decoder. Every search returns a
+(:func:`fvnum.keys.readings.law_posterior_mean`), and every number is the loss of that decoder. Every search returns a
 :class:`~fvnum.estimate.SearchResult` (``name``, ``estimate``, ``how``, ``design`` the rows (B, D) of a
 one-layer design, ``keys`` the key family object found):
 
@@ -39,7 +39,7 @@ from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
                          one_thread, tree_law, tree_law_grad)
 from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, quadrature_nodes, weighted_law, weighted_moments
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
@@ -270,7 +270,8 @@ def _eval_nonadaptive(atoms, log_prior, sample_thetas, keys, N, s2, samples, see
     L = np.linalg.cholesky(tl.cov)
     phi = tl.mean + (L @ rng.standard_normal((samples, tl.n_readings, 1)))[..., 0]
     law = keys.law(atoms, n_tokens=N, s2=s2)
-    est = np.concatenate([posterior_mean(atoms, log_prior, law, phi[a : a + 2048]) for a in range(0, samples, 2048)])
+    est = np.concatenate([law_posterior_mean(atoms, log_prior, law, phi[a : a + 2048])
+                          for a in range(0, samples, 2048)])
     return Estimate.of(((est - truth) ** 2).sum(1))
 
 
@@ -507,10 +508,8 @@ def tokens_loss_mc(prior, result: SearchResult, channel, *, samples: int = 20_00
         X = rng.standard_normal((n, N, spec.dim))
         y = np.einsum("nid,nd->ni", X, truth) + math.sqrt(s2) * rng.standard_normal((n, N))
         phi = keys.readings(X, y)  # (n, k): (1/N) sum_i y_i f(x_i), or sum_i softmax_i(s(x_i)) y_i
-        out.append((((posterior_mean(tree.thetas, log_prior, law, phi) - truth) ** 2).sum(1)))
+        out.append((((law_posterior_mean(tree.thetas, log_prior, law, phi) - truth) ** 2).sum(1)))
     return Estimate.of(np.concatenate(out), "mc, exact tokens, CLT-law Bayes decoder")
 
 
-__all__ = ["FAMILIES", "GRID", "SOFTMAX_COST_FACTOR", "STEP",
-           "best_nonadaptive_keyed", "check_family", "decoder_nodes", "gaussian_keyed",
-           "keyed_memory", "mixture_loss", "tokens_loss_mc", "tree_law"]
+__all__ = ["SOFTMAX_COST_FACTOR", "best_nonadaptive_keyed", "gaussian_keyed", "keyed_memory", "tokens_loss_mc"]

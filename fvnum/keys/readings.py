@@ -9,7 +9,7 @@ they are jointly Gaussian given ``theta`` with
 - mean ``E[y f(x)] = E[(theta.x) f(x)] = (E grad f)^T theta`` (Stein's lemma), and
 - covariance ``(E[((theta.x)^2 + s2) f f^T] - mean mean^T) / N``.
 
-A :class:`ReadingLaw` holds both for each of ``M`` latents. :func:`posterior_mean` is the exact Bayes
+A :class:`ReadingLaw` holds both for each of ``M`` latents. :func:`law_posterior_mean` is the exact Bayes
 decoder under that law (a finite set of latents with prior weights): readings that are functions of others
 (a repeated row, rows in the span of others) give a singular covariance and carry nothing new; the
 decoder works in the span of the covariances (pseudo-inverse, log-pseudo-determinant).
@@ -279,7 +279,7 @@ def posterior_weights(log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -
     return w / w.sum(axis=1, keepdims=True)
 
 
-def posterior_mean(thetas, log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
+def law_posterior_mean(thetas, log_prior, law: ReadingLaw, phi, *, rtol: float = 1e-10) -> np.ndarray:
     """Bayes posterior mean of theta given readings ``phi`` ((k,) or (n, k); with a law per sample, ``mean``
     (n, M, k) and ``cov`` (n, M, k, k)) under the Gaussian law per latent; rows in the span of others
     (singular cov) are handled by working in the span (pseudo-inverse, log-pseudo-determinant).

@@ -147,7 +147,8 @@ class Draws:
         return self.theta
 
 
-def draw(spec, channel: Channel, n: int, budget: int, rng) -> Draws:
+def draw_samples(spec, channel: Channel, n: int, budget: int, rng) -> Draws:
+    """``n`` samples' latents and their channel's noise for ``budget`` readings (a :class:`Draws`), from ``rng``."""
     d = Draws(n)
     d.leaves, d.theta = capability(spec, "draw_latents")(n, rng)  # latents (leaf or atom indices), or theta itself
     if channel.kind == "gaussian":
@@ -301,7 +302,7 @@ def simulate(spec, channel: Channel, pol: Policy, budget: int, *, samples: int, 
     """The Estimate of a Policy object; with ``record``, its ``function_vectors`` hold every sample's readings."""
 
     def chunk(sizes, rngs):
-        draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
+        draws = Draws.concat([draw_samples(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
         size = draws.n
         run = pol.run(spec, channel, draws, budget)  # a fused kernel, or None: routed layer by layer
         if run is None:

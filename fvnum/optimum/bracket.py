@@ -180,7 +180,7 @@ def candidate_seconds(name: str, spec: TreeSpec, channel, budget: int, samples: 
 
     s = strategy_of(name)
     if s is not None and s.solved_only:
-        return noisy_work.policy_seconds(spec, budget, samples, channel.tau, threads)
+        return noisy_work.tree_policy_seconds(spec, budget, samples, channel.tau, threads)
     if s is not None:
         return s.cost(spec, channel, budget, samples, threads=threads)  # bellman_noiseless: with its solve
     return mc_cost(depth=spec.depth, dim=spec.dim, budget=budget, strategy=name,
@@ -207,14 +207,15 @@ def bounds_plan(spec: TreeSpec, channel, budget: int, *, samples: int, select_sa
     elif exact is not None:
         solve = bool(exact)
     else:
-        solve = noisy_dp.exact_feasible(spec, budget, tau=tau)
+        solve = noisy_work.exact_feasible(spec, budget, tau=tau)
         if not solve and budget > 3:
             skipped["exact"] = "not solved: the exact recursion is solved for budget <= 3"
         elif not solve:
             skipped["exact"] = (f"not solved: the exact recursion at depth {spec.depth}, budget {budget} is too "
-                                f"large (work {noisy_dp.work(spec, budget, tau=tau):.2g} > {noisy_dp.MAX_WORK:.0g})")
+                                f"large (work {noisy_work.tree_work(spec, budget, tau=tau):.2g} > "
+                                f"{noisy_work.MAX_WORK:.0g})")
     if solve:
-        seconds["exact"] = noisy_work.solve_seconds(spec, budget, tau, threads)
+        seconds["exact"] = noisy_work.tree_solve_seconds(spec, budget, tau, threads)
         if exact is None and seconds["exact"] > max_seconds() / 2:
             solve = False
             skipped["exact"] = (f"not solved: the exact recursion would take about {seconds['exact']:.3g} s, over "

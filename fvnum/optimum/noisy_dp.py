@@ -36,7 +36,7 @@ from fvnum.mc.simulate import check_inputs
 from fvnum.mc.protocol import Policy
 from fvnum.priors.tree import TreeSpec
 from fvnum.optimum.noisy_work import (
-    MAX_WORK, check_points, default_points, exact_feasible, lattice, refined_points, work)
+    MAX_WORK, check_points, default_points, exact_feasible, lattice, refined_points, tree_work)
 
 CHUNK_FLOATS = 2**22
 
@@ -436,7 +436,7 @@ def tree_noisy_bellman(spec, budget: int, channel, *, points=None, threads=None,
         raise InputError(f"tau = 0{given} has no readings to integrate: the noiseless optimum is fvsym.bellman.solve")
     if not exact_feasible(spec, budget, points, channel.tau):
         raise ResourceRefused(f"the exact noisy recursion at depth {spec.depth}, budget {budget} costs "
-                              f"{work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use "
+                              f"{tree_work(spec, budget, points, channel.tau):.2g} > {MAX_WORK:.0g} operations; use "
                               f"fvnum.bounds", limit="work")
     threads = default_threads() if threads is None else max(1, int(threads))
     quad = Quadrature(spec, channel.tau, points)

@@ -1,8 +1,9 @@
-"""The work of the exact noisy Bellman recursion (:mod:`fvnum.optimum.noisy_dp`, which these names are importable
-from too): the lattice of readings its trapezoid rules share (:func:`lattice`), the points of its rules per budget
-(:data:`POINTS`, refined and coarser), the work a solve does (:func:`work`, against :data:`MAX_WORK`: whether it is
-solved at all, :func:`exact_feasible`) and its price in seconds (:func:`solve_seconds`, :func:`policy_seconds`, and
-:func:`mc_seconds`, the price of the strategy ``optimal``).
+"""The work of the exact noisy Bellman recursion on a tree prior (:mod:`fvnum.optimum.noisy_dp`): the lattice of
+readings its trapezoid rules share (:func:`lattice`), the points of its rules per budget (:data:`POINTS`, refined and
+coarser), the work a solve does (:func:`tree_work`, against :data:`MAX_WORK`: whether it is solved at all,
+:func:`exact_feasible`) and its price in seconds (:func:`tree_solve_seconds`, :func:`tree_policy_seconds`, and
+:func:`mc_seconds`, the price of the strategy ``optimal``). A finite prior's recursion prices itself
+(:mod:`fvnum.optimum.atoms_dp`).
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def check_points(spec, budget: int, points, tau) -> tuple | None:
     return fine if exact_feasible(spec, budget, fine, tau) else coarser_points(points)
 
 
-def work(spec: TreeSpec, budget: int, points=None, tau=None, root: str = "prior") -> float:
+def tree_work(spec: TreeSpec, budget: int, points=None, tau=None, root: str = "prior") -> float:
     """Operations of the exact recursion (about one multiply-add each): the child beliefs of every level
     (a lattice point per node read, ``2^K`` weights each) and, per belief of the last level, each node's
     class Gram (``2^K K + 6 D``) and its lattice (``LAST_OPS`` per point). ``tau`` sets the lattices (their
@@ -112,23 +113,23 @@ def lattice_size(a: float, tau: float, points: int) -> int:
     return int(lattice(a, tau, points)[0].size)
 
 
-def solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None, refine: bool = True) -> float:
-    """Upper price of ``noisy_bellman``: ``work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``; with
+def tree_solve_seconds(spec, budget: int, tau=None, threads: int = 1, points=None, refine: bool = True) -> float:
+    """Upper price of ``noisy_bellman``: ``tree_work / EXACT_RATE`` over the threads, plus ``EXACT_OVERHEAD``; with
     ``refine`` (its default) the second quadrature of the error estimate (:func:`check_points`) too."""
     busy = max(1, int(threads))
     points = default_points(budget) if points is None else tuple(points)
-    total = work(spec, budget, points, tau)
+    total = tree_work(spec, budget, points, tau)
     other = check_points(spec, budget, points, tau) if refine else None
     if other is not None:
-        total += work(spec, budget, other, tau)
+        total += tree_work(spec, budget, other, tau)
     return EXACT_OVERHEAD + total / (EXACT_RATE * busy)
 
 
-def policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, points=None) -> float:
+def tree_policy_seconds(spec, budget: int, samples: int, tau=None, threads: int = 1, points=None) -> float:
     """Upper price of ``samples`` samples of ``NoisyBellmanPolicy``: at layer ``l >= 1`` each sample runs
     the recursion of the ``budget - l`` remaining layers from its own posterior (every node a candidate)."""
     points = default_points(budget) if points is None else points
-    per = sum(work(spec, budget - l, points[: budget - l], tau, root="any") for l in range(1, budget))
+    per = sum(tree_work(spec, budget - l, points[: budget - l], tau, root="any") for l in range(1, budget))
     busy = max(1, min(int(threads), -(-int(samples) // 1024)))
     return EXACT_OVERHEAD + samples * (per / EXACT_RATE + 5e-6 * budget) / busy
 
@@ -149,8 +150,8 @@ def mc_seconds(prior, channel, budget: int, samples: int, *, threads: int = 1) -
     if own is not None:
         return own("optimal", budget, channel, samples, threads)
     if tau > 0 and 1 <= budget <= 3 and exact_feasible(prior, budget, tau=tau):
-        return solve_seconds(prior, budget, tau, threads, refine=False) + policy_seconds(prior, budget, samples, tau,
-                                                                                          threads)
+        return (tree_solve_seconds(prior, budget, tau, threads, refine=False)
+                + tree_policy_seconds(prior, budget, samples, tau, threads))
     return engine_seconds(strategy_of("optimal"), prior, channel, budget, samples, threads=threads)
 
 
@@ -158,4 +159,4 @@ def exact_feasible(spec, budget: int, points=None, tau=None) -> bool:
     """Whether the exact recursion is small enough: tree prior, ``budget <= 3``, work below MAX_WORK."""
     from fvnum.priors.capabilities import capability
 
-    return capability(spec, "heap_depth") is not None and budget <= 3 and work(spec, budget, points, tau) <= MAX_WORK
+    return capability(spec, "heap_depth") is not None and budget <= 3 and tree_work(spec, budget, points, tau) <= MAX_WORK

@@ -27,8 +27,7 @@ it is given, as a router that is a function of the workspace would see them. The
 (``adaptive_keyed_<family>``, the adaptive row of Model A, :mod:`fvnum.patching.keyed`) are intervened on
 drawn tokens the same way.
 
-The tables (:class:`MeanState`, :class:`InjectionTable`, :func:`injection_from_dict`) are
-:mod:`fvnum.patching.state_tables`, importable from here too.
+The tables (``MeanState``, ``InjectionTable``, ``injection_from_dict``) are :mod:`fvnum.patching.state_tables`.
 """
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ from fvsym._validate import check_int
 from fvnum.estimate import Estimate, Moments, pool
 from fvnum.mc import _chunks
 from fvnum.mc.channels import decoder_of
-from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode_means, draw, read
+from fvnum.mc.simulate import Draws, blocks, check_inputs, decode_losses, decode_means, draw_samples, read
 from fvnum.patching import _jackknife as jk
 from fvnum.patching._jackknife import grouped_means
 from fvnum.patching.keys import PatchingTable, _setup, donor_leaves, draw_pair
@@ -274,7 +273,7 @@ def mean_state(prior, strategy: str, budget: int, channel, *, samples: int | Non
 
 def _strategy_means(spec, channel, pol, budget, layers, samples, seed, threads) -> MeanState:
     def chunk(sizes, rngs):
-        draws = Draws.concat([draw(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
+        draws = Draws.concat([draw_samples(spec, channel, n, budget, rng) for n, rng in zip(sizes, rngs)])
         return draws.leaves, replay(spec, channel, pol, draws)[0]
 
     parts = _chunks.run_chunks(chunk, samples, seed, **blocks(spec, channel, pol, budget), purpose=_chunks.MEAN,
@@ -343,7 +342,7 @@ def injection_table(prior, strategy: str, budget: int, channel, *, samples: int 
     def chunk(sizes, rngs):
         targets, inj = [], []
         for n, rng in zip(sizes, rngs):
-            t = draw(spec, channel, n, budget, rng)
+            t = draw_samples(spec, channel, n, budget, rng)
             targets.append(t)
             inj.append([injected_prefixes(t.leaves, K, l, j, rng) for _, l, _, j in cells])
         target = Draws.concat(targets)
@@ -548,6 +547,5 @@ class _keyed:
 
 
 __all__ = [
-    "InjectionTable", "MeanState", "injection_table", "mean_state", "nearest_leaves", "replay",
-    "state_patching_table",
+    "injection_table", "mean_state", "nearest_leaves", "replay", "state_patching_table",
 ]

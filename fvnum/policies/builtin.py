@@ -160,14 +160,14 @@ class Lookahead(Builtin):
 
 class GreedyCoordinate(Lookahead):
     def lookahead(self, spec, budget, channel, *, seed):
-        from fvnum.policies.policies import GreedyCoordinate as Greedy
+        from fvnum.policies.policies import GreedyCoordinatePolicy as Greedy
 
         return Greedy(spec, channel.tau, budget, allow_repeat=channel.kind == "gaussian")
 
 
 class GreedyDense(Lookahead):
     def lookahead(self, spec, budget, channel, *, seed):
-        from fvnum.policies.policies import GreedyDense as Greedy
+        from fvnum.policies.policies import GreedyDensePolicy as Greedy
 
         return Greedy(spec, channel.tau, budget)
 
@@ -264,10 +264,10 @@ def _water_filling(spec) -> bool:
 def _water_filling_design(spec, budget, channel, name):
     from fvnum.mc.simulate import check_budget
     from fvnum.policies.policies import FixedDesign
-    from fvnum.priors.gaussian import optimal_design
+    from fvnum.priors.gaussian import numeric_optimal_design
 
     check_budget(budget)
-    return FixedDesign(optimal_design(spec, budget, channel.tau), name)
+    return FixedDesign(numeric_optimal_design(spec, budget, channel.tau), name)
 
 
 def _tree_only(name, spec) -> None:

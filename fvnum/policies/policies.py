@@ -3,8 +3,8 @@
 The protocol every policy follows (the user's ``fn(layer, phi)``, the built-in policies' ``start``, ``rows``,
 ``update``, ``work_floats`` and ``run``) is :mod:`fvnum.mc.protocol`: ``Run``, ``Rows``, ``check_rows`` and
 the base class ``Policy``, importable from here too. Here: the built-in policies (``FixedDesign``, ``PathPolicy``,
-``TablePolicy``, ``GreedyCoordinate``, ``RolloutPolicy``, ``GreedyDense``, ``CallablePolicy`` with
-:func:`per_sample`, and a finite prior's ``FiniteGreedy`` and ``FiniteBellmanPolicy``).
+``TablePolicy``, ``GreedyCoordinatePolicy``, ``RolloutPolicy``, ``GreedyDensePolicy``, ``CallablePolicy``
+with :func:`per_sample`, and a finite prior's ``FiniteGreedy`` and ``FiniteBellmanPolicy``).
 """
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ class TablePolicy(Policy):
         return 0
 
 
-class GreedyCoordinate(Policy):
+class GreedyCoordinatePolicy(Policy):
     """Greedy one-step lookahead over coordinates: each layer reads the node that minimises the
     expected posterior loss after that one reading, given the exact posterior so far (computed with
     noise ``tau``; a Gauss-Hermite rule integrates over the new reading). Rereading a node is allowed
@@ -264,7 +264,7 @@ class RolloutPolicy(Policy):
         self.Z = rng.standard_normal((int(n_rollouts), max(budget, 1)))
         self.U0 = rng.random((int(first_rollouts), spec.depth))
         self.Z0 = rng.standard_normal((int(first_rollouts), max(budget, 1)))
-        self.greedy = GreedyCoordinate(spec, tau, budget, allow_repeat=self.allow_repeat)
+        self.greedy = GreedyCoordinatePolicy(spec, tau, budget, allow_repeat=self.allow_repeat)
         self.first = self._rows(np.zeros((1, 0), np.int64), np.zeros((1, 0)), self.U0, self.Z0) if budget > 1 else None
 
     def start(self, n):
@@ -329,7 +329,7 @@ def rollout_seconds(depth: int, budget: int, samples: int, threads: int = 1, *, 
     return ROLLOUT_OVERHEAD_SECONDS + first + samples * per / busy
 
 
-class GreedyDense(Policy):
+class GreedyDensePolicy(Policy):
     """Greedy one-step lookahead over unit rows (d = 1, L = B): each layer reads the unit row that
     maximises the expected squared norm of the next posterior mean (equivalently, minimises the expected
     loss after that one reading) under the exact leaf posterior so far, found by projected gradient

@@ -22,11 +22,11 @@ from fvnum.mc import _chunks
 from fvnum.priors import _kernels
 from fvnum.estimate import SearchResult
 from fvnum.guards.limits import count_classes  # noqa: F401 (the count lives beside its price; callers import it from here too)
-from fvnum.priors.gaussian import design_loss as gaussian_design_loss
-from fvnum.priors.gaussian import optimal_design as gaussian_optimal_design
+from fvnum.priors.gaussian import numeric_design_loss as gaussian_design_loss
+from fvnum.priors.gaussian import numeric_optimal_design as gaussian_optimal_design
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import check_channel
-from fvnum.mc.simulate import check_inputs, decode_losses, draw, read, simulate
+from fvnum.mc.simulate import check_inputs, decode_losses, draw_samples, read, simulate
 from fvnum.policies.policies import FixedDesign
 from fvnum.mc.protocol import Rows
 from fvnum.priors.tree import TreeSpec, numeric_prior
@@ -190,7 +190,7 @@ def optimal_nonadaptive_coordinate(prior, budget: int, channel, *, samples: int 
     else:
         def evaluator(n_eval, purpose):
             rng = np.random.default_rng(_chunks.seed_sequence(seed, purpose))
-            draws = draw(spec, channel, n_eval, budget, rng)
+            draws = draw_samples(spec, channel, n_eval, budget, rng)
 
             def cost(nodes_):
                 rows = Rows(np.asarray(nodes_, dtype=np.int64), True, True)

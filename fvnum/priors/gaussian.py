@@ -66,13 +66,13 @@ class GaussSpec(Capabilities):
         design = np.asarray(design)
         if design.dtype.kind in "iu":
             design = np.vstack([np.zeros(self.dim), np.eye(self.dim)])[np.broadcast_to(design, np.shape(phi))]
-        return posterior_mean(self, design.astype(float), phi, channel.tau)
+        return _posterior_means(self, design.astype(float), phi, channel.tau)
 
     def posterior_losses(self, channel, design, phi, theta) -> np.ndarray:
         """(n,) ``||E[theta | phi] - theta||^2`` given readings of unit rows ``design`` (1, B, D) shared or
         (n, B, D)."""
         W = np.asarray(design, dtype=float)
-        mean = posterior_mean(self, W[0] if W.ndim == 3 and W.shape[0] == 1 else W, phi, channel.tau)
+        mean = _posterior_means(self, W[0] if W.ndim == 3 and W.shape[0] == 1 else W, phi, channel.tau)
         return ((mean - theta) ** 2).sum(axis=1)
 
     def exact_prior(self):
@@ -98,7 +98,7 @@ class GaussSpec(Capabilities):
         check_variance(self.eigenvalues)
 
 
-def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:
+def _posterior_means(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:
     """(n, D) posterior means; ``W`` (B, D) shared or (n, B, D) per sample; ``phi`` (n, B)."""
     C = spec.cov
     W = np.asarray(W, dtype=float)
@@ -115,7 +115,7 @@ def posterior_mean(spec: GaussSpec, W, phi, tau: float) -> np.ndarray:
     return np.einsum("ndb,nb->nd", CW, np.einsum("nbc,nc->nb", np.linalg.pinv(M, hermitian=True), phi))
 
 
-def design_loss(spec: GaussSpec, W, tau: float) -> float:
+def numeric_design_loss(spec: GaussSpec, W, tau: float) -> float:
     """Exact loss ``tr P`` of the fixed design ``W`` (B, D) (docs/theory.md section 5)."""
     C = spec.cov
     W = np.asarray(W, dtype=float)
@@ -164,7 +164,7 @@ def unit_rows(weights, n_rows: int) -> np.ndarray:
     return M / np.linalg.norm(M, axis=1, keepdims=True)
 
 
-def optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
+def numeric_optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
     """A water-filling optimal design (B x D, unit rows): ``W = M V^T`` on the active eigen-directions.
     By Theorem G1 no adaptive policy beats it."""
     B = int(budget)
@@ -176,10 +176,10 @@ def optimal_design(spec: GaussSpec, budget: int, tau: float) -> np.ndarray:
 
 
 # --- Theorem G1, numerically -------------------------------------------------------------
-def deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8, method: str = "auto"):
-    """Theorem G1: the deep optimum (``L = B`` layers of width 1) equals the shallow one (``L = 1``);
-    the result (a ``fvsym.gaussian.DepthComparison``) has ``gap = deep - shallow`` and ``route`` says how
-    ``deep`` was found.
+def numeric_deep_shallow_gap(prior, budget, tau, *, seed: int = 0, n_starts: int = 8, method: str = "auto"):
+    """Theorem G1, the independent numeric check of :func:`fvsym.gaussian.deep_shallow_gap`: the deep optimum
+    (``L = B`` layers of width 1) equals the shallow one (``L = 1``); the result (a
+    ``fvsym.gaussian.DepthComparison``) has ``gap = deep - shallow`` and ``route`` says how ``deep`` was found.
 
     ``method="auto"``: ``"symbolic"`` when ``tau`` or the covariance is symbolic, else ``"numeric"``.
     ``"symbolic"``: exact, :func:`fvsym.gaussian.deep_shallow_gap`. ``"numeric"``, as follows.

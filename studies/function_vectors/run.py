@@ -197,16 +197,16 @@ def model_tables(budget: int, runs: Path, train: bool, log) -> dict:
             out["transplant"][source] = out["injection"][source] = None
             continue
         from bridges.analysis.audit import load_run
-        from bridges.patching.state import injection_table, state_patching_table
+        from bridges.patching.state import model_injection_table, model_state_patching_table
 
         run = load_run(folder)
 
         def transplant(run=run):
-            return {**state_patching_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED).to_dict(),
+            return {**model_state_patching_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED).to_dict(),
                     "run": run.config.key(), "trained_loss": run.loss}
 
         def injection(run=run):
-            return {**injection_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED,
+            return {**model_injection_table(run.model, run.config.data, n_contexts=N_CONTEXTS, seed=SEED,
                                       mean_contexts=MEAN_CONTEXTS).to_dict(), "run": run.config.key()}
 
         out["transplant"][source] = cell(names["transplant"], transplant, log)

@@ -374,7 +374,7 @@ def interventions(name: str = f"T-deep-B{TOP}-s0", n_contexts: int = 2048, seed:
     from bridges.analysis.audit import load_run
     from bridges.analysis.probes import theory_probes, workspace_probes
     from bridges.patching.keys import key_patching_table, theory_patching_table
-    from bridges.patching.state import injection_table, state_patching_table
+    from bridges.patching.state import model_injection_table, model_state_patching_table
     from bridges.training.train import run_dir
 
     run = {r.name: r for r in plan()}[name]
@@ -383,10 +383,10 @@ def interventions(name: str = f"T-deep-B{TOP}-s0", n_contexts: int = 2048, seed:
     model, data = loaded.model, cfg.data
     depths = tuple(range(0, data.depth + 1))
     t0 = time.time()
-    mine = {"transplant": state_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths),
-            "attention transplant": state_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths,
-                                                         site="attention"),
-            "injection": injection_table(model, data, n_contexts=n_contexts, seed=seed, mean_contexts=8192),
+    mine = {"transplant": model_state_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths),
+            "attention transplant": model_state_patching_table(model, data, n_contexts=n_contexts, seed=seed,
+                                                               depths=depths, site="attention"),
+            "injection": model_injection_table(model, data, n_contexts=n_contexts, seed=seed, mean_contexts=8192),
             "keys": key_patching_table(model, data, n_contexts=n_contexts, seed=seed, depths=depths),
             "probes": workspace_probes(model, data, n_contexts=4096, seed=seed)}
     fv = json.loads(FV.read_text())

@@ -174,10 +174,10 @@ def test_the_audits_posterior_over_the_atoms_is_the_brute_force_one(tmp_path):
     with torch.no_grad(), record(model, ["layers.1.phi"]) as rec:
         model(c.x, c.y, c.x_q)
     phi = rec["layers.1.phi"].double().numpy()  # (n, B)
-    from fvnum.keys.readings import posterior_mean
+    from fvnum.keys.readings import law_posterior_mean
 
     law = _reading_law("linear", X, F, thetas, n_tokens=N, s2=s2)
-    engine = posterior_mean(thetas, log_prior, law, phi)
+    engine = law_posterior_mean(thetas, log_prior, law, phi)
     brute = []
     for p in phi:
         logs = []

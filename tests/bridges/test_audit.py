@@ -17,7 +17,7 @@ from bridges.models.networks import linear_model, linear_readout, path_model
 from fvnum.mc.channels import token_statistics
 from fvnum.keys.families import LinearKeys
 from fvnum.keys.readings import ReadingLaw
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(prior="tree", depth=3, alpha=0.5, n_tokens=16)
@@ -41,7 +41,7 @@ def _design_reference(data, W, n, seed):
     law = LinearKeys(W).law(thetas, n_tokens=data.n_tokens, s2=data.s2)
     m = rng.integers(0, len(thetas), n)
     (S,) = token_statistics([thetas[m]], data.n_tokens, data.s2, rng)  # (n, D)
-    est = posterior_mean(thetas, np.zeros(len(thetas)), law, S @ W.T)
+    est = law_posterior_mean(thetas, np.zeros(len(thetas)), law, S @ W.T)
     return _mean_se(((est - thetas[m]) ** 2).sum(1))
 
 
@@ -60,7 +60,7 @@ def _path_reference(data, budget, n, seed):
         node = 2 * node + (phi[:, l] < 0)
     laws = [LinearKeys(rows[j]).law(thetas, n_tokens=data.n_tokens, s2=data.s2) for j in range(n)]
     law = ReadingLaw(np.stack([w.mean for w in laws]), np.stack([w.cov for w in laws]))
-    est = posterior_mean(thetas, np.zeros(len(thetas)), law, phi)
+    est = law_posterior_mean(thetas, np.zeros(len(thetas)), law, phi)
     return _mean_se(((est - thetas[m]) ** 2).sum(1))
 
 

@@ -81,7 +81,7 @@ def test_the_tables_run_on_one_torch_thread_as_priced(run_folder, monkeypatch):
         seen.append(torch.get_num_threads())
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(state, "state_patching_table", table)
+    monkeypatch.setattr(state, "model_state_patching_table", table)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

@@ -7,7 +7,7 @@ import torch
 
 from bridges.models.networks import path_model
 from bridges.patching.keys import key_patching_table, path_bayes_decoder, table_from_dict
-from bridges.patching.state import injection_table, state_patching_table
+from bridges.patching.state import model_injection_table, model_state_patching_table
 from bridges.runs.config import DataConfig
 from fvsym.errors import InputError
 
@@ -20,7 +20,7 @@ def model():
     return path_model(DATA, 3, path_bayes_decoder(DATA))
 
 
-@pytest.mark.parametrize("table", [state_patching_table, key_patching_table])
+@pytest.mark.parametrize("table", [model_state_patching_table, key_patching_table])
 def test_random_donor_is_the_mix_of_the_divergence_depths(model, table):
     """A donor drawn uniformly has divergence depth j with probability 2^-j (and is the target itself with 2^-K):
     its effect is that mixture of the columns' effects, within 5 standard errors; the no-op column is exactly 0."""
@@ -38,9 +38,9 @@ def test_random_donor_is_the_mix_of_the_divergence_depths(model, table):
 
 
 def test_tables_name_the_tensor_patched_how_and_their_seed_and_sizes(model):
-    transplant = state_patching_table(model, DATA, n_contexts=256, seed=5, depths=[1])
+    transplant = model_state_patching_table(model, DATA, n_contexts=256, seed=5, depths=[1])
     keys = key_patching_table(model, DATA, n_contexts=256, seed=5, depths=[1])
-    inj = injection_table(model, DATA, n_contexts=256, seed=5, depths=[1], layers=[2], mean_contexts=512)
+    inj = model_injection_table(model, DATA, n_contexts=256, seed=5, depths=[1], layers=[2], mean_contexts=512)
     for t, patched, how in ((transplant, "workspace.{l}", "replaced by the donor's"),
                             (keys, "layers.{l}.keys", "replaced by the donor's"),
                             (inj, "workspace.{l}", "replaced by the mean workspace of the donor's prefix")):
@@ -53,15 +53,15 @@ def test_tables_name_the_tensor_patched_how_and_their_seed_and_sizes(model):
 def test_one_slot_transplant_keeps_the_other_slots(model):
     """Slot 1 of workspace.{l} holds layer 1's reading: transplanting it alone at l = 3 gives the readout the
     donor's first reading beside the target's later ones, which does harm, and not the whole transplant's."""
-    one = state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[3], depths=[1], slot=1)
-    whole = state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[1, 3], depths=[1])
+    one = model_state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[3], depths=[1], slot=1)
+    whole = model_state_patching_table(model, DATA, n_contexts=512, seed=1, layers=[1, 3], depths=[1])
     assert one.to_dict()["patched"] == "workspace.{l} slot 1"
     assert one.effect[0, 0] > 5 * one.effect_stderr[0, 0]
     assert one.effect[0, 0] != whole.effect[1, 0]
     with pytest.raises(InputError, match="slot must be an integer in 1..3"):
-        state_patching_table(model, DATA, n_contexts=16, layers=[3], slot=4)
+        model_state_patching_table(model, DATA, n_contexts=16, layers=[3], slot=4)
     with pytest.raises(InputError, match="slot must be an integer in 1..1"):
-        state_patching_table(model, DATA, n_contexts=16, layers=[1, 3], slot=2)
+        model_state_patching_table(model, DATA, n_contexts=16, layers=[1, 3], slot=2)
 
 
 def test_steering_sweeps_the_scale_from_no_change_to_the_donor_s_prefix(model):
@@ -145,8 +145,8 @@ def test_model_t_tables_name_its_hooks():
 
     m = _model()
     keys = key_patching_table(m, T_DATA, n_contexts=16, depths=(1,))
-    attention = state_patching_table(m, T_DATA, n_contexts=16, depths=(1,), site="attention")
-    workspace = state_patching_table(m, T_DATA, n_contexts=16, depths=(1,))
+    attention = model_state_patching_table(m, T_DATA, n_contexts=16, depths=(1,), site="attention")
+    workspace = model_state_patching_table(m, T_DATA, n_contexts=16, depths=(1,))
     assert keys.to_dict()["patched"] == "blocks.{l}.attn.hook_k at the context tokens (the summary token's own key kept)"
     assert attention.to_dict()["patched"].startswith("blocks.{1..l}.hook_attn_out")
     assert "hook_resid_post" in workspace.to_dict()["patched"]

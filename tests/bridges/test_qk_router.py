@@ -97,7 +97,7 @@ def test_the_price_counts_the_qk_models_parameters(budget, r, attention):
 
 def test_a_short_qk_run_lowers_the_loss_and_patches_through_the_taps():
     from bridges.patching.keys import key_patching_table
-    from bridges.patching.state import state_patching_table
+    from bridges.patching.state import model_state_patching_table
     from bridges.training.train import train
 
     cfg = RunConfig(DATA, ModelConfig("A", 2, mlp_width=32, router="qk"),
@@ -106,7 +106,7 @@ def test_a_short_qk_run_lowers_the_loss_and_patches_through_the_taps():
     start, end, se = result.history[0][2], result.history[-1][2], result.history[-1][3]
     assert end < 0.5 * start and end + 5 * se < 1.75, (start, end, se)
     keys = key_patching_table(result.model, DATA, n_contexts=256, seed=0, depths=(1, 3))
-    state = state_patching_table(result.model, DATA, n_contexts=256, seed=0, depths=(1, 3))
+    state = model_state_patching_table(result.model, DATA, n_contexts=256, seed=0, depths=(1, 3))
     assert keys.loss.shape == state.loss.shape == (2, 2)
     assert np.all(np.abs(keys.effect[0]) < 1e-6)  # layer 1's query is a constant: its keys are the donor's own
     assert state.effect[1, 0] > 0.1 and abs(state.effect[0, 1]) < 5 * state.effect_stderr[0, 1] + 1e-6

@@ -282,7 +282,7 @@ def test_the_full_grid_keeps_its_cell_and_the_defaults_are_priced_within_10_minu
 
 
 def test_a_reproduction_is_typed_and_reads_as_its_dict(tmp_path):
-    from bridges.errors import InputError
+    from fvsym.errors import InputError
     from bridges.studies.reproduce import Reproduction
 
     r = Reproduction(str(tmp_path), ("a.md",), [{"strategy": "path", "budget": 1, "loss": 0.5}], [],

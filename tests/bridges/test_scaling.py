@@ -125,11 +125,11 @@ def test_convergence_reads_the_last_fifth_of_each_held_out_curve():
 
 @pytest.mark.heavy
 def test_keyed_prediction_rows_join_the_study(tmp_path):
-    from bridges.studies.scaling import run
+    from bridges.studies.scaling import scaling_study
 
     cfg = ScalingConfig(out=str(tmp_path / "k"), depth=2, budgets=(1, 2), models="AB", seeds=1, steps_per_budget=3,
                         samples=300, search_samples=60, workers=1, progress=False, cut=1)
-    result = run(cfg, log=lambda *a: None)
+    result = scaling_study(cfg, log=lambda *a: None)
     rows = {t["name"]: t for t in result["theory"][2]}
     assert rows["best_adaptive_keyed"]["role"] == "prediction" and rows["best_adaptive_keyed"]["models"] == ["A"]
     assert rows["best_nonadaptive_keyed"]["models"] == ["B"] and rows["best_adaptive"]["role"] != "prediction"

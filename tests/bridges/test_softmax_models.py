@@ -18,7 +18,7 @@ from bridges.training.data import ContextSampler
 from bridges.models.networks import build_model, key_rows
 from bridges.models.taps import patch, record, tap_names
 from fvnum.keys.families import SoftmaxKeys
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 
 torch.set_num_threads(1)
 DATA = DataConfig(depth=3, n_tokens=32)
@@ -318,7 +318,7 @@ def _softmax_design_reference(data, B, n, seed):
     X = rng.standard_normal((n, data.n_tokens, data.dim))
     y = np.einsum("nid,nd->ni", X, thetas[m]) + math.sqrt(data.s2) * rng.standard_normal((n, data.n_tokens))
     law = keys.law(thetas, n_tokens=data.n_tokens, s2=data.s2)
-    est = posterior_mean(thetas, np.zeros(len(thetas)), law, keys.readings(X, y))
+    est = law_posterior_mean(thetas, np.zeros(len(thetas)), law, keys.readings(X, y))
     losses = ((est - thetas[m]) ** 2).sum(1)
     return float(losses.mean()), float(losses.std(ddof=1) / math.sqrt(n))
 

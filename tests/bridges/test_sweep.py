@@ -162,7 +162,7 @@ def test_scheduler_that_does_not_answer_is_one_line_and_exit_2_within_seconds(tm
 def test_same_cells_same_numbers_in_process_and_on_a_cluster(local_cluster, tmp_path, capsys):
     """(A LocalCluster started by the sweep itself: tests/test_examples.py, example 06.)"""
     address, _ = local_cluster
-    here = sweep.run(MC, out=tmp_path / "here", scheduler="synchronous", progress=False, log=lambda *a: None)
+    here = sweep.run_sweep(MC, out=tmp_path / "here", scheduler="synchronous", progress=False, log=lambda *a: None)
     path = _write_spec(tmp_path / "mc.toml", MC)
     assert main(["sweep", str(path), "--out", str(tmp_path / "cluster"), "--scheduler", address, "--quiet",
                  "--format", "json"]) == 0
@@ -178,9 +178,9 @@ def test_same_cells_same_numbers_in_process_and_on_a_cluster(local_cluster, tmp_
     assert [{k: v for k, v in r.items() if k != "result"} for r in data["rows"]] == remote["rows"]
     assert data["spec"] == {"command": "mc", **{k: MC[k] for k in ("base", "grid")}}
 
-    train_here = sweep.run(TRAIN, out=tmp_path / "t_here", scheduler="synchronous", progress=False,
+    train_here = sweep.run_sweep(TRAIN, out=tmp_path / "t_here", scheduler="synchronous", progress=False,
                            log=lambda *a: None)
-    train_there = sweep.run(TRAIN, out=tmp_path / "t_there", scheduler=address, progress=False, log=lambda *a: None)
+    train_there = sweep.run_sweep(TRAIN, out=tmp_path / "t_there", scheduler=address, progress=False, log=lambda *a: None)
     assert _numbers(train_here.rows) == _numbers(train_there.rows)
     assert train_here.rows[0]["loss"] != train_here.rows[1]["loss"]
     for r in train_there.rows:  # checkpoints live under --out
@@ -190,14 +190,14 @@ def test_same_cells_same_numbers_in_process_and_on_a_cluster(local_cluster, tmp_
 
 def test_rerun_computes_only_missing_cells(tmp_path):
     out = tmp_path / "o"
-    first = sweep.run(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None)
+    first = sweep.run_sweep(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None)
     lost = sorted((out / "cells").glob("*.json"))[:3]
     for p in lost:
         p.unlink()
-    again = sweep.run(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None)
+    again = sweep.run_sweep(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None)
     assert (again.n_computed, again.n_cached) == (3, 5)
     assert again.rows == first.rows
-    assert sweep.run(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None).n_computed == 0
+    assert sweep.run_sweep(MC, out=out, scheduler="synchronous", progress=False, log=lambda *a: None).n_computed == 0
 
 
 # --- fv reproduce on the same engine -------------------------------------------------------------------------

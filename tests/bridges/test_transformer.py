@@ -11,7 +11,7 @@ from bridges.models.taps import patch, record, tap_names
 from bridges.models.transformer import TransformerModel
 from bridges.prices.transformer import parameter_count
 from bridges.patching.keys import key_patching_table
-from bridges.patching.state import injection_table, state_patching_table
+from bridges.patching.state import model_injection_table, model_state_patching_table
 from bridges.runs.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from fvsym.errors import InputError
 
@@ -113,11 +113,11 @@ def test_the_no_op_control_has_every_effect_exactly_zero():
     prefix change nothing, to the last bit."""
     m = _model()
     for table in (key_patching_table(m, DATA, n_contexts=64, depths=(0, 2)),
-                  state_patching_table(m, DATA, n_contexts=64, depths=(0, 2)),
-                  state_patching_table(m, DATA, n_contexts=64, depths=(0, 2), site="attention")):
+                  model_state_patching_table(m, DATA, n_contexts=64, depths=(0, 2)),
+                  model_state_patching_table(m, DATA, n_contexts=64, depths=(0, 2), site="attention")):
         assert np.all(table.effect[:, 0] == 0) and np.all(table.effect_stderr[:, 0] == 0), table.intervention
         assert np.any(np.abs(table.effect[:, 1]) > 0)  # a real donor does something
-    assert state_patching_table(m, DATA, n_contexts=8, depths=(1,), site="attention").intervention == \
+    assert model_state_patching_table(m, DATA, n_contexts=8, depths=(1,), site="attention").intervention == \
         "attention transplant"
 
 
@@ -141,7 +141,7 @@ def test_key_patching_replaces_the_context_tokens_keys_and_keeps_the_summarys():
 
 def test_injection_and_probes_run_on_the_summary_residual():
     m = _model()
-    inj = injection_table(m, DATA, n_contexts=64, mean_contexts=512, layers=(1, 3), depths=(1,))
+    inj = model_injection_table(m, DATA, n_contexts=64, mean_contexts=512, layers=(1, 3), depths=(1,))
     assert inj.layers == (1, 3) and inj.loss.shape == (2, 1) and np.all(np.isfinite(inj.loss))
     assert np.all((0 <= inj.prefix_accuracy) & (inj.prefix_accuracy <= 1))
     probes = workspace_probes(m, DATA, n_contexts=64)

@@ -140,10 +140,10 @@ def _orthogonality_z(spec, tokens, channel, pol, budget, n, seed):
     """Draw leaves and their tokens statistic (exact in law, as every simulation does), run the policy,
     decode by ``channel``'s decoder (``tokens`` itself: the exact one; a gaussian channel: a control), and
     return the z-score of ``E[theta_hat . (theta - theta_hat)]``, 0 when ``theta_hat`` is the posterior mean."""
-    from fvnum.mc.simulate import draw, run_policy
+    from fvnum.mc.simulate import draw_samples, run_policy
     from fvnum.priors.tree import posterior_means
 
-    draws = draw(spec, tokens, n, budget, np.random.default_rng(seed))
+    draws = draw_samples(spec, tokens, n, budget, np.random.default_rng(seed))
     run = pol.run(spec, tokens, draws, budget) or run_policy(spec, tokens, pol, draws)
     if all(r.coordinate for r in run.rows):
         design = np.concatenate([r.nodes(n) for r in run.rows], axis=1)

@@ -12,7 +12,7 @@ from fvnum.keys.lookahead import _next_law, _posterior_state
 from fvnum.keys.tree import _geometry, _Tree
 from fvnum.keys.families import LinearKeys, WeightedKeys
 from fvnum.keys.readings import ReadingLaw
-from fvnum.keys.readings import posterior_mean, posterior_weights
+from fvnum.keys.readings import law_posterior_mean, posterior_weights
 from fvnum.priors.tree import TreeSpec
 from fvsym.priors import GaussianPrior, TreePrior
 
@@ -40,7 +40,7 @@ def test_mixture_loss_is_the_monte_carlo_loss_of_the_bayes_decoder():
     assert abs(exact - mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], logp, TREE.thetas, grid=2048)) < 1e-10
     leaves = rng.integers(0, 8, 40_000)
     phi = law.mean[leaves] + np.sqrt(law.cov[leaves, 0]) * rng.standard_normal((40_000, 1))
-    losses = ((posterior_mean(TREE.thetas, logp, law, phi) - TREE.thetas[leaves]) ** 2).sum(1)
+    losses = ((law_posterior_mean(TREE.thetas, logp, law, phi) - TREE.thetas[leaves]) ** 2).sum(1)
     assert abs(losses.mean() - exact) <= 5 * losses.std(ddof=1) / np.sqrt(losses.size)
 
 

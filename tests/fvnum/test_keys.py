@@ -4,7 +4,7 @@ import pytest
 
 from fvnum.keys.families import LinearKeys
 from fvnum.keys.readings import ReadingLaw, law_from_key_values
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 from fvnum.priors.tree import TreeSpec
 
 N, S2 = 16, 0.01
@@ -75,16 +75,16 @@ def test_posterior_mean_is_brute_force_and_a_repeated_row_carries_nothing():
     phi2 = S @ W2.T
     phi3 = S @ W3.T
     brute = _brute_posterior_mean(thetas, prior, W2, phi2)
-    got2 = posterior_mean(thetas, np.log(prior), LinearKeys(W2).law(thetas, n_tokens=N, s2=S2), phi2)
-    got3 = posterior_mean(thetas, np.log(prior), LinearKeys(W3).law(thetas, n_tokens=N, s2=S2), phi3)
+    got2 = law_posterior_mean(thetas, np.log(prior), LinearKeys(W2).law(thetas, n_tokens=N, s2=S2), phi2)
+    got3 = law_posterior_mean(thetas, np.log(prior), LinearKeys(W3).law(thetas, n_tokens=N, s2=S2), phi3)
     np.testing.assert_allclose(got2, brute, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(got3, brute, rtol=1e-7, atol=1e-10)
     # a law per sample (n, M, k) gives the same numbers
     law = LinearKeys(W3).law(thetas, n_tokens=N, s2=S2)
     per = ReadingLaw(np.broadcast_to(law.mean, (20,) + law.mean.shape), np.broadcast_to(law.cov, (20,) + law.cov.shape))
-    np.testing.assert_allclose(posterior_mean(thetas, np.log(prior), per, phi3), got3, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(law_posterior_mean(thetas, np.log(prior), per, phi3), got3, rtol=1e-12, atol=1e-14)
     # a single reading vector returns (D,)
-    np.testing.assert_allclose(posterior_mean(thetas, np.log(prior), law, phi3[0]), got3[0], rtol=1e-12)
+    np.testing.assert_allclose(law_posterior_mean(thetas, np.log(prior), law, phi3[0]), got3[0], rtol=1e-12)
 
 
 def test_bad_inputs_get_one_clear_line():
@@ -95,7 +95,7 @@ def test_bad_inputs_get_one_clear_line():
         LinearKeys(np.eye(3)).law(thetas, n_tokens=0, s2=S2)
     with pytest.raises(ValueError, match="readings must be"):
         law = LinearKeys(np.eye(3)).law(thetas, n_tokens=N, s2=S2)
-        posterior_mean(thetas, np.zeros(4), law, np.zeros(2))
+        law_posterior_mean(thetas, np.zeros(4), law, np.zeros(2))
     with pytest.raises(ValueError, match="reading law needs"):
         ReadingLaw(np.zeros((4, 2)), np.zeros((4, 2)))
 

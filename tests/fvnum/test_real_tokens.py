@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 from fvnum.keys.nonadaptive import best_nonadaptive_keyed
 from fvnum.keys.real_tokens import REAL_ROWS, design_losses, real_keyed_losses
 from fvnum.keys.tree import _Tree
@@ -66,7 +66,7 @@ def test_a_run_continued_from_its_readings_is_the_run_in_one_go():
 @pytest.mark.parametrize("family", ["weighted", "linear"])
 def test_the_design_is_decoded_by_the_familys_exact_posterior_on_its_own_readings(family):
     """B's real row: each row of its design read exactly on the contexts (``keys.readings``: the family object's own
-    reading of the tokens), decoded by the exact posterior mean under the keys' CLT law (``readings.posterior_mean``,
+    reading of the tokens), decoded by the exact posterior mean under the keys' CLT law (``readings.law_posterior_mean``,
     as the law's row decodes): per context to 1e-10."""
     spec = numeric_prior(PRIOR)
     found = design(2, family)
@@ -74,7 +74,7 @@ def test_the_design_is_decoded_by_the_familys_exact_posterior_on_its_own_reading
     mine = design_losses(spec, found, X, y, theta, N, S2)
     tree = _Tree(spec)
     law = found.keys.law(tree.thetas, n_tokens=N, s2=S2)
-    theirs = posterior_mean(tree.thetas, np.full(spec.n_leaves, -math.log(spec.n_leaves)), law, found.keys.readings(X, y))
+    theirs = law_posterior_mean(tree.thetas, np.full(spec.n_leaves, -math.log(spec.n_leaves)), law, found.keys.readings(X, y))
     np.testing.assert_allclose(mine, ((theirs - theta) ** 2).sum(1), rtol=0, atol=1e-10)
     rows = real_keyed_losses(PRIOR, [2], family, n_tokens=N, s2=S2, samples=50, seed=4, first=first(family),
                              designs={2: found})

@@ -10,7 +10,7 @@ from fvnum.priors._kernels.coord import _coord_scratch
 from fvnum.mc.channels import make_channel
 from fvnum.policies.registry import STRATEGIES
 from fvnum.mc.simulate import simulate
-from fvnum.policies.policies import GreedyCoordinate, RolloutPolicy
+from fvnum.policies.policies import GreedyCoordinatePolicy, RolloutPolicy
 from fvnum.priors.tree import numeric_prior
 from fvsym.priors import TreePrior
 
@@ -35,7 +35,7 @@ def _paired(a, b):
 def test_greedy_next_equals_the_greedy_kernel():
     """``_kernels._greedy_next`` (scratch in tuples) picks the node ``_greedy_coord_rows`` picks."""
     spec = numeric_prior(TreePrior(4, "1/2"))
-    g = GreedyCoordinate(spec, 0.4, 4)
+    g = GreedyCoordinatePolicy(spec, 0.4, 4)
     rng = np.random.default_rng(3)
     for length in (0, 1, 2, 3):
         nodes = rng.integers(1, spec.dim + 1, size=(30, length))
@@ -54,7 +54,7 @@ def test_one_candidate_is_the_greedy_policy():
     spec = numeric_prior(prior)
     channel = make_channel(spec, fvnum.gaussian(0.4))
     roll = RolloutPolicy(spec, 0.4, 3, n_cand=1, first_rollouts=64)
-    greedy = GreedyCoordinate(spec, 0.4, 3)
+    greedy = GreedyCoordinatePolicy(spec, 0.4, 3)
     a = simulate(spec, channel, roll, 3, samples=300, seed=2, threads=1, record=True).function_vectors.loss
     b = simulate(spec, channel, greedy, 3, samples=300, seed=2, threads=1, record=True).function_vectors.loss
     assert np.array_equal(a, b)
@@ -111,7 +111,7 @@ def test_table_score_equals_the_exponential_score():
     from fvnum.mc._kernels.rollout import _ratio_table, _table_score
 
     spec = numeric_prior(TreePrior(5, "2/3"))
-    g = GreedyCoordinate(spec, 0.35, 4)
+    g = GreedyCoordinatePolicy(spec, 0.35, 4)
     T = np.zeros((5, 3, g.gh_x.size, 3))
     _ratio_table(0.35, spec.scales, g.gh_x, T)
     rng = np.random.default_rng(1)
@@ -135,7 +135,7 @@ def test_top_candidates_by_branch_and_bound_are_the_best_scores():
 
     spec = numeric_prior(TreePrior(6, "1/2"))
     tau = 0.4
-    g = GreedyCoordinate(spec, tau, 5)
+    g = GreedyCoordinatePolicy(spec, tau, 5)
     T = np.zeros((6, 3, g.gh_x.size, 3))
     _ratio_table(tau, spec.scales, g.gh_x, T)
     rng = np.random.default_rng(4)

@@ -2,7 +2,7 @@
 modules under ``fvnum/``), computed from the source with ``ast``, imports inside functions included, has no cycle,
 and every arrow points down the order below.
 
-The order, lowest first: the leaves (errors, defaults, options, estimate, laws, model rows, row groups, decided), then
+The order, lowest first: the leaves (defaults, options, estimate, laws, model rows, row groups, decided), then
 ``priors`` (the distributions, their decoders and their kernels) < ``guards`` (the checks and search prices that
 read no strategy) < ``mc`` (channels, the engine and its policy protocol, the strategies' kernels) < ``policies``
 (the strategies, their registry, searches and prices) < ``optimum`` (the exact optima and the bracket) < ``keys``
@@ -19,7 +19,7 @@ import fvnum
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "fvnum"
-ORDER = ("errors", "defaults", "options", "estimate", "laws", "model_rows", "row_groups", "decided",
+ORDER = ("defaults", "options", "estimate", "laws", "model_rows", "row_groups", "decided",
          "priors", "guards", "mc", "policies", "optimum", "keys", "patching", "linear_theory", "values", "theory",
          "finite_theory", "regime", "plot", "cli")
 

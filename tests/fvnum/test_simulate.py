@@ -6,7 +6,7 @@ import pytest
 
 from fvnum import loss_mc, per_sample
 from fvnum.mc.channels import make_channel
-from fvnum.mc.simulate import blocks, draw, run_policy, work_floats
+from fvnum.mc.simulate import blocks, draw_samples, run_policy, work_floats
 from fvnum.policies.policies import FixedDesign, PathPolicy, TablePolicy
 from fvnum.priors.tree import numeric_prior
 from fvsym.bellman import PolicyNode
@@ -37,7 +37,7 @@ def test_same_seed_same_numbers_whatever_the_threads(channel):
 def test_fused_path_kernel_equals_generic_engine():
     spec = numeric_prior(PRIOR)
     for channel in (make_channel(spec, fvnum.gaussian(0.4)), make_channel(spec, fvnum.tokens(32))):
-        draws = draw(spec, channel, 500, 3, np.random.default_rng(0))
+        draws = draw_samples(spec, channel, 500, 3, np.random.default_rng(0))
         fused = PathPolicy(3).run(spec, channel, draws, 3)
         generic = run_policy(spec, channel, PathPolicy(3), draws)
         np.testing.assert_allclose(fused.loss, generic.loss, rtol=1e-12, atol=1e-12)
@@ -46,12 +46,12 @@ def test_fused_path_kernel_equals_generic_engine():
 
 def test_fused_greedy_kernel_equals_generic_engine_under_tokens():
     """The fused greedy kernel decodes its loss with the exact tokens decoder, as the layer-by-layer engine does."""
-    from fvnum.policies.policies import GreedyCoordinate
+    from fvnum.policies.policies import GreedyCoordinatePolicy
 
     spec = numeric_prior(TreePrior(3, "1/2"))
     channel = make_channel(spec, fvnum.tokens(16))
-    pol = GreedyCoordinate(spec, channel.tau, 3, allow_repeat=False)
-    draws = draw(spec, channel, 300, 3, np.random.default_rng(2))
+    pol = GreedyCoordinatePolicy(spec, channel.tau, 3, allow_repeat=False)
+    draws = draw_samples(spec, channel, 300, 3, np.random.default_rng(2))
     fused = pol.run(spec, channel, draws, 3)
     generic = run_policy(spec, channel, pol, draws)
     np.testing.assert_array_equal(fused.phi, generic.phi)
@@ -75,7 +75,7 @@ def test_table_policy_runs_a_decision_tree(tau):
     table = _path_as_table(1, 4, list(range(16)), 3)
     spec = numeric_prior(PRIOR)
     channel = make_channel(spec, fvnum.gaussian(tau))
-    draws = draw(spec, channel, 2000, 3, np.random.default_rng(1))
+    draws = draw_samples(spec, channel, 2000, 3, np.random.default_rng(1))
     a = run_policy(spec, channel, TablePolicy(table, spec, tau, 3, 1), draws)
     b = PathPolicy(3).run(spec, channel, draws, 3)
     np.testing.assert_array_equal(a.phi, b.phi)

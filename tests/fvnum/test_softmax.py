@@ -10,7 +10,7 @@ import pytest
 
 from fvnum.keys.families import SoftmaxKeys
 from fvnum.keys.readings import law_from_scores, softmax_law
-from fvnum.keys.readings import posterior_mean
+from fvnum.keys.readings import law_posterior_mean
 from fvnum.priors.tree import TreeSpec
 
 S2 = 0.01
@@ -197,7 +197,7 @@ def test_bayes_decoder_on_softmax_readings_is_brute_force_on_a_depth_2_tree():
     law = fam.law(thetas, n_tokens=N, s2=S2)
     log_prior = np.full(4, -math.log(4))
     phi = law.mean[rng.integers(0, 4, 20)] + 0.3 * rng.standard_normal((20, 2))
-    got = posterior_mean(thetas, log_prior, law, phi)
+    got = law_posterior_mean(thetas, log_prior, law, phi)
     want = np.array([_brute_posterior_mean(thetas, B, q, N, p) for p in phi])
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
@@ -227,7 +227,7 @@ def test_hand_built_softmax_channel_has_its_exact_loss():
     X = rng.standard_normal((n, N, 1))
     y = X[..., 0] * thetas[leaves] + math.sqrt(S2) * rng.standard_normal((n, N))
     phi = fam.readings(X, y)
-    est = posterior_mean(thetas, np.full(2, -math.log(2)), law, phi)
+    est = law_posterior_mean(thetas, np.full(2, -math.log(2)), law, phi)
     losses = ((est - thetas[leaves]) ** 2).sum(1)
     se = losses.std(ddof=1) / math.sqrt(n)
     assert abs(losses.mean() - exact) <= 5 * se, (losses.mean(), exact, se)
@@ -253,7 +253,7 @@ def test_softmax_keyed_rows_are_achievable_losses_of_their_law():
     rng = np.random.default_rng(12)
     leaves = rng.integers(0, 4, 20_000)
     phi = law.mean[leaves, 0] + np.sqrt(law.cov[leaves, 0, 0]) * rng.standard_normal(20_000)
-    est = posterior_mean(thetas, np.full(4, -math.log(4)), law, phi[:, None])
+    est = law_posterior_mean(thetas, np.full(4, -math.log(4)), law, phi[:, None])
     losses = ((est - thetas[leaves]) ** 2).sum(1)
     se = losses.std(ddof=1) / math.sqrt(losses.size)
     assert abs(losses.mean() - first.estimate.value) <= 5 * se
