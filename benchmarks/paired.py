@@ -2,6 +2,7 @@
 timed alternately in a baseline checkout and in this one, each run in a fresh process.
 
     PYTHONPATH=. python benchmarks/paired.py [--baseline=REV] [--pairs=N] [--no-suite] [--quick] [--out=DIR]
+        [--limit=PCT] [--cases=NAME,...] [--tag=NAME]
 
 The baseline (default ``24854ae``, the commit just before the refactor: the engine's first commits,
 ``0a21c1a`` "docs/architecture: the engine's design" on engine/api and ``8951d0b`` "the prior protocol
@@ -14,11 +15,12 @@ in its first pair: that first call is the compile time, reported apart; later fi
 A child times one warm-up call, then repeats the call until ``MIN_TIME`` seconds have passed (at least
 three calls) and keeps the fastest. Per case the script prints the median over the pairs in each checkout,
 their ratio current / baseline, the spread of the per-pair ratios (min-max) and the verdict: "within 10%"
-when the ratio is at most 1.10. The suite (``python -m pytest -q -n 2 -p no:cacheprovider``) is timed the
+when the ratio is at most 1.10 (``--limit=5``: 5%). The suite (``python -m pytest -q -n 2 -p no:cacheprovider``) is timed the
 same way, pair by pair (``--no-suite`` leaves it out; it is not the same set of tests in the two checkouts:
 the tests added since the baseline run only in the current one). A case the baseline lacks (the finite-atom
 decoder) is timed in the current checkout alone. Results: ``<date>-paired.json`` (written atomically) and
-``<date>-paired.md`` in ``--out`` (default this folder). On a loaded machine a ratio moves by up to 10%
+``<date>-paired.md`` in ``--out`` (default this folder; ``--tag=api``: ``<date>-paired-api.*``); ``--cases``
+times only the cases whose names contain one of the given words. On a loaded machine a ratio moves by up to 10%
 between repeats (docs/benchmarks/2026-12-02-architecture.md): measure on a quiet one.
 """
 from __future__ import annotations
@@ -41,7 +43,7 @@ LIMIT = 0.10  # "no slower": within 10% of the baseline
 MIN_TIME = 1.0  # seconds of repeated calls per child after the warm-up (QUICK_TIME with --quick)
 QUICK_TIME = 0.2
 SUITE = [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider"]
-OPTIONS = ("baseline", "pairs", "no-suite", "quick", "out")
+OPTIONS = ("baseline", "pairs", "no-suite", "quick", "out", "limit", "cases", "tag")
 
 # (name, kind, arguments); tau 0.3 and one thread unless named; sizes chosen so one call takes 0.1-1 s
 CASES = [
@@ -102,7 +104,7 @@ elif kind == "noisy_bellman":
 elif kind in ("nonadaptive_keyed", "adaptive_keyed"):
     import inspect
     search = fvnum.best_nonadaptive_keyed if kind == "nonadaptive_keyed" else fvnum.best_adaptive_keyed
-    if "n_tokens" in inspect.signature(search).parameters:  # the old family and keywords
+    if "channel" not in inspect.signature(search).parameters:  # the old family and keywords (a **kw search too)
         keyed, given = "weighted", {"n_tokens": 128}
     else:  # the channel as one object (issue 59)
         keyed, given = fvnum.tokens(128, keys="weighted"), {}
@@ -125,10 +127,11 @@ def fail(message: str):
     raise SystemExit(2)
 
 
-def paired_ratio(base: list, cur: list, limit: float = LIMIT) -> dict:
+def paired_ratio(base: list, cur: list, limit: float | None = None) -> dict:
     """Medians of paired timings (seconds, pair ``i`` is ``base[i]``, ``cur[i]``), their ratio current /
     baseline, the min-max of the per-pair ratios and the verdict (``within`` when the ratio is at most
     ``1 + limit``)."""
+    limit = LIMIT if limit is None else limit
     if len(base) != len(cur) or not base:
         raise ValueError(f"paired timings need as many baseline as current runs, at least one: {len(base)}, {len(cur)}")
     if any(not t > 0 for t in (*base, *cur)):
@@ -252,8 +255,9 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def measure(base: Path, cur: Path, tmp: Path, pairs: int, quick: bool, suite: bool) -> dict:
+def measure(base: Path, cur: Path, tmp: Path, pairs: int, quick: bool, suite: bool, only=None) -> dict:
     cases = [(n, k, {**a, **QUICK[n]}) for n, k, a in CASES if n in QUICK] if quick else CASES
+    cases = [c for c in cases if only is None or any(s in c[0] for s in only)]
     trees = {"baseline": base, "current": cur}
     caches = {k: tmp / f"numba-{k}" for k in trees}
     rows = []
@@ -340,8 +344,23 @@ def parse(argv: list) -> dict:
     if given is not None and not (given and Path(given).is_dir()):
         fail(f"--out {given!r} is not a folder")
     out = Path(given) if given else ROOT / "docs" / "benchmarks"  # the pages of the site
+    limit = opts.get("limit", f"{LIMIT * 100:g}")
+    try:
+        limit = float(limit) / 100
+    except ValueError:
+        fail(f"--limit is a percentage (5 for 5%), got {limit!r}")
+    if not 0 < limit < 10:
+        fail(f"--limit is a percentage between 0 and 1000, got {opts['limit']!r}")
+    only = None
+    if "cases" in opts:
+        only = [s.strip() for s in opts["cases"].split(",") if s.strip()]
+        if not only or not any(s in name for s in only for name, _, _ in CASES):
+            fail(f"--cases {opts['cases']!r} names no case; the cases are: {'; '.join(n for n, _, _ in CASES)}")
+    tag = opts.get("tag", "")
+    if tag and not (tag.replace("-", "").isalnum() and tag.isascii()):
+        fail(f"--tag is letters, digits and dashes, got {tag!r}")
     return {"baseline": opts.get("baseline", BASELINE), "pairs": int(pairs), "quick": quick,
-            "suite": "no-suite" not in opts, "out": out}
+            "suite": "no-suite" not in opts, "out": out, "limit": limit, "cases": only, "tag": tag}
 
 
 def on_sigterm(signum, frame):
@@ -351,7 +370,9 @@ def on_sigterm(signum, frame):
 def main(argv=None) -> dict:
     from bridges.runs.store import write_atomic, write_json
 
+    global LIMIT
     opts = parse(sys.argv[1:] if argv is None else argv)
+    LIMIT = opts["limit"]
     try:
         rev = git("rev-parse", "--verify", "--quiet", "--end-of-options", opts["baseline"] + "^{commit}")
     except RuntimeError:
@@ -364,7 +385,7 @@ def main(argv=None) -> dict:
           f"{opts['pairs']} pairs{', quick' if opts['quick'] else ''}")
     print(f"{'case':42} {'base s':>9} {'cur s':>9}  {'ratio':>6}  verdict")
     with baseline_worktree(rev) as base:
-        result = measure(base, ROOT, base.parent, opts["pairs"], opts["quick"], opts["suite"])
+        result = measure(base, ROOT, base.parent, opts["pairs"], opts["quick"], opts["suite"], opts["cases"])
     # the verdict: the kernels, and the suite on the tests both checkouts hold (its wall time when none is found)
     rows = [r for r in result["cases"] + [result.get("shared_tests") or result["suite"]] if r and "ratio" in r]
     slow = [r["case"] for r in rows if not r["within"]]
@@ -374,9 +395,10 @@ def main(argv=None) -> dict:
                   min_time=QUICK_TIME if opts["quick"] else MIN_TIME, limit=LIMIT,
                   verdict=(f"every case within {LIMIT:.0%}" if not slow else
                            f"not within {LIMIT:.0%}: {', '.join(slow)}") if rows else "no case timed in both")
-    write_json(opts["out"] / f"{date}-paired.json", result)
-    write_atomic(opts["out"] / f"{date}-paired.md", markdown(result))
-    print(f"\n{result['verdict']}; written to {opts['out'] / (date + '-paired.json')} and .md")
+    stem = f"{date}-paired" + (f"-{opts['tag']}" if opts["tag"] else "")
+    write_json(opts["out"] / f"{stem}.json", result)
+    write_atomic(opts["out"] / f"{stem}.md", markdown(result))
+    print(f"\n{result['verdict']}; written to {opts['out'] / (stem + '.json')} and .md")
     return result
 
 
