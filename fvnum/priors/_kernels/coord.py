@@ -165,6 +165,22 @@ def _coord_loss(leaf, scales, cs):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _coord_write(s, leaves, scales, cs, out_loss, out_mean):
+    """Sample ``s``'s loss (``out_loss[s]``, unless ``out_loss`` is empty) and posterior mean (``out_mean[s]``, unless
+    empty) from the posterior in the scratch ``cs``: the nodes read carry their means, the others 0."""
+    if out_loss.shape[0] > 0:
+        out_loss[s] = _coord_loss(leaves[s], scales, cs)
+    if out_mean.shape[0] > 0:
+        byd, cnt = cs[8], cs[9]
+        for j in range(out_mean.shape[1]):
+            out_mean[s, j] = 0.0
+        for k in range(1, scales.shape[0] + 1):
+            for t in range(cnt[k - 1]):
+                n = byd[k - 1, t]
+                out_mean[s, n - 1] = _coord_mean_at(n, scales[k - 1], cs)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _posterior_norm2(scales, cs):
     """``||E[theta | readings]||^2`` from a finished ``_coord_posterior``."""
     byd, cnt = cs[8], cs[9]
@@ -193,21 +209,8 @@ def _tree_coord_decode(nodes, readings, tau, scales, leaves, out_loss, out_mean)
     """Batch of coordinate readings: ``nodes`` (n, B) int64, ``readings`` (n, B). Writes per-sample
     losses against ``leaves`` into ``out_loss`` (n,) unless it is empty, and posterior means into
     ``out_mean`` (n, D) unless it is empty."""
-    K = scales.shape[0]
-    D = (1 << K) - 1
-    cs = _coord_scratch(K, nodes.shape[1])
-    byd, cnt = cs[8], cs[9]
-    want_loss = out_loss.shape[0] > 0
-    want_mean = out_mean.shape[0] > 0
+    cs = _coord_scratch(scales.shape[0], nodes.shape[1])
     for s in range(nodes.shape[0]):
         _coord_posterior(nodes[s], readings[s], tau, scales, cs)
-        if want_loss:
-            out_loss[s] = _coord_loss(leaves[s], scales, cs)
-        if want_mean:
-            for j in range(D):
-                out_mean[s, j] = 0.0
-            for k in range(1, K + 1):
-                for t in range(cnt[k - 1]):
-                    n = byd[k - 1, t]
-                    out_mean[s, n - 1] = _coord_mean_at(n, scales[k - 1], cs)
+        _coord_write(s, leaves, scales, cs, out_loss, out_mean)
         _coord_done(cs)

@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from fvnum.priors._kernels.common import LOG2, _bitlen, _lae, _path_node, _signed_scale, _subtree_masses
-from fvnum.priors._kernels.coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch
+from fvnum.priors._kernels.coord import _coord_downward, _coord_loss, _coord_mean_at, _coord_reset, _coord_scratch, _coord_write
 from fvnum.priors._kernels.gig import TAB_CELLS, TAB_ROW, _TAB_BASE, _TAB_SHIFT, _gig_cell, _gig_t_exact, _log_gig, _tab_poly
 
 EXP_FLOOR = -708.0  # leaf weights below exp(EXP_FLOOR) of the largest are set to 0 (they add < 1e-307)
@@ -144,23 +144,11 @@ def _tokens_coord_decode(nodes, readings, n_tok, sigma2, scales, leaves, out_los
     """``coord._tree_coord_decode`` under the tokens law ``(n_tok, sigma2)``: coordinate readings ``nodes``
     (n, B), ``readings`` (n, B); losses against ``leaves`` into ``out_loss`` unless empty, posterior means
     into ``out_mean`` (n, D) unless empty."""
-    K = scales.shape[0]
-    D = (1 << K) - 1
-    cs = _coord_scratch(K, nodes.shape[1])
+    cs = _coord_scratch(scales.shape[0], nodes.shape[1])
     byd, cnt = cs[8], cs[9]
-    want_loss = out_loss.shape[0] > 0
-    want_mean = out_mean.shape[0] > 0
     for s in range(nodes.shape[0]):
         _tokens_posterior(nodes[s], readings[s], n_tok, sigma2, scales, cs)
-        if want_loss:
-            out_loss[s] = _coord_loss(leaves[s], scales, cs)
-        if want_mean:
-            for j in range(D):
-                out_mean[s, j] = 0.0
-            for k in range(1, K + 1):
-                for t in range(cnt[k - 1]):
-                    n = byd[k - 1, t]
-                    out_mean[s, n - 1] = _coord_mean_at(n, scales[k - 1], cs)
+        _coord_write(s, leaves, scales, cs, out_loss, out_mean)
         _coord_reset(cs[7], byd, cnt)
 
 
