@@ -157,7 +157,7 @@ def test_kill_9_after_the_first_piece_keeps_it(tmp_path):
 
 
 # --- the tree by --scales, as in fv train -----------------------------------------------------------------
-@pytest.mark.parametrize("command,module,fn", [("reproduce", "reproduce", "reproduce"), ("scaling", "scaling", "run")])
+@pytest.mark.parametrize("command,module,fn", [("reproduce", "reproduce", "reproduce"), ("scaling", "scaling", "scaling_study")])
 def test_studies_take_scales_wherever_they_take_alpha(command, module, fn, monkeypatch, tmp_path):
     import importlib
 
