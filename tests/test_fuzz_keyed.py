@@ -120,3 +120,39 @@ def test_cli_refuses_bad_keyed_options(argv, fragment):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert fragment in lines[0], lines[0]
+
+
+def test_a_channel_too_precise_for_the_quadrature_is_estimated_by_monte_carlo_not_misread():
+    """At tokens N = 10^9 the readings' laws are far narrower than the B = 1 quadrature's step: the search reports a
+    Monte Carlo estimate of its design (an achievable loss, below the prior's), never the quadrature's misreading
+    (which gave the prior's loss, 1.875 at depth 4, before)."""
+    from fvnum.keys.tree import GRID, mixture_loss, quadrature_resolves
+
+    prior = TreePrior(4, "1/2")
+    found = best_nonadaptive_keyed(prior, 1, fvnum.tokens(10**9, keys="weighted"), samples=500, seed=0)
+    assert found.estimate.how.startswith("mc") and found.estimate.value < 0.875  # reading the root gives 0.875
+    coarse = best_nonadaptive_keyed(prior, 1, fvnum.tokens(64, keys="weighted"), samples=500, seed=0)
+    assert "quadrature" in coarse.estimate.how  # a resolved law keeps the exact rule
+    thetas = np.array([[-1.0], [0.0], [1.0]])
+    logw = np.log(np.full(3, 1 / 3))
+    for sd, resolved in ((0.2, True), (1e-4, False)):
+        mean, var = thetas[:, 0], np.full(3, sd**2)
+        assert quadrature_resolves(mean, var, logw, 4 * GRID) is resolved
+        if resolved:  # the rule equals a 64 times finer one
+            assert abs(mixture_loss(mean, var, logw, thetas, grid=4 * GRID)
+                       - mixture_loss(mean, var, logw, thetas, grid=256 * GRID)) < 1e-9
+
+
+def test_the_real_tokens_check_is_priced_before_it_draws():
+    """tokens_loss_mc draws N tokens a context: a job over the time cap is refused in one line before any draw, and
+    its chunks of contexts keep the tokens in bounded memory (the check at N = 10^5 runs)."""
+    from fvsym.errors import InputError, ResourceRefused
+    from fvsym.guards.limits import time_limit
+
+    prior = TreePrior(3, "1/2")
+    found = best_nonadaptive_keyed(prior, 1, fvnum.tokens(64, keys="weighted"), samples=200, seed=0)
+    with time_limit(5), pytest.raises(ResourceRefused, match="N = 1000000 tokens"):
+        tokens_loss_mc(prior, found, fvnum.tokens(10**6), samples=1000)
+    with pytest.raises(InputError, match="chunk must be >= 1"):
+        tokens_loss_mc(prior, found, fvnum.tokens(64), chunk=0)
+    assert np.isfinite(tokens_loss_mc(prior, found, fvnum.tokens(10**5), samples=20, seed=1).value)

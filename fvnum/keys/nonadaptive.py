@@ -37,13 +37,15 @@ import numpy as np
 from fvnum.mc import _chunks
 from fvnum.estimate import Estimate, SearchResult
 from fvnum.keys.tree import (GRID, STEP, _geometry, _torch, _Tree, cholesky_grad, geometry_grad, keys_of, mixture_loss,
-                         one_thread, tree_law, tree_law_grad)
+                             one_thread, quadrature_resolves, tree_law, tree_law_grad)
 from fvnum.keys.families import FAMILIES, SoftmaxKeys, check_family, quadrature_nodes, weighted_law, weighted_moments
 from fvnum.keys.readings import law_posterior_mean
 from fvnum.priors.capabilities import capability
 from fvnum.mc.channels import tokens_of
 from fvnum.mc.simulate import check_inputs
 from fvsym.errors import InputError
+from fvsym._validate import check_int
+from fvsym.guards.limits import check_memory, check_time
 
 
 SEARCH_LOG_RATIO = 30.0  # log E[w^2] / E[w]^2 clipped there in the softmax search's objective (N e^-30: no signal)
@@ -303,11 +305,11 @@ def best_nonadaptive_keyed(prior, budget: int, channel, *, samples: int = 4000, 
             W, lq = _tree_search(tree, budget, family, N, s2, samples, seed, restarts, maxiter, start)
             keys = keys_of(tree, W, lq)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
-    if budget == 1:
-        law = keys.law(tree.thetas, n_tokens=N, s2=s2)
+    law = keys.law(tree.thetas, n_tokens=N, s2=s2) if budget == 1 else None
+    if budget == 1 and quadrature_resolves(law.mean[:, 0], law.cov[:, 0, 0], log_prior, 4 * GRID):
         value = mixture_loss(law.mean[:, 0], law.cov[:, 0, 0], log_prior, tree.thetas, grid=4 * GRID)
         est = Estimate(float(value), 0.0, 4 * GRID, "exact (quadrature)")
-    else:
+    else:  # Monte Carlo, also at B = 1 where the readings' laws are narrower than the quadrature resolves
         est = _eval_nonadaptive(tree.thetas, log_prior, lambda n, r: tree.thetas[spec.sample(n, r)], keys, N, s2,
                                 samples, seed)
     how = f"non-adaptive, unit, {keys.name} keys, exact Bayes decoder under the keys' CLT law"
@@ -484,6 +486,10 @@ def gaussian_keyed(prior, budget: int, channel, *, samples: int = 4000, seed: in
     return SearchResult("best_nonadaptive_keyed", est, how, rows, keys=keys)
 
 
+TOKEN_DRAWS_PER_SECOND = 3e7  # context x token x dimension a second: 3.4e7 measured (N = 10^3, 10^4; D = 15; 2 cores)
+TOKENS_CHUNK_BYTES = 64e6  # a chunk's tokens (N (D + 2) doubles a context) stay under this: N = 4096 keeps 1000 contexts
+
+
 def tokens_loss_mc(prior, result: SearchResult, channel, *, samples: int = 20_000, seed: int = 0,
                    chunk: int = 1000) -> Estimate:
     """Loss of a one-layer keyed design (``result.keys``, found under ``channel``, ``fvnum.tokens(N, s2=...)``;
@@ -498,6 +504,11 @@ def tokens_loss_mc(prior, result: SearchResult, channel, *, samples: int = 20_00
     if result.design is None or result.keys is None:
         raise InputError(f"tokens_loss_mc checks one-layer keyed designs (best_nonadaptive_keyed), got {result.name}")
     tree, keys, N, s2 = _Tree(spec), result.keys, channel.n_tokens, channel.s2
+    chunk = check_int(chunk, "chunk", minimum=1)
+    what = f"tokens_loss_mc: {samples} contexts of N = {N} tokens in D = {spec.dim}"
+    check_time(what, samples * N * spec.dim / TOKEN_DRAWS_PER_SECOND, " (fewer samples or a smaller N)")
+    chunk = max(1, min(chunk, int(TOKENS_CHUNK_BYTES // (8 * N * (spec.dim + 2)))))  # contexts a chunk: bounded memory
+    check_memory(what, 3 * 8.0 * chunk * N * (spec.dim + 2))
     law = keys.law(tree.thetas, n_tokens=N, s2=s2)
     log_prior = np.full(spec.n_leaves, -math.log(spec.n_leaves))
     rng = np.random.default_rng(_chunks.seed_sequence(seed, _chunks.EVAL))

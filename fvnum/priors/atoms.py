@@ -141,7 +141,7 @@ class FinitePrior(Prior):
     def _check_channel(self, channel) -> None:
         if channel.kind != "gaussian":
             raise InputError(f"the {self.name} prior has an exact decoder under the gaussian channel only (the "
-                             "tokens channel's law depends on ||theta||^2); give tau")
+                             "tokens channel's law depends on ||theta||^2); give fvnum.gaussian(tau)")
 
     # --- the decoder's work -----------------------------------------------------------------------------
     def work_floats(self, budget: int) -> int:
