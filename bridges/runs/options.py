@@ -254,6 +254,21 @@ def study_json(path, what: str = "results", entries: bool = True) -> dict:
     return doc
 
 
+def run_command(commands: dict, argv: list[str], prog: str) -> int:
+    """A study script's one-word command line: ``argv`` is one name of ``commands`` (name -> a callable of no
+    arguments), run with one OpenMP thread unless the environment says otherwise; anything else is answered by
+    one usage line on stderr and exit status 2."""
+    import os
+    import sys
+
+    if len(argv) != 1 or argv[0] not in commands:
+        print(f"usage: {prog} {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    commands[argv[0]]()
+    return 0
+
+
 def run_script(main, argv: list[str], prog: str) -> int:
     """``main(argv)`` of a study script, its refusals (a ValueError such as ``InputError``, an ``OSError``, a
     ``SystemExit`` with a message) written as one line ``prog: message`` on stderr with exit status 2."""

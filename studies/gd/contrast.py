@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
+
+from bridges.runs.options import run_command, run_script
 
 HERE = Path(__file__).resolve().parent
 TRAIN_DIR = HERE / "train"
@@ -344,15 +345,8 @@ def train_all() -> None:
 def main(argv) -> int:
     commands = {"price": lambda: print(json.dumps(price(), indent=1)), "train": train_all,
                 "report": lambda: print(page(report()))}
-    if len(argv) != 1 or argv[0] not in commands:
-        print(f"usage: contrast.py {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    commands[argv[0]]()
-    return 0
+    return run_command(commands, argv, "contrast.py")
 
 
 if __name__ == "__main__":
-    from bridges.runs.options import run_script
-
     sys.exit(run_script(main, sys.argv[1:], "contrast.py"))

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
+
+from bridges.runs.options import run_command, run_script
 
 HERE = Path(__file__).resolve().parent
 TRAIN_DIR = HERE / "train"
@@ -278,13 +279,8 @@ def main(argv) -> int:
                 "power": lambda: print(json.dumps({f"e={e}": power(e) for e in (0.01, 0.02, 0.03, 0.05)}, indent=1)),
                 "train": train_grid, "report": lambda: print(page(report())),
                 "figure": lambda: figure(json.loads(RESULTS.read_text()))}
-    if len(argv) != 1 or argv[0] not in commands:
-        print(f"usage: run.py {{{','.join(commands)}}}; got {' '.join(argv) or 'nothing'}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    commands[argv[0]]()
-    return 0
+    return run_command(commands, argv, "run.py")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:], "run.py"))
