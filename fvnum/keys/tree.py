@@ -178,16 +178,12 @@ def mixture_loss(mean, var, logw, thetas, xp=np, grid: int = GRID):
     th = thetas if xp is np else xp.as_tensor(thetas, dtype=xp.float64)
     p = xp.exp(logw)
     sd = xp.sqrt(var)
-    live = p > 1e-10 * (p.max(-1, keepdims=True) if xp is np else p.max(-1, keepdim=True).values)
-    big = 1e300
     if xp is np:
-        lo = np.where(live, mean - 10 * sd, big).min(-1)
-        hi = np.where(live, mean + 10 * sd, -big).max(-1)
+        lo, hi, _ = _span(mean, sd, p, np)
         u = np.linspace(0.0, 1.0, grid)
     else:
         with xp.no_grad():
-            lo = xp.where(live, mean - 10 * sd, xp.full_like(mean, big)).min(-1).values
-            hi = xp.where(live, mean + 10 * sd, xp.full_like(mean, -big)).max(-1).values
+            lo, hi, _ = _span(mean, sd, p, xp)
         u = xp.linspace(0.0, 1.0, grid, dtype=xp.float64)
     phi = lo[..., None] + (hi - lo)[..., None] * u  # (..., G)
     dphi = (hi - lo) / (grid - 1)
@@ -207,12 +203,21 @@ def quadrature_resolves(mean, var, logw, grid: int = GRID) -> bool:
     live standard deviation (the rule's error is then below ``exp(-2 pi^2)``, about 3e-9, relative). A very
     precise channel (tokens N of 10^5 and more on the tree) makes the laws narrower than that step."""
     mean, var, logw = (np.asarray(x, dtype=float) for x in (mean, var, logw))
-    p = np.exp(logw)
     sd = np.sqrt(var)
-    live = p > 1e-10 * p.max(-1, keepdims=True)
-    lo = np.where(live, mean - 10 * sd, np.inf).min(-1)
-    hi = np.where(live, mean + 10 * sd, -np.inf).max(-1)
+    lo, hi, live = _span(mean, sd, np.exp(logw), np)
     return bool(np.all((hi - lo) / (grid - 1) <= np.where(live, sd, np.inf).min(-1)))
+
+
+def _span(mean, sd, p, xp):
+    """``(lo, hi, live)``: the live atoms (weight above 1e-10 of the largest) and the span of their means
+    +- 10 standard deviations, over which :func:`mixture_loss` integrates (numpy or torch)."""
+    big = 1e300
+    if xp is np:
+        live = p > 1e-10 * p.max(-1, keepdims=True)
+        return (np.where(live, mean - 10 * sd, big).min(-1), np.where(live, mean + 10 * sd, -big).max(-1), live)
+    live = p > 1e-10 * p.max(-1, keepdim=True).values
+    return (xp.where(live, mean - 10 * sd, xp.full_like(mean, big)).min(-1).values,
+            xp.where(live, mean + 10 * sd, xp.full_like(mean, -big)).max(-1).values, live)
 
 
 def keys_of(tree: _Tree, W, lq):
